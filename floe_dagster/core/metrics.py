@@ -1,0 +1,92 @@
+"""What was measured about one table: the input of health, trigger conditions and the debt score.
+
+Raw values only (file sizes, timestamps in epoch milliseconds), never counts tied to one policy's
+thresholds, so one record serves every policy and can be cached by metadata location.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Tier = Literal["summary", "full"]
+
+
+@dataclass(frozen=True)
+class TableMetrics:
+    qualified_name: str  # catalog.namespace.table
+    metadata_location: str | None
+    tier: Tier  # "summary": metadata file and snapshot summary only; "full": manifests read too
+    collected_at_ms: int
+
+    data_file_count: int = 0
+    total_data_bytes: int = 0
+    record_count: int = 0
+    # Full tier only (None in the summary tier): every live data file's size in bytes.
+    data_file_sizes: tuple[int, ...] | None = None
+
+    delete_file_count: int = 0  # position + equality (the summary counts them together)
+    position_delete_file_count: int | None = None  # full tier only
+    equality_delete_file_count: int | None = None  # full tier only
+
+    snapshot_count: int = 0
+    oldest_snapshot_ms: int | None = None
+    newest_snapshot_ms: int | None = None  # also the last write
+
+    manifest_count: int | None = None  # full tier only
+    manifest_total_bytes: int | None = None  # full tier only
+
+    partition_count: int | None = None  # full tier only; an unpartitioned table has 1
+    max_files_per_partition: int | None = None  # full tier only
+
+    current_snapshot_id: int | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def delete_file_ratio(self) -> float:
+        return self.delete_file_count / self.data_file_count if self.data_file_count else 0.0
+
+    @property
+    def partition_skew(self) -> float | None:
+        """Max over average data files per partition (1.0 means even)."""
+        if not self.partition_count or self.max_files_per_partition is None or not self.data_file_count:
+            return None
+        return self.max_files_per_partition / (self.data_file_count / self.partition_count)
+
+    @property
+    def min_file_bytes(self) -> int | None:
+        return min(self.data_file_sizes) if self.data_file_sizes else None
+
+    @property
+    def max_file_bytes(self) -> int | None:
+        return max(self.data_file_sizes) if self.data_file_sizes else None
+
+    @property
+    def avg_file_bytes(self) -> float | None:
+        return self.total_data_bytes / self.data_file_count if self.data_file_count else None
+
+    def small_file_count(self, small_below_bytes: int) -> int | None:
+        if self.data_file_sizes is None:
+            return None
+        return sum(1 for size in self.data_file_sizes if size < small_below_bytes)
+
+    def large_file_count(self, large_above_bytes: int) -> int | None:
+        if self.data_file_sizes is None:
+            return None
+        return sum(1 for size in self.data_file_sizes if size > large_above_bytes)
+
+    @staticmethod
+    def age_days(then_ms: int | None, now_ms: int) -> float | None:
+        return None if then_ms is None else max(0.0, (now_ms - then_ms) / 86_400_000)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["data_file_sizes"] = list(self.data_file_sizes) if self.data_file_sizes is not None else None
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "TableMetrics":
+        data = dict(data)
+        if data.get("data_file_sizes") is not None:
+            data["data_file_sizes"] = tuple(data["data_file_sizes"])
+        return cls(**data)
