@@ -1,0 +1,286 @@
+"""Settings: one ``floe.yaml`` (path from ``FLOE_CONFIG``, default ``./floe.yaml``) plus environment overrides.
+
+Every command and the code location read settings through :func:`load_settings`, so the CLI, Dagit and
+the sensors agree. Relative paths in the file are resolved against the file's folder.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+DEFAULT_CONFIG = "floe.yaml"
+DEFAULT_ICEBERG_SPARK_RUNTIME = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
+DEFAULT_SQLITE_JDBC = "org.xerial:sqlite-jdbc:3.47.1.0"
+DEFAULT_POSTGRES_JDBC = "org.postgresql:postgresql:42.7.4"
+
+
+class SettingsError(ValueError):
+    """A bad settings file or override; the message names the file, the key and what is allowed."""
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    """Floe's scheduler keys, same names (in kebab case in the file) and defaults. 0 means unlimited."""
+
+    enabled: bool = True
+    condition_based_triggering_enabled: bool = True
+    distributed_lock_enabled: bool = False
+    max_tables_per_poll: int = 0
+    max_operations_per_poll: int = 0
+    max_bytes_per_hour: int = 0
+    failure_backoff_threshold: int = 3
+    failure_backoff_hours: float = 6
+    zero_change_threshold: int = 5
+    zero_change_frequency_reduction_percent: float = 50
+    zero_change_min_interval_hours: float = 6
+    # Not Floe's: Dagster-side caps that hold even with Floe's unlimited budgets (DESIGN.md 4).
+    max_run_requests_per_tick: int = 25
+    max_queued_runs: int = 100
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    master: str = "local[2]"
+    remote: str | None = None  # Spark Connect URL; when set, master is not used
+    conf: dict[str, str] = field(default_factory=dict)
+    # Maven coordinates fetched once into jars_cache; jars are extra local jar paths.
+    packages: tuple[str, ...] = (DEFAULT_ICEBERG_SPARK_RUNTIME,)
+    jars: tuple[str, ...] = ()
+    jars_cache: str = ""
+    java_home: str | None = None
+
+
+@dataclass(frozen=True)
+class CatalogSettings:
+    name: str = "demo"
+    properties: dict[str, str] = field(default_factory=dict)
+    # Extra spark.sql.catalog.<name>.* properties, for catalog types we cannot map ourselves.
+    spark_properties: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MaintenanceSettings:
+    # Above this many bytes of table data the row-count check after a rewrite uses snapshot
+    # summaries instead of counting rows with Spark.
+    row_count_check_max_bytes: int = 10 * 1024**3
+    default_timeout_hours: float = 1.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    source: str  # the file the settings came from ("<defaults>" when there was none)
+    data_dir: str  # where the embedded default keeps catalog, warehouse, caches, locks
+    catalog: CatalogSettings
+    spark: SparkSettings
+    policies: tuple[str, ...]
+    scheduler: SchedulerSettings
+    maintenance: MaintenanceSettings
+    debt: dict[str, Any] = field(default_factory=dict)  # weights, read by the debt score
+    coordination_url: str | None = None
+
+    @property
+    def table_cache_path(self) -> Path:
+        return Path(self.data_dir) / "cache" / f"tables-{self.catalog.name}.json"
+
+
+_TOP_KEYS = {"data-dir", "catalog", "spark", "policies", "scheduler", "maintenance", "debt", "coordination"}
+_CATALOG_KEYS = {"name", "properties", "spark-properties"}
+_SPARK_KEYS = {"master", "remote", "conf", "packages", "jars", "jars-cache", "java-home"}
+_MAINTENANCE_KEYS = {"row-count-check-max-bytes", "default-timeout-hours"}
+_COORDINATION_KEYS = {"url"}
+
+
+def _kebab(name: str) -> str:
+    return name.replace("_", "-")
+
+
+_SCHEDULER_FIELDS = {_kebab(f): f for f in SchedulerSettings.__dataclass_fields__}
+
+
+def _unknown(source: str, section: str, key: str, allowed: set[str]) -> SettingsError:
+    where = f"{section}.{key}" if section else key
+    close = difflib.get_close_matches(key, sorted(allowed), n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return SettingsError(f"{source}: {where}: unknown key{hint}; allowed: {', '.join(sorted(allowed))}")
+
+
+def _coerce(source: str, where: str, value: Any, kind: type) -> Any:
+    """Convert a file or environment value to the field's type, or say what is allowed."""
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.strip().lower() in ("true", "1", "yes")
+        raise SettingsError(f"{source}: {where}: expected true or false, got {value!r}")
+    if kind in (int, float):
+        if isinstance(value, bool):
+            raise SettingsError(f"{source}: {where}: expected a number ≥ 0, got {value!r}")
+        try:
+            number = kind(value) if kind is float else int(str(value).strip())
+        except (TypeError, ValueError):
+            raise SettingsError(f"{source}: {where}: expected a {'whole ' if kind is int else ''}number ≥ 0, got {value!r}") from None
+        if number < 0:
+            raise SettingsError(f"{source}: {where}: expected a number ≥ 0, got {value!r}")
+        return number
+    return value
+
+
+def _mapping(source: str, where: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise SettingsError(f"{source}: {where}: expected a mapping, got {type(value).__name__}")
+    return dict(value)
+
+
+def _string_map(source: str, where: str, value: Any) -> dict[str, str]:
+    result = {}
+    for key, item in _mapping(source, where, value).items():
+        if isinstance(item, (dict, list)):
+            raise SettingsError(f"{source}: {where}.{key}: expected a string, got {type(item).__name__}")
+        result[str(key)] = "true" if item is True else "false" if item is False else str(item)
+    return result
+
+
+def _string_list(source: str, where: str, value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SettingsError(f"{source}: {where}: expected a list of strings")
+    return tuple(value)
+
+
+def _scheduler(source: str, raw: Mapping[str, Any], environ: Mapping[str, str]) -> SchedulerSettings:
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in _SCHEDULER_FIELDS:
+            raise _unknown(source, "scheduler", str(key), set(_SCHEDULER_FIELDS))
+        values[_SCHEDULER_FIELDS[key]] = (f"scheduler.{key}", value)
+    for kebab, attr in _SCHEDULER_FIELDS.items():
+        env_name = "FLOE_SCHEDULER_" + attr.upper()
+        if env_name in environ:
+            values[attr] = (f"environment {env_name}", environ[env_name])
+    kinds = {name: type(f.default) for name, f in SchedulerSettings.__dataclass_fields__.items()}
+    return SchedulerSettings(
+        **{attr: _coerce(source, where, value, kinds[attr]) for attr, (where, value) in values.items()}
+    )
+
+
+def _resolve(base: Path, path: str) -> str:
+    expanded = Path(os.path.expandvars(os.path.expanduser(path)))
+    return str(expanded if expanded.is_absolute() else (base / expanded).resolve())
+
+
+def load_settings(path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Read and validate the settings file; with no file, the embedded default under ``./.floe``."""
+    environ = os.environ if environ is None else environ
+    config_path = Path(path or environ.get("FLOE_CONFIG") or DEFAULT_CONFIG)
+    if config_path.exists():
+        source = str(config_path)
+        try:
+            raw = yaml.safe_load(config_path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = f" line {mark.line + 1}" if mark else ""
+            raise SettingsError(f"{source}:{line}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+        base = config_path.resolve().parent
+    elif path or environ.get("FLOE_CONFIG"):
+        raise SettingsError(f"{config_path}: settings file not found")
+    else:
+        source, raw, base = "<defaults>", {}, Path.cwd()
+    if not isinstance(raw, Mapping):
+        raise SettingsError(f"{source}: expected a mapping of sections ({', '.join(sorted(_TOP_KEYS))})")
+    for key in raw:
+        if key not in _TOP_KEYS:
+            raise _unknown(source, "", str(key), _TOP_KEYS)
+
+    data_dir = _resolve(base, environ.get("FLOE_DATA_DIR") or str(raw.get("data-dir") or ".floe"))
+
+    catalog_raw = _mapping(source, "catalog", raw.get("catalog"))
+    for key in catalog_raw:
+        if key not in _CATALOG_KEYS:
+            raise _unknown(source, "catalog", str(key), _CATALOG_KEYS)
+    catalog_name = str(catalog_raw.get("name") or "demo")
+    properties = _string_map(source, "catalog.properties", catalog_raw.get("properties"))
+    if "catalog" not in raw:
+        # The embedded default: a SQLite-backed SQL catalog and a warehouse folder in the data dir.
+        properties = embedded_catalog_properties(data_dir)
+    catalog = CatalogSettings(
+        name=catalog_name,
+        properties=properties,
+        spark_properties=_string_map(source, "catalog.spark-properties", catalog_raw.get("spark-properties")),
+    )
+
+    spark_raw = _mapping(source, "spark", raw.get("spark"))
+    for key in spark_raw:
+        if key not in _SPARK_KEYS:
+            raise _unknown(source, "spark", str(key), _SPARK_KEYS)
+    packages = _string_list(source, "spark.packages", spark_raw.get("packages")) or (DEFAULT_ICEBERG_SPARK_RUNTIME,)
+    spark = SparkSettings(
+        master=str(environ.get("FLOE_SPARK_MASTER") or spark_raw.get("master") or "local[2]"),
+        remote=environ.get("FLOE_SPARK_REMOTE") or spark_raw.get("remote"),
+        conf=_string_map(source, "spark.conf", spark_raw.get("conf")),
+        packages=packages,
+        jars=tuple(_resolve(base, j) for j in _string_list(source, "spark.jars", spark_raw.get("jars"))),
+        jars_cache=_resolve(
+            base,
+            environ.get("FLOE_JARS_CACHE")
+            or str(spark_raw.get("jars-cache") or Path.home() / ".cache" / "floe-dagster" / "jars"),
+        ),
+        java_home=environ.get("FLOE_JAVA_HOME") or spark_raw.get("java-home"),
+    )
+
+    maintenance_raw = _mapping(source, "maintenance", raw.get("maintenance"))
+    for key in maintenance_raw:
+        if key not in _MAINTENANCE_KEYS:
+            raise _unknown(source, "maintenance", str(key), _MAINTENANCE_KEYS)
+    maintenance = MaintenanceSettings(
+        row_count_check_max_bytes=_coerce(
+            source, "maintenance.row-count-check-max-bytes",
+            maintenance_raw.get("row-count-check-max-bytes", MaintenanceSettings.row_count_check_max_bytes), int,
+        ),
+        default_timeout_hours=_coerce(
+            source, "maintenance.default-timeout-hours",
+            maintenance_raw.get("default-timeout-hours", MaintenanceSettings.default_timeout_hours), float,
+        ),
+    )
+
+    coordination_raw = _mapping(source, "coordination", raw.get("coordination"))
+    for key in coordination_raw:
+        if key not in _COORDINATION_KEYS:
+            raise _unknown(source, "coordination", str(key), _COORDINATION_KEYS)
+
+    policies_value = raw.get("policies", ["examples/policies"] if "catalog" not in raw else [])
+    policies = tuple(_resolve(base, p) for p in _string_list(source, "policies", policies_value))
+    if environ.get("FLOE_POLICIES"):
+        policies = tuple(_resolve(Path.cwd(), p) for p in environ["FLOE_POLICIES"].split(os.pathsep) if p)
+
+    return Settings(
+        source=source,
+        data_dir=data_dir,
+        catalog=catalog,
+        spark=spark,
+        policies=policies,
+        scheduler=_scheduler(source, _mapping(source, "scheduler", raw.get("scheduler")), environ),
+        maintenance=maintenance,
+        debt=_mapping(source, "debt", raw.get("debt")),
+        coordination_url=environ.get("FLOE_COORDINATION_URL") or coordination_raw.get("url"),
+    )
+
+
+def embedded_catalog_properties(data_dir: str) -> dict[str, str]:
+    """The embedded default catalog: SQLite catalog file and warehouse folder under the data dir."""
+    root = Path(data_dir).resolve()
+    return {
+        "type": "sql",
+        "uri": f"sqlite:///{root / 'catalog.db'}",
+        "warehouse": f"file://{root / 'warehouse'}",
+    }

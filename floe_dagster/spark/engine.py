@@ -1,0 +1,267 @@
+"""The PySpark maintenance engine: a Dagster resource that runs Iceberg's procedures.
+
+It wraps dagster-pyspark's ``LazyPySparkResource`` (the session starts on first use, so runs that
+do nothing start no JVM) and adds what that resource lacks: after each unit of work it closes the
+Iceberg catalog inside Spark. Iceberg 1.10's JdbcCatalog leaves result sets open, and on SQLite a
+live Spark catalog keeps a read lock that makes every PyIceberg commit fail with "database is
+locked"; closing the catalog and resetting Spark's catalog manager frees it, and the next use opens
+a fresh catalog.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Iterator, Mapping
+
+from contextlib import contextmanager
+from dagster import ConfigurableResource, InitResourceContext
+from dagster_pyspark import LazyPySparkResource
+from pydantic import PrivateAttr
+
+from floe_dagster.catalog import spark_catalog_conf
+from floe_dagster.core.operations import Operation
+from floe_dagster.core.tables import TableName
+from floe_dagster.settings import Settings
+from floe_dagster.spark.jars import resolve_jars
+from floe_dagster.spark.procedures import (
+    ProcedureResult,
+    build_procedure_call,
+    spark_table_reference,
+    summarize_result,
+)
+
+
+class EngineUnavailable(RuntimeError):
+    """Spark itself could not start or reach the catalog: an outage, not a table's failure."""
+
+
+class MaintenanceFailed(RuntimeError):
+    """The procedure ran and failed, or its result failed a safety check."""
+
+
+class RowCountMismatch(MaintenanceFailed):
+    pass
+
+
+@dataclass(frozen=True)
+class RowCheck:
+    method: str  # "spark-count", "snapshot-summary" or "not-applicable"
+    checked_snapshots: tuple[int, ...] = ()
+    rows_before: int | None = None
+    rows_after: int | None = None
+
+
+@dataclass(frozen=True)
+class EngineOutcome:
+    result: ProcedureResult
+    sql: str
+    arguments: dict[str, Any]
+    new_snapshot_ids: tuple[int, ...]
+    row_check: RowCheck
+    duration_s: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def spark_conf_for(settings: Settings) -> dict[str, str]:
+    """The whole Spark conf: defaults, the catalog's mapping, jars from the cache, then user conf."""
+    catalog_conf, driver_packages = spark_catalog_conf(settings.catalog)
+    conf = {
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.driver.memory": "1g",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.app.name": "floe-dagster",
+    }
+    if settings.spark.remote:
+        conf["spark.remote"] = settings.spark.remote
+    else:
+        conf["spark.master"] = settings.spark.master
+    conf.update(catalog_conf)
+    packages = [*settings.spark.packages, *driver_packages]
+    jars = [str(p) for p in resolve_jars(packages, settings.spark.jars_cache)] + list(settings.spark.jars)
+    if jars:
+        conf["spark.jars"] = ",".join(jars)
+    conf.update(settings.spark.conf)
+    return conf
+
+
+class IcebergSparkEngine(ConfigurableResource):
+    """Runs Iceberg maintenance procedures with PySpark. ``pyspark`` is dagster-pyspark's resource."""
+
+    pyspark: LazyPySparkResource
+    catalog_name: str
+    java_home: str | None = None
+    # Above this many bytes of table data the row-count check uses snapshot summaries.
+    row_count_check_max_bytes: int = 10 * 1024**3
+
+    _started: bool = PrivateAttr(default=False)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "IcebergSparkEngine":
+        return cls(
+            pyspark=LazyPySparkResource(spark_config=spark_conf_for(settings)),
+            catalog_name=settings.catalog.name,
+            java_home=settings.spark.java_home,
+            row_count_check_max_bytes=settings.maintenance.row_count_check_max_bytes,
+        )
+
+    # -- session and catalog lifecycle ---------------------------------------------------------
+    @property
+    def spark(self) -> Any:
+        if self.java_home:
+            os.environ["JAVA_HOME"] = self.java_home
+        try:
+            session = self.pyspark.spark_session
+        except Exception as exc:
+            raise EngineUnavailable(
+                f"Spark could not start: {exc}. Check that Java 17 (or 11) is installed and JAVA_HOME points "
+                "at it, and that spark.master / spark.remote in floe.yaml are reachable"
+            ) from exc
+        self._started = True
+        return session
+
+    def release_catalog(self) -> None:
+        """Close the Iceberg catalog inside Spark so it holds no connection (and no SQLite lock)."""
+        if not self._started:
+            return
+        session = self.pyspark.spark_session
+        jvm_session = getattr(session, "_jsparkSession", None)
+        if jvm_session is None:  # Spark Connect: the server owns the catalog
+            return
+        manager = jvm_session.sessionState().catalogManager()
+        if manager.isCatalogRegistered(self.catalog_name):
+            spark_catalog = manager.catalog(self.catalog_name)
+            iceberg_catalog = spark_catalog.icebergCatalog()
+            if hasattr(iceberg_catalog, "close"):
+                iceberg_catalog.close()
+            manager.reset()
+
+    @contextmanager
+    def unit_of_work(self) -> Iterator[Any]:
+        try:
+            yield self.spark
+        finally:
+            self.release_catalog()
+
+    def teardown_after_execution(self, context: InitResourceContext) -> None:
+        self.release_catalog()
+
+    def stop(self) -> None:
+        if self._started:
+            self.release_catalog()
+            self.pyspark.spark_session.stop()
+            self._started = False
+
+    # -- maintenance ---------------------------------------------------------------------------
+    def _snapshots(self, spark: Any, table: TableName) -> list[dict[str, Any]]:
+        rows = spark.sql(
+            f"SELECT snapshot_id, parent_id, operation, summary, committed_at "
+            f"FROM {spark_table_reference(table)}.snapshots ORDER BY committed_at"
+        ).collect()
+        return [row.asDict() for row in rows]
+
+    def _count(self, spark: Any, table: TableName, snapshot_id: int) -> int:
+        return spark.sql(
+            f"SELECT count(*) AS n FROM {spark_table_reference(table)} VERSION AS OF {int(snapshot_id)}"
+        ).collect()[0]["n"]
+
+    def maintain(
+        self,
+        table: TableName,
+        op: Operation,
+        config: Mapping[str, Any],
+        now: datetime,
+        table_properties: Mapping[str, str] | None = None,
+        table_bytes: int = 0,
+    ) -> EngineOutcome:
+        """Run one operation on one table; verify rows after rewrites; always release the catalog."""
+        call = build_procedure_call(op, table, config, now, table_properties)  # validates before Spark
+        started = time.monotonic()
+        with self.unit_of_work() as spark:
+            try:
+                before = {s["snapshot_id"] for s in self._snapshots(spark, table)}
+            except Exception as exc:
+                raise _classify(exc, table) from exc
+            try:
+                rows = [row.asDict() for row in spark.sql(call.sql).collect()]
+            except Exception as exc:
+                raise _classify(exc, table, op) from exc
+            result = summarize_result(op, rows)
+            snapshots = self._snapshots(spark, table)
+            new = [s for s in snapshots if s["snapshot_id"] not in before]
+            row_check = RowCheck("not-applicable")
+            if op in (
+                Operation.REWRITE_DATA_FILES, Operation.REWRITE_MANIFESTS, Operation.REWRITE_POSITION_DELETE_FILES
+            ):
+                row_check = self._verify_rows(spark, table, new, snapshots, table_bytes)
+        return EngineOutcome(
+            result=result,
+            sql=call.sql,
+            arguments=call.arguments,
+            new_snapshot_ids=tuple(s["snapshot_id"] for s in new),
+            row_check=row_check,
+            duration_s=time.monotonic() - started,
+        )
+
+    def _verify_rows(
+        self, spark: Any, table: TableName, new: list[dict], snapshots: list[dict], table_bytes: int
+    ) -> RowCheck:
+        """Each snapshot our rewrite committed must hold the same logical rows as its parent.
+
+        Only our ``replace`` commits are compared with their own parents, so a concurrent append (its
+        own snapshot) and deletes applied during the rewrite (same logical rows) do not confuse it.
+        """
+        ours = [s for s in new if s["operation"] == "replace" and s["parent_id"] is not None]
+        if not ours:
+            return RowCheck("not-applicable")
+        by_id = {s["snapshot_id"]: s for s in snapshots}
+        method = "snapshot-summary" if table_bytes > self.row_count_check_max_bytes else "spark-count"
+        first_before = last_after = None
+        for snapshot in ours:
+            parent = snapshot["parent_id"]
+            after = before = None
+            if method == "snapshot-summary" and parent in by_id:
+                after, before = _summary_live_rows(snapshot), _summary_live_rows(by_id[parent])
+            if after is None or before is None or after != before:
+                # The summary cannot tell (or disagrees): count for real rather than fail on a guess.
+                after, before = self._count(spark, table, snapshot["snapshot_id"]), self._count(spark, table, parent)
+                if method == "snapshot-summary":
+                    method = "snapshot-summary+spark-count"
+            if after != before:
+                raise RowCountMismatch(
+                    f"table '{table.qualified}': snapshot {snapshot['snapshot_id']} written by this run has {after} "
+                    f"rows but its parent {parent} has {before}; the rewrite changed the table's contents"
+                )
+            first_before = before if first_before is None else first_before
+            last_after = after
+        return RowCheck(method, tuple(s["snapshot_id"] for s in ours), first_before, last_after)
+
+
+def _summary_live_rows(snapshot: Mapping[str, Any]) -> int | None:
+    summary = snapshot.get("summary") or {}
+    try:
+        return (
+            int(summary["total-records"])
+            - int(summary.get("total-position-deletes", 0))
+            - int(summary.get("total-equality-deletes", 0))
+        )
+    except (KeyError, ValueError):
+        return None
+
+
+def _classify(exc: Exception, table: TableName, op: Operation | None = None) -> Exception:
+    """Tell an outage (Spark or the catalog unreachable) from a failure of this table's operation."""
+    text = str(exc)
+    first_line = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    outage_markers = ("Connection refused", "Py4JNetworkError", "could not connect", "Unable to connect",
+                      "SparkContext was shut down", "Failed to get a connection", "Communications link failure")
+    if any(marker in text for marker in outage_markers):
+        return EngineUnavailable(f"Spark or the catalog is unavailable while maintaining '{table.qualified}': {first_line}")
+    if "Table or view not found" in text or "TABLE_OR_VIEW_NOT_FOUND" in text or "NoSuchTableException" in text:
+        return MaintenanceFailed(f"table '{table.qualified}' was not found by Spark: {first_line}")
+    what = f"{op.procedure} on" if op else "reading"
+    return MaintenanceFailed(f"{what} '{table.qualified}' failed: {first_line}")
