@@ -29,6 +29,10 @@ class UnknownTable(LookupError):
 
 
 def open_catalog(settings: CatalogSettings) -> Catalog:
+    uri = settings.properties.get("uri", "")
+    if settings.properties.get("type") == "sql" and uri.startswith("sqlite:///"):
+        # A SQLite catalog is a local file: create its folder, as the embedded default expects.
+        os.makedirs(os.path.dirname(os.path.abspath(uri.split(":///", 1)[1])) or ".", exist_ok=True)
     try:
         return load_catalog(settings.name, **settings.properties)
     except Exception as exc:  # PyIceberg raises many kinds; all mean the same to the caller

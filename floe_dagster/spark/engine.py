@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterator, Mapping
@@ -25,7 +26,7 @@ from floe_dagster.catalog import spark_catalog_conf
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
 from floe_dagster.settings import Settings
-from floe_dagster.spark.jars import resolve_jars
+from floe_dagster.spark.jars import jar_file_name, resolve_jars
 from floe_dagster.spark.procedures import (
     ProcedureResult,
     build_procedure_call,
@@ -71,6 +72,7 @@ def spark_conf_for(settings: Settings) -> dict[str, str]:
     conf = {
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "4",
         "spark.driver.memory": "1g",
         "spark.sql.session.timeZone": "UTC",
@@ -82,7 +84,8 @@ def spark_conf_for(settings: Settings) -> dict[str, str]:
         conf["spark.master"] = settings.spark.master
     conf.update(catalog_conf)
     packages = [*settings.spark.packages, *driver_packages]
-    jars = [str(p) for p in resolve_jars(packages, settings.spark.jars_cache)] + list(settings.spark.jars)
+    # Paths only: the download happens when a session starts, so loading the code location stays cheap.
+    jars = [str(Path(settings.spark.jars_cache) / jar_file_name(p)) for p in packages] + list(settings.spark.jars)
     if jars:
         conf["spark.jars"] = ",".join(jars)
     conf.update(settings.spark.conf)
@@ -95,6 +98,8 @@ class IcebergSparkEngine(ConfigurableResource):
     pyspark: LazyPySparkResource
     catalog_name: str
     java_home: str | None = None
+    jar_packages: list[str] = []
+    jars_cache: str = ""
     # Above this many bytes of table data the row-count check uses snapshot summaries.
     row_count_check_max_bytes: int = 10 * 1024**3
 
@@ -106,6 +111,8 @@ class IcebergSparkEngine(ConfigurableResource):
             pyspark=LazyPySparkResource(spark_config=spark_conf_for(settings)),
             catalog_name=settings.catalog.name,
             java_home=settings.spark.java_home,
+            jar_packages=[*settings.spark.packages, *spark_catalog_conf(settings.catalog)[1]],
+            jars_cache=settings.spark.jars_cache,
             row_count_check_max_bytes=settings.maintenance.row_count_check_max_bytes,
         )
 
@@ -115,6 +122,8 @@ class IcebergSparkEngine(ConfigurableResource):
         if self.java_home:
             os.environ["JAVA_HOME"] = self.java_home
         try:
+            if not self._started and self.jar_packages:
+                resolve_jars(self.jar_packages, self.jars_cache)  # fetched once into the cache
             session = self.pyspark.spark_session
         except Exception as exc:
             raise EngineUnavailable(

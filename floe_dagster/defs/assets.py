@@ -1,0 +1,171 @@
+"""Table assets: one ``AssetSpec`` per Iceberg table in one multi-asset, partitioned by operation.
+
+Materializing partition ``OP`` of a table runs that operation on it under the table lock, and
+records the procedure's numbers and the table's before/after counts as materialization metadata.
+"""
+
+from __future__ import annotations
+
+import getpass
+import logging
+from datetime import datetime, timezone
+from typing import Any, Iterator, Sequence
+
+from dagster import (
+    AssetExecutionContext,
+    AssetSpec,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    StaticPartitionsDefinition,
+    multi_asset,
+)
+
+from floe_dagster.catalog import load_table, open_catalog, table_counts
+from floe_dagster.core.operations import ALL_OPERATIONS, Operation
+from floe_dagster.core.tables import TableName
+from floe_dagster.defs import tags as T
+from floe_dagster.defs.names import asset_key_for, group_name_for, table_for_asset_key, unmappable_reason
+from floe_dagster.locks import LockHeld, hold_lock, table_lock_name
+from floe_dagster.maintenance_policy import ResolvedOperation, resolve_operation
+from floe_dagster.settings import Settings
+from floe_dagster.spark.engine import EngineUnavailable, IcebergSparkEngine, MaintenanceFailed
+from floe_dagster.spark.procedures import ProcedureOptionError
+
+log = logging.getLogger(__name__)
+
+OPERATIONS_PARTITIONS = StaticPartitionsDefinition([op.value for op in ALL_OPERATIONS])
+TABLES_ASSET_NAME = "iceberg_tables"
+
+
+def mappable_tables(tables: Sequence[TableName]) -> tuple[list[TableName], list[str]]:
+    """The tables that can be assets, and a message for each one left out."""
+    kept, left_out = [], []
+    for table in tables:
+        reason = unmappable_reason(table)
+        if reason:
+            left_out.append(f"{reason}; it is left out of the code location")
+        else:
+            kept.append(table)
+    return kept, left_out
+
+
+def build_table_assets(tables: Sequence[TableName], settings: Settings):
+    """The multi-asset over every table (``can_subset`` so a run materializes only its tables)."""
+    specs = [
+        AssetSpec(
+            key=asset_key_for(table),
+            group_name=group_name_for(table.namespace),
+            kinds={"iceberg", "spark"},
+            partitions_def=OPERATIONS_PARTITIONS,
+            description=f"Iceberg table {table.qualified}, kept healthy by floe-dagster.",
+            metadata={"floe/table": table.qualified},
+            skippable=True,
+        )
+        for table in tables
+    ]
+
+    @multi_asset(
+        name=TABLES_ASSET_NAME,
+        specs=specs,
+        can_subset=True,
+        required_resource_keys={"engine"},
+    )
+    def iceberg_tables(context: AssetExecutionContext) -> Iterator[MaterializeResult]:
+        engine: IcebergSparkEngine = context.resources.engine
+        op = Operation(context.partition_key)
+        selected = sorted(table_for_asset_key(key) for key in context.selected_asset_keys)
+        _add_missing_run_tags(context, selected, op, settings)
+        failures: list[str] = []
+        for table in selected:
+            try:
+                yield maintain_table(context, engine, settings, table, op)
+            except (MaintenanceFailed, ProcedureOptionError, LockHeld, EngineUnavailable, LookupError) as exc:
+                context.log.error(str(exc))
+                failures.append(str(exc))
+                if isinstance(exc, (LockHeld, EngineUnavailable)):
+                    kind = "lock_held" if isinstance(exc, LockHeld) else "outage"
+                    context.instance.add_run_tags(context.run_id, {T.FAILURE_KIND: kind})
+                if isinstance(exc, EngineUnavailable):
+                    break  # Spark itself is down: the other tables would fail the same way
+        if failures:
+            raise Failure(
+                description=f"{op.value} failed on {len(failures)} of {len(selected)} table(s): " + " | ".join(failures)
+            )
+
+    return iceberg_tables
+
+
+def _add_missing_run_tags(
+    context: AssetExecutionContext, tables: list[TableName], op: Operation, settings: Settings
+) -> None:
+    """Runs launched from Dagit or ``dagster job backfill`` get the audit tags at start."""
+    existing = context.run.tags
+    wanted: dict[str, str] = {T.OPERATION: op.value}
+    if len(tables) == 1:
+        table = tables[0]
+        wanted[T.TABLE] = table.qualified
+        wanted[T.NAMESPACE] = table.namespace_str
+        resolved = resolve_operation(settings, table, op)
+        if resolved.policy_name:
+            wanted[T.POLICY] = resolved.policy_name
+            wanted[T.POLICY_VERSION] = resolved.policy_version
+    else:
+        namespaces = sorted({t.namespace_str for t in tables})
+        if len(namespaces) == 1:
+            wanted[T.NAMESPACE] = namespaces[0]
+    backfill = "dagster/backfill" in existing
+    wanted[T.TRIGGER] = "backfill" if backfill else "manual"
+    wanted[T.REASON] = (
+        f"backfill {existing['dagster/backfill']}" if backfill else "materialized from Dagit or the dagster CLI"
+    )
+    wanted[T.ACTOR] = existing.get("dagster/user") or getpass.getuser()
+    missing = {k: v for k, v in wanted.items() if k not in existing}
+    if missing:
+        context.instance.add_run_tags(context.run_id, missing)
+
+
+def maintain_table(
+    context: AssetExecutionContext, engine: IcebergSparkEngine, settings: Settings, table: TableName, op: Operation
+) -> MaterializeResult:
+    """Run one operation on one table under its lock and describe what changed."""
+    resolved: ResolvedOperation = resolve_operation(settings, table, op)
+    if resolved.config is None:
+        raise MaintenanceFailed(f"table '{table.qualified}': {resolved.why_not}")
+    catalog = open_catalog(settings.catalog)
+    iceberg_table = load_table(catalog, table)
+    properties = dict(iceberg_table.properties)
+    if op.needs_gc and properties.get("gc.enabled", "true").strip().lower() == "false":
+        raise MaintenanceFailed(
+            f"table '{table.qualified}' sets gc.enabled=false, so {op.value} (which deletes files) never runs on it"
+        )
+    before = table_counts(iceberg_table)
+    now = datetime.now(timezone.utc)
+    with hold_lock(table_lock_name(table)):
+        context.log.info(f"{op.value} on {table.qualified} (policy {resolved.policy_name})")
+        outcome = engine.maintain(
+            table, op, resolved.config, now, table_properties=properties, table_bytes=before["total_bytes"]
+        )
+    after_table = load_table(catalog, table)
+    after = table_counts(after_table)
+    current = after_table.current_snapshot()
+    metadata: dict[str, Any] = {name: value for name, value in outcome.result.numbers.items()}
+    for name in before:
+        metadata[f"{name}_before"] = before[name]
+        metadata[f"{name}_after"] = after[name]
+    metadata.update({
+        "changed": outcome.result.changed,
+        "bytes_rewritten": outcome.result.bytes_rewritten,
+        "duration_s": round(outcome.duration_s, 3),
+        "snapshot_id": MetadataValue.text(str(current.snapshot_id)) if current else MetadataValue.text(""),
+        "new_snapshots": len(outcome.new_snapshot_ids),
+        "row_check": outcome.row_check.method,
+        "policy": resolved.policy_name or "",
+        "procedure_call": MetadataValue.md(f"```sql\n{outcome.sql}\n```"),
+        "arguments": MetadataValue.json(outcome.arguments),
+    })
+    if outcome.row_check.rows_after is not None:
+        metadata["rows_checked"] = outcome.row_check.rows_after
+    if outcome.result.orphan_files:
+        metadata["orphan_files_sample"] = MetadataValue.json(list(outcome.result.orphan_files[:20]))
+    return MaterializeResult(asset_key=asset_key_for(table), metadata=metadata)
