@@ -1,0 +1,155 @@
+"""``floe-dagster``: the command line. Every command reads the same settings and Dagster instance."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _settings(args):
+    from floe_dagster.settings import load_settings
+
+    return load_settings(args.config)
+
+
+def cmd_validate(args) -> int:
+    from floe_dagster.core.policy import validate_policy_paths
+
+    result = validate_policy_paths(args.paths)
+    for line in result.warnings:
+        print(f"warning: {line}", file=sys.stderr)
+    for line in result.errors:
+        print(line)
+    if result.errors:
+        print(f"{len(result.errors)} error(s)", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"ok: {', '.join(str(p) for p in args.paths)}")
+    return EXIT_OK
+
+
+def cmd_tables(args) -> int:
+    from floe_dagster.table_cache import read_cached_tables, refresh_table_cache
+
+    settings = _settings(args)
+    tables = refresh_table_cache(settings) if args.refresh else (read_cached_tables(settings) or [])
+    if not tables and not args.refresh:
+        tables = refresh_table_cache(settings)
+    for table in tables:
+        print(table.qualified)
+    return EXIT_OK
+
+
+def _write_workspace(home: Path) -> Path:
+    """A workspace file in DAGSTER_HOME that loads this package, whatever folder Dagit starts in."""
+    workspace = home / "workspace.yaml"
+    workspace.write_text(
+        "load_from:\n  - python_module:\n      module_name: floe_dagster.definitions\n"
+        f"      location_name: floe\n      working_directory: {json.dumps(str(Path.cwd()))}\n"
+    )
+    return workspace
+
+
+def cmd_demo(args) -> int:
+    from floe_dagster.demo import build_demo_lakehouse, live_writer
+    from floe_dagster.instance import ensure_dagster_home
+    from floe_dagster.table_cache import refresh_table_cache
+
+    settings = _settings(args)
+    home = ensure_dagster_home()
+    print(f"Building the demo lakehouse in {settings.data_dir} (catalog '{settings.catalog.name}') ...", flush=True)
+    for line in build_demo_lakehouse(settings):
+        print(f"  {settings.catalog.name}.{line}")
+    tables = refresh_table_cache(settings)
+    print(f"{len(tables)} tables are assets; policies from {', '.join(settings.policies)}")
+    print(f"Dagster instance: {home}")
+    if args.no_dagit:
+        return EXIT_OK
+    if args.live:
+        threading.Thread(target=live_writer, args=(settings,), daemon=True).start()
+        print("Live writer: appending to sales.orders and sales.events every minute")
+    workspace = _write_workspace(home)
+    print(f"Dagit: http://{args.host}:{args.port}  (Ctrl-C to stop)", flush=True)
+    command = ["dagster", "dev", "-w", str(workspace), "-h", args.host, "-p", str(args.port)]
+    return subprocess.call([str(Path(sys.executable).parent / command[0]), *command[1:]])
+
+
+def cmd_trigger(args) -> int:
+    from floe_dagster.manual import trigger_table
+
+    settings = _settings(args)
+    summary = trigger_table(
+        settings, args.table, [*(args.operation or [])], reason=args.reason or "manual trigger from the CLI",
+        actor=getpass.getuser(), trigger_id=str(uuid.uuid4()),
+    )
+    for line in summary.lines():
+        print(line)
+    return EXIT_OK if summary.succeeded else EXIT_FAILED
+
+
+def cmd_setup(args) -> int:
+    from floe_dagster.catalog import spark_catalog_conf
+    from floe_dagster.spark.jars import resolve_jars
+
+    settings = _settings(args)
+    packages = [*settings.spark.packages, *spark_catalog_conf(settings.catalog)[1]]
+    for path in resolve_jars(packages, settings.spark.jars_cache):
+        print(f"jar: {path}")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="floe-dagster", description="Automatic Iceberg table maintenance on Dagster")
+    parser.add_argument("--config", help="settings file (default: $FLOE_CONFIG or ./floe.yaml)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    setup = sub.add_parser("setup", help="fetch the Iceberg Spark runtime and JDBC jars into the cache")
+    setup.set_defaults(func=cmd_setup)
+
+    validate = sub.add_parser("validate", help="check policy files; exit 2 listing every error")
+    validate.add_argument("paths", nargs="+", type=Path)
+    validate.set_defaults(func=cmd_validate)
+
+    tables = sub.add_parser("tables", help="list the catalog's tables (the code location's cached list)")
+    tables.add_argument("--refresh", action="store_true", help="list the catalog again and update the cache")
+    tables.set_defaults(func=cmd_tables)
+
+    demo = sub.add_parser("demo", help="create the embedded demo lakehouse and start Dagit with the automation on")
+    demo.add_argument("--live", action="store_true", help="keep appending to two tables every minute")
+    demo.add_argument("--host", default="127.0.0.1")
+    demo.add_argument("--port", type=int, default=3000)
+    demo.add_argument("--no-dagit", action="store_true", help="only build the lakehouse")
+    demo.set_defaults(func=cmd_demo)
+
+    trigger = sub.add_parser("trigger", help="run a table's maintenance now, in process, recorded in the instance")
+    trigger.add_argument("table", help="catalog.namespace.table or namespace.table")
+    trigger.add_argument("--operation", action="append", help="an operation (repeatable); default: all the policy configures")
+    trigger.add_argument("--reason", help="why (recorded as floe/reason)")
+    trigger.set_defaults(func=cmd_trigger)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from floe_dagster.catalog import CatalogUnavailable, UnknownTable
+    from floe_dagster.settings import SettingsError
+
+    try:
+        return args.func(args)
+    except (SettingsError, CatalogUnavailable, UnknownTable, ValueError) as exc:
+        print(f"floe-dagster: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""Derived Dagster names and the Spark catalog conf derived from PyIceberg properties."""
+
+import pytest
+from hypothesis import given, strategies as st
+
+from floe_dagster.catalog import CatalogUnavailable, spark_catalog_conf
+from floe_dagster.core.tables import TableName
+from floe_dagster.defs.names import (
+    asset_key_for, group_name_for, namespace_for_group, table_for_asset_key, unmappable_reason,
+)
+from floe_dagster.settings import CatalogSettings, DEFAULT_POSTGRES_JDBC, DEFAULT_SQLITE_JDBC
+
+
+def test_group_names_are_valid_and_readable():
+    assert group_name_for(("sales",)) == "sales"
+    assert group_name_for(("a", "b")) == "a_x2e_b"
+    assert group_name_for(("a_b",)) == "a__b"
+    assert group_name_for(("a.b",)) == group_name_for(("a", "b"))  # the same dotted namespace
+
+
+@given(st.lists(st.text(min_size=1, max_size=8).filter(lambda s: "." not in s), min_size=1, max_size=3))
+def test_group_names_are_reversible_and_valid(namespace):
+    group = group_name_for(tuple(namespace))
+    assert group and all(ch.isascii() and (ch.isalnum() or ch == "_") for ch in group)
+    assert namespace_for_group(group) == tuple(namespace)
+
+
+def test_asset_keys_keep_real_names():
+    table = TableName("demo", ("a", "b"), "it's; odd")
+    assert asset_key_for(table).path == ["demo", "a", "b", "it's; odd"]
+    assert table_for_asset_key(asset_key_for(table)) == table
+    assert unmappable_reason(table) is None
+    assert "control character" in unmappable_reason(TableName("demo", ("a",), "bad\nname"))
+    assert "'/'" in unmappable_reason(TableName("demo", ("a",), "x/y"))
+
+
+def test_table_name_parse():
+    assert TableName.parse("demo.sales.orders", "demo") == TableName("demo", ("sales",), "orders")
+    assert TableName.parse("sales.orders", "demo") == TableName("demo", ("sales",), "orders")
+    assert TableName.parse("demo.a.b.t", "demo") == TableName("demo", ("a", "b"), "t")
+    for bad in ("orders", "a..b", ""):
+        with pytest.raises(ValueError):
+            TableName.parse(bad, "demo")
+
+
+def test_sql_catalog_on_sqlite_and_postgres():
+    conf, packages = spark_catalog_conf(CatalogSettings("lake", {"type": "sql", "uri": "sqlite:////d/c.db",
+                                                                  "warehouse": "file:///d/wh"}))
+    assert conf["spark.sql.catalog.lake"] == "org.apache.iceberg.spark.SparkCatalog"
+    assert conf["spark.sql.catalog.lake.type"] == "jdbc"
+    assert conf["spark.sql.catalog.lake.uri"] == "jdbc:sqlite:/d/c.db"
+    assert conf["spark.sql.catalog.lake.warehouse"] == "file:///d/wh"
+    assert conf["spark.sql.catalog.lake.jdbc.schema-version"] == "V1"
+    assert packages == [DEFAULT_SQLITE_JDBC]
+    conf, packages = spark_catalog_conf(CatalogSettings("lake", {
+        "type": "sql", "uri": "postgresql+psycopg2://floe:p%40ss@127.0.0.1:5432/lake"}))
+    assert conf["spark.sql.catalog.lake.uri"] == "jdbc:postgresql://127.0.0.1:5432/lake"
+    assert conf["spark.sql.catalog.lake.jdbc.user"] == "floe"
+    assert conf["spark.sql.catalog.lake.jdbc.password"] == "p@ss"
+    assert packages == [DEFAULT_POSTGRES_JDBC]
+
+
+def test_rest_hive_and_unmapped_types():
+    conf, _ = spark_catalog_conf(CatalogSettings("r", {"type": "rest", "uri": "http://127.0.0.1:8181",
+                                                       "warehouse": "wh", "s3.endpoint": "http://x"}))
+    assert conf["spark.sql.catalog.r.type"] == "rest" and conf["spark.sql.catalog.r.uri"] == "http://127.0.0.1:8181"
+    assert conf["spark.sql.catalog.r.io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"
+    conf, _ = spark_catalog_conf(CatalogSettings("h", {"type": "hive", "uri": "thrift://h:9083"}))
+    assert conf["spark.sql.catalog.h.type"] == "hive"
+    with pytest.raises(CatalogUnavailable, match="catalog.spark-properties"):
+        spark_catalog_conf(CatalogSettings("g", {"type": "glue"}))
+    conf, _ = spark_catalog_conf(CatalogSettings("g", {"type": "glue"}, {"type": "glue", "warehouse": "s3://b"}))
+    assert conf["spark.sql.catalog.g.warehouse"] == "s3://b"

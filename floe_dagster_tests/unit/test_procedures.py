@@ -1,0 +1,150 @@
+"""SQL building for Iceberg's procedures: every option mapped, bad options refused, names quoted."""
+
+from datetime import datetime, timezone
+
+import pytest
+
+from floe_dagster.core.operations import Operation
+from floe_dagster.core.tables import TableName
+from floe_dagster.spark.procedures import (
+    ProcedureOptionError,
+    build_procedure_call,
+    parse_iso_duration,
+    quote_identifier,
+    quote_literal,
+    summarize_result,
+    table_argument,
+)
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
+T = TableName("demo", ("sales",), "orders")
+
+
+def call(op, config, props=None, table=T):
+    return build_procedure_call(op, table, config, NOW, props).sql
+
+
+def test_rewrite_data_files_maps_every_option():
+    sql = call(Operation.REWRITE_DATA_FILES, {
+        "strategy": "binpack", "targetFileSizeBytes": 1024, "maxFileGroupSizeBytes": 4096,
+        "maxConcurrentFileGroupRewrites": 3, "partialProgressEnabled": True, "partialProgressMaxCommits": 7,
+        "partialProgressMaxFailedCommits": 2, "rewriteJobOrder": "BYTES_DESC", "useStartingSequenceNumber": False,
+        "removeDanglingDeletes": True, "outputSpecId": 0, "minInputFiles": 2, "deleteFileThreshold": 9,
+        "rewriteAll": True, "filter": "region = 'eu'",
+    })
+    assert sql.startswith("CALL `demo`.`system`.rewrite_data_files(table => '`sales`.`orders`', strategy => 'binpack'")
+    for fragment in [
+        "'target-file-size-bytes', '1024'", "'max-file-group-size-bytes', '4096'",
+        "'max-concurrent-file-group-rewrites', '3'", "'partial-progress.enabled', 'true'",
+        "'partial-progress.max-commits', '7'", "'partial-progress.max-failed-commits', '2'",
+        "'rewrite-job-order', 'bytes-desc'", "'use-starting-sequence-number', 'false'",
+        "'remove-dangling-deletes', 'true'", "'output-spec-id', '0'", "'min-input-files', '2'",
+        "'delete-file-threshold', '9'", "'rewrite-all', 'true'", "where => 'region = \\'eu\\''",
+    ]:
+        assert fragment in sql
+
+
+def test_sort_and_zorder_strategies():
+    sort = call(Operation.REWRITE_DATA_FILES, {"strategy": "SORT", "sortOrder": ["id DESC NULLS LAST", "kind"]})
+    assert "strategy => 'sort', sort_order => 'id DESC NULLS LAST, kind'" in sort
+    zorder = call(Operation.REWRITE_DATA_FILES, {"strategy": "ZORDER", "zOrderColumns": ["id", "region"]})
+    assert "strategy => 'sort', sort_order => 'zorder(id,region)'" in zorder
+    with pytest.raises(ProcedureOptionError, match="zOrderColumns"):
+        call(Operation.REWRITE_DATA_FILES, {"strategy": "ZORDER"})
+    with pytest.raises(ProcedureOptionError, match="sortOrder"):
+        call(Operation.REWRITE_DATA_FILES, {"strategy": "SORT", "sortOrder": ["id) ; DROP TABLE x; --"]})
+
+
+def test_expire_snapshots_uses_policy_then_table_properties_then_floe_defaults():
+    explicit = call(Operation.EXPIRE_SNAPSHOTS, {"retainLast": 3, "maxSnapshotAge": "PT0S", "cleanExpiredMetadata": True,
+                                                 "streamResults": True})
+    assert "older_than => TIMESTAMP '2026-11-22 12:00:00.000000Z'" in explicit
+    assert "retain_last => 3" in explicit and "clean_expired_metadata => true" in explicit
+    assert "stream_results => true" in explicit
+    from_table = call(Operation.EXPIRE_SNAPSHOTS, {}, {
+        "history.expire.min-snapshots-to-keep": "9", "history.expire.max-snapshot-age-ms": str(3600 * 1000)})
+    assert "retain_last => 9" in from_table and "TIMESTAMP '2026-11-22 11:00:00.000000Z'" in from_table
+    defaults = call(Operation.EXPIRE_SNAPSHOTS, {})
+    assert "retain_last => 5" in defaults and "TIMESTAMP '2026-11-15 12:00:00.000000Z'" in defaults
+    with pytest.raises(ProcedureOptionError, match="retainLast"):
+        call(Operation.EXPIRE_SNAPSHOTS, {"retainLast": 0})
+
+
+def test_orphan_cleanup_options_and_retention_floor():
+    sql = call(Operation.ORPHAN_CLEANUP, {
+        "retentionPeriodInDays": 3, "location": "file:/wh/it's", "prefixMismatchMode": "ignore",
+        "equalSchemes": {"s3a": "s3"}, "equalAuthorities": {"a": "b"}, "dryRun": True,
+    })
+    assert "older_than => TIMESTAMP '2026-11-19 12:00:00.000000Z'" in sql
+    assert "location => 'file:/wh/it\\'s'" in sql
+    assert "prefix_mismatch_mode => 'IGNORE'" in sql
+    assert "equal_schemes => map('s3a', 's3')" in sql and "equal_authorities => map('a', 'b')" in sql
+    assert "dry_run => true" in sql
+    assert "prefix_mismatch_mode => 'ERROR'" in call(Operation.ORPHAN_CLEANUP, {})
+    with pytest.raises(ProcedureOptionError, match="at least 1 day"):
+        call(Operation.ORPHAN_CLEANUP, {"retentionPeriodInDays": 0.5})
+
+
+def test_rewrite_manifests_refuses_java_only_options():
+    assert "spec_id => 0, use_caching => false" in call(Operation.REWRITE_MANIFESTS, {"specId": 0, "useCaching": False})
+    for key in ("stagingLocation", "sortBy", "rewriteIf"):
+        with pytest.raises(ProcedureOptionError, match="only on Iceberg's Java"):
+            call(Operation.REWRITE_MANIFESTS, {key: "x"})
+
+
+def test_rewrite_position_delete_files_options():
+    sql = call(Operation.REWRITE_POSITION_DELETE_FILES, {
+        "targetFileSizeBytes": 10, "partialProgressEnabled": True, "partialProgressMaxCommits": 2,
+        "rewriteJobOrder": "FILES_ASC", "minInputFiles": 1, "rewriteAll": True})
+    assert sql.startswith("CALL `demo`.`system`.rewrite_position_delete_files(table => '`sales`.`orders`', options => map(")
+    assert "'rewrite-job-order', 'files-asc'" in sql and "'rewrite-all', 'true'" in sql
+    with pytest.raises(ProcedureOptionError, match="not supported"):
+        call(Operation.REWRITE_POSITION_DELETE_FILES, {"filter": "x"})
+
+
+@pytest.mark.parametrize("name", ["it's", "a`b", "x'); DROP TABLE t; --", "semi;colon", "spa ce", "ünï\\code", "\\'"])
+def test_hostile_table_names_stay_inside_one_quoted_literal(name):
+    table = TableName("demo", ("ns'`;",), name)
+    argument = table_argument(table)
+    # Decode the literal as Spark would: the content must be exactly the quoted identifier.
+    assert argument[0] == "'" and argument[-1] == "'"
+    body, decoded, i = argument[1:-1], "", 0
+    while i < len(body):
+        if body[i] == "\\":
+            decoded += body[i + 1]
+            i += 2
+        else:
+            assert body[i] != "'", "an unescaped quote would end the literal"
+            decoded += body[i]
+            i += 1
+    assert decoded == f"{quote_identifier(table.namespace[0])}.{quote_identifier(name)}"
+    assert quote_identifier("a`b") == "`a``b`"
+
+
+def test_literal_escaping_and_nul_refused():
+    assert quote_literal("a\\'b") == "'a\\\\\\'b'"
+    with pytest.raises(ProcedureOptionError):
+        quote_literal("a\x00b")
+
+
+def test_iso_durations():
+    assert parse_iso_duration("P7D").days == 7
+    assert parse_iso_duration("PT6H").total_seconds() == 6 * 3600
+    assert parse_iso_duration("PT0S").total_seconds() == 0
+    assert parse_iso_duration("P1DT12H").total_seconds() == 36 * 3600
+    for bad in ("7 days", "P", "PT", "P1M", "P1Y", "P1W"):
+        with pytest.raises(ProcedureOptionError):
+            parse_iso_duration(bad)
+
+
+def test_result_parsing_and_zero_change():
+    rewrite = summarize_result(Operation.REWRITE_DATA_FILES, [
+        {"rewritten_data_files_count": 10, "added_data_files_count": 1, "rewritten_bytes_count": 500,
+         "failed_data_files_count": 0, "removed_delete_files_count": 0}])
+    assert rewrite.changed and rewrite.bytes_rewritten == 500 and rewrite.numbers["added_data_files_count"] == 1
+    assert not summarize_result(Operation.REWRITE_DATA_FILES, [{"rewritten_data_files_count": 0}]).changed
+    orphans = summarize_result(Operation.ORPHAN_CLEANUP, [{"orphan_file_location": "file:/a"}])
+    assert orphans.changed and orphans.numbers == {"orphan_files_count": 1}
+    assert not summarize_result(Operation.ORPHAN_CLEANUP, []).changed
+    assert not summarize_result(Operation.EXPIRE_SNAPSHOTS, [{"deleted_data_files_count": 0}]).changed
+    assert summarize_result(Operation.REWRITE_MANIFESTS, [{"rewritten_manifests_count": 2}]).changed
