@@ -43,9 +43,49 @@ def _lock_path(name: str) -> Path:
     return lock_dir() / f"{readable}.{digest}.lock"
 
 
+def advisory_key(name: str) -> int:
+    """A signed 64-bit key for ``pg_try_advisory_lock``, stable across processes and machines."""
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+
+
 @contextmanager
-def hold_lock(name: str) -> Iterator[None]:
-    """Hold the named lock for the block, or raise :class:`LockHeld` at once (never wait)."""
+def hold_lock(name: str, coordination_url: str | None = None) -> Iterator[None]:
+    """Hold the named lock for the block, or raise :class:`LockHeld` at once (never wait).
+
+    With a PostgreSQL coordination database: a session advisory lock on a dedicated connection
+    (freed by the server when the holder dies); otherwise a file lock beside the instance."""
+    if coordination_url and coordination_url.startswith(("postgresql", "postgres")):
+        with _hold_advisory_lock(name, coordination_url):
+            yield
+        return
+    with _hold_file_lock(name):
+        yield
+
+
+@contextmanager
+def _hold_advisory_lock(name: str, url: str) -> Iterator[None]:
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.pool import NullPool
+
+    engine = create_engine(url, poolclass=NullPool)
+    connection = engine.connect()
+    try:
+        key = advisory_key(name)
+        if not connection.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar():
+            raise LockHeld(f"lock {name} is held by another process")
+        connection.commit()
+        try:
+            yield
+        finally:
+            connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+            connection.commit()
+    finally:
+        connection.close()
+        engine.dispose()
+
+
+@contextmanager
+def _hold_file_lock(name: str) -> Iterator[None]:
     path = _lock_path(name)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = open(path, "a+")
@@ -64,9 +104,9 @@ def hold_lock(name: str) -> Iterator[None]:
         handle.close()  # closing the descriptor releases the flock
 
 
-def is_lock_free(name: str) -> bool:
+def is_lock_free(name: str, coordination_url: str | None = None) -> bool:
     try:
-        with hold_lock(name):
+        with hold_lock(name, coordination_url):
             return True
     except LockHeld:
         return False

@@ -21,7 +21,8 @@ from dagster import (
     multi_asset,
 )
 
-from floe_dagster.catalog import load_table, open_catalog, table_counts
+from floe_dagster.catalog import CatalogUnavailable, load_table, open_catalog, table_counts
+from floe_dagster.coordination import Coordination, Outcome
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs import tags as T
@@ -75,19 +76,37 @@ def build_table_assets(tables: Sequence[TableName], settings: Settings):
         engine: IcebergSparkEngine = context.resources.engine
         op = Operation(context.partition_key)
         selected = sorted(table_for_asset_key(key) for key in context.selected_asset_keys)
-        _add_missing_run_tags(context, selected, op, settings)
+        run_tags = _add_missing_run_tags(context, selected, op, settings)
         failures: list[str] = []
+        coordination = Coordination(settings.coordination_url)
+        trigger = run_tags.get(T.TRIGGER, "")
         for table in selected:
+            started = datetime.now(timezone.utc)
             try:
-                yield maintain_table(context, engine, settings, table, op)
-            except (MaintenanceFailed, ProcedureOptionError, LockHeld, EngineUnavailable, LookupError) as exc:
+                result = maintain_table(context, engine, settings, table, op)
+                numbers = result.metadata or {}
+                coordination.record_outcome(Outcome(
+                    run_id=context.run_id, table_name=table.qualified, operation=op, trigger=trigger,
+                    started_at=started, finished_at=datetime.now(timezone.utc), succeeded=True,
+                    changed=bool(numbers.get("changed")), bytes_rewritten=int(numbers.get("bytes_rewritten", 0)),
+                    snapshot_after=_snapshot_id(numbers.get("snapshot_id")),
+                ))
+                yield result
+            except (MaintenanceFailed, ProcedureOptionError, LockHeld, EngineUnavailable, CatalogUnavailable,
+                    LookupError) as exc:
                 context.log.error(str(exc))
                 failures.append(str(exc))
-                if isinstance(exc, (LockHeld, EngineUnavailable)):
+                kind = None
+                if isinstance(exc, (LockHeld, EngineUnavailable, CatalogUnavailable)):
                     kind = "lock_held" if isinstance(exc, LockHeld) else "outage"
                     context.instance.add_run_tags(context.run_id, {T.FAILURE_KIND: kind})
-                if isinstance(exc, EngineUnavailable):
-                    break  # Spark itself is down: the other tables would fail the same way
+                coordination.record_outcome(Outcome(
+                    run_id=context.run_id, table_name=table.qualified, operation=op, trigger=trigger,
+                    started_at=started, finished_at=datetime.now(timezone.utc), succeeded=False,
+                    failure_kind=kind, message=str(exc),
+                ))
+                if isinstance(exc, (EngineUnavailable, CatalogUnavailable)):
+                    break  # Spark or the catalog is down: the other tables would fail the same way
         if failures:
             raise Failure(
                 description=f"{op.value} failed on {len(failures)} of {len(selected)} table(s): " + " | ".join(failures)
@@ -96,10 +115,16 @@ def build_table_assets(tables: Sequence[TableName], settings: Settings):
     return iceberg_tables
 
 
+def _snapshot_id(value: Any) -> int | None:
+    text = getattr(value, "value", value)
+    return int(text) if text not in (None, "") else None
+
+
 def _add_missing_run_tags(
     context: AssetExecutionContext, tables: list[TableName], op: Operation, settings: Settings
-) -> None:
-    """Runs launched from Dagit or ``dagster job backfill`` get the audit tags at start."""
+) -> dict[str, str]:
+    """Runs launched from Dagit or ``dagster job backfill`` get the audit tags at start; returns
+    the run's tags with them."""
     existing = context.run.tags
     wanted: dict[str, str] = {T.OPERATION: op.value}
     if len(tables) == 1:
@@ -123,6 +148,7 @@ def _add_missing_run_tags(
     missing = {k: v for k, v in wanted.items() if k not in existing}
     if missing:
         context.instance.add_run_tags(context.run_id, missing)
+    return {**existing, **missing}
 
 
 def maintain_table(
@@ -141,7 +167,7 @@ def maintain_table(
         )
     before = table_counts(iceberg_table)
     now = datetime.now(timezone.utc)
-    with hold_lock(table_lock_name(table)):
+    with hold_lock(table_lock_name(table), settings.coordination_url):
         context.log.info(f"{op.value} on {table.qualified} (policy {resolved.policy_name})")
         outcome = engine.maintain(
             table, op, resolved.config, now, table_properties=properties, table_bytes=before["total_bytes"]

@@ -1,0 +1,302 @@
+"""The coordination database: the trigger ledger and the per-(table, operation) history.
+
+One database shared by every launcher and every run that maintains the same lakehouse:
+``coordination.url`` in floe.yaml (PostgreSQL for several deployments), else a SQLite file beside
+the Dagster instance. Reading all history is one query per tick, whatever the number of tables.
+
+- ``floe_ledger``: one row per admitted (table, operation, slot, attempt); the unique key makes a
+  double admission impossible across launchers and replicas.
+- ``floe_outcomes``: one row per table a run maintained (a backfill run maintains many), written by
+  the run itself as each table finishes, or by the tick that finds the run dead.
+- ``floe_history``: the fold of the outcomes per (table, operation) that the planner reads.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Iterable
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    UniqueConstraint,
+    and_,
+    create_engine,
+    func,
+    select,
+    update,
+)
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+
+from floe_dagster.core.operations import Operation
+
+metadata = MetaData()
+
+ledger = Table(
+    "floe_ledger",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("table_name", String(1024), nullable=False),
+    Column("operation", String(64), nullable=False),
+    Column("slot", String(64), nullable=False),  # ISO time of the due slot, or "manual:<id>"
+    Column("attempt", Integer, nullable=False),
+    Column("run_key", String(1200), nullable=False, unique=True),
+    Column("trigger", String(32), nullable=False),
+    Column("reason", String(2000), nullable=False),
+    Column("debt_score", Float, nullable=False, default=0.0),
+    Column("estimated_bytes", BigInteger, nullable=False, default=0),
+    Column("admitted_at", DateTime(timezone=True), nullable=False),
+    Column("launcher", String(200), nullable=False, default=""),
+    Column("run_id", String(64)),
+    UniqueConstraint("table_name", "operation", "slot", "attempt", name="floe_ledger_item"),
+)
+
+outcomes = Table(
+    "floe_outcomes",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("table_name", String(1024), primary_key=True),
+    Column("operation", String(64), nullable=False),
+    Column("trigger", String(32), nullable=False, default=""),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True), nullable=False),
+    Column("succeeded", Boolean, nullable=False),
+    # "lock_held" or "outage": a failure that is not the table's fault and never counts toward backoff
+    Column("failure_kind", String(32)),
+    Column("message", String(2000)),
+    Column("changed", Boolean),
+    Column("bytes_rewritten", BigInteger, nullable=False, default=0),
+    Column("snapshot_after", BigInteger),
+)
+
+history = Table(
+    "floe_history",
+    metadata,
+    Column("table_name", String(1024), primary_key=True),
+    Column("operation", String(64), primary_key=True),
+    Column("last_run_start", DateTime(timezone=True)),
+    Column("last_run_succeeded", Boolean),
+    Column("last_run_trigger", String(32)),
+    Column("last_success_start", DateTime(timezone=True)),
+    Column("last_failure_at", DateTime(timezone=True)),
+    Column("consecutive_failures", Integer, nullable=False, default=0),
+    Column("consecutive_zero_change", Integer, nullable=False, default=0),
+    Column("last_snapshot_after", BigInteger),
+    Column("runs", Integer, nullable=False, default=0),
+    Column("failures", Integer, nullable=False, default=0),
+)
+
+# An admission whose run was never created (the daemon failed to launch it) expires after this.
+ADMISSION_TTL = timedelta(minutes=10)
+
+
+def default_coordination_url() -> str:
+    home = os.environ.get("DAGSTER_HOME") or os.path.join(os.getcwd(), ".floe", "dagster_home")
+    Path(home).mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{Path(home).resolve() / 'floe-coordination.db'}"
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    if moment is None:
+        return None
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+
+
+@dataclass(frozen=True)
+class OperationHistory:
+    """What the planner needs to know about past runs of one (table, operation)."""
+
+    last_run_start: datetime | None = None
+    last_run_succeeded: bool | None = None
+    last_run_trigger: str | None = None
+    last_success_start: datetime | None = None
+    last_failure_at: datetime | None = None
+    consecutive_failures: int = 0
+    consecutive_zero_change: int = 0
+    last_snapshot_after: int | None = None
+    runs: int = 0
+    failures: int = 0
+
+    @property
+    def failure_rate(self) -> float:
+        """Percent of this (table, operation)'s finished runs that failed (Floe's 0..100)."""
+        return 100.0 * self.failures / self.runs if self.runs else 0.0
+
+
+@dataclass(frozen=True)
+class Admission:
+    table_name: str
+    operation: Operation
+    slot: str
+    attempt: int
+    trigger: str
+    reason: str
+    debt_score: float = 0.0
+    estimated_bytes: int = 0
+
+    @property
+    def run_key(self) -> str:
+        return f"{self.table_name}|{self.operation.value}|{self.slot}|attempt-{self.attempt}"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    run_id: str
+    table_name: str
+    operation: Operation
+    started_at: datetime
+    finished_at: datetime
+    succeeded: bool
+    trigger: str = ""
+    failure_kind: str | None = None
+    message: str | None = None
+    changed: bool | None = None
+    bytes_rewritten: int = 0
+    snapshot_after: int | None = None
+
+
+class Coordination:
+    def __init__(self, url: str | None = None):
+        self.url = url or default_coordination_url()
+        kwargs = {"connect_args": {"timeout": 30}} if self.url.startswith("sqlite") else {"pool_pre_ping": True}
+        self.engine: Engine = create_engine(self.url, **kwargs)
+        metadata.create_all(self.engine)
+
+    # -- ledger -------------------------------------------------------------------------------
+    def admit(self, items: Iterable[Admission], now: datetime, launcher: str = "") -> list[Admission]:
+        """Insert each admission; the ones another launcher already admitted are left out."""
+        admitted = []
+        for item in items:
+            try:
+                with self.engine.begin() as connection:
+                    connection.execute(ledger.insert().values(
+                        table_name=item.table_name, operation=item.operation.value, slot=item.slot,
+                        attempt=item.attempt, run_key=item.run_key, trigger=item.trigger, reason=item.reason[:2000],
+                        debt_score=item.debt_score, estimated_bytes=item.estimated_bytes,
+                        admitted_at=_utc(now), launcher=launcher,
+                    ))
+                admitted.append(item)
+            except IntegrityError:
+                continue
+        return admitted
+
+    def attach_run(self, run_key: str, run_id: str) -> None:
+        with self.engine.begin() as connection:
+            connection.execute(update(ledger).where(ledger.c.run_key == run_key).values(run_id=run_id))
+
+    def admitted_since(self, since: datetime) -> list[dict]:
+        with self.engine.connect() as connection:
+            rows = connection.execute(select(ledger).where(ledger.c.admitted_at >= _utc(since))).mappings().all()
+        return [dict(row) for row in rows]
+
+    def ledger_rows(self, table_name: str | None = None) -> list[dict]:
+        query = select(ledger).order_by(ledger.c.id)
+        if table_name:
+            query = query.where(ledger.c.table_name == table_name)
+        with self.engine.connect() as connection:
+            return [dict(row) for row in connection.execute(query).mappings().all()]
+
+    # -- outcomes and history -------------------------------------------------------------------
+    def record_outcome(self, outcome: Outcome) -> bool:
+        """Record one table's outcome of one run and fold it into the history. Recording the same
+        (run, table) twice is a no-op, so the run and a tick that found it dead never count it twice."""
+        try:
+            with self.engine.begin() as connection:
+                connection.execute(outcomes.insert().values(
+                    run_id=outcome.run_id, table_name=outcome.table_name, operation=outcome.operation.value,
+                    trigger=outcome.trigger, started_at=_utc(outcome.started_at),
+                    finished_at=_utc(outcome.finished_at), succeeded=outcome.succeeded,
+                    failure_kind=outcome.failure_kind, message=(outcome.message or "")[:2000],
+                    changed=outcome.changed, bytes_rewritten=outcome.bytes_rewritten,
+                    snapshot_after=outcome.snapshot_after,
+                ))
+                key = and_(history.c.table_name == outcome.table_name, history.c.operation == outcome.operation.value)
+                row = connection.execute(select(history).where(key)).mappings().first()
+                state = _fold(_history_from_row(row) if row else OperationHistory(), outcome)
+                values = {k: getattr(state, k) for k in OperationHistory.__dataclass_fields__}
+                if row:
+                    connection.execute(update(history).where(key).values(**values))
+                else:
+                    connection.execute(history.insert().values(
+                        table_name=outcome.table_name, operation=outcome.operation.value, **values))
+            return True
+        except IntegrityError:
+            return False
+
+    def recorded_run_ids(self, run_ids: Iterable[str]) -> set[str]:
+        ids = list(run_ids)
+        if not ids:
+            return set()
+        with self.engine.connect() as connection:
+            return set(connection.execute(select(outcomes.c.run_id).where(outcomes.c.run_id.in_(ids))).scalars())
+
+    def all_history(self) -> dict[tuple[str, Operation], OperationHistory]:
+        with self.engine.connect() as connection:
+            rows = connection.execute(select(history)).mappings().all()
+        return {(row["table_name"], Operation(row["operation"])): _history_from_row(row) for row in rows}
+
+    def bytes_rewritten_since(self, since: datetime) -> int:
+        with self.engine.connect() as connection:
+            return int(connection.execute(
+                select(func.coalesce(func.sum(outcomes.c.bytes_rewritten), 0)).where(
+                    outcomes.c.finished_at >= _utc(since))
+            ).scalar_one())
+
+    def outcomes_for(self, table_name: str) -> list[dict]:
+        with self.engine.connect() as connection:
+            rows = connection.execute(
+                select(outcomes).where(outcomes.c.table_name == table_name).order_by(outcomes.c.finished_at)
+            ).mappings().all()
+        return [dict(row) for row in rows]
+
+
+def _history_from_row(row) -> OperationHistory:
+    # SQLite hands back naive datetimes: everything stored is UTC.
+    return OperationHistory(**{
+        k: (_utc(v) if isinstance(v, datetime) else v) for k, v in row.items() if k not in ("table_name", "operation")
+    })
+
+
+def _fold(state: OperationHistory, outcome: Outcome) -> OperationHistory:
+    """History after one more outcome. Failures that are not the table's fault (lock held, outage)
+    change nothing: they neither use a slot nor count toward backoff."""
+    if not outcome.succeeded and outcome.failure_kind in ("lock_held", "outage"):
+        return state
+    started = _utc(outcome.started_at)
+    newer = state.last_run_start is None or started >= state.last_run_start
+    common = dict(
+        last_run_start=started if newer else state.last_run_start,
+        last_run_succeeded=outcome.succeeded if newer else state.last_run_succeeded,
+        last_run_trigger=outcome.trigger if newer else state.last_run_trigger,
+        runs=state.runs + 1,
+    )
+    if outcome.succeeded:
+        return OperationHistory(
+            **common,
+            last_success_start=max(filter(None, (state.last_success_start, started))),
+            last_failure_at=state.last_failure_at,
+            consecutive_failures=0,
+            consecutive_zero_change=0 if outcome.changed else state.consecutive_zero_change + 1,
+            last_snapshot_after=outcome.snapshot_after if outcome.snapshot_after is not None else state.last_snapshot_after,
+            failures=state.failures,
+        )
+    return OperationHistory(
+        **common,
+        last_success_start=state.last_success_start,
+        last_failure_at=_utc(outcome.finished_at),
+        consecutive_failures=state.consecutive_failures + 1,
+        consecutive_zero_change=state.consecutive_zero_change,  # failures are not zero-change runs
+        last_snapshot_after=state.last_snapshot_after,
+        failures=state.failures + 1,
+    )

@@ -1,0 +1,72 @@
+"""Shared fixtures: a real embedded lakehouse (SQLite catalog, warehouse folder), a real Dagster
+instance in a temporary DAGSTER_HOME, and the real Spark engine with the Iceberg runtime."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from floe_dagster.instance import project_file
+
+JARS_CACHE = os.environ.get("FLOE_TEST_JARS_CACHE") or str(Path.home() / ".cache" / "floe-dagster" / "jars")
+
+
+def _java_home() -> str | None:
+    for candidate in [os.environ.get("JAVA_HOME"), *sorted(glob.glob("/usr/lib/jvm/java-17-openjdk-*"))]:
+        if candidate and os.path.exists(os.path.join(candidate, "bin", "java")):
+            return candidate
+    return None
+
+
+if _java_home():
+    os.environ["JAVA_HOME"] = _java_home()
+
+
+def write_settings(root: Path, policies: str, extra: str = "") -> Path:
+    """A floe.yaml for an embedded lakehouse under ``root`` with the given policy YAML."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "policies").mkdir(exist_ok=True)
+    (root / "policies" / "policies.yaml").write_text(textwrap.dedent(policies))
+    config = root / "floe.yaml"
+    config.write_text(
+        f"data-dir: {root / 'data'}\n"
+        f"policies: [{root / 'policies'}]\n"
+        f"spark:\n  jars-cache: {JARS_CACHE}\n"
+        + textwrap.dedent(extra)
+    )
+    return config
+
+
+@pytest.fixture
+def dagster_home(tmp_path, monkeypatch):
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    return home
+
+
+def postgres_url(database: str) -> str:
+    """A URL for one of the test databases; fails (never skips) with a clear message when the server
+    on 127.0.0.1:5432 cannot be reached, since ./dev test starts it."""
+    import sqlalchemy
+
+    base = os.environ.get("FLOE_TEST_PG_URL", "postgresql://floe:floe@127.0.0.1:5432")
+    url = f"{base}/{database}"
+    try:
+        engine = sqlalchemy.create_engine(url)
+        with engine.connect():
+            pass
+        engine.dispose()
+    except Exception as exc:
+        pytest.fail(
+            f"PostgreSQL is needed at {base} (database {database}, role floe): {exc}. "
+            "Run the tests with ./dev test, which starts it, or start it and create the role and databases.",
+            pytrace=False,
+        )
+    return url

@@ -1,0 +1,167 @@
+"""Every operation end to end on the demo's kind of tables: real Spark with the Iceberg runtime, a
+real PyIceberg SQLite catalog, a real Dagster instance. Asserts what a user would check: files on
+disk, snapshots in metadata, rows unchanged, the run's tags and the materialization's metadata."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from dagster import DagsterInstance, RunsFilter
+
+from floe_dagster.catalog import load_table, open_catalog, table_counts
+from floe_dagster.core.tables import TableName
+from floe_dagster.demo import DemoSizes, build_demo_lakehouse, local_path, rows
+from floe_dagster.defs.names import asset_key_for
+from floe_dagster.manual import trigger_table
+from floe_dagster.settings import load_settings
+from floe_dagster_tests.conftest import write_settings
+
+pytestmark = pytest.mark.spark
+
+POLICIES = """
+- name: sales-all
+  tablePattern: "demo.sales.*"
+  rewriteDataFiles: {strategy: BINPACK}
+  rewriteDataFilesSchedule: {interval: PT1H}
+  expireSnapshots: {retainLast: 3, maxSnapshotAge: PT0S}
+  expireSnapshotsSchedule: {interval: PT1H}
+  rewriteManifests: {}
+  rewriteManifestsSchedule: {interval: PT1H}
+  rewritePositionDeleteFiles: {rewriteAll: true}
+  rewritePositionDeleteFilesSchedule: {interval: PT1H}
+- name: ops-orphans
+  tablePattern: "demo.ops.*"
+  orphanCleanup: {retentionPeriodInDays: 3}
+  orphanCleanupSchedule: {interval: P1D}
+"""
+SIZES = DemoSizes(small_files=40, snapshots=12, position_delete_commits=6, old_orphans=3, young_orphans=2,
+                  skewed_files=6, other_partition_files=1)
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lake")
+    settings = load_settings(write_settings(root, POLICIES), environ={})
+    build_demo_lakehouse(settings, SIZES)
+    return settings
+
+
+@pytest.fixture
+def instance(dagster_home):
+    with DagsterInstance.get() as instance:
+        yield instance
+
+
+def contents(settings, name):
+    table = load_table(open_catalog(settings.catalog), TableName.parse(name, "demo"))
+    data = table.scan().to_arrow()
+    return data.sort_by([("id", "ascending"), ("kind", "ascending"), ("amount", "ascending")])
+
+
+def files_under(table) -> set[str]:
+    root = local_path(table.location())
+    return {str(p) for p in root.rglob("*") if p.is_file()}
+
+
+def trigger(settings, instance, name, op, reason="test"):
+    summary = trigger_table(settings, name, [op], reason=reason, actor="tester", trigger_id=f"t-{op}",
+                            instance=instance)
+    assert summary.succeeded, summary.lines()
+    return summary.outcomes[0]
+
+
+def assert_pyiceberg_can_commit(settings, name):
+    """The engine left no SQLite lock behind: a PyIceberg writer commits right after the run."""
+    table = load_table(open_catalog(settings.catalog), TableName.parse(name, "demo"))
+    before = table_counts(table)["records"]
+    table.append(rows(900_000, 1))
+    assert table_counts(load_table(open_catalog(settings.catalog), TableName.parse(name, "demo")))["records"] == before + 1
+
+
+def test_rewrite_data_files_compacts_small_files(lake, instance):
+    before_rows = contents(lake, "sales.orders")
+    outcome = trigger(lake, instance, "demo.sales.orders", "REWRITE_DATA_FILES")
+    table = load_table(open_catalog(lake.catalog), TableName.parse("sales.orders", "demo"))
+    counts = table_counts(table)
+    assert counts["data_files"] == 1  # 40 tiny files, one partition, far under the target size
+    assert contents(lake, "sales.orders").equals(before_rows)
+    assert outcome.metadata["rewritten_data_files_count"] == 40
+    assert outcome.metadata["data_files_before"] == 40 and outcome.metadata["data_files_after"] == 1
+    assert outcome.metadata["row_check"] == "spark-count" and outcome.metadata["rows_checked"] == 400
+
+    run = instance.get_run_by_id(outcome.run_id)
+    assert run.tags["floe/table"] == "demo.sales.orders"
+    assert run.tags["floe/operation"] == "REWRITE_DATA_FILES"
+    assert run.tags["floe/trigger"] == "manual" and run.tags["floe/policy"] == "sales-all"
+    assert run.tags["floe/actor"] == "tester" and run.tags["floe/trigger-id"] == "t-REWRITE_DATA_FILES"
+    event = instance.get_latest_materialization_event(asset_key_for(TableName("demo", ("sales",), "orders")))
+    assert event.dagster_event.partition == "REWRITE_DATA_FILES"
+    assert event.asset_materialization.metadata["rewritten_data_files_count"].value == 40
+    assert_pyiceberg_can_commit(lake, "sales.orders")
+
+
+def test_expire_snapshots_down_to_retain_last(lake, instance):
+    before_rows = contents(lake, "sales.events")
+    table = load_table(open_catalog(lake.catalog), TableName.parse("sales.events", "demo"))
+    assert len(table.metadata.snapshots) == 12
+    old_manifest_lists = {s.manifest_list for s in table.metadata.snapshots[:-3]}
+    outcome = trigger(lake, instance, "sales.events", "EXPIRE_SNAPSHOTS")
+    table = load_table(open_catalog(lake.catalog), TableName.parse("sales.events", "demo"))
+    assert len(table.metadata.snapshots) == 3
+    assert outcome.metadata["deleted_manifest_lists_count"] == 9
+    assert not any(os.path.exists(local_path(p)) for p in old_manifest_lists)
+    assert contents(lake, "sales.events").equals(before_rows)
+    assert_pyiceberg_can_commit(lake, "sales.events")
+
+
+def test_rewrite_manifests(lake, instance):
+    before_rows = contents(lake, "sales.events")
+    table = load_table(open_catalog(lake.catalog), TableName.parse("sales.events", "demo"))
+    assert table_counts(table)["manifests"] > 1
+    outcome = trigger(lake, instance, "sales.events", "REWRITE_MANIFESTS")
+    table = load_table(open_catalog(lake.catalog), TableName.parse("sales.events", "demo"))
+    assert table_counts(table)["manifests"] == 1
+    assert outcome.metadata["rewritten_manifests_count"] > 1
+    assert contents(lake, "sales.events").equals(before_rows)
+
+
+def test_orphan_cleanup_removes_only_old_unreferenced_files(lake, instance):
+    table = load_table(open_catalog(lake.catalog), TableName.parse("ops.audit_log", "demo"))
+    before_files = files_under(table)
+    old = {f for f in before_files if "orphan-old" in f}
+    young = {f for f in before_files if "orphan-young" in f}
+    referenced = {str(local_path(task.file.file_path)) for task in table.scan().plan_files()}
+    assert len(old) == 3 and len(young) == 2 and referenced
+    outcome = trigger(lake, instance, "ops.audit_log", "ORPHAN_CLEANUP")
+    after_files = files_under(load_table(open_catalog(lake.catalog), TableName.parse("ops.audit_log", "demo")))
+    assert not (old & after_files)
+    assert young <= after_files and referenced <= after_files
+    assert outcome.metadata["orphan_files_count"] == 3
+
+
+def test_rewrite_position_delete_files(lake, instance):
+    before_rows = contents(lake, "sales.customers") if False else None
+    name = TableName.parse("sales.customers", "demo")
+    table = load_table(open_catalog(lake.catalog), name)
+    live_before = table.scan().to_arrow().num_rows
+    assert table_counts(table)["delete_files"] == 6
+    outcome = trigger(lake, instance, "sales.customers", "REWRITE_POSITION_DELETE_FILES")
+    table = load_table(open_catalog(lake.catalog), name)
+    assert table_counts(table)["delete_files"] == 1
+    assert outcome.metadata["rewritten_delete_files_count"] == 6
+    assert table.scan().to_arrow().num_rows == live_before == 600 - 6 * 12
+
+
+def test_bad_option_fails_before_spark_and_touches_nothing(tmp_path, instance):
+    settings = load_settings(write_settings(tmp_path, """
+    - name: broken
+      tablePattern: "*"
+      orphanCleanup: {retentionPeriodInDays: 3, location: "file:/elsewhere"}
+      orphanCleanupSchedule: {interval: P1D}
+    """), environ={})
+    with pytest.raises(LookupError, match="does not exist"):
+        trigger_table(settings, "demo.sales.nope", [], reason="x", actor="t", trigger_id="x", instance=instance)
