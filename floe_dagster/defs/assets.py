@@ -28,6 +28,7 @@ from floe_dagster.core.tables import TableName
 from floe_dagster.defs import tags as T
 from floe_dagster.defs.names import asset_key_for, group_name_for, table_for_asset_key, unmappable_reason
 from floe_dagster.locks import LockHeld, hold_lock, table_lock_name
+from floe_dagster.runs import run_lock_name
 from floe_dagster.maintenance_policy import ResolvedOperation, resolve_operation
 from floe_dagster.settings import Settings
 from floe_dagster.spark.engine import EngineUnavailable, IcebergSparkEngine, MaintenanceFailed
@@ -73,46 +74,52 @@ def build_table_assets(tables: Sequence[TableName], settings: Settings):
         required_resource_keys={"engine"},
     )
     def iceberg_tables(context: AssetExecutionContext) -> Iterator[MaterializeResult]:
-        engine: IcebergSparkEngine = context.resources.engine
-        op = Operation(context.partition_key)
-        selected = sorted(table_for_asset_key(key) for key in context.selected_asset_keys)
-        run_tags = _add_missing_run_tags(context, selected, op, settings)
-        failures: list[str] = []
-        coordination = Coordination(settings.coordination_url)
-        trigger = run_tags.get(T.TRIGGER, "")
-        for table in selected:
-            started = datetime.now(timezone.utc)
-            try:
-                result = maintain_table(context, engine, settings, table, op)
-                numbers = result.metadata or {}
-                coordination.record_outcome(Outcome(
-                    run_id=context.run_id, table_name=table.qualified, operation=op, trigger=trigger,
-                    started_at=started, finished_at=datetime.now(timezone.utc), succeeded=True,
-                    changed=bool(numbers.get("changed")), bytes_rewritten=int(numbers.get("bytes_rewritten", 0)),
-                    snapshot_after=_snapshot_id(numbers.get("snapshot_id")),
-                ))
-                yield result
-            except (MaintenanceFailed, ProcedureOptionError, LockHeld, EngineUnavailable, CatalogUnavailable,
-                    LookupError) as exc:
-                context.log.error(str(exc))
-                failures.append(str(exc))
-                kind = None
-                if isinstance(exc, (LockHeld, EngineUnavailable, CatalogUnavailable)):
-                    kind = "lock_held" if isinstance(exc, LockHeld) else "outage"
-                    context.instance.add_run_tags(context.run_id, {T.FAILURE_KIND: kind})
-                coordination.record_outcome(Outcome(
-                    run_id=context.run_id, table_name=table.qualified, operation=op, trigger=trigger,
-                    started_at=started, finished_at=datetime.now(timezone.utc), succeeded=False,
-                    failure_kind=kind, message=str(exc),
-                ))
-                if isinstance(exc, (EngineUnavailable, CatalogUnavailable)):
-                    break  # Spark or the catalog is down: the other tables would fail the same way
-        if failures:
-            raise Failure(
-                description=f"{op.value} failed on {len(failures)} of {len(selected)} table(s): " + " | ".join(failures)
-            )
+        # Held for the whole run, so a tick can tell a dead run (lock free) from a live one.
+        with hold_lock(run_lock_name(context.run_id), settings.coordination_url):
+            yield from _maintain_selected(context, settings)
 
     return iceberg_tables
+
+
+def _maintain_selected(context: AssetExecutionContext, settings: Settings) -> Iterator[MaterializeResult]:
+    engine: IcebergSparkEngine = context.resources.engine
+    op = Operation(context.partition_key)
+    selected = sorted(table_for_asset_key(key) for key in context.selected_asset_keys)
+    run_tags = _add_missing_run_tags(context, selected, op, settings)
+    failures: list[str] = []
+    coordination = Coordination(settings.coordination_url)
+    trigger = run_tags.get(T.TRIGGER, "")
+    for table in selected:
+        started = datetime.now(timezone.utc)
+        try:
+            result = maintain_table(context, engine, settings, table, op)
+            numbers = result.metadata or {}
+            coordination.record_outcome(Outcome(
+                run_id=context.run_id, table_name=table.qualified, operation=op, trigger=trigger,
+                started_at=started, finished_at=datetime.now(timezone.utc), succeeded=True,
+                changed=bool(numbers.get("changed")), bytes_rewritten=int(numbers.get("bytes_rewritten", 0)),
+                snapshot_after=_snapshot_id(numbers.get("snapshot_id")),
+            ))
+            yield result
+        except (MaintenanceFailed, ProcedureOptionError, LockHeld, EngineUnavailable, CatalogUnavailable,
+                LookupError) as exc:
+            context.log.error(str(exc))
+            failures.append(str(exc))
+            kind = None
+            if isinstance(exc, (LockHeld, EngineUnavailable, CatalogUnavailable)):
+                kind = "lock_held" if isinstance(exc, LockHeld) else "outage"
+                context.instance.add_run_tags(context.run_id, {T.FAILURE_KIND: kind})
+            coordination.record_outcome(Outcome(
+                run_id=context.run_id, table_name=table.qualified, operation=op, trigger=trigger,
+                started_at=started, finished_at=datetime.now(timezone.utc), succeeded=False,
+                failure_kind=kind, message=str(exc),
+            ))
+            if isinstance(exc, (EngineUnavailable, CatalogUnavailable)):
+                break  # Spark or the catalog is down: the other tables would fail the same way
+    if failures:
+        raise Failure(
+            description=f"{op.value} failed on {len(failures)} of {len(selected)} table(s): " + " | ".join(failures)
+        )
 
 
 def _snapshot_id(value: Any) -> int | None:

@@ -1,0 +1,99 @@
+"""What the Dagster instance says about maintenance runs: the ones in flight, and the dead ones.
+
+With the default run launcher, run monitoring cannot see a dead run worker: a killed run stays
+STARTED forever. Every maintenance run holds its run lock (``floe-run:<run id>``) for its whole
+life, so a STARTED run whose run lock is free has lost its process; the next tick marks it failed
+and records the failure, and the table is not stuck.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+
+from floe_dagster.coordination import Coordination, Outcome
+from floe_dagster.core.operations import Operation
+from floe_dagster.defs import tags as T
+from floe_dagster.locks import is_lock_free
+
+IN_FLIGHT_STATUSES = [
+    DagsterRunStatus.QUEUED,
+    DagsterRunStatus.NOT_STARTED,
+    DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED,
+]
+# A run needs a moment between STARTED and taking its run lock (imports, resources).
+DEAD_RUN_GRACE = timedelta(minutes=2)
+
+
+def run_lock_name(run_id: str) -> str:
+    return f"floe-run:{run_id}"
+
+
+@dataclass(frozen=True)
+class RunInFlight:
+    run_id: str
+    table_name: str | None  # None for a run over several tables
+    operation: Operation | None
+    status: DagsterRunStatus
+    start_time: datetime | None
+    tags: dict[str, str]
+
+
+def runs_in_flight(instance: DagsterInstance) -> list[RunInFlight]:
+    """Every queued or running floe run: one query, whatever the number of tables."""
+    records = instance.get_run_records(filters=RunsFilter(statuses=IN_FLIGHT_STATUSES))
+    found = []
+    for record in records:
+        run = record.dagster_run
+        tags = dict(run.tags)
+        if T.OPERATION not in tags and not run.job_name.startswith("floe"):
+            continue
+        operation = tags.get(T.OPERATION) or _partition_of(tags)
+        found.append(RunInFlight(
+            run_id=run.run_id,
+            table_name=tags.get(T.TABLE),
+            operation=Operation(operation) if operation in Operation._value2member_map_ else None,
+            status=run.status,
+            start_time=datetime.fromtimestamp(record.start_time, timezone.utc) if record.start_time else None,
+            tags=tags,
+        ))
+    return found
+
+
+def _partition_of(tags: dict[str, str]) -> str | None:
+    return tags.get("dagster/partition")
+
+
+def mark_dead_runs(
+    instance: DagsterInstance,
+    coordination: Coordination,
+    in_flight: list[RunInFlight],
+    now: datetime,
+    coordination_url: str | None = None,
+) -> list[str]:
+    """Mark failed each STARTED run whose process is gone (its run lock is free); return their ids."""
+    dead = []
+    for run in in_flight:
+        if run.status != DagsterRunStatus.STARTED or run.start_time is None:
+            continue
+        if now - run.start_time < DEAD_RUN_GRACE:
+            continue
+        if not is_lock_free(run_lock_name(run.run_id), coordination_url):
+            continue
+        dagster_run = instance.get_run_by_id(run.run_id)
+        if dagster_run is None or dagster_run.status != DagsterRunStatus.STARTED:
+            continue
+        instance.report_run_failed(
+            dagster_run, message="floe-dagster: the run's process is gone (its run lock is free); marked failed"
+        )
+        if run.table_name and run.operation:
+            coordination.record_outcome(Outcome(
+                run_id=run.run_id, table_name=run.table_name, operation=run.operation,
+                trigger=run.tags.get(T.TRIGGER, ""), started_at=run.start_time, finished_at=now, succeeded=False,
+                message="the run's process died",
+            ))
+        dead.append(run.run_id)
+    return dead
