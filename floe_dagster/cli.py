@@ -106,6 +106,74 @@ def cmd_setup(args) -> int:
     return EXIT_OK
 
 
+def _at(text: str | None):
+    from datetime import datetime, timezone
+
+    if not text:
+        return datetime.now(timezone.utc)
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def cmd_plan(args) -> int:
+    """A dry run of the next tick: plans with the same inputs as the sensor, admits nothing."""
+    from floe_dagster.core.planner import plan
+    from floe_dagster.instance import get_instance
+    from floe_dagster.table_cache import read_cached_tables
+    from floe_dagster.tick import gather
+
+    settings = _settings(args)
+    cached = read_cached_tables(settings)
+    data, _, missing = gather(settings, get_instance(), _at(args.at),
+                              frozenset(cached) if cached is not None else None)
+    result = plan(data)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+        return EXIT_OK
+    print(f"plan at {result.at.isoformat()}: {len(result.admitted)} to run, "
+          f"{len(result.decisions) - len(result.admitted)} skipped" + (f", {missing} tables without health yet" if missing else ""))
+    for decision in result.decisions:
+        mark = f"#{decision.rank:<3} run " if decision.decision == "run" else "     skip"
+        print(f"{mark} {decision.table.qualified} {decision.operation.value} "
+              f"[{decision.trigger or '-'}] debt {decision.debt_score:.0f}: {'; '.join(decision.reasons)}")
+    for note in result.notes:
+        print(f"note: {note}")
+    return EXIT_OK
+
+
+def cmd_explain(args) -> int:
+    from floe_dagster.explain import explain_table
+
+    settings = _settings(args)
+    report = explain_table(settings, args.table, _at(args.at))
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+        return EXIT_OK
+    print(f"{report['table']}: policy {report['policyName']}, condition-based triggering "
+          f"{'on' if report['conditionBasedTriggeringEnabled'] else 'off'}")
+    for op, status in report["operationStatuses"].items():
+        print(f"  {op}: {'TRIGGER' if status['shouldTrigger'] else 'wait'} - {'; '.join(status['reasons'])}")
+        print(f"    next eligible {status['nextEligibleTime']}, debt {status['debtScore']:.0f} {status['debtBreakdown']}")
+        for met in status["metConditions"]:
+            print(f"    met   {met}")
+        for unmet in status["unmetConditions"]:
+            print(f"    unmet {unmet}")
+    return EXIT_OK
+
+
+def cmd_backfill(args) -> int:
+    from floe_dagster.backfill import queue_backfill
+
+    settings = _settings(args)
+    queued = queue_backfill(settings, args.tables, args.operation, dry_run=args.dry_run,
+                            actor=getpass.getuser(), reason=args.reason or "backfill from the CLI")
+    verb = "would queue" if args.dry_run else "queued"
+    for table, run_id in queued:
+        print(f"{verb} {table.qualified} {args.operation.upper()}" + (f" run {run_id}" if run_id else ""))
+    print(f"{len(queued)} run(s) {verb}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="floe-dagster", description="Automatic Iceberg table maintenance on Dagster")
     parser.add_argument("--config", help="settings file (default: $FLOE_CONFIG or ./floe.yaml)")
@@ -134,6 +202,23 @@ def build_parser() -> argparse.ArgumentParser:
     trigger.add_argument("--operation", action="append", help="an operation (repeatable); default: all the policy configures")
     trigger.add_argument("--reason", help="why (recorded as floe/reason)")
     trigger.set_defaults(func=cmd_trigger)
+    plan = sub.add_parser("plan", help="dry run of the next tick: what would run and why, changing nothing")
+    plan.add_argument("--at", help="ISO-8601 time to plan at (default: now)")
+    plan.add_argument("--json", action="store_true")
+    plan.set_defaults(func=cmd_plan)
+
+    explain = sub.add_parser("explain", help="Floe's trigger status for one table")
+    explain.add_argument("table")
+    explain.add_argument("--at")
+    explain.add_argument("--json", action="store_true")
+    explain.set_defaults(func=cmd_explain)
+
+    backfill = sub.add_parser("backfill", help="queue one run per matching table for the daemon (low priority)")
+    backfill.add_argument("--tables", required=True, help="a table pattern, as in policies")
+    backfill.add_argument("--operation", required=True)
+    backfill.add_argument("--reason")
+    backfill.add_argument("--dry-run", action="store_true")
+    backfill.set_defaults(func=cmd_backfill)
     return parser
 
 

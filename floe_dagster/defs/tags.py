@@ -16,6 +16,7 @@ NAMESPACE = "floe/namespace"
 ACTOR = "floe/actor"
 TRIGGER_ID = "floe/trigger-id"
 ATTEMPT = "floe/attempt"
+RUN_KEY = "floe/run-key"
 # Why a run failed without it being the table's fault ("lock_held", "outage"): history does not
 # count such failures toward backoff.
 FAILURE_KIND = "floe/failure-kind"

@@ -1,0 +1,303 @@
+"""The planner: from tables, policies, health, history and ``now``, the ordered, budgeted decisions of
+DESIGN.md section 4. Pure: the launchers (schedules, the debt-score sensor), ``floe-dagster plan``,
+``explain`` and the HTTP API all call :func:`plan` and differ only in what they do with the result.
+
+Gates, in order; a skipped decision's reasons start with the first gate that blocked it:
+schedule_disabled, gc_disabled; table_missing, not_loaded; window_closed, day_not_allowed; not_due;
+failure_backoff; zero_change_throttle; conditions_unmet, min_interval, no_health; in_flight; the
+budgets budget_tables, budget_operations, budget_bytes, tick_cap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from floe_dagster.core.history import OperationHistory
+from floe_dagster.core.metrics import TableMetrics
+from floe_dagster.core.operations import ALL_OPERATIONS, Operation
+from floe_dagster.core.policy_view import PolicyView, evaluate_gate_conditions, health_issues, schedule_due, debt_for
+from floe_dagster.core.tables import TableName
+
+MAX_BACKOFF = timedelta(days=7)
+FIRST_BACKOFF = timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class SchedulerLimits:
+    """The scheduler settings the planner reads (floe.yaml's ``scheduler`` section)."""
+
+    enabled: bool = True
+    condition_based_triggering_enabled: bool = True
+    max_tables_per_poll: int = 0
+    max_operations_per_poll: int = 0
+    max_bytes_per_hour: int = 0
+    failure_backoff_threshold: int = 3
+    failure_backoff_hours: float = 6
+    zero_change_threshold: int = 5
+    zero_change_frequency_reduction_percent: float = 50
+    zero_change_min_interval_hours: float = 6
+    max_run_requests_per_tick: int = 25
+    max_queued_runs: int = 100
+
+    @classmethod
+    def from_settings(cls, scheduler: Any) -> "SchedulerLimits":
+        return cls(**{name: getattr(scheduler, name) for name in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class Decision:
+    table: TableName
+    operation: Operation
+    policy: str | None
+    decision: str  # "run" or "skip"
+    reasons: tuple[str, ...]
+    trigger: str | None  # cron, interval, condition, critical (for a run)
+    debt_score: float
+    debt_breakdown: Mapping[str, float]
+    estimated_bytes: int
+    next_eligible: datetime | None
+    rank: int | None
+    slot: str | None = None
+    attempt: int = 0
+    policy_priority: int = 0
+    schedule_priority: int = 0
+    conditions: Mapping[str, Any] = field(default_factory=dict)
+    backoff_until: datetime | None = None
+    throttled_until: datetime | None = None
+    max_runtime_s: float | None = None
+    enabled: bool = True
+
+    @property
+    def run_key(self) -> str:
+        return f"{self.table.qualified}|{self.operation.value}|{self.slot}|attempt-{self.attempt}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "table": self.table.qualified,
+            "operation": self.operation.value,
+            "policy": self.policy,
+            "decision": self.decision,
+            "reasons": list(self.reasons),
+            "trigger": self.trigger if self.decision == "run" else None,
+            "debt_score": round(self.debt_score, 2),
+            "estimated_bytes": self.estimated_bytes,
+            "next_eligible": self.next_eligible.isoformat() if self.next_eligible else None,
+            "rank": self.rank,
+        }
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    now: datetime
+    catalog_tables: Sequence[TableName]  # what the catalog lists now
+    loaded_tables: frozenset[TableName]  # the code location's assets
+    policies: Any  # core.policy.PolicySet
+    limits: SchedulerLimits
+    metrics: Mapping[TableName, TableMetrics] = field(default_factory=dict)
+    history: Mapping[tuple[str, Operation], OperationHistory] = field(default_factory=dict)
+    in_flight: frozenset[tuple[str, Operation]] = frozenset()  # runs queued/started + fresh ledger admissions
+    last_attempts: Mapping[tuple[str, Operation, str], int] = field(default_factory=dict)  # from the ledger
+    bytes_last_hour: int = 0
+    queued_runs: int = 0
+    debt_weights: Any = None
+    # Which due items this launcher may admit (a schedule: its own rule); the others are reported only.
+    scope: Callable[["Decision"], bool] | None = None
+    estimate_bytes: Callable[[TableName, Operation, TableMetrics | None, Mapping[str, Any]], int] | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    at: datetime
+    decisions: list[Decision]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def admitted(self) -> list[Decision]:
+        return sorted((d for d in self.decisions if d.decision == "run"), key=lambda d: d.rank or 0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"at": self.at.isoformat(), "decisions": [d.to_json() for d in self.decisions], "notes": self.notes}
+
+    def reason_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for decision in self.decisions:
+            if decision.decision == "skip" and decision.reasons:
+                code = decision.reasons[0].split(":")[0]
+                counts[code] = counts.get(code, 0) + 1
+        return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def backoff_delay(consecutive_failures: int, threshold: int, hours: float) -> timedelta:
+    """After the n-th consecutive failure: 5 min × 2^(n−1) below the threshold, then
+    ``hours`` × 2^(n − threshold), capped at 7 days."""
+    n = consecutive_failures
+    if n <= 0:
+        return timedelta(0)
+    if n < threshold:
+        delay = FIRST_BACKOFF * (2 ** min(n - 1, 20))
+    else:
+        delay = timedelta(hours=hours) * (2 ** min(n - threshold, 20))
+    return min(delay, MAX_BACKOFF)
+
+
+def _table_snapshot_ours(table: TableName, history: Mapping[tuple[str, Operation], OperationHistory]) -> set[int]:
+    return {
+        h.last_snapshot_after for op in ALL_OPERATIONS
+        if (h := history.get((table.qualified, op))) is not None and h.last_snapshot_after is not None
+    }
+
+
+def plan(data: PlanInput) -> Plan:
+    now = data.now
+    limits = data.limits
+    catalog_tables = set(data.catalog_tables)
+    decisions: list[Decision] = []
+    notes: list[str] = []
+    candidates: list[Decision] = []
+
+    for table in sorted(catalog_tables | set(data.loaded_tables)):
+        policy: PolicyView | None = data.policies.effective_policy(table)
+        if policy is None:
+            continue
+        metrics = data.metrics.get(table)
+        issues = health_issues(policy, metrics, now) if metrics is not None else []
+        ours = _table_snapshot_ours(table, data.history)
+        for op in policy.configured_operations():
+            history = data.history.get((table.qualified, op), OperationHistory())
+            score, breakdown = debt_for(issues, metrics, history, now, data.debt_weights)
+            schedule = policy.schedule(op)
+            config = policy.config(op)
+            estimate = data.estimate_bytes(table, op, metrics, config) if data.estimate_bytes and op.rewrites_data else 0
+            base = Decision(
+                table=table, operation=op, policy=policy.name, decision="skip", reasons=(), trigger=None,
+                debt_score=score, debt_breakdown=breakdown, estimated_bytes=estimate, next_eligible=None, rank=None,
+                policy_priority=policy.priority, schedule_priority=schedule.priority if schedule else 0,
+                enabled=bool(schedule and schedule.enabled),
+            )
+            decision = _gate(data, table, op, policy, schedule, metrics, history, ours, base)
+            (candidates if decision.decision == "run" else decisions).append(decision)
+
+    candidates.sort(key=lambda d: (
+        -d.debt_score, -d.policy_priority, -d.schedule_priority, d.table.qualified, d.operation.order))
+    decisions.extend(_admit_within_budgets(data, candidates, notes))
+    decisions.sort(key=lambda d: (d.rank if d.rank is not None else 10**9, d.table.qualified, d.operation.order))
+    return Plan(now, decisions, notes)
+
+
+def _skip(base: Decision, code: str, detail: str = "", **changes: Any) -> Decision:
+    reason = f"{code}: {detail}" if detail else code
+    return replace(base, decision="skip", reasons=(reason, *changes.pop("more", ())), **changes)
+
+
+def _gate(
+    data: PlanInput,
+    table: TableName,
+    op: Operation,
+    policy: PolicyView,
+    schedule: Any,
+    metrics: TableMetrics | None,
+    history: OperationHistory,
+    ours: set[int],
+    base: Decision,
+) -> Decision:
+    now, limits = data.now, data.limits
+    if schedule is None or not schedule.enabled:
+        return _skip(base, "schedule_disabled", f"{op.schedule_key} is missing or disabled")
+    if op.needs_gc and metrics is not None and str(metrics.properties.get("gc.enabled", "true")).lower() == "false":
+        return _skip(base, "gc_disabled", "the table sets gc.enabled=false")
+    if table not in set(data.catalog_tables):
+        return _skip(base, "table_missing", "the table is no longer in the catalog")
+    if table not in data.loaded_tables:
+        return _skip(base, "not_loaded", "in the catalog but not yet an asset; it becomes one at the next reload")
+
+    if not schedule.is_open(now):
+        code = "window_closed" if not schedule.in_window(now) else "day_not_allowed"
+        return _skip(base, code, f"next open at {schedule.next_open(now).isoformat()}", next_eligible=schedule.next_open(now))
+
+    due = schedule_due(schedule, history.last_success_start, now)
+    if not due.due:
+        return _skip(base, "not_due", due.detail, next_eligible=due.next_eligible)
+    base = replace(base, trigger=due.trigger, slot=due.slot)
+
+    backoff = backoff_delay(history.consecutive_failures, limits.failure_backoff_threshold, limits.failure_backoff_hours)
+    if backoff and history.last_failure_at is not None and now < history.last_failure_at + backoff:
+        until = history.last_failure_at + backoff
+        return _skip(base, "failure_backoff", f"{history.consecutive_failures} consecutive failure(s); retry at "
+                     f"{until.isoformat()}", next_eligible=until, backoff_until=until)
+
+    if limits.zero_change_threshold > 0 and history.consecutive_zero_change >= limits.zero_change_threshold:
+        new_data = metrics is not None and metrics.current_snapshot_id is not None and metrics.current_snapshot_id not in ours
+        if not new_data and history.last_success_start is not None:
+            interval = schedule.effective_interval() or timedelta(0)
+            throttled = max(timedelta(hours=limits.zero_change_min_interval_hours),
+                            interval * (1 + limits.zero_change_frequency_reduction_percent / 100))
+            until = history.last_success_start + throttled
+            if now < until:
+                return _skip(base, "zero_change_throttle",
+                             f"{history.consecutive_zero_change} runs changed nothing; next at {until.isoformat()}",
+                             next_eligible=until, throttled_until=until)
+
+    conditions = evaluate_gate_conditions(
+        policy, op, metrics, history.last_success_start, now, limits.condition_based_triggering_enabled)
+    base = replace(base, conditions=conditions.to_json())
+    if conditions.forced:
+        base = replace(base, trigger="critical")
+    elif not conditions.passed:
+        return _skip(base, conditions.blocked_code, conditions.detail, next_eligible=conditions.next_eligible)
+
+    if (table.qualified, op) in data.in_flight:
+        return _skip(base, "in_flight", "a run of this table and operation is queued or running")
+
+    attempt = data.last_attempts.get((table.qualified, op, due.slot), -1) + 1
+    window_end = schedule.window_end_after(now) if schedule.enforce_window_end else None
+    runtime = schedule.timeout_hours * 3600
+    if window_end is not None:
+        runtime = min(runtime, max(60.0, (window_end - now).total_seconds()))
+    return replace(base, decision="run", reasons=(f"{due.trigger}: {due.detail}",), attempt=attempt,
+                   max_runtime_s=runtime, next_eligible=now)
+
+
+def _admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: list[str]) -> Iterable[Decision]:
+    limits = data.limits
+    tables_admitted: set[TableName] = set()
+    operations_admitted = 0
+    bytes_used = data.bytes_last_hour
+    cap = limits.max_run_requests_per_tick
+    queue_room = max(0, limits.max_queued_runs - data.queued_runs)
+    rank = 0
+    for decision in candidates:
+        if data.scope is not None and not data.scope(decision):
+            yield replace(decision, decision="skip", reasons=("out_of_scope: another launcher admits it",
+                                                               *decision.reasons), trigger=decision.trigger)
+            continue
+        if limits.max_tables_per_poll and decision.table not in tables_admitted \
+                and len(tables_admitted) >= limits.max_tables_per_poll:
+            yield _skip(decision, "budget_tables", f"max-tables-per-poll {limits.max_tables_per_poll} reached",
+                        more=decision.reasons)
+            continue
+        if limits.max_operations_per_poll and operations_admitted >= limits.max_operations_per_poll:
+            yield _skip(decision, "budget_operations", f"max-operations-per-poll {limits.max_operations_per_poll} reached",
+                        more=decision.reasons)
+            continue
+        if limits.max_bytes_per_hour and decision.operation.rewrites_data:
+            if bytes_used + decision.estimated_bytes > limits.max_bytes_per_hour:
+                if decision.estimated_bytes > limits.max_bytes_per_hour and bytes_used == 0:
+                    notes.append(f"{decision.table.qualified} {decision.operation.value}: estimated "
+                                 f"{decision.estimated_bytes} bytes exceed the whole hourly budget; admitted alone")
+                else:
+                    yield _skip(decision, "budget_bytes", f"{bytes_used} of {limits.max_bytes_per_hour} bytes used in "
+                                f"the last hour", more=decision.reasons)
+                    continue
+        if rank >= cap or rank >= queue_room:
+            yield _skip(decision, "tick_cap", f"at most {min(cap, queue_room)} run requests this tick "
+                        f"(max-run-requests-per-tick {cap}, queued runs {data.queued_runs}/{limits.max_queued_runs})",
+                        more=decision.reasons)
+            continue
+        rank += 1
+        tables_admitted.add(decision.table)
+        operations_admitted += 1
+        if decision.operation.rewrites_data:
+            bytes_used += decision.estimated_bytes
+        yield replace(decision, rank=rank)

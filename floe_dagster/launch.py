@@ -1,0 +1,85 @@
+"""Submit maintenance runs to the instance's run queue exactly as Dagit does (its GraphQL ``launchRun``
+against the loaded code location), for ``floe-dagster backfill`` and the HTTP API's trigger."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator, Mapping, Sequence
+
+from dagster import AssetKey, DagsterInstance
+
+LOCATION_NAME = "floe"
+REPOSITORY_NAME = "__repository__"
+
+LAUNCH_RUN = """
+mutation($executionParams: ExecutionParams!) {
+  launchRun(executionParams: $executionParams) {
+    __typename
+    ... on LaunchRunSuccess { run { runId status } }
+    ... on PythonError { message }
+    ... on InvalidSubsetError { message }
+    ... on RunConfigValidationInvalid { errors { message } }
+    ... on Error { message }
+  }
+}
+"""
+
+
+class LaunchFailed(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class RunToSubmit:
+    asset_key: AssetKey
+    partition: str
+    tags: Mapping[str, str]
+
+
+@contextmanager
+def code_location_context(instance: DagsterInstance) -> Iterator[object]:
+    """A Dagit-like request context over this project's code location (loaded in a subprocess)."""
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import ModuleTarget
+
+    target = ModuleTarget(
+        module_name="floe_dagster.definitions", attribute=None, working_directory=os.getcwd(),
+        location_name=LOCATION_NAME,
+    )
+    with WorkspaceProcessContext(instance, target) as process_context:
+        context = process_context.create_request_context()
+        errors = context.get_code_location_error(LOCATION_NAME)
+        if errors:
+            raise LaunchFailed(f"the code location failed to load: {errors.message}")
+        yield context
+
+
+def submit_runs(instance: DagsterInstance, runs: Sequence[RunToSubmit], job_name: str) -> list[str]:
+    from dagster_graphql.schema import create_schema
+
+    schema = create_schema()
+    run_ids = []
+    with code_location_context(instance) as context:
+        for run in runs:
+            params = {
+                "selector": {
+                    "repositoryLocationName": LOCATION_NAME, "repositoryName": REPOSITORY_NAME,
+                    "jobName": job_name, "assetSelection": [{"path": list(run.asset_key.path)}],
+                },
+                "runConfigData": {},
+                "executionMetadata": {"tags": [
+                    {"key": k, "value": v} for k, v in {**run.tags, "dagster/partition": run.partition}.items()
+                ]},
+            }
+            result = asyncio.run(schema.execute_async(LAUNCH_RUN, context_value=context,
+                                                      variable_values={"executionParams": params}))
+            if result.errors:
+                raise LaunchFailed("; ".join(str(e) for e in result.errors))
+            payload = result.data["launchRun"]
+            if payload["__typename"] != "LaunchRunSuccess":
+                raise LaunchFailed(f"{payload['__typename']}: {payload.get('message') or payload}")
+            run_ids.append(payload["run"]["runId"])
+    return run_ids

@@ -1,0 +1,143 @@
+"""One scheduling tick, shared by the debt-score sensor, the cron schedules, ``floe-dagster plan`` and
+``explain``: gather the planner's inputs with a few batched reads, plan, and (for launchers) admit
+the decisions into the trigger ledger under the scheduler lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Callable
+
+from dagster import DagsterInstance
+
+from floe_dagster.catalog import CatalogUnavailable, list_tables, open_catalog
+from floe_dagster.coordination import ADMISSION_TTL, Admission, Coordination
+from floe_dagster.core.operations import Operation
+from floe_dagster.core.planner import Decision, Plan, PlanInput, SchedulerLimits, plan
+from floe_dagster.core.tables import TableName
+from floe_dagster.locks import LockHeld, hold_lock, scheduler_lock_name
+from floe_dagster.maintenance_policy import load_policy_set
+from floe_dagster.runs import mark_dead_runs, runs_in_flight
+from floe_dagster.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# The health collection's share of a tick (Dagster's sensor limit is 60 s).
+HEALTH_TIME_BUDGET_S = 20.0
+
+
+@dataclass
+class TickResult:
+    plan: Plan | None
+    admitted: list[Decision] = field(default_factory=list)
+    skipped_tick: str | None = None  # lock_held, catalog_unavailable, scheduler_disabled
+    dead_runs: list[str] = field(default_factory=list)
+    health_missing: int = 0
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        if self.skipped_tick:
+            return f"tick skipped: {self.skipped_tick}"
+        assert self.plan is not None
+        considered = len(self.plan.decisions)
+        top = ", ".join(f"{code} ×{n}" for code, n in list(self.plan.reason_counts().items())[:5])
+        text = f"considered {considered}, admitted {len(self.admitted)}"
+        return text + (f"; skipped: {top}" if top else "")
+
+
+def gather(
+    settings: Settings,
+    instance: DagsterInstance,
+    now: datetime,
+    loaded_tables: frozenset[TableName] | None,
+    scope: Callable[[Decision], bool] | None = None,
+    coordination: Coordination | None = None,
+    mark_dead: bool = False,
+) -> tuple[PlanInput, list[str], int]:
+    """The planner's inputs: one catalog listing, one history read, one in-flight query."""
+    from floe_dagster.health import HealthCollector, estimate_operation_bytes
+
+    coordination = coordination or Coordination(settings.coordination_url)
+    catalog = open_catalog(settings.catalog)
+    tables = list_tables(catalog)
+    in_flight_runs = runs_in_flight(instance)
+    dead = mark_dead_runs(instance, coordination, in_flight_runs, now, settings.coordination_url) if mark_dead else []
+    in_flight = {(r.table_name, r.operation) for r in in_flight_runs if r.run_id not in dead and r.table_name and r.operation}
+    recent = coordination.admitted_since(now - timedelta(days=8))
+    last_attempts: dict[tuple[str, Operation, str], int] = {}
+    pending_bytes = 0
+    for row in recent:
+        key = (row["table_name"], Operation(row["operation"]), row["slot"])
+        last_attempts[key] = max(last_attempts.get(key, -1), row["attempt"])
+        admitted_at = row["admitted_at"]
+        if row["run_id"] is None and now - _aware(admitted_at) < ADMISSION_TTL:
+            in_flight.add((row["table_name"], Operation(row["operation"])))
+            pending_bytes += row["estimated_bytes"] or 0
+    estimated_in_flight = sum(
+        row["estimated_bytes"] or 0 for row in recent
+        if row["run_id"] is not None and (row["table_name"], Operation(row["operation"])) in in_flight
+    )
+    collector = HealthCollector(catalog, settings)
+    health = collector.collect(tables, tier="full", time_budget_s=HEALTH_TIME_BUDGET_S)
+    data = PlanInput(
+        now=now,
+        catalog_tables=tables,
+        loaded_tables=frozenset(tables) if loaded_tables is None else loaded_tables,
+        policies=load_policy_set(settings),
+        limits=SchedulerLimits.from_settings(settings.scheduler),
+        metrics=health.metrics,
+        history=coordination.all_history(),
+        in_flight=frozenset(in_flight),
+        last_attempts=last_attempts,
+        bytes_last_hour=coordination.bytes_rewritten_since(now - timedelta(hours=1)) + pending_bytes + estimated_in_flight,
+        queued_runs=sum(1 for r in in_flight_runs if r.status.value in ("QUEUED", "NOT_STARTED")),
+        debt_weights=settings.debt,
+        scope=scope,
+        estimate_bytes=estimate_operation_bytes,
+    )
+    return data, dead, len(health.missing)
+
+
+def _aware(moment: datetime) -> datetime:
+    from datetime import timezone
+
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
+
+
+def run_tick(
+    settings: Settings,
+    instance: DagsterInstance,
+    now: datetime,
+    launcher: str,
+    loaded_tables: frozenset[TableName] | None,
+    scope: Callable[[Decision], bool] | None = None,
+    lock_scope: str = "default",
+) -> TickResult:
+    """Plan and admit under the scheduler lock; the admitted decisions are in the ledger on return."""
+    started = time.monotonic()
+    if not settings.scheduler.enabled:
+        return TickResult(None, skipped_tick="scheduler_disabled: scheduler.enabled is false")
+    try:
+        with hold_lock(scheduler_lock_name(lock_scope), settings.coordination_url):
+            coordination = Coordination(settings.coordination_url)
+            data, dead, missing = gather(settings, instance, now, loaded_tables, scope, coordination, mark_dead=True)
+            result = plan(data)
+            admissions = {
+                d.run_key: d for d in result.admitted
+            }
+            ledger_items = [
+                Admission(d.table.qualified, d.operation, d.slot or "", d.attempt, d.trigger or "",
+                          "; ".join(d.reasons), d.debt_score, d.estimated_bytes)
+                for d in result.admitted
+            ]
+            accepted = coordination.admit(ledger_items, now, launcher)
+            admitted = [admissions[item.run_key] for item in accepted]
+            return TickResult(result, admitted, dead_runs=dead, health_missing=missing,
+                              seconds=time.monotonic() - started)
+    except LockHeld:
+        return TickResult(None, skipped_tick="lock_held: another launcher is planning")
+    except CatalogUnavailable as exc:
+        return TickResult(None, skipped_tick=f"catalog_unavailable: {exc}")
