@@ -36,11 +36,21 @@ class TableMetrics:
     manifest_count: int | None = None  # full tier only
     manifest_total_bytes: int | None = None  # full tier only
 
-    partition_count: int | None = None  # full tier only; an unpartitioned table has 1
+    # Full tier only: partitions (partition value + spec id) holding at least one live data file; an
+    # unpartitioned table with data has 1, an empty table 0.
+    partition_count: int | None = None
     max_files_per_partition: int | None = None  # full tier only
 
     current_snapshot_id: int | None = None
     properties: dict[str, str] = field(default_factory=dict)
+
+    # Full tier only: the inputs of the byte estimates (core/estimates.py), grouped the way Iceberg's
+    # rewrite planners group files, in scan order. Raw numbers, so they hold for every policy.
+    # data_file_groups: (partition key, data file sizes, ((index into sizes, delete files applying,
+    # rows removed by file-scoped position deletes, record count), ...) for files with deletes only).
+    data_file_groups: tuple[tuple[str, tuple[int, ...], tuple[tuple[int, int, int, int], ...]], ...] | None = None
+    # position_delete_groups: (partition key, position delete file sizes).
+    position_delete_groups: tuple[tuple[str, tuple[int, ...]], ...] | None = None
 
     @property
     def delete_file_ratio(self) -> float:
@@ -81,12 +91,38 @@ class TableMetrics:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        data["data_file_sizes"] = list(self.data_file_sizes) if self.data_file_sizes is not None else None
+        for key in ("data_file_sizes", "data_file_groups", "position_delete_groups"):
+            data[key] = _lists(data[key])
+        return data
+
+    def report_json(self) -> dict[str, Any]:
+        """For reports and asset metadata: the record without its per-file lists (which grow with the
+        table), plus the derived values."""
+        data = self.to_json()
+        for key in ("data_file_sizes", "data_file_groups", "position_delete_groups"):
+            del data[key]
+        data.update(
+            min_file_bytes=self.min_file_bytes,
+            max_file_bytes=self.max_file_bytes,
+            avg_file_bytes=self.avg_file_bytes,
+            delete_file_ratio=self.delete_file_ratio,
+            partition_skew=self.partition_skew,
+        )
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "TableMetrics":
         data = dict(data)
-        if data.get("data_file_sizes") is not None:
-            data["data_file_sizes"] = tuple(data["data_file_sizes"])
+        for key in ("data_file_sizes", "data_file_groups", "position_delete_groups"):
+            data[key] = _tuples(data.get(key))
         return cls(**data)
+
+
+def _lists(value: Any) -> Any:
+    """Nested tuples as nested lists (the JSON shape)."""
+    return [_lists(v) for v in value] if isinstance(value, (tuple, list)) else value
+
+
+def _tuples(value: Any) -> Any:
+    """Nested lists back into nested tuples (the record's shape, hashable and comparable)."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, (tuple, list)) else value

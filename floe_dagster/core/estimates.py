@@ -1,0 +1,372 @@
+"""Byte estimates for the rewriting operations: which files Iceberg's own planners would pick.
+
+Pure (no PyIceberg, Spark or Dagster): the inputs are per-file numbers that the full health tier
+stores in :class:`~floe_dagster.core.metrics.TableMetrics` (``data_file_groups`` and
+``position_delete_groups``), so one cached record serves every policy.
+
+The rules follow Iceberg 1.10.2 (``iceberg-spark-runtime-3.5_2.12-1.10.2``, checked against its
+bytecode, since the source on ``main`` has moved on):
+
+``rewrite_data_files`` (``BinPackRewriteFilePlanner`` over ``SizeBasedFileRewritePlanner``)
+  * files are grouped per partition of the table's *current* spec; files written under another spec
+    all go to one group (the current spec's all-null partition);
+  * a file is a candidate when its size is under ``min-file-size-bytes`` (default 75 % of the target)
+    or over ``max-file-size-bytes`` (default 180 %), or it has at least ``delete-file-threshold``
+    delete files (default ``Integer.MAX_VALUE``: off), or its file-scoped deletes remove at least
+    ``delete-ratio-threshold`` (default 0.3) of its rows;
+  * candidates are bin-packed, in scan order, into groups of at most ``max-file-group-size-bytes``
+    (default 100 GiB; a lookback of one bin);
+  * a group is rewritten when it has more than one file and at least ``min-input-files`` (default 5),
+    or more than one file and more bytes than the target ("enough content"), or more bytes than
+    ``max-file-size-bytes`` ("too much content"), or any file has too many deletes or too high a
+    delete ratio;
+  * ``rewrite-all`` takes every file and keeps every group (1.10.2 skips the group filter then);
+  * ``max-files-to-rewrite`` keeps the first files of the groups, in partition order, up to that count
+    (Iceberg's partition order is a hash order, so which partitions come first is approximate);
+  * the target is ``target-file-size-bytes``, else the table's ``write.target-file-size-bytes``,
+    else 512 MiB.
+
+``rewrite_position_delete_files`` (``BinPackRewritePositionDeletePlanner``)
+  * position delete files grouped per partition (coerced to the union of all specs' fields), picked
+    by size only, groups kept by the same three size rules (no delete rules), ``rewrite-all`` as
+    above; the target is ``target-file-size-bytes``, else ``write.delete.target-file-size-bytes``,
+    else 64 MiB.
+
+What the estimate cannot see: the ``where`` filter of a policy (``filter``) and Iceberg's pruning of
+equality deletes by column statistics (delete counts per file may be over-counted), and position
+delete files whose ``file_path`` bounds span several data files are counted against every data file
+of their partition with an older sequence number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, NamedTuple, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from floe_dagster.core.metrics import TableMetrics
+
+MIB = 1024 * 1024
+DEFAULT_TARGET_FILE_SIZE_BYTES = 512 * MIB  # Iceberg's write.target-file-size-bytes default
+DEFAULT_DELETE_TARGET_FILE_SIZE_BYTES = 64 * MIB  # Iceberg's write.delete.target-file-size-bytes default
+MIN_FILE_SIZE_DEFAULT_RATIO = 0.75
+MAX_FILE_SIZE_DEFAULT_RATIO = 1.80
+MIN_INPUT_FILES_DEFAULT = 5
+MAX_FILE_GROUP_SIZE_BYTES_DEFAULT = 100 * 1024**3
+DELETE_FILE_THRESHOLD_DEFAULT = 2**31 - 1  # Integer.MAX_VALUE: the rule is off
+DELETE_RATIO_THRESHOLD_DEFAULT = 0.3
+
+TARGET_FILE_SIZE_PROPERTY = "write.target-file-size-bytes"
+DELETE_TARGET_FILE_SIZE_PROPERTY = "write.delete.target-file-size-bytes"
+
+
+class EstimateOptionError(ValueError):
+    """Options Iceberg itself would refuse (so the procedure would fail too)."""
+
+
+class DataFileInfo(NamedTuple):
+    """One live data file, as the rewrite planner sees it.
+
+    ``delete_files``: delete files that apply to it (Iceberg's ``task.deletes().size()``);
+    ``deleted_records``: rows removed by its *file-scoped* position deletes (the delete-ratio rule).
+    """
+
+    partition: str
+    size: int
+    delete_files: int = 0
+    deleted_records: int = 0
+    record_count: int = 0
+
+
+class DeleteFileInfo(NamedTuple):
+    """One live position delete file."""
+
+    partition: str
+    size: int
+
+
+@dataclass(frozen=True)
+class RewriteRules:
+    """The planner options that decide which files a rewrite takes (Iceberg's names in comments)."""
+
+    target_file_size_bytes: int  # target-file-size-bytes
+    min_file_size_bytes: int  # min-file-size-bytes
+    max_file_size_bytes: int  # max-file-size-bytes
+    min_input_files: int = MIN_INPUT_FILES_DEFAULT  # min-input-files
+    rewrite_all: bool = False  # rewrite-all
+    max_file_group_size_bytes: int = MAX_FILE_GROUP_SIZE_BYTES_DEFAULT  # max-file-group-size-bytes
+    delete_file_threshold: int = DELETE_FILE_THRESHOLD_DEFAULT  # delete-file-threshold (data files only)
+    delete_ratio_threshold: float = DELETE_RATIO_THRESHOLD_DEFAULT  # delete-ratio-threshold (data files only)
+    max_files_to_rewrite: int | None = None  # max-files-to-rewrite (data files only)
+
+    @classmethod
+    def for_data_files(
+        cls, options: Mapping[str, Any] | None = None, table_properties: Mapping[str, str] | None = None
+    ) -> "RewriteRules":
+        """Rules for ``rewrite_data_files`` from the procedure's options (Iceberg's kebab-case names or
+        the policy's camelCase names, e.g. ``targetFileSizeBytes``) and the table's properties."""
+        opts = _normalize(options)
+        default_target = _as_int(
+            (table_properties or {}).get(TARGET_FILE_SIZE_PROPERTY, DEFAULT_TARGET_FILE_SIZE_BYTES),
+            TARGET_FILE_SIZE_PROPERTY,
+        )
+        base = _size_rules(opts, default_target)
+        threshold = _as_int(opts.get("delete-file-threshold", DELETE_FILE_THRESHOLD_DEFAULT), "delete-file-threshold")
+        if threshold < 0:
+            raise EstimateOptionError(f"'delete-file-threshold' is set to {threshold} but must be >= 0")
+        ratio = _as_float(opts.get("delete-ratio-threshold", DELETE_RATIO_THRESHOLD_DEFAULT), "delete-ratio-threshold")
+        if not 0 < ratio <= 1:
+            raise EstimateOptionError(f"'delete-ratio-threshold' is set to {ratio} but must be > 0 and <= 1")
+        max_files = opts.get("max-files-to-rewrite")
+        if max_files is not None:
+            max_files = _as_int(max_files, "max-files-to-rewrite")
+            if max_files <= 0:
+                raise EstimateOptionError(f"'max-files-to-rewrite' is set to {max_files} but must be > 0")
+        return cls(**base, delete_file_threshold=threshold, delete_ratio_threshold=ratio, max_files_to_rewrite=max_files)
+
+    @classmethod
+    def for_position_deletes(
+        cls, options: Mapping[str, Any] | None = None, table_properties: Mapping[str, str] | None = None
+    ) -> "RewriteRules":
+        """Rules for ``rewrite_position_delete_files`` (target: ``write.delete.target-file-size-bytes``)."""
+        opts = _normalize(options)
+        default_target = _as_int(
+            (table_properties or {}).get(DELETE_TARGET_FILE_SIZE_PROPERTY, DEFAULT_DELETE_TARGET_FILE_SIZE_BYTES),
+            DELETE_TARGET_FILE_SIZE_PROPERTY,
+        )
+        return cls(**_size_rules(opts, default_target))
+
+
+@dataclass(frozen=True)
+class RewriteEstimate:
+    """What a rewrite would take: input bytes and files, file groups, partitions touched."""
+
+    bytes: int = 0
+    files: int = 0
+    groups: int = 0
+    partitions: int = 0
+
+    def to_json(self) -> dict[str, int]:
+        return {"bytes": self.bytes, "files": self.files, "groups": self.groups, "partitions": self.partitions}
+
+
+# -- planning -----------------------------------------------------------------------------------------
+
+
+def pack_groups(sizes: Sequence[int], max_group_bytes: int) -> list[list[int]]:
+    """Iceberg's ``BinPacking.ListPacker(maxGroupSize, lookback=1, largestBinFirst=false)``: indexes
+    into ``sizes`` packed in order; an item joins the open bin if the bin stays within the limit,
+    otherwise it opens a new bin (an item larger than the limit gets a bin of its own)."""
+    groups: list[list[int]] = []
+    current: list[int] = []
+    weight = 0
+    for index, size in enumerate(sizes):
+        if current and weight + size <= max_group_bytes:
+            current.append(index)
+            weight += size
+            continue
+        if current:
+            groups.append(current)
+        current, weight = [index], size
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _too_many_deletes(f: DataFileInfo, rules: RewriteRules) -> bool:
+    return f.delete_files >= rules.delete_file_threshold
+
+
+def _too_high_delete_ratio(f: DataFileInfo, rules: RewriteRules) -> bool:
+    if f.delete_files <= 0 or f.record_count <= 0:  # no deletes, or 0/0 (NaN in Java: never true)
+        return False
+    return min(f.deleted_records, f.record_count) / f.record_count >= rules.delete_ratio_threshold
+
+
+def _outside_size_range(size: int, rules: RewriteRules) -> bool:
+    return size < rules.min_file_size_bytes or size > rules.max_file_size_bytes
+
+
+def _keep_by_size(sizes: list[int], rules: RewriteRules) -> bool:
+    total = sum(sizes)
+    enough_input_files = len(sizes) > 1 and len(sizes) >= rules.min_input_files
+    enough_content = len(sizes) > 1 and total > rules.target_file_size_bytes
+    too_much_content = total > rules.max_file_size_bytes
+    return enough_input_files or enough_content or too_much_content
+
+
+def _by_partition(files: Iterable[Any]) -> dict[str, list[Any]]:
+    partitions: dict[str, list[Any]] = {}
+    for f in files:
+        partitions.setdefault(f[0], []).append(f)
+    return partitions
+
+
+def plan_data_file_rewrite(files: Iterable[DataFileInfo | tuple], rules: RewriteRules) -> RewriteEstimate:
+    """Bytes, files and groups ``rewrite_data_files`` (bin-pack) would rewrite. ``files`` may be plain
+    ``(partition, size[, delete_files, deleted_records, record_count])`` tuples, in scan order."""
+    selected_groups: list[tuple[str, list[DataFileInfo]]] = []
+    for partition, members in _by_partition(DataFileInfo(*f) for f in files).items():
+        if rules.rewrite_all:
+            candidates = members
+        else:
+            candidates = [
+                f for f in members
+                if _outside_size_range(f.size, rules) or _too_many_deletes(f, rules) or _too_high_delete_ratio(f, rules)
+            ]
+        sizes = [f.size for f in candidates]
+        for group in pack_groups(sizes, rules.max_file_group_size_bytes):
+            chosen = [candidates[i] for i in group]
+            if rules.rewrite_all or _keep_by_size([f.size for f in chosen], rules) or any(
+                _too_many_deletes(f, rules) or _too_high_delete_ratio(f, rules) for f in chosen
+            ):
+                selected_groups.append((partition, chosen))
+    if rules.max_files_to_rewrite is not None:
+        remaining = rules.max_files_to_rewrite
+        capped = []
+        for partition, chosen in selected_groups:
+            if remaining <= 0:
+                break
+            capped.append((partition, chosen[:remaining]))
+            remaining -= len(capped[-1][1])
+        selected_groups = capped
+    return _estimate(selected_groups)
+
+
+def plan_position_delete_rewrite(files: Iterable[DeleteFileInfo | tuple], rules: RewriteRules) -> RewriteEstimate:
+    """Bytes, files and groups ``rewrite_position_delete_files`` would rewrite (``files``: position
+    delete files as ``(partition, size)``)."""
+    selected_groups: list[tuple[str, list[DeleteFileInfo]]] = []
+    for partition, members in _by_partition(DeleteFileInfo(*f) for f in files).items():
+        candidates = members if rules.rewrite_all else [f for f in members if _outside_size_range(f.size, rules)]
+        for group in pack_groups([f.size for f in candidates], rules.max_file_group_size_bytes):
+            chosen = [candidates[i] for i in group]
+            if rules.rewrite_all or _keep_by_size([f.size for f in chosen], rules):
+                selected_groups.append((partition, chosen))
+    return _estimate(selected_groups)
+
+
+def _estimate(groups: list[tuple[str, list[Any]]]) -> RewriteEstimate:
+    return RewriteEstimate(
+        bytes=sum(f.size for _, chosen in groups for f in chosen),
+        files=sum(len(chosen) for _, chosen in groups),
+        groups=len(groups),
+        partitions=len({partition for partition, _ in groups}),
+    )
+
+
+# -- from TableMetrics -----------------------------------------------------------------------------------
+
+
+def data_files_of(metrics: "TableMetrics") -> list[DataFileInfo] | None:
+    """The data files of a full-tier record, in scan order per partition; None in the summary tier."""
+    if metrics.data_file_groups is None:
+        return None
+    files: list[DataFileInfo] = []
+    for partition, sizes, deletes in metrics.data_file_groups:
+        extra = {index: (count, rows, records) for index, count, rows, records in deletes}
+        for index, size in enumerate(sizes):
+            count, rows, records = extra.get(index, (0, 0, 0))
+            files.append(DataFileInfo(partition, size, count, rows, records))
+    return files
+
+
+def position_deletes_of(metrics: "TableMetrics") -> list[DeleteFileInfo] | None:
+    if metrics.position_delete_groups is None:
+        return None
+    return [DeleteFileInfo(partition, size) for partition, sizes in metrics.position_delete_groups for size in sizes]
+
+
+def estimate_rewrite_data_files(
+    metrics: "TableMetrics", options: Mapping[str, Any] | None = None
+) -> RewriteEstimate | None:
+    """What ``rewrite_data_files`` with these options would rewrite; None without the full tier."""
+    files = data_files_of(metrics)
+    if files is None:
+        return None
+    return plan_data_file_rewrite(files, RewriteRules.for_data_files(options, metrics.properties))
+
+
+def estimate_rewrite_position_delete_files(
+    metrics: "TableMetrics", options: Mapping[str, Any] | None = None
+) -> RewriteEstimate | None:
+    """What ``rewrite_position_delete_files`` with these options would rewrite; None without the full tier."""
+    files = position_deletes_of(metrics)
+    if files is None:
+        return None
+    return plan_position_delete_rewrite(files, RewriteRules.for_position_deletes(options, metrics.properties))
+
+
+# -- options ------------------------------------------------------------------------------------------------
+
+_CAMEL = {
+    "targetFileSizeBytes": "target-file-size-bytes",
+    "minFileSizeBytes": "min-file-size-bytes",
+    "maxFileSizeBytes": "max-file-size-bytes",
+    "minInputFiles": "min-input-files",
+    "rewriteAll": "rewrite-all",
+    "maxFileGroupSizeBytes": "max-file-group-size-bytes",
+    "deleteFileThreshold": "delete-file-threshold",
+    "deleteRatioThreshold": "delete-ratio-threshold",
+    "maxFilesToRewrite": "max-files-to-rewrite",
+}
+
+
+def _normalize(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {_CAMEL.get(str(k), str(k)): v for k, v in (options or {}).items() if v is not None}
+
+
+def _as_int(value: Any, name: str) -> int:
+    if isinstance(value, bool):
+        raise EstimateOptionError(f"'{name}' must be a whole number, got {value!r}")
+    try:
+        return int(str(value).strip()) if not isinstance(value, int) else value
+    except ValueError:
+        raise EstimateOptionError(f"'{name}' must be a whole number, got {value!r}") from None
+
+
+def _as_float(value: Any, name: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise EstimateOptionError(f"'{name}' must be a number, got {value!r}") from None
+
+
+def _as_bool(value: Any, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise EstimateOptionError(f"'{name}' must be true or false, got {value!r}")
+
+
+def _size_rules(opts: Mapping[str, Any], default_target: int) -> dict[str, Any]:
+    """``SizeBasedFileRewritePlanner.init``: the thresholds and Iceberg's checks on them."""
+    target = _as_int(opts.get("target-file-size-bytes", default_target), "target-file-size-bytes")
+    minimum = _as_int(opts.get("min-file-size-bytes", int(target * MIN_FILE_SIZE_DEFAULT_RATIO)), "min-file-size-bytes")
+    maximum = _as_int(opts.get("max-file-size-bytes", int(target * MAX_FILE_SIZE_DEFAULT_RATIO)), "max-file-size-bytes")
+    if target <= 0:
+        raise EstimateOptionError(f"'target-file-size-bytes' is set to {target} but must be > 0")
+    if minimum < 0:
+        raise EstimateOptionError(f"'min-file-size-bytes' is set to {minimum} but must be >= 0")
+    if not target > minimum:
+        raise EstimateOptionError(f"'target-file-size-bytes' ({target}) must be > 'min-file-size-bytes' ({minimum})")
+    if not target < maximum:
+        raise EstimateOptionError(f"'target-file-size-bytes' ({target}) must be < 'max-file-size-bytes' ({maximum})")
+    min_input = _as_int(opts.get("min-input-files", MIN_INPUT_FILES_DEFAULT), "min-input-files")
+    if min_input <= 0:
+        raise EstimateOptionError(f"'min-input-files' is set to {min_input} but must be > 0")
+    group = _as_int(
+        opts.get("max-file-group-size-bytes", MAX_FILE_GROUP_SIZE_BYTES_DEFAULT), "max-file-group-size-bytes"
+    )
+    if group <= 0:
+        raise EstimateOptionError(f"'max-file-group-size-bytes' is set to {group} but must be > 0")
+    return {
+        "target_file_size_bytes": target,
+        "min_file_size_bytes": minimum,
+        "max_file_size_bytes": maximum,
+        "min_input_files": min_input,
+        "rewrite_all": _as_bool(opts.get("rewrite-all", False), "rewrite-all"),
+        "max_file_group_size_bytes": group,
+    }
