@@ -29,8 +29,9 @@ Cost per tick (per collect call):
 
 Work is done within a time budget: ``collect`` returns what it has (cached or computed in time) and
 lists the tables still missing, never-collected and least-recently-collected tables first, so a cold
-start never blows the sensor's 60 s limit. Keep one collector per process where possible: it also keeps
-parsed records in memory. Not thread-safe.
+start never blows the sensor's 60 s limit. Parsed records also stay in memory for the process (shared by
+collectors on the same cache file), so a sensor that makes a collector per tick does not re-parse them.
+A collector is not thread-safe.
 """
 
 from __future__ import annotations
@@ -222,10 +223,12 @@ class HealthCache:
                     [(metrics.qualified_name, path) for path in manifest_paths],
                 )
 
-    def touch(self, qualified: str, tier: str, checked_at_ms: int) -> None:
+    def touch(self, records: list[tuple[str, str]], checked_at_ms: int) -> None:
+        """Mark (table, tier) records as verified current (orders the next call's work)."""
         with self._write() as db:
-            db.execute(
-                "UPDATE metrics SET checked_at_ms = ? WHERE qualified = ? AND tier = ?", (checked_at_ms, qualified, tier)
+            db.executemany(
+                "UPDATE metrics SET checked_at_ms = ? WHERE qualified = ? AND tier = ?",
+                [(checked_at_ms, qualified, tier) for qualified, tier in records],
             )
 
     def prune_tables(self, keep: set[str]) -> int:
@@ -517,6 +520,16 @@ class _OutOfTime(Exception):
     pass
 
 
+# Parsed cache records, shared by every collector of this process (a sensor makes one per tick):
+# (cache file, table, tier) → (metadata location, metrics). One entry per table and tier.
+_PARSED: dict[tuple[str, str, str], tuple[str, TableMetrics]] = {}
+
+
+def forget_parsed_records() -> None:
+    """Drop the in-memory copies (as a new process would start); the on-disk cache stays."""
+    _PARSED.clear()
+
+
 class HealthError(RuntimeError):
     """A table's metadata could not be read or reduced (neither an unknown table nor an outage)."""
 
@@ -549,7 +562,7 @@ class HealthCollector:
         self.files_read = 0  # since this collector was made
         self.catalog_calls = 0
         self.read_log: list[str] = []  # the last collect call's file reads, in order
-        self._memo: dict[tuple[str, str, str], TableMetrics] = {}
+        self._touched: list[tuple[str, str]] = []
 
     # public API ----------------------------------------------------------------------------------------
     def collect(
@@ -641,6 +654,9 @@ class HealthCollector:
                 wrote_full |= result[0].tier == "full"
         if attempts and outages == attempts and locations is None:
             raise CatalogUnavailable(next(iter(errors.values())))
+        if self._touched:
+            self.cache.touch(self._touched, self._now_ms())
+            self._touched = []
         if wrote_full:
             self.cache.collect_garbage()
         return HealthSnapshot(
@@ -675,6 +691,12 @@ class HealthCollector:
     def close(self) -> None:
         self.cache.close()
 
+    def __enter__(self) -> "HealthCollector":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # internals -------------------------------------------------------------------------------------------
     def _count_read(self, location: str) -> None:
         self.files_read += 1
@@ -702,13 +724,14 @@ class HealthCollector:
             row = rows.get(candidate)
             if row is None or row[0] != location:
                 continue
-            key = (table.qualified, candidate, location)
-            if key not in self._memo:
+            key = (str(self.cache.path), table.qualified, candidate)
+            memo = _PARSED.get(key)
+            if memo is None or memo[0] != location:
                 record = self.cache.record(table.qualified, candidate)
                 if record is None or record[0] != location:
                     continue
-                self._memo[key] = record[1]
-            return self._memo[key]
+                memo = _PARSED[key] = record
+            return memo[1]
         return None
 
     def _collect_one(
@@ -727,7 +750,7 @@ class HealthCollector:
             location = loaded.metadata_location
             hit = self._cached(table, tier, location, index)
             if hit is not None:
-                self.cache.touch(table.qualified, hit.tier, self._now_ms())
+                self._touched.append((table.qualified, hit.tier))
                 return hit, False
             metadata = loaded.metadata
             io: FileIO = CountingFileIO(loaded.io, self._count_read)
@@ -744,7 +767,7 @@ class HealthCollector:
             self.cache.put(metrics)
         else:
             metrics = self._full(table, location, metadata, io, now_ms, deadline)
-        self._memo[(table.qualified, metrics.tier, location)] = metrics
+        _PARSED[(str(self.cache.path), table.qualified, metrics.tier)] = (location, metrics)
         return metrics, True
 
     def _full(
