@@ -71,7 +71,7 @@ from floe_dagster.core.estimates import (
     estimate_rewrite_data_files,
     estimate_rewrite_position_delete_files,
 )
-from floe_dagster.core.metrics import TableMetrics, Tier
+from floe_dagster.core.metrics import TableMetrics
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
 
