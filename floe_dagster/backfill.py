@@ -19,7 +19,7 @@ def queue_backfill(
     settings: Settings, pattern: str, operation: str, *, dry_run: bool, actor: str, reason: str,
     instance: DagsterInstance | None = None,
 ) -> list[tuple[TableName, str | None]]:
-    from floe_dagster.definitions import MAINTENANCE_JOB
+    from floe_dagster.defs.build import MAINTENANCE_JOB
     from floe_dagster.launch import RunToSubmit, submit_runs
     from floe_dagster.instance import get_instance
     from floe_dagster.defs.names import asset_key_for

@@ -18,6 +18,9 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 def _settings(args):
     from floe_dagster.settings import load_settings
 
+    if args.config:
+        # The code location (Dagit, run workers, launched runs) reads the same file.
+        os.environ["FLOE_CONFIG"] = str(Path(args.config).resolve())
     return load_settings(args.config)
 
 

@@ -1,53 +1,10 @@
-"""The code location: Definitions built from settings (``floe.yaml``), the cached table list and the
-policies. Loading it lists no catalog (see table_cache) and starts no Spark."""
+"""The code location (``workspace.yaml`` loads this module): Definitions from ``floe.yaml``.
 
-from __future__ import annotations
+Importing it lists no catalog and starts no Spark, since every run process imports it again."""
 
-import logging
-from typing import Sequence
+from floe_dagster.defs.build import build_definitions
+from floe_dagster.instance import ensure_dagster_home
+from floe_dagster.settings import load_settings
 
-from dagster import AssetSelection, Definitions, define_asset_job
-
-from floe_dagster.core.tables import TableName
-from floe_dagster.defs.assets import OPERATIONS_PARTITIONS, build_table_assets, mappable_tables
-from floe_dagster.maintenance_policy import load_policy_set
-from floe_dagster.settings import Settings, load_settings
-from floe_dagster.spark.engine import IcebergSparkEngine
-from floe_dagster.table_cache import tables_for_code_location
-
-log = logging.getLogger(__name__)
-
-MAINTENANCE_JOB = "floe_maintenance"
-
-
-def build_definitions(settings: Settings, tables: Sequence[TableName] | None = None) -> Definitions:
-    """The definitions for the cached table list, or for the given tables (the CLI's in-process runs)."""
-    load_policy_set(settings)  # a bad policy set stops the load with every error listed
-    tables, left_out = mappable_tables(tables_for_code_location(settings) if tables is None else tables)
-    for message in left_out:
-        log.warning(message)
-    if not tables:
-        log.warning("no tables in catalog '%s' yet: the code location has no assets", settings.catalog.name)
-        return Definitions(resources={"engine": IcebergSparkEngine.from_settings(settings)})
-    assets = build_table_assets(tables, settings)
-    maintenance_job = define_asset_job(
-        MAINTENANCE_JOB,
-        selection=AssetSelection.assets(assets),
-        partitions_def=OPERATIONS_PARTITIONS,
-        description="Run one maintenance operation (the partition) on the selected Iceberg tables.",
-    )
-    return Definitions(
-        assets=[assets],
-        jobs=[maintenance_job],
-        resources={"engine": IcebergSparkEngine.from_settings(settings)},
-    )
-
-
-def _load() -> Definitions:
-    from floe_dagster.instance import ensure_dagster_home
-
-    ensure_dagster_home()
-    return build_definitions(load_settings())
-
-
-defs = _load()
+ensure_dagster_home()
+defs = build_definitions(load_settings())

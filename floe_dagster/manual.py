@@ -66,7 +66,7 @@ def trigger_table(
     trigger_id: str,
     instance: DagsterInstance | None = None,
 ) -> TriggerSummary:
-    from floe_dagster.definitions import MAINTENANCE_JOB, build_definitions
+    from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
     from floe_dagster.instance import get_instance
 
     table = parse_table(settings, table_text)
@@ -79,7 +79,7 @@ def trigger_table(
         if resolved.config is None:
             raise LookupError(f"table '{table.qualified}': {resolved.why_not}")
     instance = instance or get_instance()
-    job = build_definitions(settings, tables=[table]).get_job_def(MAINTENANCE_JOB)
+    job = build_definitions(settings, tables=[table]).resolve_job_def(MAINTENANCE_JOB)
     outcomes: list[OperationOutcome] = []
     policy_name = resolve_operation(settings, table, wanted[0]).policy_name
     failed = False

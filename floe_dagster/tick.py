@@ -80,15 +80,20 @@ def gather(
         row["estimated_bytes"] or 0 for row in recent
         if row["run_id"] is not None and (row["table_name"], Operation(row["operation"])) in in_flight
     )
+    # Summary health for every table (no file read for an unchanged one), then the full tier within
+    # a time budget: a cold start fills in over a few ticks instead of blowing the sensor's limit.
     collector = HealthCollector(catalog, settings)
+    summary = collector.collect(tables, tier="summary")
     health = collector.collect(tables, tier="full", time_budget_s=HEALTH_TIME_BUDGET_S)
+    collector.close()
+    health_metrics = {**summary.metrics, **health.metrics}
     data = PlanInput(
         now=now,
         catalog_tables=tables,
         loaded_tables=frozenset(tables) if loaded_tables is None else loaded_tables,
         policies=load_policy_set(settings),
         limits=SchedulerLimits.from_settings(settings.scheduler),
-        metrics=health.metrics,
+        metrics=health_metrics,
         history=coordination.all_history(),
         in_flight=frozenset(in_flight),
         last_attempts=last_attempts,

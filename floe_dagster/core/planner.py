@@ -17,7 +17,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.metrics import TableMetrics
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
-from floe_dagster.core.policy_view import PolicyView, evaluate_gate_conditions, health_issues, schedule_due, debt_for
+from floe_dagster.core.debt import debt_for
+from floe_dagster.core.policy import Policy, PolicySet
+from floe_dagster.core.schedule import schedule_due
 from floe_dagster.core.tables import TableName
 
 MAX_BACKOFF = timedelta(days=7)
@@ -93,7 +95,7 @@ class PlanInput:
     now: datetime
     catalog_tables: Sequence[TableName]  # what the catalog lists now
     loaded_tables: frozenset[TableName]  # the code location's assets
-    policies: Any  # core.policy.PolicySet
+    policies: PolicySet
     limits: SchedulerLimits
     metrics: Mapping[TableName, TableMetrics] = field(default_factory=dict)
     history: Mapping[tuple[str, Operation], OperationHistory] = field(default_factory=dict)
@@ -158,11 +160,11 @@ def plan(data: PlanInput) -> Plan:
     candidates: list[Decision] = []
 
     for table in sorted(catalog_tables | set(data.loaded_tables)):
-        policy: PolicyView | None = data.policies.effective_policy(table)
+        policy: Policy | None = data.policies.effective_policy(table)
         if policy is None:
             continue
         metrics = data.metrics.get(table)
-        issues = health_issues(policy, metrics, now) if metrics is not None else []
+        issues = policy.assess_health(metrics, now).issues if metrics is not None else []
         ours = _table_snapshot_ours(table, data.history)
         for op in policy.configured_operations():
             history = data.history.get((table.qualified, op), OperationHistory())
@@ -195,7 +197,7 @@ def _gate(
     data: PlanInput,
     table: TableName,
     op: Operation,
-    policy: PolicyView,
+    policy: Policy,
     schedule: Any,
     metrics: TableMetrics | None,
     history: OperationHistory,
@@ -212,14 +214,11 @@ def _gate(
     if table not in data.loaded_tables:
         return _skip(base, "not_loaded", "in the catalog but not yet an asset; it becomes one at the next reload")
 
-    if not schedule.is_open(now):
-        code = "window_closed" if not schedule.in_window(now) else "day_not_allowed"
-        return _skip(base, code, f"next open at {schedule.next_open(now).isoformat()}", next_eligible=schedule.next_open(now))
-
+    # The windows and allowed days come first (window_closed, day_not_allowed), then not_due.
     due = schedule_due(schedule, history.last_success_start, now)
     if not due.due:
-        return _skip(base, "not_due", due.detail, next_eligible=due.next_eligible)
-    base = replace(base, trigger=due.trigger, slot=due.slot)
+        return _skip(base, due.blocked or "not_due", due.detail, next_eligible=due.next_eligible)
+    base = replace(base, trigger=due.trigger, slot=due.slot_key)
 
     backoff = backoff_delay(history.consecutive_failures, limits.failure_backoff_threshold, limits.failure_backoff_hours)
     if backoff and history.last_failure_at is not None and now < history.last_failure_at + backoff:
@@ -239,8 +238,8 @@ def _gate(
                              f"{history.consecutive_zero_change} runs changed nothing; next at {until.isoformat()}",
                              next_eligible=until, throttled_until=until)
 
-    conditions = evaluate_gate_conditions(
-        policy, op, metrics, history.last_success_start, now, limits.condition_based_triggering_enabled)
+    conditions = policy.evaluate_conditions(
+        op, metrics, history.last_success_start, now, limits.condition_based_triggering_enabled)
     base = replace(base, conditions=conditions.to_json())
     if conditions.forced:
         base = replace(base, trigger="critical")
@@ -250,7 +249,7 @@ def _gate(
     if (table.qualified, op) in data.in_flight:
         return _skip(base, "in_flight", "a run of this table and operation is queued or running")
 
-    attempt = data.last_attempts.get((table.qualified, op, due.slot), -1) + 1
+    attempt = data.last_attempts.get((table.qualified, op, due.slot_key), -1) + 1
     window_end = schedule.window_end_after(now) if schedule.enforce_window_end else None
     runtime = schedule.timeout_hours * 3600
     if window_end is not None:

@@ -73,9 +73,9 @@ def build_table_assets(tables: Sequence[TableName], settings: Settings):
         can_subset=True,
         required_resource_keys={"engine"},
     )
-    def iceberg_tables(context: AssetExecutionContext) -> Iterator[MaterializeResult]:
+    def iceberg_tables(context):  # no annotation: Dagster reads it before `annotations` resolve
         # Held for the whole run, so a tick can tell a dead run (lock free) from a live one.
-        with hold_lock(run_lock_name(context.run_id), settings.coordination_url):
+        with hold_lock(run_lock_name(context.run.run_id), settings.coordination_url):
             yield from _maintain_selected(context, settings)
 
     return iceberg_tables
@@ -95,7 +95,7 @@ def _maintain_selected(context: AssetExecutionContext, settings: Settings) -> It
             result = maintain_table(context, engine, settings, table, op)
             numbers = result.metadata or {}
             coordination.record_outcome(Outcome(
-                run_id=context.run_id, table_name=table.qualified, operation=op, trigger=trigger,
+                run_id=context.run.run_id, table_name=table.qualified, operation=op, trigger=trigger,
                 started_at=started, finished_at=datetime.now(timezone.utc), succeeded=True,
                 changed=bool(numbers.get("changed")), bytes_rewritten=int(numbers.get("bytes_rewritten", 0)),
                 snapshot_after=_snapshot_id(numbers.get("snapshot_id")),
@@ -108,9 +108,9 @@ def _maintain_selected(context: AssetExecutionContext, settings: Settings) -> It
             kind = None
             if isinstance(exc, (LockHeld, EngineUnavailable, CatalogUnavailable)):
                 kind = "lock_held" if isinstance(exc, LockHeld) else "outage"
-                context.instance.add_run_tags(context.run_id, {T.FAILURE_KIND: kind})
+                context.instance.add_run_tags(context.run.run_id, {T.FAILURE_KIND: kind})
             coordination.record_outcome(Outcome(
-                run_id=context.run_id, table_name=table.qualified, operation=op, trigger=trigger,
+                run_id=context.run.run_id, table_name=table.qualified, operation=op, trigger=trigger,
                 started_at=started, finished_at=datetime.now(timezone.utc), succeeded=False,
                 failure_kind=kind, message=str(exc),
             ))
@@ -154,7 +154,7 @@ def _add_missing_run_tags(
     wanted[T.ACTOR] = existing.get("dagster/user") or getpass.getuser()
     missing = {k: v for k, v in wanted.items() if k not in existing}
     if missing:
-        context.instance.add_run_tags(context.run_id, missing)
+        context.instance.add_run_tags(context.run.run_id, missing)
     return {**existing, **missing}
 
 

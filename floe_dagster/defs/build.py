@@ -1,0 +1,46 @@
+"""Definitions built from settings (``floe.yaml``), the cached table list and the policies. Building
+them lists no catalog (see table_cache) and starts no Spark."""
+
+from __future__ import annotations
+
+import logging
+from typing import Sequence
+
+from dagster import AssetSelection, Definitions, define_asset_job
+
+from floe_dagster.core.tables import TableName
+from floe_dagster.defs.automation import build_schedules, build_sensor
+from floe_dagster.defs.assets import OPERATIONS_PARTITIONS, build_table_assets, mappable_tables
+from floe_dagster.maintenance_policy import load_policy_set
+from floe_dagster.settings import Settings, load_settings
+from floe_dagster.spark.engine import IcebergSparkEngine
+from floe_dagster.table_cache import tables_for_code_location
+
+log = logging.getLogger(__name__)
+
+MAINTENANCE_JOB = "floe_maintenance"
+
+
+def build_definitions(settings: Settings, tables: Sequence[TableName] | None = None) -> Definitions:
+    """The definitions for the cached table list, or for the given tables (the CLI's in-process runs)."""
+    load_policy_set(settings)  # a bad policy set stops the load with every error listed
+    tables, left_out = mappable_tables(tables_for_code_location(settings) if tables is None else tables)
+    for message in left_out:
+        log.warning(message)
+    if not tables:
+        log.warning("no tables in catalog '%s' yet: the code location has no assets", settings.catalog.name)
+        return Definitions(resources={"engine": IcebergSparkEngine.from_settings(settings)})
+    assets = build_table_assets(tables, settings)
+    maintenance_job = define_asset_job(
+        MAINTENANCE_JOB,
+        selection=AssetSelection.assets(assets),
+        partitions_def=OPERATIONS_PARTITIONS,
+        description="Run one maintenance operation (the partition) on the selected Iceberg tables.",
+    )
+    return Definitions(
+        assets=[assets],
+        jobs=[maintenance_job],
+        sensors=[build_sensor(settings, maintenance_job, tables)],
+        schedules=build_schedules(settings, maintenance_job, tables),
+        resources={"engine": IcebergSparkEngine.from_settings(settings)},
+    )
