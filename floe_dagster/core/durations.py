@@ -1,0 +1,38 @@
+"""ISO-8601 durations (``P7D``, ``PT6H``, ``PT30M``, ``P1DT12H``, ``PT0S``) as policies write them.
+
+Days and time parts only: years, months and weeks are refused because their length is ambiguous
+(the Spark engine reads ``maxSnapshotAge`` with the same rule, so what validates here also runs).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+_ISO_DURATION = re.compile(
+    r"^P(?!$)(?:(?P<days>\d+(?:\.\d+)?)D)?(?:T(?=\d)(?:(?P<hours>\d+(?:\.\d+)?)H)?"
+    r"(?:(?P<minutes>\d+(?:\.\d+)?)M)?(?:(?P<seconds>\d+(?:\.\d+)?)S)?)?$"
+)
+
+
+def parse_iso_duration(text: str) -> timedelta:
+    """``P7D`` → 7 days. Raises ValueError with the accepted forms."""
+    match = _ISO_DURATION.match(text.strip().upper()) if isinstance(text, str) else None
+    if not match:
+        raise ValueError(
+            f"{text!r} is not an ISO-8601 duration in days and time, such as P7D, PT6H, PT30M or PT0S"
+        )
+    return timedelta(**{k: float(v) for k, v in match.groupdict().items() if v})
+
+
+def format_iso_duration(duration: timedelta) -> str:
+    """The shortest ISO-8601 text for a duration: 1 day → ``P1D``, 90 minutes → ``PT1H30M``."""
+    total = int(duration.total_seconds())
+    if total == 0:
+        return "PT0S"
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    text = "P" + (f"{days}D" if days else "")
+    time_part = (f"{hours}H" if hours else "") + (f"{minutes}M" if minutes else "") + (f"{seconds}S" if seconds else "")
+    return text + ("T" + time_part if time_part else "")
