@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Callable
 
-from dagster import DagsterInstance
+from dagster import DagsterInstance, RunsFilter
 
 from floe_dagster.catalog import CatalogUnavailable, list_tables, open_catalog
 from floe_dagster.coordination import ADMISSION_TTL, Admission, Coordination
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.planner import Decision, Plan, PlanInput, SchedulerLimits, plan
 from floe_dagster.core.tables import TableName
+from floe_dagster.defs import tags as T
 from floe_dagster.locks import LockHeld, hold_lock, scheduler_lock_name
 from floe_dagster.maintenance_policy import load_policy_set
 from floe_dagster.runs import mark_dead_runs, runs_in_flight
@@ -67,6 +68,7 @@ def gather(
     dead = mark_dead_runs(instance, coordination, in_flight_runs, now, settings.coordination_url) if mark_dead else []
     in_flight = {(r.table_name, r.operation) for r in in_flight_runs if r.run_id not in dead and r.table_name and r.operation}
     recent = coordination.admitted_since(now - timedelta(days=8))
+    _attach_created_runs(instance, coordination, recent)
     last_attempts: dict[tuple[str, Operation, str], int] = {}
     pending_bytes = 0
     for row in recent:
@@ -104,6 +106,19 @@ def gather(
         estimate_bytes=estimate_operation_bytes,
     )
     return data, dead, len(health.missing)
+
+
+def _attach_created_runs(instance: DagsterInstance, coordination: Coordination, recent: list[dict]) -> None:
+    """Fill in the run id of admissions whose run the daemon has created since (one query)."""
+    pending = {row["run_key"]: row for row in recent if row["run_id"] is None}
+    if not pending:
+        return
+    records = instance.get_run_records(filters=RunsFilter(tags={T.RUN_KEY: list(pending)}))
+    for record in records:
+        key = record.dagster_run.tags.get(T.RUN_KEY)
+        if key in pending:
+            coordination.attach_run(key, record.dagster_run.run_id)
+            pending[key]["run_id"] = record.dagster_run.run_id
 
 
 def _aware(moment: datetime) -> datetime:

@@ -1,0 +1,137 @@
+"""The launchers through a real Dagster instance, real PyIceberg catalog and real Spark runs: the
+debt-score sensor and a cron schedule yield run requests with the audit tags and keys, evaluating
+both at once admits each item once, executing the runs changes the tables, and the next evaluation
+sees that history."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from dagster import DagsterInstance, RunRequest, build_schedule_context, build_sensor_context
+
+from floe_dagster.catalog import load_table, open_catalog, table_counts
+from floe_dagster.core.tables import TableName
+from floe_dagster.demo import DemoSizes, build_demo_lakehouse
+from floe_dagster.defs.automation import SENSOR_NAME, schedule_name
+from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
+from floe_dagster.core.operations import Operation
+from floe_dagster.settings import load_settings
+from floe_dagster.table_cache import refresh_table_cache
+from floe_dagster_tests.conftest import write_settings
+
+pytestmark = pytest.mark.spark
+
+POLICIES = """
+- name: sales-interval
+  tablePattern: "demo.sales.*"
+  priority: 1
+  tags: {team: sales}
+  rewriteDataFiles: {}
+  rewriteDataFilesSchedule: {interval: PT1H, timeout: 2}
+  expireSnapshots: {retainLast: 2, maxSnapshotAge: PT0S}
+  expireSnapshotsSchedule: {interval: PT1H}
+- name: ops-cron
+  tablePattern: "demo.ops.*"
+  rewriteManifests: {}
+  rewriteManifestsSchedule: {cronExpression: "* * * * *"}
+"""
+SIZES = DemoSizes(small_files=12, snapshots=6, position_delete_commits=2, old_orphans=1, young_orphans=1,
+                  skewed_files=3, other_partition_files=1)
+
+
+@pytest.fixture
+def setup(tmp_path, dagster_home, monkeypatch):
+    config = write_settings(tmp_path, POLICIES)
+    monkeypatch.setenv("FLOE_CONFIG", str(config))
+    settings = load_settings(config, environ={})
+    build_demo_lakehouse(settings, SIZES)
+    refresh_table_cache(settings)
+    with DagsterInstance.get() as instance:
+        yield settings, instance, build_definitions(settings)
+
+
+def evaluate_sensor(defs, instance):
+    sensor = defs.resolve_sensor_def(SENSOR_NAME)
+    with build_sensor_context(instance=instance, definitions=defs) as context:
+        return sensor.evaluate_tick(context)
+
+
+def evaluate_schedule(defs, instance, name, when):
+    schedule = defs.resolve_schedule_def(name)
+    with build_schedule_context(instance=instance, scheduled_execution_time=when) as context:
+        return schedule.evaluate_tick(context)
+
+
+def execute(defs, instance, request: RunRequest):
+    job = defs.resolve_job_def(MAINTENANCE_JOB)
+    result = job.execute_in_process(
+        instance=instance, partition_key=request.partition_key, asset_selection=request.asset_selection,
+        tags=request.tags, raise_on_error=False,
+    )
+    return result
+
+
+def test_sensor_and_schedule_admit_each_item_once_and_see_history(setup):
+    settings, instance, defs = setup
+    now = datetime.now(timezone.utc)
+
+    # Both launchers at once: the scheduler lock and the ledger admit each item once.
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        sensor_future = pool.submit(evaluate_sensor, defs, instance)
+        schedule_future = pool.submit(evaluate_schedule, defs, instance,
+                                      schedule_name("ops-cron", Operation.REWRITE_MANIFESTS), now)
+        sensor_data, schedule_data = sensor_future.result(), schedule_future.result()
+    requests = list(sensor_data.run_requests or []) + list(schedule_data.run_requests or [])
+    keys = [r.run_key for r in requests]
+    assert len(keys) == len(set(keys))
+    by_item = {(r.tags["floe/table"], r.tags["floe/operation"]): r for r in requests}
+    assert len(by_item) == len(requests)
+    # sales: 3 tables × 2 interval operations; ops: 3 tables × manifests at the current cron slot
+    # (the schedule's, or the sensor's if the schedule lost the lock race and the slot is old enough).
+    sales = {k for k in by_item if k[0].startswith("demo.sales.")}
+    assert sales == {(f"demo.sales.{t}", op) for t in ("orders", "events", "customers")
+                     for op in ("REWRITE_DATA_FILES", "EXPIRE_SNAPSHOTS")}
+    request = by_item[("demo.sales.orders", "REWRITE_DATA_FILES")]
+    tags = request.tags
+    assert tags["floe/trigger"] == "interval" and tags["floe/policy"] == "sales-interval"
+    assert tags["floe/tag.team"] == "sales" and tags["floe/policy-version"]
+    assert tags["floe/slot"] == "interval:first" and tags["floe/attempt"] == "0"
+    assert request.run_key == "demo.sales.orders|REWRITE_DATA_FILES|interval:first|attempt-0"
+    assert tags["dagster/max_runtime"] == str(2 * 3600)
+    assert int(tags["dagster/priority"]) >= 100 and float(tags["floe/debt-score"]) >= 0
+    assert request.partition_key == "REWRITE_DATA_FILES"
+
+    # Admitted but not launched yet: the next tick does not admit them again.
+    again = evaluate_sensor(defs, instance)
+    assert not again.run_requests
+    assert "in_flight" in again.skip_message
+
+    # Execute the sales runs as the daemon would; the tables change.
+    before = table_counts(load_table(open_catalog(settings.catalog), TableName.parse("sales.orders", "demo")))
+    for key in sorted(sales):
+        assert execute(defs, instance, by_item[key]).success
+    after = table_counts(load_table(open_catalog(settings.catalog), TableName.parse("sales.orders", "demo")))
+    assert before["data_files"] == 12 and after["data_files"] == 1 and after["snapshots"] == 2
+
+    # The next evaluation sees that history: the interval has not passed, nothing is due.
+    later = evaluate_sensor(defs, instance)
+    assert not [r for r in (later.run_requests or []) if r.tags["floe/table"].startswith("demo.sales.")]
+    runs = instance.get_runs()
+    assert {run.tags.get("floe/run-key") for run in runs} >= {by_item[key].run_key for key in sales}
+
+
+def test_plan_shows_reasons_and_budgets(setup, monkeypatch):
+    from floe_dagster.core.planner import plan
+    from floe_dagster.tick import gather
+
+    settings, instance, defs = setup
+    monkeypatch.setenv("FLOE_SCHEDULER_MAX_TABLES_PER_POLL", "1")
+    limited = load_settings(environ={"FLOE_CONFIG": settings.source, "FLOE_SCHEDULER_MAX_TABLES_PER_POLL": "1"})
+    data, _, _ = gather(limited, instance, datetime.now(timezone.utc), None)
+    result = plan(data)
+    runs = [d for d in result.decisions if d.decision == "run"]
+    assert {d.table for d in runs} and len({d.table for d in runs}) == 1
+    assert any(d.reasons[0].startswith("budget_tables") for d in result.decisions)
+    assert [d.rank for d in runs] == list(range(1, len(runs) + 1))
