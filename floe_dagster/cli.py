@@ -227,12 +227,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from floe_dagster.catalog import CatalogUnavailable, UnknownTable
+    from floe_dagster.catalog import CatalogUnavailable
     from floe_dagster.settings import SettingsError
 
     try:
         return args.func(args)
-    except (SettingsError, CatalogUnavailable, UnknownTable, ValueError) as exc:
+    except (SettingsError, CatalogUnavailable, LookupError, ValueError) as exc:
         print(f"floe-dagster: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

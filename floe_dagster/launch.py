@@ -61,8 +61,10 @@ def submit_runs(instance: DagsterInstance, runs: Sequence[RunToSubmit], job_name
     from dagster_graphql.schema import create_schema
 
     schema = create_schema()
-    run_ids = []
-    with code_location_context(instance) as context:
+
+    async def submit_all(context) -> list[str]:
+        # One event loop for every call: the request context's data loaders are bound to it.
+        run_ids = []
         for run in runs:
             params = {
                 "selector": {
@@ -74,12 +76,15 @@ def submit_runs(instance: DagsterInstance, runs: Sequence[RunToSubmit], job_name
                     {"key": k, "value": v} for k, v in {**run.tags, "dagster/partition": run.partition}.items()
                 ]},
             }
-            result = asyncio.run(schema.execute_async(LAUNCH_RUN, context_value=context,
-                                                      variable_values={"executionParams": params}))
+            result = await schema.execute_async(LAUNCH_RUN, context_value=context,
+                                                variable_values={"executionParams": params})
             if result.errors:
                 raise LaunchFailed("; ".join(str(e) for e in result.errors))
             payload = result.data["launchRun"]
             if payload["__typename"] != "LaunchRunSuccess":
                 raise LaunchFailed(f"{payload['__typename']}: {payload.get('message') or payload}")
             run_ids.append(payload["run"]["runId"])
-    return run_ids
+        return run_ids
+
+    with code_location_context(instance) as context:
+        return asyncio.run(submit_all(context))

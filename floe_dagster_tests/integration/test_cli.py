@@ -1,0 +1,128 @@
+"""The installed ``floe-dagster`` console script on a real lakehouse and a real Dagster instance."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from dagster import DagsterInstance, DagsterRunStatus
+
+from floe_dagster.demo import DemoSizes, build_demo_lakehouse
+from floe_dagster.settings import load_settings
+from floe_dagster.table_cache import refresh_table_cache
+from floe_dagster_tests.conftest import write_settings
+
+pytestmark = pytest.mark.spark
+
+CLI = str(Path(sys.executable).parent / "floe-dagster")
+POLICIES = """
+- name: sales
+  tablePattern: "demo.sales.*"
+  tags: {owner: data-eng}
+  rewriteDataFiles: {}
+  rewriteDataFilesSchedule: {interval: P1D}
+  expireSnapshots: {retainLast: 1, maxSnapshotAge: PT0S}
+  expireSnapshotsSchedule: {interval: P1D}
+  triggerConditions: {smallFileCountAbove: 5}
+- name: ops
+  tablePattern: "demo.ops.*"
+  rewriteManifests: {}
+  rewriteManifestsSchedule: {interval: P1D, windowStart: "00:00", windowEnd: "00:00"}
+"""
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    config = write_settings(root, POLICIES)
+    settings = load_settings(config, environ={})
+    build_demo_lakehouse(settings, DemoSizes(small_files=8, snapshots=4, position_delete_commits=1, old_orphans=1,
+                                            young_orphans=0, skewed_files=2, other_partition_files=1))
+    refresh_table_cache(settings)
+    home = root / "dagster_home"
+    home.mkdir()
+    shutil.copyfile(Path(__file__).resolve().parents[2] / "dagster.yaml", home / "dagster.yaml")
+    return config, home
+
+
+def floe(lake, *args, check=True):
+    config, home = lake
+    env = {**os.environ, "DAGSTER_HOME": str(home), "FLOE_CONFIG": str(config)}
+    result = subprocess.run([CLI, *args], capture_output=True, text=True, env=env, timeout=600)
+    if check and result.returncode != 0:
+        raise AssertionError(f"floe-dagster {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def test_plan_json_is_the_contract(lake):
+    payload = json.loads(floe(lake, "plan", "--json").stdout)
+    assert set(payload) >= {"at", "decisions"}
+    decisions = payload["decisions"]
+    keys = {"table", "operation", "policy", "decision", "reasons", "trigger", "debt_score", "estimated_bytes",
+            "next_eligible", "rank"}
+    assert all(set(d) >= keys for d in decisions)
+    by_item = {(d["table"], d["operation"]): d for d in decisions}
+    orders = by_item[("demo.sales.orders", "REWRITE_DATA_FILES")]
+    assert orders["decision"] == "run" and orders["trigger"] == "interval" and orders["rank"] >= 1
+    assert orders["estimated_bytes"] > 0
+    # sales.customers has one data file: the small-file condition is not met.
+    customers = by_item[("demo.sales.customers", "REWRITE_DATA_FILES")]
+    assert customers["decision"] == "skip" and customers["reasons"][0].startswith("conditions_unmet")
+    assert customers["trigger"] is None and customers["rank"] is None
+    ranks = sorted(d["rank"] for d in decisions if d["decision"] == "run")
+    assert ranks == list(range(1, len(ranks) + 1))
+
+
+def test_explain_json_and_unknown_table(lake):
+    report = json.loads(floe(lake, "explain", "sales.orders", "--json").stdout)
+    assert report["policyName"] == "sales" and report["conditionBasedTriggeringEnabled"] is True
+    status = report["operationStatuses"]["REWRITE_DATA_FILES"]
+    assert status["shouldTrigger"] is True
+    assert any(c["name"] == "smallFileCountAbove" for c in status["metConditions"])
+    assert status["debtScore"] >= 0 and "failure_rate" in status["debtBreakdown"]
+    missing = floe(lake, "explain", "demo.sales.nope", check=False)
+    assert missing.returncode == 2 and "demo.sales.nope" in missing.stderr and "does not exist" in missing.stderr
+
+
+def test_trigger_runs_in_process_and_records_the_run(lake):
+    result = floe(lake, "trigger", "demo.sales.orders", "--reason", "compact before the report")
+    assert "REWRITE_DATA_FILES: SUCCEEDED" in result.stdout and "EXPIRE_SNAPSHOTS: SUCCEEDED" in result.stdout
+    config, home = lake
+    with DagsterInstance.from_config(str(home)) as instance:
+        runs = [r for r in instance.get_runs() if r.tags.get("floe/trigger") == "manual"]
+    assert {r.tags["floe/operation"] for r in runs} == {"REWRITE_DATA_FILES", "EXPIRE_SNAPSHOTS"}
+    assert len({r.tags["floe/trigger-id"] for r in runs}) == 1
+    assert all(r.tags["floe/reason"] == "compact before the report" and r.tags["floe/actor"] for r in runs)
+    assert all(r.status == DagsterRunStatus.SUCCESS for r in runs)
+    failing = floe(lake, "trigger", "demo.ops.metrics", "--operation", "EXPIRE_SNAPSHOTS", check=False)
+    assert failing.returncode == 2 and "does not configure EXPIRE_SNAPSHOTS" in failing.stderr
+
+
+def test_backfill_dry_run_and_queue(lake):
+    dry = floe(lake, "backfill", "--tables", "demo.ops.*", "--operation", "REWRITE_MANIFESTS", "--dry-run")
+    assert "would queue demo.ops.metrics REWRITE_MANIFESTS" in dry.stdout and "3 run(s) would queue" in dry.stdout
+    queued = floe(lake, "backfill", "--tables", "demo.ops.*", "--operation", "rewrite_manifests")
+    assert "3 run(s) queued" in queued.stdout
+    config, home = lake
+    with DagsterInstance.from_config(str(home)) as instance:
+        runs = [r for r in instance.get_runs() if r.tags.get("floe/trigger") == "backfill"]
+    assert len(runs) == 3 and all(r.status == DagsterRunStatus.QUEUED for r in runs)
+    assert {r.tags["floe/table"] for r in runs} == {"demo.ops.metrics", "demo.ops.audit_log", "demo.ops.healthy"}
+    assert all(r.tags["dagster/partition"] == "REWRITE_MANIFESTS" for r in runs)
+    assert all(int(r.tags["dagster/priority"]) < 100 for r in runs)
+
+
+def test_validate(lake, tmp_path):
+    ok = floe(lake, "validate", str(Path(__file__).resolve().parents[2] / "examples" / "policies"))
+    assert ok.returncode == 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- name: x\n  tablePatern: '*'\n  expireSnapshots: {retainLast: 0}\n")
+    result = floe(lake, "validate", str(bad), check=False)
+    assert result.returncode == 2
+    assert f"{bad}: policy 'x': tablePatern" in result.stdout and "tablePattern" in result.stdout
+    assert "expireSnapshots.retainLast" in result.stdout
