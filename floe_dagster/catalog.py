@@ -20,6 +20,9 @@ from floe_dagster.core.tables import TableName
 from floe_dagster.settings import DEFAULT_POSTGRES_JDBC, DEFAULT_SQLITE_JDBC, CatalogSettings
 
 
+SQLITE_BUSY_TIMEOUT_MS = 120_000
+
+
 class CatalogUnavailable(RuntimeError):
     """The catalog cannot be reached or loaded: an outage, never a table's fault."""
 
@@ -32,7 +35,7 @@ def open_catalog(settings: CatalogSettings) -> Catalog:
     uri = settings.properties.get("uri", "")
     if settings.properties.get("type") == "sql" and uri.startswith("sqlite:///"):
         # A SQLite catalog is a local file: create its folder, as the embedded default expects.
-        os.makedirs(os.path.dirname(os.path.abspath(uri.split(":///", 1)[1])) or ".", exist_ok=True)
+        os.makedirs(os.path.dirname(os.path.abspath(uri.split(":///", 1)[1].split("?", 1)[0])) or ".", exist_ok=True)
     try:
         return load_catalog(settings.name, **settings.properties)
     except Exception as exc:  # PyIceberg raises many kinds; all mean the same to the caller
@@ -169,12 +172,13 @@ def _jdbc_from_sqlalchemy(uri: str, catalog_name: str) -> tuple[str, str | None,
     parsed = urlparse(uri)
     scheme = parsed.scheme.split("+")[0]
     if scheme == "sqlite":
-        path = uri.split(":///", 1)[1] if ":///" in uri else ""
+        path = uri.split(":///", 1)[1].split("?", 1)[0] if ":///" in uri else ""
         if not path or path == ":memory:":
             raise CatalogUnavailable(
                 f"catalog '{catalog_name}': an in-memory SQLite catalog cannot be shared with Spark; use a file"
             )
-        return f"jdbc:sqlite:{os.path.abspath(path)}", None, None, DEFAULT_SQLITE_JDBC
+        # Two runs on one SQLite catalog: a commit waits for the other's read lock instead of failing.
+        return f"jdbc:sqlite:{os.path.abspath(path)}?busy_timeout={SQLITE_BUSY_TIMEOUT_MS}", None, None, DEFAULT_SQLITE_JDBC
     if scheme in ("postgresql", "postgres"):
         host = parsed.hostname or "localhost"
         port = f":{parsed.port}" if parsed.port else ""

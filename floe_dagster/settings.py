@@ -281,6 +281,7 @@ def embedded_catalog_properties(data_dir: str) -> dict[str, str]:
     root = Path(data_dir).resolve()
     return {
         "type": "sql",
-        "uri": f"sqlite:///{root / 'catalog.db'}",
+        # sqlite3 waits this many seconds for a lock a Spark run holds, instead of failing at once.
+        "uri": f"sqlite:///{root / 'catalog.db'}?timeout=60",
         "warehouse": f"file://{root / 'warehouse'}",
     }

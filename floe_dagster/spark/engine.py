@@ -265,6 +265,12 @@ def _summary_live_rows(snapshot: Mapping[str, Any]) -> int | None:
 def _classify(exc: Exception, table: TableName, op: Operation | None = None) -> Exception:
     """Tell an outage (Spark or the catalog unreachable) from a failure of this table's operation."""
     text = str(exc)
+    java = getattr(exc, "java_exception", None)
+    if java is not None:  # Py4J's own message is only "An error occurred while calling o51.sql"
+        try:
+            text = str(java.toString())
+        except Exception:  # the JVM may be gone: keep Py4J's message
+            pass
     first_line = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     outage_markers = ("Connection refused", "Py4JNetworkError", "could not connect", "Unable to connect",
                       "SparkContext was shut down", "Failed to get a connection", "Communications link failure")

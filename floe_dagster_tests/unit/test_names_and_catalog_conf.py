@@ -48,7 +48,7 @@ def test_sql_catalog_on_sqlite_and_postgres():
                                                                   "warehouse": "file:///d/wh"}))
     assert conf["spark.sql.catalog.lake"] == "org.apache.iceberg.spark.SparkCatalog"
     assert conf["spark.sql.catalog.lake.type"] == "jdbc"
-    assert conf["spark.sql.catalog.lake.uri"] == "jdbc:sqlite:/d/c.db"
+    assert conf["spark.sql.catalog.lake.uri"] == "jdbc:sqlite:/d/c.db?busy_timeout=120000"
     assert conf["spark.sql.catalog.lake.warehouse"] == "file:///d/wh"
     assert conf["spark.sql.catalog.lake.jdbc.schema-version"] == "V1"
     assert packages == [DEFAULT_SQLITE_JDBC]

@@ -16,7 +16,7 @@ def test_defaults_are_the_embedded_lakehouse(tmp_path, monkeypatch):
     settings = load_settings(environ={})
     assert settings.source == "<defaults>"
     assert settings.catalog.properties["type"] == "sql"
-    assert settings.catalog.properties["uri"] == f"sqlite:///{tmp_path / '.floe' / 'catalog.db'}"
+    assert settings.catalog.properties["uri"] == f"sqlite:///{tmp_path / '.floe' / 'catalog.db'}?timeout=60"
     assert settings.scheduler.max_bytes_per_hour == 0 and settings.scheduler.failure_backoff_threshold == 3
     assert settings.scheduler.zero_change_frequency_reduction_percent == 50
 
