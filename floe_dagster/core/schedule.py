@@ -1,0 +1,497 @@
+"""Operation schedules (``<operation>Schedule`` in a policy) and when work is due.
+
+Fields (Floe's names):
+
+- ``cronExpression``: 5-field Unix or 6/7-field Quartz (see :mod:`floe_dagster.core.cron`);
+  ``cron_5field`` is the form handed to Dagster.
+- ``interval``: whole days (an integer, Floe's API) or an ISO-8601 duration (``PT6H``, ``P7D``). When
+  both are set the interval wins (as in Floe) and validation warns.
+- ``windowStart`` / ``windowEnd`` (``HH:mm``): a run may start from the start (inclusive) until the
+  end (exclusive). Crossing midnight is allowed; equal times mean always open; only a start means open
+  from the start until midnight; only an end means open from midnight until the end.
+- ``allowedDays``: a list or comma-separated text of day names (``MONDAY`` or ``MON``, any case);
+  empty means every day. For a window that crosses midnight, the day is that of the window's start.
+- ``timezone``: IANA name (default UTC); windows, days and cron are read on this zone's clock.
+- ``timeout`` (hours, > 0, default 1), ``enforceWindowEnd`` (cut the run's maximum runtime to the
+  window's end), ``priority`` (ranking among equally indebted work), ``enabled`` (default true).
+
+Every datetime returned is aware and in UTC (comparisons inside one zone would ignore DST's ``fold``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from functools import lru_cache
+from typing import Any, Mapping
+
+from floe_dagster.core import cron as cronlib
+from floe_dagster.core.durations import format_iso_duration, parse_iso_duration
+from floe_dagster.core.localtime import (
+    UTC,
+    all_instants,
+    as_utc,
+    earliest_instant,
+    floor_minute,
+    transitions_on,
+    zone,
+)
+from floe_dagster.core.validation import (
+    Location,
+    check_mapping,
+    check_unknown,
+    describe,
+    get_bool,
+    get_int,
+    get_number,
+    raise_if_errors,
+    standalone,
+)
+
+SCHEDULE_FIELDS = (
+    "cronExpression", "interval", "windowStart", "windowEnd", "allowedDays", "timezone", "timeout",
+    "enforceWindowEnd", "priority", "enabled",
+)
+DEFAULT_TIMEOUT_HOURS = 1.0
+DAY_NAMES = ("MONDAY", "TUESDAY", "WEDNESDAY", "THURSDAY", "FRIDAY", "SATURDAY", "SUNDAY")  # weekday() order
+
+TRIGGER_CRON, TRIGGER_INTERVAL, TRIGGER_CONDITION = "cron", "interval", "condition"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    enabled: bool = True
+    cron_expression: str | None = None  # as written in the policy
+    cron_5field: str | None = None  # what Dagster gets
+    interval: timedelta | None = None
+    window_start: time | None = None
+    window_end: time | None = None
+    allowed_days: frozenset[int] = frozenset()  # date.weekday() numbers; empty: every day
+    timezone: str = "UTC"
+    timeout_hours: float = DEFAULT_TIMEOUT_HOURS
+    enforce_window_end: bool = False
+    priority: int = 0
+
+    # -- construction ---------------------------------------------------------------------------
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any]) -> "Schedule":
+        """Parse one schedule on its own; raises ValueError listing every problem."""
+        at = standalone()
+        schedule = parse_schedule(at, raw)
+        raise_if_errors(at, "schedule")
+        return schedule
+
+    # -- what kind of rule ----------------------------------------------------------------------
+
+    @property
+    def kind(self) -> str:
+        """``interval`` (wins over cron, as in Floe), ``cron``, or ``condition`` (neither: due every tick,
+        gated by the trigger conditions)."""
+        if self.interval is not None:
+            return TRIGGER_INTERVAL
+        if self.cron_5field is not None:
+            return TRIGGER_CRON
+        return TRIGGER_CONDITION
+
+    @property
+    def tzinfo(self):
+        return zone(self.timezone)
+
+    # -- windows and days -----------------------------------------------------------------------
+
+    @property
+    def has_window(self) -> bool:
+        return self.window_start is not None or self.window_end is not None
+
+    def _window(self, now: datetime) -> tuple[bool, date]:
+        """(inside the window by the clock, the day the window belongs to)."""
+        local = as_utc(now).astimezone(self.tzinfo)
+        reading, today = local.time().replace(tzinfo=None), local.date()
+        start, end = self.window_start, self.window_end
+        if start is None and end is None:
+            return True, today
+        if start is not None and end is not None:
+            if start == end:
+                return True, today
+            if start < end:
+                return start <= reading < end, today
+            if reading >= start:  # crosses midnight: the evening part belongs to today
+                return True, today
+            if reading < end:  # ... and the morning part to the day the window started
+                return True, today - timedelta(days=1)
+            return False, today
+        if start is not None:
+            return reading >= start, today
+        return reading < end, today
+
+    def in_window(self, now: datetime) -> bool:
+        """Whether the clock is inside the window (days not considered)."""
+        return self._window(now)[0]
+
+    def day_allowed(self, now: datetime) -> bool:
+        """Whether the day of the current (or, outside a window, today's) window is allowed."""
+        return not self.allowed_days or self._window(now)[1].weekday() in self.allowed_days
+
+    def is_open(self, now: datetime) -> bool:
+        """Whether a run may start now: inside the window on an allowed day (``enabled`` aside)."""
+        inside, day = self._window(now)
+        return inside and (not self.allowed_days or day.weekday() in self.allowed_days)
+
+    def closed_reason(self, now: datetime) -> str | None:
+        """``window_closed``, ``day_not_allowed`` or None when open."""
+        inside, day = self._window(now)
+        if not inside:
+            return "window_closed"
+        if self.allowed_days and day.weekday() not in self.allowed_days:
+            return "day_not_allowed"
+        return None
+
+    def next_open(self, now: datetime) -> datetime:
+        """The first moment at or after ``now`` at which a run may start (``now`` itself when open)."""
+        now = as_utc(now)
+        if self.is_open(now):
+            return now
+        # Opening moments fall on whole minutes, so the answer for a closed ``now`` is the answer for
+        # its (also closed) minute; cached because the planner asks for every closed table.
+        found = _next_open(self._window_key(), floor_minute(now))
+        if found is None:
+            raise ValueError(f"the schedule never opens within {_SEARCH_DAYS} days: {self.describe_window()}")
+        return found
+
+    def window_end_after(self, now: datetime) -> datetime | None:
+        """When the window that is open at ``now`` closes (for ``enforceWindowEnd``); None when it never
+        closes by the clock (no end, or start == end) or when it is not open now."""
+        now = as_utc(now)
+        if not self.in_window(now) or self.window_end is None and self.window_start is None:
+            return None
+        if self.window_start is not None and self.window_start == self.window_end:
+            return None
+        tz_name = self.timezone
+        today = now.astimezone(self.tzinfo).date()
+        candidates: list[datetime] = []
+        for offset in (0, 1, 2):
+            day = today + timedelta(days=offset)
+            closing = self.window_end if self.window_end is not None else time(0)  # only a start: midnight
+            candidates.extend(all_instants(datetime.combine(day, closing), tz_name))
+            candidates.extend(transitions_on(day, tz_name))
+        for candidate in sorted(candidates):
+            if candidate > now and not self.in_window(candidate):
+                return candidate
+        return None
+
+    def describe_window(self) -> str:
+        parts = []
+        if self.has_window:
+            start = self.window_start.strftime("%H:%M") if self.window_start else "00:00"
+            end = self.window_end.strftime("%H:%M") if self.window_end else "24:00"
+            parts.append(f"{start}-{end}")
+        if self.allowed_days:
+            parts.append(",".join(DAY_NAMES[d][:3] for d in sorted(self.allowed_days)))
+        return " ".join(parts + [self.timezone]) if parts else f"always open ({self.timezone})"
+
+    def _window_key(self) -> tuple:
+        return (self.window_start, self.window_end, self.allowed_days, self.timezone)
+
+    # -- cron slots -----------------------------------------------------------------------------
+
+    def latest_slot_at_or_before(self, now: datetime) -> datetime | None:
+        if self.cron_5field is None:
+            return None
+        return cronlib.latest_slot(self.cron_5field, self.timezone, now)
+
+    def next_slot_after(self, moment: datetime) -> datetime | None:
+        if self.cron_5field is None:
+            return None
+        return cronlib.next_slot(self.cron_5field, self.timezone, moment)
+
+    @property
+    def slot_gap(self) -> timedelta | None:
+        """The average time between consecutive cron slots; None without a cron."""
+        return cronlib.nominal_gap(self.cron_5field) if self.cron_5field else None
+
+    def effective_interval(self) -> timedelta | None:
+        """The rule's period: the interval, else the cron's slot gap, else None (condition-only)."""
+        if self.interval is not None:
+            return self.interval
+        return self.slot_gap
+
+    # -- due ------------------------------------------------------------------------------------
+
+    def due(self, last_success_start: datetime | None, now: datetime) -> "Due":
+        return schedule_due(self, last_success_start, now)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"enabled": self.enabled}
+        if self.cron_expression is not None:
+            data["cronExpression"] = self.cron_expression
+            data["cron5field"] = self.cron_5field
+        if self.interval is not None:
+            data["interval"] = format_iso_duration(self.interval)
+        if self.window_start is not None:
+            data["windowStart"] = self.window_start.strftime("%H:%M")
+        if self.window_end is not None:
+            data["windowEnd"] = self.window_end.strftime("%H:%M")
+        if self.allowed_days:
+            data["allowedDays"] = [DAY_NAMES[d] for d in sorted(self.allowed_days)]
+        data.update(timezone=self.timezone, timeout=self.timeout_hours, enforceWindowEnd=self.enforce_window_end,
+                    priority=self.priority, kind=self.kind)
+        return data
+
+
+_SEARCH_DAYS = 16
+
+
+@lru_cache(maxsize=16384)
+def _next_open(window_key: tuple, now: datetime) -> datetime | None:
+    """Earliest open moment ≥ ``now``. The window opens only when the clock reaches the window's start
+    (midnight when it has none), when a DST jump lands inside it, or when the day changes at midnight;
+    each of those, in both occurrences at fall-back, is a candidate."""
+    start, end, days, tz_name = window_key
+    probe = Schedule(window_start=start, window_end=end, allowed_days=days, timezone=tz_name)
+    today = now.astimezone(zone(tz_name)).date()
+    candidates: list[datetime] = []
+    for offset in range(-1, _SEARCH_DAYS):
+        day = today + timedelta(days=offset)
+        candidates.extend(all_instants(datetime.combine(day, start or time(0)), tz_name))
+        candidates.extend(all_instants(datetime.combine(day, time(0)), tz_name))
+        candidates.extend(transitions_on(day, tz_name))
+    for candidate in sorted(set(candidates)):
+        if candidate >= now and probe.is_open(candidate):
+            return candidate
+    return None
+
+
+@dataclass(frozen=True)
+class Due:
+    """Whether a (table, operation) may start now by its schedule, and when it next may.
+
+    ``due`` is true only when the rule has made it due *and* the window and allowed days let it start;
+    ``blocked`` then says which: ``schedule_disabled``, ``window_closed``, ``day_not_allowed`` or
+    ``not_due``. ``next_eligible`` is the first moment ≥ now at which it is due and open (None only for
+    a disabled schedule).
+    """
+
+    due: bool
+    trigger: str  # cron, interval or condition: the rule that makes it due
+    slot: datetime | None  # cron: latest slot ≤ now; interval: when it became due (None before any run)
+    next_eligible: datetime | None
+    rule_due: bool
+    blocked: str | None
+    detail: str
+    last_success_start: datetime | None = None
+
+    @property
+    def slot_key(self) -> str:
+        """A stable text naming the piece of work, for run keys and the trigger ledger: one per cron
+        slot, per interval period and per condition cycle (a success starts a new one)."""
+        if self.trigger == TRIGGER_CRON:
+            return self.slot.isoformat() if self.slot else "cron:none"
+        if self.trigger == TRIGGER_INTERVAL:
+            return "interval:" + (self.slot.isoformat() if self.slot else "first")
+        last = self.last_success_start
+        return "condition:" + (last.isoformat() if last else "first")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "due": self.due,
+            "trigger": self.trigger,
+            "slot": self.slot.isoformat() if self.slot else None,
+            "slot_key": self.slot_key,
+            "next_eligible": self.next_eligible.isoformat() if self.next_eligible else None,
+            "blocked": self.blocked,
+            "detail": self.detail,
+        }
+
+
+def _iso(moment: datetime | None) -> str:
+    return moment.isoformat() if moment else "never"
+
+
+def schedule_due(schedule: Schedule, last_success_start: datetime | None, now: datetime) -> Due:
+    """DESIGN.md section 4 "Due".
+
+    - cron: the slot is the latest cron time ≤ now; due while no *successful* run started at or after
+      it (missed slots coalesce into that one);
+    - interval: due when there is no success yet, or now ≥ last successful start + interval;
+    - neither (condition-only): due on every tick, gated by the trigger conditions.
+
+    Pass only successful runs' starts: a failed run does not use up its slot or interval (manual and
+    backfill runs count). A closed window or a day not allowed defers due work to the next open
+    moment.
+    """
+    now = as_utc(now)
+    last = as_utc(last_success_start) if last_success_start is not None else None
+    trigger = schedule.kind
+    if not schedule.enabled:
+        return Due(False, trigger, None, None, False, "schedule_disabled", "the schedule is disabled", last)
+
+    slot: datetime | None = None
+    if trigger == TRIGGER_CRON:
+        slot = schedule.latest_slot_at_or_before(now)
+        rule_due = slot is not None and (last is None or last < slot)
+        if rule_due:
+            due_at = now
+            detail = f"cron slot {slot.isoformat()} ({schedule.cron_5field} {schedule.timezone}) has not run " \
+                     f"(last success {_iso(last)})"
+        else:
+            # The first slot after the latest one is the first after now; keyed on the slot, the
+            # cache answers every tick until then.
+            due_at = schedule.next_slot_after(slot) if slot is not None else schedule.next_slot_after(now)
+            detail = (f"cron slot {slot.isoformat()} already ran (success started {_iso(last)}); next slot "
+                      f"{_iso(due_at)}" if slot else f"no cron slot yet; next {_iso(due_at)}")
+    elif trigger == TRIGGER_INTERVAL:
+        interval = schedule.interval
+        slot = last + interval if last is not None else None
+        rule_due = slot is None or now >= slot
+        due_at = now if rule_due else slot
+        every = format_iso_duration(interval)
+        detail = (f"never run (interval {every})" if last is None else
+                  f"interval {every} since the last success at {last.isoformat()} "
+                  + ("has passed" if rule_due else f"ends at {slot.isoformat()}"))
+    else:
+        rule_due, due_at = True, now
+        detail = "condition-only schedule: due on every tick"
+
+    if due_at is None:  # a cron that never fires again
+        return Due(False, trigger, slot, None, False, "not_due", detail, last)
+    next_eligible = schedule.next_open(max(now, due_at))
+    open_now = schedule.is_open(now)
+    if rule_due and open_now:
+        return Due(True, trigger, slot, now, True, None, detail, last)
+    # DESIGN.md's gate order: a closed window or day is reported before "not due".
+    closed = None if open_now else schedule.closed_reason(now)
+    blocked = closed or "not_due"
+    if closed:
+        detail = (f"{closed.replace('_', ' ')} ({schedule.describe_window()}); " + detail
+                  + f"; eligible {next_eligible.isoformat()}")
+    return Due(False, trigger, slot, next_eligible, rule_due, blocked, detail, last)
+
+
+# -- parsing --------------------------------------------------------------------------------------
+
+
+def parse_schedule(at: Location, raw: Any) -> Schedule:
+    """A schedule from its policy mapping; problems go to ``at`` and defaults stand in."""
+    mapping = check_mapping(at, raw)
+    if mapping is None:
+        return Schedule(enabled=False)
+    check_unknown(at, mapping, SCHEDULE_FIELDS)
+    enabled = get_bool(at, mapping, "enabled", True)
+
+    cron_expression = cron5 = None
+    if mapping.get("cronExpression") is not None:
+        value = mapping["cronExpression"]
+        if not isinstance(value, str):
+            at.child("cronExpression").error(f"expected text, got {describe(value)}")
+        else:
+            try:
+                cron5 = cronlib.to_cron_5field(value)
+                cron_expression = value
+            except cronlib.CronError as exc:
+                at.child("cronExpression").error(str(exc))
+
+    interval = _parse_interval(at, mapping)
+    if interval is not None and cron_expression is not None:
+        at.warn("both interval and cronExpression are set; the interval wins and the cron is ignored")
+
+    window_start = _parse_time(at, mapping, "windowStart")
+    window_end = _parse_time(at, mapping, "windowEnd")
+    if window_end == time(0) and window_start is None:
+        at.child("windowEnd").error("00:00 without a windowStart leaves no time open (the window runs from "
+                                    "midnight to its end); remove it for an always-open schedule")
+    allowed_days = _parse_days(at, mapping)
+    tz_name = "UTC"
+    if mapping.get("timezone") is not None:
+        value = mapping["timezone"]
+        try:
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError
+            zone(value.strip())
+            tz_name = value.strip()
+        except Exception:
+            at.child("timezone").error(f"unknown time zone {describe(value)}; use an IANA name such as "
+                                       "Europe/Berlin or UTC")
+    timeout = get_number(at, mapping, "timeout", DEFAULT_TIMEOUT_HOURS, above=0)
+    enforce = get_bool(at, mapping, "enforceWindowEnd", False)
+    if enforce and window_end is None and window_start is None:
+        at.warn("enforceWindowEnd is true but there is no window; it has no effect")
+    priority = get_int(at, mapping, "priority", 0)
+    return Schedule(
+        enabled=enabled, cron_expression=cron_expression, cron_5field=cron5, interval=interval,
+        window_start=window_start, window_end=window_end, allowed_days=allowed_days, timezone=tz_name,
+        timeout_hours=float(timeout), enforce_window_end=enforce, priority=priority,
+    )
+
+
+def _parse_interval(at: Location, mapping: Mapping[str, Any]) -> timedelta | None:
+    value = mapping.get("interval")
+    if value is None:
+        return None
+    here = at.child("interval")
+    if isinstance(value, bool):
+        here.error(f"expected whole days or an ISO-8601 duration such as PT6H, got {describe(value)}")
+        return None
+    if isinstance(value, int):
+        if value < 1:
+            here.error(f"must be at least 1 day, got {value}")
+            return None
+        return timedelta(days=value)
+    if isinstance(value, str):
+        try:
+            interval = parse_iso_duration(value)
+        except ValueError as exc:
+            here.error(str(exc))
+            return None
+        if interval <= timedelta(0):
+            here.error(f"must be longer than zero, got {value!r}")
+            return None
+        if interval < timedelta(minutes=1):
+            here.warn(f"{value!r} is shorter than the scheduler's one-minute tick; it acts as one minute")
+        return interval
+    here.error(f"expected whole days or an ISO-8601 duration such as PT6H, got {describe(value)}")
+    return None
+
+
+def _parse_time(at: Location, mapping: Mapping[str, Any], key: str) -> time | None:
+    value = mapping.get(key)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        hours, sep, minutes = value.strip().partition(":")
+        if sep and hours.isdigit() and minutes.isdigit() and len(minutes) == 2 and len(hours) <= 2:
+            if int(hours) < 24 and int(minutes) < 60:
+                return time(int(hours), int(minutes))
+    # YAML 1.1 reads an unquoted 02:30 as the sexagesimal number 150.
+    hint = " (quote it in YAML: \"02:30\")" if isinstance(value, int) and not isinstance(value, bool) else ""
+    at.child(key).error(f"expected a time HH:mm from 00:00 to 23:59, got {describe(value)}{hint}")
+    return None
+
+
+def _parse_days(at: Location, mapping: Mapping[str, Any]) -> frozenset[int]:
+    value = mapping.get("allowedDays")
+    if value is None:
+        return frozenset()
+    here = at.child("allowedDays")
+    if isinstance(value, str):
+        items = [item.strip() for item in value.split(",") if item.strip()]
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        here.error(f"expected a list of day names or comma-separated text, got {describe(value)}")
+        return frozenset()
+    days = set()
+    for item in items:
+        name = item.strip().upper() if isinstance(item, str) else None
+        matches = [i for i, day in enumerate(DAY_NAMES) if name and (name == day or name == day[:3])]
+        if not matches:
+            here.error(f"unknown day {describe(item)}; use MONDAY..SUNDAY or MON..SUN")
+        else:
+            days.add(matches[0])
+    return frozenset(days)
+
+
+__all__ = [
+    "Schedule", "Due", "schedule_due", "parse_schedule", "SCHEDULE_FIELDS", "DAY_NAMES",
+    "TRIGGER_CRON", "TRIGGER_INTERVAL", "TRIGGER_CONDITION", "UTC", "earliest_instant",
+]
