@@ -11,7 +11,8 @@ import fcntl
 import hashlib
 import os
 import re
-from contextlib import contextmanager
+import time
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Iterator
 
@@ -46,6 +47,22 @@ def _lock_path(name: str) -> Path:
 def advisory_key(name: str) -> int:
     """A signed 64-bit key for ``pg_try_advisory_lock``, stable across processes and machines."""
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+
+
+@contextmanager
+def wait_for_lock(name: str, timeout_s: float, coordination_url: str | None = None) -> Iterator[None]:
+    """Hold the named lock for the block, waiting up to ``timeout_s`` for it (then LockHeld)."""
+    deadline = time.monotonic() + timeout_s
+    with ExitStack() as stack:
+        while True:
+            try:
+                stack.enter_context(hold_lock(name, coordination_url))
+                break
+            except LockHeld:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.5)
+        yield
 
 
 @contextmanager

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterator, Mapping
 
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dagster import ConfigurableResource, InitResourceContext
 from dagster_pyspark import LazyPySparkResource
 from pydantic import PrivateAttr
@@ -25,6 +25,7 @@ from pydantic import PrivateAttr
 from floe_dagster.catalog import spark_catalog_conf
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
+from floe_dagster.locks import wait_for_lock
 from floe_dagster.settings import Settings
 from floe_dagster.spark.jars import jar_file_name, resolve_jars
 from floe_dagster.spark.procedures import (
@@ -102,6 +103,10 @@ class IcebergSparkEngine(ConfigurableResource):
     jars_cache: str = ""
     # Above this many bytes of table data the row-count check uses snapshot summaries.
     row_count_check_max_bytes: int = 10 * 1024**3
+    # For a SQLite catalog: a lock that serializes Spark's units of work across runs. Each JdbcCatalog
+    # holds a read transaction until it is closed, and SQLite refuses (at once, whatever the busy
+    # timeout) to let one of two readers upgrade to a writer, so two runs committing at once fail.
+    catalog_lock: str | None = None
 
     _started: bool = PrivateAttr(default=False)
 
@@ -114,6 +119,7 @@ class IcebergSparkEngine(ConfigurableResource):
             jar_packages=[*settings.spark.packages, *spark_catalog_conf(settings.catalog)[1]],
             jars_cache=settings.spark.jars_cache,
             row_count_check_max_bytes=settings.maintenance.row_count_check_max_bytes,
+            catalog_lock=_sqlite_catalog_lock(settings),
         )
 
     # -- session and catalog lifecycle ---------------------------------------------------------
@@ -151,10 +157,13 @@ class IcebergSparkEngine(ConfigurableResource):
 
     @contextmanager
     def unit_of_work(self) -> Iterator[Any]:
-        try:
-            yield self.spark
-        finally:
-            self.release_catalog()
+        with ExitStack() as stack:
+            if self.catalog_lock:
+                stack.enter_context(wait_for_lock(self.catalog_lock, timeout_s=SQLITE_CATALOG_WAIT_S))
+            try:
+                yield self.spark
+            finally:
+                self.release_catalog()
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         self.release_catalog()
@@ -248,6 +257,14 @@ class IcebergSparkEngine(ConfigurableResource):
             first_before = before if first_before is None else first_before
             last_after = after
         return RowCheck(method, tuple(s["snapshot_id"] for s in ours), first_before, last_after)
+
+
+SQLITE_CATALOG_WAIT_S = 3600.0
+
+
+def _sqlite_catalog_lock(settings: Settings) -> str | None:
+    uri = spark_catalog_conf(settings.catalog)[0].get(f"spark.sql.catalog.{settings.catalog.name}.uri", "")
+    return f"floe-sqlite-catalog:{uri.split('?', 1)[0]}" if uri.startswith("jdbc:sqlite:") else None
 
 
 def _summary_live_rows(snapshot: Mapping[str, Any]) -> int | None:

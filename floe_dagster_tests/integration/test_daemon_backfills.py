@@ -1,0 +1,89 @@
+"""Backfills through the real Dagster daemon: ``dagster job backfill`` over a namespace job (one run
+maintaining several tables, each under its own lock) and ``floe-dagster backfill`` (one queued run per
+table); the daemon launches them from the run queue, the runs get the audit tags at start, and the
+tables change. These are the README's commands."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from dagster import DagsterInstance, DagsterRunStatus
+
+from floe_dagster.catalog import load_table, open_catalog, table_counts
+from floe_dagster.core.tables import TableName
+from floe_dagster.demo import DemoSizes, build_demo_lakehouse
+from floe_dagster.settings import load_settings
+from floe_dagster.table_cache import refresh_table_cache
+from floe_dagster_tests.conftest import write_settings
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+POLICIES = """
+- name: all
+  tablePattern: "*"
+  rewriteDataFiles: {}
+  rewriteDataFilesSchedule: {interval: P1D}
+  rewriteManifests: {}
+  rewriteManifestsSchedule: {interval: P1D}
+"""
+
+
+def test_dagster_job_backfill_and_floe_backfill_run_through_the_daemon(tmp_path, dagster_home):
+    config = write_settings(tmp_path, POLICIES)
+    settings = load_settings(config, environ={})
+    build_demo_lakehouse(settings, DemoSizes(small_files=10, snapshots=5, position_delete_commits=1,
+                                            old_orphans=0, young_orphans=0, skewed_files=6, other_partition_files=1))
+    refresh_table_cache(settings)
+    # The scheduler is off so that only the backfills run.
+    env = {**os.environ, "FLOE_CONFIG": str(config), "DAGSTER_HOME": str(dagster_home), "FLOE_SCHEDULER_ENABLED": "false"}
+
+    def run(*command):
+        result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result.stdout
+
+    run(str(BIN / "dagster"), "job", "backfill", "-w", "workspace.yaml", "-j", "floe_maintenance__sales",
+        "--partitions", "REWRITE_MANIFESTS", "--noprompt")
+    out = run(str(BIN / "floe-dagster"), "backfill", "--tables", "demo.ops.metrics", "--operation", "REWRITE_DATA_FILES")
+    assert "1 run(s) queued" in out
+
+    daemon = subprocess.Popen([str(BIN / "dagster-daemon"), "run", "-w", "workspace.yaml"], cwd=ROOT, env=env,
+                              start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 420
+        with DagsterInstance.get() as instance:
+            while time.time() < deadline:
+                runs = instance.get_runs()
+                if len(runs) == 2 and all(r.is_finished for r in runs):
+                    break
+                time.sleep(2)
+            runs = {r.tags.get("dagster/backfill") is not None: r for r in instance.get_runs()}
+    finally:
+        os.killpg(daemon.pid, signal.SIGTERM)
+        try:
+            daemon.wait(timeout=40)
+        except subprocess.TimeoutExpired:
+            os.killpg(daemon.pid, signal.SIGKILL)
+            daemon.wait()
+
+    dagster_run, floe_run = runs[True], runs[False]
+    assert dagster_run.status == DagsterRunStatus.SUCCESS and floe_run.status == DagsterRunStatus.SUCCESS
+    with DagsterInstance.get() as instance:
+        tags = instance.get_run_by_id(dagster_run.run_id).tags
+    assert tags["floe/trigger"] == "backfill" and tags["floe/operation"] == "REWRITE_MANIFESTS"
+    assert tags["floe/namespace"] == "sales" and tags["floe/reason"].startswith("backfill ")
+    assert floe_run.tags["floe/trigger"] == "backfill" and floe_run.tags["floe/table"] == "demo.ops.metrics"
+
+    catalog = open_catalog(settings.catalog)
+    events = table_counts(load_table(catalog, TableName.parse("sales.events", "demo")))
+    assert events["manifests"] == 1 and events["snapshots"] == 6  # 5 appends + the manifest rewrite
+    metrics = table_counts(load_table(catalog, TableName.parse("ops.metrics", "demo")))
+    assert metrics["data_files"] == 4  # 'eu' compacted from 6 files to 1; the 3 single-file regions as they were
