@@ -1,0 +1,285 @@
+"""Trigger conditions (a policy's ``triggerConditions``): a gate on every operation of the policy.
+
+Evaluated in Floe's order (``TriggerEvaluator``):
+
+1. the toggle ``condition-based-triggering-enabled`` is off, or the policy has no conditions → pass;
+2. critical pipeline (``criticalPipeline`` with ``criticalPipelineMaxDelayMinutes``): forced when
+   now ≥ last successful run + delay; a table that never ran is never forced. The force bypasses only
+   this gate (the conditions and the minimum intervals);
+3. ``minIntervalMinutes``, overridden per operation by ``perOperationMinIntervalMinutes``
+   (``{REWRITE_DATA_FILES: 60}``) → blocked ``min_interval`` until last success + interval;
+4. no thresholds → pass;
+5. no health collected yet, or a threshold needs a value only a full health scan gives and the metrics
+   lack it → blocked ``no_health``;
+6. each threshold is met when measured ≥ threshold (despite the "Above" names, as in Floe), combined
+   by ``triggerLogic`` OR (default: any met) or AND (all met) → else blocked ``conditions_unmet``.
+
+Small files are files below the policy's ``healthThresholds.smallFileSizeBytes``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Callable, Mapping
+
+from floe_dagster.core.health import DEFAULT_SMALL_FILE_SIZE_BYTES
+from floe_dagster.core.localtime import as_utc
+from floe_dagster.core.metrics import TableMetrics
+from floe_dagster.core.operations import Operation
+from floe_dagster.core.validation import (
+    Location,
+    check_mapping,
+    check_unknown,
+    describe,
+    get_bool,
+    get_enum,
+    get_number,
+    raise_if_errors,
+    standalone,
+)
+
+# How soon unmet conditions are looked at again: the debt-score sensor's tick.
+CONDITION_RECHECK = timedelta(seconds=60)
+
+
+@dataclass(frozen=True)
+class _Threshold:
+    description: str
+    full_tier: bool  # needs a value that only a full health scan (manifests read) provides
+    maximum: float | None
+    measure: Callable[[TableMetrics, int, datetime], float | None]
+
+
+def _small_count(m: TableMetrics, small: int, now: datetime) -> float | None:
+    return m.small_file_count(small)
+
+
+def _small_percent(m: TableMetrics, small: int, now: datetime) -> float | None:
+    count = m.small_file_count(small)
+    if count is None:
+        return None
+    return count * 100.0 / m.data_file_count if m.data_file_count else 0.0
+
+
+def _oldest_age(m: TableMetrics, small: int, now: datetime) -> float | None:
+    return TableMetrics.age_days(m.oldest_snapshot_ms, int(now.timestamp() * 1000))
+
+
+THRESHOLDS: dict[str, _Threshold] = {
+    "smallFilePercentageAbove": _Threshold("small files %", True, 100, _small_percent),
+    "smallFileCountAbove": _Threshold("small files", True, None, _small_count),
+    "totalFileSizeAboveBytes": _Threshold("total data bytes", False, None, lambda m, s, n: m.total_data_bytes),
+    "deleteFileCountAbove": _Threshold("delete files", False, None, lambda m, s, n: m.delete_file_count),
+    "deleteFileRatioAbove": _Threshold("delete files per data file", False, None, lambda m, s, n: m.delete_file_ratio),
+    "snapshotCountAbove": _Threshold("snapshots", False, None, lambda m, s, n: m.snapshot_count),
+    "snapshotAgeAboveDays": _Threshold("oldest snapshot age (days)", False, None, _oldest_age),
+    "partitionCountAbove": _Threshold("partitions", True, None, lambda m, s, n: m.partition_count),
+    "partitionSkewAbove": _Threshold("partition skew", True, None, lambda m, s, n: m.partition_skew),
+    "manifestSizeAboveBytes": _Threshold("manifest bytes", True, None, lambda m, s, n: m.manifest_total_bytes),
+}
+# The raw field a full-tier threshold reads: None there means "not collected", not "nothing".
+_FULL_TIER_SOURCES = {
+    "smallFilePercentageAbove": ("data_file_sizes",),
+    "smallFileCountAbove": ("data_file_sizes",),
+    "partitionCountAbove": ("partition_count",),
+    "partitionSkewAbove": ("partition_count", "max_files_per_partition"),
+    "manifestSizeAboveBytes": ("manifest_total_bytes",),
+}
+GATE_FIELDS = (
+    "minIntervalMinutes", "perOperationMinIntervalMinutes", "criticalPipeline", "criticalPipelineMaxDelayMinutes",
+    "triggerLogic",
+)
+TRIGGER_CONDITION_FIELDS = tuple(THRESHOLDS) + GATE_FIELDS
+
+
+@dataclass(frozen=True)
+class TriggerConditions:
+    thresholds: Mapping[str, float] = field(default_factory=dict)  # Floe's names → value
+    min_interval_minutes: float | None = None
+    per_operation_min_interval_minutes: Mapping[Operation, float] = field(default_factory=dict)
+    critical_pipeline: bool = False
+    critical_pipeline_max_delay_minutes: float | None = None
+    trigger_logic: str = "OR"
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any]) -> "TriggerConditions":
+        at = standalone()
+        conditions = parse_trigger_conditions(at, raw)
+        raise_if_errors(at, "trigger conditions")
+        return conditions
+
+    def min_interval(self, operation: Operation) -> timedelta | None:
+        minutes = self.per_operation_min_interval_minutes.get(operation, self.min_interval_minutes)
+        return timedelta(minutes=minutes) if minutes else None
+
+    @property
+    def critical_delay(self) -> timedelta | None:
+        if not self.critical_pipeline or self.critical_pipeline_max_delay_minutes is None:
+            return None
+        return timedelta(minutes=self.critical_pipeline_max_delay_minutes)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = dict(self.thresholds)
+        if self.min_interval_minutes is not None:
+            data["minIntervalMinutes"] = self.min_interval_minutes
+        if self.per_operation_min_interval_minutes:
+            data["perOperationMinIntervalMinutes"] = {
+                op.value: minutes for op, minutes in self.per_operation_min_interval_minutes.items()}
+        if self.critical_pipeline:
+            data["criticalPipeline"] = True
+        if self.critical_pipeline_max_delay_minutes is not None:
+            data["criticalPipelineMaxDelayMinutes"] = self.critical_pipeline_max_delay_minutes
+        data["triggerLogic"] = self.trigger_logic
+        return data
+
+
+@dataclass(frozen=True)
+class ConditionCheck:
+    name: str
+    measured: float | None
+    threshold: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "measured": self.measured, "threshold": self.threshold}
+
+
+@dataclass(frozen=True)
+class ConditionResult:
+    """The gate's verdict. ``passed`` lets the work through (``forced`` says the critical-pipeline
+    deadline did); otherwise ``blocked_code`` is ``min_interval``, ``no_health`` or
+    ``conditions_unmet`` and ``next_eligible`` says when to look again."""
+
+    passed: bool
+    forced: bool = False
+    blocked_code: str | None = None
+    detail: str = ""
+    met: tuple[ConditionCheck, ...] = ()
+    unmet: tuple[ConditionCheck, ...] = ()
+    skipped: tuple[str, ...] = ()  # thresholds with nothing to measure (e.g. the age of no snapshot)
+    next_eligible: datetime | None = None
+    logic: str = "OR"
+    evaluated: bool = True  # False when the toggle is off or there are no conditions
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "forced": self.forced,
+            "blocked": self.blocked_code,
+            "detail": self.detail,
+            "logic": self.logic,
+            "met": [c.to_json() for c in self.met],
+            "unmet": [c.to_json() for c in self.unmet],
+            "skipped": list(self.skipped),
+            "next_eligible": self.next_eligible.isoformat() if self.next_eligible else None,
+        }
+
+
+def evaluate_conditions(
+    conditions: TriggerConditions | None,
+    operation: Operation,
+    metrics: TableMetrics | None,
+    last_success_start: datetime | None,
+    now: datetime,
+    *,
+    small_file_size_bytes: int = DEFAULT_SMALL_FILE_SIZE_BYTES,
+    enabled: bool = True,
+) -> ConditionResult:
+    """The trigger-condition gate for one (table, operation); see the module docstring for the order.
+
+    ``last_success_start``: when the last successful run of this (table, operation) started.
+    ``enabled``: the scheduler's ``condition-based-triggering-enabled`` toggle.
+    """
+    now = as_utc(now)
+    if not enabled:
+        return ConditionResult(True, detail="condition-based triggering is disabled", evaluated=False)
+    if conditions is None:
+        return ConditionResult(True, detail="no trigger conditions", evaluated=False)
+    logic = conditions.trigger_logic
+    last = as_utc(last_success_start) if last_success_start is not None else None
+
+    delay = conditions.critical_delay
+    if delay is not None and last is not None and now >= last + delay:
+        return ConditionResult(True, forced=True, logic=logic,
+                               detail=f"critical pipeline: last success {last.isoformat()} is more than "
+                                      f"{conditions.critical_pipeline_max_delay_minutes:g} minutes ago")
+
+    min_interval = conditions.min_interval(operation)
+    if min_interval is not None and last is not None and last + min_interval > now:
+        until = last + min_interval
+        return ConditionResult(False, blocked_code="min_interval", next_eligible=until, logic=logic,
+                               detail=f"minimum interval {min_interval.total_seconds() / 60:g} min since the last "
+                                      f"success at {last.isoformat()}; eligible at {until.isoformat()}")
+
+    if not conditions.thresholds:
+        return ConditionResult(True, logic=logic, detail="no thresholds")
+    if metrics is None:
+        return ConditionResult(False, blocked_code="no_health", next_eligible=now + CONDITION_RECHECK, logic=logic,
+                               detail="thresholds are set but the table's health has not been collected yet")
+    missing = [name for name in conditions.thresholds
+               if any(getattr(metrics, source) is None for source in _FULL_TIER_SOURCES.get(name, ()))]
+    if missing:
+        return ConditionResult(False, blocked_code="no_health", next_eligible=now + CONDITION_RECHECK, logic=logic,
+                               detail=f"{', '.join(missing)} need(s) a full health scan; only the "
+                                      f"{metrics.tier} tier was collected")
+
+    met, unmet, skipped = [], [], []
+    for name, threshold in conditions.thresholds.items():
+        measured = THRESHOLDS[name].measure(metrics, small_file_size_bytes, now)
+        if measured is None:
+            skipped.append(name)
+            continue
+        check = ConditionCheck(name, round(float(measured), 6), threshold)
+        (met if measured >= threshold else unmet).append(check)
+    passed = bool(met) if logic == "OR" else not unmet
+    summary = ", ".join(f"{c.name} {c.measured:g} ≥ {c.threshold:g}" for c in met) or "none"
+    if passed:
+        return ConditionResult(True, logic=logic, met=tuple(met), unmet=tuple(unmet), skipped=tuple(skipped),
+                               detail=f"conditions met ({logic}): {summary}")
+    missed = ", ".join(f"{c.name} {c.measured:g} < {c.threshold:g}" for c in unmet) or "nothing measurable"
+    return ConditionResult(False, blocked_code="conditions_unmet", next_eligible=now + CONDITION_RECHECK, logic=logic,
+                           met=tuple(met), unmet=tuple(unmet), skipped=tuple(skipped),
+                           detail=f"conditions not met ({logic}): {missed}")
+
+
+def parse_trigger_conditions(at: Location, raw: Any) -> TriggerConditions | None:
+    mapping = check_mapping(at, raw)
+    if mapping is None:
+        return None
+    check_unknown(at, mapping, TRIGGER_CONDITION_FIELDS)
+    thresholds: dict[str, float] = {}
+    for name, spec in THRESHOLDS.items():
+        value = get_number(at, mapping, name, None, minimum=0, maximum=spec.maximum)
+        if value is not None:
+            thresholds[name] = value
+    min_interval = get_number(at, mapping, "minIntervalMinutes", None, minimum=0)
+    per_operation: dict[Operation, float] = {}
+    raw_per_op = mapping.get("perOperationMinIntervalMinutes")
+    if raw_per_op is not None:
+        here = at.child("perOperationMinIntervalMinutes")
+        if not isinstance(raw_per_op, Mapping):
+            here.error(f"expected a mapping of operation name to minutes, got {describe(raw_per_op)}")
+        else:
+            for key in raw_per_op:
+                try:
+                    op = Operation.parse(str(key))
+                except ValueError as exc:
+                    here.child(str(key)).error(str(exc))
+                    continue
+                minutes = get_number(here, raw_per_op, key, None, minimum=0)
+                if minutes is not None:
+                    per_operation[op] = minutes
+    critical = get_bool(at, mapping, "criticalPipeline", False)
+    delay = get_number(at, mapping, "criticalPipelineMaxDelayMinutes", None, above=0)
+    if critical and delay is None and "criticalPipelineMaxDelayMinutes" not in mapping:
+        at.child("criticalPipeline").warn("is true but criticalPipelineMaxDelayMinutes is not set: never forced")
+    if delay is not None and not critical:
+        at.child("criticalPipelineMaxDelayMinutes").warn("has no effect unless criticalPipeline is true")
+    logic = get_enum(at, mapping, "triggerLogic", ("OR", "AND"), "OR")
+    return TriggerConditions(thresholds, min_interval, per_operation, critical, delay, logic)
+
+
+__all__ = [
+    "TriggerConditions", "ConditionResult", "ConditionCheck", "evaluate_conditions", "parse_trigger_conditions",
+    "THRESHOLDS", "TRIGGER_CONDITION_FIELDS", "CONDITION_RECHECK",
+]

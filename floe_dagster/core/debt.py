@@ -1,0 +1,119 @@
+"""Maintenance debt score (Floe's ``MaintenanceDebtScore``): how urgently a table needs maintenance.
+
+score = Σ issues (CRITICAL 100, WARNING 50, INFO 10)
+      + 0.5 × days since the newest snapshot
+      + failure rate (0..100: percent of failed among the recent finished runs) × 1.0
+      + 20 × consecutive failures,
+capped at 1000. Weights come from ``floe.yaml``'s ``debt:`` section (:meth:`DebtWeights.from_mapping`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any, Iterable, Mapping
+
+from floe_dagster.core.health import HealthIssue, Severity
+from floe_dagster.core.localtime import as_utc
+from floe_dagster.core.metrics import TableMetrics
+from floe_dagster.core.validation import closest
+
+
+@dataclass(frozen=True)
+class DebtWeights:
+    critical: float = 100
+    warning: float = 50
+    info: float = 10
+    per_day_since_write: float = 0.5
+    failure_rate: float = 1.0  # multiplies the 0..100 failure rate
+    per_consecutive_failure: float = 20
+    cap: float = 1000
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any] | None) -> "DebtWeights":
+        """Read ``debt:`` (keys in kebab-case or snake_case); raises ValueError naming the bad key."""
+        if raw is None:
+            return cls()
+        if not isinstance(raw, Mapping):
+            raise ValueError(f"debt: expected a mapping of weights, got {raw!r}")
+        names = [f.name for f in fields(cls)]
+        values: dict[str, float] = {}
+        for key, value in raw.items():
+            name = str(key).replace("-", "_")
+            if name not in names:
+                suggestion = closest(name, names)
+                hint = f"; did you mean '{suggestion.replace('_', '-')}'?" if suggestion else ""
+                raise ValueError(f"debt.{key}: unknown weight{hint} (known: "
+                                 f"{', '.join(n.replace('_', '-') for n in names)})")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 0:
+                raise ValueError(f"debt.{key}: expected a number ≥ 0, got {value!r}")
+            values[name] = float(value)
+        return cls(**values)
+
+    def severity_weight(self, severity: Severity) -> float:
+        return {Severity.CRITICAL: self.critical, Severity.WARNING: self.warning, Severity.INFO: self.info}[severity]
+
+
+DEFAULT_WEIGHTS = DebtWeights()
+
+
+@dataclass(frozen=True)
+class DebtScore:
+    score: float
+    breakdown: Mapping[str, float]  # each component before the cap; "capped" when the cap applied
+
+    def to_json(self) -> dict[str, Any]:
+        return {"score": self.score, "breakdown": dict(self.breakdown)}
+
+
+def debt_score(
+    issues: Iterable[HealthIssue],
+    *,
+    days_since_write: float | None,
+    failure_rate: float = 0.0,
+    consecutive_failures: int = 0,
+    weights: DebtWeights | None = None,
+) -> DebtScore:
+    weights = weights or DEFAULT_WEIGHTS
+    issues = list(issues)
+    breakdown = {
+        "critical_issues": weights.critical * sum(1 for i in issues if i.severity is Severity.CRITICAL),
+        "warning_issues": weights.warning * sum(1 for i in issues if i.severity is Severity.WARNING),
+        "info_issues": weights.info * sum(1 for i in issues if i.severity is Severity.INFO),
+        "days_since_write": weights.per_day_since_write * max(0.0, days_since_write or 0.0),
+        "failure_rate": weights.failure_rate * min(100.0, max(0.0, failure_rate)),
+        "consecutive_failures": weights.per_consecutive_failure * max(0, consecutive_failures),
+    }
+    breakdown = {key: round(value, 4) for key, value in breakdown.items()}
+    total = sum(breakdown.values())
+    if total > weights.cap:
+        breakdown["capped"] = round(total - weights.cap, 4)
+    return DebtScore(round(min(total, weights.cap), 4), breakdown)
+
+
+def debt_for(
+    issues: Iterable[HealthIssue],
+    metrics: TableMetrics | None,
+    history: Any,
+    now: datetime,
+    weights: DebtWeights | Mapping[str, Any] | None = None,
+) -> tuple[float, dict[str, float]]:
+    """The planner's shortcut: (score, breakdown) from a table's issues, metrics and the
+    ``OperationHistory`` of one (table, operation) (its ``failure_rate`` and ``consecutive_failures``).
+    ``weights`` may be the raw ``debt:`` mapping from settings."""
+    if weights is not None and not isinstance(weights, DebtWeights):
+        weights = DebtWeights.from_mapping(weights)
+    days = None
+    if metrics is not None:
+        days = TableMetrics.age_days(metrics.newest_snapshot_ms, int(as_utc(now).timestamp() * 1000))
+    result = debt_score(
+        issues,
+        days_since_write=days,
+        failure_rate=getattr(history, "failure_rate", 0.0) if history is not None else 0.0,
+        consecutive_failures=getattr(history, "consecutive_failures", 0) if history is not None else 0,
+        weights=weights,
+    )
+    return result.score, dict(result.breakdown)
+
+
+__all__ = ["DebtWeights", "DebtScore", "debt_score", "debt_for", "DEFAULT_WEIGHTS"]

@@ -1,0 +1,320 @@
+"""Table health: thresholds (a policy's ``healthThresholds``), issues and the overall status.
+
+Threshold fields (camelCase in policies; defaults are Floe's ``HealthThresholds.defaults()``):
+
+======================================  ===================  =====================================
+field                                   default              measured
+======================================  ===================  =====================================
+smallFileSizeBytes                      104857600 (100 MiB)  a data file below it is small
+smallFilePercentWarning / ...Critical   20 / 50              small files × 100 / data files
+largeFileSizeBytes                      1073741824 (1 GiB)   a data file above it is large
+largeFilePercentWarning / ...Critical   20 / 50              large files × 100 / data files
+fileCountWarning / ...Critical          10000 / 50000        data files
+snapshotCountWarning / ...Critical      100 / 500            snapshots
+snapshotAgeWarningDays / ...CriticalDays  7 / 30             age of the oldest snapshot
+deleteFileCountWarning / ...Critical    100 / 500            delete files (position + equality)
+deleteFileRatioWarning / ...Critical    0.10 / 0.25          delete files / data files
+manifestCountWarning / ...Critical      100 / 500            manifests
+manifestSizeWarningBytes / ...CriticalBytes  100 MiB / 500 MiB  total manifest bytes
+partitionCountWarning / ...Critical     5000 / 10000         partitions
+partitionSkewWarning / ...Critical      3 / 10               max / average data files per partition
+staleMetadataWarningDays / ...CriticalDays  7 / 30           days since the newest snapshot
+======================================  ===================  =====================================
+
+Issues (Floe's): an empty table (no data files) gets only ``TABLE_EMPTY`` (INFO). Otherwise each check
+compares with ≥, critical first. A value the metrics lack (None: the summary tier reads no manifests)
+raises no issue for that check. Status: ``critical`` if any critical issue, else ``warning`` if any
+warning, else ``healthy``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from datetime import datetime
+from enum import Enum
+from typing import Any, Callable, Mapping
+
+from floe_dagster.core.localtime import as_utc
+from floe_dagster.core.metrics import TableMetrics
+from floe_dagster.core.validation import (
+    Location,
+    check_mapping,
+    check_unknown,
+    get_int,
+    get_number,
+    raise_if_errors,
+    standalone,
+)
+
+MIB = 1024 * 1024
+DEFAULT_SMALL_FILE_SIZE_BYTES = 100 * MIB
+DEFAULT_LARGE_FILE_SIZE_BYTES = 1024 * MIB
+
+
+@dataclass(frozen=True)
+class HealthThresholds:
+    small_file_size_bytes: int = DEFAULT_SMALL_FILE_SIZE_BYTES
+    small_file_percent_warning: float = 20
+    small_file_percent_critical: float = 50
+    large_file_size_bytes: int = DEFAULT_LARGE_FILE_SIZE_BYTES
+    large_file_percent_warning: float = 20
+    large_file_percent_critical: float = 50
+    file_count_warning: int = 10_000
+    file_count_critical: int = 50_000
+    snapshot_count_warning: int = 100
+    snapshot_count_critical: int = 500
+    snapshot_age_warning_days: float = 7
+    snapshot_age_critical_days: float = 30
+    delete_file_count_warning: int = 100
+    delete_file_count_critical: int = 500
+    delete_file_ratio_warning: float = 0.10
+    delete_file_ratio_critical: float = 0.25
+    manifest_count_warning: int = 100
+    manifest_count_critical: int = 500
+    manifest_size_warning_bytes: int = 100 * MIB
+    manifest_size_critical_bytes: int = 500 * MIB
+    partition_count_warning: int = 5_000
+    partition_count_critical: int = 10_000
+    partition_skew_warning: float = 3
+    partition_skew_critical: float = 10
+    stale_metadata_warning_days: float = 7
+    stale_metadata_critical_days: float = 30
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any] | None) -> "HealthThresholds":
+        at = standalone()
+        thresholds = parse_health_thresholds(at, raw)
+        raise_if_errors(at, "health thresholds")
+        return thresholds
+
+    def to_json(self) -> dict[str, Any]:
+        return {CAMEL[name]: value for name, value in asdict(self).items()}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+CAMEL = {f.name: _camel(f.name) for f in fields(HealthThresholds)}
+HEALTH_THRESHOLD_FIELDS = tuple(CAMEL.values())
+_BY_CAMEL = {camel: name for name, camel in CAMEL.items()}
+_PERCENTS = {"small_file_percent_warning", "small_file_percent_critical", "large_file_percent_warning",
+             "large_file_percent_critical"}
+_WHOLE = {f.name for f in fields(HealthThresholds) if f.type in ("int", int)}
+
+
+class Severity(str, Enum):
+    INFO = "INFO"
+    WARNING = "WARNING"
+    CRITICAL = "CRITICAL"
+
+
+class IssueType(str, Enum):
+    TABLE_EMPTY = "TABLE_EMPTY"
+    TOO_MANY_SMALL_FILES = "TOO_MANY_SMALL_FILES"
+    TOO_MANY_LARGE_FILES = "TOO_MANY_LARGE_FILES"
+    HIGH_FILE_COUNT = "HIGH_FILE_COUNT"
+    TOO_MANY_SNAPSHOTS = "TOO_MANY_SNAPSHOTS"
+    OLD_SNAPSHOTS = "OLD_SNAPSHOTS"
+    TOO_MANY_DELETE_FILES = "TOO_MANY_DELETE_FILES"
+    HIGH_DELETE_FILE_RATIO = "HIGH_DELETE_FILE_RATIO"
+    TOO_MANY_MANIFESTS = "TOO_MANY_MANIFESTS"
+    TOO_MANY_PARTITIONS = "TOO_MANY_PARTITIONS"
+    PARTITION_SKEW = "PARTITION_SKEW"
+    LARGE_MANIFEST_LIST = "LARGE_MANIFEST_LIST"
+    STALE_METADATA = "STALE_METADATA"
+
+
+@dataclass(frozen=True)
+class HealthIssue:
+    type: IssueType
+    severity: Severity
+    message: str
+    measured: float | None = None
+    threshold: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type.value, "severity": self.severity.value.lower(), "message": self.message,
+                "measured": self.measured, "threshold": self.threshold}
+
+
+HEALTHY, WARNING, CRITICAL = "healthy", "warning", "critical"
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    qualified_name: str
+    assessed_at: datetime
+    tier: str
+    status: str  # healthy, warning or critical
+    issues: tuple[HealthIssue, ...]
+    derived: Mapping[str, Any]
+    metrics: TableMetrics
+    thresholds: HealthThresholds
+
+    def count(self, severity: Severity) -> int:
+        return sum(1 for issue in self.issues if issue.severity is severity)
+
+    def to_json(self) -> dict[str, Any]:
+        metrics = self.metrics.to_json()
+        metrics.pop("data_file_sizes", None)  # thousands of numbers; the derived counts say enough
+        return {
+            "qualified_name": self.qualified_name,
+            "assessed_at": self.assessed_at.isoformat(),
+            "tier": self.tier,
+            "status": self.status,
+            "issues": [issue.to_json() for issue in self.issues],
+            "metrics": metrics,
+            "derived": dict(self.derived),
+            "thresholds": self.thresholds.to_json(),
+        }
+
+
+@dataclass(frozen=True)
+class _Check:
+    issue: IssueType
+    derived_key: str  # where the measured value sits in HealthReport.derived
+    warning: str  # HealthThresholds attribute
+    critical: str
+    label: str
+
+
+_CHECKS = (
+    _Check(IssueType.TOO_MANY_SMALL_FILES, "small_file_percent", "small_file_percent_warning",
+           "small_file_percent_critical", "small files (% of data files)"),
+    _Check(IssueType.TOO_MANY_LARGE_FILES, "large_file_percent", "large_file_percent_warning",
+           "large_file_percent_critical", "large files (% of data files)"),
+    _Check(IssueType.HIGH_FILE_COUNT, "data_file_count", "file_count_warning", "file_count_critical", "data files"),
+    _Check(IssueType.TOO_MANY_SNAPSHOTS, "snapshot_count", "snapshot_count_warning", "snapshot_count_critical",
+           "snapshots"),
+    _Check(IssueType.OLD_SNAPSHOTS, "oldest_snapshot_age_days", "snapshot_age_warning_days",
+           "snapshot_age_critical_days", "oldest snapshot age (days)"),
+    _Check(IssueType.TOO_MANY_DELETE_FILES, "delete_file_count", "delete_file_count_warning",
+           "delete_file_count_critical", "delete files"),
+    _Check(IssueType.HIGH_DELETE_FILE_RATIO, "delete_file_ratio", "delete_file_ratio_warning",
+           "delete_file_ratio_critical", "delete files per data file"),
+    _Check(IssueType.TOO_MANY_MANIFESTS, "manifest_count", "manifest_count_warning", "manifest_count_critical",
+           "manifests"),
+    _Check(IssueType.TOO_MANY_PARTITIONS, "partition_count", "partition_count_warning", "partition_count_critical",
+           "partitions"),
+    _Check(IssueType.PARTITION_SKEW, "partition_skew", "partition_skew_warning", "partition_skew_critical",
+           "partition skew (max / average files per partition)"),
+    _Check(IssueType.LARGE_MANIFEST_LIST, "manifest_total_bytes", "manifest_size_warning_bytes",
+           "manifest_size_critical_bytes", "manifest bytes"),
+    _Check(IssueType.STALE_METADATA, "newest_snapshot_age_days", "stale_metadata_warning_days",
+           "stale_metadata_critical_days", "days since the newest snapshot"),
+)
+
+
+def derived_numbers(metrics: TableMetrics, thresholds: HealthThresholds, now: datetime) -> dict[str, Any]:
+    """Numbers computed from the raw metrics under these thresholds (None where a tier lacks them)."""
+    now_ms = int(as_utc(now).timestamp() * 1000)
+    files = metrics.data_file_count
+    small = metrics.small_file_count(thresholds.small_file_size_bytes)
+    large = metrics.large_file_count(thresholds.large_file_size_bytes)
+
+    def percent(count: int | None) -> float | None:
+        if count is None:
+            return None
+        return round(count * 100.0 / files, 4) if files else 0.0
+
+    skew = metrics.partition_skew
+    return {
+        "data_file_count": files,
+        "total_data_bytes": metrics.total_data_bytes,
+        "small_file_count": small,
+        "small_file_percent": percent(small),
+        "large_file_count": large,
+        "large_file_percent": percent(large),
+        "min_file_bytes": metrics.min_file_bytes,
+        "max_file_bytes": metrics.max_file_bytes,
+        "avg_file_bytes": metrics.avg_file_bytes,
+        "snapshot_count": metrics.snapshot_count,
+        "oldest_snapshot_age_days": _round(TableMetrics.age_days(metrics.oldest_snapshot_ms, now_ms)),
+        "newest_snapshot_age_days": _round(TableMetrics.age_days(metrics.newest_snapshot_ms, now_ms)),
+        "delete_file_count": metrics.delete_file_count,
+        "delete_file_ratio": _round(metrics.delete_file_ratio),
+        "manifest_count": metrics.manifest_count,
+        "manifest_total_bytes": metrics.manifest_total_bytes,
+        "partition_count": metrics.partition_count,
+        "partition_skew": _round(skew),
+    }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+def assess_health(metrics: TableMetrics, thresholds: HealthThresholds | None, now: datetime) -> HealthReport:
+    """Floe's ``TableHealthAssessor``: the issues and the status of one table at ``now``."""
+    thresholds = thresholds or HealthThresholds()
+    derived = derived_numbers(metrics, thresholds, now)
+    issues: list[HealthIssue] = []
+    if metrics.data_file_count == 0:
+        issues.append(HealthIssue(IssueType.TABLE_EMPTY, Severity.INFO, "the table has no data files", 0, None))
+    else:
+        for check in _CHECKS:
+            issue = _issue(check, derived, thresholds)
+            if issue is not None:
+                issues.append(issue)
+    return HealthReport(metrics.qualified_name, as_utc(now), metrics.tier, health_status(issues), tuple(issues),
+                        derived, metrics, thresholds)
+
+
+def _issue(check: _Check, derived: Mapping[str, Any], thresholds: HealthThresholds) -> HealthIssue | None:
+    measured = derived.get(check.derived_key)
+    if measured is None:
+        return None
+    if check.issue is IssueType.TOO_MANY_LARGE_FILES and not derived.get("large_file_count"):
+        return None
+    for severity, attribute in ((Severity.CRITICAL, check.critical), (Severity.WARNING, check.warning)):
+        threshold = getattr(thresholds, attribute)
+        if measured >= threshold:
+            return HealthIssue(check.issue, severity,
+                               f"{check.label}: {measured:g} ≥ {severity.value.lower()} threshold {threshold:g}",
+                               measured, threshold)
+    return None
+
+
+def health_status(issues: Any) -> str:
+    severities = {issue.severity for issue in issues}
+    if Severity.CRITICAL in severities:
+        return CRITICAL
+    if Severity.WARNING in severities:
+        return WARNING
+    return HEALTHY
+
+
+def parse_health_thresholds(at: Location, raw: Any) -> HealthThresholds:
+    mapping = check_mapping(at, raw)
+    if mapping is None:
+        return HealthThresholds()
+    check_unknown(at, mapping, HEALTH_THRESHOLD_FIELDS)
+    defaults = HealthThresholds()
+    values: dict[str, Any] = {}
+    for camel, name in _BY_CAMEL.items():
+        default = getattr(defaults, name)
+        if name in ("small_file_size_bytes", "large_file_size_bytes"):
+            values[name] = get_int(at, mapping, camel, default, minimum=1)
+        elif name in _WHOLE:
+            values[name] = get_int(at, mapping, camel, default, minimum=0)
+        else:
+            values[name] = get_number(at, mapping, camel, default, minimum=0,
+                                      maximum=100 if name in _PERCENTS else None)
+    for name in values:
+        if name.endswith("_warning") or "_warning_" in name:
+            critical = name.replace("warning", "critical")
+            if values[name] > values[critical]:
+                at.child(CAMEL[name]).error(
+                    f"the warning threshold {values[name]:g} is above the critical one "
+                    f"({CAMEL[critical]} = {values[critical]:g})")
+    if values["small_file_size_bytes"] >= values["large_file_size_bytes"]:
+        at.child("smallFileSizeBytes").error("must be below largeFileSizeBytes")
+    return HealthThresholds(**values)
+
+
+__all__ = [
+    "HealthThresholds", "HealthIssue", "HealthReport", "IssueType", "Severity", "assess_health", "health_status",
+    "parse_health_thresholds", "derived_numbers", "HEALTH_THRESHOLD_FIELDS", "DEFAULT_SMALL_FILE_SIZE_BYTES",
+]
