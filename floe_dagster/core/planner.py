@@ -193,6 +193,12 @@ def _skip(base: Decision, code: str, detail: str = "", **changes: Any) -> Decisi
     return replace(base, decision="skip", reasons=(reason, *changes.pop("more", ())), **changes)
 
 
+def _open_from(schedule: Any, moment: datetime | None) -> datetime | None:
+    """The first moment at or after ``moment`` inside the schedule's window on an allowed day: when a gate
+    that ends at ``moment`` lets the work start (``next_eligible``, like :class:`Due`'s)."""
+    return schedule.next_open(moment) if moment is not None else None
+
+
 def _gate(
     data: PlanInput,
     table: TableName,
@@ -207,7 +213,8 @@ def _gate(
     now, limits = data.now, data.limits
     if schedule is None or not schedule.enabled:
         return _skip(base, "schedule_disabled", f"{op.schedule_key} is missing or disabled")
-    if op.needs_gc and metrics is not None and str(metrics.properties.get("gc.enabled", "true")).lower() == "false":
+    gc_enabled = str(metrics.properties.get("gc.enabled", "true")) if metrics is not None else "true"
+    if op.needs_gc and gc_enabled.strip().lower() == "false":  # as the asset reads it before running
         return _skip(base, "gc_disabled", "the table sets gc.enabled=false")
     if table not in set(data.catalog_tables):
         return _skip(base, "table_missing", "the table is no longer in the catalog")
@@ -224,7 +231,7 @@ def _gate(
     if backoff and history.last_failure_at is not None and now < history.last_failure_at + backoff:
         until = history.last_failure_at + backoff
         return _skip(base, "failure_backoff", f"{history.consecutive_failures} consecutive failure(s); retry at "
-                     f"{until.isoformat()}", next_eligible=until, backoff_until=until)
+                     f"{until.isoformat()}", next_eligible=_open_from(schedule, until), backoff_until=until)
 
     if limits.zero_change_threshold > 0 and history.consecutive_zero_change >= limits.zero_change_threshold:
         new_data = metrics is not None and metrics.current_snapshot_id is not None and metrics.current_snapshot_id not in ours
@@ -236,7 +243,7 @@ def _gate(
             if now < until:
                 return _skip(base, "zero_change_throttle",
                              f"{history.consecutive_zero_change} runs changed nothing; next at {until.isoformat()}",
-                             next_eligible=until, throttled_until=until)
+                             next_eligible=_open_from(schedule, until), throttled_until=until)
 
     conditions = policy.evaluate_conditions(
         op, metrics, history.last_success_start, now, limits.condition_based_triggering_enabled)
@@ -244,7 +251,8 @@ def _gate(
     if conditions.forced:
         base = replace(base, trigger="critical")
     elif not conditions.passed:
-        return _skip(base, conditions.blocked_code, conditions.detail, next_eligible=conditions.next_eligible)
+        return _skip(base, conditions.blocked_code, conditions.detail,
+                     next_eligible=_open_from(schedule, conditions.next_eligible))
 
     if (table.qualified, op) in data.in_flight:
         return _skip(base, "in_flight", "a run of this table and operation is queued or running")
@@ -280,11 +288,11 @@ def _admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: li
             yield _skip(decision, "budget_operations", f"max-operations-per-poll {limits.max_operations_per_poll} reached",
                         more=decision.reasons)
             continue
+        alone = False  # larger than the whole budget, into an empty window: noted once admitted
         if limits.max_bytes_per_hour and decision.operation.rewrites_data:
             if bytes_used + decision.estimated_bytes > limits.max_bytes_per_hour:
                 if decision.estimated_bytes > limits.max_bytes_per_hour and bytes_used == 0:
-                    notes.append(f"{decision.table.qualified} {decision.operation.value}: estimated "
-                                 f"{decision.estimated_bytes} bytes exceed the whole hourly budget; admitted alone")
+                    alone = True
                 else:
                     yield _skip(decision, "budget_bytes", f"{bytes_used} of {limits.max_bytes_per_hour} bytes used in "
                                 f"the last hour", more=decision.reasons)
@@ -294,6 +302,9 @@ def _admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: li
                         f"(max-run-requests-per-tick {cap}, queued runs {data.queued_runs}/{limits.max_queued_runs})",
                         more=decision.reasons)
             continue
+        if alone:
+            notes.append(f"{decision.table.qualified} {decision.operation.value}: estimated "
+                         f"{decision.estimated_bytes} bytes exceed the whole hourly budget; admitted alone")
         rank += 1
         tables_admitted.add(decision.table)
         operations_admitted += 1
