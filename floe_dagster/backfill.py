@@ -35,12 +35,8 @@ def queue_backfill(
     runs = []
     for table in tables:
         resolved = resolve_operation(settings, table, op)
-        tags = {
-            T.TABLE: table.qualified, T.NAMESPACE: table.namespace_str, T.OPERATION: op.value,
-            T.POLICY: resolved.policy_name or "", T.POLICY_VERSION: resolved.policy_version,
-            T.TRIGGER: "backfill", T.REASON: reason, T.ACTOR: actor, T.TRIGGER_ID: backfill_id,
-            "dagster/priority": str(T.run_priority("backfill")),
-        }
+        tags = T.operator_run_tags(table, op, resolved.policy_name, resolved.policy_version, "backfill", reason, actor,
+                                   backfill_id)
         runs.append(RunToSubmit(asset_key_for(table), op.value, tags))
     run_ids = submit_runs(instance, runs, MAINTENANCE_JOB)
     return list(zip(tables, run_ids))

@@ -88,12 +88,8 @@ def trigger_table(
             outcomes.append(OperationOutcome(op, "CANCELLED", message="a previous operation failed"))
             continue
         resolved = resolve_operation(settings, table, op)
-        tags = {
-            T.TABLE: table.qualified, T.NAMESPACE: table.namespace_str, T.OPERATION: op.value,
-            T.POLICY: resolved.policy_name or "", T.POLICY_VERSION: resolved.policy_version,
-            T.TRIGGER: "manual", T.REASON: reason, T.ACTOR: actor, T.TRIGGER_ID: trigger_id,
-            "dagster/priority": str(T.run_priority("manual")),
-        }
+        tags = T.operator_run_tags(table, op, resolved.policy_name, resolved.policy_version, "manual", reason, actor,
+                                   trigger_id)
         result = job.execute_in_process(
             instance=instance, partition_key=op.value, asset_selection=[asset_key_for(table)],
             tags=tags, raise_on_error=False,

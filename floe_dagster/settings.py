@@ -14,6 +14,8 @@ from typing import Any, Mapping
 
 import yaml
 
+from floe_dagster.core.planner import SchedulerSettings
+
 DEFAULT_CONFIG = "floe.yaml"
 DEFAULT_ICEBERG_SPARK_RUNTIME = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
 DEFAULT_SQLITE_JDBC = "org.xerial:sqlite-jdbc:3.47.1.0"
@@ -22,26 +24,6 @@ DEFAULT_POSTGRES_JDBC = "org.postgresql:postgresql:42.7.4"
 
 class SettingsError(ValueError):
     """A bad settings file or override; the message names the file, the key and what is allowed."""
-
-
-@dataclass(frozen=True)
-class SchedulerSettings:
-    """Floe's scheduler keys, same names (in kebab case in the file) and defaults. 0 means unlimited."""
-
-    enabled: bool = True
-    condition_based_triggering_enabled: bool = True
-    distributed_lock_enabled: bool = False
-    max_tables_per_poll: int = 0
-    max_operations_per_poll: int = 0
-    max_bytes_per_hour: int = 0
-    failure_backoff_threshold: int = 3
-    failure_backoff_hours: float = 6
-    zero_change_threshold: int = 5
-    zero_change_frequency_reduction_percent: float = 50
-    zero_change_min_interval_hours: float = 6
-    # Not Floe's: Dagster-side caps that hold even with Floe's unlimited budgets (DESIGN.md 4).
-    max_run_requests_per_tick: int = 25
-    max_queued_runs: int = 100
 
 
 @dataclass(frozen=True)

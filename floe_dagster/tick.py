@@ -16,7 +16,7 @@ from dagster import DagsterInstance, RunsFilter
 from floe_dagster.catalog import CatalogUnavailable, list_tables, open_catalog
 from floe_dagster.coordination import ADMISSION_TTL, Admission, Coordination
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.planner import Decision, Plan, PlanInput, SchedulerLimits, plan
+from floe_dagster.core.planner import Decision, Plan, PlanInput, plan
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs import tags as T
 from floe_dagster.locks import LockHeld, hold_lock, scheduler_lock_name
@@ -94,7 +94,7 @@ def gather(
         catalog_tables=tables,
         loaded_tables=frozenset(tables) if loaded_tables is None else loaded_tables,
         policies=load_policy_set(settings),
-        limits=SchedulerLimits.from_settings(settings.scheduler),
+        limits=settings.scheduler,
         metrics=health_metrics,
         history=coordination.all_history(),
         in_flight=frozenset(in_flight),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
+from typing import Mapping
 
 
 class Operation(str, Enum):
@@ -56,6 +57,13 @@ class Operation(str, Enum):
 
 
 ALL_OPERATIONS: tuple[Operation, ...] = tuple(Operation)
+
+
+def gc_disabled(table_properties: Mapping[str, str]) -> bool:
+    """Whether Iceberg sees ``gc.enabled`` as false. Iceberg reads it with Java's
+    ``Boolean.parseBoolean``: anything but "true" (any case, nothing around it) turns GC off."""
+    value = table_properties.get("gc.enabled")
+    return value is not None and str(value).lower() != "true"
 
 _ORDER = {op: i for i, op in enumerate(Operation)}
 _POLICY_KEYS = {

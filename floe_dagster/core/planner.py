@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.metrics import TableMetrics
-from floe_dagster.core.operations import ALL_OPERATIONS, Operation
+from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled
 from floe_dagster.core.debt import debt_for
 from floe_dagster.core.policy import Policy, PolicySet
 from floe_dagster.core.schedule import schedule_due
@@ -27,8 +27,10 @@ FIRST_BACKOFF = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
-class SchedulerLimits:
-    """The scheduler settings the planner reads (floe.yaml's ``scheduler`` section)."""
+class SchedulerSettings:
+    """floe.yaml's ``scheduler`` section: Floe's keys, names (kebab case in the file) and defaults;
+    0 means unlimited. The last two are not Floe's: Dagster-side caps that hold even with Floe's
+    unlimited budgets (DESIGN.md section 4)."""
 
     enabled: bool = True
     condition_based_triggering_enabled: bool = True
@@ -42,10 +44,6 @@ class SchedulerLimits:
     zero_change_min_interval_hours: float = 6
     max_run_requests_per_tick: int = 25
     max_queued_runs: int = 100
-
-    @classmethod
-    def from_settings(cls, scheduler: Any) -> "SchedulerLimits":
-        return cls(**{name: getattr(scheduler, name) for name in cls.__dataclass_fields__})
 
 
 @dataclass(frozen=True)
@@ -96,7 +94,7 @@ class PlanInput:
     catalog_tables: Sequence[TableName]  # what the catalog lists now
     loaded_tables: frozenset[TableName]  # the code location's assets
     policies: PolicySet
-    limits: SchedulerLimits
+    limits: SchedulerSettings
     metrics: Mapping[TableName, TableMetrics] = field(default_factory=dict)
     history: Mapping[tuple[str, Operation], OperationHistory] = field(default_factory=dict)
     in_flight: frozenset[tuple[str, Operation]] = frozenset()  # runs queued/started + fresh ledger admissions
@@ -213,8 +211,7 @@ def _gate(
     now, limits = data.now, data.limits
     if schedule is None or not schedule.enabled:
         return _skip(base, "schedule_disabled", f"{op.schedule_key} is missing or disabled")
-    gc_enabled = str(metrics.properties.get("gc.enabled", "true")) if metrics is not None else "true"
-    if op.needs_gc and gc_enabled.strip().lower() == "false":  # as the asset reads it before running
+    if op.needs_gc and metrics is not None and gc_disabled(metrics.properties):  # as the run checks it
         return _skip(base, "gc_disabled", "the table sets gc.enabled=false")
     if table not in set(data.catalog_tables):
         return _skip(base, "table_missing", "the table is no longer in the catalog")

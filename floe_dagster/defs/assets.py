@@ -23,7 +23,7 @@ from dagster import (
 
 from floe_dagster.catalog import CatalogUnavailable, load_table, open_catalog, table_counts
 from floe_dagster.coordination import Coordination, Outcome
-from floe_dagster.core.operations import ALL_OPERATIONS, Operation
+from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs import tags as T
 from floe_dagster.defs.names import asset_key_for, group_name_for, table_for_asset_key, unmappable_reason
@@ -168,7 +168,7 @@ def maintain_table(
     catalog = open_catalog(settings.catalog)
     iceberg_table = load_table(catalog, table)
     properties = dict(iceberg_table.properties)
-    if op.needs_gc and properties.get("gc.enabled", "true").strip().lower() == "false":
+    if op.needs_gc and gc_disabled(properties):
         raise MaintenanceFailed(
             f"table '{table.qualified}' sets gc.enabled=false, so {op.value} (which deletes files) never runs on it"
         )

@@ -32,3 +32,14 @@ PRIORITY_BANDS = {"manual": 300, "critical": 200, "cron": 100, "interval": 100, 
 def run_priority(trigger: str, debt_score: float = 0.0) -> int:
     bucket = max(0, min(9, int(debt_score // 100)))
     return PRIORITY_BANDS.get(trigger, 100) + bucket * 10
+
+
+def operator_run_tags(table, op, policy_name: str | None, policy_version: str, trigger: str, reason: str,
+                      actor: str, trigger_id: str) -> dict[str, str]:
+    """Tags of a run an operator asked for (manual trigger, backfill): who, why, and which request."""
+    return {
+        TABLE: table.qualified, NAMESPACE: table.namespace_str, OPERATION: op.value,
+        POLICY: policy_name or "", POLICY_VERSION: policy_version,
+        TRIGGER: trigger, REASON: reason, ACTOR: actor, TRIGGER_ID: trigger_id,
+        "dagster/priority": str(run_priority(trigger)),
+    }

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
+from floe_dagster.core.durations import parse_iso_duration as core_parse_iso_duration
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
 
@@ -53,20 +54,12 @@ def timestamp_literal(moment: datetime) -> str:
     return "TIMESTAMP " + quote_literal(utc.strftime("%Y-%m-%d %H:%M:%S.%f") + "Z")
 
 
-_ISO_DURATION = re.compile(
-    r"^P(?!$)(?:(?P<days>\d+(?:\.\d+)?)D)?(?:T(?=\d)(?:(?P<hours>\d+(?:\.\d+)?)H)?"
-    r"(?:(?P<minutes>\d+(?:\.\d+)?)M)?(?:(?P<seconds>\d+(?:\.\d+)?)S)?)?$"
-)
-
-
 def parse_iso_duration(text: str) -> timedelta:
-    """ISO-8601 durations in days and time (``P7D``, ``PT6H``, ``P1DT12H``, ``PT0S``). Years, months
-    and weeks are refused: their length is ambiguous for retention."""
-    match = _ISO_DURATION.match(text.strip().upper()) if isinstance(text, str) else None
-    if not match:
-        raise ProcedureOptionError(f"{text!r} is not an ISO-8601 duration such as P7D, PT6H or PT0S")
-    parts = {k: float(v) for k, v in match.groupdict().items() if v}
-    return timedelta(**parts)
+    """The policy core's ISO-8601 rule (days and time only), as an option error."""
+    try:
+        return core_parse_iso_duration(text)
+    except ValueError as exc:
+        raise ProcedureOptionError(str(exc)) from None
 
 
 def _options_map(options: Mapping[str, Any]) -> str:

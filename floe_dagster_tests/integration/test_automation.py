@@ -84,6 +84,10 @@ def test_sensor_and_schedule_admit_each_item_once_and_see_history(setup):
                                       schedule_name("ops-cron", Operation.REWRITE_MANIFESTS), now)
         sensor_data, schedule_data = sensor_future.result(), schedule_future.result()
     requests = list(sensor_data.run_requests or []) + list(schedule_data.run_requests or [])
+    # A launcher that finds the scheduler lock taken skips its tick (lock_held) and plans next time.
+    if not sensor_data.run_requests:
+        assert "lock_held" in sensor_data.skip_message
+        requests += list(evaluate_sensor(defs, instance).run_requests or [])
     keys = [r.run_key for r in requests]
     assert len(keys) == len(set(keys))
     by_item = {(r.tags["floe/table"], r.tags["floe/operation"]): r for r in requests}

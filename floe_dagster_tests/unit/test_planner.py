@@ -20,7 +20,7 @@ from floe_dagster.core.planner import (
     Decision,
     Plan,
     PlanInput,
-    SchedulerLimits,
+    SchedulerSettings,
     backoff_delay,
     plan,
 )
@@ -103,7 +103,7 @@ def run(
     now: datetime = NOW,
     catalog: tuple[TableName, ...] | None = None,
     loaded: tuple[TableName, ...] | None = None,
-    limits: SchedulerLimits | None = None,
+    limits: SchedulerSettings | None = None,
     health: dict[TableName, TableMetrics | None] | None = None,
     history: dict[tuple[str, Operation], OperationHistory] | None = None,
     in_flight: tuple[tuple[str, Operation], ...] = (),
@@ -122,7 +122,7 @@ def run(
             found[t] = record
     return plan(PlanInput(
         now=now, catalog_tables=list(catalog), loaded_tables=frozenset(loaded), policies=policy_set,
-        limits=limits or SchedulerLimits(), metrics=found, history=history or {}, in_flight=frozenset(in_flight),
+        limits=limits or SchedulerSettings(), metrics=found, history=history or {}, in_flight=frozenset(in_flight),
         last_attempts=last_attempts or {}, bytes_last_hour=bytes_last_hour, queued_runs=queued_runs,
         estimate_bytes=estimate,
     ))
@@ -210,11 +210,19 @@ def test_gc_enabled_true_does_not_block():
     assert decision(result, A, EXP).decision == "run"
 
 
-def test_gc_disabled_reads_the_property_as_the_run_does():
-    # the asset refuses " false " too (strip, any case); the planner must not admit what the run refuses
+@pytest.mark.parametrize("value", [" False ", "no", "0", "true "])
+def test_gc_disabled_reads_the_property_as_iceberg_does(value):
+    # Iceberg's Boolean.parseBoolean: anything but "true" (any case) turns GC off, and the run checks
+    # the same rule, so the planner never admits what the run (or Iceberg) would refuse.
     result = run(policies(policy(schedules={EXP: {"interval": "PT6H"}})),
-                 health={A: metrics(A, properties={"gc.enabled": " False "})})
+                 health={A: metrics(A, properties={"gc.enabled": value})})
     assert code(decision(result, A, EXP)) == "gc_disabled"
+
+
+def test_gc_enabled_in_any_case_does_not_block():
+    result = run(policies(policy(schedules={EXP: {"interval": "PT6H"}})),
+                 health={A: metrics(A, properties={"gc.enabled": "TRUE"})})
+    assert decision(result, A, EXP).decision == "run"
 
 
 def test_schedule_disabled_comes_before_gc_disabled_and_gc_disabled_before_table_missing():
@@ -403,7 +411,7 @@ def test_failure_backoff_gate(n, delay):
 
 
 def test_failure_backoff_uses_the_configured_threshold_and_hours():
-    limits = SchedulerLimits(failure_backoff_threshold=2, failure_backoff_hours=1)
+    limits = SchedulerSettings(failure_backoff_threshold=2, failure_backoff_hours=1)
     history = {(A.qualified, RDF): hist(last_failure_at=NOW - timedelta(minutes=30), consecutive_failures=3)}
     d = decision(run(policies(policy()), history=history, limits=limits), A)
     assert code(d) == "failure_backoff" and d.next_eligible == NOW + timedelta(minutes=90)  # 1 h × 2^(3−2)
@@ -464,19 +472,19 @@ def test_zero_change_throttle_multiplies_a_long_interval(since, expected):
 
 
 def test_zero_change_throttle_settings():
-    limits = SchedulerLimits(zero_change_threshold=2, zero_change_frequency_reduction_percent=100,
+    limits = SchedulerSettings(zero_change_threshold=2, zero_change_frequency_reduction_percent=100,
                              zero_change_min_interval_hours=1)
     history = zero_change_history(NOW - timedelta(hours=3), runs=2)
     d = decision(run(policies(policy(schedules={RDF: {"interval": "PT2H"}})), history=history, limits=limits), A)
     assert code(d) == "zero_change_throttle" and d.next_eligible == NOW + timedelta(hours=1)  # 2 h × 2
-    off = SchedulerLimits(zero_change_threshold=0)
+    off = SchedulerSettings(zero_change_threshold=0)
     assert decision(run(policies(policy(schedules={RDF: {"interval": "PT2H"}})), history=history,
                         limits=off), A).decision == "run"
 
 
 def test_zero_change_throttle_of_a_cron_rule_uses_its_slot_gap():
     # daily cron: gap 24 h, × 1.5 = 36 h after yesterday's 02:00 run, i.e. today 14:00
-    limits = SchedulerLimits(zero_change_min_interval_hours=1)
+    limits = SchedulerSettings(zero_change_min_interval_hours=1)
     history = zero_change_history(utc(2026, 11, 22, 2, 0))
     d = decision(run(policies(policy(schedules=CRON_2AM)), history=history, limits=limits), A)
     assert code(d) == "zero_change_throttle" and d.next_eligible == utc(2026, 11, 23, 14, 0)
@@ -622,7 +630,7 @@ def test_critical_pipeline_does_not_bypass_not_due_backoff_or_in_flight():
 
 
 def test_condition_based_triggering_off_ignores_thresholds_min_intervals_and_the_force():
-    off = SchedulerLimits(condition_based_triggering_enabled=False)
+    off = SchedulerSettings(condition_based_triggering_enabled=False)
     recent = {(A.qualified, RDF): hist(last_success_start=NOW - timedelta(minutes=10))}
     late = {(A.qualified, RDF): hist(last_success_start=NOW - timedelta(hours=3))}
     for history in (recent, late, {}):
@@ -687,7 +695,7 @@ def test_conditions_come_before_in_flight():
 
 
 def test_in_flight_items_use_no_budget():
-    limits = SchedulerLimits(max_operations_per_poll=1)
+    limits = SchedulerSettings(max_operations_per_poll=1)
     result = run(policies(policy()), (A, B), in_flight=((A.qualified, RDF),), limits=limits)
     assert admitted(result) == [("b", "REWRITE_DATA_FILES", 1)]
 
@@ -700,7 +708,7 @@ def test_unlimited_budgets_admit_everything_due():
 
 
 def test_max_tables_one_admits_one_table():
-    result = run(policies(policy()), (A, B), limits=SchedulerLimits(max_tables_per_poll=1))
+    result = run(policies(policy()), (A, B), limits=SchedulerSettings(max_tables_per_poll=1))
     assert admitted(result) == [("a", "REWRITE_DATA_FILES", 1)]
     d = decision(result, B)
     assert d.reasons[0] == "budget_tables: max-tables-per-poll 1 reached"
@@ -710,14 +718,14 @@ def test_max_tables_one_admits_one_table():
 
 def test_max_tables_counts_tables_not_operations():
     schedules = {RDF: {"interval": "PT1H"}, EXP: {"interval": "PT1H"}}
-    result = run(policies(policy(schedules=schedules)), (A, B), limits=SchedulerLimits(max_tables_per_poll=1))
+    result = run(policies(policy(schedules=schedules)), (A, B), limits=SchedulerSettings(max_tables_per_poll=1))
     assert admitted(result) == [("a", "REWRITE_DATA_FILES", 1), ("a", "EXPIRE_SNAPSHOTS", 2)]
     assert [code(d) for d in result.decisions if d.table == B] == ["budget_tables", "budget_tables"]
 
 
 def test_max_operations_one_admits_one_operation():
     schedules = {RDF: {"interval": "PT1H"}, EXP: {"interval": "PT1H"}}
-    result = run(policies(policy(schedules=schedules)), (A, B), limits=SchedulerLimits(max_operations_per_poll=1))
+    result = run(policies(policy(schedules=schedules)), (A, B), limits=SchedulerSettings(max_operations_per_poll=1))
     assert admitted(result) == [("a", "REWRITE_DATA_FILES", 1)]
     skipped = [(d.table.name, d.operation, code(d)) for d in result.decisions if d.decision == "skip"]
     assert skipped == [("a", EXP, "budget_operations"), ("b", RDF, "budget_operations"),
@@ -727,7 +735,7 @@ def test_max_operations_one_admits_one_operation():
 
 def test_budget_tables_is_reported_before_budget_operations():
     schedules = {RDF: {"interval": "PT1H"}, EXP: {"interval": "PT1H"}}
-    limits = SchedulerLimits(max_tables_per_poll=1, max_operations_per_poll=1)
+    limits = SchedulerSettings(max_tables_per_poll=1, max_operations_per_poll=1)
     result = run(policies(policy(schedules=schedules)), (A, B), limits=limits)
     assert [(d.table.name, d.operation, d.decision if d.rank else code(d)) for d in result.decisions] == [
         ("a", RDF, "run"), ("a", EXP, "budget_operations"), ("b", RDF, "budget_tables"),
@@ -739,7 +747,7 @@ def sized(nbytes: dict[TableName, int]):
 
 
 def test_an_item_larger_than_the_byte_budget_is_admitted_alone_into_an_empty_window():
-    limits = SchedulerLimits(max_bytes_per_hour=500)
+    limits = SchedulerSettings(max_bytes_per_hour=500)
     result = run(policies(policy()), (A, B), limits=limits, estimate=sized({A: 600, B: 10}))
     assert admitted(result) == [("a", "REWRITE_DATA_FILES", 1)]
     assert decision(result, A).estimated_bytes == 600
@@ -750,7 +758,7 @@ def test_an_item_larger_than_the_byte_budget_is_admitted_alone_into_an_empty_win
 
 
 def test_an_oversized_item_is_refused_when_the_window_already_has_bytes():
-    limits = SchedulerLimits(max_bytes_per_hour=500)
+    limits = SchedulerSettings(max_bytes_per_hour=500)
     result = run(policies(policy()), limits=limits, estimate=sized({A: 600}), bytes_last_hour=100)
     d = decision(result, A)
     assert d.reasons[0] == "budget_bytes: 100 of 500 bytes used in the last hour"
@@ -760,7 +768,7 @@ def test_an_oversized_item_is_refused_when_the_window_already_has_bytes():
 @pytest.mark.parametrize("used, admitted_", [(400, False), (301, False), (300, True), (0, True)])
 def test_the_byte_window_rolls(used, admitted_):
     # bytes_last_hour is the rolling 60 minutes: as old runs leave the window, work fits again
-    limits = SchedulerLimits(max_bytes_per_hour=500)
+    limits = SchedulerSettings(max_bytes_per_hour=500)
     d = decision(run(policies(policy()), limits=limits, estimate=sized({A: 200}), bytes_last_hour=used), A)
     assert (d.decision == "run") is admitted_
     if not admitted_:
@@ -770,7 +778,7 @@ def test_the_byte_window_rolls(used, admitted_):
 def test_the_byte_budget_applies_to_rewriting_operations_only():
     schedules = {RDF: {"interval": "PT1H"}, EXP: {"interval": "PT1H"}, MAN: {"interval": "PT1H"},
                  RPDF: {"interval": "PT1H"}}
-    limits = SchedulerLimits(max_bytes_per_hour=500)
+    limits = SchedulerSettings(max_bytes_per_hour=500)
     result = run(policies(policy(schedules=schedules)), limits=limits, estimate=sized({A: 300}),
                  bytes_last_hour=150)
     assert sorted((d.operation.order, d.operation, d.estimated_bytes) for d in result.decisions) == [
@@ -782,14 +790,14 @@ def test_the_byte_budget_applies_to_rewriting_operations_only():
 
 def test_tick_cap_with_unlimited_budgets():
     tables = (A, B, C)
-    result = run(policies(policy()), tables, limits=SchedulerLimits(max_run_requests_per_tick=2))
+    result = run(policies(policy()), tables, limits=SchedulerSettings(max_run_requests_per_tick=2))
     assert admitted(result) == [("a", "REWRITE_DATA_FILES", 1), ("b", "REWRITE_DATA_FILES", 2)]
     assert decision(result, C).reasons[0] == (
         "tick_cap: at most 2 run requests this tick (max-run-requests-per-tick 2, queued runs 0/100)")
 
 
 def test_tick_cap_keeps_queued_runs_under_the_maximum():
-    limits = SchedulerLimits(max_queued_runs=10)
+    limits = SchedulerSettings(max_queued_runs=10)
     result = run(policies(policy()), (A, B, C), limits=limits, queued_runs=9)
     assert admitted(result) == [("a", "REWRITE_DATA_FILES", 1)]
     assert [code(d) for d in result.decisions if d.decision == "skip"] == ["tick_cap", "tick_cap"]
@@ -798,14 +806,14 @@ def test_tick_cap_keeps_queued_runs_under_the_maximum():
 
 
 def test_no_note_for_an_oversized_item_the_tick_cap_refuses():
-    limits = SchedulerLimits(max_bytes_per_hour=500, max_queued_runs=1)
+    limits = SchedulerSettings(max_bytes_per_hour=500, max_queued_runs=1)
     result = run(policies(policy()), limits=limits, estimate=sized({A: 600}), queued_runs=1)
     assert code(decision(result, A)) == "tick_cap"
     assert result.notes == []
 
 
 def test_budget_checks_come_before_the_tick_cap():
-    limits = SchedulerLimits(max_tables_per_poll=1, max_run_requests_per_tick=1)
+    limits = SchedulerSettings(max_tables_per_poll=1, max_run_requests_per_tick=1)
     result = run(policies(policy()), (A, B), limits=limits)
     assert code(decision(result, B)) == "budget_tables"
 
@@ -819,7 +827,7 @@ def test_the_critical_table_runs_first():
     assert admitted(result) == [("b", "REWRITE_DATA_FILES", 1), ("c", "REWRITE_DATA_FILES", 2),
                                 ("a", "REWRITE_DATA_FILES", 3)]
     assert [decision(result, t).debt_score for t in (B, C, A)] == [100, 50, 0]
-    only_one = run(policies(policy()), (A, B, C), health=health, limits=SchedulerLimits(max_operations_per_poll=1))
+    only_one = run(policies(policy()), (A, B, C), health=health, limits=SchedulerSettings(max_operations_per_poll=1))
     assert admitted(only_one) == [("b", "REWRITE_DATA_FILES", 1)]
 
 
@@ -884,7 +892,7 @@ def test_plan_to_json_shape():
 
 
 def test_reason_counts():
-    result = run(policies(policy()), (A, B, C), limits=SchedulerLimits(max_run_requests_per_tick=1),
+    result = run(policies(policy()), (A, B, C), limits=SchedulerSettings(max_run_requests_per_tick=1),
                  in_flight=((C.qualified, RDF),))
     assert result.reason_counts() == {"tick_cap": 1, "in_flight": 1}
 
@@ -940,7 +948,7 @@ def plan_inputs(draw):
                 delete_file_count=draw(st.integers(0, 10)), current_snapshot_id=draw(st.sampled_from([None, 1, 2, 3])),
                 data_file_sizes=(1, 2, 10**9) if full else None,
                 properties={"gc.enabled": draw(st.sampled_from(["true", "false"]))})
-    limits = SchedulerLimits(
+    limits = SchedulerSettings(
         condition_based_triggering_enabled=draw(st.booleans()),
         max_tables_per_poll=draw(st.integers(0, 3)), max_operations_per_poll=draw(st.integers(0, 4)),
         max_bytes_per_hour=draw(st.sampled_from([0, 500, 2000])),
