@@ -14,6 +14,7 @@ the Dagster instance. Reading all history is one query per tick, whatever the nu
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -103,9 +104,23 @@ ADMISSION_TTL = timedelta(minutes=10)
 
 
 def default_coordination_url() -> str:
-    home = os.environ.get("DAGSTER_HOME") or os.path.join(os.getcwd(), ".floe", "dagster_home")
-    Path(home).mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{Path(home).resolve() / 'floe-coordination.db'}"
+    """The Dagster storage's PostgreSQL database when the instance uses dagster-postgres (so every
+    deployment on that storage shares the ledger and the locks), else a SQLite file in DAGSTER_HOME."""
+    home = Path(os.environ.get("DAGSTER_HOME") or os.path.join(os.getcwd(), ".floe", "dagster_home")).resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    return _instance_postgres_url(str(home)) or f"sqlite:///{home / 'floe-coordination.db'}"
+
+
+@lru_cache(maxsize=8)
+def _instance_postgres_url(home: str) -> str | None:
+    if not (Path(home) / "dagster.yaml").exists():
+        return None
+    from dagster._core.instance.ref import InstanceRef
+
+    storage = InstanceRef.from_dir(home).run_storage_data
+    if "postgres" not in storage.module_name:
+        return None
+    return storage.rehydrate(as_type=object).postgres_url
 
 
 def _utc(moment: datetime | None) -> datetime | None:

@@ -69,8 +69,13 @@ def wait_for_lock(name: str, timeout_s: float, coordination_url: str | None = No
 def hold_lock(name: str, coordination_url: str | None = None) -> Iterator[None]:
     """Hold the named lock for the block, or raise :class:`LockHeld` at once (never wait).
 
-    With a PostgreSQL coordination database: a session advisory lock on a dedicated connection
-    (freed by the server when the holder dies); otherwise a file lock beside the instance."""
+    With a PostgreSQL coordination database (``coordination.url``, or by default the instance's
+    PostgreSQL storage): a session advisory lock on a dedicated connection, freed by the server when
+    the holder dies; otherwise a file lock beside the instance."""
+    if coordination_url is None:
+        from floe_dagster.coordination import default_coordination_url
+
+        coordination_url = default_coordination_url()
     if coordination_url and coordination_url.startswith(("postgresql", "postgres")):
         with _hold_advisory_lock(name, coordination_url):
             yield

@@ -70,3 +70,34 @@ def postgres_url(database: str) -> str:
             pytrace=False,
         )
     return url
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def instance_home(request, tmp_path, monkeypatch):
+    """A DAGSTER_HOME with the embedded SQLite instance, or the production one on PostgreSQL
+    (deploy/dagster.yaml; its database also holds the coordination tables), emptied first."""
+    home = tmp_path / f"dagster_home_{request.param}"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    if request.param == "sqlite":
+        shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
+        return home
+    import sqlalchemy
+    from dagster import DagsterInstance
+
+    url = postgres_url("floe_dagster")
+    parsed = sqlalchemy.engine.make_url(url)
+    for key, value in {"FLOE_PG_USER": parsed.username, "FLOE_PG_PASSWORD": parsed.password,
+                       "FLOE_PG_HOST": parsed.host, "FLOE_PG_PORT": str(parsed.port), "FLOE_PG_DB": parsed.database}.items():
+        monkeypatch.setenv(key, value)
+    shutil.copyfile(project_file("deploy/dagster.yaml"), home / "dagster.yaml")
+    with DagsterInstance.get() as instance:
+        instance.wipe()
+        for schedule_state in instance.all_instigator_state():
+            instance.delete_instigator_state(schedule_state.instigator_origin_id, schedule_state.selector_id)
+    engine = sqlalchemy.create_engine(url)
+    with engine.begin() as connection:
+        for table in ("floe_ledger", "floe_outcomes", "floe_history"):
+            connection.execute(sqlalchemy.text(f"DROP TABLE IF EXISTS {table}"))
+    engine.dispose()
+    return home

@@ -42,7 +42,8 @@ SIZES = DemoSizes(small_files=12, snapshots=6, position_delete_commits=2, old_or
 
 
 @pytest.fixture
-def setup(tmp_path, dagster_home, monkeypatch):
+def setup(tmp_path, instance_home, monkeypatch):
+    """A real lakehouse and a real instance: the embedded SQLite one and the PostgreSQL one."""
     config = write_settings(tmp_path, POLICIES)
     monkeypatch.setenv("FLOE_CONFIG", str(config))
     settings = load_settings(config, environ={})
