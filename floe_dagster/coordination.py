@@ -248,6 +248,15 @@ class Coordination:
                     outcomes.c.finished_at >= _utc(since))
             ).scalar_one())
 
+    def bytes_rewritten_by_table_since(self, since: datetime) -> dict[str, int]:
+        """Bytes each table's runs rewrote since then (a shard sums its own tables)."""
+        with self.engine.connect() as connection:
+            rows = connection.execute(
+                select(outcomes.c.table_name, func.sum(outcomes.c.bytes_rewritten))
+                .where(outcomes.c.finished_at >= _utc(since)).group_by(outcomes.c.table_name)
+            ).all()
+        return {name: int(total or 0) for name, total in rows}
+
     def outcomes_for(self, table_name: str) -> list[dict]:
         with self.engine.connect() as connection:
             rows = connection.execute(

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
 
+from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.planner import SchedulerSettings
 
 DEFAULT_CONFIG = "floe.yaml"
@@ -55,6 +57,27 @@ class MaintenanceSettings:
 
 
 @dataclass(frozen=True)
+class ApiSettings:
+    """The HTTP API's keys (``floe-dagster serve``), from a file, an environment variable, or both.
+
+    Each key is one entry ``name:role:sha256hex``: the key holder's name (letters, digits, ``_.@-``;
+    it becomes the ``floe/actor`` of the runs the key triggers), the role ``VIEWER`` (read) or
+    ``OPERATOR`` (read and trigger), and the SHA-256 of the key in hex (the key itself is never
+    stored). In the file: one entry a line, blank lines and ``#`` comments ignored; in the variable:
+    entries separated by newlines, commas or semicolons. The server reads them when it starts and
+    re-reads the file when it changes. With neither set the API needs no key and only listens on
+    the loopback interface (127.0.0.1, localhost, ::1).
+    """
+
+    keys_file: str | None = None  # absolute path (relative paths are resolved against floe.yaml's folder)
+    keys_env: str | None = None  # the name of an environment variable holding entries
+
+    @property
+    def keys_configured(self) -> bool:
+        return bool(self.keys_file or self.keys_env)
+
+
+@dataclass(frozen=True)
 class Settings:
     source: str  # the file the settings came from ("<defaults>" when there was none)
     data_dir: str  # where the embedded default keeps catalog, warehouse, caches, locks
@@ -65,17 +88,22 @@ class Settings:
     maintenance: MaintenanceSettings
     debt: dict[str, Any] = field(default_factory=dict)  # weights, read by the debt score
     coordination_url: str | None = None
+    api: ApiSettings = field(default_factory=ApiSettings)
+    # Named table scopes for sharded code locations: (name, table pattern), in order.
+    shards: tuple[tuple[str, str], ...] = ()
 
     @property
     def table_cache_path(self) -> Path:
         return Path(self.data_dir) / "cache" / f"tables-{self.catalog.name}.json"
 
 
-_TOP_KEYS = {"data-dir", "catalog", "spark", "policies", "scheduler", "maintenance", "debt", "coordination"}
+_TOP_KEYS = {"data-dir", "catalog", "spark", "policies", "scheduler", "maintenance", "debt", "coordination", "api", "shards"}
 _CATALOG_KEYS = {"name", "properties", "spark-properties"}
 _SPARK_KEYS = {"master", "remote", "conf", "packages", "jars", "jars-cache", "java-home"}
 _MAINTENANCE_KEYS = {"row-count-check-max-bytes", "default-timeout-hours"}
 _COORDINATION_KEYS = {"url"}
+_API_KEYS = {"keys-file", "keys-env"}
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _kebab(name: str) -> str:
@@ -240,10 +268,27 @@ def load_settings(path: str | os.PathLike[str] | None = None, environ: Mapping[s
         if key not in _COORDINATION_KEYS:
             raise _unknown(source, "coordination", str(key), _COORDINATION_KEYS)
 
+    api = _api(source, _mapping(source, "api", raw.get("api")), base)
+
     policies_value = raw.get("policies", ["examples/policies"] if "catalog" not in raw else [])
     policies = tuple(_resolve(base, p) for p in _string_list(source, "policies", policies_value))
     if environ.get("FLOE_POLICIES"):
         policies = tuple(_resolve(Path.cwd(), p) for p in environ["FLOE_POLICIES"].split(os.pathsep) if p)
+
+    shards = []
+    for index, entry in enumerate(raw.get("shards") or []):
+        if not isinstance(entry, Mapping) or set(entry) != {"name", "tables"}:
+            raise SettingsError(f"{source}: shards[{index}]: expected {{name: <identifier>, tables: <table pattern>}}")
+        name, pattern = str(entry["name"]), str(entry["tables"])
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name.startswith("shard_"):
+            raise SettingsError(f"{source}: shards[{index}].name: {name!r} must be a Python identifier not starting with 'shard_'")
+        try:
+            TablePattern.parse(pattern)
+        except ValueError as exc:
+            raise SettingsError(f"{source}: shards[{index}].tables: {exc}") from None
+        if name in dict(shards):
+            raise SettingsError(f"{source}: shards[{index}].name: {name!r} is used twice")
+        shards.append((name, pattern))
 
     return Settings(
         source=source,
@@ -255,7 +300,25 @@ def load_settings(path: str | os.PathLike[str] | None = None, environ: Mapping[s
         maintenance=maintenance,
         debt=_mapping(source, "debt", raw.get("debt")),
         coordination_url=environ.get("FLOE_COORDINATION_URL") or coordination_raw.get("url"),
+        api=api,
+        shards=tuple(shards),
     )
+
+
+def _api(source: str, raw: Mapping[str, Any], base: Path) -> ApiSettings:
+    for key in raw:
+        if key not in _API_KEYS:
+            raise _unknown(source, "api", str(key), _API_KEYS)
+    keys_file = raw.get("keys-file")
+    if keys_file is not None and (not isinstance(keys_file, str) or not keys_file.strip()):
+        raise SettingsError(f"{source}: api.keys-file: expected a file path, got {keys_file!r}")
+    keys_env = raw.get("keys-env")
+    if keys_env is not None and (not isinstance(keys_env, str) or not _ENV_NAME.fullmatch(keys_env)):
+        raise SettingsError(
+            f"{source}: api.keys-env: expected the name of an environment variable (letters, digits and _, "
+            f"not starting with a digit), got {keys_env!r}"
+        )
+    return ApiSettings(keys_file=_resolve(base, keys_file) if keys_file else None, keys_env=keys_env)
 
 
 def embedded_catalog_properties(data_dir: str) -> dict[str, str]:

@@ -17,6 +17,7 @@ from floe_dagster.catalog import CatalogUnavailable, list_tables, open_catalog
 from floe_dagster.coordination import ADMISSION_TTL, Admission, Coordination
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.planner import Decision, Plan, PlanInput, plan
+from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs import tags as T
 from floe_dagster.locks import LockHeld, hold_lock, scheduler_lock_name
@@ -57,13 +58,16 @@ def gather(
     scope: Callable[[Decision], bool] | None = None,
     coordination: Coordination | None = None,
     mark_dead: bool = False,
+    table_scope: Scope = DEFAULT_SCOPE,
 ) -> tuple[PlanInput, list[str], int]:
-    """The planner's inputs: one catalog listing, one history read, one in-flight query."""
+    """The planner's inputs for the tables of one scope: one catalog listing, one history read, one
+    in-flight query."""
     from floe_dagster.health import HealthCollector, estimate_operation_bytes
 
     coordination = coordination or Coordination(settings.coordination_url)
     catalog = open_catalog(settings.catalog)
-    tables = list_tables(catalog)
+    tables = table_scope.select(list_tables(catalog))
+    scoped = {t.qualified for t in tables}
     in_flight_runs = runs_in_flight(instance)
     dead = mark_dead_runs(instance, coordination, in_flight_runs, now, settings.coordination_url) if mark_dead else []
     in_flight = {(r.table_name, r.operation) for r in in_flight_runs if r.run_id not in dead and r.table_name and r.operation}
@@ -71,6 +75,7 @@ def gather(
     _attach_created_runs(instance, coordination, recent)
     last_attempts: dict[tuple[str, Operation, str], int] = {}
     pending_bytes = 0
+    recent = [row for row in recent if row["table_name"] in scoped]  # each shard has its own budgets
     for row in recent:
         key = (row["table_name"], Operation(row["operation"]), row["slot"])
         last_attempts[key] = max(last_attempts.get(key, -1), row["attempt"])
@@ -99,7 +104,8 @@ def gather(
         history=coordination.all_history(),
         in_flight=frozenset(in_flight),
         last_attempts=last_attempts,
-        bytes_last_hour=coordination.bytes_rewritten_since(now - timedelta(hours=1)) + pending_bytes + estimated_in_flight,
+        bytes_last_hour=sum(n for name, n in coordination.bytes_rewritten_by_table_since(now - timedelta(hours=1)).items()
+                            if name in scoped) + pending_bytes + estimated_in_flight,
         queued_runs=sum(1 for r in in_flight_runs if r.status.value in ("QUEUED", "NOT_STARTED")),
         debt_weights=settings.debt,
         scope=scope,
@@ -134,16 +140,17 @@ def run_tick(
     launcher: str,
     loaded_tables: frozenset[TableName] | None,
     scope: Callable[[Decision], bool] | None = None,
-    lock_scope: str = "default",
+    table_scope: Scope = DEFAULT_SCOPE,
 ) -> TickResult:
     """Plan and admit under the scheduler lock; the admitted decisions are in the ledger on return."""
     started = time.monotonic()
     if not settings.scheduler.enabled:
         return TickResult(None, skipped_tick="scheduler_disabled: scheduler.enabled is false")
     try:
-        with hold_lock(scheduler_lock_name(lock_scope), settings.coordination_url):
+        with hold_lock(scheduler_lock_name(table_scope.name), settings.coordination_url):
             coordination = Coordination(settings.coordination_url)
-            data, dead, missing = gather(settings, instance, now, loaded_tables, scope, coordination, mark_dead=True)
+            data, dead, missing = gather(settings, instance, now, loaded_tables, scope, coordination, mark_dead=True,
+                                         table_scope=table_scope)
             result = plan(data)
             admissions = {
                 d.run_key: d for d in result.admitted

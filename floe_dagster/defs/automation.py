@@ -23,6 +23,7 @@ from dagster import (
 
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.planner import Decision
+from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs import tags as T
 from floe_dagster.defs.names import asset_key_for, group_name_for
@@ -66,7 +67,7 @@ def _skip_reason(result) -> SkipReason:
     return SkipReason(result.summary())
 
 
-def build_sensor(settings: Settings, job, loaded_tables: Sequence[TableName]):
+def build_sensor(settings: Settings, job, loaded_tables: Sequence[TableName], table_scope: Scope = DEFAULT_SCOPE):
     loaded = frozenset(loaded_tables)
 
     @sensor(
@@ -87,7 +88,8 @@ def build_sensor(settings: Settings, job, loaded_tables: Sequence[TableName]):
                 return True
             return now - datetime.fromisoformat(decision.slot) >= CRON_GRACE
 
-        result = run_tick(settings, context.instance, now, "sensor", loaded, scope=scope)
+        result = run_tick(settings, context.instance, now, f"sensor:{table_scope.name}", loaded, scope=scope,
+                          table_scope=table_scope)
         context.log.info(result.summary())
         if not result.admitted:
             yield _skip_reason(result)
@@ -102,7 +104,8 @@ def schedule_name(policy: str, op: Operation) -> str:
     return f"floe_{group_name_for((policy,))}_{op.value.lower()}"
 
 
-def build_schedules(settings: Settings, job, loaded_tables: Sequence[TableName]) -> list[ScheduleDefinition]:
+def build_schedules(settings: Settings, job, loaded_tables: Sequence[TableName],
+                    table_scope: Scope = DEFAULT_SCOPE) -> list[ScheduleDefinition]:
     loaded = frozenset(loaded_tables)
     schedules = []
     for policy_name, op, cron5, tz in load_policy_set(settings).cron_rules():
@@ -116,7 +119,8 @@ def build_schedules(settings: Settings, job, loaded_tables: Sequence[TableName])
             def scope(decision: Decision) -> bool:
                 return decision.policy == policy_name and decision.operation == op and decision.trigger == "cron"
 
-            result = run_tick(settings, context.instance, now, f"schedule:{policy_name}:{op.value}", loaded, scope)
+            result = run_tick(settings, context.instance, now, f"schedule:{policy_name}:{op.value}", loaded, scope,
+                              table_scope=table_scope)
             if not result.admitted:
                 return _skip_reason(result)
             return [run_request_for(decision, settings) for decision in result.admitted]

@@ -8,6 +8,7 @@ from typing import Sequence
 
 from dagster import AssetSelection, Definitions, define_asset_job
 
+from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.automation import build_schedules, build_sensor
 from floe_dagster.defs.names import group_name_for
@@ -49,10 +50,14 @@ def namespace_jobs(tables: Sequence[TableName]) -> list:
     ]
 
 
-def build_definitions(settings: Settings, tables: Sequence[TableName] | None = None) -> Definitions:
-    """The definitions for the cached table list, or for the given tables (the CLI's in-process runs)."""
+def build_definitions(
+    settings: Settings, tables: Sequence[TableName] | None = None, table_scope: Scope = DEFAULT_SCOPE
+) -> Definitions:
+    """The definitions for the cached table list within a scope (a shard), or for the given tables
+    (the CLI's in-process runs)."""
     load_policy_set(settings)  # a bad policy set stops the load with every error listed
-    tables, left_out = mappable_tables(tables_for_code_location(settings) if tables is None else tables)
+    listed = table_scope.select(tables_for_code_location(settings)) if tables is None else tables
+    tables, left_out = mappable_tables(listed)
     for message in left_out:
         log.warning(message)
     if not tables:
@@ -68,7 +73,7 @@ def build_definitions(settings: Settings, tables: Sequence[TableName] | None = N
     return Definitions(
         assets=[assets],
         jobs=[maintenance_job, *namespace_jobs(tables)],
-        sensors=[build_sensor(settings, maintenance_job, tables)],
-        schedules=build_schedules(settings, maintenance_job, tables),
+        sensors=[build_sensor(settings, maintenance_job, tables, table_scope)],
+        schedules=build_schedules(settings, maintenance_job, tables, table_scope),
         resources={"engine": IcebergSparkEngine.from_settings(settings)},
     )
