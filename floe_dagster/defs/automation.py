@@ -122,8 +122,10 @@ def build_schedules(settings: Settings, job, loaded_tables: Sequence[TableName],
             result = run_tick(settings, context.instance, now, f"schedule:{policy_name}:{op.value}", loaded, scope,
                               table_scope=table_scope)
             if not result.admitted:
-                return _skip_reason(result)
-            return [run_request_for(decision, settings) for decision in result.admitted]
+                yield _skip_reason(result)
+                return
+            for decision in result.admitted:  # a schedule function yields (it may not return a list)
+                yield run_request_for(decision, settings)
 
         schedules.append(ScheduleDefinition(
             name=schedule_name(policy_name, op),

@@ -10,6 +10,7 @@ a fresh catalog.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -34,6 +35,9 @@ from floe_dagster.spark.procedures import (
     spark_table_reference,
     summarize_result,
 )
+
+
+log = logging.getLogger(__name__)
 
 
 class EngineUnavailable(RuntimeError):
@@ -147,13 +151,16 @@ class IcebergSparkEngine(ConfigurableResource):
         jvm_session = getattr(session, "_jsparkSession", None)
         if jvm_session is None:  # Spark Connect: the server owns the catalog
             return
-        manager = jvm_session.sessionState().catalogManager()
-        if manager.isCatalogRegistered(self.catalog_name):
-            spark_catalog = manager.catalog(self.catalog_name)
-            iceberg_catalog = spark_catalog.icebergCatalog()
-            if hasattr(iceberg_catalog, "close"):
-                iceberg_catalog.close()
-            manager.reset()
+        try:
+            manager = jvm_session.sessionState().catalogManager()
+            if manager.isCatalogRegistered(self.catalog_name):
+                spark_catalog = manager.catalog(self.catalog_name)
+                iceberg_catalog = spark_catalog.icebergCatalog()
+                if hasattr(iceberg_catalog, "close"):
+                    iceberg_catalog.close()
+                manager.reset()
+        except Exception as exc:  # never hide the error of the work itself behind a cleanup error
+            log.warning("could not close the Iceberg catalog %s inside Spark: %s", self.catalog_name, exc)
 
     @contextmanager
     def unit_of_work(self) -> Iterator[Any]:

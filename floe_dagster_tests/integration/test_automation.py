@@ -61,7 +61,8 @@ def evaluate_sensor(defs, instance):
 
 def evaluate_schedule(defs, instance, name, when):
     schedule = defs.resolve_schedule_def(name)
-    with build_schedule_context(instance=instance, scheduled_execution_time=when) as context:
+    with build_schedule_context(instance=instance, scheduled_execution_time=when,
+                                repository_def=defs.get_repository_def()) as context:
         return schedule.evaluate_tick(context)
 
 
@@ -140,3 +141,19 @@ def test_plan_shows_reasons_and_budgets(setup, monkeypatch):
     assert {d.table for d in runs} and len({d.table for d in runs}) == 1
     assert any(d.reasons[0].startswith("budget_tables") for d in result.decisions)
     assert [d.rank for d in runs] == list(range(1, len(runs) + 1))
+
+
+def test_schedule_admits_its_rule_at_cron_time(setup):
+    settings, instance, defs = setup
+    name = schedule_name("ops-cron", Operation.REWRITE_MANIFESTS)
+    now = datetime.now(timezone.utc)
+    data = evaluate_schedule(defs, instance, name, now)
+    requests = list(data.run_requests or [])
+    assert {r.tags["floe/table"] for r in requests} == {"demo.ops.audit_log", "demo.ops.metrics", "demo.ops.healthy"}
+    assert all(r.tags["floe/trigger"] == "cron" and r.partition_key == "REWRITE_MANIFESTS" for r in requests)
+    slot = requests[0].tags["floe/slot"]
+    assert datetime.fromisoformat(slot) <= now and now - datetime.fromisoformat(slot) < timedelta(minutes=1)
+    # Only its own rule: the sales tables' interval work is the sensor's.
+    assert not [r for r in requests if r.tags["floe/table"].startswith("demo.sales.")]
+    again = evaluate_schedule(defs, instance, name, now)
+    assert not again.run_requests and "in_flight" in again.skip_message
