@@ -65,6 +65,8 @@ def pg_lake(tmp_path, dagster_home):
     for i in range(12):
         table.append(rows(i * 10, 10))
     refresh_table_cache(settings)
+    with DagsterInstance.get():  # create the instance's storage once, before processes share it
+        pass
     yield settings, config
     for identifier in catalog.list_tables("sales"):
         catalog.purge_table(identifier)
