@@ -298,7 +298,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, environ: Mapping[s
         policies=policies,
         scheduler=_scheduler(source, _mapping(source, "scheduler", raw.get("scheduler")), environ),
         maintenance=maintenance,
-        debt=_mapping(source, "debt", raw.get("debt")),
+        debt=_debt(source, _mapping(source, "debt", raw.get("debt"))),
         coordination_url=environ.get("FLOE_COORDINATION_URL") or coordination_raw.get("url"),
         api=api,
         shards=tuple(shards),
@@ -319,6 +319,17 @@ def _api(source: str, raw: Mapping[str, Any], base: Path) -> ApiSettings:
             f"not starting with a digit), got {keys_env!r}"
         )
     return ApiSettings(keys_file=_resolve(base, keys_file) if keys_file else None, keys_env=keys_env)
+
+
+def _debt(source: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """The debt score's weights, checked now so a bad key fails at start-up rather than at a tick."""
+    from floe_dagster.core.debt import DebtWeights
+
+    try:
+        DebtWeights.from_mapping(raw)
+    except ValueError as exc:
+        raise SettingsError(f"{source}: debt: {exc}") from None
+    return raw
 
 
 def embedded_catalog_properties(data_dir: str) -> dict[str, str]:

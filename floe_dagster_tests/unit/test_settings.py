@@ -79,3 +79,10 @@ def test_bad_environment_override_is_named(tmp_path):
 def test_missing_named_file(tmp_path):
     with pytest.raises(SettingsError, match="settings file not found"):
         load_settings(tmp_path / "nope.yaml", environ={})
+
+
+def test_debt_weights_are_checked_at_load(tmp_path):
+    good = load_settings(write(tmp_path, "debt:\n  critical: 200\n  per-day-since-write: 1\n"), environ={})
+    assert good.debt == {"critical": 200, "per-day-since-write": 1}
+    with pytest.raises(SettingsError, match="debt: .*critcal"):
+        load_settings(write(tmp_path, "debt:\n  critcal: 200\n"), environ={})
