@@ -144,7 +144,6 @@ def test_orphan_cleanup_removes_only_old_unreferenced_files(lake, instance):
 
 
 def test_rewrite_position_delete_files(lake, instance):
-    before_rows = contents(lake, "sales.customers") if False else None
     name = TableName.parse("sales.customers", "demo")
     table = load_table(open_catalog(lake.catalog), name)
     live_before = table.scan().to_arrow().num_rows
@@ -156,12 +155,18 @@ def test_rewrite_position_delete_files(lake, instance):
     assert table.scan().to_arrow().num_rows == live_before == 600 - 6 * 12
 
 
-def test_bad_option_fails_before_spark_and_touches_nothing(tmp_path, instance):
-    settings = load_settings(write_settings(tmp_path, """
-    - name: broken
-      tablePattern: "*"
-      orphanCleanup: {retentionPeriodInDays: 3, location: "file:/elsewhere"}
-      orphanCleanupSchedule: {interval: P1D}
-    """), environ={})
-    with pytest.raises(LookupError, match="does not exist"):
-        trigger_table(settings, "demo.sales.nope", [], reason="x", actor="t", trigger_id="x", instance=instance)
+def test_unknown_table_is_a_clear_error_before_any_run(lake, instance):
+    with pytest.raises(LookupError, match="table 'demo.sales.nope' does not exist in catalog 'demo'"):
+        trigger_table(lake, "demo.sales.nope", [], reason="x", actor="t", trigger_id="x", instance=instance)
+    assert not instance.get_runs()
+
+
+def test_live_writer_keeps_adding_work(lake):
+    from floe_dagster.demo import live_writer
+
+    catalog = open_catalog(lake.catalog)
+    before = {name: table_counts(load_table(catalog, TableName.parse(name, "demo"))) for name in ("sales.orders", "sales.events")}
+    live_writer(lake, interval_s=0, iterations=2)
+    for name, counts in before.items():
+        after = table_counts(load_table(open_catalog(lake.catalog), TableName.parse(name, "demo")))
+        assert after["records"] == counts["records"] + 10 and after["data_files"] == counts["data_files"] + 2
