@@ -164,6 +164,21 @@ def cmd_explain(args) -> int:
     return EXIT_OK
 
 
+def cmd_health(args) -> int:
+    """One table's health: metrics, derived numbers, issues, status and debt score (text or JSON)."""
+    from floe_dagster.health import HealthError
+    from floe_dagster.health_report import format_health_text, health_report
+
+    settings = _settings(args)
+    try:
+        report = health_report(settings, args.table, _at(args.at), tier=args.tier)
+    except HealthError as exc:
+        print(f"floe-dagster: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print(json.dumps(report, indent=2, default=str) if args.json else format_health_text(report))
+    return EXIT_OK
+
+
 def cmd_backfill(args) -> int:
     from floe_dagster.backfill import queue_backfill
 
@@ -215,6 +230,14 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--at")
     explain.add_argument("--json", action="store_true")
     explain.set_defaults(func=cmd_explain)
+
+    health = sub.add_parser("health", help="one table's health: metrics, issues, status and debt score")
+    health.add_argument("table", help="catalog.namespace.table or namespace.table")
+    health.add_argument("--json", action="store_true")
+    health.add_argument("--tier", choices=("summary", "full"), default="full",
+                        help="full (default) reads the manifests; summary only the metadata file")
+    health.add_argument("--at", help="ISO-8601 time to assess at (default: now)")
+    health.set_defaults(func=cmd_health)
 
     backfill = sub.add_parser("backfill", help="queue one run per matching table for the daemon (low priority)")
     backfill.add_argument("--tables", required=True, help="a table pattern, as in policies")

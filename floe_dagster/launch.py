@@ -70,6 +70,7 @@ def submit_runs(instance: DagsterInstance, runs: Sequence[RunToSubmit], job_name
                 "selector": {
                     "repositoryLocationName": LOCATION_NAME, "repositoryName": REPOSITORY_NAME,
                     "jobName": job_name, "assetSelection": [{"path": list(run.asset_key.path)}],
+                    "assetCheckSelection": [],  # the health checks are reported without runs
                 },
                 "runConfigData": {},
                 "executionMetadata": {"tags": [

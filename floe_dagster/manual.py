@@ -79,7 +79,9 @@ def trigger_table(
         if resolved.config is None:
             raise LookupError(f"table '{table.qualified}': {resolved.why_not}")
     instance = instance or get_instance()
-    job = build_definitions(settings, tables=[table]).resolve_job_def(MAINTENANCE_JOB)
+    # Only the table's asset: its health check is reported without runs (defs/health.py).
+    job = build_definitions(settings, tables=[table]).resolve_job_def(MAINTENANCE_JOB).get_subset(
+        asset_selection={asset_key_for(table)}, asset_check_selection=set())
     outcomes: list[OperationOutcome] = []
     policy_name = resolve_operation(settings, table, wanted[0]).policy_name
     failed = False
@@ -90,10 +92,7 @@ def trigger_table(
         resolved = resolve_operation(settings, table, op)
         tags = T.operator_run_tags(table, op, resolved.policy_name, resolved.policy_version, "manual", reason, actor,
                                    trigger_id)
-        result = job.execute_in_process(
-            instance=instance, partition_key=op.value, asset_selection=[asset_key_for(table)],
-            tags=tags, raise_on_error=False,
-        )
+        result = job.execute_in_process(instance=instance, partition_key=op.value, tags=tags, raise_on_error=False)
         if result.success:
             materializations = [
                 event.event_specific_data.materialization

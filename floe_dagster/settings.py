@@ -78,6 +78,16 @@ class ApiSettings:
 
 
 @dataclass(frozen=True)
+class HealthSettings:
+    # One `health` asset check per table asset (Dagit's Checks tab). At 5,000 tables they add about
+    # 1.6 s to a code location load (benchmarks/bench_health_checks.py); observations stay either way.
+    checks: bool = True
+    # Seconds a debt-score sensor tick may spend recording health observations and check results
+    # (the SQLite instance stores about 50 events a second; the rest follow on the next ticks).
+    report_time_budget_s: float = 10.0
+
+
+@dataclass(frozen=True)
 class Settings:
     source: str  # the file the settings came from ("<defaults>" when there was none)
     data_dir: str  # where the embedded default keeps catalog, warehouse, caches, locks
@@ -91,17 +101,19 @@ class Settings:
     api: ApiSettings = field(default_factory=ApiSettings)
     # Named table scopes for sharded code locations: (name, table pattern), in order.
     shards: tuple[tuple[str, str], ...] = ()
+    health: HealthSettings = field(default_factory=HealthSettings)
 
     @property
     def table_cache_path(self) -> Path:
         return Path(self.data_dir) / "cache" / f"tables-{self.catalog.name}.json"
 
 
-_TOP_KEYS = {"data-dir", "catalog", "spark", "policies", "scheduler", "maintenance", "debt", "coordination", "api", "shards"}
+_TOP_KEYS = {"data-dir", "catalog", "spark", "policies", "scheduler", "maintenance", "debt", "coordination", "api", "shards", "health"}
 _CATALOG_KEYS = {"name", "properties", "spark-properties"}
 _SPARK_KEYS = {"master", "remote", "conf", "packages", "jars", "jars-cache", "java-home"}
 _MAINTENANCE_KEYS = {"row-count-check-max-bytes", "default-timeout-hours"}
 _COORDINATION_KEYS = {"url"}
+_HEALTH_KEYS = {"checks", "report-time-budget-s"}
 _API_KEYS = {"keys-file", "keys-env"}
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -270,6 +282,16 @@ def load_settings(path: str | os.PathLike[str] | None = None, environ: Mapping[s
 
     api = _api(source, _mapping(source, "api", raw.get("api")), base)
 
+    health_raw = _mapping(source, "health", raw.get("health"))
+    for key in health_raw:
+        if key not in _HEALTH_KEYS:
+            raise _unknown(source, "health", str(key), _HEALTH_KEYS)
+    health = HealthSettings(
+        checks=_coerce(source, "health.checks", health_raw.get("checks", True), bool),
+        report_time_budget_s=_coerce(source, "health.report-time-budget-s",
+                                     health_raw.get("report-time-budget-s", HealthSettings.report_time_budget_s), float),
+    )
+
     policies_value = raw.get("policies", ["examples/policies"] if "catalog" not in raw else [])
     policies = tuple(_resolve(base, p) for p in _string_list(source, "policies", policies_value))
     if environ.get("FLOE_POLICIES"):
@@ -302,6 +324,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, environ: Mapping[s
         coordination_url=environ.get("FLOE_COORDINATION_URL") or coordination_raw.get("url"),
         api=api,
         shards=tuple(shards),
+        health=health,
     )
 
 

@@ -38,6 +38,7 @@ class TickResult:
     skipped_tick: str | None = None  # lock_held, catalog_unavailable, scheduler_disabled
     dead_runs: list[str] = field(default_factory=list)
     health_missing: int = 0
+    health_reported: int = 0  # tables whose health observation and check result this tick recorded
     seconds: float = 0.0
 
     def summary(self) -> str:
@@ -47,6 +48,8 @@ class TickResult:
         considered = len(self.plan.decisions)
         top = ", ".join(f"{code} ×{n}" for code, n in list(self.plan.reason_counts().items())[:5])
         text = f"considered {considered}, admitted {len(self.admitted)}"
+        if self.health_reported:
+            text += f", health recorded for {self.health_reported} changed table(s)"
         return text + (f"; skipped: {top}" if top else "")
 
 
@@ -162,9 +165,29 @@ def run_tick(
             ]
             accepted = coordination.admit(ledger_items, now, launcher)
             admitted = [admissions[item.run_key] for item in accepted]
-            return TickResult(result, admitted, dead_runs=dead, health_missing=missing,
-                              seconds=time.monotonic() - started)
     except LockHeld:
         return TickResult(None, skipped_tick="lock_held: another launcher is planning")
     except CatalogUnavailable as exc:
         return TickResult(None, skipped_tick=f"catalog_unavailable: {exc}")
+    # After the lock is released: Dagit's view of table health (the sensor only, not the schedules).
+    reported = report_tick_health(settings, instance, data, now) if launcher.startswith("sensor") else 0
+    return TickResult(result, admitted, dead_runs=dead, health_missing=missing, health_reported=reported,
+                      seconds=time.monotonic() - started)
+
+
+def report_tick_health(settings: Settings, instance: DagsterInstance, data: PlanInput, now: datetime) -> int:
+    """Observations and ``health`` check results for the code location's tables whose full-tier
+    health changed (or that a maintenance run materialized), within the time budget. Never fails
+    the tick: an error is logged and the tables are reported by a later tick."""
+    from floe_dagster.defs.health import report_health_events
+
+    full = {table: metrics for table, metrics in data.metrics.items() if metrics.tier == "full"}
+    health = getattr(settings, "health", None)
+    try:
+        return report_health_events(
+            instance, full, data.policies, now, only=data.loaded_tables, history=data.history,
+            debt_weights=settings.debt, time_budget_s=getattr(health, "report_time_budget_s", 10.0),
+        )
+    except Exception:  # the event log is down, a bad record...: planning already happened
+        log.warning("health events could not be recorded this tick", exc_info=True)
+        return 0

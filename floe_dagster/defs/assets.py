@@ -13,7 +13,8 @@ from typing import Any, Iterator, Sequence
 
 from dagster import (
     AssetExecutionContext,
-    AssetSpec,
+    AssetOut,
+    Nothing,
     Failure,
     MaterializeResult,
     MetadataValue,
@@ -26,7 +27,13 @@ from floe_dagster.coordination import Coordination, Outcome
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs import tags as T
-from floe_dagster.defs.names import asset_key_for, group_name_for, table_for_asset_key, unmappable_reason
+from floe_dagster.defs.names import (
+    asset_key_for,
+    group_name_for,
+    output_name_for,
+    table_for_asset_key,
+    unmappable_reason,
+)
 from floe_dagster.locks import LockHeld, hold_lock, table_lock_name
 from floe_dagster.runs import run_lock_name
 from floe_dagster.maintenance_policy import ResolvedOperation, resolve_operation
@@ -53,23 +60,27 @@ def mappable_tables(tables: Sequence[TableName]) -> tuple[list[TableName], list[
 
 
 def build_table_assets(tables: Sequence[TableName], settings: Settings):
-    """The multi-asset over every table (``can_subset`` so a run materializes only its tables)."""
-    specs = [
-        AssetSpec(
+    """The multi-asset over every table (``can_subset`` so a run materializes only its tables).
+
+    Output names are set explicitly with the same reversible escape as group names: Dagster would
+    otherwise derive them from the asset key, which fails for names with spaces or non-ASCII letters."""
+    outs = {
+        output_name_for(table): AssetOut(
             key=asset_key_for(table),
             group_name=group_name_for(table.namespace),
             kinds={"iceberg", "spark"},
-            partitions_def=OPERATIONS_PARTITIONS,
             description=f"Iceberg table {table.qualified}, kept healthy by floe-dagster.",
             metadata={"floe/table": table.qualified},
-            skippable=True,
+            is_required=False,
+            dagster_type=Nothing,
         )
         for table in tables
-    ]
+    }
 
     @multi_asset(
         name=TABLES_ASSET_NAME,
-        specs=specs,
+        outs=outs,
+        partitions_def=OPERATIONS_PARTITIONS,
         can_subset=True,
         required_resource_keys={"engine"},
     )

@@ -58,6 +58,7 @@ def run_request_for(decision: Decision, settings: Settings) -> RunRequest:
     return RunRequest(
         run_key=decision.run_key,
         asset_selection=[asset_key_for(table)],
+        asset_check_keys=[],  # the health checks are reported without runs (defs/health.py)
         partition_key=op.value,
         tags=tags,
     )

@@ -13,6 +13,7 @@ from floe_dagster.core.tables import TableName
 from floe_dagster.defs.automation import build_schedules, build_sensor
 from floe_dagster.defs.names import group_name_for
 from floe_dagster.defs.assets import OPERATIONS_PARTITIONS, build_table_assets, mappable_tables
+from floe_dagster.defs.health import build_health_checks, health_checks_enabled
 from floe_dagster.maintenance_policy import load_policy_set
 from floe_dagster.settings import Settings, load_settings
 from floe_dagster.spark.engine import IcebergSparkEngine
@@ -42,7 +43,7 @@ def namespace_jobs(tables: Sequence[TableName]) -> list:
     return [
         define_asset_job(
             namespace_job_name(namespace),
-            selection=AssetSelection.groups(group_name_for(namespace)),
+            selection=AssetSelection.groups(group_name_for(namespace)).without_checks(),
             partitions_def=OPERATIONS_PARTITIONS,
             description=f"Run one maintenance operation (the partition) on every table of {'.'.join(namespace)}.",
         )
@@ -64,14 +65,17 @@ def build_definitions(
         log.warning("no tables in catalog '%s' yet: the code location has no assets", settings.catalog.name)
         return Definitions(resources={"engine": IcebergSparkEngine.from_settings(settings)})
     assets = build_table_assets(tables, settings)
+    # The health checks are reported without runs (defs/health.py); no maintenance run carries them.
+    checks = [build_health_checks(tables, settings)] if health_checks_enabled(settings) else []
     maintenance_job = define_asset_job(
         MAINTENANCE_JOB,
-        selection=AssetSelection.assets(assets),
+        selection=AssetSelection.assets(assets).without_checks(),
         partitions_def=OPERATIONS_PARTITIONS,
         description="Run one maintenance operation (the partition) on the selected Iceberg tables.",
     )
     return Definitions(
         assets=[assets],
+        asset_checks=checks,
         jobs=[maintenance_job, *namespace_jobs(tables)],
         sensors=[build_sensor(settings, maintenance_job, tables, table_scope)],
         schedules=build_schedules(settings, maintenance_job, tables, table_scope),

@@ -15,8 +15,12 @@ _ESCAPE = re.compile(r"_x([0-9a-f]+)_|__")
 def group_name_for(namespace: tuple[str, ...]) -> str:
     """``sales`` stays ``sales``; ``_`` becomes ``__`` and any other character ``_x<hex>_`` (``.`` is
     ``_x2e_``), so two namespaces never share a group and the mapping can be reversed."""
+    return _escape(".".join(namespace))
+
+
+def _escape(text: str) -> str:
     out = []
-    for ch in ".".join(namespace):
+    for ch in text:
         if ch.isascii() and ch.isalnum():
             out.append(ch)
         elif ch == "_":
@@ -24,6 +28,12 @@ def group_name_for(namespace: tuple[str, ...]) -> str:
         else:
             out.append(f"_x{ord(ch):x}_")
     return "".join(out)
+
+
+def output_name_for(table: TableName) -> str:
+    """A Python identifier for the table's output in the multi-asset, unique per table."""
+    # Parts joined by '/', which no mappable name contains (unmappable_reason), so it stays unique.
+    return "t_" + _escape("/".join((table.catalog, *table.namespace, table.name)))
 
 
 def namespace_for_group(group: str) -> tuple[str, ...]:

@@ -71,3 +71,19 @@ def test_rest_hive_and_unmapped_types():
         spark_catalog_conf(CatalogSettings("g", {"type": "glue"}))
     conf, _ = spark_catalog_conf(CatalogSettings("g", {"type": "glue"}, {"type": "glue", "warehouse": "s3://b"}))
     assert conf["spark.sql.catalog.g.warehouse"] == "s3://b"
+
+
+def test_tables_with_spaces_and_unicode_become_assets():
+    from dagster import Definitions
+
+    from floe_dagster.defs.assets import build_table_assets
+    from floe_dagster.defs.names import output_name_for
+    from floe_dagster.settings import load_settings
+
+    odd = [TableName("demo", ("sales",), "my table"), TableName("demo", ("naïve", "x"), "t+1"),
+           TableName("demo", ("a.b",), "c"), TableName("demo", ("a", "b"), "c")]
+    assert len({output_name_for(t) for t in odd}) == len(odd)
+    assert all(output_name_for(t).isidentifier() for t in odd)
+    assets = build_table_assets(odd, load_settings(environ={}))
+    keys = Definitions(assets=[assets], resources={"engine": object()}).resolve_asset_graph().get_all_asset_keys()
+    assert {tuple(k.path) for k in keys} == {("demo", *t.namespace, t.name) for t in odd}
