@@ -257,6 +257,23 @@ class Coordination:
             ).all()
         return {name: int(total or 0) for name, total in rows}
 
+    def outage_circuit(self, now: datetime, pause: timedelta) -> datetime | None:
+        """When launches may resume after an outage (Spark or the catalog down): the last outage
+        failure + ``pause``, as long as no run has succeeded since; None when the circuit is closed."""
+        with self.engine.connect() as connection:
+            last_outage = connection.execute(
+                select(func.max(outcomes.c.finished_at)).where(outcomes.c.failure_kind == "outage")
+            ).scalar()
+            if last_outage is None:
+                return None
+            succeeded_since = connection.execute(
+                select(func.count()).select_from(outcomes).where(
+                    outcomes.c.succeeded.is_(True), outcomes.c.finished_at > last_outage)
+            ).scalar()
+        if succeeded_since:
+            return None
+        return _utc(last_outage) + pause
+
     def outcomes_for(self, table_name: str) -> list[dict]:
         with self.engine.connect() as connection:
             rows = connection.execute(

@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 # The health collection's share of a tick (Dagster's sensor limit is 60 s).
 HEALTH_TIME_BUDGET_S = 20.0
+# After runs failed because Spark or the catalog was down, launches pause this long.
+CIRCUIT_PAUSE = timedelta(minutes=5)
 
 
 @dataclass
@@ -155,6 +157,16 @@ def run_tick(
             data, dead, missing = gather(settings, instance, now, loaded_tables, scope, coordination, mark_dead=True,
                                          table_scope=table_scope)
             result = plan(data)
+            breaker = coordination.outage_circuit(now, CIRCUIT_PAUSE)
+            if breaker is not None:
+                # Spark or the catalog failed runs recently and nothing has succeeded since: pause
+                # launches (no table is blamed) until the pause ends, then let one run probe.
+                if now < breaker:
+                    return TickResult(result, [], skipped_tick=f"circuit_open: an outage failed runs; launches "
+                                      f"resume at {breaker.isoformat()}", dead_runs=dead,
+                                      seconds=time.monotonic() - started)
+                result = Plan(result.at, _only_first_admitted(result.decisions), result.notes
+                              + ["circuit half-open after an outage: one run probes"])
             admissions = {
                 d.run_key: d for d in result.admitted
             }
@@ -173,6 +185,15 @@ def run_tick(
     reported = report_tick_health(settings, instance, data, now) if launcher.startswith("sensor") else 0
     return TickResult(result, admitted, dead_runs=dead, health_missing=missing, health_reported=reported,
                       seconds=time.monotonic() - started)
+
+
+def _only_first_admitted(decisions: list[Decision]) -> list[Decision]:
+    from dataclasses import replace
+
+    return [d if d.decision != "run" or d.rank == 1 else
+            replace(d, decision="skip", rank=None, reasons=("circuit_open: probing with one run after an outage",
+                                                           *d.reasons))
+            for d in decisions]
 
 
 def report_tick_health(settings: Settings, instance: DagsterInstance, data: PlanInput, now: datetime) -> int:

@@ -157,3 +157,18 @@ def test_schedule_admits_its_rule_at_cron_time(setup):
     assert not [r for r in requests if r.tags["floe/table"].startswith("demo.sales.")]
     again = evaluate_schedule(defs, instance, name, now)
     assert not again.run_requests and "in_flight" in again.skip_message
+
+
+def test_outage_opens_the_circuit_then_one_run_probes(setup):
+    from floe_dagster.coordination import Coordination, Outcome
+    from floe_dagster.tick import CIRCUIT_PAUSE, run_tick
+
+    settings, instance, defs = setup
+    now = datetime.now(timezone.utc)
+    Coordination(settings.coordination_url).record_outcome(Outcome(
+        "outage-run", "demo.sales.orders", Operation.REWRITE_DATA_FILES, now - timedelta(minutes=1), now, False,
+        failure_kind="outage", message="Spark could not start"))
+    paused = run_tick(settings, instance, now, "sensor:test", None)
+    assert paused.skipped_tick.startswith("circuit_open") and not paused.admitted
+    probe = run_tick(settings, instance, now + CIRCUIT_PAUSE + timedelta(seconds=1), "sensor:test", None)
+    assert len(probe.admitted) == 1 and any("circuit_open" in d.reasons[0] for d in probe.plan.decisions)

@@ -41,3 +41,15 @@ def test_history_fold(tmp_path):
     assert state.consecutive_failures == 0 and state.consecutive_zero_change == 2
     assert state.last_success_start == T0 + timedelta(hours=5) and state.last_snapshot_after == 7
     assert c.bytes_rewritten_since(T0) == 100 and c.bytes_rewritten_since(T0 + timedelta(hours=2)) == 0
+
+
+def test_outage_circuit_opens_and_closes(tmp_path):
+    c = Coordination(f"sqlite:///{tmp_path / 'c.db'}")
+    pause = timedelta(minutes=5)
+    assert c.outage_circuit(T0, pause) is None
+    c.record_outcome(outcome("o1", False, T0, kind="outage"))
+    assert c.outage_circuit(T0, pause) == T0 + timedelta(minutes=1) + pause
+    state = c.all_history()[("demo.t", RDF)]  # an outage is not the table's failure
+    assert state.consecutive_failures == 0 and state.runs == 0
+    c.record_outcome(outcome("ok", True, T0 + timedelta(minutes=10)))
+    assert c.outage_circuit(T0 + timedelta(minutes=12), pause) is None
