@@ -4,7 +4,6 @@ the config of one operation on one table."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence

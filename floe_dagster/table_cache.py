@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import tempfile
-from pathlib import Path
 
 from floe_dagster.catalog import CatalogUnavailable, list_tables, open_catalog
 from floe_dagster.core.tables import TableName

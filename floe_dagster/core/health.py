@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from enum import Enum
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from floe_dagster.core.localtime import as_utc
 from floe_dagster.core.metrics import TableMetrics

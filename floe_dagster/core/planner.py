@@ -151,7 +151,6 @@ def _table_snapshot_ours(table: TableName, history: Mapping[tuple[str, Operation
 
 def plan(data: PlanInput) -> Plan:
     now = data.now
-    limits = data.limits
     catalog_tables = set(data.catalog_tables)
     decisions: list[Decision] = []
     notes: list[str] = []

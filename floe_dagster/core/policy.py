@@ -37,7 +37,6 @@ from floe_dagster.core.conditions import (
     parse_trigger_conditions,
 )
 from floe_dagster.core.health import (
-    HealthIssue,
     HealthReport,
     HealthThresholds,
     assess_health,
@@ -496,20 +495,8 @@ def _version(raw: Mapping[str, Any]) -> str:
 # -- the planner's view -------------------------------------------------------------------------------
 
 
-def evaluate_gate_conditions(policy: Policy, operation: Operation, metrics: TableMetrics | None,
-                             last_success_start: datetime | None, now: datetime,
-                             condition_based_triggering_enabled: bool = True) -> ConditionResult:
-    """The policy's trigger-condition gate for one (table, operation)."""
-    return policy.evaluate_conditions(operation, metrics, last_success_start, now, condition_based_triggering_enabled)
-
-
-def health_issues(policy: Policy, metrics: TableMetrics, now: datetime) -> list[HealthIssue]:
-    """The table's health issues under the policy's thresholds."""
-    return list(policy.assess_health(metrics, now).issues)
-
-
 __all__ = [
     "Policy", "PolicySet", "PolicyError", "ValidationResult", "load_policies", "validate_policy_paths",
-    "parse_policies_text", "parse_policy", "policy_tags_as_run_tags", "evaluate_gate_conditions", "health_issues",
+    "parse_policies_text", "parse_policy", "policy_tags_as_run_tags",
     "TOP_LEVEL_FIELDS", "RUN_TAG_PREFIX",
 ]

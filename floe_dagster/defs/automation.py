@@ -8,7 +8,7 @@ same (table, operation, slot, attempt). Ticks that launch nothing say why in a `
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from dagster import (
     DefaultScheduleStatus,

@@ -15,7 +15,7 @@ from floe_dagster.defs.names import group_name_for
 from floe_dagster.defs.assets import OPERATIONS_PARTITIONS, build_table_assets, mappable_tables
 from floe_dagster.defs.health import build_health_checks, health_checks_enabled
 from floe_dagster.maintenance_policy import load_policy_set
-from floe_dagster.settings import Settings, load_settings
+from floe_dagster.settings import Settings
 from floe_dagster.spark.engine import IcebergSparkEngine
 from floe_dagster.table_cache import tables_for_code_location
 
