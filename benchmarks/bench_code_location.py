@@ -1,0 +1,115 @@
+"""Benchmark 6: loading the code location with 1,000 and 5,000 table assets.
+
+The real ``floe_dagster.definitions`` module, with ``FLOE_CONFIG`` pointing at a floe.yaml whose
+table cache holds N synthetic tables (``demo.nsNN.tNNNNN``) and two policies with 5 cron rules (5
+schedules) and the sensor. Two layouts: 20 namespaces (one maintenance job: per-namespace jobs are made only up
+to 10 namespaces) and 5 namespaces (6: the maintenance job plus one per namespace), since every
+job over the multi-asset re-resolves it.
+
+Each size and layout is measured in a fresh process:
+
+``import``       ``import floe_dagster.definitions`` (settings, policies, table cache, Definitions)
+``resolve``      ``defs.get_repository_def()`` (the asset graph) and ``get_all_jobs()``
+``snapshot``     ``RepositorySnap.from_def`` serialized (what the code server sends to Dagit and the
+                 daemon), with its size
+``validate``     ``dagster definitions validate -m floe_dagster.definitions`` end to end (CLI)
+
+    python benchmarks/bench_code_location.py [--tables 1000 5000] [--namespaces 20 5] [--no-cli]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import ROOT, machine, make_code_location, run_timed, table  # noqa: E402
+
+
+def measure_here() -> dict:
+    """In this (fresh) process: FLOE_CONFIG and DAGSTER_HOME are set by the parent."""
+    import resource
+
+    t0 = time.perf_counter()
+    import floe_dagster.definitions as location  # noqa: F401
+
+    t1 = time.perf_counter()
+    repo = location.defs.get_repository_def()
+    jobs = repo.get_all_jobs()
+    t2 = time.perf_counter()
+    from dagster._core.remote_representation.external_data import RepositorySnap
+    from dagster_shared.serdes import serialize_value
+
+    snapshot = serialize_value(RepositorySnap.from_def(repo))
+    t3 = time.perf_counter()
+    return {
+        "import_s": t1 - t0, "resolve_s": t2 - t1, "snapshot_s": t3 - t2, "snapshot_mb": len(snapshot) / 1e6,
+        "assets": len(repo.asset_graph.get_all_asset_keys()), "jobs": len(jobs),
+        "schedules": len(repo.schedule_defs), "sensors": len(repo.sensor_defs),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tables", type=int, nargs="+", default=[1000, 5000])
+    parser.add_argument("--namespaces", type=int, nargs="+", default=[20, 5])
+    parser.add_argument("--no-cli", action="store_true")
+    parser.add_argument("--here", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.here:
+        print(json.dumps(measure_here()))
+        return
+    print(machine())
+    rows = []
+    dagster = str(Path(sys.executable).parent / "dagster")
+    for namespaces in args.namespaces:
+        for n in args.tables:
+            root = Path(tempfile.mkdtemp(prefix="floe-bench-location-"))
+            try:
+                config = make_code_location(root, n, namespaces)
+                home = root / "dagster_home"
+                home.mkdir()
+                shutil.copyfile(ROOT / "dagster.yaml", home / "dagster.yaml")
+                env = {**os.environ, "FLOE_CONFIG": str(config), "DAGSTER_HOME": str(home), "PYTHONWARNINGS": "ignore"}
+                wall, out = run_timed([sys.executable, __file__, "--here"], env=env, cwd=str(root))
+                found = json.loads(out.strip().splitlines()[-1])
+                validate = None
+                if not args.no_cli:
+                    validate, _ = run_timed([dagster, "definitions", "validate", "-m", "floe_dagster.definitions"],
+                                            env=env, cwd=str(root))
+                print(f"{n} tables, {namespaces} namespaces: {json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in found.items()})}; "
+                      f"process {wall:.1f} s; definitions validate {validate if validate is None else round(validate, 1)} s",
+                      flush=True)
+                rows.append((f"{n:,}", namespaces, found["jobs"], found["schedules"], f"{found['import_s']:.1f}",
+                             f"{found['resolve_s']:.1f}", f"{found['snapshot_s']:.1f}", f"{found['snapshot_mb']:.1f}",
+                             f"{wall:.1f}", "-" if validate is None else f"{validate:.1f}",
+                             f"{found['peak_rss_mb']:.0f}"))
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
+    print()
+    print(table(rows, ["tables", "namespaces", "jobs", "schedules", "import s", "resolve s", "snapshot s",
+                       "snapshot MB", "whole process s", "definitions validate s", "peak RSS MiB"]))
+    by = {(r[0], r[1]): float(r[8]) for r in rows}
+    for namespaces in args.namespaces:
+        small, big = f"{min(args.tables):,}", f"{max(args.tables):,}"
+        if (small, namespaces) in by and (big, namespaces) in by and small != big:
+            print(f"{namespaces} namespaces: {max(args.tables) // min(args.tables)}x the tables cost "
+                  f"{by[(big, namespaces)] / by[(small, namespaces)]:.1f}x the load time")
+    if len(args.namespaces) > 1:
+        for n in args.tables:
+            a, b = (f"{n:,}", args.namespaces[0]), (f"{n:,}", args.namespaces[-1])
+            if a in by and b in by:
+                print(f"{n:,} tables: {args.namespaces[-1]} namespaces (more jobs) ÷ {args.namespaces[0]} "
+                      f"namespaces load time: {by[b] / by[a]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

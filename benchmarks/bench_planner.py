@@ -1,0 +1,287 @@
+"""Benchmark 1: one planner tick at scale (the pure ``plan(PlanInput)``, no I/O).
+
+N tables (1,000 and 10,000 by default) in 20 namespaces, each governed by one of four policies
+(parsed with ``parse_policies_text``) that configure all 5 operations with a mix of interval and cron
+rules, windows on some, trigger conditions and health thresholds; every table has full-tier
+``TableMetrics`` (20-200 file sizes, estimate inputs) and an ``OperationHistory`` per operation
+(some due, some recently run, some failing, some zero-change). The byte estimator is the real one
+(``health.estimate_operation_bytes``) as ``tick.gather`` passes it, and the debt weights are the raw
+``debt:`` mapping as settings hold it.
+
+Reports the time per ``plan()`` call (median of several), its ratio to Dagster's 60 s sensor limit
+and to the 2 s target, and, at the largest size, a cProfile of one call (top functions by
+cumulative and by own time) so you can see where the time goes.
+
+    python benchmarks/bench_planner.py [--tables 1000 10000] [--repeat 3] [--no-profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import random
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import describe, machine, peak_rss_mib, table  # noqa: E402
+
+from floe_dagster.core.history import OperationHistory  # noqa: E402
+from floe_dagster.core.metrics import TableMetrics  # noqa: E402
+from floe_dagster.core.operations import ALL_OPERATIONS  # noqa: E402
+import floe_dagster.core.planner as planner  # noqa: E402
+from floe_dagster.core.planner import PlanInput, plan  # noqa: E402
+from floe_dagster.core.policy import parse_policies_text  # noqa: E402
+from floe_dagster.core.tables import TableName  # noqa: E402
+from floe_dagster.health import estimate_operation_bytes  # noqa: E402
+
+# The scheduler settings class the planner takes (renamed SchedulerLimits -> SchedulerSettings).
+Limits = getattr(planner, "SchedulerSettings", None) or getattr(planner, "SchedulerLimits")
+
+SENSOR_LIMIT_S = 60.0
+TARGET_S = 2.0
+NAMESPACES = 20
+
+POLICIES = """
+- name: default
+  tablePattern: "lake.*.*"
+  rewriteDataFiles: {strategy: BINPACK, targetFileSizeBytes: 134217728, minInputFiles: 5}
+  rewriteDataFilesSchedule: {interval: PT1H, timeout: 2}
+  expireSnapshots: {retainLast: 5, maxSnapshotAge: P1D}
+  expireSnapshotsSchedule: {cronExpression: "15 * * * *", timezone: UTC}
+  orphanCleanup: {retentionPeriodInDays: 3}
+  orphanCleanupSchedule: {interval: PT6H}
+  rewriteManifests: {}
+  rewriteManifestsSchedule: {cronExpression: "0 0/30 * * * ?"}
+  rewritePositionDeleteFiles: {rewriteAll: true}
+  rewritePositionDeleteFilesSchedule: {interval: PT1H}
+  triggerConditions:
+    smallFilePercentageAbove: 20
+    snapshotCountAbove: 20
+    deleteFileCountAbove: 1
+    manifestSizeAboveBytes: 1048576
+    triggerLogic: OR
+    minIntervalMinutes: 30
+  healthThresholds: {smallFileSizeBytes: 8388608, snapshotCountWarning: 50, snapshotCountCritical: 100}
+- name: gold
+  tablePattern: "lake.ns00*.*"
+  priority: 10
+  rewriteDataFiles: {strategy: BINPACK}
+  rewriteDataFilesSchedule: {interval: PT30M}
+  expireSnapshots: {retainLast: 3}
+  expireSnapshotsSchedule: {interval: PT1H}
+  orphanCleanup: {retentionPeriodInDays: 5}
+  orphanCleanupSchedule: {cronExpression: "0 */4 * * *", timezone: Europe/Berlin}
+  rewriteManifests: {}
+  rewriteManifestsSchedule: {interval: PT2H}
+  rewritePositionDeleteFiles: {}
+  rewritePositionDeleteFilesSchedule: {interval: PT1H}
+  triggerConditions: {criticalPipeline: true, criticalPipelineMaxDelayMinutes: 720, minIntervalMinutes: 15}
+- name: nightly
+  tablePattern: "lake.ns01*.*"
+  priority: 5
+  rewriteDataFiles: {strategy: BINPACK}
+  rewriteDataFilesSchedule: {cronExpression: "30 2 * * *", timezone: Europe/Berlin, windowStart: "22:00", windowEnd: "06:00", enforceWindowEnd: true}
+  expireSnapshots: {}
+  expireSnapshotsSchedule: {cronExpression: "0 3 * * *", timezone: America/New_York}
+  orphanCleanup: {}
+  orphanCleanupSchedule: {interval: P1D, allowedDays: [SATURDAY, SUNDAY]}
+  rewriteManifests: {}
+  rewriteManifestsSchedule: {interval: P1D}
+  rewritePositionDeleteFiles: {}
+  rewritePositionDeleteFilesSchedule: {interval: PT12H}
+- name: one-table
+  tablePattern: "lake.ns002.t00007"
+  priority: 20
+  rewriteDataFiles: {strategy: BINPACK}
+  rewriteDataFilesSchedule: {interval: PT10M}
+  expireSnapshots: {}
+  expireSnapshotsSchedule: {interval: PT1H}
+  orphanCleanup: {}
+  orphanCleanupSchedule: {interval: P1D}
+  rewriteManifests: {}
+  rewriteManifestsSchedule: {interval: P1D}
+  rewritePositionDeleteFiles: {}
+  rewritePositionDeleteFilesSchedule: {interval: PT12H}
+"""
+
+MIB = 1024 * 1024
+
+
+def synthetic(n_tables: int, now: datetime, seed: int = 7):
+    rng = random.Random(seed)
+    now_ms = int(now.timestamp() * 1000)
+    tables = [TableName("lake", (f"ns{i % NAMESPACES:03d}",), f"t{i:05d}") for i in range(n_tables)]
+    metrics: dict[TableName, TableMetrics] = {}
+    history: dict[tuple[str, object], OperationHistory] = {}
+    for t in tables:
+        files = rng.randint(20, 200)
+        sizes = tuple(rng.choice((rng.randint(100_000, 4 * MIB), rng.randint(100 * MIB, 140 * MIB))) for _ in range(files))
+        deletes = rng.choice((0, 0, 0, 2, 7))
+        metrics[t] = TableMetrics(
+            qualified_name=t.qualified, metadata_location=f"file:///w/{t.qualified}/metadata/00042.metadata.json",
+            tier="full", collected_at_ms=now_ms - 30_000,
+            data_file_count=files, total_data_bytes=sum(sizes), record_count=files * 1000,
+            data_file_sizes=sizes, delete_file_count=deletes, position_delete_file_count=deletes,
+            equality_delete_file_count=0, snapshot_count=rng.randint(1, 150),
+            oldest_snapshot_ms=now_ms - rng.randint(1, 30) * 86_400_000, newest_snapshot_ms=now_ms - rng.randint(0, 86_400_000),
+            manifest_count=rng.randint(1, 40), manifest_total_bytes=rng.randint(10_000, 5 * MIB),
+            partition_count=1, max_files_per_partition=files, current_snapshot_id=rng.randint(1, 2**62),
+            properties={"write.target-file-size-bytes": str(128 * MIB)},
+            data_file_groups=(("[]", sizes, ()),),
+            position_delete_groups=(("[]", tuple(rng.randint(2_000, 50_000) for _ in range(deletes))),),
+        )
+        for op in ALL_OPERATIONS:
+            kind = rng.random()
+            if kind < 0.3:  # never ran: due
+                h = OperationHistory()
+            elif kind < 0.7:  # ran recently and succeeded
+                start = now - timedelta(minutes=rng.randint(1, 300))
+                h = OperationHistory(last_run_start=start, last_run_succeeded=True, last_run_trigger="interval",
+                                     last_success_start=start, runs=rng.randint(1, 50))
+            elif kind < 0.85:  # failing
+                start = now - timedelta(minutes=rng.randint(1, 600))
+                h = OperationHistory(last_run_start=start, last_run_succeeded=False, last_run_trigger="interval",
+                                     last_success_start=start - timedelta(days=1), last_failure_at=start,
+                                     consecutive_failures=rng.randint(1, 6), runs=20, failures=rng.randint(1, 10))
+            else:  # zero-change streak
+                start = now - timedelta(hours=rng.randint(1, 10))
+                h = OperationHistory(last_run_start=start, last_run_succeeded=True, last_run_trigger="interval",
+                                     last_success_start=start, consecutive_zero_change=rng.randint(1, 9),
+                                     last_snapshot_after=metrics[t].current_snapshot_id, runs=30)
+            history[(t.qualified, op)] = h
+    return tables, metrics, history
+
+
+def plan_input(n_tables: int, now: datetime, estimate: bool = True) -> PlanInput:
+    tables, metrics, history = synthetic(n_tables, now)
+    return PlanInput(
+        now=now, catalog_tables=tables, loaded_tables=frozenset(tables),
+        policies=parse_policies_text(POLICIES, "bench"), limits=Limits(),
+        metrics=metrics, history=history, in_flight=frozenset(), last_attempts={},
+        bytes_last_hour=0, queued_runs=3, debt_weights={},  # as settings.debt (a raw mapping)
+        estimate_bytes=estimate_operation_bytes if estimate else None,
+    )
+
+
+class _MemoizedSet:
+    """Shadows ``set`` inside the planner module so ``set(data.catalog_tables)`` (built once per
+    decision in ``_gate``) is built once per tick: what the one-line fix (compute it once in ``plan``)
+    would cost. ``set()`` and every other argument behave as the builtin."""
+
+    def __init__(self) -> None:
+        self._memo: tuple[int, object, frozenset] | None = None
+
+    def __call__(self, iterable=()):
+        if isinstance(iterable, (list, tuple)) and len(iterable) > 100:
+            if self._memo is None or self._memo[1] is not iterable:
+                self._memo = (id(iterable), iterable, frozenset(iterable))
+            return self._memo[2]
+        return set(iterable)
+
+
+def time_plan(data: PlanInput, repeat: int, memoized_set: bool, estimates: bool = True) -> tuple[list[float], object]:
+    times, result = [], None
+    if not estimates:
+        data = PlanInput(**{**data.__dict__, "estimate_bytes": None})
+    if memoized_set:
+        planner.set = _MemoizedSet()  # type: ignore[attr-defined]
+    try:
+        for _ in range(repeat):
+            # A fresh PolicySet each tick (the sensor reloads it; its effective-policy memo starts empty).
+            data_i = PlanInput(**{**data.__dict__, "policies": parse_policies_text(POLICIES, "bench")})
+            t0 = time.perf_counter()
+            result = plan(data_i)
+            times.append(time.perf_counter() - t0)
+    finally:
+        if memoized_set:
+            del planner.set  # type: ignore[attr-defined]
+    return times, result
+
+
+def profile(data: PlanInput, label: str, memoized_set: bool, top: int = 12) -> None:
+    data = PlanInput(**{**data.__dict__, "policies": parse_policies_text(POLICIES, "bench")})
+    if memoized_set:
+        planner.set = _MemoizedSet()  # type: ignore[attr-defined]
+    profiler = cProfile.Profile()
+    try:
+        profiler.enable()
+        plan(data)
+        profiler.disable()
+    finally:
+        if memoized_set:
+            del planner.set  # type: ignore[attr-defined]
+    for order in ("tottime", "cumulative"):
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).strip_dirs().sort_stats(order).print_stats(top)
+        text = out.getvalue()
+        print(f"\ncProfile of one plan(), {label}, by {order} (cProfile inflates times ~3x):")
+        print(text[text.find("   ncalls"):].rstrip())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tables", type=int, nargs="+", default=[1000, 10000])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--as-is-max", type=int, default=2500,
+                        help="measure today's planner up to this many tables (it is quadratic: 10,000 take "
+                             "minutes); larger sizes are extrapolated from the two largest measured")
+    parser.add_argument("--no-profile", action="store_true")
+    args = parser.parse_args()
+    print(machine())
+    now = datetime(2026, 11, 23, 10, 7, tzinfo=timezone.utc)
+    sizes = sorted(set(args.tables) | ({min(args.as_is_max, 2500)} if max(args.tables) > args.as_is_max else set()))
+    rows, as_is, fixed, no_estimates, inputs = [], {}, {}, {}, {}
+    for n in sizes:
+        started = time.perf_counter()
+        data = inputs[n] = plan_input(n, now)
+        built = time.perf_counter() - started
+        line = f"{n:,} tables (inputs built in {built:.1f} s):"
+        if n <= args.as_is_max:
+            times, result = time_plan(data, args.repeat if n <= 2500 else 1, memoized_set=False)
+            as_is[n] = sorted(times)[len(times) // 2]
+            line += f" as is {describe(times)};"
+        times, result = time_plan(data, args.repeat, memoized_set=True)
+        fixed[n] = sorted(times)[len(times) // 2]
+        times_ne, _ = time_plan(data, args.repeat, memoized_set=True, estimates=False)
+        no_estimates[n] = sorted(times_ne)[len(times_ne) // 2]
+        print(f"{line} with set(catalog_tables) built once {describe(times)}; and without byte estimates "
+              f"{describe(times_ne)}; {len(result.decisions)} decisions, "
+              f"{len(result.admitted)} admitted; skips {result.reason_counts()}", flush=True)
+    measured = sorted(as_is)
+    for n in sizes:
+        if n not in args.tables:
+            continue
+        if n in as_is:
+            now_s, how = as_is[n], "measured"
+        else:  # a + b*n^2 through the two largest measured sizes
+            (n1, t1), (n2, t2) = (measured[-2], as_is[measured[-2]]), (measured[-1], as_is[measured[-1]])
+            b = (t2 - t1) / (n2 ** 2 - n1 ** 2)
+            now_s, how = t1 + b * (n ** 2 - n1 ** 2), "extrapolated (quadratic)"
+        rows.append((f"{n:,}", n * 5, f"{now_s:.2f} ({how})", f"{now_s / SENSOR_LIMIT_S:.3f}", f"{now_s / TARGET_S:.2f}",
+                     f"{fixed[n]:.3f}", f"{fixed[n] / SENSOR_LIMIT_S:.4f}", f"{fixed[n] / TARGET_S:.2f}",
+                     f"{now_s / fixed[n]:.0f}x", f"{no_estimates[n]:.3f}", f"{no_estimates[n] / fixed[n]:.2f}"))
+    print()
+    print(table(rows, ["tables", "decisions", "plan() s, as is", "÷ 60 s", "÷ 2 s target",
+                       "plan() s, set built once", "÷ 60 s", "÷ 2 s target", "as is ÷ fixed",
+                       "set once, no byte estimates s", "÷ with estimates"]))
+    if len(measured) > 1:
+        n1, n2 = measured[0], measured[-1]
+        print(f"\nas is: {n2 / n1:.1f}x the tables took {as_is[n2] / as_is[n1]:.1f}x the time "
+              f"(linear {n2 / n1:.1f}x, quadratic {(n2 / n1) ** 2:.1f}x)")
+    f1, f2 = min(fixed), max(fixed)
+    if f2 != f1:
+        print(f"set built once: {f2 / f1:.1f}x the tables took {fixed[f2] / fixed[f1]:.1f}x the time")
+    print(f"peak RSS {peak_rss_mib():.0f} MiB")
+
+    if not args.no_profile:
+        profile(inputs[sizes[0]], f"as is, {sizes[0]:,} tables", memoized_set=False)
+        profile(inputs[sizes[-1]], f"set built once, {sizes[-1]:,} tables", memoized_set=True)
+
+
+if __name__ == "__main__":
+    main()
