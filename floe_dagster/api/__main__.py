@@ -1,0 +1,5 @@
+import sys
+
+from floe_dagster.api.server import main
+
+sys.exit(main())

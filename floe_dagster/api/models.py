@@ -1,0 +1,210 @@
+"""Request and response schemas of the HTTP API; the OpenAPI document is generated from them.
+
+Field names follow Floe's REST API (camelCase). Responses computed by shared code
+(``explain_table``, ``health_report``) are passed through unchanged, so their schemas allow extra
+fields: a field added there appears here without breaking a client.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from floe_dagster.core.operations import Operation
+
+OperationName = Literal[
+    "REWRITE_DATA_FILES", "EXPIRE_SNAPSHOTS", "ORPHAN_CLEANUP", "REWRITE_MANIFESTS", "REWRITE_POSITION_DELETE_FILES",
+]
+assert set(OperationName.__args__) == {op.value for op in Operation}  # type: ignore[attr-defined]
+
+# Per-operation statuses (Floe's SUCCEEDED, FAILED, CANCELLED, SKIPPED; PENDING while queued, RUNNING
+# while it runs; WOULD_RUN in a dry run).
+OperationStatus = Literal["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "SKIPPED", "WOULD_RUN"]
+# Trigger statuses (Floe's SUCCESS, PARTIAL_FAILURE, FAILED, NO_OPERATIONS; PENDING and RUNNING while
+# the runs are queued or running; CANCELLED when every run was cancelled; DRY_RUN).
+TriggerStatus = Literal[
+    "PENDING", "RUNNING", "SUCCESS", "PARTIAL_FAILURE", "FAILED", "CANCELLED", "NO_OPERATIONS", "DRY_RUN",
+]
+Number = float | int | bool
+
+
+class _Strict(BaseModel):
+    # No coercion ("true" is not a boolean) and no unknown fields: a mistyped "dryrun" must not
+    # turn a dry run into a real one.
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ErrorResponse(BaseModel):
+    """Every error (4xx and 5xx) has this shape."""
+
+    error: str = Field(description="What went wrong, for people")
+    code: str = Field(description="Machine-readable code, e.g. VALIDATION_FAILED, NOT_FOUND, TABLE_BUSY")
+    details: dict[str, Any] = Field(description="Structured context (for 409: runId, runStatus, operation)")
+    timestamp: str = Field(json_schema_extra={"format": "date-time"})
+
+
+class TriggerRequest(_Strict):
+    catalog: str = Field(min_length=1, max_length=255, description="The catalog name (floe.yaml's catalog.name)")
+    namespace: str = Field(min_length=1, max_length=1024, description="Dotted for nested namespaces: a.b")
+    table: str = Field(min_length=1, max_length=255)
+    policyName: str | None = Field(
+        None, min_length=1, max_length=255,
+        description="Must name the table's effective policy (runs always use the effective policy)",
+    )
+    operations: list[OperationName] | None = Field(
+        None, min_length=1, max_length=5, description="Default: every operation the policy configures",
+    )
+    reason: str | None = Field(None, max_length=1000, description="Recorded as the floe/reason run tag")
+    dryRun: bool = Field(False, description="Say what would be queued; launch nothing")
+
+
+class OperationResult(BaseModel):
+    operationType: OperationName
+    status: OperationStatus
+    runId: str | None = None
+    startTime: str | None = Field(None, json_schema_extra={"format": "date-time"})
+    endTime: str | None = Field(None, json_schema_extra={"format": "date-time"})
+    durationMs: int | None = None
+    metrics: dict[str, Number] = Field(default_factory=dict,
+                                       description="The run's materialization metadata numbers for the table")
+    errorMessage: str | None = None
+
+
+class TriggerResponse(BaseModel):
+    orchestrationId: str = Field(description="The trigger id: every run carries it as floe/trigger-id")
+    status: TriggerStatus
+    table: str = Field(description="catalog.namespace.table")
+    policyName: str | None
+    startTime: str = Field(json_schema_extra={"format": "date-time"})
+    endTime: str | None = Field(None, json_schema_extra={"format": "date-time"})
+    durationMs: int | None = None
+    operationResults: list[OperationResult]
+    message: str
+    dryRun: bool = False
+
+
+class ConditionCheck(_Open):
+    name: str
+    measured: float | None
+    threshold: float
+
+
+class BackoffState(_Open):
+    consecutiveFailures: int
+    until: str | None
+
+
+class ThrottleState(_Open):
+    consecutiveZeroChangeRuns: int
+    until: str | None
+
+
+class LastRun(_Open):
+    start: str | None
+    succeeded: bool | None
+    trigger: str | None
+
+
+class OperationTriggerStatus(_Open):
+    operationType: str
+    shouldTrigger: bool
+    enabled: bool
+    reasons: list[str]
+    trigger: str | None
+    conditionsMet: bool
+    metConditions: list[ConditionCheck]
+    unmetConditions: list[ConditionCheck]
+    forcedByCriticalPipeline: bool
+    nextEligibleTime: str | None
+    debtScore: float
+    debtBreakdown: dict[str, float]
+    backoff: BackoffState
+    throttle: ThrottleState
+    lastRun: LastRun
+
+
+class TriggerStatusResponse(_Open):
+    """``floe-dagster explain --json``, unchanged."""
+
+    catalog: str
+    namespace: str
+    table: str
+    qualifiedName: str
+    policyName: str | None
+    conditionBasedTriggeringEnabled: bool
+    at: str
+    operationStatuses: dict[str, OperationTriggerStatus]
+
+
+class HealthResponse(_Open):
+    """``floe-dagster health --json``: metrics, derived numbers, issues, status and debt score."""
+
+    qualified_name: str
+    assessed_at: str
+    status: str
+    issues: list[dict[str, Any]]
+    metrics: dict[str, Any]
+    derived: dict[str, Any]
+    thresholds: dict[str, Any]
+    debt: dict[str, Any]
+
+
+class ValidatePatternRequest(_Strict):
+    pattern: str = Field(min_length=1, max_length=1024, description="A table pattern, as in a policy's tablePattern")
+
+
+class ValidatePatternResponse(BaseModel):
+    valid: bool
+    message: str
+    matchedTables: list[str]
+    matchCount: int
+
+
+class TableResult(BaseModel):
+    table: str
+    metrics: dict[str, Number]
+
+
+class OperationRun(BaseModel):
+    runId: str
+    jobName: str
+    table: str | None = Field(description="The table it maintained (null for a run over several tables)")
+    operation: str | None
+    status: OperationStatus
+    runStatus: str = Field(description="Dagster's run status")
+    trigger: str | None
+    triggerId: str | None
+    policyName: str | None
+    actor: str | None
+    reason: str | None
+    createdAt: str | None = Field(json_schema_extra={"format": "date-time"})
+    startTime: str | None = Field(json_schema_extra={"format": "date-time"})
+    endTime: str | None = Field(json_schema_extra={"format": "date-time"})
+    durationMs: int | None
+    metrics: dict[str, Number] = Field(description="Materialization metadata numbers for `table`")
+    tables: list[TableResult] = Field(description="Every table the run materialized, with its numbers")
+    errorMessage: str | None
+
+
+class OperationsPage(BaseModel):
+    operations: list[OperationRun]
+    total: int
+    limit: int
+    offset: int
+    hasMore: bool
+
+
+class HealthCheck(BaseModel):
+    name: str
+    status: Literal["UP", "DOWN"]
+
+
+class ServiceHealth(BaseModel):
+    status: Literal["UP", "DOWN"]
+    checks: list[HealthCheck]
+    timestamp: str = Field(json_schema_extra={"format": "date-time"})

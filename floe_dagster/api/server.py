@@ -1,0 +1,66 @@
+"""``floe-dagster serve``: run the HTTP API with uvicorn.
+
+Refuses to start (before binding) when no API keys are configured and the address is not loopback,
+and when the configured keys cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Mapping
+
+from floe_dagster.settings import Settings
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 9091
+
+log = logging.getLogger(__name__)
+
+
+def build_app(settings: Settings, environ: Mapping[str, str] | None = None, host: str = DEFAULT_HOST):
+    """The application for these settings, after the key and bind checks (raises ``KeysError`` or
+    ``BindRefused``, both ``ValueError``s with a clear message)."""
+    from floe_dagster.api.app import create_app
+    from floe_dagster.api.auth import KeyStore, check_bind
+    from floe_dagster.instance import get_instance
+
+    keys = KeyStore(settings.api, environ)
+    check_bind(host, keys.configured)
+    return create_app(settings, keys, get_instance()), keys
+
+
+def serve(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+          environ: Mapping[str, str] | None = None) -> int:
+    """Serve until interrupted; the checks run before anything listens."""
+    import uvicorn
+
+    app, keys = build_app(settings, environ, host)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"floe-dagster API on http://{shown}:{port} ({keys.describe()}); "
+          f"OpenAPI document at /api/v1/openapi.json", flush=True)
+    uvicorn.run(app, host=host, port=port, log_level="info", server_header=False)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m floe_dagster.api``: the same as ``floe-dagster serve``."""
+    from floe_dagster.settings import SettingsError, load_settings
+
+    parser = argparse.ArgumentParser(prog="python -m floe_dagster.api", description="Floe's HTTP API")
+    parser.add_argument("--config", help="settings file (default: $FLOE_CONFIG or ./floe.yaml)")
+    parser.add_argument("--host", default=DEFAULT_HOST)
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    args = parser.parse_args(argv)
+    try:
+        if args.config:
+            os.environ["FLOE_CONFIG"] = str(Path(args.config).resolve())
+        return serve(load_settings(args.config), args.host, args.port)
+    except (SettingsError, ValueError) as exc:
+        print(f"floe-dagster: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

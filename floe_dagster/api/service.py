@@ -1,0 +1,577 @@
+"""What each endpoint does, independent of HTTP: every failure is an :class:`ApiError` with Floe's
+status code and a machine-readable code.
+
+The manual trigger queues runs exactly as Dagit does (:func:`floe_dagster.launch.submit_runs`): one
+run per operation, in Floe's order, sharing a ``floe/trigger-id``, tagged ``floe/trigger=manual``
+and ``floe/actor`` (the API key's name). The daemon executes them; the table's tag-concurrency limit
+(one run per ``floe/table``) and their equal priority run them one after another in that order. A
+watcher thread per trigger follows the runs and, as ``floe-dagster trigger`` does, cancels the ones
+still queued once one fails (best effort: the daemon may dequeue the next run first, and a watcher
+does not survive a restart of the server).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterator, Sequence
+
+from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
+
+from floe_dagster.catalog import CatalogUnavailable, UnknownTable, list_tables, load_table, open_catalog
+from floe_dagster.coordination import Coordination
+from floe_dagster.core.operations import Operation, gc_disabled
+from floe_dagster.core.patterns import TablePattern
+from floe_dagster.core.policy import PolicyError
+from floe_dagster.core.tables import TableName
+from floe_dagster.defs import tags as T
+from floe_dagster.defs.names import asset_key_for, table_for_asset_key, unmappable_reason
+from floe_dagster.locks import is_lock_free, table_lock_name
+from floe_dagster.maintenance_policy import load_policy_set, policy_run_tags
+from floe_dagster.runs import IN_FLIGHT_STATUSES, mark_dead_runs, runs_in_flight
+from floe_dagster.settings import Settings
+
+log = logging.getLogger(__name__)
+
+API_REASON = "manual trigger from the HTTP API"
+WATCH_POLL_S = 0.5
+WATCH_GIVE_UP_S = 48 * 3600
+MAX_OUTCOME_RUNS = 1000
+
+_FLOE_STATUS = {
+    DagsterRunStatus.QUEUED: "PENDING",
+    DagsterRunStatus.NOT_STARTED: "PENDING",
+    DagsterRunStatus.MANAGED: "PENDING",
+    DagsterRunStatus.STARTING: "RUNNING",
+    DagsterRunStatus.STARTED: "RUNNING",
+    DagsterRunStatus.CANCELING: "RUNNING",
+    DagsterRunStatus.SUCCESS: "SUCCEEDED",
+    DagsterRunStatus.FAILURE: "FAILED",
+    DagsterRunStatus.CANCELED: "CANCELLED",
+}
+_DAGSTER_STATUSES = {
+    "PENDING": [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.MANAGED],
+    "RUNNING": [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING],
+    "SUCCEEDED": [DagsterRunStatus.SUCCESS],
+    "FAILED": [DagsterRunStatus.FAILURE],
+    "CANCELLED": [DagsterRunStatus.CANCELED],
+}
+_FINISHED = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
+_RESULT_EVENTS = {
+    DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.STEP_FAILURE, DagsterEventType.RUN_FAILURE,
+    DagsterEventType.RUN_CANCELED,
+}
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, details: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.status, self.code, self.message, self.details = status, code, message, details or {}
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def iso(moment: datetime | float | None) -> str | None:
+    if moment is None:
+        return None
+    if isinstance(moment, (int, float)):
+        moment = datetime.fromtimestamp(moment, timezone.utc)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).isoformat()
+
+
+def table_name(settings: Settings, namespace: str, table: str) -> TableName:
+    """The table a path (or a trigger body) names: the namespace dotted for nested namespaces."""
+    parts = tuple(namespace.split("."))
+    if any(not part for part in parts):
+        raise ApiError(400, "INVALID_TABLE_NAME", f"namespace {namespace!r} has an empty part",
+                       {"namespace": namespace})
+    if not table or "." in table:
+        raise ApiError(400, "INVALID_TABLE_NAME",
+                       f"table {table!r}: a table name must be non-empty and cannot contain '.'", {"table": table})
+    return TableName(settings.catalog.name, parts, table)
+
+
+@contextmanager
+def lookup_errors(table: TableName | None = None) -> Iterator[None]:
+    """Catalog, policy and health failures as API errors."""
+    from floe_dagster.health import HealthError
+
+    try:
+        yield
+    except ApiError:
+        raise
+    except UnknownTable as exc:
+        raise ApiError(404, "TABLE_NOT_FOUND", str(exc), {"table": table.qualified if table else None}) from None
+    except CatalogUnavailable as exc:
+        raise ApiError(503, "CATALOG_UNAVAILABLE", str(exc)) from None
+    except PolicyError as exc:
+        raise ApiError(500, "POLICIES_INVALID", f"the policy files are invalid: {exc}") from None
+    except HealthError as exc:
+        raise ApiError(503, "HEALTH_UNAVAILABLE", str(exc)) from None
+
+
+def _numbers(metadata: dict[str, Any]) -> dict[str, float | int | bool]:
+    """A materialization's numbers (int, float, bool), the values Dagit plots."""
+    out: dict[str, float | int | bool] = {}
+    for name, entry in metadata.items():
+        value = getattr(entry, "value", entry)
+        if isinstance(value, bool) or isinstance(value, int):
+            out[name] = value
+        elif isinstance(value, float) and math.isfinite(value):
+            out[name] = value
+    return out
+
+
+@dataclass
+class RunFacts:
+    """One run as the API reports it."""
+
+    run_id: str
+    job_name: str
+    tags: dict[str, str]
+    dagster_status: DagsterRunStatus
+    created: datetime | None
+    start: float | None
+    end: float | None
+    tables: dict[str, dict[str, float | int | bool]] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def status(self) -> str:
+        return _FLOE_STATUS.get(self.dagster_status, "PENDING")
+
+    @property
+    def duration_ms(self) -> int | None:
+        return int(round((self.end - self.start) * 1000)) if self.start is not None and self.end is not None else None
+
+
+def run_facts(instance: DagsterInstance, record) -> RunFacts:
+    run = record.dagster_run
+    facts = RunFacts(run.run_id, run.job_name, dict(run.tags), run.status, record.create_timestamp,
+                     record.start_time, record.end_time)
+    if run.status in (DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED):
+        return facts
+    step_error = run_error = None
+    for entry in instance.all_logs(run.run_id, of_type=_RESULT_EVENTS):
+        event = entry.dagster_event
+        if event is None:
+            continue
+        if event.event_type == DagsterEventType.ASSET_MATERIALIZATION:
+            materialization = event.event_specific_data.materialization
+            try:
+                name = table_for_asset_key(materialization.asset_key).qualified
+            except ValueError:
+                name = "/".join(materialization.asset_key.path)
+            facts.tables[name] = _numbers(dict(materialization.metadata))
+        elif event.event_type == DagsterEventType.STEP_FAILURE and step_error is None:
+            data = event.event_specific_data
+            user = getattr(data, "user_failure_data", None)  # a dagster Failure: its description
+            error = getattr(data, "error", None)
+            if user is not None and user.description:
+                step_error = user.description.strip().splitlines()[0]
+            elif error is not None and error.message:
+                step_error = error.message.strip().splitlines()[0]
+        elif event.event_type in (DagsterEventType.RUN_FAILURE, DagsterEventType.RUN_CANCELED) and run_error is None:
+            run_error = (event.message or "").strip().splitlines()[0] if event.message else None
+    if run.status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED):
+        facts.error = step_error or run_error or ("the run failed" if run.status == DagsterRunStatus.FAILURE
+                                                  else "the run was cancelled")
+    return facts
+
+
+class TriggerWatch:
+    """Follows one trigger's runs; after a failure, cancels the ones still queued."""
+
+    def __init__(self, instance: DagsterInstance, trigger_id: str, run_ids: Sequence[str]):
+        self.instance, self.trigger_id, self.run_ids = instance, trigger_id, list(run_ids)
+        self.done = threading.Event()
+        self.finished_at: float | None = None
+        self.thread = threading.Thread(target=self._run, name=f"floe-trigger-{trigger_id}", daemon=True)
+
+    def start(self) -> "TriggerWatch":
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        deadline = time.monotonic() + WATCH_GIVE_UP_S
+        try:
+            while time.monotonic() < deadline:
+                runs = [r.dagster_run for r in self.instance.get_run_records(RunsFilter(run_ids=self.run_ids))]
+                if any(run.status == DagsterRunStatus.FAILURE for run in runs):
+                    for run in runs:
+                        if run.status == DagsterRunStatus.QUEUED:
+                            self._cancel(run)
+                    runs = [r.dagster_run for r in self.instance.get_run_records(RunsFilter(run_ids=self.run_ids))]
+                if runs and all(run.status in _FINISHED for run in runs):
+                    return
+                time.sleep(WATCH_POLL_S)
+        except Exception:  # a watcher must never take the server down
+            log.exception("watching trigger %s failed", self.trigger_id)
+        finally:
+            self.finished_at = time.monotonic()
+            self.done.set()
+
+    def _cancel(self, run) -> None:
+        current = self.instance.get_run_by_id(run.run_id)
+        if current is None or current.status != DagsterRunStatus.QUEUED:
+            return
+        message = f"floe-dagster: a previous operation of manual trigger {self.trigger_id} failed"
+        self.instance.report_run_canceling(current, message=message)
+        self.instance.report_run_canceled(current, message=message)
+        log.info("cancelled queued run %s (%s)", run.run_id, message)
+
+
+class ApiService:
+    def __init__(self, settings: Settings, instance: DagsterInstance):
+        self.settings = settings
+        self.instance = instance
+        self.coordination = Coordination(settings.coordination_url)
+        self._guard = threading.Lock()
+        self._table_locks: dict[str, threading.Lock] = {}
+        self._watches: dict[str, TriggerWatch] = {}
+
+    # -- reads --------------------------------------------------------------------------------------
+
+    def trigger_status(self, namespace: str, table: str, at: datetime | None) -> dict[str, Any]:
+        from floe_dagster.explain import explain_table
+
+        name = table_name(self.settings, namespace, table)
+        with lookup_errors(name):
+            report = explain_table(self.settings, name.qualified, at or utc_now(), self.instance)
+        return json.loads(json.dumps(report, default=str))  # exactly what `explain --json` prints
+
+    def health(self, namespace: str, table: str, tier: str, now: datetime | None = None) -> dict[str, Any]:
+        name = table_name(self.settings, namespace, table)
+        now = now or utc_now()
+        with lookup_errors(name):
+            try:
+                from floe_dagster.health_report import health_report
+            except ImportError:  # pragma: no cover - the shared module is the normal path
+                report = _health_without_report_module(self.settings, name, now, tier)
+            else:
+                report = health_report(self.settings, name, now, tier=tier)
+        return json.loads(json.dumps(report, default=str))
+
+    def validate_pattern(self, pattern: str) -> dict[str, Any]:
+        text = pattern.strip()
+        if not text:
+            raise ApiError(400, "VALIDATION_FAILED", "Pattern is required", {"field": "pattern"})
+        try:
+            parsed = TablePattern.parse(text)
+        except ValueError as exc:
+            raise ApiError(400, "INVALID_PATTERN", f"Invalid pattern: {exc}", {"pattern": text}) from None
+        with lookup_errors():
+            tables = list_tables(open_catalog(self.settings.catalog))
+        matched = [t.qualified for t in tables if parsed.matches(t)]
+        if matched:
+            return {"valid": True, "message": f"Pattern matches {len(matched)} table(s)", "matchedTables": matched,
+                    "matchCount": len(matched)}
+        exact = parsed.regex is None and "*" not in text and "?" not in text
+        if exact:
+            return {"valid": False, "message": f"Table not found: {text}", "matchedTables": [], "matchCount": 0}
+        return {"valid": True, "message": f"Warning: No tables currently match pattern '{text}'", "matchedTables": [],
+                "matchCount": 0}
+
+    def operations(self, table: str | None, trigger_id: str | None, status: str | None, limit: int,
+                   offset: int) -> dict[str, Any]:
+        tags: dict[str, Any] = {T.TRIGGER: list(T.TRIGGERS)}
+        qualified = None
+        if table:
+            try:
+                qualified = TableName.parse(table, self.settings.catalog.name).qualified
+            except ValueError as exc:
+                raise ApiError(400, "INVALID_TABLE_NAME", str(exc), {"table": table}) from None
+            tags[T.TABLE] = qualified
+        if trigger_id:
+            tags[T.TRIGGER_ID] = trigger_id
+        statuses = _DAGSTER_STATUSES[status] if status else None
+        filters = RunsFilter(tags=tags, statuses=statuses)
+        total = self.instance.get_runs_count(filters)
+        records = list(self.instance.get_run_records(filters, limit=offset + limit))
+        if qualified:
+            extra = self._multi_table_runs(qualified, trigger_id, statuses)
+            total += len(extra)
+            records = sorted([*records, *extra], key=lambda r: r.create_timestamp, reverse=True)
+        page = records[offset:offset + limit]
+        items = [self._operation_item(run_facts(self.instance, record), qualified) for record in page]
+        return {"operations": items, "total": total, "limit": limit, "offset": offset,
+                "hasMore": offset + len(items) < total}
+
+    def _multi_table_runs(self, qualified: str, trigger_id: str | None, statuses) -> list:
+        """Runs that maintained the table without being tagged with it (a backfill over a namespace
+        job): finished ones from the coordination database's outcomes, running ones by asset."""
+        run_ids = {row["run_id"] for row in self.coordination.outcomes_for(qualified)[-MAX_OUTCOME_RUNS:]}
+        found = list(self.instance.get_run_records(RunsFilter(run_ids=sorted(run_ids)))) if run_ids else []
+        table = TableName.parse(qualified, self.settings.catalog.name)
+        key = asset_key_for(table)
+        for record in self.instance.get_run_records(RunsFilter(statuses=IN_FLIGHT_STATUSES)):
+            selection = record.dagster_run.asset_selection
+            if selection and key in selection:
+                found.append(record)
+        seen: set[str] = set()
+        extra = []
+        for record in found:
+            run = record.dagster_run
+            if run.run_id in seen or run.tags.get(T.TABLE) == qualified:
+                continue  # counted by the tag query
+            seen.add(run.run_id)
+            if trigger_id and run.tags.get(T.TRIGGER_ID) != trigger_id:
+                continue
+            if statuses and run.status not in statuses:
+                continue
+            if T.TRIGGER not in run.tags:
+                continue
+            extra.append(record)
+        return extra
+
+    @staticmethod
+    def _operation_item(facts: RunFacts, table: str | None) -> dict[str, Any]:
+        tags = facts.tags
+        own_table = tags.get(T.TABLE) or table
+        if own_table is None and len(facts.tables) == 1:
+            own_table = next(iter(facts.tables))
+        return {
+            "runId": facts.run_id,
+            "jobName": facts.job_name,
+            "table": own_table,
+            "operation": tags.get(T.OPERATION) or tags.get("dagster/partition"),
+            "status": facts.status,
+            "runStatus": facts.dagster_status.value,
+            "trigger": tags.get(T.TRIGGER),
+            "triggerId": tags.get(T.TRIGGER_ID),
+            "policyName": tags.get(T.POLICY) or None,
+            "actor": tags.get(T.ACTOR),
+            "reason": tags.get(T.REASON),
+            "createdAt": iso(facts.created),
+            "startTime": iso(facts.start),
+            "endTime": iso(facts.end),
+            "durationMs": facts.duration_ms,
+            "metrics": facts.tables.get(own_table, {}) if own_table else {},
+            "tables": [{"table": name, "metrics": numbers} for name, numbers in sorted(facts.tables.items())],
+            "errorMessage": facts.error,
+        }
+
+    def service_health(self) -> tuple[bool, list[dict[str, str]]]:
+        checks = []
+        try:
+            self.instance.get_runs_count(RunsFilter(statuses=[DagsterRunStatus.QUEUED]))
+            checks.append({"name": "dagster-instance", "status": "UP"})
+        except Exception:
+            log.exception("health: the Dagster instance cannot be read")
+            checks.append({"name": "dagster-instance", "status": "DOWN"})
+        try:
+            open_catalog(self.settings.catalog).list_namespaces()
+            checks.append({"name": "catalog", "status": "UP"})
+        except Exception:
+            log.exception("health: the catalog cannot be reached")
+            checks.append({"name": "catalog", "status": "DOWN"})
+        return all(c["status"] == "UP" for c in checks), checks
+
+    # -- the trigger -----------------------------------------------------------------------------------
+
+    def _table_lock(self, qualified: str) -> threading.Lock:
+        with self._guard:
+            return self._table_locks.setdefault(qualified, threading.Lock())
+
+    def busy(self, table: TableName) -> dict[str, Any] | None:
+        """The run (or the lock holder) maintaining the table now, or None."""
+        key = asset_key_for(table)
+        in_flight = runs_in_flight(self.instance)
+        dead = set(mark_dead_runs(self.instance, self.coordination, in_flight, utc_now(),
+                                  self.settings.coordination_url))
+        matching = []
+        for record in self.instance.get_run_records(RunsFilter(statuses=IN_FLIGHT_STATUSES)):
+            run = record.dagster_run
+            if run.run_id in dead:
+                continue
+            if run.tags.get(T.TABLE) == table.qualified or (run.asset_selection and key in run.asset_selection):
+                matching.append(run)
+        if matching:
+            # The running one, else the queued one that runs first (records come newest first).
+            running = [r for r in matching if r.status in (DagsterRunStatus.STARTING, DagsterRunStatus.STARTED)]
+            run = (running or matching[::-1])[0]
+            return {"table": table.qualified, "runId": run.run_id, "runStatus": run.status.value,
+                    "operation": run.tags.get(T.OPERATION) or run.tags.get("dagster/partition"),
+                    "trigger": run.tags.get(T.TRIGGER), "triggerId": run.tags.get(T.TRIGGER_ID)}
+        lock = table_lock_name(table)
+        if not is_lock_free(lock, self.settings.coordination_url):
+            return {"table": table.qualified, "runId": None, "lock": lock}
+        return None
+
+    def trigger(self, body: dict[str, Any], actor: str, wait: bool, timeout_s: float
+                ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        settings = self.settings
+        if body["catalog"] != settings.catalog.name:
+            raise ApiError(404, "TABLE_NOT_FOUND",
+                           f"catalog '{body['catalog']}' is not served here (this server maintains "
+                           f"catalog '{settings.catalog.name}')", {"catalog": body["catalog"]})
+        table = table_name(settings, body["namespace"], body["table"])
+        with lookup_errors(table):
+            iceberg_table = load_table(open_catalog(settings.catalog), table)
+            policies = load_policy_set(settings)
+        policy = policies.effective_policy(table)
+        wanted_name = body.get("policyName")
+        if wanted_name is not None:
+            named = policies.get(wanted_name)
+            if named is None or not named.enabled:
+                raise ApiError(404, "POLICY_NOT_FOUND", f"no enabled policy named '{wanted_name}'",
+                               {"policyName": wanted_name})
+            if policy is None or policy.name != named.name:
+                raise ApiError(400, "POLICY_NOT_EFFECTIVE",
+                               f"policy '{wanted_name}' is not the policy in effect for {table.qualified} "
+                               f"({policy.name if policy else 'none'}); runs always use the effective policy",
+                               {"policyName": wanted_name, "effectivePolicy": policy.name if policy else None})
+        if policy is None:
+            raise ApiError(404, "NO_POLICY", f"No matching policy found for table {table.qualified}",
+                           {"table": table.qualified})
+        configured = policy.configured_operations()
+        if body.get("operations"):
+            wanted = sorted({Operation(name) for name in body["operations"]}, key=lambda op: op.order)
+            missing = [op.value for op in wanted if op not in configured]
+            if missing:
+                raise ApiError(404, "OPERATION_NOT_CONFIGURED",
+                               f"policy '{policy.name}' does not configure {', '.join(missing)} for {table.qualified}",
+                               {"policyName": policy.name, "operations": missing,
+                                "configured": [op.value for op in configured]})
+        else:
+            wanted = configured
+        start = utc_now()
+        trigger_id = str(uuid.uuid4())
+        properties = dict(iceberg_table.properties)
+        skipped = [op for op in wanted if op.needs_gc and gc_disabled(properties)]
+        to_run = [op for op in wanted if op not in skipped]
+        skipped_results = [
+            {"operationType": op.value, "status": "SKIPPED", "runId": None, "startTime": None, "endTime": None,
+             "durationMs": None, "metrics": {},
+             "errorMessage": f"the table sets gc.enabled=false, so {op.value} (which deletes files) never runs on it"}
+            for op in skipped
+        ]
+
+        def response(status: str, message: str, results: list[dict[str, Any]], end: str | None = None,
+                     dry_run: bool = False) -> dict[str, Any]:
+            ordered = sorted([*results, *skipped_results], key=lambda r: Operation(r["operationType"]).order)
+            duration = None
+            if end is not None:
+                duration = int(round((datetime.fromisoformat(end) - start).total_seconds() * 1000))
+            return {"orchestrationId": trigger_id, "status": status, "table": table.qualified,
+                    "policyName": policy.name, "startTime": iso(start), "endTime": end, "durationMs": duration,
+                    "operationResults": ordered, "message": message, "dryRun": dry_run}
+
+        if not to_run:
+            why = (f"policy '{policy.name}' configures no operation for this table" if not wanted
+                   else "every requested operation deletes files and the table sets gc.enabled=false")
+            return 200, response("NO_OPERATIONS", why, [], dry_run=bool(body.get("dryRun"))), {}
+        reason = unmappable_reason(table)
+        if reason:
+            raise ApiError(409, "TABLE_NOT_LOADED", f"{reason}; it is not an asset, so it cannot be maintained",
+                           {"table": table.qualified})
+        from floe_dagster.table_cache import read_cached_tables
+
+        cached = read_cached_tables(settings)
+        if cached is not None and table not in set(cached):
+            raise ApiError(409, "TABLE_NOT_LOADED",
+                           f"{table.qualified} is not an asset yet: run `floe-dagster tables --refresh` and reload "
+                           "the code location (the debt-score sensor refreshes the list by itself)",
+                           {"table": table.qualified})
+        with self._table_lock(table.qualified):
+            busy = self.busy(table)
+            if busy:
+                what = (f"run {busy['runId']} ({busy['runStatus']})" if busy.get("runId")
+                        else f"the holder of lock {busy['lock']}")
+                raise ApiError(409, "TABLE_BUSY", f"{table.qualified} is being maintained by {what}", busy)
+            if body.get("dryRun"):
+                results = [{"operationType": op.value, "status": "WOULD_RUN", "runId": None, "startTime": None,
+                            "endTime": None, "durationMs": None, "metrics": {}, "errorMessage": None}
+                           for op in to_run]
+                names = ", ".join(op.value for op in to_run)
+                return 200, response("DRY_RUN", f"Would queue {len(to_run)} run(s): {names}; nothing was launched",
+                                     results, dry_run=True), {}
+            run_ids = self._submit(table, policy.name, to_run, trigger_id, body.get("reason") or API_REASON, actor)
+        watch = TriggerWatch(self.instance, trigger_id, run_ids).start()
+        with self._guard:
+            self._watches = {k: w for k, w in self._watches.items()
+                             if w.finished_at is None or time.monotonic() - w.finished_at < 3600}
+            self._watches[trigger_id] = watch
+        follow = f"/api/v1/operations?triggerId={trigger_id}"
+        if wait:
+            watch.done.wait(timeout_s)
+        results, status, end = self._results(run_ids)
+        if status in ("PENDING", "RUNNING"):
+            message = (f"{len(run_ids)} run(s) queued for the daemon; GET {follow} follows them" if not wait
+                       else f"still {status.lower()} after {timeout_s:g} s; GET {follow} follows the runs")
+            return 202, response(status, message, results), {"Location": follow}
+        messages = {"SUCCESS": "All operations completed successfully", "PARTIAL_FAILURE": "Some operations failed",
+                    "FAILED": "Maintenance failed", "CANCELLED": "The runs were cancelled"}
+        return 200, response(status, messages[status], results, end), {"Location": follow}
+
+    def _submit(self, table: TableName, policy_name: str, operations: list[Operation], trigger_id: str,
+                reason: str, actor: str) -> list[str]:
+        from floe_dagster.defs.build import MAINTENANCE_JOB
+        from floe_dagster.launch import LaunchFailed, RunToSubmit, submit_runs
+
+        policy = load_policy_set(self.settings).effective_policy(table)
+        runs = []
+        for op in operations:
+            schedule = policy.schedule(op) if policy else None
+            hours = schedule.timeout_hours if schedule else self.settings.maintenance.default_timeout_hours
+            tags = {
+                T.TABLE: table.qualified, T.NAMESPACE: table.namespace_str, T.OPERATION: op.value,
+                T.POLICY: policy_name, T.TRIGGER: "manual", T.REASON: reason, T.ACTOR: actor,
+                T.TRIGGER_ID: trigger_id, "dagster/priority": str(T.run_priority("manual")),
+                "dagster/max_runtime": str(int(hours * 3600)),
+                **policy_run_tags(self.settings, table, op),
+            }
+            runs.append(RunToSubmit(asset_key_for(table), op.value, tags))
+        try:
+            return submit_runs(self.instance, runs, MAINTENANCE_JOB)
+        except LaunchFailed as exc:
+            # Runs created before the failure would run without the rest: cancel them.
+            for record in self.instance.get_run_records(RunsFilter(tags={T.TRIGGER_ID: trigger_id})):
+                if record.dagster_run.status == DagsterRunStatus.QUEUED:
+                    self.instance.report_run_canceled(record.dagster_run, message=f"floe-dagster API: {exc}")
+            raise ApiError(503, "LAUNCH_FAILED", f"the runs could not be queued: {exc}",
+                           {"table": table.qualified}) from None
+
+    def _results(self, run_ids: list[str]) -> tuple[list[dict[str, Any]], str, str | None]:
+        records = {r.dagster_run.run_id: r for r in self.instance.get_run_records(RunsFilter(run_ids=run_ids))}
+        results = []
+        for run_id in run_ids:
+            facts = run_facts(self.instance, records[run_id])
+            op = facts.tags.get(T.OPERATION, "")
+            results.append({
+                "operationType": op, "status": facts.status, "runId": run_id, "startTime": iso(facts.start),
+                "endTime": iso(facts.end), "durationMs": facts.duration_ms,
+                "metrics": facts.tables.get(facts.tags.get(T.TABLE, ""), {}), "errorMessage": facts.error,
+            })
+        statuses = [r["status"] for r in results]
+        if any(s in ("PENDING", "RUNNING") for s in statuses):
+            return results, "RUNNING" if "RUNNING" in statuses else "PENDING", None
+        succeeded, failed = statuses.count("SUCCEEDED"), statuses.count("FAILED")
+        status = ("PARTIAL_FAILURE" if succeeded and failed else "FAILED" if failed
+                  else "SUCCESS" if succeeded else "CANCELLED")
+        ends = [r["endTime"] for r in results if r["endTime"]]
+        return results, status, max(ends) if ends else iso(utc_now())
+
+
+def _health_without_report_module(settings: Settings, table: TableName, now: datetime, tier: str) -> dict[str, Any]:
+    """Health computed directly (collector + the effective policy's thresholds) when
+    ``floe_dagster.health_report`` is not available."""
+    from floe_dagster.core.health import HealthThresholds, assess_health
+    from floe_dagster.health import HealthCollector
+
+    policy = load_policy_set(settings).effective_policy(table)
+    with HealthCollector(open_catalog(settings.catalog), settings) as collector:
+        metrics = collector.metrics_for(table, tier)  # type: ignore[arg-type]
+    report = policy.assess_health(metrics, now) if policy else assess_health(metrics, HealthThresholds(), now)
+    return {**report.to_json(), "policy": policy.name if policy else None, "debt": {}}
