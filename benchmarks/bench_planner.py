@@ -22,6 +22,7 @@ import cProfile
 import io
 import pstats
 import random
+import statistics
 import sys
 import time
 from datetime import datetime, timedelta, timezone
@@ -168,58 +169,30 @@ def plan_input(n_tables: int, now: datetime, estimate: bool = True) -> PlanInput
     )
 
 
-class _MemoizedSet:
-    """Shadows ``set`` inside the planner module so ``set(data.catalog_tables)`` (built once per
-    decision in ``_gate``) is built once per tick: what the one-line fix (compute it once in ``plan``)
-    would cost. ``set()`` and every other argument behave as the builtin."""
-
-    def __init__(self) -> None:
-        self._memo: tuple[int, object, frozenset] | None = None
-
-    def __call__(self, iterable=()):
-        if isinstance(iterable, (list, tuple)) and len(iterable) > 100:
-            if self._memo is None or self._memo[1] is not iterable:
-                self._memo = (id(iterable), iterable, frozenset(iterable))
-            return self._memo[2]
-        return set(iterable)
-
-
-def time_plan(data: PlanInput, repeat: int, memoized_set: bool, estimates: bool = True) -> tuple[list[float], object]:
+def time_plan(data: PlanInput, repeat: int, estimates: bool = True) -> tuple[list[float], object]:
     times, result = [], None
     if not estimates:
         data = PlanInput(**{**data.__dict__, "estimate_bytes": None})
-    if memoized_set:
-        planner.set = _MemoizedSet()  # type: ignore[attr-defined]
-    try:
-        for _ in range(repeat):
-            # A fresh PolicySet each tick (the sensor reloads it; its effective-policy memo starts empty).
-            data_i = PlanInput(**{**data.__dict__, "policies": parse_policies_text(POLICIES, "bench")})
-            t0 = time.perf_counter()
-            result = plan(data_i)
-            times.append(time.perf_counter() - t0)
-    finally:
-        if memoized_set:
-            del planner.set  # type: ignore[attr-defined]
+    for _ in range(repeat):
+        # A fresh PolicySet each tick (the sensor reloads it; its effective-policy memo starts empty).
+        data_i = PlanInput(**{**data.__dict__, "policies": parse_policies_text(POLICIES, "bench")})
+        t0 = time.perf_counter()
+        result = plan(data_i)
+        times.append(time.perf_counter() - t0)
     return times, result
 
 
-def profile(data: PlanInput, label: str, memoized_set: bool, top: int = 12) -> None:
+def profile(data: PlanInput, label: str, top: int = 14) -> None:
     data = PlanInput(**{**data.__dict__, "policies": parse_policies_text(POLICIES, "bench")})
-    if memoized_set:
-        planner.set = _MemoizedSet()  # type: ignore[attr-defined]
     profiler = cProfile.Profile()
-    try:
-        profiler.enable()
-        plan(data)
-        profiler.disable()
-    finally:
-        if memoized_set:
-            del planner.set  # type: ignore[attr-defined]
+    profiler.enable()
+    plan(data)
+    profiler.disable()
     for order in ("tottime", "cumulative"):
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).strip_dirs().sort_stats(order).print_stats(top)
         text = out.getvalue()
-        print(f"\ncProfile of one plan(), {label}, by {order} (cProfile inflates times ~3x):")
+        print(f"\ncProfile of one plan(), {label}, by {order} (cProfile inflates times 2-3x):")
         print(text[text.find("   ncalls"):].rstrip())
 
 
@@ -227,60 +200,36 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tables", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--as-is-max", type=int, default=2500,
-                        help="measure today's planner up to this many tables (it is quadratic: 10,000 take "
-                             "minutes); larger sizes are extrapolated from the two largest measured")
     parser.add_argument("--no-profile", action="store_true")
     args = parser.parse_args()
     print(machine())
     now = datetime(2026, 11, 23, 10, 7, tzinfo=timezone.utc)
-    sizes = sorted(set(args.tables) | ({min(args.as_is_max, 2500)} if max(args.tables) > args.as_is_max else set()))
-    rows, as_is, fixed, no_estimates, inputs = [], {}, {}, {}, {}
+    sizes = sorted(set(args.tables))
+    rows, timed, no_estimates, inputs = [], {}, {}, {}
     for n in sizes:
         started = time.perf_counter()
         data = inputs[n] = plan_input(n, now)
         built = time.perf_counter() - started
-        line = f"{n:,} tables (inputs built in {built:.1f} s):"
-        if n <= args.as_is_max:
-            times, result = time_plan(data, args.repeat if n <= 2500 else 1, memoized_set=False)
-            as_is[n] = sorted(times)[len(times) // 2]
-            line += f" as is {describe(times)};"
-        times, result = time_plan(data, args.repeat, memoized_set=True)
-        fixed[n] = sorted(times)[len(times) // 2]
-        times_ne, _ = time_plan(data, args.repeat, memoized_set=True, estimates=False)
-        no_estimates[n] = sorted(times_ne)[len(times_ne) // 2]
-        print(f"{line} with set(catalog_tables) built once {describe(times)}; and without byte estimates "
-              f"{describe(times_ne)}; {len(result.decisions)} decisions, "
-              f"{len(result.admitted)} admitted; skips {result.reason_counts()}", flush=True)
-    measured = sorted(as_is)
-    for n in sizes:
-        if n not in args.tables:
-            continue
-        if n in as_is:
-            now_s, how = as_is[n], "measured"
-        else:  # a + b*n^2 through the two largest measured sizes
-            (n1, t1), (n2, t2) = (measured[-2], as_is[measured[-2]]), (measured[-1], as_is[measured[-1]])
-            b = (t2 - t1) / (n2 ** 2 - n1 ** 2)
-            now_s, how = t1 + b * (n ** 2 - n1 ** 2), "extrapolated (quadratic)"
-        rows.append((f"{n:,}", n * 5, f"{now_s:.2f} ({how})", f"{now_s / SENSOR_LIMIT_S:.3f}", f"{now_s / TARGET_S:.2f}",
-                     f"{fixed[n]:.3f}", f"{fixed[n] / SENSOR_LIMIT_S:.4f}", f"{fixed[n] / TARGET_S:.2f}",
-                     f"{now_s / fixed[n]:.0f}x", f"{no_estimates[n]:.3f}", f"{no_estimates[n] / fixed[n]:.2f}"))
+        times, result = time_plan(data, args.repeat)
+        timed[n] = statistics.median(times)
+        times_ne, _ = time_plan(data, args.repeat, estimates=False)
+        no_estimates[n] = statistics.median(times_ne)
+        print(f"{n:,} tables (inputs built in {built:.1f} s): plan() {describe(times)}; without byte estimates "
+              f"{describe(times_ne)}; {len(result.decisions)} decisions, {len(result.admitted)} admitted; "
+              f"skips {result.reason_counts()}", flush=True)
+        rows.append((f"{n:,}", n * 5, f"{timed[n]:.3f}", f"{timed[n] / SENSOR_LIMIT_S:.4f}",
+                     f"{timed[n] / TARGET_S:.2f}", "yes" if timed[n] < TARGET_S else "no",
+                     f"{no_estimates[n]:.3f}", f"{no_estimates[n] / timed[n]:.2f}",
+                     f"{timed[n] / (n * 5) * 1e6:.0f}"))
     print()
-    print(table(rows, ["tables", "decisions", "plan() s, as is", "÷ 60 s", "÷ 2 s target",
-                       "plan() s, set built once", "÷ 60 s", "÷ 2 s target", "as is ÷ fixed",
-                       "set once, no byte estimates s", "÷ with estimates"]))
-    if len(measured) > 1:
-        n1, n2 = measured[0], measured[-1]
-        print(f"\nas is: {n2 / n1:.1f}x the tables took {as_is[n2] / as_is[n1]:.1f}x the time "
-              f"(linear {n2 / n1:.1f}x, quadratic {(n2 / n1) ** 2:.1f}x)")
-    f1, f2 = min(fixed), max(fixed)
-    if f2 != f1:
-        print(f"set built once: {f2 / f1:.1f}x the tables took {fixed[f2] / fixed[f1]:.1f}x the time")
+    print(table(rows, ["tables", "decisions", "plan() s (median)", "÷ 60 s limit", "÷ 2 s target", "< 2 s",
+                       "without byte estimates s", "÷ with", "µs per decision"]))
+    if len(sizes) > 1:
+        n1, n2 = sizes[0], sizes[-1]
+        print(f"\n{n2 / n1:.1f}x the tables took {timed[n2] / timed[n1]:.1f}x the time (linear would be {n2 / n1:.1f}x)")
     print(f"peak RSS {peak_rss_mib():.0f} MiB")
-
     if not args.no_profile:
-        profile(inputs[sizes[0]], f"as is, {sizes[0]:,} tables", memoized_set=False)
-        profile(inputs[sizes[-1]], f"set built once, {sizes[-1]:,} tables", memoized_set=True)
+        profile(inputs[sizes[-1]], f"{sizes[-1]:,} tables")
 
 
 if __name__ == "__main__":

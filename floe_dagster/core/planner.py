@@ -151,7 +151,7 @@ def _table_snapshot_ours(table: TableName, history: Mapping[tuple[str, Operation
 
 def plan(data: PlanInput) -> Plan:
     now = data.now
-    catalog_tables = set(data.catalog_tables)
+    catalog_tables = frozenset(data.catalog_tables)
     decisions: list[Decision] = []
     notes: list[str] = []
     candidates: list[Decision] = []
@@ -175,7 +175,7 @@ def plan(data: PlanInput) -> Plan:
                 policy_priority=policy.priority, schedule_priority=schedule.priority if schedule else 0,
                 enabled=bool(schedule and schedule.enabled),
             )
-            decision = _gate(data, table, op, policy, schedule, metrics, history, ours, base)
+            decision = _gate(data, catalog_tables, table, op, policy, schedule, metrics, history, ours, base)
             (candidates if decision.decision == "run" else decisions).append(decision)
 
     candidates.sort(key=lambda d: (
@@ -198,6 +198,7 @@ def _open_from(schedule: Any, moment: datetime | None) -> datetime | None:
 
 def _gate(
     data: PlanInput,
+    catalog_tables: frozenset[TableName],  # built once per tick: a set per decision made the tick quadratic
     table: TableName,
     op: Operation,
     policy: Policy,
@@ -212,7 +213,7 @@ def _gate(
         return _skip(base, "schedule_disabled", f"{op.schedule_key} is missing or disabled")
     if op.needs_gc and metrics is not None and gc_disabled(metrics.properties):  # as the run checks it
         return _skip(base, "gc_disabled", "the table sets gc.enabled=false")
-    if table not in set(data.catalog_tables):
+    if table not in catalog_tables:
         return _skip(base, "table_missing", "the table is no longer in the catalog")
     if table not in data.loaded_tables:
         return _skip(base, "not_loaded", "in the catalog but not yet an asset; it becomes one at the next reload")
