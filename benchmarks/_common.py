@@ -37,7 +37,7 @@ def ensure_java() -> None:
 
 
 def machine() -> str:
-    """nproc, memory, CPU model, Python, date: the line every benchmark prints first."""
+    """nproc, memory, CPU model, Python, date, load average: the line every benchmark prints first."""
     cpu = platform.processor() or "?"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -54,8 +54,13 @@ def machine() -> str:
                 break
     except OSError:
         pass
+    try:
+        load = "/".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        load = "?"
     return (f"machine: nproc={os.cpu_count()}, memory={mem_gib}, cpu={cpu}, python={platform.python_version()}, "
-            f"date={date.today().isoformat()}")
+            f"date={date.today().isoformat()}, load average 1/5/15 min at start={load} (the machine is shared: "
+            f"compare ratios from one run, not absolute times across runs)")
 
 
 def peak_rss_mib() -> float:
