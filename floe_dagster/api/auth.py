@@ -134,6 +134,16 @@ def parse_entries(lines: list[tuple[int, str]], where: str) -> list[ApiKey]:
     return keys
 
 
+class _KeyTable(dict):
+    """The keys by SHA-256; its repr (tracebacks, debuggers, logs) shows neither keys nor hashes."""
+
+    def __repr__(self) -> str:
+        names = ", ".join(sorted(key.name for key in self.values()))
+        return f"<{len(self)} API key(s): {names}>"
+
+    __str__ = __repr__
+
+
 class KeyStore:
     """The configured keys. The file is re-read when it changes (a removed key stops working without
     a restart); when it becomes unreadable or invalid every authenticated call fails (closed)."""
@@ -153,7 +163,7 @@ class KeyStore:
         self._file_stamp: tuple[int, int] | None = None
         self._file_keys: list[ApiKey] = []
         self._file_error: str | None = None
-        self._keys: dict[str, ApiKey] = {}
+        self._keys: dict[str, ApiKey] = _KeyTable()
         if settings.keys_file:
             self._reload_file(raise_errors=True)
         else:
@@ -176,7 +186,7 @@ class KeyStore:
 
     @staticmethod
     def _merge(env_keys: list[ApiKey], file_keys: list[ApiKey]) -> dict[str, ApiKey]:
-        merged: dict[str, ApiKey] = {}
+        merged: dict[str, ApiKey] = _KeyTable()
         names = set()
         for key in [*env_keys, *file_keys]:
             if key.name in names:
@@ -237,6 +247,9 @@ class KeyStore:
             if hmac.compare_digest(stored, digest):
                 found = key
         return Principal(found.name, found.role) if found else None
+
+    def __repr__(self) -> str:
+        return f"KeyStore({self.describe()})"
 
     def describe(self) -> str:
         if not self.configured:
