@@ -192,6 +192,15 @@ def cmd_backfill(args) -> int:
     return EXIT_OK
 
 
+def cmd_serve(args) -> int:
+    """Floe's HTTP API on the same settings and Dagster instance (``floe_dagster.api``)."""
+    from floe_dagster.api.server import serve
+
+    if not 1 <= args.port <= 65535:
+        raise ValueError(f"--port: expected 1 to 65535, got {args.port}")
+    return serve(_settings(args), args.host, args.port)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="floe-dagster", description="Automatic Iceberg table maintenance on Dagster")
     parser.add_argument("--config", help="settings file (default: $FLOE_CONFIG or ./floe.yaml)")
@@ -245,6 +254,12 @@ def build_parser() -> argparse.ArgumentParser:
     backfill.add_argument("--reason")
     backfill.add_argument("--dry-run", action="store_true")
     backfill.set_defaults(func=cmd_backfill)
+
+    serve = sub.add_parser("serve", help="Floe's HTTP API (trigger, trigger status, health, operations) with API keys")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default 127.0.0.1; beyond loopback only with API keys configured)")
+    serve.add_argument("--port", type=int, default=9091, help="port (default 9091)")
+    serve.set_defaults(func=cmd_serve)
     return parser
 
 

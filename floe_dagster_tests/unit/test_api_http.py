@@ -1,0 +1,282 @@
+"""The HTTP API over real HTTP, without Spark: the FastAPI application on uvicorn (in a thread, on
+127.0.0.1 and a free port), a real PyIceberg SQLite catalog, a real Dagster instance and real API
+keys. Covers the error shape, authentication and roles on every route, validation (400 naming the
+field), 404s, the 409 of a held table lock, dry-run triggers, nested namespaces, pattern validation
+and the OpenAPI document. The runs themselves (Spark) are in ``integration/test_api.py``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import threading
+import time
+from datetime import datetime
+
+import pytest
+import requests
+import uvicorn
+from dagster import DagsterInstance
+
+from floe_dagster.api.app import create_app
+from floe_dagster.api.auth import KeyStore, hash_key
+from floe_dagster.catalog import open_catalog
+from floe_dagster.core.tables import TableName
+from floe_dagster.demo import _create, rows
+from floe_dagster.explain import explain_table
+from floe_dagster.instance import project_file
+from floe_dagster.locks import hold_lock, table_lock_name
+from floe_dagster.settings import load_settings
+from floe_dagster.table_cache import refresh_table_cache
+from floe_dagster_tests.conftest import write_settings
+
+POLICIES = """
+- name: sales
+  tablePattern: "demo.sales.*"
+  rewriteDataFiles: {}
+  rewriteDataFilesSchedule: {interval: P1D}
+  expireSnapshots: {retainLast: 1}
+  expireSnapshotsSchedule: {interval: P1D}
+  triggerConditions: {smallFileCountAbove: 3}
+- name: nested
+  tablePattern: "demo.lake.raw.*"
+  rewriteManifests: {}
+  rewriteManifestsSchedule: {interval: P1D}
+- name: nothing-configured
+  tablePattern: "demo.empty.*"
+"""
+OPERATOR_KEY, VIEWER_KEY = "floe_operatorOperatorOperator0001", "floe_viewerViewerViewerViewer00001"
+
+
+def start_server(app) -> tuple[uvicorn.Server, threading.Thread, str]:
+    """uvicorn serving ``app`` on 127.0.0.1 and a free port (the socket is bound before it starts)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "the API server did not start"
+        time.sleep(0.05)
+    return server, thread, f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory):
+    root = tmp_path_factory.mktemp("api")
+    keys = root / "keys.txt"
+    keys.write_text(f"ops-bot:OPERATOR:{hash_key(OPERATOR_KEY)}\ndash:VIEWER:{hash_key(VIEWER_KEY)}\n")
+    config = write_settings(root, POLICIES, extra=f"api:\n  keys-file: {keys}\n")
+    home = root / "dagster_home"
+    home.mkdir()
+    shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DAGSTER_HOME", str(home))
+        patch.setenv("FLOE_CONFIG", str(config))
+        settings = load_settings(config, environ={})
+        catalog = open_catalog(settings.catalog)
+        for namespace in ("sales", "lake", ("lake", "raw"), "misc", "empty"):
+            catalog.create_namespace(namespace)
+        orders = _create(catalog, "sales.orders")
+        for i in range(5):
+            orders.append(rows(i * 10, 10))
+        _create(catalog, ("lake", "raw", "clicks")).append(rows(0, 10))
+        _create(catalog, "misc.loose").append(rows(0, 10))
+        _create(catalog, "empty.things").append(rows(0, 10))
+        refresh_table_cache(settings)
+        _create(catalog, "sales.late").append(rows(0, 10))  # in the catalog, not an asset yet
+        with DagsterInstance.get() as instance:
+            app = create_app(settings, KeyStore(settings.api), instance)
+            server, thread, url = start_server(app)
+            try:
+                yield {"url": url, "settings": settings, "instance": instance, "root": root}
+            finally:
+                server.should_exit = True
+                thread.join(20)
+
+
+def call(api, method, path, key=OPERATOR_KEY, **kwargs):
+    headers = kwargs.pop("headers", {})
+    if key:
+        headers["X-API-Key"] = key
+    return requests.request(method, api["url"] + path, headers=headers, timeout=60, **kwargs)
+
+
+def assert_error(response, status, code, *fragments):
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error", "code", "details", "timestamp"}, body
+    assert body["code"] == code, body
+    datetime.fromisoformat(body["timestamp"])
+    for fragment in fragments:
+        assert fragment in body["error"], body
+    return body
+
+
+READS = [
+    ("GET", "/api/v1/tables/sales/orders/trigger-status"),
+    ("GET", "/api/v1/tables/sales/orders/health?tier=summary"),
+    ("GET", "/api/v1/operations"),
+    ("POST", "/api/v1/policies/validate-pattern"),
+    ("GET", "/api/v1/openapi.json"),
+]
+TRIGGER_BODY = {"catalog": "demo", "namespace": "sales", "table": "orders", "dryRun": True}
+
+
+@pytest.mark.parametrize("method, path", [*READS, ("POST", "/api/v1/maintenance/trigger")])
+def test_every_endpoint_but_health_needs_a_valid_key(api, method, path):
+    body = {"pattern": "*"} if "validate" in path else TRIGGER_BODY
+    assert_error(call(api, method, path, key=None, json=body), 401, "UNAUTHORIZED", "X-API-Key")
+    assert_error(call(api, method, path, key="floe_wrongwrongwrongwrongwrongwrong1", json=body), 401,
+                 "UNAUTHORIZED", "not valid")
+    assert call(api, method, path, key=OPERATOR_KEY, json=body).status_code == 200
+    viewer = call(api, method, path, key=VIEWER_KEY, json=body)
+    if "trigger" in path and method == "POST":
+        details = assert_error(viewer, 403, "FORBIDDEN", "dash", "VIEWER")["details"]
+        assert details == {"key": "dash", "role": "VIEWER", "needs": "trigger"}
+    else:
+        assert viewer.status_code == 200, viewer.text
+
+
+def test_health_needs_no_key_and_unknown_routes_and_methods_use_the_error_shape(api):
+    health = call(api, "GET", "/health", key=None)
+    assert health.status_code == 200
+    assert health.json()["status"] == "UP" and {c["name"] for c in health.json()["checks"]} == {
+        "dagster-instance", "catalog"}
+    assert_error(call(api, "GET", "/api/v1/nope"), 404, "NOT_FOUND")
+    assert_error(call(api, "GET", "/api/v1/nope", key=None), 404, "NOT_FOUND")
+    assert_error(call(api, "DELETE", "/health"), 405, "METHOD_NOT_ALLOWED")
+    assert_error(call(api, "GET", "/api/v1/maintenance/trigger"), 405, "METHOD_NOT_ALLOWED")
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"namespace": "sales", "table": "orders"}, "body.catalog: Field required"),
+    ({**TRIGGER_BODY, "dryRun": "yes"}, "body.dryRun"),
+    ({**TRIGGER_BODY, "dryrun": True}, "body.dryrun: Extra inputs are not permitted"),
+    ({**TRIGGER_BODY, "operations": ["COMPACT"]}, "body.operations.0"),
+    ({**TRIGGER_BODY, "operations": []}, "body.operations"),
+    ({**TRIGGER_BODY, "table": ""}, "body.table"),
+    ([1, 2], "body"),
+])
+def test_a_bad_trigger_body_is_a_400_naming_the_field(api, body, field):
+    error = assert_error(call(api, "POST", "/api/v1/maintenance/trigger", json=body), 400, "VALIDATION_FAILED", field)
+    assert error["details"]["errors"]
+
+
+def test_malformed_json_and_bad_query_values_are_400s(api):
+    response = call(api, "POST", "/api/v1/maintenance/trigger", data="{not json",
+                    headers={"Content-Type": "application/json"})
+    assert_error(response, 400, "VALIDATION_FAILED", "body")
+    assert_error(call(api, "GET", "/api/v1/operations?limit=0"), 400, "VALIDATION_FAILED", "query.limit")
+    assert_error(call(api, "GET", "/api/v1/operations?status=DONE"), 400, "VALIDATION_FAILED", "query.status")
+    assert_error(call(api, "GET", "/api/v1/tables/sales/orders/trigger-status?at=yesterday"), 400,
+                 "VALIDATION_FAILED", "at: expected an RFC 3339 date-time")
+    assert_error(call(api, "GET", "/api/v1/tables/sales..x/orders/trigger-status"), 400, "INVALID_TABLE_NAME",
+                 "empty part")
+
+
+def test_dry_run_says_what_would_be_queued_and_launches_nothing(api):
+    response = call(api, "POST", "/api/v1/maintenance/trigger", json=TRIGGER_BODY)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["status"] == "DRY_RUN" and body["dryRun"] is True and body["policyName"] == "sales"
+    assert body["table"] == "demo.sales.orders" and body["orchestrationId"]
+    assert [(r["operationType"], r["status"], r["runId"]) for r in body["operationResults"]] == [
+        ("REWRITE_DATA_FILES", "WOULD_RUN", None), ("EXPIRE_SNAPSHOTS", "WOULD_RUN", None)]
+    only = call(api, "POST", "/api/v1/maintenance/trigger",
+                json={**TRIGGER_BODY, "operations": ["EXPIRE_SNAPSHOTS"], "policyName": "sales"}).json()
+    assert [r["operationType"] for r in only["operationResults"]] == ["EXPIRE_SNAPSHOTS"]
+    assert api["instance"].get_runs_count() == 0
+
+
+def test_nested_namespaces_are_dotted_in_paths_and_bodies(api):
+    body = {"catalog": "demo", "namespace": "lake.raw", "table": "clicks", "dryRun": True}
+    response = call(api, "POST", "/api/v1/maintenance/trigger", json=body)
+    assert response.status_code == 200, response.text
+    assert response.json()["table"] == "demo.lake.raw.clicks" and response.json()["policyName"] == "nested"
+    status = call(api, "GET", "/api/v1/tables/lake.raw/clicks/trigger-status").json()
+    assert (status["namespace"], status["table"], status["policyName"]) == ("lake.raw", "clicks", "nested")
+    assert list(status["operationStatuses"]) == ["REWRITE_MANIFESTS"]
+    health = call(api, "GET", "/api/v1/tables/lake.raw/clicks/health")
+    assert health.status_code == 200 and health.json()["qualified_name"] == "demo.lake.raw.clicks"
+
+
+def test_unknown_tables_catalogs_and_policies_are_404s(api):
+    trigger = "/api/v1/maintenance/trigger"
+    assert_error(call(api, "POST", trigger, json={**TRIGGER_BODY, "table": "nope"}), 404, "TABLE_NOT_FOUND",
+                 "demo.sales.nope")
+    assert_error(call(api, "POST", trigger, json={**TRIGGER_BODY, "catalog": "prod"}), 404, "TABLE_NOT_FOUND",
+                 "catalog 'prod'")
+    assert_error(call(api, "POST", trigger, json={**TRIGGER_BODY, "namespace": "misc", "table": "loose"}), 404,
+                 "NO_POLICY", "No matching policy found for table demo.misc.loose")
+    assert_error(call(api, "POST", trigger, json={**TRIGGER_BODY, "policyName": "ghost"}), 404,
+                 "POLICY_NOT_FOUND", "ghost")
+    assert_error(call(api, "POST", trigger, json={**TRIGGER_BODY, "policyName": "nested"}), 400,
+                 "POLICY_NOT_EFFECTIVE", "not the policy in effect")
+    assert_error(call(api, "POST", trigger, json={**TRIGGER_BODY, "operations": ["ORPHAN_CLEANUP"]}), 404,
+                 "OPERATION_NOT_CONFIGURED", "ORPHAN_CLEANUP")
+    for path in ("/api/v1/tables/sales/nope/trigger-status", "/api/v1/tables/nope.deeper/orders/health"):
+        assert_error(call(api, "GET", path), 404, "TABLE_NOT_FOUND")
+    assert call(api, "GET", "/api/v1/tables/misc/loose/trigger-status").json()["policyName"] is None
+
+
+def test_a_policy_without_operations_and_a_table_that_is_not_an_asset_yet(api):
+    nothing = call(api, "POST", "/api/v1/maintenance/trigger",
+                   json={**TRIGGER_BODY, "namespace": "empty", "table": "things", "dryRun": False})
+    assert nothing.status_code == 200 and nothing.json()["status"] == "NO_OPERATIONS"
+    late = call(api, "POST", "/api/v1/maintenance/trigger", json={**TRIGGER_BODY, "table": "late", "dryRun": False})
+    assert_error(late, 409, "TABLE_NOT_LOADED", "tables --refresh")
+    assert api["instance"].get_runs_count() == 0
+
+
+def test_a_held_table_lock_is_a_409_naming_the_lock(api):
+    table = TableName("demo", ("sales",), "orders")
+    with hold_lock(table_lock_name(table), api["settings"].coordination_url):
+        error = assert_error(call(api, "POST", "/api/v1/maintenance/trigger", json={**TRIGGER_BODY, "dryRun": False}),
+                             409, "TABLE_BUSY", "demo.sales.orders is being maintained")
+    assert error["details"] == {"table": "demo.sales.orders", "runId": None, "lock": table_lock_name(table)}
+    assert api["instance"].get_runs_count() == 0
+
+
+def test_trigger_status_is_explain_for_the_same_moment(api):
+    at = "2026-11-22T10:00:00+00:00"
+    body = call(api, "GET", "/api/v1/tables/sales/orders/trigger-status", params={"at": at}).json()
+    expected = json.loads(json.dumps(explain_table(api["settings"], "sales.orders", datetime.fromisoformat(at),
+                                                   api["instance"]), default=str))
+    assert body == expected
+    status = body["operationStatuses"]["REWRITE_DATA_FILES"]
+    assert set(status) >= {"operationType", "shouldTrigger", "metConditions", "unmetConditions", "nextEligibleTime",
+                           "forcedByCriticalPipeline", "enabled"}
+    assert status["shouldTrigger"] is True  # five small files, more than the policy's 3
+    assert status["metConditions"] == [{"name": "smallFileCountAbove", "measured": 5.0, "threshold": 3}]
+
+
+def test_validate_pattern(api):
+    path = "/api/v1/policies/validate-pattern"
+    body = call(api, "POST", path, json={"pattern": "demo.sales.*"}, key=VIEWER_KEY).json()
+    assert body == {"valid": True, "message": "Pattern matches 2 table(s)",
+                    "matchedTables": ["demo.sales.late", "demo.sales.orders"], "matchCount": 2}
+    nested = call(api, "POST", path, json={"pattern": "demo.lake.raw.*"}).json()
+    assert nested["matchedTables"] == ["demo.lake.raw.clicks"]
+    missing = call(api, "POST", path, json={"pattern": "sales.nope"}).json()
+    assert missing == {"valid": False, "message": "Table not found: sales.nope", "matchedTables": [], "matchCount": 0}
+    none = call(api, "POST", path, json={"pattern": "other.*"}).json()
+    assert none["valid"] is True and none["matchCount"] == 0 and none["message"].startswith("Warning")
+    assert_error(call(api, "POST", path, json={"pattern": "/[/"}), 400, "INVALID_PATTERN", "Invalid pattern")
+    assert_error(call(api, "POST", path, json={}), 400, "VALIDATION_FAILED", "body.pattern")
+
+
+def test_the_openapi_document_describes_every_endpoint_without_422s(api):
+    document = call(api, "GET", "/api/v1/openapi.json", key=VIEWER_KEY).json()
+    assert set(document["paths"]) == {
+        "/api/v1/maintenance/trigger", "/api/v1/tables/{namespace}/{table}/trigger-status",
+        "/api/v1/tables/{namespace}/{table}/health", "/api/v1/policies/validate-pattern", "/api/v1/operations",
+        "/health"}
+    responses = {code for item in document["paths"].values() for op in item.values() for code in op["responses"]}
+    assert "422" not in responses and "400" in responses
+    assert document["components"]["securitySchemes"]["ApiKey"] == {
+        "type": "apiKey", "in": "header", "name": "X-API-Key", "description": "An API key; the server stores only "
+        "its SHA-256"}
+    assert "ValidationError" not in json.dumps(document)
