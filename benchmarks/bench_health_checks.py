@@ -3,10 +3,11 @@
 Builds the code location's Definitions for N synthetic tables (no catalog: ``build_definitions``
 takes the table list; policies from ``examples/policies``) in five shapes, each in a fresh process:
 
-``none``            today's build.py: the table multi-asset, the maintenance job, sensor, schedules
+``none``            build.py with ``health: {checks: false}``: the table multi-asset, the maintenance
+                    job, sensor, schedules, no checks
 ``separate``        plus the ``health`` checks in their own checks definition
                     (``defs/health.build_health_checks``) and the job selecting ``.without_checks()``
-                    (the proposed wiring)
+                    (build.py's wiring, the default)
 ``separate_deps``   the same, but the checks op has one input per checked asset, as
                     ``@multi_asset_check`` makes it (Dagster's job building is then quadratic)
 ``separate_in_job`` as ``separate``, but the job's selection left as it is, so it also holds the checks
@@ -38,6 +39,9 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine, table  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 SHAPES = ("none", "separate", "separate_deps", "separate_in_job", "on_asset")
 
@@ -53,11 +57,12 @@ def synthetic_tables(n: int):
     return tables
 
 
-def settings_for(tmp: str):
+def settings_for(tmp: str, checks: bool = True):
     from floe_dagster.settings import load_settings
 
     config = Path(tmp) / "floe.yaml"
-    config.write_text(f"data-dir: {tmp}/data\npolicies: [{ROOT / 'examples' / 'policies'}]\n")
+    config.write_text(f"data-dir: {tmp}/data\npolicies: [{ROOT / 'examples' / 'policies'}]\n"
+                      f"health: {{checks: {'true' if checks else 'false'}}}\n")
     return load_settings(config, environ={})
 
 
@@ -107,7 +112,7 @@ def measure(shape: str, n: int) -> dict:
 
     tables = synthetic_tables(n)
     with tempfile.TemporaryDirectory() as tmp:
-        settings = settings_for(tmp)
+        settings = settings_for(tmp, checks=shape != "none")  # build.py declares the checks unless disabled
         started = time.perf_counter()
         defs = build(shape, settings, tables)
         built = time.perf_counter()
@@ -133,7 +138,7 @@ MODULE = """
 import sys, tempfile
 sys.path.insert(0, {bench_dir!r})
 from bench_health_checks import build, settings_for, synthetic_tables
-defs = build({shape!r}, settings_for(tempfile.mkdtemp()), synthetic_tables({n}))
+defs = build({shape!r}, settings_for(tempfile.mkdtemp(), checks={shape!r} != "none"), synthetic_tables({n}))
 """
 
 
@@ -216,6 +221,8 @@ def main() -> None:
         for n in args.tables:
             print(json.dumps(measure_reporting(n)), flush=True)
         return
+    print(machine())
+    found: list[dict] = []
     for n in args.tables:
         for shape in args.shapes:
             rows = []
@@ -234,6 +241,14 @@ def main() -> None:
                 if args.cli:
                     best["cli_validate_s"] = min(r["cli_validate_s"] for r in rows)
                 print(json.dumps(best), flush=True)
+                found.append(best)
+    base = {r["tables"]: r["total_s"] for r in found if r["shape"] == "none"}
+    print()
+    print(table([(f"{r['tables']:,}", r["shape"], r["checks_in_job"], f"{r['total_s']:.2f}",
+                  f"{r['total_s'] / base[r['tables']]:.2f}" if r["tables"] in base else "-",
+                  f"{r['snapshot_mb']:.1f}", r["peak_rss_mb"], r.get("cli_validate_s", "-")) for r in found],
+                ["tables", "shape", "checks in job", "build+resolve+validate+snapshot s", "÷ none",
+                 "snapshot MB", "peak RSS MiB", "definitions validate s"]))
 
 
 if __name__ == "__main__":
