@@ -10,7 +10,7 @@ files, in commits of at most 1,000 files, so the 10,000-file table has 10 manife
 ``inspect.files()``  ``catalog.load_table(t).inspect.files()``: what a user would write with
                      PyIceberg (one Arrow row per file, with column statistics)
 
-    python benchmarks/bench_health.py [--files 100 1000 10000] [--repeat 3] [--lake DIR] [--rebuild]
+    python benchmarks/bench_health.py [--files 100 1000 10000] [--repeat 7] [--lake DIR] [--rebuild]
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def median_of(fn, repeat: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", type=int, nargs="+", default=[100, 1000, 10000])
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--lake", type=Path, default=Path(tempfile.gettempdir()) / "floe-bench" / "health-lake")
     parser.add_argument("--rebuild", action="store_true")
     args = parser.parse_args()
