@@ -49,6 +49,12 @@ class ErrorResponse(BaseModel):
 
 
 class TriggerRequest(_Strict):
+    model_config = ConfigDict(strict=True, extra="forbid", json_schema_extra={"examples": [
+        {"catalog": "demo", "namespace": "sales", "table": "orders"},
+        {"catalog": "demo", "namespace": "sales", "table": "orders", "operations": ["REWRITE_DATA_FILES"],
+         "reason": "compact before the report", "dryRun": True},
+    ]})
+
     catalog: str = Field(min_length=1, max_length=255, description="The catalog name (floe.yaml's catalog.name)")
     namespace: str = Field(min_length=1, max_length=1024, description="Dotted for nested namespaces: a.b")
     table: str = Field(min_length=1, max_length=255)
@@ -155,6 +161,9 @@ class HealthResponse(_Open):
 
 
 class ValidatePatternRequest(_Strict):
+    model_config = ConfigDict(strict=True, extra="forbid",
+                              json_schema_extra={"examples": [{"pattern": "demo.sales.*"}]})
+
     pattern: str = Field(min_length=1, max_length=1024, description="A table pattern, as in a policy's tablePattern")
 
 

@@ -173,8 +173,11 @@ def test_malformed_json_and_bad_query_values_are_400s(api):
     assert_error(call(api, "GET", "/api/v1/operations?status=DONE"), 400, "VALIDATION_FAILED", "query.status")
     assert_error(call(api, "GET", "/api/v1/tables/sales/orders/trigger-status?at=yesterday"), 400,
                  "VALIDATION_FAILED", "at: expected an RFC 3339 date-time")
-    assert_error(call(api, "GET", "/api/v1/tables/sales..x/orders/trigger-status"), 400, "INVALID_TABLE_NAME",
-                 "empty part")
+    assert_error(call(api, "GET", "/api/v1/tables/sales..x/orders/trigger-status"), 400, "VALIDATION_FAILED",
+                 "path.namespace")
+    assert_error(call(api, "GET", "/api/v1/tables/sales/or.ders/health"), 400, "VALIDATION_FAILED", "path.table")
+    assert_error(call(api, "POST", "/api/v1/maintenance/trigger", json={**TRIGGER_BODY, "namespace": "a..b"}), 400,
+                 "INVALID_TABLE_NAME", "namespace 'a..b' has an empty part")
 
 
 def test_dry_run_says_what_would_be_queued_and_launches_nothing(api):
