@@ -142,9 +142,10 @@ def create_app(settings: Settings, keys: KeyStore, instance: DagsterInstance) ->
         return JSONResponse(error_body(500, "INTERNAL_ERROR", f"internal error ({type(exc).__name__}); see the "
                                        "server log"), status_code=500)
 
-    namespace_path = Path(min_length=1, max_length=1024, pattern=r"^[^.]+(\.[^.]+)*$", examples=["sales"],
+    part = r"[^.]*[^.\s][^.]*"  # a name part: no dot, not blank
+    namespace_path = Path(min_length=1, max_length=1024, pattern=rf"^{part}(\.{part})*$", examples=["sales"],
                           description="The namespace, dotted when nested (a.b)")
-    table_path = Path(min_length=1, max_length=255, pattern=r"^[^.]+$", examples=["orders"],
+    table_path = Path(min_length=1, max_length=255, pattern=rf"^{part}$", examples=["orders"],
                       description="The table name")
 
     @app.post(

@@ -93,12 +93,12 @@ def iso(moment: datetime | float | None) -> str | None:
 def table_name(settings: Settings, namespace: str, table: str) -> TableName:
     """The table a path (or a trigger body) names: the namespace dotted for nested namespaces."""
     parts = tuple(namespace.split("."))
-    if any(not part for part in parts):
-        raise ApiError(400, "INVALID_TABLE_NAME", f"namespace {namespace!r} has an empty part",
+    if any(not part.strip() for part in parts):
+        raise ApiError(400, "INVALID_TABLE_NAME", f"namespace {namespace!r} has an empty (or blank) part",
                        {"namespace": namespace})
-    if not table or "." in table:
+    if not table.strip() or "." in table:
         raise ApiError(400, "INVALID_TABLE_NAME",
-                       f"table {table!r}: a table name must be non-empty and cannot contain '.'", {"table": table})
+                       f"table {table!r}: a table name must not be blank and cannot contain '.'", {"table": table})
     return TableName(settings.catalog.name, parts, table)
 
 

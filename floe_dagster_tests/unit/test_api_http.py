@@ -176,8 +176,16 @@ def test_malformed_json_and_bad_query_values_are_400s(api):
     assert_error(call(api, "GET", "/api/v1/tables/sales..x/orders/trigger-status"), 400, "VALIDATION_FAILED",
                  "path.namespace")
     assert_error(call(api, "GET", "/api/v1/tables/sales/or.ders/health"), 400, "VALIDATION_FAILED", "path.table")
+    # A blank part (PyIceberg refuses such identifiers) is a bad request, not a catalog outage.
+    assert_error(call(api, "GET", "/api/v1/tables/sales.%09/orders/trigger-status"), 400, "VALIDATION_FAILED",
+                 "path.namespace")
+    assert_error(call(api, "GET", "/api/v1/tables/sales/%20/health"), 400, "VALIDATION_FAILED", "path.table")
+    assert_error(call(api, "POST", "/api/v1/maintenance/trigger", json={**TRIGGER_BODY, "namespace": "sales. "}),
+                 400, "INVALID_TABLE_NAME", "blank")
+    assert_error(call(api, "POST", "/api/v1/maintenance/trigger", json={**TRIGGER_BODY, "table": "\t"}), 400,
+                 "INVALID_TABLE_NAME", "blank")
     assert_error(call(api, "POST", "/api/v1/maintenance/trigger", json={**TRIGGER_BODY, "namespace": "a..b"}), 400,
-                 "INVALID_TABLE_NAME", "namespace 'a..b' has an empty part")
+                 "INVALID_TABLE_NAME", "namespace 'a..b' has an empty (or blank) part")
 
 
 def test_dry_run_says_what_would_be_queued_and_launches_nothing(api):
