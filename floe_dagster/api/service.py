@@ -504,16 +504,37 @@ class ApiService:
                              if w.finished_at is None or time.monotonic() - w.finished_at < 3600}
             self._watches[trigger_id] = watch
         follow = f"/api/v1/operations?triggerId={trigger_id}"
-        if wait:
+        no_daemon = not self.queue_daemon_live()
+        if wait and not no_daemon:
             watch.done.wait(timeout_s)
         results, status, end = self._results(run_ids)
         if status in ("PENDING", "RUNNING"):
-            message = (f"{len(run_ids)} run(s) queued for the daemon; GET {follow} follows them" if not wait
-                       else f"still {status.lower()} after {timeout_s:g} s; GET {follow} follows the runs")
+            if no_daemon:
+                message = (f"{len(run_ids)} run(s) queued, but no dagster-daemon is running for this instance: "
+                           f"they stay queued until one starts (`dagster-daemon run`); GET {follow} follows them")
+            elif not wait:
+                message = f"{len(run_ids)} run(s) queued for the daemon; GET {follow} follows them"
+            else:
+                message = f"still {status.lower()} after {timeout_s:g} s; GET {follow} follows the runs"
             return 202, response(status, message, results), {"Location": follow}
         messages = {"SUCCESS": "All operations completed successfully", "PARTIAL_FAILURE": "Some operations failed",
                     "FAILED": "Maintenance failed", "CANCELLED": "The runs were cancelled"}
         return 200, response(status, messages[status], results, end), {"Location": follow}
+
+    def queue_daemon_live(self) -> bool:
+        """Whether a dagster-daemon dequeues this instance's runs (a heartbeat within two minutes);
+        True when the instance does not queue runs or the heartbeats cannot be read."""
+        from dagster._daemon.controller import get_daemon_statuses
+        from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
+
+        kind = QueuedRunCoordinatorDaemon.daemon_type()
+        try:
+            status = get_daemon_statuses(self.instance, [kind], heartbeat_tolerance_seconds=90,
+                                         ignore_errors=True)[kind]
+        except Exception:  # pragma: no cover - a read failure must not fail a trigger already queued
+            log.exception("the daemon heartbeats cannot be read")
+            return True
+        return status.healthy is not False
 
     def _submit(self, table: TableName, policy_name: str, operations: list[Operation], trigger_id: str,
                 reason: str, actor: str) -> list[str]:

@@ -110,11 +110,18 @@ def server(tmp_path_factory):
     env = {**os.environ, "DAGSTER_HOME": str(home), "FLOE_CONFIG": str(config), "FLOE_SCHEDULER_ENABLED": "false"}
     logs = root / "logs"
     logs.mkdir()
+    with DagsterInstance.from_config(str(home)) as dagster:  # create the storage first: the daemon and
+        dagster.get_runs_count()  # the server would race to create it (alembic_version already exists)
     with open(logs / "daemon.log", "wb") as out:
         daemon = subprocess.Popen([str(BIN / "dagster-daemon"), "run", "-w", "workspace.yaml"], cwd=ROOT, env=env,
                                   stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         process, url = start_serve(config, env, logs / "serve.log")
+        with DagsterInstance.from_config(str(home)) as dagster:  # ?wait=true waits only with a live daemon
+            deadline = time.monotonic() + 120
+            while "QUEUED_RUN_COORDINATOR" not in dagster.get_daemon_heartbeats():
+                assert time.monotonic() < deadline and daemon.poll() is None, (logs / "daemon.log").read_text()
+                time.sleep(0.5)
         try:
             yield {"url": url, "settings": settings, "config": config, "home": home, "env": env, "logs": logs}
         finally:

@@ -16,7 +16,7 @@ from datetime import datetime
 import pytest
 import requests
 import uvicorn
-from dagster import DagsterInstance
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from floe_dagster.api.app import create_app
 from floe_dagster.api.auth import KeyStore, hash_key
@@ -102,6 +102,11 @@ def call(api, method, path, key=OPERATOR_KEY, **kwargs):
     if key:
         headers["X-API-Key"] = key
     return requests.request(method, api["url"] + path, headers=headers, timeout=60, **kwargs)
+
+
+def no_runs(api) -> bool:
+    """No run but the queued one of the last test (which runs without a daemon)."""
+    return api["instance"].get_runs_count(RunsFilter(tags={"floe/table": "demo.sales.orders"})) == 0
 
 
 def assert_error(response, status, code, *fragments):
@@ -199,7 +204,7 @@ def test_dry_run_says_what_would_be_queued_and_launches_nothing(api):
     only = call(api, "POST", "/api/v1/maintenance/trigger",
                 json={**TRIGGER_BODY, "operations": ["EXPIRE_SNAPSHOTS"], "policyName": "sales"}).json()
     assert [r["operationType"] for r in only["operationResults"]] == ["EXPIRE_SNAPSHOTS"]
-    assert api["instance"].get_runs_count() == 0
+    assert no_runs(api)
 
 
 def test_nested_namespaces_are_dotted_in_paths_and_bodies(api):
@@ -239,7 +244,7 @@ def test_a_policy_without_operations_and_a_table_that_is_not_an_asset_yet(api):
     assert nothing.status_code == 200 and nothing.json()["status"] == "NO_OPERATIONS"
     late = call(api, "POST", "/api/v1/maintenance/trigger", json={**TRIGGER_BODY, "table": "late", "dryRun": False})
     assert_error(late, 409, "TABLE_NOT_LOADED", "tables --refresh")
-    assert api["instance"].get_runs_count() == 0
+    assert no_runs(api)
 
 
 def test_a_held_table_lock_is_a_409_naming_the_lock(api):
@@ -248,7 +253,7 @@ def test_a_held_table_lock_is_a_409_naming_the_lock(api):
         error = assert_error(call(api, "POST", "/api/v1/maintenance/trigger", json={**TRIGGER_BODY, "dryRun": False}),
                              409, "TABLE_BUSY", "demo.sales.orders is being maintained")
     assert error["details"] == {"table": "demo.sales.orders", "runId": None, "lock": table_lock_name(table)}
-    assert api["instance"].get_runs_count() == 0
+    assert no_runs(api)
 
 
 def test_trigger_status_is_explain_for_the_same_moment(api):
@@ -291,3 +296,30 @@ def test_the_openapi_document_describes_every_endpoint_without_422s(api):
         "type": "apiKey", "in": "header", "name": "X-API-Key", "description": "An API key; the server stores only "
         "its SHA-256"}
     assert "ValidationError" not in json.dumps(document)
+
+
+def test_a_trigger_queues_its_runs_and_without_a_daemon_does_not_wait(api):
+    """Runs last: it leaves one queued run (no daemon runs in this module). The queued run makes
+    the table busy: a second trigger is a 409 naming it."""
+    body = {"catalog": "demo", "namespace": "lake.raw", "table": "clicks", "reason": "after the backfill"}
+    started = time.monotonic()
+    response = call(api, "POST", "/api/v1/maintenance/trigger?wait=true&timeout=600", json=body)
+    assert response.status_code == 202, response.text
+    assert time.monotonic() - started < 120  # did not wait for a daemon that is not there
+    queued = response.json()
+    assert queued["status"] == "PENDING" and "no dagster-daemon is running" in queued["message"]
+    assert response.headers["Location"] == f"/api/v1/operations?triggerId={queued['orchestrationId']}"
+    [result] = queued["operationResults"]
+    assert result["operationType"] == "REWRITE_MANIFESTS" and result["status"] == "PENDING"
+    run = api["instance"].get_run_by_id(result["runId"])
+    assert run.status == DagsterRunStatus.QUEUED and run.job_name == "floe_maintenance"
+    assert {k: run.tags[k] for k in ("floe/trigger", "floe/trigger-id", "floe/actor", "floe/reason", "floe/table",
+                                     "dagster/partition")} == {
+        "floe/trigger": "manual", "floe/trigger-id": queued["orchestrationId"], "floe/actor": "ops-bot",
+        "floe/reason": "after the backfill", "floe/table": "demo.lake.raw.clicks", "dagster/partition": "REWRITE_MANIFESTS"}
+    assert OPERATOR_KEY not in json.dumps(dict(run.tags)) and hash_key(OPERATOR_KEY) not in json.dumps(dict(run.tags))
+    listed = call(api, "GET", response.headers["Location"], key=VIEWER_KEY).json()
+    assert [(o["runId"], o["status"], o["actor"]) for o in listed["operations"]] == [(run.run_id, "PENDING", "ops-bot")]
+    busy = assert_error(call(api, "POST", "/api/v1/maintenance/trigger", json=body), 409, "TABLE_BUSY", run.run_id)
+    assert busy["details"]["runId"] == run.run_id and busy["details"]["runStatus"] == "QUEUED"
+    assert busy["details"]["triggerId"] == queued["orchestrationId"]
