@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 OPENAPI_PATH = "/api/v1/openapi.json"
 # RFC 3339 date-time (the OpenAPI "date-time" format); without an offset the time is read as UTC.
+_EARLIEST_AT = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_LATEST_AT = datetime(9000, 1, 1, tzinfo=timezone.utc)
 _DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?([Zz]|[+-]\d{2}:\d{2})?")
 
 _DESCRIPTIONS = {
@@ -68,7 +70,13 @@ def parse_at(text: str | None) -> datetime | None:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError as exc:
         raise ApiError(400, "VALIDATION_FAILED", f"at: {exc}", {"field": "at"}) from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    # The planner adds and subtracts intervals, back-offs and cron gaps: stay far from datetime's limits
+    # (year 1 or 9999 raised OverflowError deep in the planner: a 500).
+    if not _EARLIEST_AT <= moment <= _LATEST_AT:
+        raise ApiError(400, "VALIDATION_FAILED", f"at: expected a time between {_EARLIEST_AT.date()} and "
+                       f"{_LATEST_AT.date()}, got {text!r}", {"field": "at"})
+    return moment
 
 
 def create_app(settings: Settings, keys: KeyStore, instance: DagsterInstance) -> FastAPI:
@@ -142,7 +150,7 @@ def create_app(settings: Settings, keys: KeyStore, instance: DagsterInstance) ->
         return JSONResponse(error_body(500, "INTERNAL_ERROR", f"internal error ({type(exc).__name__}); see the "
                                        "server log"), status_code=500)
 
-    part = r"[^.]*[^.\s][^.]*"  # a name part: no dot, not blank
+    part = r"[^.\s](?:[^.]*[^.\s])?"  # a name part: no dot, no blank at either end
     namespace_path = Path(min_length=1, max_length=1024, pattern=rf"^{part}(\.{part})*$", examples=["sales"],
                           description="The namespace, dotted when nested (a.b)")
     table_path = Path(min_length=1, max_length=255, pattern=rf"^{part}$", examples=["orders"],

@@ -99,6 +99,12 @@ def table_name(settings: Settings, namespace: str, table: str) -> TableName:
     if not table.strip() or "." in table:
         raise ApiError(400, "INVALID_TABLE_NAME",
                        f"table {table!r}: a table name must not be blank and cannot contain '.'", {"table": table})
+    # The name reaches explain as text (``catalog.ns.table``, whose ends are stripped when parsed):
+    # "orders " would be answered for "orders". A part with blanks at its ends is refused.
+    for field, value in [*(("namespace", part) for part in parts), ("table", table)]:
+        if value != value.strip():
+            raise ApiError(400, "INVALID_TABLE_NAME", f"{field} {value!r}: a name part cannot start or end with blanks",
+                           {field: namespace if field == "namespace" else table})
     return TableName(settings.catalog.name, parts, table)
 
 
@@ -273,7 +279,10 @@ class ApiService:
             raise ApiError(400, "INVALID_PATTERN", f"Invalid pattern: {exc}", {"pattern": text}) from None
         with lookup_errors():
             tables = list_tables(open_catalog(self.settings.catalog))
-        matched = [t.qualified for t in tables if parsed.matches(t)]
+        if parsed.regex is None:
+            matched = [t.qualified for t in tables if parsed.matches(t)]
+        else:
+            matched = _regex_matches(text, tables)
         if matched:
             return {"valid": True, "message": f"Pattern matches {len(matched)} table(s)", "matchedTables": matched,
                     "matchCount": len(matched)}
@@ -596,3 +605,34 @@ def _health_without_report_module(settings: Settings, table: TableName, now: dat
         metrics = collector.metrics_for(table, tier)  # type: ignore[arg-type]
     report = policy.assess_health(metrics, now) if policy else assess_health(metrics, HealthThresholds(), now)
     return {**report.to_json(), "policy": policy.name if policy else None, "debt": {}}
+
+
+REGEX_MATCH_TIMEOUT_S = 5.0
+_REGEX_CHILD = """
+import json, sys
+from floe_dagster.core.patterns import TablePattern
+from floe_dagster.core.tables import TableName
+request = json.load(sys.stdin)
+pattern = TablePattern.parse(request["pattern"])
+json.dump([q for c, ns, t, q in request["tables"] if pattern.matches(TableName(c, tuple(ns), t))], sys.stdout)
+"""
+
+
+def _regex_matches(pattern: str, tables: Sequence[TableName]) -> list[str]:
+    """The tables a ``/regex/`` pattern matches, matched in a child process with a time limit: Python's
+    ``re`` holds the GIL while it matches, so a catastrophic regex such as ``/(.|.)*x/`` against a long
+    table name would freeze every thread of the server (a denial of service open to any VIEWER)."""
+    import subprocess
+    import sys
+
+    request = {"pattern": pattern, "tables": [[t.catalog, list(t.namespace), t.name, t.qualified] for t in tables]}
+    try:
+        done = subprocess.run([sys.executable, "-c", _REGEX_CHILD], input=json.dumps(request), capture_output=True,
+                              text=True, timeout=REGEX_MATCH_TIMEOUT_S, check=True)
+    except subprocess.TimeoutExpired:
+        raise ApiError(400, "INVALID_PATTERN", f"Invalid pattern: regex {pattern!r} takes longer than "
+                       f"{REGEX_MATCH_TIMEOUT_S:g} s to match the catalog's table names (catastrophic backtracking)",
+                       {"pattern": pattern}) from None
+    except subprocess.CalledProcessError as exc:
+        raise RuntimeError(f"matching the regex failed: {exc.stderr.strip()[-500:]}") from None
+    return json.loads(done.stdout)

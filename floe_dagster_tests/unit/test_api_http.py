@@ -323,3 +323,41 @@ def test_a_trigger_queues_its_runs_and_without_a_daemon_does_not_wait(api):
     busy = assert_error(call(api, "POST", "/api/v1/maintenance/trigger", json=body), 409, "TABLE_BUSY", run.run_id)
     assert busy["details"]["runId"] == run.run_id and busy["details"]["runStatus"] == "QUEUED"
     assert busy["details"]["triggerId"] == queued["orchestrationId"]
+
+
+@pytest.mark.parametrize("path, field", [("/api/v1/tables/sales/orders%20/trigger-status", "path.table"),
+                                         ("/api/v1/tables/%20sales/orders/health", "path.namespace"),
+                                         ("/api/v1/tables/sales.%20eu/orders/trigger-status", "path.namespace")])
+def test_names_with_blanks_at_their_ends_are_refused_not_read_as_another_table(api, path, field):
+    # "orders " used to be parsed back (stripped) as "orders": the answer was about another table.
+    assert_error(call(api, "GET", path), 400, "VALIDATION_FAILED", field)
+    body = {"catalog": "demo", "namespace": "sales", "table": "orders ", "dryRun": True}
+    assert_error(call(api, "POST", "/api/v1/maintenance/trigger", json=body), 400, "INVALID_TABLE_NAME", "'orders '")
+
+
+@pytest.mark.parametrize("at", ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"])
+def test_a_time_far_out_of_range_is_a_400_not_an_overflow(api, at):
+    assert_error(call(api, "GET", "/api/v1/tables/sales/orders/trigger-status", params={"at": at}), 400,
+                 "VALIDATION_FAILED", "at: expected a time between")
+
+
+def test_a_catastrophic_regex_is_refused_without_freezing_the_server(api):
+    catalog = open_catalog(api["settings"].catalog)
+    name = ("misc", "a_table_name_long_enough_for_exponential_backtracking")
+    _create(catalog, name).append(rows(0, 1))
+    try:
+        answers = {}
+        slow = threading.Thread(target=lambda: answers.update(regex=call(
+            api, "POST", "/api/v1/policies/validate-pattern", json={"pattern": "/(.|.)*X/"})))
+        started = time.monotonic()
+        slow.start()
+        time.sleep(0.5)
+        assert call(api, "GET", "/health", key=None).status_code == 200  # the server still answers meanwhile
+        slow.join(60)
+        assert time.monotonic() - started < 30
+        assert_error(answers["regex"], 400, "INVALID_PATTERN", "takes longer than")
+        fine = call(api, "POST", "/api/v1/policies/validate-pattern", json={"pattern": r"/demo\.misc\..*/"}).json()
+        assert fine["matchedTables"] == ["demo.misc.a_table_name_long_enough_for_exponential_backtracking",
+                                         "demo.misc.loose"]
+    finally:
+        catalog.drop_table(name)
