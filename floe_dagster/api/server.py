@@ -17,6 +17,8 @@ from floe_dagster.settings import Settings
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9091
+# Seconds a stopping server gives requests in flight to finish (then it cancels them).
+SHUTDOWN_GRACE_S = 10
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +44,16 @@ def serve(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT
     shown = f"[{host}]" if ":" in host else host
     print(f"floe-dagster API on http://{shown}:{port} ({keys.describe()}); "
           f"OpenAPI document at /api/v1/openapi.json", flush=True)
-    uvicorn.run(app, host=host, port=port, log_level="info", server_header=False)
+    service = app.state.service
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            service.stopping.set()  # ?wait=true triggers answer now, so the shutdown does not wait for them
+            super().handle_exit(sig, frame)
+
+    server = Server(uvicorn.Config(app, host=host, port=port, log_level="info", server_header=False,
+                                   timeout_graceful_shutdown=SHUTDOWN_GRACE_S))
+    server.run()  # when it cannot listen (e.g. the port is in use), uvicorn logs why and exits with 3
     return 0
 
 

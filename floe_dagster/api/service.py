@@ -246,6 +246,9 @@ class ApiService:
         self._guard = threading.Lock()
         self._table_locks: dict[str, threading.Lock] = {}
         self._watches: dict[str, TriggerWatch] = {}
+        # Set when the server stops: a ?wait=true trigger answers at once (202, the runs stay queued)
+        # instead of holding the shutdown for up to its timeout.
+        self.stopping = threading.Event()
 
     # -- reads --------------------------------------------------------------------------------------
 
@@ -515,10 +518,15 @@ class ApiService:
         follow = f"/api/v1/operations?triggerId={trigger_id}"
         no_daemon = not self.queue_daemon_live()
         if wait and not no_daemon:
-            watch.done.wait(timeout_s)
+            deadline = time.monotonic() + timeout_s
+            while not watch.done.is_set() and not self.stopping.is_set() and time.monotonic() < deadline:
+                watch.done.wait(min(WATCH_POLL_S, max(0.0, deadline - time.monotonic())))
         results, status, end = self._results(run_ids)
         if status in ("PENDING", "RUNNING"):
-            if no_daemon:
+            if self.stopping.is_set():
+                message = (f"the API server is stopping: the {len(run_ids)} run(s) stay queued for the daemon; "
+                           f"GET {follow} follows them")
+            elif no_daemon:
                 message = (f"{len(run_ids)} run(s) queued, but no dagster-daemon is running for this instance: "
                            f"they stay queued until one starts (`dagster-daemon run`); GET {follow} follows them")
             elif not wait:
