@@ -106,6 +106,13 @@ def cmd_setup(args) -> int:
     packages = [*settings.spark.packages, *spark_catalog_conf(settings.catalog)[1]]
     for path in resolve_jars(packages, settings.spark.jars_cache):
         print(f"jar: {path}")
+    if args.test_servers:  # what the production-path tests start: a REST catalog and a Spark Connect server
+        from floe_dagster.spark.jars import SPARK_CONNECT_SERVER_PACKAGE, rest_fixture_classpath
+
+        for path in resolve_jars([SPARK_CONNECT_SERVER_PACKAGE], settings.spark.jars_cache):
+            print(f"jar: {path}")
+        classpath = rest_fixture_classpath(settings.spark.jars_cache)
+        print(f"iceberg REST catalog fixture: {len(classpath)} jars in {classpath[0].parent}")
     return EXIT_OK
 
 
@@ -207,6 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     setup = sub.add_parser("setup", help="fetch the Iceberg Spark runtime and JDBC jars into the cache")
+    setup.add_argument("--test-servers", action="store_true",
+                       help="also fetch the servers the tests start: Iceberg's REST catalog fixture, Spark Connect")
     setup.set_defaults(func=cmd_setup)
 
     validate = sub.add_parser("validate", help="check policy files; exit 2 listing every error")

@@ -71,3 +71,101 @@ def _download(coordinate: str, target: Path) -> None:
         f"could not fetch {coordinate} into {target.parent}: " + "; ".join(errors)
         + ". Put the jar there by hand, or list a local path under spark.jars in floe.yaml."
     )
+
+
+# -- servers for the production-path tests -----------------------------------------------------
+# Iceberg's REST catalog test fixture (org.apache.iceberg.rest.RESTCatalogServer, a JDBC catalog
+# behind Iceberg's reference REST servlet) and the Spark Connect server jar. Neither is needed to
+# run floe-dagster; `floe-dagster setup --test-servers` (run by `./dev test`) fetches them so the
+# tests can start real servers on 127.0.0.1.
+#
+# The REST fixture is 1.10.1, not the 1.10.2 of the Spark runtime: iceberg-open-api and iceberg-core
+# 1.10.2 are on Maven Central but iceberg-api, iceberg-common and iceberg-bundled-guava 1.10.2 are not,
+# so 1.10.2's fixture cannot be resolved. The REST protocol is the same; the server's version is
+# independent of the client's.
+REST_FIXTURE_ICEBERG_VERSION = "1.10.1"
+REST_FIXTURE_MAIN_CLASS = "org.apache.iceberg.rest.RESTCatalogServer"
+# The fixture's own build (iceberg's build.gradle, project ':iceberg-open-api', testFixtures) has no
+# published POM dependencies, so we list them: iceberg-core and its test classes (RESTCatalogAdapter,
+# RESTCatalogServlet), Jetty 11 (servlet), the SQLite JDBC driver, slf4j, and Hadoop's shaded client
+# for HadoopFileIO and Configuration.
+_REST_FIXTURE_DEPENDENCIES = (
+    ("org.apache.iceberg", "iceberg-open-api", "{v}", "test-fixtures"),
+    ("org.apache.iceberg", "iceberg-core", "{v}", None),
+    ("org.apache.iceberg", "iceberg-core", "{v}", "tests"),
+    ("org.eclipse.jetty", "jetty-server", "11.0.26", None),
+    ("org.eclipse.jetty", "jetty-servlet", "11.0.26", None),
+    ("org.xerial", "sqlite-jdbc", "3.50.3.0", None),
+    ("org.slf4j", "slf4j-simple", "2.0.17", None),
+    ("org.apache.hadoop", "hadoop-client-api", "3.4.1", None),
+    ("org.apache.hadoop", "hadoop-client-runtime", "3.4.1", None),
+)
+# spark-connect_2.12 is a shaded jar with no runtime dependencies beyond Spark itself. Maven Central
+# (as reached here) has no 3.5.9 build of it; 3.5.7 is the newest 3.5.x there, and it runs on the
+# pyspark 3.5.9 distribution (same Connect protocol within 3.5).
+SPARK_CONNECT_SERVER_PACKAGE = "org.apache.spark:spark-connect_2.12:3.5.7"
+SPARK_CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+def rest_fixture_classpath(cache_dir: str | Path, iceberg_version: str = REST_FIXTURE_ICEBERG_VERSION) -> list[Path]:
+    """The jars that run Iceberg's REST catalog test fixture, resolved once with Maven into
+    ``<cache_dir>/iceberg-rest-fixture-<version>/lib`` (a POM generated here, then
+    ``mvn dependency:copy-dependencies``: the fixture has transitive dependencies, so a plain
+    download of single jars will not do)."""
+    folder = Path(cache_dir) / f"iceberg-rest-fixture-{iceberg_version}"
+    lib = folder / "lib"
+    listing = folder / "classpath.txt"
+    if listing.exists():
+        jars = [lib / name for name in listing.read_text().split()]
+        if jars and all(j.exists() for j in jars):
+            return jars
+    if not shutil.which("mvn"):
+        raise JarResolutionError(
+            "Maven (mvn) is needed to resolve Iceberg's REST catalog test fixture and its dependencies: "
+            "install it (e.g. 'apt-get install maven') and run 'floe-dagster setup --test-servers' again"
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pom.xml").write_text(_rest_fixture_pom(iceberg_version))
+    tmp = Path(tempfile.mkdtemp(dir=folder, prefix="lib-"))
+    try:
+        result = subprocess.run(
+            ["mvn", "-q", "-B", "-f", str(folder / "pom.xml"), "dependency:copy-dependencies",
+             "-DincludeScope=runtime", f"-DoutputDirectory={tmp}"],
+            capture_output=True, text=True, timeout=900,
+        )
+        names = sorted(p.name for p in tmp.glob("*.jar"))
+        if result.returncode != 0 or not names:
+            raise JarResolutionError(
+                f"could not resolve Iceberg's REST catalog test fixture {iceberg_version} with Maven into {folder}: "
+                + (result.stdout + result.stderr).strip()[-1500:]
+            )
+        if lib.exists():
+            shutil.rmtree(lib)
+        tmp.rename(lib)  # whole or not at all: the listing is written last
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    listing.write_text("\n".join(names) + "\n")
+    return [lib / name for name in names]
+
+
+def _rest_fixture_pom(iceberg_version: str) -> str:
+    dependencies = "\n".join(
+        "    <dependency><groupId>{}</groupId><artifactId>{}</artifactId><version>{}</version>{}</dependency>".format(
+            group, artifact, version.format(v=iceberg_version),
+            f"<classifier>{classifier}</classifier>" if classifier else "",
+        )
+        for group, artifact, version, classifier in _REST_FIXTURE_DEPENDENCIES
+    )
+    return f"""<?xml version="1.0" encoding="UTF-8"?>
+<!-- Generated by floe-dagster (floe_dagster/spark/jars.py) to resolve Iceberg's REST catalog test fixture. -->
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>floe-dagster</groupId>
+  <artifactId>iceberg-rest-fixture</artifactId>
+  <version>{iceberg_version}</version>
+  <packaging>pom</packaging>
+  <dependencies>
+{dependencies}
+  </dependencies>
+</project>
+"""

@@ -1,0 +1,185 @@
+"""Real servers the production-path tests start on 127.0.0.1: Iceberg's REST catalog test fixture and
+a Spark Connect server from the installed pyspark. Their jars come from ``floe-dagster setup
+--test-servers`` (run by ``./dev test``) into the jars cache; when they cannot be had, or a server does
+not start, the test fails with a clear message (never a skip).
+
+Import the fixtures into a test module: ``from floe_dagster_tests.servers import rest_catalog``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from floe_dagster.spark.jars import (
+    REST_FIXTURE_MAIN_CLASS,
+    SPARK_CONNECT_SERVER_CLASS,
+    SPARK_CONNECT_SERVER_PACKAGE,
+    JarResolutionError,
+    rest_fixture_classpath,
+    resolve_jars,
+)
+from floe_dagster.settings import DEFAULT_ICEBERG_SPARK_RUNTIME
+from floe_dagster_tests.conftest import JARS_CACHE
+
+START_TIMEOUT_S = 90.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    candidate = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    if not candidate or not os.path.exists(candidate):
+        pytest.fail("Java 17 (or 11) is needed to start the test servers: set JAVA_HOME or run ./dev test",
+                    pytrace=False)
+    return candidate
+
+
+def _log_tail(log: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+@contextmanager
+def _server(command: list[str], env: dict[str, str], log: Path, name: str, ready) -> Iterator[subprocess.Popen]:
+    """Start a server process in its own session; wait until ``ready()`` is true; kill it after."""
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"{name} exited with code {process.returncode} before it was ready; its log "
+                            f"({log}):\n{_log_tail(log)}", pytrace=False)
+            if ready():
+                break
+            if time.monotonic() > deadline:
+                pytest.fail(f"{name} was not ready after {START_TIMEOUT_S:.0f} s; its log ({log}):\n{_log_tail(log)}",
+                            pytrace=False)
+            time.sleep(0.3)
+        yield process
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, 9)
+        process.wait()
+
+
+@dataclass(frozen=True)
+class RestCatalogServer:
+    uri: str
+    warehouse: Path
+    log: Path
+
+
+@contextmanager
+def run_rest_catalog(root: Path) -> Iterator[RestCatalogServer]:
+    """Iceberg's RESTCatalogServer on a free port: a JDBC catalog on a SQLite file under ``root`` and a
+    warehouse folder there. The fixture reads its catalog properties from CATALOG_* variables
+    (RCKUtils.environmentCatalogConfig: CATALOG_URI -> uri, CATALOG_WAREHOUSE -> warehouse,
+    CATALOG_REST_PORT -> rest.port). It listens on every interface of that port (Jetty's
+    ``new Server(port)``; the fixture offers no bind address); the tests talk to it on 127.0.0.1."""
+    try:
+        classpath = rest_fixture_classpath(JARS_CACHE)
+    except JarResolutionError as exc:
+        pytest.fail(f"Iceberg's REST catalog test fixture could not be had: {exc}", pytrace=False)
+    root.mkdir(parents=True, exist_ok=True)
+    warehouse = root / "warehouse"
+    warehouse.mkdir(exist_ok=True)
+    port = free_port()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("CATALOG_")}
+    env.update({
+        "CATALOG_URI": f"jdbc:sqlite:{root / 'rest-catalog.db'}",
+        "CATALOG_WAREHOUSE": warehouse.as_uri(),
+        "CATALOG_REST_PORT": str(port),
+    })
+    uri = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        try:
+            with urllib.request.urlopen(f"{uri}/v1/config", timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    log = root / "rest-catalog.log"
+    command = [java(), "-Xmx256m", "-cp", os.pathsep.join(str(p) for p in classpath), REST_FIXTURE_MAIN_CLASS]
+    with _server(command, env, log, "Iceberg's REST catalog server", ready):
+        yield RestCatalogServer(uri=uri, warehouse=warehouse, log=log)
+
+
+@dataclass(frozen=True)
+class SparkConnectServer:
+    remote: str
+    log: Path
+
+
+@contextmanager
+def run_spark_connect(root: Path, jars: list[str] | None = None) -> Iterator[SparkConnectServer]:
+    """A Spark Connect server (local[2]) started with the installed pyspark's spark-submit, the way
+    Spark's sbin/start-connect-server.sh does (the pip package does not ship that script). The
+    server-side set-up floe-dagster documents: the Iceberg Spark runtime (and any JDBC driver the
+    catalog needs) on its classpath and Iceberg's SQL extensions, both static; floe-dagster sets the
+    catalog itself per session. Spark 3.5's Connect server has no bind address setting: it listens on
+    every interface of its port, and the client connects to 127.0.0.1."""
+    try:
+        server_jars = resolve_jars([SPARK_CONNECT_SERVER_PACKAGE, DEFAULT_ICEBERG_SPARK_RUNTIME], JARS_CACHE)
+    except JarResolutionError as exc:
+        pytest.fail(f"the Spark Connect server jars could not be had: {exc}", pytrace=False)
+    root.mkdir(parents=True, exist_ok=True)
+    spark_home = Path(__import__("pyspark").__file__).parent
+    port = free_port()
+    env = {**os.environ, "SPARK_HOME": str(spark_home), "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_LOG_DIR": str(root / "logs")}
+    env.pop("SPARK_REMOTE", None)
+    env.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    command = [
+        str(spark_home / "bin" / "spark-submit"), "--class", SPARK_CONNECT_SERVER_CLASS, "--name", "floe-connect-test",
+        "--master", "local[2]", "--driver-memory", "1g",
+        "--jars", ",".join([*(str(j) for j in server_jars), *(jars or [])]),
+        "--conf", "spark.sql.extensions=org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        "--conf", f"spark.connect.grpc.binding.port={port}",
+        "--conf", "spark.ui.enabled=false",
+        "--conf", f"spark.local.dir={root / 'tmp'}",
+        "--conf", f"spark.sql.warehouse.dir={root / 'spark-warehouse'}",
+        "--conf", f"spark.driver.extraJavaOptions=-Dderby.system.home={root / 'derby'}",
+    ]
+    log = root / "spark-connect.log"
+
+    def ready() -> bool:
+        # The server logs this line once its gRPC service listens.
+        return "Spark Connect server started" in log.read_text(errors="replace") if log.exists() else False
+
+    with _server(command, env, log, "the Spark Connect server", ready):
+        yield SparkConnectServer(remote=f"sc://127.0.0.1:{port}", log=log)
+
+
+@pytest.fixture
+def rest_catalog(tmp_path) -> Iterator[RestCatalogServer]:
+    with run_rest_catalog(tmp_path / "rest") as server:
+        yield server
+
+
+@pytest.fixture
+def spark_connect(tmp_path) -> Iterator[SparkConnectServer]:
+    with run_spark_connect(tmp_path / "connect") as server:
+        yield server
+
+
+__all__ = ["rest_catalog", "spark_connect", "run_rest_catalog", "run_spark_connect", "free_port"]
