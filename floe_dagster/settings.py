@@ -259,6 +259,8 @@ def load_settings(path: str | os.PathLike[str] | None = None, environ: Mapping[s
         ),
         java_home=environ.get("FLOE_JAVA_HOME") or spark_raw.get("java-home"),
     )
+    if spark.remote:
+        _check_spark_connect(source, spark.remote, catalog)
 
     maintenance_raw = _mapping(source, "maintenance", raw.get("maintenance"))
     for key in maintenance_raw:
@@ -353,6 +355,21 @@ def _debt(source: str, raw: dict[str, Any]) -> dict[str, Any]:
     except ValueError as exc:
         raise SettingsError(f"{source}: debt: {exc}") from None
     return raw
+
+
+def _check_spark_connect(source: str, remote: str, catalog: CatalogSettings) -> None:
+    if not remote.startswith("sc://"):
+        raise SettingsError(f"{source}: spark.remote: {remote!r} is not a Spark Connect URL (sc://host:port)")
+    properties = catalog.properties
+    if (properties.get("type") or "").lower() == "sql" and properties.get("uri", "").startswith("sqlite"):
+        # Tried: after one run through a Connect server, PyIceberg commits fail with "database is
+        # locked": the server's JdbcCatalog keeps SQLite's read lock and a client cannot close it.
+        raise SettingsError(
+            f"{source}: spark.remote (Spark Connect) cannot be used with a SQLite catalog: the Connect server's "
+            "Iceberg catalog keeps a read lock on the SQLite file that a client cannot release, and every other "
+            "writer then fails with 'database is locked'. Use a PostgreSQL SQL catalog or a REST catalog, or "
+            "spark.master instead of spark.remote"
+        )
 
 
 def embedded_catalog_properties(data_dir: str) -> dict[str, str]:

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import time
 from pathlib import Path
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterator, Mapping
+from urllib.parse import urlparse
 
 from contextlib import ExitStack, contextmanager
 from dagster import ConfigurableResource, InitResourceContext
@@ -71,22 +73,30 @@ class EngineOutcome:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+# Session-level SQL conf: the only kind a Spark Connect client may set on its server session.
+SESSION_CONF = {"spark.sql.shuffle.partitions": "4", "spark.sql.session.timeZone": "UTC"}
+
+
 def spark_conf_for(settings: Settings) -> dict[str, str]:
-    """The whole Spark conf: defaults, the catalog's mapping, jars from the cache, then user conf."""
+    """The whole Spark conf: defaults, the catalog's mapping, jars from the cache, then user conf.
+
+    With Spark Connect (``spark.remote``) only ``spark.remote`` itself: the server was started with
+    its jars, extensions and memory, which a client cannot change (Spark refuses to modify static and
+    core conf at runtime); the engine sets the catalog per session (``connect_session_conf``).
+    """
+    if settings.spark.remote:
+        return {"spark.remote": settings.spark.remote}
     catalog_conf, driver_packages = spark_catalog_conf(settings.catalog)
     conf = {
-        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        "spark.sql.extensions": ICEBERG_EXTENSIONS,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.sql.shuffle.partitions": "4",
         "spark.driver.memory": "1g",
-        "spark.sql.session.timeZone": "UTC",
         "spark.app.name": "floe-dagster",
+        **SESSION_CONF,
+        "spark.master": settings.spark.master,
     }
-    if settings.spark.remote:
-        conf["spark.remote"] = settings.spark.remote
-    else:
-        conf["spark.master"] = settings.spark.master
     conf.update(catalog_conf)
     packages = [*settings.spark.packages, *driver_packages]
     # Paths only: the download happens when a session starts, so loading the code location stays cheap.
@@ -95,6 +105,15 @@ def spark_conf_for(settings: Settings) -> dict[str, str]:
         conf["spark.jars"] = ",".join(jars)
     conf.update(settings.spark.conf)
     return conf
+
+
+def connect_session_conf(settings: Settings) -> dict[str, str]:
+    """What a Spark Connect client sets on its server session: ``spark.sql.catalog.<name>.*`` is
+    session conf (Spark reads it when the session first uses the catalog), so the server needs no
+    catalog of its own, only the Iceberg runtime (and the catalog's JDBC driver) and extensions."""
+    if not settings.spark.remote:
+        return {}
+    return {**SESSION_CONF, **spark_catalog_conf(settings.catalog)[0], **settings.spark.conf}
 
 
 class IcebergSparkEngine(ConfigurableResource):
@@ -111,6 +130,9 @@ class IcebergSparkEngine(ConfigurableResource):
     # holds a read transaction until it is closed, and SQLite refuses (at once, whatever the busy
     # timeout) to let one of two readers upgrade to a writer, so two runs committing at once fail.
     catalog_lock: str | None = None
+    # Spark Connect: the server's URL, and the conf set on each new session (connect_session_conf).
+    remote: str | None = None
+    session_conf: dict[str, str] = {}
 
     _started: bool = PrivateAttr(default=False)
 
@@ -124,11 +146,15 @@ class IcebergSparkEngine(ConfigurableResource):
             jars_cache=settings.spark.jars_cache,
             row_count_check_max_bytes=settings.maintenance.row_count_check_max_bytes,
             catalog_lock=_sqlite_catalog_lock(settings),
+            remote=settings.spark.remote,
+            session_conf=connect_session_conf(settings),
         )
 
     # -- session and catalog lifecycle ---------------------------------------------------------
     @property
     def spark(self) -> Any:
+        if self.remote:
+            return self._connect_session()
         if self.java_home:
             os.environ["JAVA_HOME"] = self.java_home
         try:
@@ -138,8 +164,46 @@ class IcebergSparkEngine(ConfigurableResource):
         except Exception as exc:
             raise EngineUnavailable(
                 f"Spark could not start: {exc}. Check that Java 17 (or 11) is installed and JAVA_HOME points "
-                "at it, and that spark.master / spark.remote in floe.yaml are reachable"
+                "at it, and that spark.master in floe.yaml is reachable"
             ) from exc
+        self._started = True
+        return session
+
+    def _connect_session(self) -> Any:
+        """A Spark Connect session: no JVM and no jars on this side. On first use, check that the
+        server can run Iceberg's procedures and set the catalog on this session."""
+        try:
+            if not self._started:
+                # pyspark's Connect client retries an unreachable server for about 10 minutes (its
+                # retry policy cannot be set from the session builder in 3.5): check the port first,
+                # so that a server that is down is reported as an outage at once.
+                _check_reachable(self.remote)
+            session = self.pyspark.spark_session
+            if self._started:
+                return session
+            extensions = session.conf.get("spark.sql.extensions", "") or ""
+        except Exception as exc:
+            raise EngineUnavailable(
+                f"the Spark Connect server at {self.remote} could not be reached: {_first_line(exc)}. Check that it "
+                "runs and that the client packages are installed (pip install 'floe-dagster[connect]')"
+            ) from exc
+        if ICEBERG_EXTENSIONS not in extensions:
+            raise EngineUnavailable(
+                f"the Spark Connect server at {self.remote} runs without Iceberg's SQL extensions, so it cannot run "
+                f"Iceberg's procedures: start it with --conf spark.sql.extensions={ICEBERG_EXTENSIONS} and the Iceberg "
+                "Spark runtime jar (and the catalog's JDBC driver) in --jars; a client cannot add them to a running server"
+            )
+        for key, value in self.session_conf.items():
+            try:
+                session.conf.set(key, value)
+            except Exception as exc:
+                if key.startswith("spark.sql.catalog."):
+                    raise EngineUnavailable(
+                        f"the Spark Connect server at {self.remote} refused the catalog setting {key}: {_first_line(exc)}"
+                    ) from exc
+                # Static or core conf from spark.conf in floe.yaml: only the server's own start-up sets it.
+                log.warning("Spark Connect: %s cannot be set from a client (set it on the server): %s", key,
+                            _first_line(exc))
         self._started = True
         return session
 
@@ -147,9 +211,15 @@ class IcebergSparkEngine(ConfigurableResource):
         """Close the Iceberg catalog inside Spark so it holds no connection (and no SQLite lock)."""
         if not self._started:
             return
+        if self.remote:
+            # Spark Connect: the catalog lives in the server's JVM, which a client cannot reach, and
+            # Spark SQL has no statement that closes a catalog (RESET only changes conf). Nothing to
+            # do, so settings refuse a SQLite catalog with spark.remote (the server's JdbcCatalog
+            # would keep its read lock); PostgreSQL and REST catalogs need no release.
+            return
         session = self.pyspark.spark_session
         jvm_session = getattr(session, "_jsparkSession", None)
-        if jvm_session is None:  # Spark Connect: the server owns the catalog
+        if jvm_session is None:  # a Connect session all the same (SPARK_REMOTE set outside floe.yaml)
             return
         try:
             manager = jvm_session.sessionState().catalogManager()
@@ -297,10 +367,24 @@ def _classify(exc: Exception, table: TableName, op: Operation | None = None) -> 
             pass
     first_line = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     outage_markers = ("Connection refused", "Py4JNetworkError", "could not connect", "Unable to connect",
-                      "SparkContext was shut down", "Failed to get a connection", "Communications link failure")
+                      "SparkContext was shut down", "Failed to get a connection", "Communications link failure",
+                      # Spark Connect: the server is down or unreachable (gRPC status UNAVAILABLE)
+                      "StatusCode.UNAVAILABLE", "failed to connect to all addresses")
     if any(marker in text for marker in outage_markers):
         return EngineUnavailable(f"Spark or the catalog is unavailable while maintaining '{table.qualified}': {first_line}")
     if "Table or view not found" in text or "TABLE_OR_VIEW_NOT_FOUND" in text or "NoSuchTableException" in text:
         return MaintenanceFailed(f"table '{table.qualified}' was not found by Spark: {first_line}")
     what = f"{op.procedure} on" if op else "reading"
     return MaintenanceFailed(f"{what} '{table.qualified}' failed: {first_line}")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _check_reachable(remote: str, timeout_s: float = 10.0) -> None:
+    """Open (and close) a TCP connection to a Spark Connect URL's host and port (sc://host:port/;...)."""
+    parsed = urlparse("http://" + remote.split("://", 1)[-1].split("/", 1)[0])
+    with socket.create_connection((parsed.hostname or "localhost", parsed.port or 15002), timeout=timeout_s):
+        pass

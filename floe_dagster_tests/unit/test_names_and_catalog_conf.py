@@ -87,3 +87,52 @@ def test_tables_with_spaces_and_unicode_become_assets():
     assets = build_table_assets(odd, load_settings(environ={}))
     keys = Definitions(assets=[assets], resources={"engine": object()}).resolve_asset_graph().get_all_asset_keys()
     assert {tuple(k.path) for k in keys} == {("demo", *t.namespace, t.name) for t in odd}
+
+
+def _settings(tmp_path, text, environ=None):
+    from floe_dagster.settings import load_settings
+
+    path = tmp_path / "floe.yaml"
+    path.write_text(text)
+    return load_settings(path, environ=environ or {})
+
+
+REST_WITH_CONNECT = """
+catalog: {name: lake, properties: {type: rest, uri: "http://127.0.0.1:8181"}}
+spark: {remote: "sc://spark:15002", conf: {spark.sql.shuffle.partitions: "8", spark.executor.memory: 2g}}
+"""
+
+
+def test_spark_connect_conf_is_session_conf_only(tmp_path):
+    from floe_dagster.spark.engine import IcebergSparkEngine, connect_session_conf, spark_conf_for
+
+    settings = _settings(tmp_path, REST_WITH_CONNECT)
+    # The client sends only the URL at start-up: jars, extensions and memory are the server's.
+    assert spark_conf_for(settings) == {"spark.remote": "sc://spark:15002"}
+    session = connect_session_conf(settings)
+    assert session["spark.sql.catalog.lake"] == "org.apache.iceberg.spark.SparkCatalog"
+    assert session["spark.sql.catalog.lake.type"] == "rest"
+    assert session["spark.sql.catalog.lake.uri"] == "http://127.0.0.1:8181"
+    assert session["spark.sql.shuffle.partitions"] == "8"  # floe.yaml's spark.conf wins
+    assert session["spark.sql.session.timeZone"] == "UTC"
+    assert not any(key in session for key in ("spark.sql.extensions", "spark.jars", "spark.master", "spark.driver.memory"))
+    engine = IcebergSparkEngine.from_settings(settings)
+    assert engine.remote == "sc://spark:15002" and engine.session_conf == session and engine.catalog_lock is None
+    # FLOE_SPARK_REMOTE overrides; without a remote nothing is set per session.
+    assert spark_conf_for(_settings(tmp_path, REST_WITH_CONNECT, {"FLOE_SPARK_REMOTE": "sc://other:1"})) == {
+        "spark.remote": "sc://other:1"}
+    classic = _settings(tmp_path, "catalog: {name: lake, properties: {type: rest, uri: 'http://h:1'}}\n")
+    assert connect_session_conf(classic) == {}
+    assert spark_conf_for(classic)["spark.sql.extensions"].endswith("IcebergSparkSessionExtensions")
+
+
+def test_spark_connect_refuses_a_sqlite_catalog_and_a_bad_url(tmp_path):
+    from floe_dagster.settings import SettingsError
+
+    # The embedded default catalog is SQLite: the Connect server would keep its read lock.
+    with pytest.raises(SettingsError, match="cannot be used with a SQLite catalog"):
+        _settings(tmp_path, "data-dir: d\n", {"FLOE_SPARK_REMOTE": "sc://127.0.0.1:15002"})
+    with pytest.raises(SettingsError, match="not a Spark Connect URL"):
+        _settings(tmp_path, "catalog: {name: lake, properties: {type: rest, uri: 'http://h:1'}}\nspark: {remote: 'h:15002'}\n")
+    pg = "catalog: {name: lake, properties: {type: sql, uri: 'postgresql+psycopg2://u:p@db/lake'}}\nspark: {remote: 'sc://s:1'}\n"
+    assert _settings(tmp_path, pg).spark.remote == "sc://s:1"
