@@ -238,9 +238,39 @@ class IcebergSparkEngine(ConfigurableResource):
             if self.catalog_lock:
                 stack.enter_context(wait_for_lock(self.catalog_lock, timeout_s=SQLITE_CATALOG_WAIT_S))
             try:
-                yield self.spark
+                spark = self.spark
+                if self.catalog_lock:
+                    self._free_sqlite_read_locks()
+                yield spark
             finally:
                 self.release_catalog()
+
+    def _free_sqlite_read_locks(self) -> None:
+        """Iceberg's JdbcCatalog.initialize() leaves two metadata result sets open on a pooled SQLite
+        connection: a read lock for the whole unit of work. A PyIceberg writer's commit then waits for
+        the unit to end, and Spark's own commit, finding that writer waiting, fails at once with
+        SQLITE_BUSY (SQLite's deadlock rule skips the busy timeout). Resetting the catalog
+        connection's statements right after initialization ends that read transaction."""
+        jvm_session = getattr(self.pyspark.spark_session, "_jsparkSession", None)
+        if jvm_session is None:  # Spark Connect: the server owns the catalog
+            return
+        try:
+            iceberg_catalog = jvm_session.sessionState().catalogManager().catalog(self.catalog_name).icebergCatalog()
+            pool_field = iceberg_catalog.getClass().getDeclaredField("connections")
+            pool_field.setAccessible(True)
+            pool = pool_field.get(iceberg_catalog)
+            clients_field = pool.getClass().getSuperclass().getDeclaredField("clients")  # ClientPoolImpl
+            clients_field.setAccessible(True)
+            for connection in clients_field.get(pool).toArray():
+                database = connection.getDatabase()  # org.sqlite.core.DB
+                statements_field = database.getClass().getSuperclass().getDeclaredField("stmts")
+                statements_field.setAccessible(True)
+                for statement in statements_field.get(database).toArray():
+                    pointer_field = statement.getClass().getDeclaredField("ptr")
+                    pointer_field.setAccessible(True)
+                    database.reset(pointer_field.getLong(statement))
+        except Exception as exc:  # another Iceberg or driver version: PyIceberg writers wait, as before
+            log.warning("could not free the SQLite catalog's read lock inside Spark: %s", exc)
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         self.release_catalog()

@@ -1,0 +1,55 @@
+"""What the reliability tests check, the way a user would: a table's content as an order-independent
+checksum, every file any snapshot references, and small real lakehouses to break."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow as pa
+from pyiceberg.table import Table
+
+from floe_dagster.catalog import load_table, open_catalog
+from floe_dagster.core.tables import TableName
+from floe_dagster.demo import EVENT_SCHEMA, _write_files, local_path, rows
+from floe_dagster.settings import Settings
+
+
+def checksum(data: pa.Table) -> tuple[int, int]:
+    """(rows, sum of per-row hashes mod 2^64): equal for the same multiset of rows in any order and
+    any file layout, different when a row is lost, duplicated or changed."""
+    hashes = pd.util.hash_pandas_object(data.to_pandas(), index=False).to_numpy()
+    return data.num_rows, int(hashes.sum(dtype="uint64"))
+
+
+def table_checksum(settings: Settings, table: TableName) -> tuple[int, int]:
+    return checksum(load_table(open_catalog(settings.catalog), table).scan().to_arrow())
+
+
+def create_fragmented_table(settings: Settings, table: TableName, files: int, rows_per_file: int = 10) -> Table:
+    """A table of ``files`` small data files in one snapshot (ids 0 … files × rows_per_file − 1)."""
+    catalog = open_catalog(settings.catalog)
+    if table.namespace not in {tuple(n) for n in catalog.list_namespaces()}:
+        catalog.create_namespace(table.namespace)
+    created = catalog.create_table(table.identifier, schema=EVENT_SCHEMA)
+    created.add_files(_write_files(created, [rows(i * rows_per_file, rows_per_file) for i in range(files)]))
+    return load_table(catalog, table)
+
+
+def referenced_files(table: Table) -> dict[str, set[str]]:
+    """Every file the table's metadata references, by kind, as local paths: the metadata files in
+    the log, every snapshot's manifest list, manifests, data and delete files (expired snapshots are
+    gone from the metadata, so 'every snapshot' is every snapshot a reader may still time-travel to)."""
+    io = table.io
+    found: dict[str, set[str]] = {k: set() for k in ("metadata", "manifest_list", "manifest", "data", "delete")}
+    found["metadata"].add(str(local_path(table.metadata_location)))
+    found["metadata"] |= {str(local_path(entry.metadata_file)) for entry in table.metadata.metadata_log}
+    for snapshot in table.metadata.snapshots:
+        found["manifest_list"].add(str(local_path(snapshot.manifest_list)))
+        for manifest in snapshot.manifests(io):
+            found["manifest"].add(str(local_path(manifest.manifest_path)))
+            for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
+                kind = "data" if entry.data_file.content == 0 else "delete"
+                found[kind].add(str(local_path(entry.data_file.file_path)))
+    for statistics in table.metadata.statistics:
+        found.setdefault("statistics", set()).add(str(local_path(statistics.statistics_path)))
+    return found
+
