@@ -1,10 +1,18 @@
 """An Iceberg REST catalog for real: Iceberg's own REST catalog server (its test fixture from Maven
 Central) on 127.0.0.1; PyIceberg writes through it, floe-dagster lists it, and the Dagster asset
-compacts a table with real Spark, whose catalog conf floe-dagster derives for ``type: rest``."""
+compacts a table with real Spark, whose catalog conf floe-dagster derives for ``type: rest``.
+
+The run is a process of its own (``floe-dagster trigger``), as every Dagster run is: a Spark session
+lives as long as its Python process and keeps the jars it started with, and this catalog needs no
+JDBC driver, which the other tests' SQLite catalogs need in theirs."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from dagster import DagsterInstance
@@ -13,13 +21,14 @@ from floe_dagster.catalog import list_tables, load_table, open_catalog, spark_ca
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.demo import rows
-from floe_dagster.manual import trigger_table
 from floe_dagster.settings import load_settings
 from floe_dagster.table_cache import refresh_table_cache
 from floe_dagster_tests.conftest import JARS_CACHE
 from floe_dagster_tests.servers import rest_catalog  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.spark
+
+BIN = Path(sys.executable).parent
 
 POLICIES = """
 - name: all
@@ -50,11 +59,11 @@ def rest_lake(tmp_path, rest_catalog, dagster_home):  # noqa: F811
     for i in range(12):
         table.append(rows(i * 10, 10))
     catalog.create_table(("sales", "eu", "refunds"), schema=rows(0, 1).schema).append(rows(0, 5))
-    return settings, rest_catalog
+    return settings, config, rest_catalog
 
 
 def test_rest_catalog_spark_conf_is_the_documented_mapping(rest_lake):
-    settings, server = rest_lake
+    settings, _, server = rest_lake
     conf, packages = spark_catalog_conf(settings.catalog)
     assert conf == {
         "spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
@@ -66,7 +75,7 @@ def test_rest_catalog_spark_conf_is_the_documented_mapping(rest_lake):
 
 
 def test_maintenance_through_a_rest_catalog(rest_lake):
-    settings, server = rest_lake
+    settings, config, server = rest_lake
     catalog = open_catalog(settings.catalog)
     assert list_tables(catalog) == [TableName("lake", ("sales",), "orders"), TableName("lake", ("sales", "eu"), "refunds")]
     assert refresh_table_cache(settings) == list_tables(catalog)  # what the code location loads
@@ -78,16 +87,17 @@ def test_maintenance_through_a_rest_catalog(rest_lake):
     # The table lives in the REST server's warehouse: the server created it, not PyIceberg.
     assert before.location().startswith(server.warehouse.as_uri())
 
+    result = subprocess.run([str(BIN / "floe-dagster"), "trigger", "lake.sales.orders", "--operation", "REWRITE_DATA_FILES"],
+                            env={**os.environ, "FLOE_CONFIG": str(config)}, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and "REWRITE_DATA_FILES: SUCCEEDED" in result.stdout, (
+        result.stdout[-3000:] + result.stderr[-3000:])
     with DagsterInstance.get() as instance:
-        summary = trigger_table(settings, "lake.sales.orders", ["REWRITE_DATA_FILES"], reason="test", actor="tester",
-                                trigger_id="rest-1", instance=instance)
-        assert summary.succeeded, summary.lines()
-        outcome = summary.outcomes[0]
         event = instance.get_latest_materialization_event(asset_key_for(name))
-    assert outcome.metadata["rewritten_data_files_count"] == 12
-    assert outcome.metadata["data_files_before"] == 12 and outcome.metadata["data_files_after"] == 1
-    assert outcome.metadata["row_check"] == "spark-count" and outcome.metadata["rows_checked"] == 120
+    metadata = {key: getattr(value, "value", value) for key, value in event.asset_materialization.metadata.items()}
     assert event.dagster_event.partition == "REWRITE_DATA_FILES"
+    assert metadata["rewritten_data_files_count"] == 12
+    assert metadata["data_files_before"] == 12 and metadata["data_files_after"] == 1
+    assert metadata["row_check"] == "spark-count" and metadata["rows_checked"] == 120
 
     # What the REST server now serves: one live data file, one more snapshot (a replace), same rows.
     after = load_table(open_catalog(settings.catalog), name)
