@@ -196,7 +196,18 @@ def _scheduler(source: str, raw: Mapping[str, Any], environ: Mapping[str, str]) 
     )
 
 
-def _resolve(base: Path, path: str) -> str:
+def _text(source: str, where: str, value: Any, default: str | None = None) -> str | None:
+    """A scalar setting as text (numbers are read as written); lists, mappings and true/false are refused."""
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise SettingsError(f"{source}: {where}: expected text, got {type(value).__name__} {value!r}")
+    return str(value)
+
+
+def _resolve(base: Path, path: str, source: str = "<settings>", where: str = "path") -> str:
+    if "\x00" in path:
+        raise SettingsError(f"{source}: {where}: a path cannot contain a NUL character, got {path!r}")
     expanded = Path(os.path.expandvars(os.path.expanduser(path)))
     return str(expanded if expanded.is_absolute() else (base / expanded).resolve())
 
@@ -224,13 +235,14 @@ def load_settings(path: str | os.PathLike[str] | None = None, environ: Mapping[s
         if key not in _TOP_KEYS:
             raise _unknown(source, "", str(key), _TOP_KEYS)
 
-    data_dir = _resolve(base, environ.get("FLOE_DATA_DIR") or str(raw.get("data-dir") or ".floe"))
+    data_dir = _resolve(base, environ.get("FLOE_DATA_DIR") or _text(source, "data-dir", raw.get("data-dir"), ".floe"),
+                        source, "environment FLOE_DATA_DIR" if environ.get("FLOE_DATA_DIR") else "data-dir")
 
     catalog_raw = _mapping(source, "catalog", raw.get("catalog"))
     for key in catalog_raw:
         if key not in _CATALOG_KEYS:
             raise _unknown(source, "catalog", str(key), _CATALOG_KEYS)
-    catalog_name = str(catalog_raw.get("name") or "demo")
+    catalog_name = _text(source, "catalog.name", catalog_raw.get("name"), "demo")
     properties = _string_map(source, "catalog.properties", catalog_raw.get("properties"))
     if "catalog" not in raw:
         # The embedded default: a SQLite-backed SQL catalog and a warehouse folder in the data dir.
@@ -247,17 +259,19 @@ def load_settings(path: str | os.PathLike[str] | None = None, environ: Mapping[s
             raise _unknown(source, "spark", str(key), _SPARK_KEYS)
     packages = _string_list(source, "spark.packages", spark_raw.get("packages")) or (DEFAULT_ICEBERG_SPARK_RUNTIME,)
     spark = SparkSettings(
-        master=str(environ.get("FLOE_SPARK_MASTER") or spark_raw.get("master") or "local[2]"),
-        remote=environ.get("FLOE_SPARK_REMOTE") or spark_raw.get("remote"),
+        master=environ.get("FLOE_SPARK_MASTER") or _text(source, "spark.master", spark_raw.get("master"), "local[2]"),
+        remote=environ.get("FLOE_SPARK_REMOTE") or _text(source, "spark.remote", spark_raw.get("remote")),
         conf=_string_map(source, "spark.conf", spark_raw.get("conf")),
         packages=packages,
-        jars=tuple(_resolve(base, j) for j in _string_list(source, "spark.jars", spark_raw.get("jars"))),
+        jars=tuple(_resolve(base, j, source, "spark.jars") for j in _string_list(source, "spark.jars", spark_raw.get("jars"))),
         jars_cache=_resolve(
             base,
             environ.get("FLOE_JARS_CACHE")
-            or str(spark_raw.get("jars-cache") or Path.home() / ".cache" / "floe-dagster" / "jars"),
+            or _text(source, "spark.jars-cache", spark_raw.get("jars-cache"),
+                     str(Path.home() / ".cache" / "floe-dagster" / "jars")),
+            source, "spark.jars-cache",
         ),
-        java_home=environ.get("FLOE_JAVA_HOME") or spark_raw.get("java-home"),
+        java_home=environ.get("FLOE_JAVA_HOME") or _text(source, "spark.java-home", spark_raw.get("java-home")),
     )
     if spark.remote:
         _check_spark_connect(source, spark.remote, catalog)
@@ -295,12 +309,15 @@ def load_settings(path: str | os.PathLike[str] | None = None, environ: Mapping[s
     )
 
     policies_value = raw.get("policies", ["examples/policies"] if "catalog" not in raw else [])
-    policies = tuple(_resolve(base, p) for p in _string_list(source, "policies", policies_value))
+    policies = tuple(_resolve(base, p, source, "policies") for p in _string_list(source, "policies", policies_value))
     if environ.get("FLOE_POLICIES"):
-        policies = tuple(_resolve(Path.cwd(), p) for p in environ["FLOE_POLICIES"].split(os.pathsep) if p)
+        policies = tuple(_resolve(Path.cwd(), p, source, "environment FLOE_POLICIES") for p in environ["FLOE_POLICIES"].split(os.pathsep) if p)
 
     shards = []
-    for index, entry in enumerate(raw.get("shards") or []):
+    shards_raw = raw.get("shards") or []
+    if not isinstance(shards_raw, list):
+        raise SettingsError(f"{source}: shards: expected a list of {{name: <identifier>, tables: <table pattern>}}")
+    for index, entry in enumerate(shards_raw):
         if not isinstance(entry, Mapping) or set(entry) != {"name", "tables"}:
             raise SettingsError(f"{source}: shards[{index}]: expected {{name: <identifier>, tables: <table pattern>}}")
         name, pattern = str(entry["name"]), str(entry["tables"])
@@ -323,7 +340,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, environ: Mapping[s
         scheduler=_scheduler(source, _mapping(source, "scheduler", raw.get("scheduler")), environ),
         maintenance=maintenance,
         debt=_debt(source, _mapping(source, "debt", raw.get("debt"))),
-        coordination_url=environ.get("FLOE_COORDINATION_URL") or coordination_raw.get("url"),
+        coordination_url=environ.get("FLOE_COORDINATION_URL") or _text(source, "coordination.url", coordination_raw.get("url")),
         api=api,
         shards=tuple(shards),
         health=health,
@@ -343,7 +360,8 @@ def _api(source: str, raw: Mapping[str, Any], base: Path) -> ApiSettings:
             f"{source}: api.keys-env: expected the name of an environment variable (letters, digits and _, "
             f"not starting with a digit), got {keys_env!r}"
         )
-    return ApiSettings(keys_file=_resolve(base, keys_file) if keys_file else None, keys_env=keys_env)
+    return ApiSettings(keys_file=_resolve(base, keys_file, source, "api.keys-file") if keys_file else None,
+                       keys_env=keys_env)
 
 
 def _debt(source: str, raw: dict[str, Any]) -> dict[str, Any]:

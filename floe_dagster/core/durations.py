@@ -14,6 +14,9 @@ _ISO_DURATION = re.compile(
     r"(?:(?P<minutes>\d+(?:\.\d+)?)M)?(?:(?P<seconds>\d+(?:\.\d+)?)S)?)?$"
 )
 
+# Longer durations are surely mistakes, and dates computed with them would overflow.
+MAX_DURATION = timedelta(days=36_500)
+
 
 def parse_iso_duration(text: str) -> timedelta:
     """``P7D`` → 7 days. Raises ValueError with the accepted forms."""
@@ -22,7 +25,13 @@ def parse_iso_duration(text: str) -> timedelta:
         raise ValueError(
             f"{text!r} is not an ISO-8601 duration in days and time, such as P7D, PT6H, PT30M or PT0S"
         )
-    return timedelta(**{k: float(v) for k, v in match.groupdict().items() if v})
+    try:
+        duration = timedelta(**{k: float(v) for k, v in match.groupdict().items() if v})
+    except OverflowError:
+        duration = None
+    if duration is None or duration > MAX_DURATION:
+        raise ValueError(f"{text!r} is longer than {MAX_DURATION.days} days")
+    return duration
 
 
 def format_iso_duration(duration: timedelta) -> str:

@@ -56,6 +56,7 @@ from floe_dagster.core.validation import (
     get_bool,
     get_int,
     get_str,
+    one_line,
 )
 
 POLICY_FILE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -343,7 +344,7 @@ def _parse_text(text: str, source: str, problems: Problems, json_file: bool) -> 
             mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
             where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
             problem = " ".join(str(p) for p in (getattr(exc, "context", None), getattr(exc, "problem", None)) if p)
-            problems.errors.append(f"{source}: {where}invalid YAML: {problem or exc}")
+            problems.errors.append(one_line(f"{source}: {where}invalid YAML: {problem or exc}"))
             return []
     raws: list[Any] = []
     for document in documents:

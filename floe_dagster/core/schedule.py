@@ -26,7 +26,7 @@ from functools import lru_cache
 from typing import Any, Mapping
 
 from floe_dagster.core import cron as cronlib
-from floe_dagster.core.durations import format_iso_duration, parse_iso_duration
+from floe_dagster.core.durations import MAX_DURATION, format_iso_duration, parse_iso_duration
 from floe_dagster.core.localtime import (
     UTC,
     all_instants,
@@ -435,6 +435,9 @@ def _parse_interval(at: Location, mapping: Mapping[str, Any]) -> timedelta | Non
     if isinstance(value, int):
         if value < 1:
             here.error(f"must be at least 1 day, got {value}")
+            return None
+        if value > MAX_DURATION.days:
+            here.error(f"must be at most {MAX_DURATION.days} days, got {value}")
             return None
         return timedelta(days=value)
     if isinstance(value, str):

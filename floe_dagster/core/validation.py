@@ -39,7 +39,7 @@ class Location:
 
     def line(self, message: str) -> str:
         parts = [p for p in (self.prefix, ".".join(self.path)) if p]
-        return ": ".join((*parts, message))
+        return one_line(": ".join((*parts, message)))
 
     def error(self, message: str) -> None:
         self.problems.errors.append(self.line(message))
@@ -50,6 +50,14 @@ class Location:
     @property
     def has_errors(self) -> bool:
         return bool(self.problems.errors)
+
+
+def one_line(text: str) -> str:
+    """A message on one line whatever the file held: control characters in names (a field or policy
+    name with a newline) are shown escaped, as Python writes them."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
 def standalone() -> Location:
