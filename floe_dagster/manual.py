@@ -15,7 +15,7 @@ from floe_dagster.catalog import load_table, open_catalog
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs import tags as T
-from floe_dagster.defs.names import asset_key_for
+from floe_dagster.defs.names import asset_key_for, unmappable_reason
 from floe_dagster.maintenance_policy import configured_operations, resolve_operation
 from floe_dagster.settings import Settings
 
@@ -70,6 +70,9 @@ def trigger_table(
     from floe_dagster.instance import get_instance
 
     table = parse_table(settings, table_text)
+    unmappable = unmappable_reason(table)
+    if unmappable:  # it is no asset of the code location, so no run can maintain it
+        raise ValueError(f"{unmappable}; floe-dagster cannot maintain it (rename the table)")
     wanted = [Operation.parse(o) for o in operations] if operations else configured_operations(settings, table)
     if not wanted:
         raise LookupError(f"table '{table.qualified}': no policy configures any operation for it")
