@@ -162,8 +162,10 @@ class IcebergSparkEngine(ConfigurableResource):
                 resolve_jars(self.jar_packages, self.jars_cache)  # fetched once into the cache
             session = self.pyspark.spark_session
         except Exception as exc:
+            master = (self.pyspark.spark_config or {}).get("spark.master")
             raise EngineUnavailable(
-                f"Spark could not start: {exc}. Check that Java 17 (or 11) is installed and JAVA_HOME points "
+                f"Spark could not start (spark.master {master!r}): {exc}. Check that Java 17 (or 11) is installed "
+                "and JAVA_HOME points "
                 "at it, and that spark.master in floe.yaml is reachable"
             ) from exc
         self._started = True
