@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, EventRecordsFilter
+from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus
 
 from floe_dagster.catalog import load_table, open_catalog, table_counts
 from floe_dagster.coordination import Coordination
@@ -101,8 +101,8 @@ def test_run_killed_mid_rewrite_leaves_the_table_intact_and_is_detected(tmp_path
         result = run_tick(settings, instance, later, "test", None)
         assert result.dead_runs == [run.run_id]
         assert instance.get_run_by_id(run.run_id).status == DagsterRunStatus.FAILURE
-        failure = instance.get_event_records(EventRecordsFilter(DagsterEventType.RUN_FAILURE), limit=5)
-        assert any("the run's process is gone" in (r.event_log_entry.message or "") for r in failure)
+        failure = instance.all_logs(run.run_id, of_type=DagsterEventType.RUN_FAILURE)
+        assert any("the run's process is gone" in (e.message or "") for e in failure)
         history = Coordination(settings.coordination_url).all_history()[(table.qualified, Operation.REWRITE_DATA_FILES)]
         assert history.consecutive_failures == 1 and history.last_success_start is None
 

@@ -8,27 +8,24 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import textwrap
 import threading
-import uuid
 from datetime import datetime, timezone
 
 import pytest
+import sqlalchemy
 from dagster import DagsterInstance
 
-from floe_dagster.catalog import open_catalog
 from floe_dagster.coordination import Coordination
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.planner import plan
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.build import build_definitions
-from floe_dagster.demo import rows
 from floe_dagster.settings import load_settings
 from floe_dagster.table_cache import refresh_table_cache
 from floe_dagster.tick import gather, run_tick
-from floe_dagster_tests.conftest import JARS_CACHE, postgres_url, write_settings
+from floe_dagster_tests.conftest import postgres_url, write_settings
 from floe_dagster_tests.integration.test_automation import evaluate_sensor
-from floe_dagster_tests.integration.test_production import BIN, POLICIES
+from floe_dagster_tests.integration.test_production import BIN, POLICIES, pg_lake  # noqa: F401 (fixture)
 from floe_dagster_tests.reliability._support import create_fragmented_table
 
 pytestmark = pytest.mark.spark
@@ -94,37 +91,19 @@ class TcpProxy:
 
 
 @pytest.fixture
-def catalog_behind_proxy(tmp_path, dagster_home):
-    """A PostgreSQL catalog reached through a proxy, with one table due for compaction."""
-    url = postgres_url("floe_catalog")
-    proxy = TcpProxy(int(url.rsplit(":", 1)[1].split("/")[0]))
+def catalog_behind_proxy(pg_lake):
+    """test_production's PostgreSQL lakehouse, its catalog now reached through a proxy."""
+    _, config = pg_lake
+    catalog_url = sqlalchemy.engine.make_url(postgres_url("floe_catalog"))
+    proxy = TcpProxy(catalog_url.port)
     proxy.up()
-    name = f"pg{uuid.uuid4().hex[:8]}"
-    uri = url.replace("postgresql://", "postgresql+psycopg2://").replace(f":{proxy.target_port}/", f":{proxy.port}/")
-    (tmp_path / "policies").mkdir()
-    (tmp_path / "policies" / "p.yaml").write_text(POLICIES)
-    config = tmp_path / "floe.yaml"
-    config.write_text(textwrap.dedent(f"""
-        data-dir: {tmp_path / 'data'}
-        catalog:
-          name: {name}
-          properties: {{type: sql, uri: "{uri}", warehouse: "file://{tmp_path / 'warehouse'}"}}
-        spark: {{jars-cache: {JARS_CACHE}}}
-        policies: [{tmp_path / 'policies'}]
-    """))
-    settings = load_settings(config, environ={})
-    catalog = open_catalog(settings.catalog)
-    catalog.create_namespace("sales")
-    catalog.create_table("sales.orders", schema=rows(0, 1).schema).append(rows(0, 10))
-    refresh_table_cache(settings)
-    yield settings, proxy
-    proxy.up() if proxy.listener is None else None
-    catalog = open_catalog(settings.catalog)
-    catalog.purge_table("sales.orders")
-    catalog.drop_namespace("sales")
+    direct = f":{catalog_url.port}/{catalog_url.database}"
+    config.write_text(config.read_text().replace(direct, f":{proxy.port}/{catalog_url.database}"))
+    yield load_settings(config, environ={}), proxy
     proxy.down()
 
 
+@pytest.mark.postgres
 def test_sensor_skips_while_the_catalog_is_unreachable_and_recovers(catalog_behind_proxy):
     settings, proxy = catalog_behind_proxy
     defs = build_definitions(settings)
@@ -134,7 +113,7 @@ def test_sensor_skips_while_the_catalog_is_unreachable_and_recovers(catalog_behi
         down = evaluate_sensor(defs, instance)
         assert not down.run_requests
         assert down.skip_message.startswith(f"tick skipped: catalog_unavailable: catalog '{settings.catalog.name}'")
-        assert not Coordination(settings.coordination_url).ledger_rows()  # nothing admitted, nobody blamed
+        assert not Coordination(settings.coordination_url).ledger_rows(table)  # nothing admitted, nobody blamed
 
         proxy.up()
         back = evaluate_sensor(defs, instance)
