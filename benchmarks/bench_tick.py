@@ -12,11 +12,12 @@ Ticks measured, each ``gather`` + ``plan`` as the debt-score sensor runs them:
                     tick's 20 s health budget; what is left fills in over the next ticks)
 ``cold, cont.``     the following ticks until the full tier is complete
 ``warm``            nothing changed, same process (the sensor's code server keeps running)
-``warm, new proc``  nothing changed, in-memory records forgotten (a restarted code server)
+``warm, forgotten``  nothing changed, in-memory records forgotten (as a restarted code server would)
 ``10 changed``      10 tables got one append each since the last tick
 
 For each: seconds in ``gather`` and in ``plan``, and the files the HealthCollector read, split into
-metadata files, manifest lists and manifests. Target: a warm tick reads no file of an unchanged table.
+metadata files, manifest lists and manifests (the collector's own log), and, as an independent check,
+every file PyIceberg's FileIOs opened in this process during the tick. Target: a warm tick reads no file of an unchanged table.
 
     python benchmarks/bench_tick.py [--tables 1000] [--lake /tmp/floe-bench/lake-1000] [--rebuild]
 """
@@ -132,11 +133,42 @@ class Reads:
         self.health.HealthCollector = self.original
 
 
-def one_tick(settings, instance, reads: Reads, label: str, rows: list) -> object:
+class FileOpens:
+    """An independent count: every file PyIceberg opens for reading in this process (its pyarrow and
+    fsspec FileIOs), whoever opens it — the collector, the catalog, anything else in the tick."""
+
+    def __init__(self) -> None:
+        import pyiceberg.io.fsspec as fsspec_io
+        import pyiceberg.io.pyarrow as pyarrow_io
+
+        self.log: list[str] = []
+        self.patched = []
+        for cls in (pyarrow_io.PyArrowFile, fsspec_io.FsspecInputFile):
+            original = cls.open
+            outer = self
+
+            def counting_open(file, *args, _original=original, **kwargs):
+                outer.log.append(file.location)
+                return _original(file, *args, **kwargs)
+
+            cls.open = counting_open
+            self.patched.append((cls, original))
+
+    def reset(self) -> None:
+        self.log = []
+
+    def restore(self) -> None:
+        for cls, original in self.patched:
+            cls.open = original
+
+
+def one_tick(settings, instance, reads: Reads, label: str, rows: list, opens: "FileOpens | None" = None) -> object:
     from floe_dagster.core.planner import plan
     from floe_dagster.tick import gather
 
     reads.reset()
+    if opens is not None:
+        opens.reset()
     now = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     data, _dead, missing = gather(settings, instance, now, None)
@@ -144,11 +176,13 @@ def one_tick(settings, instance, reads: Reads, label: str, rows: list) -> object
     result = plan(data)
     t2 = time.perf_counter()
     metadata, lists, manifests = reads.split()
+    opened = len(opens.log) if opens is not None else "?"
     tiers = ", ".join(f"{tier} {s:.2f} s" for tier, s, _ in reads.collect_s)
     print(f"  {label}: gather {t1 - t0:.2f} s ({tiers}), plan {t2 - t1:.2f} s; reads: {metadata} metadata, "
-          f"{lists} manifest lists, {manifests} manifests; full tier missing {missing}", flush=True)
+          f"{lists} manifest lists, {manifests} manifests; files PyIceberg opened in the tick (independent count): "
+          f"{opened}; full tier missing {missing}", flush=True)
     rows.append((label, f"{t1 - t0:.2f}", f"{t2 - t1:.2f}", f"{t2 - t0:.2f}", f"{(t2 - t0) / 60:.3f}",
-                 metadata, lists, manifests, missing))
+                 metadata, lists, manifests, opened, missing))
     return result
 
 
@@ -180,19 +214,20 @@ def main() -> None:
 
     settings = load_settings(write_config(root, lake), environ={})
     reads = Reads()
+    opens = FileOpens()
     rows: list = []
     try:
         with DagsterInstance.get() as instance:
             print(f"{args.tables} tables, catalog {lake / 'catalog.db'}", flush=True)
-            one_tick(settings, instance, reads, "cold (first tick)", rows)
+            one_tick(settings, instance, reads, "cold (first tick)", rows, opens)
             for i in range(1, 10):
                 if not rows[-1][-1]:
                     break
-                one_tick(settings, instance, reads, f"cold, tick {i + 1}", rows)
-            one_tick(settings, instance, reads, "warm (nothing changed)", rows)
-            one_tick(settings, instance, reads, "warm again", rows)
+                one_tick(settings, instance, reads, f"cold, tick {i + 1}", rows, opens)
+            one_tick(settings, instance, reads, "warm (nothing changed)", rows, opens)
+            one_tick(settings, instance, reads, "warm again", rows, opens)
             forget_parsed_records()
-            one_tick(settings, instance, reads, "warm, new process", rows)
+            one_tick(settings, instance, reads, "warm, in-memory records forgotten (as a restarted code server)", rows, opens)
 
             from floe_dagster.catalog import open_catalog
 
@@ -200,17 +235,19 @@ def main() -> None:
             for i in range(10):
                 catalog.load_table(f"ns{i:02d}.t{i:05d}").append(
                     pa.table({"id": pa.array([10**6 + i], pa.int64()), "v": ["new"]}))
-            one_tick(settings, instance, reads, "10 tables changed", rows)
+            one_tick(settings, instance, reads, "10 tables changed", rows, opens)
     finally:
         reads.restore()
+        opens.restore()
     print()
     print(table(rows, ["tick", "gather s", "plan s", "total s", "÷ 60 s limit", "metadata files read",
-                       "manifest lists read", "manifests read", "full tier missing"]))
+                       "manifest lists read", "manifests read", "files opened (independent count)",
+                       "full tier missing"]))
     warm = [r for r in rows if r[0].startswith("warm")]
     cold = rows[0]
     if warm:
         print(f"\nwarm ÷ cold tick time: {float(warm[0][3]) / float(cold[3]):.3f}; warm metadata reads: "
-              f"{[r[5] for r in warm]} (target 0)")
+              f"{[r[5] for r in warm]} (target 0); files opened in warm ticks: {[r[8] for r in warm]}")
     print(f"peak RSS {peak_rss_mib():.0f} MiB")
     shutil.rmtree(root, ignore_errors=True)
 
