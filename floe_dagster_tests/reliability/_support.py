@@ -20,10 +20,6 @@ def checksum(data: pa.Table) -> tuple[int, int]:
     return data.num_rows, int(hashes.sum(dtype="uint64"))
 
 
-def table_checksum(settings: Settings, table: TableName) -> tuple[int, int]:
-    return checksum(load_table(open_catalog(settings.catalog), table).scan().to_arrow())
-
-
 def create_fragmented_table(settings: Settings, table: TableName, files: int, rows_per_file: int = 10) -> Table:
     """A table of ``files`` small data files in one snapshot (ids 0 … files × rows_per_file − 1)."""
     catalog = open_catalog(settings.catalog)

@@ -5,10 +5,11 @@ exception. A policy that loads also builds its procedure calls without surprises
 from __future__ import annotations
 
 import json
-import math
 import tempfile
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import yaml
@@ -62,11 +63,13 @@ def render(document, as_json: bool) -> str:
     return yaml.safe_dump(document, allow_unicode=True)
 
 
-def write(text: str, suffix: str) -> Path:
-    folder = Path(tempfile.mkdtemp(prefix="floe-bad-input-"))
-    path = folder / f"policy{suffix}"
-    path.write_text(text, encoding="utf-8")
-    return path
+@contextmanager
+def written(text: str, suffix: str) -> Iterator[Path]:
+    """The text in a file of its own (hypothesis runs many examples per test, so no tmp_path)."""
+    with tempfile.TemporaryDirectory(prefix="floe-bad-input-") as folder:
+        path = Path(folder) / f"file{suffix}"
+        path.write_text(text, encoding="utf-8")
+        yield path
 
 
 def assert_clean_policy_errors(path: Path) -> None:
@@ -95,14 +98,16 @@ def assert_clean_policy_errors(path: Path) -> None:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(document=DOCUMENT, as_json=st.booleans())
 def test_generated_policy_documents_give_only_policy_errors(document, as_json):
-    assert_clean_policy_errors(write(render(document, as_json), ".json" if as_json else ".yaml"))
+    with written(render(document, as_json), ".json" if as_json else ".yaml") as path:
+        assert_clean_policy_errors(path)
 
 
 @settings(max_examples=150, deadline=None)
 @given(text=st.text(max_size=200) | st.binary(max_size=100).map(lambda b: b.decode("latin-1")),
        suffix=st.sampled_from([".yaml", ".json"]))
 def test_arbitrary_policy_text_gives_only_policy_errors(text, suffix):
-    assert_clean_policy_errors(write(text, suffix))
+    with written(text, suffix) as path:
+        assert_clean_policy_errors(path)
 
 
 SETTINGS_SECTIONS = {
@@ -139,14 +144,15 @@ def assert_clean_settings_error(path: Path, environ: dict) -> None:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(document=SETTINGS_DOCUMENT, environ=ENVIRONMENT)
 def test_generated_settings_files_give_only_settings_errors(document, environ):
-    text = yaml.safe_dump(document, allow_unicode=True) if not (isinstance(document, float) and math.isnan(document)) else ".nan"
-    assert_clean_settings_error(write(text, ".yaml").with_name("policy.yaml"), environ)
+    with written(yaml.safe_dump(document, allow_unicode=True), ".yaml") as path:
+        assert_clean_settings_error(path, environ)
 
 
 @settings(max_examples=100, deadline=None)
 @given(text=st.text(max_size=200))
 def test_arbitrary_settings_text_gives_only_settings_errors(text):
-    assert_clean_settings_error(write(text, ".yaml"), {})
+    with written(text, ".yaml") as path:
+        assert_clean_settings_error(path, {})
 
 
 # Files the properties above found crashing the loaders, kept as plain regression cases.
