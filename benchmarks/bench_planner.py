@@ -9,9 +9,12 @@ rules, windows on some, trigger conditions and health thresholds; every table ha
 ``debt:`` mapping as settings hold it.
 
 Two ticks per size, as the debt-score sensor meets them (its code server keeps running between ticks):
-``cold``, the byte-estimate cache empty (the first tick after a start, or every table changed), and
-``warm``, no table changed since the last tick (estimates come from the cache keyed on each table's
-metadata location; the rest of the planner runs in full). Reports wall time per ``plan()`` call
+``cold``, the first tick after the code server starts, or every table changed (the byte-estimate
+cache and the policies' match memo empty, new metrics records that nothing was computed on yet), and
+``warm``, no table changed since the last tick (the same metrics records, as the health collector
+keeps one per metadata location: estimates come from the cache keyed on it, the clock-independent
+health verdicts and file counts from the record; every gate, debt score and ranking runs in full).
+``no byte estimates`` is a cold tick without the estimator. Reports wall time per ``plan()`` call
 (median of several) and the process's CPU time in the same calls (on a shared machine the CPU time
 is the better measure of the work; wall includes waiting for the other processes), their ratios to
 Dagster's 60 s sensor limit and to the 2 s target, and, at the largest size, a cProfile of one cold
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import dataclasses
 import io
 import pstats
 import random
@@ -40,6 +44,7 @@ from floe_dagster.core.history import OperationHistory  # noqa: E402
 from floe_dagster.core.metrics import TableMetrics  # noqa: E402
 from floe_dagster.core.operations import ALL_OPERATIONS  # noqa: E402
 import floe_dagster.core.planner as planner  # noqa: E402
+import floe_dagster.core.policy as policy_module  # noqa: E402
 from floe_dagster.core.planner import PlanInput, plan  # noqa: E402
 from floe_dagster.core.policy import parse_policies_text  # noqa: E402
 from floe_dagster.core.tables import TableName  # noqa: E402
@@ -175,18 +180,28 @@ def plan_input(n_tables: int, now: datetime, estimate: bool = True) -> PlanInput
     )
 
 
+def forget_everything(data: PlanInput) -> PlanInput:
+    """As for the first tick after the code server starts, or after every table changed: the byte
+    estimates and the policies' matches forgotten, and new metrics records (as the health collector
+    reads them), so nothing computed on them before is kept."""
+    health_module._ESTIMATES.clear()
+    policy_module._EFFECTIVE_BY_PATTERNS.clear()
+    return PlanInput(**{**data.__dict__, "metrics": {t: dataclasses.replace(m) for t, m in data.metrics.items()}})
+
+
 def time_plan(data: PlanInput, repeat: int, estimates: bool = True, cold: bool = True
               ) -> tuple[list[float], list[float], object]:
-    """Wall and CPU seconds of ``repeat`` ticks; ``cold`` empties the byte-estimate cache before each."""
+    """Wall and CPU seconds of ``repeat`` ticks; ``cold`` forgets everything before each
+    (:func:`forget_everything`, outside the timed call)."""
     times, cpu, result = [], [], None
     if not estimates:
         data = PlanInput(**{**data.__dict__, "estimate_bytes": None})
-    elif not cold:
+    if not cold:
         plan(PlanInput(**{**data.__dict__, "policies": parse_policies_text(POLICIES, "bench")}))  # the tick before
     for _ in range(repeat):
         if cold:
-            health_module._ESTIMATES.clear()
-        # A fresh PolicySet each tick (the sensor reloads it; its effective-policy memo starts empty).
+            data = forget_everything(data)
+        # A fresh PolicySet each tick, as the sensor loads it.
         data_i = PlanInput(**{**data.__dict__, "policies": parse_policies_text(POLICIES, "bench")})
         t0, c0 = time.perf_counter(), time.process_time()
         result = plan(data_i)
@@ -196,7 +211,7 @@ def time_plan(data: PlanInput, repeat: int, estimates: bool = True, cold: bool =
 
 
 def profile(data: PlanInput, label: str, top: int = 14) -> None:
-    health_module._ESTIMATES.clear()
+    data = forget_everything(data)
     data = PlanInput(**{**data.__dict__, "policies": parse_policies_text(POLICIES, "bench")})
     profiler = cProfile.Profile()
     profiler.enable()

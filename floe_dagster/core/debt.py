@@ -74,21 +74,60 @@ def debt_score(
     consecutive_failures: int = 0,
     weights: DebtWeights | None = None,
 ) -> DebtScore:
-    weights = weights or DEFAULT_WEIGHTS
-    issues = list(issues)
-    breakdown = {
-        "critical_issues": weights.critical * sum(1 for i in issues if i.severity is Severity.CRITICAL),
-        "warning_issues": weights.warning * sum(1 for i in issues if i.severity is Severity.WARNING),
-        "info_issues": weights.info * sum(1 for i in issues if i.severity is Severity.INFO),
-        "days_since_write": weights.per_day_since_write * max(0.0, days_since_write or 0.0),
-        "failure_rate": weights.failure_rate * min(100.0, max(0.0, failure_rate)),
-        "consecutive_failures": weights.per_consecutive_failure * max(0, consecutive_failures),
+    table = _table_part(issues, days_since_write, weights or DEFAULT_WEIGHTS)
+    return _with_failures(table, failure_rate, consecutive_failures, weights or DEFAULT_WEIGHTS)
+
+
+def _table_part(issues: Iterable[HealthIssue], days_since_write: float | None, weights: DebtWeights) -> dict[str, float]:
+    """The components that depend on the table alone (its health issues and age)."""
+    counts = {Severity.CRITICAL: 0, Severity.WARNING: 0, Severity.INFO: 0}
+    for issue in issues:
+        counts[issue.severity] += 1
+    return {
+        "critical_issues": round(weights.critical * counts[Severity.CRITICAL], 4),
+        "warning_issues": round(weights.warning * counts[Severity.WARNING], 4),
+        "info_issues": round(weights.info * counts[Severity.INFO], 4),
+        "days_since_write": round(weights.per_day_since_write * max(0.0, days_since_write or 0.0), 4),
     }
-    breakdown = {key: round(value, 4) for key, value in breakdown.items()}
+
+
+def _with_failures(table: Mapping[str, float], failure_rate: float, consecutive_failures: int,
+                   weights: DebtWeights) -> DebtScore:
+    breakdown = dict(table)
+    breakdown["failure_rate"] = round(weights.failure_rate * min(100.0, max(0.0, failure_rate)), 4)
+    breakdown["consecutive_failures"] = round(weights.per_consecutive_failure * max(0, consecutive_failures), 4)
     total = sum(breakdown.values())
     if total > weights.cap:
         breakdown["capped"] = round(total - weights.cap, 4)
     return DebtScore(round(min(total, weights.cap), 4), breakdown)
+
+
+class TableDebt:
+    """One table's debt at ``now``, for each failure history of its operations: the planner scores
+    every (table, operation), and a table's operations share its issues and age (often their failure
+    history too), so those parts are computed once per table and each distinct history once."""
+
+    def __init__(self, issues: Iterable[HealthIssue], metrics: TableMetrics | None, now: datetime,
+                 weights: DebtWeights | Mapping[str, Any] | None = None):
+        if weights is None:
+            weights = DEFAULT_WEIGHTS
+        elif not isinstance(weights, DebtWeights):
+            weights = DebtWeights.from_mapping(weights)
+        self.weights = weights
+        days = None
+        if metrics is not None:
+            days = TableMetrics.age_days(metrics.newest_snapshot_ms, int(as_utc(now).timestamp() * 1000))
+        self._table = _table_part(issues, days, weights)
+        self._scores: dict[tuple[float, int], tuple[float, dict[str, float]]] = {}
+
+    def with_history(self, failure_rate: float, consecutive_failures: int) -> tuple[float, dict[str, float]]:
+        """(score, breakdown); the breakdown is shared by the callers that ask with the same history."""
+        key = (failure_rate, consecutive_failures)
+        found = self._scores.get(key)
+        if found is None:
+            result = _with_failures(self._table, failure_rate, consecutive_failures, self.weights)
+            found = self._scores[key] = (result.score, result.breakdown)
+        return found
 
 
 def debt_for(
@@ -98,22 +137,14 @@ def debt_for(
     now: datetime,
     weights: DebtWeights | Mapping[str, Any] | None = None,
 ) -> tuple[float, dict[str, float]]:
-    """The planner's shortcut: (score, breakdown) from a table's issues, metrics and the
-    ``OperationHistory`` of one (table, operation) (its ``failure_rate`` and ``consecutive_failures``).
-    ``weights`` may be the raw ``debt:`` mapping from settings."""
-    if weights is not None and not isinstance(weights, DebtWeights):
-        weights = DebtWeights.from_mapping(weights)
-    days = None
-    if metrics is not None:
-        days = TableMetrics.age_days(metrics.newest_snapshot_ms, int(as_utc(now).timestamp() * 1000))
-    result = debt_score(
-        issues,
-        days_since_write=days,
-        failure_rate=getattr(history, "failure_rate", 0.0) if history is not None else 0.0,
-        consecutive_failures=getattr(history, "consecutive_failures", 0) if history is not None else 0,
-        weights=weights,
+    """(score, breakdown) from a table's issues, metrics and the ``OperationHistory`` of one (table,
+    operation) (its ``failure_rate`` and ``consecutive_failures``). ``weights`` may be the raw
+    ``debt:`` mapping from settings."""
+    score, breakdown = TableDebt(issues, metrics, now, weights).with_history(
+        getattr(history, "failure_rate", 0.0) if history is not None else 0.0,
+        getattr(history, "consecutive_failures", 0) if history is not None else 0,
     )
-    return result.score, dict(result.breakdown)
+    return score, dict(breakdown)
 
 
-__all__ = ["DebtWeights", "DebtScore", "debt_score", "debt_for", "DEFAULT_WEIGHTS"]
+__all__ = ["DebtWeights", "DebtScore", "TableDebt", "debt_score", "debt_for", "DEFAULT_WEIGHTS"]

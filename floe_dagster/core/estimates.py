@@ -173,18 +173,13 @@ def pack_groups(sizes: Sequence[int], max_group_bytes: int) -> list[list[int]]:
     return groups
 
 
-def _too_many_deletes(f: DataFileInfo, rules: RewriteRules) -> bool:
-    return f.delete_files >= rules.delete_file_threshold
-
-
-def _too_high_delete_ratio(f: DataFileInfo, rules: RewriteRules) -> bool:
-    if f.delete_files <= 0 or f.record_count <= 0:  # no deletes, or 0/0 (NaN in Java: never true)
+def _delete_rule_hit(delete_files: int, deleted_records: int, record_count: int, rules: RewriteRules) -> bool:
+    """Too many delete files, or file-scoped deletes removing too high a share of the rows."""
+    if delete_files >= rules.delete_file_threshold:
+        return True
+    if delete_files <= 0 or record_count <= 0:  # no deletes, or 0/0 (NaN in Java: never true)
         return False
-    return min(f.deleted_records, f.record_count) / f.record_count >= rules.delete_ratio_threshold
-
-
-def _outside_size_range(size: int, rules: RewriteRules) -> bool:
-    return size < rules.min_file_size_bytes or size > rules.max_file_size_bytes
+    return min(deleted_records, record_count) / record_count >= rules.delete_ratio_threshold
 
 
 def _keep_by_size(sizes: list[int], rules: RewriteRules) -> bool:
@@ -193,6 +188,47 @@ def _keep_by_size(sizes: list[int], rules: RewriteRules) -> bool:
     enough_content = len(sizes) > 1 and total > rules.target_file_size_bytes
     too_much_content = total > rules.max_file_size_bytes
     return enough_input_files or enough_content or too_much_content
+
+
+def _partition_groups(sizes: Sequence[int], delete_hits: Sequence[bool] | None, rules: RewriteRules) -> list[list[int]]:
+    """The groups (lists of file sizes) a rewrite takes from one partition's files, in scan order.
+    ``delete_hits[i]``: file i meets a delete rule (None: no file does, as for delete files). Plain
+    numbers, no per-file objects: a cold planner tick estimates every file of every table."""
+    low, high = rules.min_file_size_bytes, rules.max_file_size_bytes
+    if rules.rewrite_all:
+        picked = list(range(len(sizes)))
+    elif delete_hits is None:
+        picked = [i for i, size in enumerate(sizes) if size < low or size > high]
+    else:
+        picked = [i for i, size in enumerate(sizes) if size < low or size > high or delete_hits[i]]
+    candidates = [sizes[i] for i in picked]
+    selected = []
+    for group in pack_groups(candidates, rules.max_file_group_size_bytes):
+        chosen = [candidates[j] for j in group]
+        if rules.rewrite_all or _keep_by_size(chosen, rules) or (
+                delete_hits is not None and any(delete_hits[picked[j]] for j in group)):
+            selected.append(chosen)
+    return selected
+
+
+def _estimate(partitions: Iterable[tuple[str, list[list[int]]]], max_files: int | None = None) -> RewriteEstimate:
+    """Totals over the partitions' selected groups; ``max_files`` keeps the first files of the groups,
+    in partition order (``max-files-to-rewrite``)."""
+    total_bytes = files = groups = 0
+    touched = set()
+    remaining = max_files
+    for partition, selected in partitions:
+        for chosen in selected:
+            if remaining is not None:
+                if remaining <= 0:
+                    break
+                chosen = chosen[:remaining]
+                remaining -= len(chosen)
+            total_bytes += sum(chosen)
+            files += len(chosen)
+            groups += 1
+            touched.add(partition)
+    return RewriteEstimate(bytes=total_bytes, files=files, groups=groups, partitions=len(touched))
 
 
 def _by_partition(files: Iterable[Any]) -> dict[str, list[Any]]:
@@ -205,55 +241,18 @@ def _by_partition(files: Iterable[Any]) -> dict[str, list[Any]]:
 def plan_data_file_rewrite(files: Iterable[DataFileInfo | tuple], rules: RewriteRules) -> RewriteEstimate:
     """Bytes, files and groups ``rewrite_data_files`` (bin-pack) would rewrite. ``files`` may be plain
     ``(partition, size[, delete_files, deleted_records, record_count])`` tuples, in scan order."""
-    selected_groups: list[tuple[str, list[DataFileInfo]]] = []
-    # data_files_of already gives DataFileInfo: rebuilding each one cost a third of the estimate.
+    partitions = []
     for partition, members in _by_partition(f if type(f) is DataFileInfo else DataFileInfo(*f) for f in files).items():
-        if rules.rewrite_all:
-            candidates = members
-        else:
-            candidates = [
-                f for f in members
-                if _outside_size_range(f.size, rules) or _too_many_deletes(f, rules) or _too_high_delete_ratio(f, rules)
-            ]
-        sizes = [f.size for f in candidates]
-        for group in pack_groups(sizes, rules.max_file_group_size_bytes):
-            chosen = [candidates[i] for i in group]
-            if rules.rewrite_all or _keep_by_size([f.size for f in chosen], rules) or any(
-                _too_many_deletes(f, rules) or _too_high_delete_ratio(f, rules) for f in chosen
-            ):
-                selected_groups.append((partition, chosen))
-    if rules.max_files_to_rewrite is not None:
-        remaining = rules.max_files_to_rewrite
-        capped = []
-        for partition, chosen in selected_groups:
-            if remaining <= 0:
-                break
-            capped.append((partition, chosen[:remaining]))
-            remaining -= len(capped[-1][1])
-        selected_groups = capped
-    return _estimate(selected_groups)
+        hits = [_delete_rule_hit(f.delete_files, f.deleted_records, f.record_count, rules) for f in members]
+        partitions.append((partition, _partition_groups([f.size for f in members], hits, rules)))
+    return _estimate(partitions, rules.max_files_to_rewrite)
 
 
 def plan_position_delete_rewrite(files: Iterable[DeleteFileInfo | tuple], rules: RewriteRules) -> RewriteEstimate:
     """Bytes, files and groups ``rewrite_position_delete_files`` would rewrite (``files``: position
     delete files as ``(partition, size)``)."""
-    selected_groups: list[tuple[str, list[DeleteFileInfo]]] = []
-    for partition, members in _by_partition(f if type(f) is DeleteFileInfo else DeleteFileInfo(*f) for f in files).items():
-        candidates = members if rules.rewrite_all else [f for f in members if _outside_size_range(f.size, rules)]
-        for group in pack_groups([f.size for f in candidates], rules.max_file_group_size_bytes):
-            chosen = [candidates[i] for i in group]
-            if rules.rewrite_all or _keep_by_size([f.size for f in chosen], rules):
-                selected_groups.append((partition, chosen))
-    return _estimate(selected_groups)
-
-
-def _estimate(groups: list[tuple[str, list[Any]]]) -> RewriteEstimate:
-    return RewriteEstimate(
-        bytes=sum(f.size for _, chosen in groups for f in chosen),
-        files=sum(len(chosen) for _, chosen in groups),
-        groups=len(groups),
-        partitions=len({partition for partition, _ in groups}),
-    )
+    return _estimate((partition, _partition_groups([f[1] for f in members], None, rules))
+                     for partition, members in _by_partition(files).items())
 
 
 # -- from TableMetrics -----------------------------------------------------------------------------------
@@ -282,10 +281,22 @@ def estimate_rewrite_data_files(
     metrics: "TableMetrics", options: Mapping[str, Any] | None = None
 ) -> RewriteEstimate | None:
     """What ``rewrite_data_files`` with these options would rewrite; None without the full tier."""
-    files = data_files_of(metrics)
-    if files is None:
+    groups = metrics.data_file_groups
+    if groups is None:
         return None
-    return plan_data_file_rewrite(files, RewriteRules.for_data_files(options, metrics.properties))
+    rules = _rules("data", options, metrics.properties.get(TARGET_FILE_SIZE_PROPERTY))
+    if len({partition for partition, _, _ in groups}) != len(groups):  # the collector lists each once
+        return plan_data_file_rewrite(data_files_of(metrics), rules)
+    selected = []
+    no_deletes_hit = _delete_rule_hit(0, 0, 0, rules)  # a delete-file-threshold of 0 takes every file
+    for partition, sizes, deletes in groups:  # read as stored: no object per file
+        hits = None
+        if deletes or no_deletes_hit:
+            hits = [no_deletes_hit] * len(sizes)
+            for index, count, rows, records in deletes:
+                hits[index] = _delete_rule_hit(count, rows, records, rules)
+        selected.append((partition, _partition_groups(sizes, hits, rules)))
+    return _estimate(selected, rules.max_files_to_rewrite)
 
 
 def estimate_rewrite_position_delete_files(
@@ -295,7 +306,31 @@ def estimate_rewrite_position_delete_files(
     files = position_deletes_of(metrics)
     if files is None:
         return None
-    return plan_position_delete_rewrite(files, RewriteRules.for_position_deletes(options, metrics.properties))
+    rules = _rules("deletes", options, metrics.properties.get(DELETE_TARGET_FILE_SIZE_PROPERTY))
+    return plan_position_delete_rewrite(files, rules)
+
+
+def _rules(kind: str, options: Mapping[str, Any] | None, target_property: str | None) -> RewriteRules:
+    """The rules for a table: they depend only on the options and the one table property read, which
+    most tables share, so a tick validates each combination once."""
+    try:
+        key = (kind, tuple(sorted((options or {}).items())), target_property)
+        hash(key)
+    except TypeError:  # an unhashable option value: build the rules without the memo
+        key = None
+    if key is not None and key in _RULES:
+        return _RULES[key]
+    properties = {} if target_property is None else {
+        TARGET_FILE_SIZE_PROPERTY if kind == "data" else DELETE_TARGET_FILE_SIZE_PROPERTY: target_property}
+    rules = (RewriteRules.for_data_files if kind == "data" else RewriteRules.for_position_deletes)(options, properties)
+    if key is not None:
+        if len(_RULES) >= 1024:
+            _RULES.clear()
+        _RULES[key] = rules
+    return rules
+
+
+_RULES: dict[tuple, RewriteRules] = {}
 
 
 # -- options ------------------------------------------------------------------------------------------------

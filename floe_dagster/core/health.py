@@ -209,7 +209,44 @@ _CHECKS = (
 
 def derived_numbers(metrics: TableMetrics, thresholds: HealthThresholds, now: datetime) -> dict[str, Any]:
     """Numbers computed from the raw metrics under these thresholds (None where a tier lacks them)."""
+    return _derived(_static_assessment(metrics, thresholds)[0], _ages(metrics, now))
+
+
+def _derived(static: Mapping[str, Any], ages: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: ages[key] if key in _AGE_KEYS else static[key] for key in _DERIVED_ORDER}
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+def _ages(metrics: TableMetrics, now: datetime) -> dict[str, float | None]:
     now_ms = int(as_utc(now).timestamp() * 1000)
+    return {
+        "oldest_snapshot_age_days": _round(TableMetrics.age_days(metrics.oldest_snapshot_ms, now_ms)),
+        "newest_snapshot_age_days": _round(TableMetrics.age_days(metrics.newest_snapshot_ms, now_ms)),
+    }
+
+
+_DERIVED_ORDER = (
+    "data_file_count", "total_data_bytes", "small_file_count", "small_file_percent", "large_file_count",
+    "large_file_percent", "min_file_bytes", "max_file_bytes", "avg_file_bytes", "snapshot_count",
+    "oldest_snapshot_age_days", "newest_snapshot_age_days", "delete_file_count", "delete_file_ratio",
+    "manifest_count", "manifest_total_bytes", "partition_count", "partition_skew",
+)
+_AGE_KEYS = frozenset({"oldest_snapshot_age_days", "newest_snapshot_age_days"})
+
+
+def _static_assessment(metrics: TableMetrics, thresholds: HealthThresholds
+                       ) -> tuple[dict[str, Any], dict[IssueType, HealthIssue | None]]:
+    """What does not depend on the clock: the derived numbers other than ages, and the verdict of every
+    check that does not read an age. Kept on the (immutable) metrics record per thresholds: the
+    health collector keeps one record per metadata location, so an unchanged table is measured once,
+    not on every tick."""
+    memo = metrics.__dict__.setdefault("_assessments", {})  # not a field: equality and asdict ignore it
+    found = memo.get(thresholds)
+    if found is not None:
+        return found
     files = metrics.data_file_count
     small = metrics.small_file_count(thresholds.small_file_size_bytes)
     large = metrics.large_file_count(thresholds.large_file_size_bytes)
@@ -219,8 +256,7 @@ def derived_numbers(metrics: TableMetrics, thresholds: HealthThresholds, now: da
             return None
         return round(count * 100.0 / files, 4) if files else 0.0
 
-    skew = metrics.partition_skew
-    return {
+    derived = {
         "data_file_count": files,
         "total_data_bytes": metrics.total_data_bytes,
         "small_file_count": small,
@@ -231,35 +267,43 @@ def derived_numbers(metrics: TableMetrics, thresholds: HealthThresholds, now: da
         "max_file_bytes": metrics.max_file_bytes,
         "avg_file_bytes": metrics.avg_file_bytes,
         "snapshot_count": metrics.snapshot_count,
-        "oldest_snapshot_age_days": _round(TableMetrics.age_days(metrics.oldest_snapshot_ms, now_ms)),
-        "newest_snapshot_age_days": _round(TableMetrics.age_days(metrics.newest_snapshot_ms, now_ms)),
         "delete_file_count": metrics.delete_file_count,
         "delete_file_ratio": _round(metrics.delete_file_ratio),
         "manifest_count": metrics.manifest_count,
         "manifest_total_bytes": metrics.manifest_total_bytes,
         "partition_count": metrics.partition_count,
-        "partition_skew": _round(skew),
+        "partition_skew": _round(metrics.partition_skew),
     }
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 6)
+    verdicts = {check.issue: _issue(check, derived, thresholds) for check in _CHECKS
+                if check.derived_key not in _AGE_KEYS}
+    found = memo[thresholds] = (derived, verdicts)
+    return found
 
 
 def assess_health(metrics: TableMetrics, thresholds: HealthThresholds | None, now: datetime) -> HealthReport:
     """Floe's ``TableHealthAssessor``: the issues and the status of one table at ``now``."""
     thresholds = thresholds or HealthThresholds()
-    derived = derived_numbers(metrics, thresholds, now)
-    issues: list[HealthIssue] = []
+    ages = _ages(metrics, now)
+    issues = _issues(metrics, thresholds, ages)
+    return HealthReport(metrics.qualified_name, as_utc(now), metrics.tier, health_status(issues), issues,
+                        _derived(_static_assessment(metrics, thresholds)[0], ages), metrics, thresholds)
+
+
+def health_issues(metrics: TableMetrics, thresholds: HealthThresholds | None, now: datetime) -> tuple[HealthIssue, ...]:
+    """:func:`assess_health`'s issues alone (what the planner's debt score needs)."""
+    return _issues(metrics, thresholds or HealthThresholds(), _ages(metrics, now))
+
+
+def _issues(metrics: TableMetrics, thresholds: HealthThresholds, ages: Mapping[str, Any]) -> tuple[HealthIssue, ...]:
     if metrics.data_file_count == 0:
-        issues.append(HealthIssue(IssueType.TABLE_EMPTY, Severity.INFO, "the table has no data files", 0, None))
-    else:
-        for check in _CHECKS:
-            issue = _issue(check, derived, thresholds)
-            if issue is not None:
-                issues.append(issue)
-    return HealthReport(metrics.qualified_name, as_utc(now), metrics.tier, health_status(issues), tuple(issues),
-                        derived, metrics, thresholds)
+        return (HealthIssue(IssueType.TABLE_EMPTY, Severity.INFO, "the table has no data files", 0, None),)
+    verdicts = _static_assessment(metrics, thresholds)[1]
+    issues = []
+    for check in _CHECKS:
+        issue = _issue(check, ages, thresholds) if check.derived_key in _AGE_KEYS else verdicts[check.issue]
+        if issue is not None:
+            issues.append(issue)
+    return tuple(issues)
 
 
 def _issue(check: _Check, derived: Mapping[str, Any], thresholds: HealthThresholds) -> HealthIssue | None:
@@ -315,6 +359,7 @@ def parse_health_thresholds(at: Location, raw: Any) -> HealthThresholds:
 
 
 __all__ = [
-    "HealthThresholds", "HealthIssue", "HealthReport", "IssueType", "Severity", "assess_health", "health_status",
+    "HealthThresholds", "HealthIssue", "HealthReport", "IssueType", "Severity", "assess_health", "health_issues",
+    "health_status",
     "parse_health_thresholds", "derived_numbers", "HEALTH_THRESHOLD_FIELDS", "DEFAULT_SMALL_FILE_SIZE_BYTES",
 ]

@@ -18,6 +18,8 @@ UTC = timezone.utc
 
 def as_utc(moment: datetime) -> datetime:
     """An aware datetime in UTC; naive datetimes are refused, since the clock is always passed in."""
+    if moment.tzinfo is UTC:  # already UTC (the common case: called several times per planner decision)
+        return moment
     if moment.tzinfo is None or moment.tzinfo.utcoffset(moment) is None:
         raise ValueError(f"expected an aware datetime, got naive {moment.isoformat()}")
     return moment.astimezone(UTC)

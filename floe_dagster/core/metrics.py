@@ -7,6 +7,7 @@ thresholds, so one record serves every policy and can be cached by metadata loca
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 Tier = Literal["summary", "full"]
@@ -63,11 +64,11 @@ class TableMetrics:
             return None
         return self.max_files_per_partition / (self.data_file_count / self.partition_count)
 
-    @property
+    @cached_property  # immutable record: once per instance, not once per health assessment
     def min_file_bytes(self) -> int | None:
         return min(self.data_file_sizes) if self.data_file_sizes else None
 
-    @property
+    @cached_property
     def max_file_bytes(self) -> int | None:
         return max(self.data_file_sizes) if self.data_file_sizes else None
 
@@ -76,14 +77,23 @@ class TableMetrics:
         return self.total_data_bytes / self.data_file_count if self.data_file_count else None
 
     def small_file_count(self, small_below_bytes: int) -> int | None:
-        if self.data_file_sizes is None:
-            return None
-        return sum(1 for size in self.data_file_sizes if size < small_below_bytes)
+        return self._count_files("small", small_below_bytes)
 
     def large_file_count(self, large_above_bytes: int) -> int | None:
+        return self._count_files("large", large_above_bytes)
+
+    def _count_files(self, kind: str, limit: int) -> int | None:
+        """Data files below (``small``) or above (``large``) ``limit`` bytes. The record is immutable and
+        the health collector keeps one instance per metadata location, so each count is made once per
+        instance: health, every operation's trigger conditions and every tick ask again."""
         if self.data_file_sizes is None:
             return None
-        return sum(1 for size in self.data_file_sizes if size > large_above_bytes)
+        memo = self.__dict__.setdefault("_file_counts", {})  # not a field: equality and asdict ignore it
+        key = (kind, limit)
+        if key not in memo:
+            sizes = self.data_file_sizes
+            memo[key] = sum(1 for s in sizes if s < limit) if kind == "small" else sum(1 for s in sizes if s > limit)
+        return memo[key]
 
     @staticmethod
     def age_days(then_ms: int | None, now_ms: int) -> float | None:

@@ -10,14 +10,16 @@ budgets budget_tables, budget_operations, budget_bytes, tick_cap.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import gc
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from floe_dagster.core.conditions import ConditionResult
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.metrics import TableMetrics
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled
-from floe_dagster.core.debt import DebtWeights, debt_for
+from floe_dagster.core.debt import DebtWeights, TableDebt
 from floe_dagster.core.policy import Policy, PolicySet
 from floe_dagster.core.schedule import schedule_due
 from floe_dagster.core.tables import TableName
@@ -63,11 +65,17 @@ class Decision:
     attempt: int = 0
     policy_priority: int = 0
     schedule_priority: int = 0
-    conditions: Mapping[str, Any] = field(default_factory=dict)
+    condition_result: ConditionResult | None = None  # the trigger-condition gate's verdict, once reached
     backoff_until: datetime | None = None
     throttled_until: datetime | None = None
     max_runtime_s: float | None = None
     enabled: bool = True
+
+    @property
+    def conditions(self) -> dict[str, Any]:
+        """The trigger-condition gate's verdict as JSON (empty when an earlier gate stopped the work);
+        rendered on demand: only ``explain`` and the API show it, and a tick makes 50,000 decisions."""
+        return self.condition_result.to_json() if self.condition_result is not None else {}
 
     @property
     def run_key(self) -> str:
@@ -142,14 +150,51 @@ def backoff_delay(consecutive_failures: int, threshold: int, hours: float) -> ti
     return min(delay, MAX_BACKOFF)
 
 
-def _table_snapshot_ours(table: TableName, history: Mapping[tuple[str, Operation], OperationHistory]) -> set[int]:
+def _table_snapshot_ours(qualified: str, history: Mapping[tuple[str, Operation], OperationHistory]) -> set[int]:
     return {
         h.last_snapshot_after for op in ALL_OPERATIONS
-        if (h := history.get((table.qualified, op))) is not None and h.last_snapshot_after is not None
+        if (h := history.get((qualified, op))) is not None and h.last_snapshot_after is not None
     }
 
 
+_NO_HISTORY = OperationHistory()
+_DECISION_DEFAULTS = {f.name: f.default for f in fields(Decision) if f.default is not MISSING}
+
+
+def _decision(**values: Any) -> Decision:
+    """A :class:`Decision` without its generated ``__init__``: a frozen dataclass's sets each of its 20
+    fields through ``object.__setattr__``, and a tick makes 50,000 of them."""
+    decision = object.__new__(Decision)
+    decision.__dict__.update(_DECISION_DEFAULTS)
+    decision.__dict__.update(values)
+    return decision
+
+
+def _replace(original: Decision, /, **changes: Any) -> Decision:
+    """``dataclasses.replace`` for :class:`Decision`, without re-running ``__init__`` (see :func:`_decision`)."""
+    copy = object.__new__(Decision)
+    copy.__dict__.update(original.__dict__)
+    copy.__dict__.update(changes)
+    return copy
+
+
 def plan(data: PlanInput) -> Plan:
+    """The decisions for every (table, operation) the policies configure, admitted ones ranked."""
+    # A tick allocates ~100,000 small acyclic objects (decisions, reasons, verdicts); with the cyclic
+    # collector on, they trigger collections that rescan every live object of the process (the
+    # health metrics of every table among them): about a quarter of a 10,000-table tick. Nothing here
+    # makes reference cycles, so the collector waits until the tick is done.
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        return _plan(data)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _plan(data: PlanInput) -> Plan:
     now = data.now
     catalog_tables = frozenset(data.catalog_tables)
     decisions: list[Decision] = []
@@ -159,47 +204,39 @@ def plan(data: PlanInput) -> Plan:
     weights = data.debt_weights
     if weights is not None and not isinstance(weights, DebtWeights):
         weights = DebtWeights.from_mapping(weights)
+    history_of = data.history.get
+    estimate_bytes = data.estimate_bytes
 
-    for table in sorted(catalog_tables | set(data.loaded_tables)):
+    # Sorted by the fields' tuple (TableName's order) without calling its generated __lt__ per comparison.
+    for table in sorted(catalog_tables.union(data.loaded_tables), key=lambda t: (t.catalog, t.namespace, t.name)):
         policy: Policy | None = data.policies.effective_policy(table)
         if policy is None:
             continue
         metrics = data.metrics.get(table)
-        issues = policy.assess_health(metrics, now).issues if metrics is not None else []
-        ours = _table_snapshot_ours(table, data.history)
-        debts: dict[tuple[float, int], tuple[float, dict[str, float]]] = {}  # a table's ops share most inputs
+        issues = policy.health_issues(metrics, now) if metrics is not None else ()
+        table_debt = TableDebt(issues, metrics, now, weights)
+        qualified = table.qualified
         for op in policy.configured_operations():
-            history = data.history.get((table.qualified, op), OperationHistory())
-            debt_key = (history.failure_rate, history.consecutive_failures)
-            if debt_key not in debts:
-                debts[debt_key] = debt_for(issues, metrics, history, now, weights)
-            score, breakdown = debts[debt_key][0], dict(debts[debt_key][1])
+            history = history_of((qualified, op)) or _NO_HISTORY
+            score, breakdown = table_debt.with_history(history.failure_rate, history.consecutive_failures)
             schedule = policy.schedule(op)
-            config = policy.config(op)
-            estimate = data.estimate_bytes(table, op, metrics, config) if data.estimate_bytes and op.rewrites_data else 0
-            base = Decision(
+            rewrites = op.rewrites_data
+            estimate = estimate_bytes(table, op, metrics, policy.config(op)) if estimate_bytes and rewrites else 0
+            base = _decision(
                 table=table, operation=op, policy=policy.name, decision="skip", reasons=(), trigger=None,
                 debt_score=score, debt_breakdown=breakdown, estimated_bytes=estimate, next_eligible=None, rank=None,
                 policy_priority=policy.priority, schedule_priority=schedule.priority if schedule else 0,
                 enabled=bool(schedule and schedule.enabled),
             )
-            decision = _gate(data, catalog_tables, table, op, policy, schedule, metrics, history, ours, base)
+            decision = _gate(data, catalog_tables, table, op, policy, schedule, metrics, history, base)
             (candidates if decision.decision == "run" else decisions).append(decision)
 
     candidates.sort(key=lambda d: (
         -d.debt_score, -d.policy_priority, -d.schedule_priority, d.table.qualified, d.operation.order))
     decisions.extend(_admit_within_budgets(data, candidates, notes))
-    decisions.sort(key=lambda d: (d.rank if d.rank is not None else 10**9, d.table.qualified, d.operation.order))
+    unranked = 10**9
+    decisions.sort(key=lambda d: (unranked if d.rank is None else d.rank, d.table.qualified, d.operation.order))
     return Plan(now, decisions, notes)
-
-
-def _replace(original: Decision, /, **changes: Any) -> Decision:
-    """``dataclasses.replace`` for :class:`Decision` without re-running ``__init__`` over its 20 fields
-    (it has no ``__post_init__``; a tick makes 2-3 copies per decision, and ``replace`` was ~13 % of it)."""
-    copy = object.__new__(Decision)
-    copy.__dict__.update(original.__dict__)
-    copy.__dict__.update(changes)
-    return copy
 
 
 def _skip(base: Decision, code: str, detail: str = "", **changes: Any) -> Decision:
@@ -222,7 +259,6 @@ def _gate(
     schedule: Any,
     metrics: TableMetrics | None,
     history: OperationHistory,
-    ours: set[int],
     base: Decision,
 ) -> Decision:
     now, limits = data.now, data.limits
@@ -239,16 +275,18 @@ def _gate(
     due = schedule_due(schedule, history.last_success_start, now)
     if not due.due:
         return _skip(base, due.blocked or "not_due", due.detail, next_eligible=due.next_eligible)
-    base = _replace(base, trigger=due.trigger, slot=due.slot_key)
+    # What the gates below learn accumulates here and goes into the one copy they return.
+    extra: dict[str, Any] = {"trigger": due.trigger, "slot": due.slot_key}
 
     backoff = backoff_delay(history.consecutive_failures, limits.failure_backoff_threshold, limits.failure_backoff_hours)
     if backoff and history.last_failure_at is not None and now < history.last_failure_at + backoff:
         until = history.last_failure_at + backoff
         return _skip(base, "failure_backoff", f"{history.consecutive_failures} consecutive failure(s); retry at "
-                     f"{until.isoformat()}", next_eligible=_open_from(schedule, until), backoff_until=until)
+                     f"{until.isoformat()}", next_eligible=_open_from(schedule, until), backoff_until=until, **extra)
 
     if limits.zero_change_threshold > 0 and history.consecutive_zero_change >= limits.zero_change_threshold:
-        new_data = metrics is not None and metrics.current_snapshot_id is not None and metrics.current_snapshot_id not in ours
+        new_data = metrics is not None and metrics.current_snapshot_id is not None \
+            and metrics.current_snapshot_id not in _table_snapshot_ours(table.qualified, data.history)
         if not new_data and history.last_success_start is not None:
             interval = schedule.effective_interval() or timedelta(0)
             throttled = max(timedelta(hours=limits.zero_change_min_interval_hours),
@@ -257,19 +295,19 @@ def _gate(
             if now < until:
                 return _skip(base, "zero_change_throttle",
                              f"{history.consecutive_zero_change} runs changed nothing; next at {until.isoformat()}",
-                             next_eligible=_open_from(schedule, until), throttled_until=until)
+                             next_eligible=_open_from(schedule, until), throttled_until=until, **extra)
 
     conditions = policy.evaluate_conditions(
         op, metrics, history.last_success_start, now, limits.condition_based_triggering_enabled)
-    base = _replace(base, conditions=conditions.to_json())
+    extra["condition_result"] = conditions
     if conditions.forced:
-        base = _replace(base, trigger="critical")
+        extra["trigger"] = "critical"
     elif not conditions.passed:
         return _skip(base, conditions.blocked_code, conditions.detail,
-                     next_eligible=_open_from(schedule, conditions.next_eligible))
+                     next_eligible=_open_from(schedule, conditions.next_eligible), **extra)
 
     if (table.qualified, op) in data.in_flight:
-        return _skip(base, "in_flight", "a run of this table and operation is queued or running")
+        return _skip(base, "in_flight", "a run of this table and operation is queued or running", **extra)
 
     attempt = data.last_attempts.get((table.qualified, op, due.slot_key), -1) + 1
     window_end = schedule.window_end_after(now) if schedule.enforce_window_end else None
@@ -277,7 +315,7 @@ def _gate(
     if window_end is not None:
         runtime = min(runtime, max(60.0, (window_end - now).total_seconds()))
     return _replace(base, decision="run", reasons=(f"{due.trigger}: {due.detail}",), attempt=attempt,
-                   max_runtime_s=runtime, next_eligible=now)
+                   max_runtime_s=runtime, next_eligible=now, **extra)
 
 
 def _admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: list[str]) -> Iterable[Decision]:
@@ -288,6 +326,8 @@ def _admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: li
     cap = limits.max_run_requests_per_tick
     queue_room = max(0, limits.max_queued_runs - data.queued_runs)
     rank = 0
+    tick_cap = f"at most {min(cap, queue_room)} run requests this tick " \
+               f"(max-run-requests-per-tick {cap}, queued runs {data.queued_runs}/{limits.max_queued_runs})"
     for decision in candidates:
         if data.scope is not None and not data.scope(decision):
             yield _replace(decision, decision="skip", reasons=("out_of_scope: another launcher admits it",
@@ -312,9 +352,7 @@ def _admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: li
                                 f"the last hour", more=decision.reasons)
                     continue
         if rank >= cap or rank >= queue_room:
-            yield _skip(decision, "tick_cap", f"at most {min(cap, queue_room)} run requests this tick "
-                        f"(max-run-requests-per-tick {cap}, queued runs {data.queued_runs}/{limits.max_queued_runs})",
-                        more=decision.reasons)
+            yield _skip(decision, "tick_cap", tick_cap, more=decision.reasons)
             continue
         if alone:
             notes.append(f"{decision.table.qualified} {decision.operation.value}: estimated "

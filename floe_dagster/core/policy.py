@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -37,9 +38,11 @@ from floe_dagster.core.conditions import (
     parse_trigger_conditions,
 )
 from floe_dagster.core.health import (
+    HealthIssue,
     HealthReport,
     HealthThresholds,
     assess_health,
+    health_issues,
     parse_health_thresholds,
 )
 from floe_dagster.core.metrics import TableMetrics
@@ -150,6 +153,9 @@ class Policy:
     def assess_health(self, metrics: TableMetrics, now: datetime) -> HealthReport:
         return assess_health(metrics, self.health_thresholds, now)
 
+    def health_issues(self, metrics: TableMetrics, now: datetime) -> tuple[HealthIssue, ...]:
+        return health_issues(metrics, self.health_thresholds, now)
+
     def run_tags(self) -> dict[str, str]:
         return policy_tags_as_run_tags(self.tags)
 
@@ -176,6 +182,11 @@ def policy_tags_as_run_tags(tags: Mapping[str, str]) -> dict[str, str]:
     return {RUN_TAG_PREFIX + key: value for key, value in tags.items()}
 
 
+_EFFECTIVE_BY_PATTERNS: dict[tuple[tuple[str, str], ...], dict[TableName, str | None]] = {}
+_EFFECTIVE_SETS_KEPT = 4
+_EFFECTIVE_LOCK = threading.Lock()
+
+
 class PolicySet:
     """All loaded policies; answers which one governs a table."""
 
@@ -185,7 +196,14 @@ class PolicySet:
         if len(self._by_name) != len(self._policies):
             raise ValueError("policy names must be unique")
         self._enabled = tuple(sorted((p for p in self._policies if p.enabled), key=lambda p: p.precedence_key))
-        self._effective: dict[TableName, Policy | None] = {}
+        # Which policy wins depends only on the enabled policies' patterns in precedence order. The
+        # sensor loads a new PolicySet every tick; sets with the same patterns share their answers.
+        matching_key = tuple((p.name, p.table_pattern.text) for p in self._enabled)
+        with _EFFECTIVE_LOCK:  # sensors and API requests load policy sets in several threads
+            self._effective: dict[TableName, str | None] = _EFFECTIVE_BY_PATTERNS.pop(matching_key, None) or {}
+            _EFFECTIVE_BY_PATTERNS[matching_key] = self._effective  # most recent last
+            while len(_EFFECTIVE_BY_PATTERNS) > _EFFECTIVE_SETS_KEPT:
+                del _EFFECTIVE_BY_PATTERNS[next(iter(_EFFECTIVE_BY_PATTERNS))]
 
     @property
     def policies(self) -> tuple[Policy, ...]:
@@ -211,9 +229,12 @@ class PolicySet:
 
     def effective_policy(self, table: TableName) -> Policy | None:
         """The enabled matching policy with the highest priority × 1000 + specificity, then by name."""
-        if table not in self._effective:
-            self._effective[table] = next((p for p in self._enabled if p.matches(table)), None)
-        return self._effective[table]
+        try:
+            name = self._effective[table]
+        except KeyError:
+            winner = next((p for p in self._enabled if p.matches(table)), None)
+            name = self._effective[table] = winner.name if winner is not None else None
+        return self._by_name[name] if name is not None else None
 
     def cron_rules(self) -> list[tuple[str, Operation, str, str]]:
         """(policy name, operation, 5-field cron, time zone) for every enabled cron rule: one Dagster

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any, Mapping
 
 from floe_dagster.core import cron as cronlib
@@ -133,13 +133,22 @@ class Schedule:
         """Whether the day of the current (or, outside a window, today's) window is allowed."""
         return not self.allowed_days or self._window(now)[1].weekday() in self.allowed_days
 
+    @cached_property
+    def always_open(self) -> bool:
+        """No window and no day restriction: open whatever the clock says."""
+        return self.window_start is None and self.window_end is None and not self.allowed_days
+
     def is_open(self, now: datetime) -> bool:
         """Whether a run may start now: inside the window on an allowed day (``enabled`` aside)."""
+        if self.always_open:
+            return True
         inside, day = self._window(now)
         return inside and (not self.allowed_days or day.weekday() in self.allowed_days)
 
     def closed_reason(self, now: datetime) -> str | None:
         """``window_closed``, ``day_not_allowed`` or None when open."""
+        if self.always_open:
+            return None
         inside, day = self._window(now)
         if not inside:
             return "window_closed"
@@ -180,6 +189,11 @@ class Schedule:
                 return candidate
         return None
 
+    @cached_property
+    def window_text(self) -> str:
+        """:meth:`describe_window`, made once (the planner quotes it for every closed decision)."""
+        return self.describe_window()
+
     def describe_window(self) -> str:
         parts = []
         if self.has_window:
@@ -210,11 +224,38 @@ class Schedule:
         """The average time between consecutive cron slots; None without a cron."""
         return cronlib.nominal_gap(self.cron_5field) if self.cron_5field else None
 
+    @cached_property
+    def interval_text(self) -> str | None:
+        """The interval as an ISO-8601 duration (``PT6H``), made once."""
+        return format_iso_duration(self.interval) if self.interval is not None else None
+
     def effective_interval(self) -> timedelta | None:
         """The rule's period: the interval, else the cron's slot gap, else None (condition-only)."""
         if self.interval is not None:
             return self.interval
         return self.slot_gap
+
+    # -- the schedule at one moment ---------------------------------------------------------------
+
+    def at(self, now: datetime) -> "ScheduleAt":
+        """What the clock says about this schedule at ``now``, the same for every table it governs.
+        A planner tick asks for the same ``now`` once per decision, so the last answer is kept on the
+        (immutable) schedule: a tick computes the window, the cron slot and the next opening once per
+        schedule instead of once per table."""
+        memo = self.__dict__.get("_at")
+        if memo is not None and memo.now == now:
+            return memo
+        now = as_utc(now)
+        closed = self.closed_reason(now)
+        slot = self.latest_slot_at_or_before(now)
+        if self.cron_5field is None:
+            following = None
+        else:  # the first slot after the latest one is the first after now
+            following = self.next_slot_after(slot) if slot is not None else self.next_slot_after(now)
+        memo = ScheduleAt(now, closed is None, closed, self.next_open(now), slot,
+                          slot.isoformat() if slot is not None else None, following)
+        self.__dict__["_at"] = memo  # not a field: equality, hashing and to_json ignore it
+        return memo
 
     # -- due ------------------------------------------------------------------------------------
 
@@ -237,6 +278,19 @@ class Schedule:
         data.update(timezone=self.timezone, timeout=self.timeout_hours, enforceWindowEnd=self.enforce_window_end,
                     priority=self.priority, kind=self.kind)
         return data
+
+
+@dataclass(frozen=True)
+class ScheduleAt:
+    """:meth:`Schedule.at`: a schedule's clock-only facts at one moment."""
+
+    now: datetime
+    open_now: bool
+    closed_reason: str | None  # window_closed, day_not_allowed or None
+    next_open: datetime  # the first open moment at or after now
+    slot: datetime | None  # cron: the latest slot at or before now
+    slot_text: str | None
+    next_slot: datetime | None  # cron: the first slot after ``slot`` (after now when there is none)
 
 
 _SEARCH_DAYS = 16
@@ -326,26 +380,24 @@ def schedule_due(schedule: Schedule, last_success_start: datetime | None, now: d
     if not schedule.enabled:
         return Due(False, trigger, None, None, False, "schedule_disabled", "the schedule is disabled", last)
 
+    clock = schedule.at(now)
     slot: datetime | None = None
     if trigger == TRIGGER_CRON:
-        slot = schedule.latest_slot_at_or_before(now)
+        slot = clock.slot
         rule_due = slot is not None and (last is None or last < slot)
         if rule_due:
             due_at = now
-            detail = f"cron slot {slot.isoformat()} ({schedule.cron_5field} {schedule.timezone}) has not run " \
+            detail = f"cron slot {clock.slot_text} ({schedule.cron_5field} {schedule.timezone}) has not run " \
                      f"(last success {_iso(last)})"
         else:
-            # The first slot after the latest one is the first after now; keyed on the slot, the
-            # cache answers every tick until then.
-            due_at = schedule.next_slot_after(slot) if slot is not None else schedule.next_slot_after(now)
-            detail = (f"cron slot {slot.isoformat()} already ran (success started {_iso(last)}); next slot "
+            due_at = clock.next_slot
+            detail = (f"cron slot {clock.slot_text} already ran (success started {_iso(last)}); next slot "
                       f"{_iso(due_at)}" if slot else f"no cron slot yet; next {_iso(due_at)}")
     elif trigger == TRIGGER_INTERVAL:
-        interval = schedule.interval
-        slot = last + interval if last is not None else None
+        slot = last + schedule.interval if last is not None else None
         rule_due = slot is None or now >= slot
         due_at = now if rule_due else slot
-        every = format_iso_duration(interval)
+        every = schedule.interval_text
         detail = (f"never run (interval {every})" if last is None else
                   f"interval {every} since the last success at {last.isoformat()} "
                   + ("has passed" if rule_due else f"ends at {slot.isoformat()}"))
@@ -355,15 +407,14 @@ def schedule_due(schedule: Schedule, last_success_start: datetime | None, now: d
 
     if due_at is None:  # a cron that never fires again
         return Due(False, trigger, slot, None, False, "not_due", detail, last)
-    next_eligible = schedule.next_open(max(now, due_at))
-    open_now = schedule.is_open(now)
-    if rule_due and open_now:
+    if rule_due and clock.open_now:
         return Due(True, trigger, slot, now, True, None, detail, last)
+    next_eligible = clock.next_open if due_at <= now else schedule.next_open(due_at)
     # DESIGN.md's gate order: a closed window or day is reported before "not due".
-    closed = None if open_now else schedule.closed_reason(now)
+    closed = clock.closed_reason
     blocked = closed or "not_due"
     if closed:
-        detail = (f"{closed.replace('_', ' ')} ({schedule.describe_window()}); " + detail
+        detail = (f"{closed.replace('_', ' ')} ({schedule.window_text}); " + detail
                   + f"; eligible {next_eligible.isoformat()}")
     return Due(False, trigger, slot, next_eligible, rule_due, blocked, detail, last)
 
@@ -495,6 +546,6 @@ def _parse_days(at: Location, mapping: Mapping[str, Any]) -> frozenset[int]:
 
 
 __all__ = [
-    "Schedule", "Due", "schedule_due", "parse_schedule", "SCHEDULE_FIELDS", "DAY_NAMES",
+    "Schedule", "ScheduleAt", "Due", "schedule_due", "parse_schedule", "SCHEDULE_FIELDS", "DAY_NAMES",
     "TRIGGER_CRON", "TRIGGER_INTERVAL", "TRIGGER_CONDITION", "UTC", "earliest_instant",
 ]

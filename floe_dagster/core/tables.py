@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 
 @dataclass(frozen=True, order=True)
@@ -15,7 +16,7 @@ class TableName:
         if not self.name or not self.namespace or not all(self.namespace):
             raise ValueError(f"a table needs a namespace and a name, got {self.qualified!r}")
 
-    @property
+    @cached_property  # frozen, so computed once: the planner asks for it several times per decision
     def qualified(self) -> str:
         """``catalog.ns1.ns2.table``: the form patterns, tags, the CLI and the API use."""
         return ".".join((self.catalog, *self.namespace, self.name))

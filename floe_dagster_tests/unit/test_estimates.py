@@ -14,6 +14,7 @@ from floe_dagster.core.estimates import (
     DEFAULT_TARGET_FILE_SIZE_BYTES,
     DataFileInfo,
     EstimateOptionError,
+    data_files_of,
     RewriteRules,
     estimate_rewrite_data_files,
     estimate_rewrite_position_delete_files,
@@ -262,3 +263,32 @@ def test_invariants(files, min_input):
     # Files inside the size range without deletes are never taken unless rewrite-all.
     clean = [DataFileInfo(f.partition, 1000) for f in files]
     assert plan(clean).bytes == 0
+
+
+group_strategy = st.tuples(
+    st.lists(st.integers(min_value=1, max_value=4000), min_size=1, max_size=15),
+    st.lists(st.tuples(st.integers(min_value=0, max_value=14), st.integers(min_value=1, max_value=4),
+                       st.integers(min_value=0, max_value=20), st.integers(min_value=0, max_value=20)), max_size=5),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(group_strategy, max_size=4),
+       st.fixed_dictionaries({}, optional={
+           "min-input-files": st.integers(min_value=1, max_value=6),
+           "delete-file-threshold": st.integers(min_value=0, max_value=4),
+           "delete-ratio-threshold": st.sampled_from([0.1, 0.3, 1.0]),
+           "rewrite-all": st.booleans(),
+           "max-files-to-rewrite": st.integers(min_value=1, max_value=10),
+           "max-file-group-size-bytes": st.integers(min_value=500, max_value=20000)}))
+def test_estimate_from_a_record_equals_planning_its_files(groups, options):
+    """The planner's estimate reads a record's groups as stored; it must pick what planning the same
+    files one by one picks."""
+    stored = []
+    for number, (sizes, deletes) in enumerate(groups):
+        by_index = {index % len(sizes): (index % len(sizes), count, rows, records)
+                    for index, count, rows, records in deletes}
+        stored.append((f'["p{number}"]', tuple(sizes), tuple(sorted(by_index.values()))))
+    m = metrics(data_file_groups=tuple(stored), properties={"write.target-file-size-bytes": str(T)})
+    expected = plan_data_file_rewrite(data_files_of(m), RewriteRules.for_data_files(options, m.properties))
+    assert estimate_rewrite_data_files(m, options) == expected
