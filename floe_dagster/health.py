@@ -534,6 +534,9 @@ class HealthError(RuntimeError):
     """A table's metadata could not be read or reduced (neither an unknown table nor an outage)."""
 
 
+_METADATA_KEPT = 5_000  # parsed metadata files a collector keeps (a cold tick of a large shard reads more)
+
+
 class HealthCollector:
     """Collects :class:`TableMetrics` incrementally, cached on disk by metadata location.
 
@@ -563,6 +566,9 @@ class HealthCollector:
         self.catalog_calls = 0
         self.read_log: list[str] = []  # the last collect call's file reads, in order
         self._touched: list[tuple[str, str]] = []
+        # Metadata read by this collector, by metadata location (the file never changes): a tick asks for
+        # the summary tier and then the full tier, and a changed table's file is read once, not twice.
+        self._metadata: dict[str, TableMetadata] = {}
 
     # public API ----------------------------------------------------------------------------------------
     def collect(
@@ -689,6 +695,7 @@ class HealthCollector:
         return max((m for _, m in found), key=lambda m: m.collected_at_ms, default=None)
 
     def close(self) -> None:
+        self._metadata.clear()
         self.cache.close()
 
     def __enter__(self) -> "HealthCollector":
@@ -756,8 +763,13 @@ class HealthCollector:
             io: FileIO = CountingFileIO(loaded.io, self._count_read)
         else:
             location = locations[table]  # type: ignore[assignment]
-            meta_io = CountingFileIO(load_file_io(properties=self.catalog.properties, location=location), self._count_read)
-            metadata = FromInputFile.table_metadata(meta_io.new_input(location))
+            metadata = self._metadata.get(location)
+            if metadata is None:
+                meta_io = CountingFileIO(load_file_io(properties=self.catalog.properties, location=location),
+                                         self._count_read)
+                metadata = FromInputFile.table_metadata(meta_io.new_input(location))
+                if len(self._metadata) < _METADATA_KEPT:
+                    self._metadata[location] = metadata
             io = CountingFileIO(
                 load_file_io({**self.catalog.properties, **metadata.properties}, location), self._count_read
             )

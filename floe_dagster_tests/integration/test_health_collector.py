@@ -232,6 +232,24 @@ def test_unchanged_table_is_not_read_again_and_a_changed_one_is(lake):
     assert summary.files_read == 1 and summary.metrics[a].data_file_count == 5
 
 
+def test_summary_then_full_tier_read_the_metadata_file_once(lake):
+    """What a sensor tick does: the summary tier for every table, then the full tier; a new or changed
+    table's metadata file is read by the first and parsed again by neither."""
+    settings, catalog = lake
+    plain = unpartitioned_table(catalog)
+    a = name(catalog, "ns.plain")
+    collector = collector_for(settings, catalog)
+    summary = collector.collect([a], tier="summary")
+    assert collector.read_log == [plain.metadata_location]
+    full = collector.collect([a], tier="full", time_budget_s=20)
+    assert plain.metadata_location not in collector.read_log
+    assert full.files_read == 1 + 3  # the manifest list and the three manifests
+    assert full.metrics[a].data_file_count == summary.metrics[a].data_file_count == 3
+    plain.append(rows(5000, 2))  # a new metadata file: read once more
+    collector.collect([a], tier="summary")
+    assert collector.read_log == [catalog.load_table("ns.plain").metadata_location]
+
+
 def test_cache_survives_a_new_collector(lake):
     settings, catalog = lake
     unpartitioned_table(catalog)
@@ -322,10 +340,12 @@ def test_a_huge_table_progresses_across_calls(lake):
 
     first = collector.collect([big], tier="full", time_budget_s=3.5)  # metadata, list, 2 manifests
     assert first.missing == [big] and first.files_read == 4
+    # The collector remembers the metadata file it parsed: the list and 3 more manifests.
     second = collector.collect([big], tier="full", time_budget_s=3.5)
     assert second.missing == [big] and second.files_read == 4
-    third = collector.collect([big], tier="full", time_budget_s=3.5)  # the last 2 manifests
-    assert third.missing == [] and third.files_read == 4
+    assert catalog.load_table("ns.big").metadata_location not in collector.read_log
+    third = collector.collect([big], tier="full", time_budget_s=3.5)  # the list and the last manifest
+    assert third.missing == [] and third.files_read == 2
     m = third.metrics[big]
     assert m.manifest_count == 6 and m.data_file_count == 6 and m.record_count == 18
     table = catalog.load_table("ns.big")
