@@ -157,6 +157,8 @@ def pack_groups(sizes: Sequence[int], max_group_bytes: int) -> list[list[int]]:
     """Iceberg's ``BinPacking.ListPacker(maxGroupSize, lookback=1, largestBinFirst=false)``: indexes
     into ``sizes`` packed in order; an item joins the open bin if the bin stays within the limit,
     otherwise it opens a new bin (an item larger than the limit gets a bin of its own)."""
+    if sum(sizes) <= max_group_bytes:  # all fit in the first bin (the usual case: the limit is 100 GiB)
+        return [list(range(len(sizes)))] if sizes else []
     groups: list[list[int]] = []
     current: list[int] = []
     weight = 0

@@ -274,10 +274,20 @@ def _static_assessment(metrics: TableMetrics, thresholds: HealthThresholds
         "partition_count": metrics.partition_count,
         "partition_skew": _round(metrics.partition_skew),
     }
-    verdicts = {check.issue: _issue(check, derived, thresholds) for check in _CHECKS
-                if check.derived_key not in _AGE_KEYS}
+    verdicts = tuple(None if check.derived_key in _AGE_KEYS else _issue(check, critical, warning, derived)
+                     for check, critical, warning in _limits(thresholds))
     found = memo[thresholds] = (derived, verdicts)
     return found
+
+
+def _limits(thresholds: HealthThresholds) -> tuple[tuple[_Check, float, float], ...]:
+    """Each check with its critical and warning thresholds, read once per (immutable) thresholds."""
+    limits = thresholds.__dict__.get("_limits")
+    if limits is None:
+        limits = tuple((check, getattr(thresholds, check.critical), getattr(thresholds, check.warning))
+                       for check in _CHECKS)
+        thresholds.__dict__["_limits"] = limits  # not a field: equality, hashing and to_json ignore it
+    return limits
 
 
 def assess_health(metrics: TableMetrics, thresholds: HealthThresholds | None, now: datetime) -> HealthReport:
@@ -299,21 +309,21 @@ def _issues(metrics: TableMetrics, thresholds: HealthThresholds, ages: Mapping[s
         return (HealthIssue(IssueType.TABLE_EMPTY, Severity.INFO, "the table has no data files", 0, None),)
     verdicts = _static_assessment(metrics, thresholds)[1]
     issues = []
-    for check in _CHECKS:
-        issue = _issue(check, ages, thresholds) if check.derived_key in _AGE_KEYS else verdicts[check.issue]
-        if issue is not None:
-            issues.append(issue)
+    for (check, critical, warning), verdict in zip(_limits(thresholds), verdicts):
+        if check.derived_key in _AGE_KEYS:
+            verdict = _issue(check, critical, warning, ages)
+        if verdict is not None:
+            issues.append(verdict)
     return tuple(issues)
 
 
-def _issue(check: _Check, derived: Mapping[str, Any], thresholds: HealthThresholds) -> HealthIssue | None:
+def _issue(check: _Check, critical: float, warning: float, derived: Mapping[str, Any]) -> HealthIssue | None:
     measured = derived.get(check.derived_key)
     if measured is None:
         return None
     if check.issue is IssueType.TOO_MANY_LARGE_FILES and not derived.get("large_file_count"):
         return None
-    for severity, attribute in ((Severity.CRITICAL, check.critical), (Severity.WARNING, check.warning)):
-        threshold = getattr(thresholds, attribute)
+    for severity, threshold in ((Severity.CRITICAL, critical), (Severity.WARNING, warning)):
         if measured >= threshold:
             return HealthIssue(check.issue, severity,
                                f"{check.label}: {measured:g} ≥ {severity.value.lower()} threshold {threshold:g}",

@@ -6,6 +6,7 @@ thresholds, so one record serves every policy and can be cached by metadata loca
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any, Literal
@@ -64,36 +65,34 @@ class TableMetrics:
             return None
         return self.max_files_per_partition / (self.data_file_count / self.partition_count)
 
-    @cached_property  # immutable record: once per instance, not once per health assessment
-    def min_file_bytes(self) -> int | None:
-        return min(self.data_file_sizes) if self.data_file_sizes else None
-
     @cached_property
+    def _sorted_sizes(self) -> list[int] | None:
+        """The data file sizes in order, made once per (immutable) record: the health collector keeps one
+        record per metadata location, and health, every operation's trigger conditions and every tick
+        count its small and large files again, each a binary search here."""
+        return sorted(self.data_file_sizes) if self.data_file_sizes is not None else None
+
+    @property
+    def min_file_bytes(self) -> int | None:
+        return self._sorted_sizes[0] if self.data_file_sizes else None
+
+    @property
     def max_file_bytes(self) -> int | None:
-        return max(self.data_file_sizes) if self.data_file_sizes else None
+        return self._sorted_sizes[-1] if self.data_file_sizes else None
 
     @property
     def avg_file_bytes(self) -> float | None:
         return self.total_data_bytes / self.data_file_count if self.data_file_count else None
 
     def small_file_count(self, small_below_bytes: int) -> int | None:
-        return self._count_files("small", small_below_bytes)
+        """Data files smaller than ``small_below_bytes``."""
+        return bisect_left(self._sorted_sizes, small_below_bytes) if self.data_file_sizes is not None else None
 
     def large_file_count(self, large_above_bytes: int) -> int | None:
-        return self._count_files("large", large_above_bytes)
-
-    def _count_files(self, kind: str, limit: int) -> int | None:
-        """Data files below (``small``) or above (``large``) ``limit`` bytes. The record is immutable and
-        the health collector keeps one instance per metadata location, so each count is made once per
-        instance: health, every operation's trigger conditions and every tick ask again."""
+        """Data files larger than ``large_above_bytes``."""
         if self.data_file_sizes is None:
             return None
-        memo = self.__dict__.setdefault("_file_counts", {})  # not a field: equality and asdict ignore it
-        key = (kind, limit)
-        if key not in memo:
-            sizes = self.data_file_sizes
-            memo[key] = sum(1 for s in sizes if s < limit) if kind == "small" else sum(1 for s in sizes if s > limit)
-        return memo[key]
+        return len(self._sorted_sizes) - bisect_right(self._sorted_sizes, large_above_bytes)
 
     @staticmethod
     def age_days(then_ms: int | None, now_ms: int) -> float | None:
