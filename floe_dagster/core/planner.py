@@ -162,8 +162,8 @@ _DECISION_DEFAULTS = {f.name: f.default for f in fields(Decision) if f.default i
 
 
 def _decision(**values: Any) -> Decision:
-    """A :class:`Decision` without its generated ``__init__``: a frozen dataclass's sets each of its 20
-    fields through ``object.__setattr__``, and a tick makes 50,000 of them."""
+    """A :class:`Decision` without its generated ``__init__`` (a frozen dataclass's sets each of its 20
+    fields through ``object.__setattr__``): a tick makes 50,000 of them."""
     decision = object.__new__(Decision)
     decision.__dict__.update(_DECISION_DEFAULTS)
     decision.__dict__.update(values)
@@ -220,8 +220,7 @@ def _plan(data: PlanInput) -> Plan:
             history = history_of((qualified, op)) or _NO_HISTORY
             score, breakdown = table_debt.with_history(history.failure_rate, history.consecutive_failures)
             schedule = policy.schedule(op)
-            rewrites = op.rewrites_data
-            estimate = estimate_bytes(table, op, metrics, policy.config(op)) if estimate_bytes and rewrites else 0
+            estimate = estimate_bytes(table, op, metrics, policy.config(op)) if estimate_bytes and op.rewrites_data else 0
             base = _decision(
                 table=table, operation=op, policy=policy.name, decision="skip", reasons=(), trigger=None,
                 debt_score=score, debt_breakdown=breakdown, estimated_bytes=estimate, next_eligible=None, rank=None,
