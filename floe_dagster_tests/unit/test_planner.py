@@ -1008,3 +1008,32 @@ def test_plan_properties(data):
     assert len(result.notes) == len([d for d in runs if d.estimated_bytes > limits.max_bytes_per_hour > 0
                                      and d.operation.rewrites_data])
     json.dumps(result.to_json())
+
+
+def test_a_tick_pauses_the_cyclic_collector_only_while_it_plans():
+    """plan() turns the garbage collector off while it allocates its decisions and puts it back as it
+    found it, also when planning fails."""
+    import gc
+
+    seen = []
+
+    def estimate(*args: Any) -> int:
+        seen.append(gc.isenabled())
+        return 1
+
+    assert gc.isenabled()
+    run(policies(policy()), estimate=estimate)
+    assert seen == [False] and gc.isenabled()
+
+    def broken(*args: Any) -> int:
+        raise RuntimeError("estimator down")
+
+    with pytest.raises(RuntimeError):
+        run(policies(policy()), estimate=broken)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        run(policies(policy()), estimate=estimate)
+        assert not gc.isenabled()  # left as the caller had it
+    finally:
+        gc.enable()

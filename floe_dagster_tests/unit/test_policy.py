@@ -413,3 +413,26 @@ def test_the_example_policies_validate_cleanly():
     assert ops.name == "ops-maintenance" and ops.config(ORPHAN) == {"retentionPeriodInDays": 3}
     covered = {op for policy in loaded for op in policy.configured_operations()}
     assert covered == set(Operation)
+
+
+def test_policy_sets_reloaded_each_tick_answer_by_their_own_precedence():
+    """The sensor loads a new PolicySet every tick and sets with the same patterns share their matches;
+    a change of priority (same names, same patterns) must still change the winner, and back."""
+    def policy_set(broad_priority: int) -> PolicySet:
+        return parse_policies_text(textwrap.dedent(f"""
+            - name: broad
+              tablePattern: "demo.*.*"
+              priority: {broad_priority}
+              rewriteDataFiles: {{}}
+            - name: sales
+              tablePattern: "demo.sales.*"
+              rewriteDataFiles: {{}}
+            """))
+    orders, events = TableName("demo", ("sales",), "orders"), TableName("demo", ("web",), "events")
+    assert policy_set(1).effective_policy(orders).name == "broad"
+    assert policy_set(0).effective_policy(orders).name == "sales"
+    again = policy_set(1)
+    assert again.effective_policy(orders).name == "broad" and again.effective_policy(orders) is again.get("broad")
+    assert policy_set(0).effective_policy(events).name == "broad"
+    without_broad = parse_policies_text('- {name: sales, tablePattern: "demo.sales.*", rewriteDataFiles: {}}')
+    assert without_broad.effective_policy(events) is None
