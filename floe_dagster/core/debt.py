@@ -130,21 +130,4 @@ class TableDebt:
         return found
 
 
-def debt_for(
-    issues: Iterable[HealthIssue],
-    metrics: TableMetrics | None,
-    history: Any,
-    now: datetime,
-    weights: DebtWeights | Mapping[str, Any] | None = None,
-) -> tuple[float, dict[str, float]]:
-    """(score, breakdown) from a table's issues, metrics and the ``OperationHistory`` of one (table,
-    operation) (its ``failure_rate`` and ``consecutive_failures``). ``weights`` may be the raw
-    ``debt:`` mapping from settings."""
-    score, breakdown = TableDebt(issues, metrics, now, weights).with_history(
-        getattr(history, "failure_rate", 0.0) if history is not None else 0.0,
-        getattr(history, "consecutive_failures", 0) if history is not None else 0,
-    )
-    return score, dict(breakdown)
-
-
-__all__ = ["DebtWeights", "DebtScore", "TableDebt", "debt_score", "debt_for", "DEFAULT_WEIGHTS"]
+__all__ = ["DebtWeights", "DebtScore", "TableDebt", "debt_score", "DEFAULT_WEIGHTS"]

@@ -207,12 +207,9 @@ _CHECKS = (
 )
 
 
-def derived_numbers(metrics: TableMetrics, thresholds: HealthThresholds, now: datetime) -> dict[str, Any]:
-    """Numbers computed from the raw metrics under these thresholds (None where a tier lacks them)."""
-    return _derived(_static_assessment(metrics, thresholds)[0], _ages(metrics, now))
-
-
 def _derived(static: Mapping[str, Any], ages: Mapping[str, Any]) -> dict[str, Any]:
+    """Numbers computed from the raw metrics under one policy's thresholds (None where a tier lacks
+    them), in the report's order: the clock-independent ones and the ages."""
     return {key: ages[key] if key in _AGE_KEYS else static[key] for key in _DERIVED_ORDER}
 
 
@@ -371,5 +368,5 @@ def parse_health_thresholds(at: Location, raw: Any) -> HealthThresholds:
 __all__ = [
     "HealthThresholds", "HealthIssue", "HealthReport", "IssueType", "Severity", "assess_health", "health_issues",
     "health_status",
-    "parse_health_thresholds", "derived_numbers", "HEALTH_THRESHOLD_FIELDS", "DEFAULT_SMALL_FILE_SIZE_BYTES",
+    "parse_health_thresholds", "HEALTH_THRESHOLD_FIELDS", "DEFAULT_SMALL_FILE_SIZE_BYTES",
 ]

@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from floe_dagster.core.debt import DebtWeights, debt_for, debt_score
+from floe_dagster.core.debt import DebtWeights, TableDebt, debt_score
 from floe_dagster.core.health import HealthIssue, IssueType, Severity, assess_health
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.metrics import TableMetrics
@@ -50,18 +50,20 @@ def test_a_critical_table_owes_more_than_a_healthy_one():
     critical = assess_health(table(snapshot_count=600), None, NOW)
     healthy = assess_health(table(), None, NOW)
     assert critical.status == "critical" and healthy.status == "healthy"
-    history = OperationHistory()
-    assert debt_for(critical.issues, critical.metrics, history, NOW)[0] > debt_for(
-        healthy.issues, healthy.metrics, history, NOW)[0]
+    assert TableDebt(critical.issues, critical.metrics, NOW).with_history(0, 0)[0] > TableDebt(
+        healthy.issues, healthy.metrics, NOW).with_history(0, 0)[0]
 
 
-def test_debt_for_reads_history_and_weights_mapping():
+def test_table_debt_adds_each_history_and_reads_a_weights_mapping():
     history = OperationHistory(runs=4, failures=1, consecutive_failures=1)
-    score, breakdown = debt_for([], table(), history, NOW, {"per-consecutive-failure": 5, "failure_rate": 2})
+    debt = TableDebt([], table(), NOW, {"per-consecutive-failure": 5, "failure_rate": 2})
+    score, breakdown = debt.with_history(history.failure_rate, history.consecutive_failures)
     assert breakdown["failure_rate"] == 50 and breakdown["consecutive_failures"] == 5
     assert breakdown["days_since_write"] == 0.5
     assert score == 55.5
-    assert debt_for([], None, None, NOW)[0] == 0
+    assert debt.with_history(0.0, 0) == (0.5, {"critical_issues": 0, "warning_issues": 0, "info_issues": 0,
+                                              "days_since_write": 0.5, "failure_rate": 0, "consecutive_failures": 0})
+    assert TableDebt([], None, NOW).with_history(0.0, 0)[0] == 0
 
 
 def test_weights_from_mapping():
