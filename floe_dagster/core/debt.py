@@ -74,8 +74,8 @@ def debt_score(
     consecutive_failures: int = 0,
     weights: DebtWeights | None = None,
 ) -> DebtScore:
-    table = _table_part(issues, days_since_write, weights or DEFAULT_WEIGHTS)
-    return _with_failures(table, failure_rate, consecutive_failures, weights or DEFAULT_WEIGHTS)
+    weights = weights or DEFAULT_WEIGHTS
+    return _with_failures(_table_part(issues, days_since_write, weights), failure_rate, consecutive_failures, weights)
 
 
 def _table_part(issues: Iterable[HealthIssue], days_since_write: float | None, weights: DebtWeights) -> dict[str, float]:

@@ -286,7 +286,7 @@ def estimate_rewrite_data_files(
     groups = metrics.data_file_groups
     if groups is None:
         return None
-    rules = _rules("data", options, metrics.properties.get(TARGET_FILE_SIZE_PROPERTY))
+    rules = _rules("data", options, metrics.properties)
     if len({partition for partition, _, _ in groups}) != len(groups):  # the collector lists each once
         return plan_data_file_rewrite(data_files_of(metrics), rules)
     selected = []
@@ -308,30 +308,28 @@ def estimate_rewrite_position_delete_files(
     files = position_deletes_of(metrics)
     if files is None:
         return None
-    rules = _rules("deletes", options, metrics.properties.get(DELETE_TARGET_FILE_SIZE_PROPERTY))
-    return plan_position_delete_rewrite(files, rules)
+    return plan_position_delete_rewrite(files, _rules("deletes", options, metrics.properties))
 
 
-def _rules(kind: str, options: Mapping[str, Any] | None, target_property: str | None) -> RewriteRules:
-    """The rules for a table: they depend only on the options and the one table property read, which
-    most tables share, so a tick validates each combination once."""
-    try:
-        key = (kind, tuple(sorted((options or {}).items())), target_property)
-        hash(key)
-    except TypeError:  # an unhashable option value: build the rules without the memo
-        key = None
-    if key is not None and key in _RULES:
-        return _RULES[key]
-    properties = {} if target_property is None else {
-        TARGET_FILE_SIZE_PROPERTY if kind == "data" else DELETE_TARGET_FILE_SIZE_PROPERTY: target_property}
-    rules = (RewriteRules.for_data_files if kind == "data" else RewriteRules.for_position_deletes)(options, properties)
-    if key is not None:
+def _rules(kind: str, options: Mapping[str, Any] | None, properties: Mapping[str, str]) -> RewriteRules:
+    """The rules for a table. They depend only on the options and the one table property read, which
+    most tables share, so a tick validates each combination once (``repr`` keeps ``True`` and ``1``
+    apart: Iceberg accepts one and refuses the other)."""
+    build, target_property = _RULE_BUILDERS[kind]
+    key = (kind, repr(options), properties.get(target_property))
+    rules = _RULES.get(key)
+    if rules is None:
+        rules = build(options, properties)
         if len(_RULES) >= 1024:
             _RULES.clear()
         _RULES[key] = rules
     return rules
 
 
+_RULE_BUILDERS = {
+    "data": (RewriteRules.for_data_files, TARGET_FILE_SIZE_PROPERTY),
+    "deletes": (RewriteRules.for_position_deletes, DELETE_TARGET_FILE_SIZE_PROPERTY),
+}
 _RULES: dict[tuple, RewriteRules] = {}
 
 

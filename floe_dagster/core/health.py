@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
+from functools import cached_property
 from enum import Enum
 from typing import Any, Mapping
 
@@ -89,6 +90,11 @@ class HealthThresholds:
 
     def to_json(self) -> dict[str, Any]:
         return {CAMEL[name]: value for name, value in asdict(self).items()}
+
+    @cached_property  # frozen: read once per thresholds, not once per table and check
+    def _limits(self) -> tuple[tuple["_Check", float, float], ...]:
+        """Each check with its critical and warning thresholds."""
+        return tuple((check, getattr(self, check.critical), getattr(self, check.warning)) for check in _CHECKS)
 
 
 def _camel(name: str) -> str:
@@ -235,7 +241,7 @@ _AGE_KEYS = frozenset({"oldest_snapshot_age_days", "newest_snapshot_age_days"})
 
 
 def _static_assessment(metrics: TableMetrics, thresholds: HealthThresholds
-                       ) -> tuple[dict[str, Any], dict[IssueType, HealthIssue | None]]:
+                       ) -> tuple[dict[str, Any], tuple[HealthIssue | None, ...]]:
     """What does not depend on the clock: the derived numbers other than ages, and the verdict of every
     check that does not read an age. Kept on the (immutable) metrics record per thresholds: the
     health collector keeps one record per metadata location, so an unchanged table is measured once,
@@ -272,41 +278,34 @@ def _static_assessment(metrics: TableMetrics, thresholds: HealthThresholds
         "partition_skew": _round(metrics.partition_skew),
     }
     verdicts = tuple(None if check.derived_key in _AGE_KEYS else _issue(check, critical, warning, derived)
-                     for check, critical, warning in _limits(thresholds))
+                     for check, critical, warning in thresholds._limits)
     found = memo[thresholds] = (derived, verdicts)
     return found
-
-
-def _limits(thresholds: HealthThresholds) -> tuple[tuple[_Check, float, float], ...]:
-    """Each check with its critical and warning thresholds, read once per (immutable) thresholds."""
-    limits = thresholds.__dict__.get("_limits")
-    if limits is None:
-        limits = tuple((check, getattr(thresholds, check.critical), getattr(thresholds, check.warning))
-                       for check in _CHECKS)
-        thresholds.__dict__["_limits"] = limits  # not a field: equality, hashing and to_json ignore it
-    return limits
 
 
 def assess_health(metrics: TableMetrics, thresholds: HealthThresholds | None, now: datetime) -> HealthReport:
     """Floe's ``TableHealthAssessor``: the issues and the status of one table at ``now``."""
     thresholds = thresholds or HealthThresholds()
+    static, verdicts = _static_assessment(metrics, thresholds)
     ages = _ages(metrics, now)
-    issues = _issues(metrics, thresholds, ages)
+    issues = _issues(metrics, thresholds, verdicts, ages)
     return HealthReport(metrics.qualified_name, as_utc(now), metrics.tier, health_status(issues), issues,
-                        _derived(_static_assessment(metrics, thresholds)[0], ages), metrics, thresholds)
+                        _derived(static, ages), metrics, thresholds)
 
 
 def health_issues(metrics: TableMetrics, thresholds: HealthThresholds | None, now: datetime) -> tuple[HealthIssue, ...]:
     """:func:`assess_health`'s issues alone (what the planner's debt score needs)."""
-    return _issues(metrics, thresholds or HealthThresholds(), _ages(metrics, now))
+    thresholds = thresholds or HealthThresholds()
+    return _issues(metrics, thresholds, _static_assessment(metrics, thresholds)[1], _ages(metrics, now))
 
 
-def _issues(metrics: TableMetrics, thresholds: HealthThresholds, ages: Mapping[str, Any]) -> tuple[HealthIssue, ...]:
+def _issues(metrics: TableMetrics, thresholds: HealthThresholds, verdicts: tuple[HealthIssue | None, ...],
+            ages: Mapping[str, Any]) -> tuple[HealthIssue, ...]:
+    """Floe's issues: the clock-independent ``verdicts`` (in check order) with the age checks made now."""
     if metrics.data_file_count == 0:
         return (HealthIssue(IssueType.TABLE_EMPTY, Severity.INFO, "the table has no data files", 0, None),)
-    verdicts = _static_assessment(metrics, thresholds)[1]
     issues = []
-    for (check, critical, warning), verdict in zip(_limits(thresholds), verdicts):
+    for (check, critical, warning), verdict in zip(thresholds._limits, verdicts):
         if check.derived_key in _AGE_KEYS:
             verdict = _issue(check, critical, warning, ages)
         if verdict is not None:

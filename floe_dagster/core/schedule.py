@@ -252,7 +252,7 @@ class Schedule:
             following = None
         else:  # the first slot after the latest one is the first after now
             following = self.next_slot_after(slot) if slot is not None else self.next_slot_after(now)
-        memo = ScheduleAt(now, closed is None, closed, self.next_open(now), slot,
+        memo = ScheduleAt(now, closed, self.next_open(now), slot,
                           slot.isoformat() if slot is not None else None, following)
         self.__dict__["_at"] = memo  # not a field: equality, hashing and to_json ignore it
         return memo
@@ -285,12 +285,15 @@ class ScheduleAt:
     """:meth:`Schedule.at`: a schedule's clock-only facts at one moment."""
 
     now: datetime
-    open_now: bool
-    closed_reason: str | None  # window_closed, day_not_allowed or None
+    closed_reason: str | None  # window_closed, day_not_allowed or None (open)
     next_open: datetime  # the first open moment at or after now
     slot: datetime | None  # cron: the latest slot at or before now
     slot_text: str | None
     next_slot: datetime | None  # cron: the first slot after ``slot`` (after now when there is none)
+
+    @property
+    def open_now(self) -> bool:
+        return self.closed_reason is None
 
 
 _SEARCH_DAYS = 16

@@ -292,3 +292,14 @@ def test_estimate_from_a_record_equals_planning_its_files(groups, options):
     m = metrics(data_file_groups=tuple(stored), properties={"write.target-file-size-bytes": str(T)})
     expected = plan_data_file_rewrite(data_files_of(m), RewriteRules.for_data_files(options, m.properties))
     assert estimate_rewrite_data_files(m, options) == expected
+
+
+def test_rules_remembered_for_one_set_of_options_never_answer_for_another():
+    """The rules are kept per set of options; True and 1 compare equal in Python, but Iceberg takes
+    only the first for rewrite-all, so an estimate after the other must still be refused."""
+    m = metrics(data_file_groups=(('["a"]', (SMALL,) * 6, ()),), properties={"write.target-file-size-bytes": str(T)})
+    assert estimate_rewrite_data_files(m, {"rewrite-all": True}).files == 6
+    with pytest.raises(EstimateOptionError, match="rewrite-all"):
+        estimate_rewrite_data_files(m, {"rewrite-all": 1})
+    assert estimate_rewrite_data_files(m, {"rewriteAll": True, "minInputFiles": 7}).files == 6
+    assert estimate_rewrite_data_files(m, {"minInputFiles": 7}).files == 0
