@@ -87,7 +87,7 @@ def main() -> None:
         build_table(catalog, f"files_{n}", n)
 
     from floe_dagster.core.tables import TableName
-    from floe_dagster.health import HealthCollector, forget_parsed_records
+    from floe_dagster.iceberg.health_collector import HealthCollector, forget_parsed_records
 
     rows = []
     for n in args.files:

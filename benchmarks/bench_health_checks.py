@@ -20,7 +20,7 @@ serialized), with its size and the process's peak memory. ``--cli`` also times
 
     python benchmarks/bench_health_checks.py --tables 1000 5000 [--cli] [--repeat 3]
 
-``--report`` instead times :func:`floe_dagster.defs.health.report_health_events` on a SQLite
+``--report`` instead times :func:`floe_dagster.defs.health_checks.report_health_events` on a SQLite
 instance at N tables: the cold start (every table reported), a tick with nothing changed, and one
 with 1 % of the tables changed.
 """
@@ -70,9 +70,9 @@ def build(shape: str, settings, tables):
     from dagster import AssetSelection, AssetSpec, Definitions, define_asset_job, multi_asset
 
     from floe_dagster.defs.assets import OPERATIONS_PARTITIONS, TABLES_ASSET_NAME, build_table_assets
-    from floe_dagster.defs.automation import build_schedules, build_sensor
+    from floe_dagster.defs.sensors import build_schedules, build_sensor
     from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
-    from floe_dagster.defs.health import build_health_checks, health_check_specs
+    from floe_dagster.defs.health_checks import build_health_checks, health_check_specs
     from floe_dagster.defs.names import asset_key_for, group_name_for
     from floe_dagster.spark.engine import IcebergSparkEngine
 
@@ -165,7 +165,7 @@ def measure_reporting(n: int, files_per_table: int = 200) -> dict:
 
     from floe_dagster.core.metrics import TableMetrics
     from floe_dagster.core.policy import load_policies
-    from floe_dagster.defs.health import report_health_events
+    from floe_dagster.defs.health_checks import report_health_events
     from floe_dagster.instance import project_file
 
     tables = synthetic_tables(n)

@@ -96,15 +96,15 @@ def main() -> None:
         os.environ["FLOE_CONFIG"] = str(config)
         from dagster import DagsterInstance
 
-        from floe_dagster.catalog import open_catalog, table_counts
+        from floe_dagster.iceberg.catalog import open_catalog, table_counts
         from floe_dagster.core.operations import Operation
         from floe_dagster.core.tables import TableName
         from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
         from floe_dagster.defs.names import asset_key_for
-        from floe_dagster.manual import trigger_table
+        from floe_dagster.launching.manual import trigger_table
         from floe_dagster.spark.engine import IcebergSparkEngine
         from floe_dagster.spark.procedures import build_procedure_call
-        from floe_dagster.table_cache import refresh_table_cache
+        from floe_dagster.iceberg.table_cache import refresh_table_cache
 
         catalog = open_catalog(settings.catalog)
         variants = {"direct": args.tables, "floe": args.tables, "batch": args.tables, "proc": args.process_runs,

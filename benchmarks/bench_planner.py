@@ -48,8 +48,8 @@ import floe_dagster.core.policy as policy_module  # noqa: E402
 from floe_dagster.core.planner import PlanInput, plan  # noqa: E402
 from floe_dagster.core.policy import parse_policies_text  # noqa: E402
 from floe_dagster.core.tables import TableName  # noqa: E402
-import floe_dagster.health as health_module  # noqa: E402
-from floe_dagster.health import estimate_operation_bytes  # noqa: E402
+import floe_dagster.iceberg.health_collector as health_module  # noqa: E402
+from floe_dagster.iceberg.health_collector import estimate_operation_bytes  # noqa: E402
 
 # The scheduler settings class the planner takes (renamed SchedulerLimits -> SchedulerSettings).
 Limits = getattr(planner, "SchedulerSettings", None) or getattr(planner, "SchedulerLimits")

@@ -104,7 +104,7 @@ class Reads:
     """Installs a HealthCollector subclass (``gather`` imports it at call time) recording reads."""
 
     def __init__(self) -> None:
-        import floe_dagster.health as health
+        import floe_dagster.iceberg.health_collector as health
 
         self.health = health
         self.original = health.HealthCollector
@@ -164,7 +164,7 @@ class FileOpens:
 
 def one_tick(settings, instance, reads: Reads, label: str, rows: list, opens: "FileOpens | None" = None) -> object:
     from floe_dagster.core.planner import plan
-    from floe_dagster.tick import gather
+    from floe_dagster.scheduling.tick import gather
 
     reads.reset()
     if opens is not None:
@@ -209,7 +209,7 @@ def main() -> None:
     os.environ["DAGSTER_HOME"] = str(home)
     from dagster import DagsterInstance
 
-    from floe_dagster.health import forget_parsed_records
+    from floe_dagster.iceberg.health_collector import forget_parsed_records
     from floe_dagster.settings import load_settings
 
     settings = load_settings(write_config(root, lake), environ={})
@@ -229,7 +229,7 @@ def main() -> None:
             forget_parsed_records()
             one_tick(settings, instance, reads, "warm, in-memory records forgotten (as a restarted code server)", rows, opens)
 
-            from floe_dagster.catalog import open_catalog
+            from floe_dagster.iceberg.catalog import open_catalog
 
             catalog = open_catalog(settings.catalog)
             for i in range(10):

@@ -40,7 +40,7 @@ def cmd_validate(args) -> int:
 
 
 def cmd_tables(args) -> int:
-    from floe_dagster.table_cache import read_cached_tables, refresh_table_cache
+    from floe_dagster.iceberg.table_cache import read_cached_tables, refresh_table_cache
 
     settings = _settings(args)
     tables = refresh_table_cache(settings) if args.refresh else (read_cached_tables(settings) or [])
@@ -64,7 +64,7 @@ def _write_workspace(home: Path) -> Path:
 def cmd_demo(args) -> int:
     from floe_dagster.demo import build_demo_lakehouse, live_writer
     from floe_dagster.instance import ensure_dagster_home
-    from floe_dagster.table_cache import refresh_table_cache
+    from floe_dagster.iceberg.table_cache import refresh_table_cache
 
     settings = _settings(args)
     home = ensure_dagster_home()
@@ -86,7 +86,7 @@ def cmd_demo(args) -> int:
 
 
 def cmd_trigger(args) -> int:
-    from floe_dagster.manual import trigger_table
+    from floe_dagster.launching.manual import trigger_table
 
     settings = _settings(args)
     summary = trigger_table(
@@ -99,7 +99,7 @@ def cmd_trigger(args) -> int:
 
 
 def cmd_setup(args) -> int:
-    from floe_dagster.catalog import spark_catalog_conf
+    from floe_dagster.iceberg.catalog import spark_catalog_conf
     from floe_dagster.spark.jars import resolve_jars
 
     settings = _settings(args)
@@ -129,8 +129,8 @@ def cmd_plan(args) -> int:
     """A dry run of the next tick: plans with the same inputs as the sensor, admits nothing."""
     from floe_dagster.core.planner import plan
     from floe_dagster.instance import get_instance
-    from floe_dagster.table_cache import read_cached_tables
-    from floe_dagster.tick import gather
+    from floe_dagster.iceberg.table_cache import read_cached_tables
+    from floe_dagster.scheduling.tick import gather
 
     settings = _settings(args)
     cached = read_cached_tables(settings)
@@ -152,7 +152,7 @@ def cmd_plan(args) -> int:
 
 
 def cmd_explain(args) -> int:
-    from floe_dagster.explain import explain_table
+    from floe_dagster.reports.explain import explain_table
 
     settings = _settings(args)
     report = explain_table(settings, args.table, _at(args.at))
@@ -173,8 +173,8 @@ def cmd_explain(args) -> int:
 
 def cmd_health(args) -> int:
     """One table's health: metrics, derived numbers, issues, status and debt score (text or JSON)."""
-    from floe_dagster.health import HealthError
-    from floe_dagster.health_report import format_health_text, health_report
+    from floe_dagster.iceberg.health_collector import HealthError
+    from floe_dagster.reports.table_health import format_health_text, health_report
 
     settings = _settings(args)
     try:
@@ -187,7 +187,7 @@ def cmd_health(args) -> int:
 
 
 def cmd_backfill(args) -> int:
-    from floe_dagster.backfill import queue_backfill
+    from floe_dagster.launching.backfill import queue_backfill
 
     settings = _settings(args)
     queued = queue_backfill(settings, args.tables, args.operation, dry_run=args.dry_run,
@@ -274,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from floe_dagster.catalog import CatalogUnavailable
+    from floe_dagster.iceberg.catalog import CatalogUnavailable
     from floe_dagster.settings import SettingsError
 
     try:

@@ -1,7 +1,7 @@
 """What each endpoint does, independent of HTTP: every failure is an :class:`ApiError` with Floe's
 status code and a machine-readable code.
 
-The manual trigger queues runs exactly as Dagit does (:func:`floe_dagster.launch.submit_runs`): one
+The manual trigger queues runs exactly as Dagit does (:func:`floe_dagster.launching.submit.submit_runs`): one
 run per operation, in Floe's order, sharing a ``floe/trigger-id``, tagged ``floe/trigger=manual``
 and ``floe/actor`` (the API key's name). The daemon executes them; the table's tag-concurrency limit
 (one run per ``floe/table``) and their equal priority run them one after another in that order. A
@@ -25,17 +25,17 @@ from typing import Any, Iterator, Sequence
 
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 
-from floe_dagster.catalog import CatalogUnavailable, UnknownTable, list_tables, load_table, open_catalog
-from floe_dagster.coordination import Coordination
+from floe_dagster.iceberg.catalog import CatalogUnavailable, UnknownTable, list_tables, load_table, open_catalog
+from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.operations import Operation, gc_disabled
 from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.policy import PolicyError
 from floe_dagster.core.tables import TableName
-from floe_dagster.defs import tags as T
+from floe_dagster.core import run_tags as T
 from floe_dagster.defs.names import asset_key_for, table_for_asset_key, unmappable_reason
-from floe_dagster.locks import is_lock_free, table_lock_name
-from floe_dagster.maintenance_policy import load_policy_set, policy_run_tags
-from floe_dagster.runs import IN_FLIGHT_STATUSES, mark_dead_runs, runs_in_flight
+from floe_dagster.coordination.locks import is_lock_free, table_lock_name
+from floe_dagster.policies import load_policy_set, policy_run_tags
+from floe_dagster.coordination.runs import IN_FLIGHT_STATUSES, mark_dead_runs, runs_in_flight
 from floe_dagster.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ def table_name(settings: Settings, namespace: str, table: str) -> TableName:
 @contextmanager
 def lookup_errors(table: TableName | None = None) -> Iterator[None]:
     """Catalog, policy and health failures as API errors."""
-    from floe_dagster.health import HealthError
+    from floe_dagster.iceberg.health_collector import HealthError
 
     try:
         yield
@@ -253,7 +253,7 @@ class ApiService:
     # -- reads --------------------------------------------------------------------------------------
 
     def trigger_status(self, namespace: str, table: str, at: datetime | None) -> dict[str, Any]:
-        from floe_dagster.explain import explain_table
+        from floe_dagster.reports.explain import explain_table
 
         name = table_name(self.settings, namespace, table)
         with lookup_errors(name):
@@ -265,7 +265,7 @@ class ApiService:
         now = now or utc_now()
         with lookup_errors(name):
             try:
-                from floe_dagster.health_report import health_report
+                from floe_dagster.reports.table_health import health_report
             except ImportError:  # pragma: no cover - the shared module is the normal path
                 report = _health_without_report_module(self.settings, name, now, tier)
             else:
@@ -488,7 +488,7 @@ class ApiService:
         if reason:
             raise ApiError(409, "TABLE_NOT_LOADED", f"{reason}; it is not an asset, so it cannot be maintained",
                            {"table": table.qualified})
-        from floe_dagster.table_cache import read_cached_tables
+        from floe_dagster.iceberg.table_cache import read_cached_tables
 
         cached = read_cached_tables(settings)
         if cached is not None and table not in set(cached):
@@ -556,7 +556,7 @@ class ApiService:
     def _submit(self, table: TableName, policy_name: str, operations: list[Operation], trigger_id: str,
                 reason: str, actor: str) -> list[str]:
         from floe_dagster.defs.build import MAINTENANCE_JOB
-        from floe_dagster.launch import LaunchFailed, RunToSubmit, submit_runs
+        from floe_dagster.launching.submit import LaunchFailed, RunToSubmit, submit_runs
 
         policy = load_policy_set(self.settings).effective_policy(table)
         runs = []
@@ -604,9 +604,9 @@ class ApiService:
 
 def _health_without_report_module(settings: Settings, table: TableName, now: datetime, tier: str) -> dict[str, Any]:
     """Health computed directly (collector + the effective policy's thresholds) when
-    ``floe_dagster.health_report`` is not available."""
+    ``floe_dagster.reports.table_health`` is not available."""
     from floe_dagster.core.health import HealthThresholds, assess_health
-    from floe_dagster.health import HealthCollector
+    from floe_dagster.iceberg.health_collector import HealthCollector
 
     policy = load_policy_set(settings).effective_policy(table)
     with HealthCollector(open_catalog(settings.catalog), settings) as collector:

@@ -22,11 +22,11 @@ from dagster import (
     multi_asset,
 )
 
-from floe_dagster.catalog import CatalogUnavailable, load_table, open_catalog, table_counts
-from floe_dagster.coordination import Coordination, Outcome
+from floe_dagster.iceberg.catalog import CatalogUnavailable, load_table, open_catalog, table_counts
+from floe_dagster.coordination.database import Coordination, Outcome
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled
 from floe_dagster.core.tables import TableName
-from floe_dagster.defs import tags as T
+from floe_dagster.core import run_tags as T
 from floe_dagster.defs.names import (
     asset_key_for,
     group_name_for,
@@ -34,9 +34,9 @@ from floe_dagster.defs.names import (
     table_for_asset_key,
     unmappable_reason,
 )
-from floe_dagster.locks import LockHeld, hold_lock, table_lock_name
-from floe_dagster.runs import run_lock_name
-from floe_dagster.maintenance_policy import ResolvedOperation, resolve_operation
+from floe_dagster.coordination.locks import LockHeld, hold_lock, table_lock_name
+from floe_dagster.coordination.runs import run_lock_name
+from floe_dagster.policies import ResolvedOperation, resolve_operation
 from floe_dagster.settings import Settings
 from floe_dagster.spark.engine import EngineUnavailable, IcebergSparkEngine, MaintenanceFailed
 from floe_dagster.spark.procedures import ProcedureOptionError

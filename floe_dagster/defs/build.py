@@ -10,14 +10,14 @@ from dagster import AssetSelection, Definitions, define_asset_job
 
 from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
-from floe_dagster.defs.automation import build_schedules, build_sensor
+from floe_dagster.defs.sensors import build_schedules, build_sensor
 from floe_dagster.defs.names import group_name_for
 from floe_dagster.defs.assets import OPERATIONS_PARTITIONS, build_table_assets, mappable_tables
-from floe_dagster.defs.health import build_health_checks, health_checks_enabled
-from floe_dagster.maintenance_policy import load_policy_set
+from floe_dagster.defs.health_checks import build_health_checks, health_checks_enabled
+from floe_dagster.policies import load_policy_set
 from floe_dagster.settings import Settings
 from floe_dagster.spark.engine import IcebergSparkEngine
-from floe_dagster.table_cache import tables_for_code_location
+from floe_dagster.iceberg.table_cache import tables_for_code_location
 
 log = logging.getLogger(__name__)
 

@@ -25,10 +25,10 @@ from dagster import ConfigurableResource, InitResourceContext
 from dagster_pyspark import LazyPySparkResource
 from pydantic import PrivateAttr
 
-from floe_dagster.catalog import spark_catalog_conf
+from floe_dagster.iceberg.catalog import spark_catalog_conf
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
-from floe_dagster.locks import wait_for_lock
+from floe_dagster.coordination.locks import wait_for_lock
 from floe_dagster.settings import Settings
 from floe_dagster.spark.jars import jar_file_name, resolve_jars
 from floe_dagster.spark.procedures import (

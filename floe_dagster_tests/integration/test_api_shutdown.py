@@ -20,10 +20,10 @@ import pytest
 import requests
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
-from floe_dagster.catalog import open_catalog
+from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.demo import _create, rows
 from floe_dagster.settings import load_settings
-from floe_dagster.table_cache import refresh_table_cache
+from floe_dagster.iceberg.table_cache import refresh_table_cache
 from floe_dagster_tests.conftest import write_settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,14 +11,14 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from dagster import DagsterInstance, RunRequest, build_schedule_context, build_sensor_context
 
-from floe_dagster.catalog import load_table, open_catalog, table_counts
+from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.core.tables import TableName
 from floe_dagster.demo import DemoSizes, build_demo_lakehouse
-from floe_dagster.defs.automation import SENSOR_NAME, schedule_name
+from floe_dagster.defs.sensors import SENSOR_NAME, schedule_name
 from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
 from floe_dagster.core.operations import Operation
 from floe_dagster.settings import load_settings
-from floe_dagster.table_cache import refresh_table_cache
+from floe_dagster.iceberg.table_cache import refresh_table_cache
 from floe_dagster_tests.conftest import write_settings
 
 pytestmark = pytest.mark.spark
@@ -130,7 +130,7 @@ def test_sensor_and_schedule_admit_each_item_once_and_see_history(setup):
 
 def test_plan_shows_reasons_and_budgets(setup, monkeypatch):
     from floe_dagster.core.planner import plan
-    from floe_dagster.tick import gather
+    from floe_dagster.scheduling.tick import gather
 
     settings, instance, defs = setup
     monkeypatch.setenv("FLOE_SCHEDULER_MAX_TABLES_PER_POLL", "1")
@@ -160,8 +160,8 @@ def test_schedule_admits_its_rule_at_cron_time(setup):
 
 
 def test_outage_opens_the_circuit_then_one_run_probes(setup):
-    from floe_dagster.coordination import Coordination, Outcome
-    from floe_dagster.tick import CIRCUIT_PAUSE, run_tick
+    from floe_dagster.coordination.database import Coordination, Outcome
+    from floe_dagster.scheduling.tick import CIRCUIT_PAUSE, run_tick
 
     settings, instance, defs = setup
     now = datetime.now(timezone.utc)

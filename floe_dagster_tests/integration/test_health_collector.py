@@ -15,11 +15,11 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
 
-from floe_dagster.catalog import UnknownTable
+from floe_dagster.iceberg.catalog import UnknownTable
 from floe_dagster.core.estimates import estimate_rewrite_data_files
 from floe_dagster.core.metrics import TableMetrics
 from floe_dagster.core.operations import Operation
-from floe_dagster.health import HealthCollector, estimate_operation_bytes, forget_parsed_records, partition_key
+from floe_dagster.iceberg.health_collector import HealthCollector, estimate_operation_bytes, forget_parsed_records, partition_key
 from floe_dagster_tests.integration._health_tables import (
     data_files_on_disk,
     files_in_partition,

@@ -26,12 +26,12 @@ from dagster import (
 )
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
-from floe_dagster.catalog import UnknownTable, load_table, open_catalog, table_counts
-from floe_dagster.coordination import Coordination, Outcome
+from floe_dagster.iceberg.catalog import UnknownTable, load_table, open_catalog, table_counts
+from floe_dagster.coordination.database import Coordination, Outcome
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
-from floe_dagster.defs.health import (
+from floe_dagster.defs.health_checks import (
     HEALTH_CHECK_NAME,
     build_health_checks,
     health_check_specs,
@@ -39,11 +39,11 @@ from floe_dagster.defs.health import (
 )
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.demo import DemoSizes, build_demo_lakehouse, local_path
-from floe_dagster.health import HealthCollector
-from floe_dagster.health_report import format_health_text, health_report
-from floe_dagster.maintenance_policy import load_policy_set
+from floe_dagster.iceberg.health_collector import HealthCollector
+from floe_dagster.reports.table_health import format_health_text, health_report
+from floe_dagster.policies import load_policy_set
 from floe_dagster.settings import load_settings
-from floe_dagster.table_cache import refresh_table_cache
+from floe_dagster.iceberg.table_cache import refresh_table_cache
 from floe_dagster_tests.conftest import write_settings
 
 pytestmark = pytest.mark.spark  # the demo's sales.customers gets its position deletes from Spark
@@ -313,9 +313,9 @@ query ($assetKey: AssetKeyInput!) {
 CODE_LOCATION = """
 from dagster import Definitions
 from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
-from floe_dagster.defs.health import build_health_checks
+from floe_dagster.defs.health_checks import build_health_checks
 from floe_dagster.settings import load_settings
-from floe_dagster.table_cache import read_cached_tables
+from floe_dagster.iceberg.table_cache import read_cached_tables
 
 settings = load_settings()
 tables = read_cached_tables(settings)

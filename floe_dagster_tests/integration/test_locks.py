@@ -10,12 +10,12 @@ import time
 import pytest
 
 from floe_dagster.core.tables import TableName
-from floe_dagster.locks import LockHeld, hold_lock, is_lock_free, table_lock_name
+from floe_dagster.coordination.locks import LockHeld, hold_lock, is_lock_free, table_lock_name
 from floe_dagster_tests.conftest import postgres_url
 
 HOLDER = """
 import sys, time
-from floe_dagster.locks import hold_lock
+from floe_dagster.coordination.locks import hold_lock
 with hold_lock(sys.argv[1], sys.argv[2] or None):
     print("held", flush=True)
     time.sleep(600)

@@ -12,11 +12,11 @@ import pyarrow.compute as pc
 import pytest
 from dagster import DagsterInstance, RunsFilter
 
-from floe_dagster.catalog import load_table, open_catalog, table_counts
+from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.core.tables import TableName
 from floe_dagster.demo import DemoSizes, build_demo_lakehouse, local_path, rows
 from floe_dagster.defs.names import asset_key_for
-from floe_dagster.manual import trigger_table
+from floe_dagster.launching.manual import trigger_table
 from floe_dagster.settings import load_settings
 from floe_dagster_tests.conftest import write_settings
 

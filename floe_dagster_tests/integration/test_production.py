@@ -18,14 +18,14 @@ import pytest
 import sqlalchemy
 from dagster import DagsterInstance
 
-from floe_dagster.catalog import load_table, open_catalog, table_counts
-from floe_dagster.coordination import Coordination
+from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
+from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
 from floe_dagster.demo import rows
-from floe_dagster.manual import trigger_table
+from floe_dagster.launching.manual import trigger_table
 from floe_dagster.settings import load_settings
-from floe_dagster.table_cache import refresh_table_cache
+from floe_dagster.iceberg.table_cache import refresh_table_cache
 from floe_dagster_tests.conftest import JARS_CACHE, postgres_url
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
@@ -95,7 +95,7 @@ import json, sys, time
 from datetime import datetime, timezone
 from dagster import DagsterInstance
 from floe_dagster.settings import load_settings
-from floe_dagster.tick import run_tick
+from floe_dagster.scheduling.tick import run_tick
 settings = load_settings(sys.argv[1])
 start_at = float(sys.argv[2])
 with DagsterInstance.get() as instance:

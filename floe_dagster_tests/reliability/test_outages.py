@@ -15,14 +15,14 @@ import pytest
 import sqlalchemy
 from dagster import DagsterInstance
 
-from floe_dagster.coordination import Coordination
+from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.planner import plan
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.build import build_definitions
 from floe_dagster.settings import load_settings
-from floe_dagster.table_cache import refresh_table_cache
-from floe_dagster.tick import gather, run_tick
+from floe_dagster.iceberg.table_cache import refresh_table_cache
+from floe_dagster.scheduling.tick import gather, run_tick
 from floe_dagster_tests.conftest import postgres_url, write_settings
 from floe_dagster_tests.integration.test_automation import evaluate_sensor
 from floe_dagster_tests.integration.test_production import BIN, POLICIES, pg_lake  # noqa: F401 (fixture)

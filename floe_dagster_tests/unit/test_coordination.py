@@ -2,7 +2,7 @@
 
 from datetime import datetime, timedelta, timezone
 
-from floe_dagster.coordination import Admission, Coordination, Outcome
+from floe_dagster.coordination.database import Admission, Coordination, Outcome
 from floe_dagster.core.operations import Operation
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)

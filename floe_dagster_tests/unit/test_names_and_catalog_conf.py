@@ -3,7 +3,7 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from floe_dagster.catalog import CatalogUnavailable, spark_catalog_conf
+from floe_dagster.iceberg.catalog import CatalogUnavailable, spark_catalog_conf
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import (
     asset_key_for, group_name_for, namespace_for_group, table_for_asset_key, unmappable_reason,

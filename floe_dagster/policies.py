@@ -12,7 +12,7 @@ from floe_dagster.core.operations import Operation
 from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.policy import PolicySet, load_policies
 from floe_dagster.core.tables import TableName
-from floe_dagster.defs import tags as T
+from floe_dagster.core import run_tags as T
 from floe_dagster.settings import Settings
 
 _cache: dict[tuple, PolicySet] = {}

@@ -1,6 +1,6 @@
 """Launchers: the debt-score sensor and one schedule per (policy, operation) with a cron rule.
 
-Both plan through the same :func:`floe_dagster.tick.run_tick` under the scheduler lock and record
+Both plan through the same :func:`floe_dagster.scheduling.tick.run_tick` under the scheduler lock and record
 every admission in the trigger ledger before returning, so no two launchers (or replicas) admit the
 same (table, operation, slot, attempt). Ticks that launch nothing say why in a ``SkipReason``.
 """
@@ -25,9 +25,9 @@ from floe_dagster.core.operations import Operation
 from floe_dagster.core.planner import Decision
 from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
-from floe_dagster.defs import tags as T
+from floe_dagster.core import run_tags as T
 from floe_dagster.defs.names import asset_key_for, group_name_for
-from floe_dagster.maintenance_policy import load_policy_set, policy_run_tags
+from floe_dagster.policies import load_policy_set, policy_run_tags
 from floe_dagster.settings import Settings
 
 SENSOR_NAME = "floe_debt_score_sensor"
@@ -80,7 +80,7 @@ def build_sensor(settings: Settings, job, loaded_tables: Sequence[TableName], ta
         "ranked by debt score within the budgets.",
     )
     def debt_score_sensor(context: SensorEvaluationContext):
-        from floe_dagster.tick import run_tick
+        from floe_dagster.scheduling.tick import run_tick
 
         now = datetime.now(timezone.utc)
 
@@ -112,7 +112,7 @@ def build_schedules(settings: Settings, job, loaded_tables: Sequence[TableName],
     for policy_name, op, cron5, tz in load_policy_set(settings).cron_rules():
 
         def execution_fn(context: ScheduleEvaluationContext, policy_name=policy_name, op=op):
-            from floe_dagster.tick import run_tick
+            from floe_dagster.scheduling.tick import run_tick
 
             now = context.scheduled_execution_time or datetime.now(timezone.utc)
             now = max(now.astimezone(timezone.utc), datetime.now(timezone.utc))

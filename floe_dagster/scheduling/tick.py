@@ -13,16 +13,16 @@ from typing import Callable
 
 from dagster import DagsterInstance, RunsFilter
 
-from floe_dagster.catalog import CatalogUnavailable, list_tables, open_catalog
-from floe_dagster.coordination import ADMISSION_TTL, Admission, Coordination
+from floe_dagster.iceberg.catalog import CatalogUnavailable, list_tables, open_catalog
+from floe_dagster.coordination.database import ADMISSION_TTL, Admission, Coordination
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.planner import Decision, Plan, PlanInput, plan
 from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
-from floe_dagster.defs import tags as T
-from floe_dagster.locks import LockHeld, hold_lock, scheduler_lock_name
-from floe_dagster.maintenance_policy import load_policy_set
-from floe_dagster.runs import mark_dead_runs, runs_in_flight
+from floe_dagster.core import run_tags as T
+from floe_dagster.coordination.locks import LockHeld, hold_lock, scheduler_lock_name
+from floe_dagster.policies import load_policy_set
+from floe_dagster.coordination.runs import mark_dead_runs, runs_in_flight
 from floe_dagster.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def gather(
 ) -> tuple[PlanInput, list[str], int]:
     """The planner's inputs for the tables of one scope: one catalog listing, one history read, one
     in-flight query."""
-    from floe_dagster.health import HealthCollector, estimate_operation_bytes
+    from floe_dagster.iceberg.health_collector import HealthCollector, estimate_operation_bytes
 
     coordination = coordination or Coordination(settings.coordination_url)
     catalog = open_catalog(settings.catalog)
@@ -200,7 +200,7 @@ def report_tick_health(settings: Settings, instance: DagsterInstance, data: Plan
     """Observations and ``health`` check results for the code location's tables whose full-tier
     health changed (or that a maintenance run materialized), within the time budget. Never fails
     the tick: an error is logged and the tables are reported by a later tick."""
-    from floe_dagster.defs.health import report_health_events
+    from floe_dagster.defs.health_checks import report_health_events
 
     full = {table: metrics for table, metrics in data.metrics.items() if metrics.tier == "full"}
     health = getattr(settings, "health", None)

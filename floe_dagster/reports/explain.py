@@ -8,13 +8,13 @@ from typing import Any
 
 from floe_dagster.core.planner import plan
 from floe_dagster.instance import get_instance
-from floe_dagster.manual import parse_table
+from floe_dagster.launching.manual import parse_table
 from floe_dagster.settings import Settings
-from floe_dagster.table_cache import read_cached_tables
+from floe_dagster.iceberg.table_cache import read_cached_tables
 
 
 def explain_table(settings: Settings, table_text: str, now: datetime, instance=None) -> dict[str, Any]:
-    from floe_dagster.tick import gather
+    from floe_dagster.scheduling.tick import gather
 
     table = parse_table(settings, table_text)
     cached = read_cached_tables(settings)

@@ -13,10 +13,10 @@ from datetime import datetime, timedelta, timezone
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
-from floe_dagster.coordination import Coordination, Outcome
+from floe_dagster.coordination.database import Coordination, Outcome
 from floe_dagster.core.operations import Operation
-from floe_dagster.defs import tags as T
-from floe_dagster.locks import is_lock_free
+from floe_dagster.core import run_tags as T
+from floe_dagster.coordination.locks import is_lock_free
 
 IN_FLIGHT_STATUSES = [
     DagsterRunStatus.QUEUED,

@@ -71,7 +71,7 @@ from floe_dagster.core.metrics import TableMetrics
 from floe_dagster.core.policy import PolicySet
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for, group_name_for, table_for_asset_key
-from floe_dagster.health_report import health_record, thresholds_for
+from floe_dagster.reports.table_health import health_record, thresholds_for
 
 log = logging.getLogger(__name__)
 
@@ -169,10 +169,10 @@ def build_health_checks(tables: Sequence[TableName], settings: Any, *, with_deps
 
 
 def _evaluate_checks(context, settings: Any):
-    from floe_dagster.catalog import open_catalog
-    from floe_dagster.coordination import Coordination
-    from floe_dagster.health import HealthCollector
-    from floe_dagster.maintenance_policy import load_policy_set
+    from floe_dagster.iceberg.catalog import open_catalog
+    from floe_dagster.coordination.database import Coordination
+    from floe_dagster.iceberg.health_collector import HealthCollector
+    from floe_dagster.policies import load_policy_set
 
     keys = sorted(context.selected_asset_check_keys, key=lambda k: k.asset_key.to_string())
     tables = [table_for_asset_key(key.asset_key) for key in keys]
@@ -416,7 +416,7 @@ def report_health_events(
     """Record an observation and a ``health`` check evaluation for each table whose health changed
     since it was last reported; returns how many tables were reported (two events each).
 
-    ``snapshot_or_metrics_by_table``: a :class:`~floe_dagster.health.HealthSnapshot` or a mapping
+    ``snapshot_or_metrics_by_table``: a :class:`~floe_dagster.iceberg.health_collector.HealthSnapshot` or a mapping
     TableName → TableMetrics. ``only``: consider only these tables (e.g. ``snapshot.computed``, or
     the code location's assets, so that no event names an asset Dagit does not know); None: every
     table given. A candidate is reported when its :func:`fingerprint` differs from the last one

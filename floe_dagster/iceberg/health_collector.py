@@ -59,7 +59,7 @@ from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 
-from floe_dagster.catalog import (
+from floe_dagster.iceberg.catalog import (
     CatalogUnavailable,
     UnknownTable,
     list_table_metadata_locations,

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 
 from dagster import DagsterInstance
 
-from floe_dagster.catalog import load_table, open_catalog
+from floe_dagster.iceberg.catalog import load_table, open_catalog
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
-from floe_dagster.defs import tags as T
+from floe_dagster.core import run_tags as T
 from floe_dagster.defs.names import asset_key_for, unmappable_reason
-from floe_dagster.maintenance_policy import configured_operations, resolve_operation
+from floe_dagster.policies import configured_operations, resolve_operation
 from floe_dagster.settings import Settings
 
 

@@ -7,11 +7,11 @@ import uuid
 
 from dagster import DagsterInstance
 
-from floe_dagster.catalog import list_tables, open_catalog
+from floe_dagster.iceberg.catalog import list_tables, open_catalog
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
-from floe_dagster.defs import tags as T
-from floe_dagster.maintenance_policy import matching_tables, resolve_operation
+from floe_dagster.core import run_tags as T
+from floe_dagster.policies import matching_tables, resolve_operation
 from floe_dagster.settings import Settings
 
 
@@ -20,7 +20,7 @@ def queue_backfill(
     instance: DagsterInstance | None = None,
 ) -> list[tuple[TableName, str | None]]:
     from floe_dagster.defs.build import MAINTENANCE_JOB
-    from floe_dagster.launch import RunToSubmit, submit_runs
+    from floe_dagster.launching.submit import RunToSubmit, submit_runs
     from floe_dagster.instance import get_instance
     from floe_dagster.defs.names import asset_key_for
 

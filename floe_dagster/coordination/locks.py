@@ -73,7 +73,7 @@ def hold_lock(name: str, coordination_url: str | None = None) -> Iterator[None]:
     PostgreSQL storage): a session advisory lock on a dedicated connection, freed by the server when
     the holder dies; otherwise a file lock beside the instance."""
     if coordination_url is None:
-        from floe_dagster.coordination import default_coordination_url
+        from floe_dagster.coordination.database import default_coordination_url
 
         coordination_url = default_coordination_url()
     if coordination_url and coordination_url.startswith(("postgresql", "postgres")):

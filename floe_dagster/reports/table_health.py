@@ -125,14 +125,14 @@ def health_record(
 def health_report(settings: Settings, table: TableName | str, now: datetime, tier: str = "full") -> dict[str, Any]:
     """Collect (or take from the cache) one table's metrics at ``tier`` and assess them.
 
-    Raises :class:`floe_dagster.catalog.UnknownTable` when the table is not in the catalog,
-    :class:`floe_dagster.catalog.CatalogUnavailable` when the catalog cannot be reached, and
-    :class:`floe_dagster.health.HealthError` when its metadata cannot be read.
+    Raises :class:`floe_dagster.iceberg.catalog.UnknownTable` when the table is not in the catalog,
+    :class:`floe_dagster.iceberg.catalog.CatalogUnavailable` when the catalog cannot be reached, and
+    :class:`floe_dagster.iceberg.health_collector.HealthError` when its metadata cannot be read.
     """
-    from floe_dagster.catalog import UnknownTable, open_catalog
-    from floe_dagster.coordination import Coordination
-    from floe_dagster.health import HealthCollector
-    from floe_dagster.maintenance_policy import load_policy_set
+    from floe_dagster.iceberg.catalog import UnknownTable, open_catalog
+    from floe_dagster.coordination.database import Coordination
+    from floe_dagster.iceberg.health_collector import HealthCollector
+    from floe_dagster.policies import load_policy_set
 
     name = resolve_table(settings, table)
     if tier not in ("summary", "full"):
