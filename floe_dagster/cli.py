@@ -119,10 +119,12 @@ def cmd_setup(args) -> int:
 def _at(text: str | None):
     from datetime import datetime, timezone
 
+    from floe_dagster.core.localtime import naive_as_utc
+
     if not text:
         return datetime.now(timezone.utc)
     moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return naive_as_utc(moment)
 
 
 def cmd_plan(args) -> int:
@@ -173,7 +175,7 @@ def cmd_explain(args) -> int:
 
 def cmd_health(args) -> int:
     """One table's health: metrics, derived numbers, issues, status and debt score (text or JSON)."""
-    from floe_dagster.iceberg.health_collector import HealthError
+    from floe_dagster.errors import HealthError
     from floe_dagster.reports.table_health import format_health_text, health_report
 
     settings = _settings(args)
@@ -274,8 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from floe_dagster.iceberg.catalog import CatalogUnavailable
-    from floe_dagster.settings import SettingsError
+    from floe_dagster.errors import CatalogUnavailable
+    from floe_dagster.errors import SettingsError
 
     try:
         return args.func(args)

@@ -17,15 +17,12 @@ import yaml
 
 from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.planner import SchedulerSettings
+from floe_dagster.errors import SettingsError
 
 DEFAULT_CONFIG = "floe.yaml"
 DEFAULT_ICEBERG_SPARK_RUNTIME = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
 DEFAULT_SQLITE_JDBC = "org.xerial:sqlite-jdbc:3.47.1.0"
 DEFAULT_POSTGRES_JDBC = "org.postgresql:postgresql:42.7.4"
-
-
-class SettingsError(ValueError):
-    """A bad settings file or override; the message names the file, the key and what is allowed."""
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from dagster import DagsterInstance
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from floe_dagster.api import models as M
+from floe_dagster.core.localtime import naive_as_utc
 from floe_dagster.api.auth import HEADER, KeyStore, Permission, Principal
 from floe_dagster.api.service import ApiError, ApiService, iso, utc_now
 from floe_dagster.settings import Settings
@@ -70,7 +71,7 @@ def parse_at(text: str | None) -> datetime | None:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError as exc:
         raise ApiError(400, "VALIDATION_FAILED", f"at: {exc}", {"field": "at"}) from None
-    moment = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    moment = naive_as_utc(moment)
     # The planner adds and subtracts intervals, back-offs and cron gaps: stay far from datetime's limits
     # (year 1 or 9999 raised OverflowError deep in the planner: a 500).
     if not _EARLIEST_AT <= moment <= _LATEST_AT:

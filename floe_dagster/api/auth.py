@@ -30,7 +30,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Mapping
 
-from floe_dagster.settings import ApiSettings, SettingsError
+from floe_dagster.settings import ApiSettings
+from floe_dagster.errors import SettingsError
+from floe_dagster.errors import BindRefused, KeysError
 
 HEADER = "X-API-Key"
 ANONYMOUS = "anonymous"
@@ -58,14 +60,6 @@ _PERMISSIONS = {
     Role.VIEWER: frozenset({Permission.READ}),
     Role.OPERATOR: frozenset({Permission.READ, Permission.TRIGGER}),
 }
-
-
-class KeysError(SettingsError):
-    """The configured keys cannot be read; the message names the file or variable and the line."""
-
-
-class BindRefused(ValueError):
-    """``serve`` without keys on an address other than loopback."""
 
 
 @dataclass(frozen=True)

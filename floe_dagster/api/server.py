@@ -59,7 +59,8 @@ def serve(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m floe_dagster.api``: the same as ``floe-dagster serve``."""
-    from floe_dagster.settings import SettingsError, load_settings
+    from floe_dagster.settings import load_settings
+    from floe_dagster.errors import SettingsError
 
     parser = argparse.ArgumentParser(prog="python -m floe_dagster.api", description="Floe's HTTP API")
     parser.add_argument("--config", help="settings file (default: $FLOE_CONFIG or ./floe.yaml)")

@@ -25,8 +25,10 @@ from typing import Any, Iterator, Sequence
 
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 
-from floe_dagster.iceberg.catalog import CatalogUnavailable, UnknownTable, list_tables, load_table, open_catalog
+from floe_dagster.iceberg.catalog import list_tables, load_table, open_catalog
+from floe_dagster.errors import CatalogUnavailable, UnknownTable
 from floe_dagster.coordination.database import Coordination
+from floe_dagster.core.localtime import naive_as_utc
 from floe_dagster.core.operations import Operation, gc_disabled
 from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.policy import PolicyError
@@ -85,9 +87,7 @@ def iso(moment: datetime | float | None) -> str | None:
         return None
     if isinstance(moment, (int, float)):
         moment = datetime.fromtimestamp(moment, timezone.utc)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).isoformat()
+    return naive_as_utc(moment).isoformat()
 
 
 def table_name(settings: Settings, namespace: str, table: str) -> TableName:
@@ -111,7 +111,7 @@ def table_name(settings: Settings, namespace: str, table: str) -> TableName:
 @contextmanager
 def lookup_errors(table: TableName | None = None) -> Iterator[None]:
     """Catalog, policy and health failures as API errors."""
-    from floe_dagster.iceberg.health_collector import HealthError
+    from floe_dagster.errors import HealthError
 
     try:
         yield
@@ -556,7 +556,8 @@ class ApiService:
     def _submit(self, table: TableName, policy_name: str, operations: list[Operation], trigger_id: str,
                 reason: str, actor: str) -> list[str]:
         from floe_dagster.defs.build import MAINTENANCE_JOB
-        from floe_dagster.launching.submit import LaunchFailed, RunToSubmit, submit_runs
+        from floe_dagster.launching.submit import RunToSubmit, submit_runs
+        from floe_dagster.errors import LaunchFailed
 
         policy = load_policy_set(self.settings).effective_policy(table)
         runs = []

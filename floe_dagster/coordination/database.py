@@ -40,7 +40,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
-from floe_dagster.core.history import OperationHistory
+from floe_dagster.core.localtime import naive_as_utc
+from floe_dagster.core.history import OUTAGE, OperationHistory, Outcome, fold_outcome
 from floe_dagster.core.operations import Operation
 
 metadata = MetaData()
@@ -123,12 +124,6 @@ def _instance_postgres_url(home: str) -> str | None:
     return storage.rehydrate(as_type=object).postgres_url
 
 
-def _utc(moment: datetime | None) -> datetime | None:
-    if moment is None:
-        return None
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
-
-
 @dataclass(frozen=True)
 class Admission:
     table_name: str
@@ -143,22 +138,6 @@ class Admission:
     @property
     def run_key(self) -> str:
         return f"{self.table_name}|{self.operation.value}|{self.slot}|attempt-{self.attempt}"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    run_id: str
-    table_name: str
-    operation: Operation
-    started_at: datetime
-    finished_at: datetime
-    succeeded: bool
-    trigger: str = ""
-    failure_kind: str | None = None
-    message: str | None = None
-    changed: bool | None = None
-    bytes_rewritten: int = 0
-    snapshot_after: int | None = None
 
 
 class Coordination:
@@ -179,7 +158,7 @@ class Coordination:
                         table_name=item.table_name, operation=item.operation.value, slot=item.slot,
                         attempt=item.attempt, run_key=item.run_key, trigger=item.trigger, reason=item.reason[:2000],
                         debt_score=item.debt_score, estimated_bytes=item.estimated_bytes,
-                        admitted_at=_utc(now), launcher=launcher,
+                        admitted_at=naive_as_utc(now), launcher=launcher,
                     ))
                 admitted.append(item)
             except IntegrityError:
@@ -192,7 +171,7 @@ class Coordination:
 
     def admitted_since(self, since: datetime) -> list[dict]:
         with self.engine.connect() as connection:
-            rows = connection.execute(select(ledger).where(ledger.c.admitted_at >= _utc(since))).mappings().all()
+            rows = connection.execute(select(ledger).where(ledger.c.admitted_at >= naive_as_utc(since))).mappings().all()
         return [dict(row) for row in rows]
 
     def ledger_rows(self, table_name: str | None = None) -> list[dict]:
@@ -210,15 +189,15 @@ class Coordination:
             with self.engine.begin() as connection:
                 connection.execute(outcomes.insert().values(
                     run_id=outcome.run_id, table_name=outcome.table_name, operation=outcome.operation.value,
-                    trigger=outcome.trigger, started_at=_utc(outcome.started_at),
-                    finished_at=_utc(outcome.finished_at), succeeded=outcome.succeeded,
+                    trigger=outcome.trigger, started_at=naive_as_utc(outcome.started_at),
+                    finished_at=naive_as_utc(outcome.finished_at), succeeded=outcome.succeeded,
                     failure_kind=outcome.failure_kind, message=(outcome.message or "")[:2000],
                     changed=outcome.changed, bytes_rewritten=outcome.bytes_rewritten,
                     snapshot_after=outcome.snapshot_after,
                 ))
                 key = and_(history.c.table_name == outcome.table_name, history.c.operation == outcome.operation.value)
                 row = connection.execute(select(history).where(key)).mappings().first()
-                state = _fold(_history_from_row(row) if row else OperationHistory(), outcome)
+                state = fold_outcome(_history_from_row(row) if row else OperationHistory(), outcome)
                 values = {k: getattr(state, k) for k in OperationHistory.__dataclass_fields__}
                 if row:
                     connection.execute(update(history).where(key).values(**values))
@@ -245,7 +224,7 @@ class Coordination:
         with self.engine.connect() as connection:
             return int(connection.execute(
                 select(func.coalesce(func.sum(outcomes.c.bytes_rewritten), 0)).where(
-                    outcomes.c.finished_at >= _utc(since))
+                    outcomes.c.finished_at >= naive_as_utc(since))
             ).scalar_one())
 
     def bytes_rewritten_by_table_since(self, since: datetime) -> dict[str, int]:
@@ -253,7 +232,7 @@ class Coordination:
         with self.engine.connect() as connection:
             rows = connection.execute(
                 select(outcomes.c.table_name, func.sum(outcomes.c.bytes_rewritten))
-                .where(outcomes.c.finished_at >= _utc(since)).group_by(outcomes.c.table_name)
+                .where(outcomes.c.finished_at >= naive_as_utc(since)).group_by(outcomes.c.table_name)
             ).all()
         return {name: int(total or 0) for name, total in rows}
 
@@ -262,7 +241,7 @@ class Coordination:
         failure + ``pause``, as long as no run has succeeded since; None when the circuit is closed."""
         with self.engine.connect() as connection:
             last_outage = connection.execute(
-                select(func.max(outcomes.c.finished_at)).where(outcomes.c.failure_kind == "outage")
+                select(func.max(outcomes.c.finished_at)).where(outcomes.c.failure_kind == OUTAGE)
             ).scalar()
             if last_outage is None:
                 return None
@@ -272,7 +251,7 @@ class Coordination:
             ).scalar()
         if succeeded_since:
             return None
-        return _utc(last_outage) + pause
+        return naive_as_utc(last_outage) + pause
 
     def outcomes_for(self, table_name: str) -> list[dict]:
         with self.engine.connect() as connection:
@@ -285,39 +264,5 @@ class Coordination:
 def _history_from_row(row) -> OperationHistory:
     # SQLite hands back naive datetimes: everything stored is UTC.
     return OperationHistory(**{
-        k: (_utc(v) if isinstance(v, datetime) else v) for k, v in row.items() if k not in ("table_name", "operation")
+        k: (naive_as_utc(v) if isinstance(v, datetime) else v) for k, v in row.items() if k not in ("table_name", "operation")
     })
-
-
-def _fold(state: OperationHistory, outcome: Outcome) -> OperationHistory:
-    """History after one more outcome. Failures that are not the table's fault (lock held, outage)
-    change nothing: they neither use a slot nor count toward backoff."""
-    if not outcome.succeeded and outcome.failure_kind in ("lock_held", "outage"):
-        return state
-    started = _utc(outcome.started_at)
-    newer = state.last_run_start is None or started >= state.last_run_start
-    common = dict(
-        last_run_start=started if newer else state.last_run_start,
-        last_run_succeeded=outcome.succeeded if newer else state.last_run_succeeded,
-        last_run_trigger=outcome.trigger if newer else state.last_run_trigger,
-        runs=state.runs + 1,
-    )
-    if outcome.succeeded:
-        return OperationHistory(
-            **common,
-            last_success_start=max(filter(None, (state.last_success_start, started))),
-            last_failure_at=state.last_failure_at,
-            consecutive_failures=0,
-            consecutive_zero_change=0 if outcome.changed else state.consecutive_zero_change + 1,
-            last_snapshot_after=outcome.snapshot_after if outcome.snapshot_after is not None else state.last_snapshot_after,
-            failures=state.failures,
-        )
-    return OperationHistory(
-        **common,
-        last_success_start=state.last_success_start,
-        last_failure_at=_utc(outcome.finished_at),
-        consecutive_failures=state.consecutive_failures + 1,
-        consecutive_zero_change=state.consecutive_zero_change,  # failures are not zero-change runs
-        last_snapshot_after=state.last_snapshot_after,
-        failures=state.failures + 1,
-    )

@@ -17,10 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from floe_dagster.core.tables import TableName
-
-
-class LockHeld(RuntimeError):
-    """Someone else holds the lock: not a failure of the work that wanted it."""
+from floe_dagster.errors import LockHeld
 
 
 def table_lock_name(table: TableName) -> str:

@@ -13,7 +13,8 @@ from datetime import datetime, timedelta, timezone
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
-from floe_dagster.coordination.database import Coordination, Outcome
+from floe_dagster.coordination.database import Coordination
+from floe_dagster.core.history import Outcome
 from floe_dagster.core.operations import Operation
 from floe_dagster.core import run_tags as T
 from floe_dagster.coordination.locks import is_lock_free

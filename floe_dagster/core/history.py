@@ -1,9 +1,13 @@
-"""What happened before to one (table, operation): the planner's view of past runs."""
+"""What happened before to one (table, operation): each run's outcome, and the planner's view of them
+(the fold of the outcomes, which the coordination database stores per (table, operation))."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+
+from floe_dagster.core.localtime import naive_as_utc
+from floe_dagster.core.operations import Operation
 
 
 @dataclass(frozen=True)
@@ -25,3 +29,60 @@ class OperationHistory:
     def failure_rate(self) -> float:
         """Percent of this (table, operation)'s finished runs that failed (Floe's 0..100)."""
         return 100.0 * self.failures / self.runs if self.runs else 0.0
+
+
+# Failure kinds that are not the table's fault: the run could not take the table lock, or Spark or
+# the catalog was down. They neither use a slot nor count toward backoff.
+LOCK_HELD = "lock_held"
+OUTAGE = "outage"
+NOT_THE_TABLES_FAULT = (LOCK_HELD, OUTAGE)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    run_id: str
+    table_name: str
+    operation: Operation
+    started_at: datetime
+    finished_at: datetime
+    succeeded: bool
+    trigger: str = ""
+    failure_kind: str | None = None
+    message: str | None = None
+    changed: bool | None = None
+    bytes_rewritten: int = 0
+    snapshot_after: int | None = None
+
+
+def fold_outcome(state: OperationHistory, outcome: Outcome) -> OperationHistory:
+    """History after one more outcome. Failures that are not the table's fault (lock held, outage)
+    change nothing: they neither use a slot nor count toward backoff."""
+    if not outcome.succeeded and outcome.failure_kind in NOT_THE_TABLES_FAULT:
+        return state
+    started = naive_as_utc(outcome.started_at)
+    newer = state.last_run_start is None or started >= state.last_run_start
+    common = dict(
+        last_run_start=started if newer else state.last_run_start,
+        last_run_succeeded=outcome.succeeded if newer else state.last_run_succeeded,
+        last_run_trigger=outcome.trigger if newer else state.last_run_trigger,
+        runs=state.runs + 1,
+    )
+    if outcome.succeeded:
+        return OperationHistory(
+            **common,
+            last_success_start=max(filter(None, (state.last_success_start, started))),
+            last_failure_at=state.last_failure_at,
+            consecutive_failures=0,
+            consecutive_zero_change=0 if outcome.changed else state.consecutive_zero_change + 1,
+            last_snapshot_after=outcome.snapshot_after if outcome.snapshot_after is not None else state.last_snapshot_after,
+            failures=state.failures,
+        )
+    return OperationHistory(
+        **common,
+        last_success_start=state.last_success_start,
+        last_failure_at=naive_as_utc(outcome.finished_at),
+        consecutive_failures=state.consecutive_failures + 1,
+        consecutive_zero_change=state.consecutive_zero_change,  # failures are not zero-change runs
+        last_snapshot_after=state.last_snapshot_after,
+        failures=state.failures + 1,
+    )

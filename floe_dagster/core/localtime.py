@@ -16,6 +16,14 @@ from zoneinfo import ZoneInfo
 UTC = timezone.utc
 
 
+def naive_as_utc(moment: datetime) -> datetime:
+    """A time read back from storage or given by a user, in UTC: a naive one is taken as UTC (SQLite
+    drops the zone of what was stored in UTC; a time typed without an offset means UTC)."""
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return as_utc(moment)
+
+
 def as_utc(moment: datetime) -> datetime:
     """An aware datetime in UTC; naive datetimes are refused, since the clock is always passed in."""
     if moment.tzinfo is UTC:  # already UTC (the common case: called several times per planner decision)

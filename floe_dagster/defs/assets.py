@@ -22,8 +22,9 @@ from dagster import (
     multi_asset,
 )
 
-from floe_dagster.iceberg.catalog import CatalogUnavailable, load_table, open_catalog, table_counts
-from floe_dagster.coordination.database import Coordination, Outcome
+from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
+from floe_dagster.coordination.database import Coordination
+from floe_dagster.core.history import Outcome
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled
 from floe_dagster.core.tables import TableName
 from floe_dagster.core import run_tags as T
@@ -34,12 +35,12 @@ from floe_dagster.defs.names import (
     table_for_asset_key,
     unmappable_reason,
 )
-from floe_dagster.coordination.locks import LockHeld, hold_lock, table_lock_name
+from floe_dagster.coordination.locks import hold_lock, table_lock_name
 from floe_dagster.coordination.runs import run_lock_name
 from floe_dagster.policies import ResolvedOperation, resolve_operation
 from floe_dagster.settings import Settings
-from floe_dagster.spark.engine import EngineUnavailable, IcebergSparkEngine, MaintenanceFailed
-from floe_dagster.spark.procedures import ProcedureOptionError
+from floe_dagster.spark.engine import IcebergSparkEngine
+from floe_dagster.errors import FloeError, MaintenanceFailed, Outage, failure_kind
 
 log = logging.getLogger(__name__)
 
@@ -112,20 +113,18 @@ def _maintain_selected(context: AssetExecutionContext, settings: Settings) -> It
                 snapshot_after=_snapshot_id(numbers.get("snapshot_id")),
             ))
             yield result
-        except (MaintenanceFailed, ProcedureOptionError, LockHeld, EngineUnavailable, CatalogUnavailable,
-                LookupError) as exc:
+        except (FloeError, LookupError) as exc:  # LookupError: a KeyError of a bad record fails this table only
             context.log.error(str(exc))
             failures.append(str(exc))
-            kind = None
-            if isinstance(exc, (LockHeld, EngineUnavailable, CatalogUnavailable)):
-                kind = "lock_held" if isinstance(exc, LockHeld) else "outage"
+            kind = failure_kind(exc)
+            if kind:
                 context.instance.add_run_tags(context.run.run_id, {T.FAILURE_KIND: kind})
             coordination.record_outcome(Outcome(
                 run_id=context.run.run_id, table_name=table.qualified, operation=op, trigger=trigger,
                 started_at=started, finished_at=datetime.now(timezone.utc), succeeded=False,
                 failure_kind=kind, message=str(exc),
             ))
-            if isinstance(exc, (EngineUnavailable, CatalogUnavailable)):
+            if isinstance(exc, Outage):
                 break  # Spark or the catalog is down: the other tables would fail the same way
     if failures:
         raise Failure(

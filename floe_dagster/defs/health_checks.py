@@ -67,6 +67,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (  # t
 )
 
 from floe_dagster.core.health import CRITICAL, HEALTHY, WARNING, HealthReport, assess_health
+from floe_dagster.core.localtime import naive_as_utc
 from floe_dagster.core.metrics import TableMetrics
 from floe_dagster.core.policy import PolicySet
 from floe_dagster.core.tables import TableName
@@ -371,7 +372,7 @@ def _newest_successes(history: Mapping[Any, Any] | None) -> dict[str, datetime]:
         started = getattr(past, "last_success_start", None)
         if started is None:
             continue
-        started = started.replace(tzinfo=timezone.utc) if started.tzinfo is None else started.astimezone(timezone.utc)
+        started = naive_as_utc(started)
         qualified = key[0]
         if qualified not in newest or started > newest[qualified]:
             newest[qualified] = started

@@ -18,17 +18,10 @@ from sqlalchemy import text
 
 from floe_dagster.core.tables import TableName
 from floe_dagster.settings import DEFAULT_POSTGRES_JDBC, DEFAULT_SQLITE_JDBC, CatalogSettings
+from floe_dagster.errors import CatalogUnavailable, UnknownTable
 
 
 SQLITE_BUSY_TIMEOUT_MS = 120_000
-
-
-class CatalogUnavailable(RuntimeError):
-    """The catalog cannot be reached or loaded: an outage, never a table's fault."""
-
-
-class UnknownTable(LookupError):
-    pass
 
 
 def open_catalog(settings: CatalogSettings) -> Catalog:

@@ -59,13 +59,8 @@ from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 
-from floe_dagster.iceberg.catalog import (
-    CatalogUnavailable,
-    UnknownTable,
-    list_table_metadata_locations,
-    list_tables,
-    load_table,
-)
+from floe_dagster.iceberg.catalog import list_table_metadata_locations, list_tables, load_table
+from floe_dagster.errors import CatalogUnavailable, UnknownTable
 from floe_dagster.core.estimates import (
     EstimateOptionError,
     estimate_rewrite_data_files,
@@ -74,6 +69,7 @@ from floe_dagster.core.estimates import (
 from floe_dagster.core.metrics import TableMetrics
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
+from floe_dagster.errors import HealthError
 
 log = logging.getLogger(__name__)
 
@@ -528,10 +524,6 @@ _PARSED: dict[tuple[str, str, str], tuple[str, TableMetrics]] = {}
 def forget_parsed_records() -> None:
     """Drop the in-memory copies (as a new process would start); the on-disk cache stays."""
     _PARSED.clear()
-
-
-class HealthError(RuntimeError):
-    """A table's metadata could not be read or reduced (neither an unknown table nor an outage)."""
 
 
 _METADATA_KEPT = 5_000  # parsed metadata files a collector keeps (a cold tick of a large shard reads more)

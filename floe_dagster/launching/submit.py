@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Iterator, Mapping, Sequence
 
 from dagster import AssetKey, DagsterInstance
+from floe_dagster.errors import LaunchFailed
 
 LOCATION_NAME = "floe"
 REPOSITORY_NAME = "__repository__"
@@ -26,10 +27,6 @@ mutation($executionParams: ExecutionParams!) {
   }
 }
 """
-
-
-class LaunchFailed(RuntimeError):
-    pass
 
 
 @dataclass(frozen=True)

@@ -129,7 +129,8 @@ def health_report(settings: Settings, table: TableName | str, now: datetime, tie
     :class:`floe_dagster.iceberg.catalog.CatalogUnavailable` when the catalog cannot be reached, and
     :class:`floe_dagster.iceberg.health_collector.HealthError` when its metadata cannot be read.
     """
-    from floe_dagster.iceberg.catalog import UnknownTable, open_catalog
+    from floe_dagster.iceberg.catalog import open_catalog
+    from floe_dagster.errors import UnknownTable
     from floe_dagster.coordination.database import Coordination
     from floe_dagster.iceberg.health_collector import HealthCollector
     from floe_dagster.policies import load_policy_set

@@ -13,14 +13,17 @@ from typing import Callable
 
 from dagster import DagsterInstance, RunsFilter
 
-from floe_dagster.iceberg.catalog import CatalogUnavailable, list_tables, open_catalog
+from floe_dagster.iceberg.catalog import list_tables, open_catalog
+from floe_dagster.errors import CatalogUnavailable
 from floe_dagster.coordination.database import ADMISSION_TTL, Admission, Coordination
+from floe_dagster.core.localtime import naive_as_utc
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.planner import Decision, Plan, PlanInput, plan
 from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
 from floe_dagster.core import run_tags as T
-from floe_dagster.coordination.locks import LockHeld, hold_lock, scheduler_lock_name
+from floe_dagster.coordination.locks import hold_lock, scheduler_lock_name
+from floe_dagster.errors import LockHeld
 from floe_dagster.policies import load_policy_set
 from floe_dagster.coordination.runs import mark_dead_runs, runs_in_flight
 from floe_dagster.settings import Settings
@@ -85,7 +88,7 @@ def gather(
         key = (row["table_name"], Operation(row["operation"]), row["slot"])
         last_attempts[key] = max(last_attempts.get(key, -1), row["attempt"])
         admitted_at = row["admitted_at"]
-        if row["run_id"] is None and now - _aware(admitted_at) < ADMISSION_TTL:
+        if row["run_id"] is None and now - naive_as_utc(admitted_at) < ADMISSION_TTL:
             in_flight.add((row["table_name"], Operation(row["operation"])))
             pending_bytes += row["estimated_bytes"] or 0
     estimated_in_flight = sum(
@@ -131,11 +134,6 @@ def _attach_created_runs(instance: DagsterInstance, coordination: Coordination, 
             coordination.attach_run(key, record.dagster_run.run_id)
             pending[key]["run_id"] = record.dagster_run.run_id
 
-
-def _aware(moment: datetime) -> datetime:
-    from datetime import timezone
-
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
 
 
 def run_tick(

@@ -37,21 +37,10 @@ from floe_dagster.spark.procedures import (
     spark_table_reference,
     summarize_result,
 )
+from floe_dagster.errors import EngineUnavailable, MaintenanceFailed, RowCountMismatch
 
 
 log = logging.getLogger(__name__)
-
-
-class EngineUnavailable(RuntimeError):
-    """Spark itself could not start or reach the catalog: an outage, not a table's failure."""
-
-
-class MaintenanceFailed(RuntimeError):
-    """The procedure ran and failed, or its result failed a safety check."""
-
-
-class RowCountMismatch(MaintenanceFailed):
-    pass
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,9 @@ import subprocess
 import tempfile
 import urllib.request
 from pathlib import Path
+from floe_dagster.errors import JarResolutionError
 
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
-
-
-class JarResolutionError(RuntimeError):
-    pass
 
 
 def jar_file_name(coordinate: str) -> str:

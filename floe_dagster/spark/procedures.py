@@ -15,10 +15,7 @@ from typing import Any, Mapping
 from floe_dagster.core.durations import parse_iso_duration as core_parse_iso_duration
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
-
-
-class ProcedureOptionError(ValueError):
-    """An operation option the procedure cannot take; raised before Spark starts."""
+from floe_dagster.errors import ProcedureOptionError
 
 
 def quote_identifier(part: str) -> str:

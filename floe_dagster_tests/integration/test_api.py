@@ -148,8 +148,8 @@ def instance(server):
 
 def readme_curl_commands() -> list[str]:
     """The curl commands of the README's "HTTP API" section (``\\``-continued lines joined)."""
-    text = (ROOT / "README.md").read_text()
-    assert "\n## HTTP API\n" in text, "README.md has no '## HTTP API' section"
+    text = (ROOT / "docs" / "http-api.md").read_text()
+    assert "\n## HTTP API\n" in text, "docs/http-api.md has no '## HTTP API' section"
     section = text.split("\n## HTTP API\n", 1)[1].split("\n## ", 1)[0]
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", section, re.S):

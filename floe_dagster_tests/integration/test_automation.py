@@ -160,7 +160,8 @@ def test_schedule_admits_its_rule_at_cron_time(setup):
 
 
 def test_outage_opens_the_circuit_then_one_run_probes(setup):
-    from floe_dagster.coordination.database import Coordination, Outcome
+    from floe_dagster.coordination.database import Coordination
+    from floe_dagster.core.history import Outcome
     from floe_dagster.scheduling.tick import CIRCUIT_PAUSE, run_tick
 
     settings, instance, defs = setup

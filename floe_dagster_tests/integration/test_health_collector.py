@@ -15,7 +15,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
 
-from floe_dagster.iceberg.catalog import UnknownTable
+from floe_dagster.errors import UnknownTable
 from floe_dagster.core.estimates import estimate_rewrite_data_files
 from floe_dagster.core.metrics import TableMetrics
 from floe_dagster.core.operations import Operation

@@ -26,8 +26,10 @@ from dagster import (
 )
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
-from floe_dagster.iceberg.catalog import UnknownTable, load_table, open_catalog, table_counts
-from floe_dagster.coordination.database import Coordination, Outcome
+from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
+from floe_dagster.errors import UnknownTable
+from floe_dagster.coordination.database import Coordination
+from floe_dagster.core.history import Outcome
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions

@@ -2,7 +2,8 @@
 
 from datetime import datetime, timedelta, timezone
 
-from floe_dagster.coordination.database import Admission, Coordination, Outcome
+from floe_dagster.coordination.database import Admission, Coordination
+from floe_dagster.core.history import Outcome
 from floe_dagster.core.operations import Operation
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)

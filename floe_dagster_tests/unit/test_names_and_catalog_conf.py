@@ -3,7 +3,8 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from floe_dagster.iceberg.catalog import CatalogUnavailable, spark_catalog_conf
+from floe_dagster.iceberg.catalog import spark_catalog_conf
+from floe_dagster.errors import CatalogUnavailable
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import (
     asset_key_for, group_name_for, namespace_for_group, table_for_asset_key, unmappable_reason,
@@ -127,7 +128,7 @@ def test_spark_connect_conf_is_session_conf_only(tmp_path):
 
 
 def test_spark_connect_refuses_a_sqlite_catalog_and_a_bad_url(tmp_path):
-    from floe_dagster.settings import SettingsError
+    from floe_dagster.errors import SettingsError
 
     # The embedded default catalog is SQLite: the Connect server would keep its read lock.
     with pytest.raises(SettingsError, match="cannot be used with a SQLite catalog"):

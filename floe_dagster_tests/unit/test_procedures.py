@@ -6,15 +6,8 @@ import pytest
 
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
-from floe_dagster.spark.procedures import (
-    ProcedureOptionError,
-    build_procedure_call,
-    parse_iso_duration,
-    quote_identifier,
-    quote_literal,
-    summarize_result,
-    table_argument,
-)
+from floe_dagster.spark.procedures import build_procedure_call, parse_iso_duration, quote_identifier, quote_literal, summarize_result, table_argument
+from floe_dagster.errors import ProcedureOptionError
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
 T = TableName("demo", ("sales",), "orders")

@@ -2,7 +2,8 @@
 
 import pytest
 
-from floe_dagster.settings import SettingsError, load_settings
+from floe_dagster.settings import load_settings
+from floe_dagster.errors import SettingsError
 
 
 def write(tmp_path, text):

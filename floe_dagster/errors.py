@@ -1,0 +1,119 @@
+"""Every error floe-dagster raises, in one hierarchy.
+
+What a caller needs to know is which kind a failure is, not which module raised it:
+
+- :class:`Outage`: something floe-dagster depends on is down (the catalog, Spark). It is never a
+  table's fault: it does not count toward a table's backoff, and it opens the launch circuit.
+- :class:`LockHeld`: someone else is maintaining the table (or planning). Not a failure of the work.
+- :class:`TableFailure`: this table's maintenance failed; it counts toward the table's backoff.
+- Bad input (:class:`SettingsError`, :class:`ProcedureOptionError`, and the pure core's
+  ``PolicyError``, ``CronError`` and ``EstimateOptionError``, re-exported here): a clear message
+  naming the file, field or table; nothing was touched.
+
+The pure core keeps its own errors (it imports nothing outside itself); they are listed here so this
+module is the one place to look.
+"""
+
+from __future__ import annotations
+
+from floe_dagster.core.cron import CronError
+from floe_dagster.core.estimates import EstimateOptionError
+from floe_dagster.core.history import LOCK_HELD, OUTAGE
+from floe_dagster.core.policy import PolicyError
+
+
+class FloeError(Exception):
+    """Base of floe-dagster's own errors (outside the pure core)."""
+
+
+# -- outages: not a table's fault ------------------------------------------------------------------
+
+
+class Outage(FloeError, RuntimeError):
+    """A service floe-dagster depends on is down: no table is blamed, launches pause."""
+
+
+class CatalogUnavailable(Outage):
+    """The catalog cannot be reached or loaded."""
+
+
+class EngineUnavailable(Outage):
+    """Spark itself could not start or reach the catalog."""
+
+
+# -- contention: not a failure -----------------------------------------------------------------------
+
+
+class LockHeld(FloeError, RuntimeError):
+    """Someone else holds the lock: not a failure of the work that wanted it."""
+
+
+# -- a table's own failures ------------------------------------------------------------------------------
+
+
+class TableFailure(FloeError, RuntimeError):
+    """This table's maintenance failed; it counts toward the table's backoff."""
+
+
+class UnknownTable(TableFailure, LookupError):
+    """The table is not in the catalog."""
+
+
+class MaintenanceFailed(TableFailure):
+    """The procedure ran and failed, or its result failed a safety check."""
+
+
+class RowCountMismatch(MaintenanceFailed):
+    """A rewrite committed a snapshot whose rows differ from its parent's."""
+
+
+class HealthError(TableFailure):
+    """A table's metadata could not be read or reduced (neither an unknown table nor an outage)."""
+
+
+# -- bad input -------------------------------------------------------------------------------------------
+
+
+class SettingsError(FloeError, ValueError):
+    """A bad settings file or override; the message names the file, the key and what is allowed."""
+
+
+class KeysError(SettingsError):
+    """The HTTP API's keys cannot be read; the message names the file or variable and the line."""
+
+
+class BindRefused(FloeError, ValueError):
+    """``serve`` without keys on an address other than loopback."""
+
+
+class ProcedureOptionError(FloeError, ValueError):
+    """An operation option the procedure cannot take; raised before Spark starts."""
+
+
+# -- launching and set-up ------------------------------------------------------------------------------------
+
+
+class LaunchFailed(FloeError, RuntimeError):
+    """Runs could not be queued on the instance."""
+
+
+class JarResolutionError(FloeError, RuntimeError):
+    """A Spark jar could not be fetched into the cache."""
+
+
+def failure_kind(exc: BaseException) -> str | None:
+    """How a failed run's outcome is recorded: ``lock_held`` and ``outage`` never count toward a
+    table's backoff (core.history folds them away); None is the table's own failure."""
+    if isinstance(exc, LockHeld):
+        return LOCK_HELD
+    if isinstance(exc, Outage):
+        return OUTAGE
+    return None
+
+
+__all__ = [
+    "FloeError", "Outage", "CatalogUnavailable", "EngineUnavailable", "LockHeld", "TableFailure", "UnknownTable",
+    "MaintenanceFailed", "RowCountMismatch", "HealthError", "SettingsError", "KeysError", "BindRefused",
+    "ProcedureOptionError", "LaunchFailed", "JarResolutionError", "PolicyError", "CronError", "EstimateOptionError",
+    "failure_kind", "LOCK_HELD", "OUTAGE",
+]
