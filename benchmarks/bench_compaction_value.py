@@ -42,9 +42,10 @@ def main() -> None:
     args = parser.parse_args()
     print(machine())
     ensure_java()
-    from floe_dagster.iceberg.catalog import open_catalog, table_counts
+    from floe_dagster.core.operation_config import RewriteDataFilesConfig
     from floe_dagster.core.operations import Operation
     from floe_dagster.core.tables import TableName
+    from floe_dagster.iceberg.catalog import open_catalog, table_counts
     from floe_dagster.spark.engine import IcebergSparkEngine
     from floe_dagster.spark.procedures import spark_table_reference
 
@@ -96,7 +97,7 @@ def main() -> None:
         print(f"before: {files_before} files; Spark scan {spark_before:.3f} s; PyIceberg scan {py_before:.3f} s", flush=True)
 
         t0 = time.perf_counter()
-        outcome = engine.maintain(name, Operation.REWRITE_DATA_FILES, {}, datetime.now(timezone.utc))
+        outcome = engine.maintain(name, Operation.REWRITE_DATA_FILES, RewriteDataFilesConfig(), datetime.now(timezone.utc))
         rewrite_s = time.perf_counter() - t0
         print(f"rewrite_data_files: {outcome.result.numbers} in {rewrite_s:.1f} s (row check {outcome.row_check.method})",
               flush=True)

@@ -25,10 +25,9 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, peak_rss_mib, table  # noqa: E402
-
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
+from _common import machine, peak_rss_mib, table  # noqa: E402
 
 BATCH = 1000
 

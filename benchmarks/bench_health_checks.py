@@ -70,10 +70,11 @@ def build(shape: str, settings, tables):
     from dagster import AssetSelection, AssetSpec, Definitions, define_asset_job, multi_asset
 
     from floe_dagster.defs.assets import OPERATIONS_PARTITIONS, TABLES_ASSET_NAME, build_table_assets
-    from floe_dagster.defs.sensors import build_schedules, build_sensor
     from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
     from floe_dagster.defs.health_checks import build_health_checks, health_check_specs
     from floe_dagster.defs.names import asset_key_for, group_name_for
+    from floe_dagster.defs.schedules import build_schedules
+    from floe_dagster.defs.sensors import build_sensor
     from floe_dagster.spark.engine import IcebergSparkEngine
 
     if shape == "none":

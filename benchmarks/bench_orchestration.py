@@ -32,7 +32,6 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -96,15 +95,16 @@ def main() -> None:
         os.environ["FLOE_CONFIG"] = str(config)
         from dagster import DagsterInstance
 
-        from floe_dagster.iceberg.catalog import open_catalog, table_counts
+        from floe_dagster.core.operation_config import RewriteDataFilesConfig
         from floe_dagster.core.operations import Operation
         from floe_dagster.core.tables import TableName
         from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
         from floe_dagster.defs.names import asset_key_for
+        from floe_dagster.iceberg.catalog import open_catalog, table_counts
+        from floe_dagster.iceberg.table_cache import refresh_table_cache
         from floe_dagster.launching.manual import trigger_table
         from floe_dagster.spark.engine import IcebergSparkEngine
         from floe_dagster.spark.procedures import build_procedure_call
-        from floe_dagster.iceberg.table_cache import refresh_table_cache
 
         catalog = open_catalog(settings.catalog)
         variants = {"direct": args.tables, "floe": args.tables, "batch": args.tables, "proc": args.process_runs,
@@ -137,7 +137,7 @@ def main() -> None:
             t0 = time.perf_counter()
             with engine.unit_of_work() as spark:
                 for t in names(namespace):
-                    spark.sql(build_procedure_call(Operation.REWRITE_DATA_FILES, t, {}, now).sql).collect()
+                    spark.sql(build_procedure_call(Operation.REWRITE_DATA_FILES, t, RewriteDataFilesConfig(), now).sql).collect()
             seconds = time.perf_counter() - t0
             assert set(files_of(names(namespace))) == {1}
             print(f"direct ({namespace}): {seconds:.1f} s for {len(names(namespace))} tables", flush=True)

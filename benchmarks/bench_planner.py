@@ -40,15 +40,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import describe, machine, peak_rss_mib, table  # noqa: E402
 
+import floe_dagster.core.planner as planner  # noqa: E402
+import floe_dagster.core.policy as policy_module  # noqa: E402
+import floe_dagster.iceberg.health_collector as health_module  # noqa: E402
+from floe_dagster.core.debt import DebtWeights  # noqa: E402
 from floe_dagster.core.history import OperationHistory  # noqa: E402
 from floe_dagster.core.metrics import TableMetrics  # noqa: E402
 from floe_dagster.core.operations import ALL_OPERATIONS  # noqa: E402
-import floe_dagster.core.planner as planner  # noqa: E402
-import floe_dagster.core.policy as policy_module  # noqa: E402
 from floe_dagster.core.planner import PlanInput, plan  # noqa: E402
 from floe_dagster.core.policy import parse_policies_text  # noqa: E402
 from floe_dagster.core.tables import TableName  # noqa: E402
-import floe_dagster.iceberg.health_collector as health_module  # noqa: E402
 from floe_dagster.iceberg.health_collector import estimate_operation_bytes  # noqa: E402
 
 # The scheduler settings class the planner takes (renamed SchedulerLimits -> SchedulerSettings).
@@ -175,7 +176,7 @@ def plan_input(n_tables: int, now: datetime, estimate: bool = True) -> PlanInput
         now=now, catalog_tables=tables, loaded_tables=frozenset(tables),
         policies=parse_policies_text(POLICIES, "bench"), limits=Limits(),
         metrics=metrics, history=history, in_flight=frozenset(), last_attempts={},
-        bytes_last_hour=0, queued_runs=3, debt_weights={},  # as settings.debt (a raw mapping)
+        bytes_last_hour=0, queued_runs=3, debt_weights=DebtWeights(),  # as settings.debt
         estimate_bytes=estimate_operation_bytes if estimate else None,
     )
 

@@ -35,9 +35,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, machine, peak_rss_mib, table  # noqa: E402
-
 import pyarrow as pa  # noqa: E402
+from _common import ROOT, machine, peak_rss_mib, table  # noqa: E402
 
 POLICY = """
 - name: lake-default
@@ -164,14 +163,15 @@ class FileOpens:
 
 def one_tick(settings, instance, reads: Reads, label: str, rows: list, opens: "FileOpens | None" = None) -> object:
     from floe_dagster.core.planner import plan
-    from floe_dagster.scheduling.tick import gather
+    from floe_dagster.scheduling.inputs import gather
 
     reads.reset()
     if opens is not None:
         opens.reset()
     now = datetime.now(timezone.utc)
     t0 = time.perf_counter()
-    data, _dead, missing = gather(settings, instance, now, None)
+    inputs = gather(settings, instance, now, None)
+    data, missing = inputs.plan_input, inputs.health_missing
     t1 = time.perf_counter()
     result = plan(data)
     t2 = time.perf_counter()

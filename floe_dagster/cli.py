@@ -63,8 +63,8 @@ def _write_workspace(home: Path) -> Path:
 
 def cmd_demo(args) -> int:
     from floe_dagster.demo import build_demo_lakehouse, live_writer
-    from floe_dagster.instance import ensure_dagster_home
     from floe_dagster.iceberg.table_cache import refresh_table_cache
+    from floe_dagster.instance import ensure_dagster_home
 
     settings = _settings(args)
     home = ensure_dagster_home()
@@ -99,7 +99,7 @@ def cmd_trigger(args) -> int:
 
 
 def cmd_setup(args) -> int:
-    from floe_dagster.iceberg.catalog import spark_catalog_conf
+    from floe_dagster.spark.catalog_conf import spark_catalog_conf
     from floe_dagster.spark.jars import resolve_jars
 
     settings = _settings(args)
@@ -130,14 +130,14 @@ def _at(text: str | None):
 def cmd_plan(args) -> int:
     """A dry run of the next tick: plans with the same inputs as the sensor, admits nothing."""
     from floe_dagster.core.planner import plan
-    from floe_dagster.instance import get_instance
     from floe_dagster.iceberg.table_cache import read_cached_tables
-    from floe_dagster.scheduling.tick import gather
+    from floe_dagster.instance import get_instance
+    from floe_dagster.scheduling.inputs import gather
 
     settings = _settings(args)
     cached = read_cached_tables(settings)
-    data, _, missing = gather(settings, get_instance(), _at(args.at),
-                              frozenset(cached) if cached is not None else None)
+    inputs = gather(settings, get_instance(), _at(args.at), frozenset(cached) if cached is not None else None)
+    data, missing = inputs.plan_input, inputs.health_missing
     result = plan(data)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
@@ -176,7 +176,7 @@ def cmd_explain(args) -> int:
 def cmd_health(args) -> int:
     """One table's health: metrics, derived numbers, issues, status and debt score (text or JSON)."""
     from floe_dagster.errors import HealthError
-    from floe_dagster.reports.table_health import format_health_text, health_report
+    from floe_dagster.reports.health_report import format_health_text, health_report
 
     settings = _settings(args)
     try:
@@ -276,8 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from floe_dagster.errors import CatalogUnavailable
-    from floe_dagster.errors import SettingsError
+    from floe_dagster.errors import CatalogUnavailable, SettingsError
 
     try:
         return args.func(args)

@@ -27,8 +27,8 @@ from pyiceberg.table import Table
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType, TimestamptzType
 
-from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.core.tables import TableName
+from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -86,6 +86,15 @@ class BindRefused(FloeError, ValueError):
     """``serve`` without keys on an address other than loopback."""
 
 
+class TriggerRefused(FloeError, ValueError):
+    """A manual trigger that cannot run as asked (no policy, an operation not configured, a table that
+    is no asset); ``code`` is the HTTP API's error code, ``details`` its details."""
+
+    def __init__(self, code: str, message: str, details: dict | None = None):
+        super().__init__(message)
+        self.code, self.details = code, details or {}
+
+
 class ProcedureOptionError(FloeError, ValueError):
     """An operation option the procedure cannot take; raised before Spark starts."""
 
@@ -114,6 +123,6 @@ def failure_kind(exc: BaseException) -> str | None:
 __all__ = [
     "FloeError", "Outage", "CatalogUnavailable", "EngineUnavailable", "LockHeld", "TableFailure", "UnknownTable",
     "MaintenanceFailed", "RowCountMismatch", "HealthError", "SettingsError", "KeysError", "BindRefused",
-    "ProcedureOptionError", "LaunchFailed", "JarResolutionError", "PolicyError", "CronError", "EstimateOptionError",
+    "ProcedureOptionError", "TriggerRefused", "LaunchFailed", "JarResolutionError", "PolicyError", "CronError", "EstimateOptionError",
     "failure_kind", "LOCK_HELD", "OUTAGE",
 ]

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import shutil
+from functools import lru_cache
 from pathlib import Path
 
 from dagster import DagsterInstance
+from dagster._core.instance.ref import InstanceRef
 
 DEFAULT_DAGSTER_HOME = Path(".floe") / "dagster_home"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -22,9 +24,14 @@ def project_file(name: str) -> Path:
     raise FileNotFoundError(f"{name} not found in {Path.cwd()} or {PROJECT_ROOT}")
 
 
+def dagster_home() -> Path:
+    """``$DAGSTER_HOME``, else ``./.floe/dagster_home``, as an absolute path (the one default)."""
+    return Path(os.environ.get("DAGSTER_HOME") or DEFAULT_DAGSTER_HOME).resolve()
+
+
 def ensure_dagster_home() -> Path:
     """Set ``DAGSTER_HOME`` (default ``./.floe/dagster_home``) and put ``dagster.yaml`` there once."""
-    home = Path(os.environ.get("DAGSTER_HOME") or DEFAULT_DAGSTER_HOME).resolve()
+    home = dagster_home()
     home.mkdir(parents=True, exist_ok=True)
     os.environ["DAGSTER_HOME"] = str(home)
     target = home / "dagster.yaml"
@@ -36,3 +43,21 @@ def ensure_dagster_home() -> Path:
 def get_instance() -> DagsterInstance:
     ensure_dagster_home()
     return DagsterInstance.get()
+
+
+def default_coordination_url() -> str:
+    """The Dagster storage's PostgreSQL database when the instance uses dagster-postgres (so every
+    deployment on that storage shares the ledger and the locks), else a SQLite file in DAGSTER_HOME."""
+    home = dagster_home()
+    home.mkdir(parents=True, exist_ok=True)
+    return _instance_postgres_url(str(home)) or f"sqlite:///{home / 'floe-coordination.db'}"
+
+
+@lru_cache(maxsize=8)
+def _instance_postgres_url(home: str) -> str | None:
+    if not (Path(home) / "dagster.yaml").exists():
+        return None
+    storage = InstanceRef.from_dir(home).run_storage_data
+    if "postgres" not in storage.module_name:
+        return None
+    return storage.rehydrate(as_type=object).postgres_url

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
+from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.patterns import TablePattern
+from floe_dagster.core.planner import Decision
 from floe_dagster.core.policy import PolicySet, load_policies
+from floe_dagster.core.run_tags import Origin, PolicyFacts, run_tags
 from floe_dagster.core.tables import TableName
-from floe_dagster.core import run_tags as T
 from floe_dagster.settings import Settings
 
 _cache: dict[tuple, PolicySet] = {}
@@ -46,22 +48,33 @@ def load_policy_set(settings: Settings) -> PolicySet:
 
 @dataclass(frozen=True)
 class ResolvedOperation:
-    policy_name: str | None
-    policy_version: str
-    config: dict[str, Any] | None  # None: nothing configures this operation for this table
+    policy: PolicyFacts  # name None: no enabled policy matches the table
+    config: OperationConfig | None  # None: nothing configures this operation for this table
     why_not: str = ""
-    tags: dict[str, str] | None = None
+
+    @property
+    def policy_name(self) -> str | None:
+        return self.policy.name
+
+    @property
+    def policy_version(self) -> str:
+        return self.policy.version
 
 
 def resolve_operation(settings: Settings, table: TableName, op: Operation) -> ResolvedOperation:
+    """The effective policy's config of one operation on one table, and what the run's tags say of it."""
     policy = load_policy_set(settings).effective_policy(table)
+    default_timeout_s = settings.maintenance.default_timeout_hours * 3600
     if policy is None:
-        return ResolvedOperation(None, "", None, "no enabled policy matches this table")
+        return ResolvedOperation(PolicyFacts(None, timeout_s=default_timeout_s), None,
+                                 "no enabled policy matches this table")
+    schedule = policy.schedule(op)
+    facts = PolicyFacts(policy.name, policy.version, policy.run_tags(),
+                        schedule.timeout_hours * 3600 if schedule else default_timeout_s)
     config = policy.config(op)
     if config is None:
-        return ResolvedOperation(policy.name, policy.version, None,
-                                 f"policy '{policy.name}' does not configure {op.value} ({op.policy_key})")
-    return ResolvedOperation(policy.name, policy.version, config, tags=policy.run_tags())
+        return ResolvedOperation(facts, None, f"policy '{policy.name}' does not configure {op.value} ({op.policy_key})")
+    return ResolvedOperation(facts, config)
 
 
 def configured_operations(settings: Settings, table: TableName) -> list[Operation]:
@@ -69,13 +82,10 @@ def configured_operations(settings: Settings, table: TableName) -> list[Operatio
     return policy.configured_operations() if policy else []
 
 
-def policy_run_tags(settings: Settings, table: TableName, op: Operation) -> dict[str, str]:
-    """``floe/policy-version`` and the policy's ``tags`` as ``floe/tag.<key>``."""
-    resolved = resolve_operation(settings, table, op)
-    tags = dict(resolved.tags or {})
-    if resolved.policy_version:
-        tags[T.POLICY_VERSION] = resolved.policy_version
-    return tags
+def run_tags_for(settings: Settings, table: TableName, op: Operation, origin: Origin,
+                 decision: Decision | None = None) -> dict[str, str]:
+    """The run tags of one (table, operation), whoever launches it (core.run_tags.run_tags)."""
+    return run_tags(table, op, resolve_operation(settings, table, op).policy, origin, decision)
 
 
 def matching_tables(pattern: str, tables: Sequence[TableName]) -> list[TableName]:

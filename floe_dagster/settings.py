@@ -6,7 +6,6 @@ the sensors agree. Relative paths in the file are resolved against the file's fo
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from dataclasses import dataclass, field
@@ -15,8 +14,10 @@ from typing import Any, Mapping
 
 import yaml
 
+from floe_dagster.core.debt import DebtWeights
 from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.planner import SchedulerSettings
+from floe_dagster.core.validation import closest
 from floe_dagster.errors import SettingsError
 
 DEFAULT_CONFIG = "floe.yaml"
@@ -93,7 +94,7 @@ class Settings:
     policies: tuple[str, ...]
     scheduler: SchedulerSettings
     maintenance: MaintenanceSettings
-    debt: dict[str, Any] = field(default_factory=dict)  # weights, read by the debt score
+    debt: DebtWeights = field(default_factory=DebtWeights)  # the debt score's weights
     coordination_url: str | None = None
     api: ApiSettings = field(default_factory=ApiSettings)
     # Named table scopes for sharded code locations: (name, table pattern), in order.
@@ -124,8 +125,8 @@ _SCHEDULER_FIELDS = {_kebab(f): f for f in SchedulerSettings.__dataclass_fields_
 
 def _unknown(source: str, section: str, key: str, allowed: set[str]) -> SettingsError:
     where = f"{section}.{key}" if section else key
-    close = difflib.get_close_matches(key, sorted(allowed), n=1)
-    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    close = closest(key, sorted(allowed))
+    hint = f" (did you mean '{close}'?)" if close else ""
     return SettingsError(f"{source}: {where}: unknown key{hint}; allowed: {', '.join(sorted(allowed))}")
 
 
@@ -148,6 +149,15 @@ def _coerce(source: str, where: str, value: Any, kind: type) -> Any:
             raise SettingsError(f"{source}: {where}: expected a number ≥ 0, got {value!r}")
         return number
     return value
+
+
+def _section(source: str, raw: Mapping[str, Any], name: str, allowed: set[str]) -> dict[str, Any]:
+    """One section of the file as a mapping whose keys are all known (else a SettingsError naming it)."""
+    section = _mapping(source, name, raw.get(name))
+    for key in section:
+        if key not in allowed:
+            raise _unknown(source, name, str(key), allowed)
+    return section
 
 
 def _mapping(source: str, where: str, value: Any) -> dict[str, Any]:
@@ -235,10 +245,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, environ: Mapping[s
     data_dir = _resolve(base, environ.get("FLOE_DATA_DIR") or _text(source, "data-dir", raw.get("data-dir"), ".floe"),
                         source, "environment FLOE_DATA_DIR" if environ.get("FLOE_DATA_DIR") else "data-dir")
 
-    catalog_raw = _mapping(source, "catalog", raw.get("catalog"))
-    for key in catalog_raw:
-        if key not in _CATALOG_KEYS:
-            raise _unknown(source, "catalog", str(key), _CATALOG_KEYS)
+    catalog_raw = _section(source, raw, "catalog", _CATALOG_KEYS)
     catalog_name = _text(source, "catalog.name", catalog_raw.get("name"), "demo")
     properties = _string_map(source, "catalog.properties", catalog_raw.get("properties"))
     if "catalog" not in raw:
@@ -250,10 +257,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, environ: Mapping[s
         spark_properties=_string_map(source, "catalog.spark-properties", catalog_raw.get("spark-properties")),
     )
 
-    spark_raw = _mapping(source, "spark", raw.get("spark"))
-    for key in spark_raw:
-        if key not in _SPARK_KEYS:
-            raise _unknown(source, "spark", str(key), _SPARK_KEYS)
+    spark_raw = _section(source, raw, "spark", _SPARK_KEYS)
     packages = _string_list(source, "spark.packages", spark_raw.get("packages")) or (DEFAULT_ICEBERG_SPARK_RUNTIME,)
     spark = SparkSettings(
         master=environ.get("FLOE_SPARK_MASTER") or _text(source, "spark.master", spark_raw.get("master"), "local[2]"),
@@ -273,10 +277,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, environ: Mapping[s
     if spark.remote:
         _check_spark_connect(source, spark.remote, catalog)
 
-    maintenance_raw = _mapping(source, "maintenance", raw.get("maintenance"))
-    for key in maintenance_raw:
-        if key not in _MAINTENANCE_KEYS:
-            raise _unknown(source, "maintenance", str(key), _MAINTENANCE_KEYS)
+    maintenance_raw = _section(source, raw, "maintenance", _MAINTENANCE_KEYS)
     maintenance = MaintenanceSettings(
         row_count_check_max_bytes=_coerce(
             source, "maintenance.row-count-check-max-bytes",
@@ -288,17 +289,11 @@ def load_settings(path: str | os.PathLike[str] | None = None, environ: Mapping[s
         ),
     )
 
-    coordination_raw = _mapping(source, "coordination", raw.get("coordination"))
-    for key in coordination_raw:
-        if key not in _COORDINATION_KEYS:
-            raise _unknown(source, "coordination", str(key), _COORDINATION_KEYS)
+    coordination_raw = _section(source, raw, "coordination", _COORDINATION_KEYS)
 
-    api = _api(source, _mapping(source, "api", raw.get("api")), base)
+    api = _api(source, _section(source, raw, "api", _API_KEYS), base)
 
-    health_raw = _mapping(source, "health", raw.get("health"))
-    for key in health_raw:
-        if key not in _HEALTH_KEYS:
-            raise _unknown(source, "health", str(key), _HEALTH_KEYS)
+    health_raw = _section(source, raw, "health", _HEALTH_KEYS)
     health = HealthSettings(
         checks=_coerce(source, "health.checks", health_raw.get("checks", True), bool),
         report_time_budget_s=_coerce(source, "health.report-time-budget-s",
@@ -345,9 +340,6 @@ def load_settings(path: str | os.PathLike[str] | None = None, environ: Mapping[s
 
 
 def _api(source: str, raw: Mapping[str, Any], base: Path) -> ApiSettings:
-    for key in raw:
-        if key not in _API_KEYS:
-            raise _unknown(source, "api", str(key), _API_KEYS)
     keys_file = raw.get("keys-file")
     if keys_file is not None and (not isinstance(keys_file, str) or not keys_file.strip()):
         raise SettingsError(f"{source}: api.keys-file: expected a file path, got {keys_file!r}")
@@ -361,15 +353,12 @@ def _api(source: str, raw: Mapping[str, Any], base: Path) -> ApiSettings:
                        keys_env=keys_env)
 
 
-def _debt(source: str, raw: dict[str, Any]) -> dict[str, Any]:
+def _debt(source: str, raw: dict[str, Any]) -> DebtWeights:
     """The debt score's weights, checked now so a bad key fails at start-up rather than at a tick."""
-    from floe_dagster.core.debt import DebtWeights
-
     try:
-        DebtWeights.from_mapping(raw)
+        return DebtWeights.from_mapping(raw)
     except ValueError as exc:
         raise SettingsError(f"{source}: debt: {exc}") from None
-    return raw
 
 
 def _check_spark_connect(source: str, remote: str, catalog: CatalogSettings) -> None:

@@ -14,14 +14,14 @@ from functools import lru_cache
 
 from dagster import Definitions
 
+from floe_dagster.core.scopes import scope_named
+from floe_dagster.defs.build import build_definitions
+from floe_dagster.instance import ensure_dagster_home
+from floe_dagster.settings import load_settings
+
 
 @lru_cache(maxsize=None)
 def _definitions(name: str) -> Definitions:
-    from floe_dagster.core.scopes import scope_named
-    from floe_dagster.defs.build import build_definitions
-    from floe_dagster.instance import ensure_dagster_home
-    from floe_dagster.settings import load_settings
-
     ensure_dagster_home()
     settings = load_settings()
     return build_definitions(settings, table_scope=scope_named(name, settings.shards))

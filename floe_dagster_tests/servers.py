@@ -21,9 +21,15 @@ from typing import Iterator
 
 import pytest
 
-from floe_dagster.spark.jars import REST_FIXTURE_MAIN_CLASS, SPARK_CONNECT_SERVER_CLASS, SPARK_CONNECT_SERVER_PACKAGE, rest_fixture_classpath, resolve_jars
 from floe_dagster.errors import JarResolutionError
 from floe_dagster.settings import DEFAULT_ICEBERG_SPARK_RUNTIME
+from floe_dagster.spark.jars import (
+    REST_FIXTURE_MAIN_CLASS,
+    SPARK_CONNECT_SERVER_CLASS,
+    SPARK_CONNECT_SERVER_PACKAGE,
+    resolve_jars,
+    rest_fixture_classpath,
+)
 from floe_dagster_tests.conftest import JARS_CACHE
 
 START_TIMEOUT_S = 90.0

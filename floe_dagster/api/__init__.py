@@ -3,5 +3,8 @@
 - ``auth``: API keys (stored as SHA-256 hashes), roles, and the loopback rule for a server without keys.
 - ``models``: the request and response schemas (the OpenAPI document is generated from them).
 - ``service``: what each endpoint does, independent of HTTP.
-- ``app``: the FastAPI application; ``server``: ``serve(settings, host, port)``.
+- ``routes``: the endpoints, one router per resource (``access``: the key check; ``common``: shared
+  path parameters and error responses).
+- ``app``: the FastAPI application (error shape, OpenAPI document, routers); ``server``:
+  ``serve(settings, host, port)``.
 """

@@ -30,9 +30,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Mapping
 
-from floe_dagster.settings import ApiSettings
-from floe_dagster.errors import SettingsError
 from floe_dagster.errors import BindRefused, KeysError
+from floe_dagster.settings import ApiSettings
 
 HEADER = "X-API-Key"
 ANONYMOUS = "anonymous"

@@ -13,7 +13,11 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
-from floe_dagster.settings import Settings
+from floe_dagster.api.app import create_app
+from floe_dagster.api.auth import KeyStore, check_bind
+from floe_dagster.errors import SettingsError
+from floe_dagster.instance import get_instance
+from floe_dagster.settings import Settings, load_settings
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9091
@@ -26,10 +30,6 @@ log = logging.getLogger(__name__)
 def build_app(settings: Settings, environ: Mapping[str, str] | None = None, host: str = DEFAULT_HOST):
     """The application for these settings, after the key and bind checks (raises ``KeysError`` or
     ``BindRefused``, both ``ValueError``s with a clear message)."""
-    from floe_dagster.api.app import create_app
-    from floe_dagster.api.auth import KeyStore, check_bind
-    from floe_dagster.instance import get_instance
-
     keys = KeyStore(settings.api, environ)
     check_bind(host, keys.configured)
     return create_app(settings, keys, get_instance()), keys
@@ -59,9 +59,6 @@ def serve(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m floe_dagster.api``: the same as ``floe-dagster serve``."""
-    from floe_dagster.settings import load_settings
-    from floe_dagster.errors import SettingsError
-
     parser = argparse.ArgumentParser(prog="python -m floe_dagster.api", description="Floe's HTTP API")
     parser.add_argument("--config", help="settings file (default: $FLOE_CONFIG or ./floe.yaml)")
     parser.add_argument("--host", default=DEFAULT_HOST)

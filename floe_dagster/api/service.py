@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -25,19 +27,22 @@ from typing import Any, Iterator, Sequence
 
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 
-from floe_dagster.iceberg.catalog import list_tables, load_table, open_catalog
-from floe_dagster.errors import CatalogUnavailable, UnknownTable
 from floe_dagster.coordination.database import Coordination
+from floe_dagster.coordination.locks import table_lock_name
+from floe_dagster.coordination.runs import IN_FLIGHT_STATUSES, mark_dead_runs, runs_in_flight
+from floe_dagster.core import run_tags as T
 from floe_dagster.core.localtime import naive_as_utc
-from floe_dagster.core.operations import Operation, gc_disabled
+from floe_dagster.core.operations import Operation
 from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.policy import PolicyError
+from floe_dagster.core.run_tags import Origin
 from floe_dagster.core.tables import TableName
-from floe_dagster.core import run_tags as T
-from floe_dagster.defs.names import asset_key_for, table_for_asset_key, unmappable_reason
-from floe_dagster.coordination.locks import is_lock_free, table_lock_name
-from floe_dagster.policies import load_policy_set, policy_run_tags
-from floe_dagster.coordination.runs import IN_FLIGHT_STATUSES, mark_dead_runs, runs_in_flight
+from floe_dagster.defs.names import asset_key_for, table_for_asset_key
+from floe_dagster.errors import CatalogUnavailable, HealthError, LaunchFailed, TriggerRefused, UnknownTable
+from floe_dagster.iceberg.catalog import list_tables, open_catalog
+from floe_dagster.launching.manual import prepare_trigger, submit_queued
+from floe_dagster.reports.explain import explain_table
+from floe_dagster.reports.health_report import health_report
 from floe_dagster.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -70,6 +75,11 @@ _RESULT_EVENTS = {
     DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.STEP_FAILURE, DagsterEventType.RUN_FAILURE,
     DagsterEventType.RUN_CANCELED,
 }
+
+
+# The HTTP status of each manual-trigger refusal (launching.manual.prepare_trigger).
+_REFUSAL_STATUS = {"NO_POLICY": 404, "POLICY_NOT_FOUND": 404, "POLICY_NOT_EFFECTIVE": 400,
+                   "OPERATION_NOT_CONFIGURED": 404, "TABLE_NOT_LOADED": 409}
 
 
 class ApiError(Exception):
@@ -111,8 +121,6 @@ def table_name(settings: Settings, namespace: str, table: str) -> TableName:
 @contextmanager
 def lookup_errors(table: TableName | None = None) -> Iterator[None]:
     """Catalog, policy and health failures as API errors."""
-    from floe_dagster.errors import HealthError
-
     try:
         yield
     except ApiError:
@@ -121,6 +129,8 @@ def lookup_errors(table: TableName | None = None) -> Iterator[None]:
         raise ApiError(404, "TABLE_NOT_FOUND", str(exc), {"table": table.qualified if table else None}) from None
     except CatalogUnavailable as exc:
         raise ApiError(503, "CATALOG_UNAVAILABLE", str(exc)) from None
+    except TriggerRefused as exc:
+        raise ApiError(_REFUSAL_STATUS[exc.code], exc.code, str(exc), exc.details) from None
     except PolicyError as exc:
         raise ApiError(500, "POLICIES_INVALID", f"the policy files are invalid: {exc}") from None
     except HealthError as exc:
@@ -242,7 +252,7 @@ class ApiService:
     def __init__(self, settings: Settings, instance: DagsterInstance):
         self.settings = settings
         self.instance = instance
-        self.coordination = Coordination(settings.coordination_url)
+        self.coordination = Coordination.shared(settings.coordination_url)
         self._guard = threading.Lock()
         self._table_locks: dict[str, threading.Lock] = {}
         self._watches: dict[str, TriggerWatch] = {}
@@ -253,8 +263,6 @@ class ApiService:
     # -- reads --------------------------------------------------------------------------------------
 
     def trigger_status(self, namespace: str, table: str, at: datetime | None) -> dict[str, Any]:
-        from floe_dagster.reports.explain import explain_table
-
         name = table_name(self.settings, namespace, table)
         with lookup_errors(name):
             report = explain_table(self.settings, name.qualified, at or utc_now(), self.instance)
@@ -264,12 +272,7 @@ class ApiService:
         name = table_name(self.settings, namespace, table)
         now = now or utc_now()
         with lookup_errors(name):
-            try:
-                from floe_dagster.reports.table_health import health_report
-            except ImportError:  # pragma: no cover - the shared module is the normal path
-                report = _health_without_report_module(self.settings, name, now, tier)
-            else:
-                report = health_report(self.settings, name, now, tier=tier)
+            report = health_report(self.settings, name, now, tier=tier)
         return json.loads(json.dumps(report, default=str))
 
     def validate_pattern(self, pattern: str) -> dict[str, Any]:
@@ -400,8 +403,7 @@ class ApiService:
         """The run (or the lock holder) maintaining the table now, or None."""
         key = asset_key_for(table)
         in_flight = runs_in_flight(self.instance)
-        dead = set(mark_dead_runs(self.instance, self.coordination, in_flight, utc_now(),
-                                  self.settings.coordination_url))
+        dead = set(mark_dead_runs(self.instance, self.coordination, in_flight, utc_now()))
         matching = []
         for record in self.instance.get_run_records(RunsFilter(statuses=IN_FLIGHT_STATUSES)):
             run = record.dagster_run
@@ -417,57 +419,31 @@ class ApiService:
                     "operation": run.tags.get(T.OPERATION) or run.tags.get("dagster/partition"),
                     "trigger": run.tags.get(T.TRIGGER), "triggerId": run.tags.get(T.TRIGGER_ID)}
         lock = table_lock_name(table)
-        if not is_lock_free(lock, self.settings.coordination_url):
+        if not self.coordination.locks.is_free(lock):
             return {"table": table.qualified, "runId": None, "lock": lock}
         return None
 
     def trigger(self, body: dict[str, Any], actor: str, wait: bool, timeout_s: float
                 ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        """Queue a table's operations (launching.manual, as ``floe-dagster trigger`` runs them in process),
+        then follow the runs; ``wait`` waits up to ``timeout_s`` for them to finish."""
         settings = self.settings
         if body["catalog"] != settings.catalog.name:
             raise ApiError(404, "TABLE_NOT_FOUND",
                            f"catalog '{body['catalog']}' is not served here (this server maintains "
                            f"catalog '{settings.catalog.name}')", {"catalog": body["catalog"]})
         table = table_name(settings, body["namespace"], body["table"])
+        operations = [Operation(name) for name in body.get("operations") or []]
         with lookup_errors(table):
-            iceberg_table = load_table(open_catalog(settings.catalog), table)
-            policies = load_policy_set(settings)
-        policy = policies.effective_policy(table)
-        wanted_name = body.get("policyName")
-        if wanted_name is not None:
-            named = policies.get(wanted_name)
-            if named is None or not named.enabled:
-                raise ApiError(404, "POLICY_NOT_FOUND", f"no enabled policy named '{wanted_name}'",
-                               {"policyName": wanted_name})
-            if policy is None or policy.name != named.name:
-                raise ApiError(400, "POLICY_NOT_EFFECTIVE",
-                               f"policy '{wanted_name}' is not the policy in effect for {table.qualified} "
-                               f"({policy.name if policy else 'none'}); runs always use the effective policy",
-                               {"policyName": wanted_name, "effectivePolicy": policy.name if policy else None})
-        if policy is None:
-            raise ApiError(404, "NO_POLICY", f"No matching policy found for table {table.qualified}",
-                           {"table": table.qualified})
-        configured = policy.configured_operations()
-        if body.get("operations"):
-            wanted = sorted({Operation(name) for name in body["operations"]}, key=lambda op: op.order)
-            missing = [op.value for op in wanted if op not in configured]
-            if missing:
-                raise ApiError(404, "OPERATION_NOT_CONFIGURED",
-                               f"policy '{policy.name}' does not configure {', '.join(missing)} for {table.qualified}",
-                               {"policyName": policy.name, "operations": missing,
-                                "configured": [op.value for op in configured]})
-        else:
-            wanted = configured
+            prepared = prepare_trigger(settings, table, operations or None, body.get("policyName"), queued=True)
+        policy, to_run = prepared.policy, prepared.to_run
+        wanted = [*to_run, *prepared.skipped]
         start = utc_now()
         trigger_id = str(uuid.uuid4())
-        properties = dict(iceberg_table.properties)
-        skipped = [op for op in wanted if op.needs_gc and gc_disabled(properties)]
-        to_run = [op for op in wanted if op not in skipped]
         skipped_results = [
             {"operationType": op.value, "status": "SKIPPED", "runId": None, "startTime": None, "endTime": None,
-             "durationMs": None, "metrics": {},
-             "errorMessage": f"the table sets gc.enabled=false, so {op.value} (which deletes files) never runs on it"}
-            for op in skipped
+             "durationMs": None, "metrics": {}, "errorMessage": why}
+            for op, why in prepared.skipped.items()
         ]
 
         def response(status: str, message: str, results: list[dict[str, Any]], end: str | None = None,
@@ -484,18 +460,6 @@ class ApiService:
             why = (f"policy '{policy.name}' configures no operation for this table" if not wanted
                    else "every requested operation deletes files and the table sets gc.enabled=false")
             return 200, response("NO_OPERATIONS", why, [], dry_run=bool(body.get("dryRun"))), {}
-        reason = unmappable_reason(table)
-        if reason:
-            raise ApiError(409, "TABLE_NOT_LOADED", f"{reason}; it is not an asset, so it cannot be maintained",
-                           {"table": table.qualified})
-        from floe_dagster.iceberg.table_cache import read_cached_tables
-
-        cached = read_cached_tables(settings)
-        if cached is not None and table not in set(cached):
-            raise ApiError(409, "TABLE_NOT_LOADED",
-                           f"{table.qualified} is not an asset yet: run `floe-dagster tables --refresh` and reload "
-                           "the code location (the debt-score sensor refreshes the list by itself)",
-                           {"table": table.qualified})
         with self._table_lock(table.qualified):
             busy = self.busy(table)
             if busy:
@@ -509,7 +473,12 @@ class ApiService:
                 names = ", ".join(op.value for op in to_run)
                 return 200, response("DRY_RUN", f"Would queue {len(to_run)} run(s): {names}; nothing was launched",
                                      results, dry_run=True), {}
-            run_ids = self._submit(table, policy.name, to_run, trigger_id, body.get("reason") or API_REASON, actor)
+            origin = Origin("manual", body.get("reason") or API_REASON, actor, trigger_id)
+            try:
+                run_ids = submit_queued(settings, prepared, origin, self.instance)
+            except LaunchFailed as exc:
+                raise ApiError(503, "LAUNCH_FAILED", f"the runs could not be queued: {exc}",
+                               {"table": table.qualified}) from None
         watch = TriggerWatch(self.instance, trigger_id, run_ids).start()
         with self._guard:
             self._watches = {k: w for k, w in self._watches.items()
@@ -553,35 +522,6 @@ class ApiService:
             return True
         return status.healthy is not False
 
-    def _submit(self, table: TableName, policy_name: str, operations: list[Operation], trigger_id: str,
-                reason: str, actor: str) -> list[str]:
-        from floe_dagster.defs.build import MAINTENANCE_JOB
-        from floe_dagster.launching.submit import RunToSubmit, submit_runs
-        from floe_dagster.errors import LaunchFailed
-
-        policy = load_policy_set(self.settings).effective_policy(table)
-        runs = []
-        for op in operations:
-            schedule = policy.schedule(op) if policy else None
-            hours = schedule.timeout_hours if schedule else self.settings.maintenance.default_timeout_hours
-            tags = {
-                T.TABLE: table.qualified, T.NAMESPACE: table.namespace_str, T.OPERATION: op.value,
-                T.POLICY: policy_name, T.TRIGGER: "manual", T.REASON: reason, T.ACTOR: actor,
-                T.TRIGGER_ID: trigger_id, "dagster/priority": str(T.run_priority("manual")),
-                "dagster/max_runtime": str(int(hours * 3600)),
-                **policy_run_tags(self.settings, table, op),
-            }
-            runs.append(RunToSubmit(asset_key_for(table), op.value, tags))
-        try:
-            return submit_runs(self.instance, runs, MAINTENANCE_JOB)
-        except LaunchFailed as exc:
-            # Runs created before the failure would run without the rest: cancel them.
-            for record in self.instance.get_run_records(RunsFilter(tags={T.TRIGGER_ID: trigger_id})):
-                if record.dagster_run.status == DagsterRunStatus.QUEUED:
-                    self.instance.report_run_canceled(record.dagster_run, message=f"floe-dagster API: {exc}")
-            raise ApiError(503, "LAUNCH_FAILED", f"the runs could not be queued: {exc}",
-                           {"table": table.qualified}) from None
-
     def _results(self, run_ids: list[str]) -> tuple[list[dict[str, Any]], str, str | None]:
         records = {r.dagster_run.run_id: r for r in self.instance.get_run_records(RunsFilter(run_ids=run_ids))}
         results = []
@@ -603,19 +543,6 @@ class ApiService:
         return results, status, max(ends) if ends else iso(utc_now())
 
 
-def _health_without_report_module(settings: Settings, table: TableName, now: datetime, tier: str) -> dict[str, Any]:
-    """Health computed directly (collector + the effective policy's thresholds) when
-    ``floe_dagster.reports.table_health`` is not available."""
-    from floe_dagster.core.health import HealthThresholds, assess_health
-    from floe_dagster.iceberg.health_collector import HealthCollector
-
-    policy = load_policy_set(settings).effective_policy(table)
-    with HealthCollector(open_catalog(settings.catalog), settings) as collector:
-        metrics = collector.metrics_for(table, tier)  # type: ignore[arg-type]
-    report = policy.assess_health(metrics, now) if policy else assess_health(metrics, HealthThresholds(), now)
-    return {**report.to_json(), "policy": policy.name if policy else None, "debt": {}}
-
-
 REGEX_MATCH_TIMEOUT_S = 5.0
 _REGEX_CHILD = """
 import json, sys
@@ -631,9 +558,6 @@ def _regex_matches(pattern: str, tables: Sequence[TableName]) -> list[str]:
     """The tables a ``/regex/`` pattern matches, matched in a child process with a time limit: Python's
     ``re`` holds the GIL while it matches, so a catastrophic regex such as ``/(.|.)*x/`` against a long
     table name would freeze every thread of the server (a denial of service open to any VIEWER)."""
-    import subprocess
-    import sys
-
     request = {"pattern": pattern, "tables": [[t.catalog, list(t.namespace), t.name, t.qualified] for t in tables]}
     try:
         done = subprocess.run([sys.executable, "-c", _REGEX_CHILD], input=json.dumps(request), capture_output=True,

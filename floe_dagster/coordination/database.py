@@ -13,11 +13,9 @@ the Dagster instance. Reading all history is one query per tick, whatever the nu
 
 from __future__ import annotations
 
-import os
-from functools import lru_cache
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from pathlib import Path
+from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Iterable
 
 from sqlalchemy import (
@@ -40,9 +38,12 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
-from floe_dagster.core.localtime import naive_as_utc
+from floe_dagster.coordination.locks import Locks, locks_for
 from floe_dagster.core.history import OUTAGE, OperationHistory, Outcome, fold_outcome
+from floe_dagster.core.localtime import naive_as_utc
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.run_tags import run_key
+from floe_dagster.instance import default_coordination_url
 
 metadata = MetaData()
 
@@ -104,28 +105,10 @@ history = Table(
 ADMISSION_TTL = timedelta(minutes=10)
 
 
-def default_coordination_url() -> str:
-    """The Dagster storage's PostgreSQL database when the instance uses dagster-postgres (so every
-    deployment on that storage shares the ledger and the locks), else a SQLite file in DAGSTER_HOME."""
-    home = Path(os.environ.get("DAGSTER_HOME") or os.path.join(os.getcwd(), ".floe", "dagster_home")).resolve()
-    home.mkdir(parents=True, exist_ok=True)
-    return _instance_postgres_url(str(home)) or f"sqlite:///{home / 'floe-coordination.db'}"
-
-
-@lru_cache(maxsize=8)
-def _instance_postgres_url(home: str) -> str | None:
-    if not (Path(home) / "dagster.yaml").exists():
-        return None
-    from dagster._core.instance.ref import InstanceRef
-
-    storage = InstanceRef.from_dir(home).run_storage_data
-    if "postgres" not in storage.module_name:
-        return None
-    return storage.rehydrate(as_type=object).postgres_url
-
-
 @dataclass(frozen=True)
 class Admission:
+    """One admitted (table, operation, slot, attempt): a ledger row."""
+
     table_name: str
     operation: Operation
     slot: str
@@ -137,15 +120,25 @@ class Admission:
 
     @property
     def run_key(self) -> str:
-        return f"{self.table_name}|{self.operation.value}|{self.slot}|attempt-{self.attempt}"
+        return run_key(self.table_name, self.operation, self.slot, self.attempt)
 
 
 class Coordination:
+    """The coordination database: the ledger, outcomes and history, and its locks (:attr:`locks`:
+    advisory locks in PostgreSQL, file locks beside the instance otherwise)."""
+
     def __init__(self, url: str | None = None):
         self.url = url or default_coordination_url()
         kwargs = {"connect_args": {"timeout": 30}} if self.url.startswith("sqlite") else {"pool_pre_ping": True}
         self.engine: Engine = create_engine(self.url, **kwargs)
         metadata.create_all(self.engine)
+        self.locks: Locks = locks_for(self.url)
+
+    @classmethod
+    def shared(cls, url: str | None = None) -> "Coordination":
+        """One per coordination database and process (its connection pool and schema check are paid
+        once, not by every tick, run and request)."""
+        return _shared(url or default_coordination_url())
 
     # -- ledger -------------------------------------------------------------------------------
     def admit(self, items: Iterable[Admission], now: datetime, launcher: str = "") -> list[Admission]:
@@ -266,3 +259,8 @@ def _history_from_row(row) -> OperationHistory:
     return OperationHistory(**{
         k: (naive_as_utc(v) if isinstance(v, datetime) else v) for k, v in row.items() if k not in ("table_name", "operation")
     })
+
+
+@lru_cache(maxsize=8)
+def _shared(url: str) -> Coordination:
+    return Coordination(url)

@@ -1,8 +1,10 @@
 """Locks with DESIGN.md's names: the scheduler lock ``floe-scheduler:<scope>`` and the table lock
 ``floe-table:<catalog>.<namespace>.<table>``.
 
-Without PostgreSQL they are file locks (``flock``) beside the Dagster instance; the operating system
-frees them when the holder dies, so a killed run never leaves its table locked.
+With a PostgreSQL coordination database they are session advisory locks; without, file locks
+(``flock``) beside the Dagster instance. Either way the holder's death frees them, so a killed run
+never leaves its table locked. The backend is chosen once per coordination database
+(:func:`locks_for`, also ``Coordination.locks``).
 """
 
 from __future__ import annotations
@@ -14,10 +16,15 @@ import re
 import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import ContextManager, Iterator
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
 
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import LockHeld
+from floe_dagster.instance import dagster_home, default_coordination_url
 
 
 def table_lock_name(table: TableName) -> str:
@@ -28,17 +35,107 @@ def scheduler_lock_name(scope: str) -> str:
     return f"floe-scheduler:{scope}"
 
 
-def lock_dir() -> Path:
-    """Beside the instance: ``$DAGSTER_HOME/floe-locks`` (DAGSTER_HOME is always set by our commands)."""
-    home = os.environ.get("DAGSTER_HOME") or os.path.join(os.getcwd(), ".floe", "dagster_home")
-    return Path(home) / "floe-locks"
+class Locks:
+    """Named locks of one coordination database: ``hold`` takes a lock at once or raises
+    :class:`LockHeld`; ``wait_for`` waits up to a timeout; ``is_free`` probes."""
+
+    def hold(self, name: str) -> ContextManager[None]:
+        raise NotImplementedError
+
+    @contextmanager
+    def wait_for(self, name: str, timeout_s: float) -> Iterator[None]:
+        """Hold the named lock for the block, waiting up to ``timeout_s`` for it (then LockHeld)."""
+        deadline = time.monotonic() + timeout_s
+        with ExitStack() as stack:
+            while True:
+                try:
+                    stack.enter_context(self.hold(name))
+                    break
+                except LockHeld:
+                    if time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.5)
+            yield
+
+    def is_free(self, name: str) -> bool:
+        try:
+            with self.hold(name):
+                return True
+        except LockHeld:
+            return False
 
 
-def _lock_path(name: str) -> Path:
-    # A readable prefix plus a hash: any table name (quotes, slashes, unicode) gives a safe file name.
-    readable = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:80]
-    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
-    return lock_dir() / f"{readable}.{digest}.lock"
+class AdvisoryLocks(Locks):
+    """PostgreSQL session advisory locks on a dedicated connection each, freed by the server when the
+    holder dies; shared by every deployment on the same coordination database."""
+
+    def __init__(self, url: str):
+        self.url = url
+
+    @contextmanager
+    def hold(self, name: str) -> Iterator[None]:
+        engine = create_engine(self.url, poolclass=NullPool)
+        connection = engine.connect()
+        try:
+            key = advisory_key(name)
+            if not connection.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar():
+                raise LockHeld(f"lock {name} is held by another process")
+            connection.commit()
+            try:
+                yield
+            finally:
+                connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+                connection.commit()
+        finally:
+            connection.close()
+            engine.dispose()
+
+
+class FileLocks(Locks):
+    """``flock`` files in a folder beside the instance; the operating system frees them when the
+    holder dies."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def path(self, name: str) -> Path:
+        # A readable prefix plus a hash: any table name (quotes, slashes, unicode) gives a safe file name.
+        readable = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:80]
+        digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+        return self.folder / f"{readable}.{digest}.lock"
+
+    @contextmanager
+    def hold(self, name: str) -> Iterator[None]:
+        path = self.path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a+")
+        try:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = path.read_text().strip() if path.exists() else ""
+                raise LockHeld(f"lock {name} is held{f' by {holder}' if holder else ''}") from None
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"pid {os.getpid()}")
+            handle.flush()
+            yield
+        finally:
+            handle.close()  # closing the descriptor releases the flock
+
+
+def file_locks() -> FileLocks:
+    """File locks beside the instance: ``$DAGSTER_HOME/floe-locks``."""
+    return FileLocks(dagster_home() / "floe-locks")
+
+
+def locks_for(coordination_url: str | None) -> Locks:
+    """The locks that go with a coordination database: advisory locks in PostgreSQL, else file locks
+    beside the instance (a SQLite database cannot be shared across machines anyway)."""
+    url = coordination_url or default_coordination_url()
+    if make_url(url).get_backend_name() == "postgresql":
+        return AdvisoryLocks(url)
+    return file_locks()
 
 
 def advisory_key(name: str) -> int:
@@ -46,86 +143,10 @@ def advisory_key(name: str) -> int:
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
 
 
-@contextmanager
-def wait_for_lock(name: str, timeout_s: float, coordination_url: str | None = None) -> Iterator[None]:
-    """Hold the named lock for the block, waiting up to ``timeout_s`` for it (then LockHeld)."""
-    deadline = time.monotonic() + timeout_s
-    with ExitStack() as stack:
-        while True:
-            try:
-                stack.enter_context(hold_lock(name, coordination_url))
-                break
-            except LockHeld:
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.5)
-        yield
-
-
-@contextmanager
-def hold_lock(name: str, coordination_url: str | None = None) -> Iterator[None]:
-    """Hold the named lock for the block, or raise :class:`LockHeld` at once (never wait).
-
-    With a PostgreSQL coordination database (``coordination.url``, or by default the instance's
-    PostgreSQL storage): a session advisory lock on a dedicated connection, freed by the server when
-    the holder dies; otherwise a file lock beside the instance."""
-    if coordination_url is None:
-        from floe_dagster.coordination.database import default_coordination_url
-
-        coordination_url = default_coordination_url()
-    if coordination_url and coordination_url.startswith(("postgresql", "postgres")):
-        with _hold_advisory_lock(name, coordination_url):
-            yield
-        return
-    with _hold_file_lock(name):
-        yield
-
-
-@contextmanager
-def _hold_advisory_lock(name: str, url: str) -> Iterator[None]:
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.pool import NullPool
-
-    engine = create_engine(url, poolclass=NullPool)
-    connection = engine.connect()
-    try:
-        key = advisory_key(name)
-        if not connection.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar():
-            raise LockHeld(f"lock {name} is held by another process")
-        connection.commit()
-        try:
-            yield
-        finally:
-            connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
-            connection.commit()
-    finally:
-        connection.close()
-        engine.dispose()
-
-
-@contextmanager
-def _hold_file_lock(name: str) -> Iterator[None]:
-    path = _lock_path(name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(path, "a+")
-    try:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = path.read_text().strip() if path.exists() else ""
-            raise LockHeld(f"lock {name} is held{f' by {holder}' if holder else ''}") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()}")
-        handle.flush()
-        yield
-    finally:
-        handle.close()  # closing the descriptor releases the flock
+def hold_lock(name: str, coordination_url: str | None = None) -> ContextManager[None]:
+    """Hold the named lock of this coordination database (default: the instance's) or raise LockHeld."""
+    return locks_for(coordination_url).hold(name)
 
 
 def is_lock_free(name: str, coordination_url: str | None = None) -> bool:
-    try:
-        with hold_lock(name, coordination_url):
-            return True
-    except LockHeld:
-        return False
+    return locks_for(coordination_url).is_free(name)

@@ -14,10 +14,9 @@ from datetime import datetime, timedelta, timezone
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from floe_dagster.coordination.database import Coordination
+from floe_dagster.core import run_tags as T
 from floe_dagster.core.history import Outcome
 from floe_dagster.core.operations import Operation
-from floe_dagster.core import run_tags as T
-from floe_dagster.coordination.locks import is_lock_free
 
 IN_FLIGHT_STATUSES = [
     DagsterRunStatus.QUEUED,
@@ -73,7 +72,6 @@ def mark_dead_runs(
     coordination: Coordination,
     in_flight: list[RunInFlight],
     now: datetime,
-    coordination_url: str | None = None,
 ) -> list[str]:
     """Mark failed each STARTED run whose process is gone (its run lock is free); return their ids."""
     dead = []
@@ -82,7 +80,7 @@ def mark_dead_runs(
             continue
         if now - run.start_time < DEAD_RUN_GRACE:
             continue
-        if not is_lock_free(run_lock_name(run.run_id), coordination_url):
+        if not coordination.locks.is_free(run_lock_name(run.run_id)):
             continue
         dagster_run = instance.get_run_by_id(run.run_id)
         if dagster_run is None or dagster_run.status != DagsterRunStatus.STARTED:

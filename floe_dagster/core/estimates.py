@@ -40,8 +40,10 @@ of their partition with an older sequence number.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, NamedTuple, Sequence
+
+from floe_dagster.core.operation_config import RewriteDataFilesConfig, RewritePositionDeleteFilesConfig
 
 if TYPE_CHECKING:  # pragma: no cover
     from floe_dagster.core.metrics import TableMetrics
@@ -61,7 +63,9 @@ DELETE_TARGET_FILE_SIZE_PROPERTY = "write.delete.target-file-size-bytes"
 
 
 class EstimateOptionError(ValueError):
-    """Options Iceberg itself would refuse (so the procedure would fail too)."""
+    """Rules Iceberg itself would refuse (so the procedure would fail too): a table's target file size
+    property that is no whole number or too small, or a policy's ``targetFileSizeBytes`` of 1 (the
+    maximum, 180 % of it, rounds down to the target)."""
 
 
 class DataFileInfo(NamedTuple):
@@ -99,42 +103,74 @@ class RewriteRules:
     delete_ratio_threshold: float = DELETE_RATIO_THRESHOLD_DEFAULT  # delete-ratio-threshold (data files only)
     max_files_to_rewrite: int | None = None  # max-files-to-rewrite (data files only)
 
+    def __post_init__(self) -> None:
+        """Iceberg's checks (``SizeBasedFileRewritePlanner.init`` and the data file planner's)."""
+        target, minimum, maximum = self.target_file_size_bytes, self.min_file_size_bytes, self.max_file_size_bytes
+        if target <= 0:
+            raise EstimateOptionError(f"'target-file-size-bytes' is set to {target} but must be > 0")
+        if minimum < 0:
+            raise EstimateOptionError(f"'min-file-size-bytes' is set to {minimum} but must be >= 0")
+        if not target > minimum:
+            raise EstimateOptionError(f"'target-file-size-bytes' ({target}) must be > 'min-file-size-bytes' ({minimum})")
+        if not target < maximum:
+            raise EstimateOptionError(f"'target-file-size-bytes' ({target}) must be < 'max-file-size-bytes' ({maximum})")
+        for name, value, lowest in (("min-input-files", self.min_input_files, 1),
+                                    ("max-file-group-size-bytes", self.max_file_group_size_bytes, 1),
+                                    ("delete-file-threshold", self.delete_file_threshold, 0),
+                                    ("max-files-to-rewrite", self.max_files_to_rewrite, 1)):
+            if value is not None and value < lowest:
+                raise EstimateOptionError(f"'{name}' is set to {value} but must be {'> 0' if lowest else '>= 0'}")
+        if not 0 < self.delete_ratio_threshold <= 1:
+            raise EstimateOptionError(
+                f"'delete-ratio-threshold' is set to {self.delete_ratio_threshold} but must be > 0 and <= 1")
+
+    @classmethod
+    def sized(cls, target_file_size_bytes: int, **rules: Any) -> "RewriteRules":
+        """Rules around a target size: Iceberg's defaults for the rest (the minimum file size 75 % of
+        the target, the maximum 180 %), unless given."""
+        return cls(**{
+            "target_file_size_bytes": target_file_size_bytes,
+            "min_file_size_bytes": int(target_file_size_bytes * MIN_FILE_SIZE_DEFAULT_RATIO),
+            "max_file_size_bytes": int(target_file_size_bytes * MAX_FILE_SIZE_DEFAULT_RATIO),
+            **rules,
+        })
+
     @classmethod
     def for_data_files(
-        cls, options: Mapping[str, Any] | None = None, table_properties: Mapping[str, str] | None = None
+        cls, config: RewriteDataFilesConfig | None = None, table_properties: Mapping[str, str] | None = None
     ) -> "RewriteRules":
-        """Rules for ``rewrite_data_files`` from the procedure's options (Iceberg's kebab-case names or
-        the policy's camelCase names, e.g. ``targetFileSizeBytes``) and the table's properties."""
-        opts = _normalize(options)
-        default_target = _as_int(
-            (table_properties or {}).get(TARGET_FILE_SIZE_PROPERTY, DEFAULT_TARGET_FILE_SIZE_BYTES),
-            TARGET_FILE_SIZE_PROPERTY,
-        )
-        base = _size_rules(opts, default_target)
-        threshold = _as_int(opts.get("delete-file-threshold", DELETE_FILE_THRESHOLD_DEFAULT), "delete-file-threshold")
-        if threshold < 0:
-            raise EstimateOptionError(f"'delete-file-threshold' is set to {threshold} but must be >= 0")
-        ratio = _as_float(opts.get("delete-ratio-threshold", DELETE_RATIO_THRESHOLD_DEFAULT), "delete-ratio-threshold")
-        if not 0 < ratio <= 1:
-            raise EstimateOptionError(f"'delete-ratio-threshold' is set to {ratio} but must be > 0 and <= 1")
-        max_files = opts.get("max-files-to-rewrite")
-        if max_files is not None:
-            max_files = _as_int(max_files, "max-files-to-rewrite")
-            if max_files <= 0:
-                raise EstimateOptionError(f"'max-files-to-rewrite' is set to {max_files} but must be > 0")
-        return cls(**base, delete_file_threshold=threshold, delete_ratio_threshold=ratio, max_files_to_rewrite=max_files)
+        """Rules for ``rewrite_data_files`` from the policy's config and the table's properties."""
+        return cls._from_config(config, table_properties, TARGET_FILE_SIZE_PROPERTY, DEFAULT_TARGET_FILE_SIZE_BYTES)
 
     @classmethod
     def for_position_deletes(
-        cls, options: Mapping[str, Any] | None = None, table_properties: Mapping[str, str] | None = None
+        cls, config: RewritePositionDeleteFilesConfig | None = None, table_properties: Mapping[str, str] | None = None
     ) -> "RewriteRules":
         """Rules for ``rewrite_position_delete_files`` (target: ``write.delete.target-file-size-bytes``)."""
-        opts = _normalize(options)
-        default_target = _as_int(
-            (table_properties or {}).get(DELETE_TARGET_FILE_SIZE_PROPERTY, DEFAULT_DELETE_TARGET_FILE_SIZE_BYTES),
-            DELETE_TARGET_FILE_SIZE_PROPERTY,
-        )
-        return cls(**_size_rules(opts, default_target))
+        return cls._from_config(
+            config, table_properties, DELETE_TARGET_FILE_SIZE_PROPERTY, DEFAULT_DELETE_TARGET_FILE_SIZE_BYTES)
+
+    @classmethod
+    def _from_config(cls, config: RewriteDataFilesConfig | RewritePositionDeleteFilesConfig | None,
+                     table_properties: Mapping[str, str] | None, target_property: str,
+                     default_target: int) -> "RewriteRules":
+        """The config's fields set that name a rule (a config field and a rule share Iceberg's option
+        name, in snake case); the target is the config's, else the table's property, else Iceberg's.
+        The property is read either way, as Iceberg does (a bad one fails the procedure too)."""
+        given = {f.name: getattr(config, f.name, None) for f in fields(cls)}
+        given = {name: value for name, value in given.items() if value is not None}
+        table_target = _table_target(table_properties or {}, target_property, default_target)
+        return cls.sized(given.pop("target_file_size_bytes", table_target), **given)
+
+
+def _table_target(properties: Mapping[str, str], name: str, default: int) -> int:
+    value = properties.get(name)
+    if value is None:
+        return default
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise EstimateOptionError(f"'{name}' must be a whole number, got {value!r}") from None
 
 
 @dataclass(frozen=True)
@@ -280,13 +316,17 @@ def position_deletes_of(metrics: "TableMetrics") -> list[DeleteFileInfo] | None:
 
 
 def estimate_rewrite_data_files(
-    metrics: "TableMetrics", options: Mapping[str, Any] | None = None
+    metrics: "TableMetrics", config: RewriteDataFilesConfig | None = None
 ) -> RewriteEstimate | None:
-    """What ``rewrite_data_files`` with these options would rewrite; None without the full tier."""
-    groups = metrics.data_file_groups
-    if groups is None:
+    """What ``rewrite_data_files`` with the policy's config would rewrite; None without the full tier."""
+    if metrics.data_file_groups is None:
         return None
-    rules = _rules("data", options, metrics.properties)
+    return plan_recorded_data_files(metrics, _rules("data", config, metrics.properties))
+
+
+def plan_recorded_data_files(metrics: "TableMetrics", rules: RewriteRules) -> RewriteEstimate:
+    """:func:`plan_data_file_rewrite` over a full-tier record's files, read as stored."""
+    groups = metrics.data_file_groups
     if len({partition for partition, _, _ in groups}) != len(groups):  # the collector lists each once
         return plan_data_file_rewrite(data_files_of(metrics), rules)
     selected = []
@@ -302,24 +342,24 @@ def estimate_rewrite_data_files(
 
 
 def estimate_rewrite_position_delete_files(
-    metrics: "TableMetrics", options: Mapping[str, Any] | None = None
+    metrics: "TableMetrics", config: RewritePositionDeleteFilesConfig | None = None
 ) -> RewriteEstimate | None:
-    """What ``rewrite_position_delete_files`` with these options would rewrite; None without the full tier."""
+    """What ``rewrite_position_delete_files`` with the policy's config would rewrite; None without the
+    full tier."""
     files = position_deletes_of(metrics)
     if files is None:
         return None
-    return plan_position_delete_rewrite(files, _rules("deletes", options, metrics.properties))
+    return plan_position_delete_rewrite(files, _rules("deletes", config, metrics.properties))
 
 
-def _rules(kind: str, options: Mapping[str, Any] | None, properties: Mapping[str, str]) -> RewriteRules:
-    """The rules for a table. They depend only on the options and the one table property read, which
-    most tables share, so a tick validates each combination once (``repr`` keeps ``True`` and ``1``
-    apart: Iceberg accepts one and refuses the other)."""
+def _rules(kind: str, config: Any, properties: Mapping[str, str]) -> RewriteRules:
+    """The rules for a table. They depend only on the config and the one table property read, which
+    most tables share, so a tick builds each combination once."""
     build, target_property = _RULE_BUILDERS[kind]
-    key = (kind, repr(options), properties.get(target_property))
+    key = (kind, config, properties.get(target_property))
     rules = _RULES.get(key)
     if rules is None:
-        rules = build(options, properties)
+        rules = build(config, properties)
         if len(_RULES) >= 1024:
             _RULES.clear()
         _RULES[key] = rules
@@ -331,78 +371,3 @@ _RULE_BUILDERS = {
     "deletes": (RewriteRules.for_position_deletes, DELETE_TARGET_FILE_SIZE_PROPERTY),
 }
 _RULES: dict[tuple, RewriteRules] = {}
-
-
-# -- options ------------------------------------------------------------------------------------------------
-
-_CAMEL = {
-    "targetFileSizeBytes": "target-file-size-bytes",
-    "minFileSizeBytes": "min-file-size-bytes",
-    "maxFileSizeBytes": "max-file-size-bytes",
-    "minInputFiles": "min-input-files",
-    "rewriteAll": "rewrite-all",
-    "maxFileGroupSizeBytes": "max-file-group-size-bytes",
-    "deleteFileThreshold": "delete-file-threshold",
-    "deleteRatioThreshold": "delete-ratio-threshold",
-    "maxFilesToRewrite": "max-files-to-rewrite",
-}
-
-
-def _normalize(options: Mapping[str, Any] | None) -> dict[str, Any]:
-    return {_CAMEL.get(str(k), str(k)): v for k, v in (options or {}).items() if v is not None}
-
-
-def _as_int(value: Any, name: str) -> int:
-    if isinstance(value, bool):
-        raise EstimateOptionError(f"'{name}' must be a whole number, got {value!r}")
-    try:
-        return int(str(value).strip()) if not isinstance(value, int) else value
-    except ValueError:
-        raise EstimateOptionError(f"'{name}' must be a whole number, got {value!r}") from None
-
-
-def _as_float(value: Any, name: str) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise EstimateOptionError(f"'{name}' must be a number, got {value!r}") from None
-
-
-def _as_bool(value: Any, name: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "false"):
-        return text == "true"
-    raise EstimateOptionError(f"'{name}' must be true or false, got {value!r}")
-
-
-def _size_rules(opts: Mapping[str, Any], default_target: int) -> dict[str, Any]:
-    """``SizeBasedFileRewritePlanner.init``: the thresholds and Iceberg's checks on them."""
-    target = _as_int(opts.get("target-file-size-bytes", default_target), "target-file-size-bytes")
-    minimum = _as_int(opts.get("min-file-size-bytes", int(target * MIN_FILE_SIZE_DEFAULT_RATIO)), "min-file-size-bytes")
-    maximum = _as_int(opts.get("max-file-size-bytes", int(target * MAX_FILE_SIZE_DEFAULT_RATIO)), "max-file-size-bytes")
-    if target <= 0:
-        raise EstimateOptionError(f"'target-file-size-bytes' is set to {target} but must be > 0")
-    if minimum < 0:
-        raise EstimateOptionError(f"'min-file-size-bytes' is set to {minimum} but must be >= 0")
-    if not target > minimum:
-        raise EstimateOptionError(f"'target-file-size-bytes' ({target}) must be > 'min-file-size-bytes' ({minimum})")
-    if not target < maximum:
-        raise EstimateOptionError(f"'target-file-size-bytes' ({target}) must be < 'max-file-size-bytes' ({maximum})")
-    min_input = _as_int(opts.get("min-input-files", MIN_INPUT_FILES_DEFAULT), "min-input-files")
-    if min_input <= 0:
-        raise EstimateOptionError(f"'min-input-files' is set to {min_input} but must be > 0")
-    group = _as_int(
-        opts.get("max-file-group-size-bytes", MAX_FILE_GROUP_SIZE_BYTES_DEFAULT), "max-file-group-size-bytes"
-    )
-    if group <= 0:
-        raise EstimateOptionError(f"'max-file-group-size-bytes' is set to {group} but must be > 0")
-    return {
-        "target_file_size_bytes": target,
-        "min_file_size_bytes": minimum,
-        "max_file_size_bytes": maximum,
-        "min_input_files": min_input,
-        "rewrite_all": _as_bool(opts.get("rewrite-all", False), "rewrite-all"),
-        "max_file_group_size_bytes": group,
-    }

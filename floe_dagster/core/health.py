@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
-from functools import cached_property
 from enum import Enum
+from functools import cached_property
 from typing import Any, Mapping
 
 from floe_dagster.core.localtime import as_utc
@@ -149,7 +149,7 @@ HEALTHY, WARNING, CRITICAL = "healthy", "warning", "critical"
 
 
 @dataclass(frozen=True)
-class HealthReport:
+class HealthAssessment:
     qualified_name: str
     assessed_at: datetime
     tier: str
@@ -180,7 +180,7 @@ class HealthReport:
 @dataclass(frozen=True)
 class _Check:
     issue: IssueType
-    derived_key: str  # where the measured value sits in HealthReport.derived
+    derived_key: str  # where the measured value sits in HealthAssessment.derived
     warning: str  # HealthThresholds attribute
     critical: str
     label: str
@@ -283,13 +283,13 @@ def _static_assessment(metrics: TableMetrics, thresholds: HealthThresholds
     return found
 
 
-def assess_health(metrics: TableMetrics, thresholds: HealthThresholds | None, now: datetime) -> HealthReport:
+def assess_health(metrics: TableMetrics, thresholds: HealthThresholds | None, now: datetime) -> HealthAssessment:
     """Floe's ``TableHealthAssessor``: the issues and the status of one table at ``now``."""
     thresholds = thresholds or HealthThresholds()
     static, verdicts = _static_assessment(metrics, thresholds)
     ages = _ages(metrics, now)
     issues = _issues(metrics, thresholds, verdicts, ages)
-    return HealthReport(metrics.qualified_name, as_utc(now), metrics.tier, health_status(issues), issues,
+    return HealthAssessment(metrics.qualified_name, as_utc(now), metrics.tier, health_status(issues), issues,
                         _derived(static, ages), metrics, thresholds)
 
 
@@ -365,7 +365,7 @@ def parse_health_thresholds(at: Location, raw: Any) -> HealthThresholds:
 
 
 __all__ = [
-    "HealthThresholds", "HealthIssue", "HealthReport", "IssueType", "Severity", "assess_health", "health_issues",
+    "HealthThresholds", "HealthIssue", "HealthAssessment", "IssueType", "Severity", "assess_health", "health_issues",
     "health_status",
     "parse_health_thresholds", "HEALTH_THRESHOLD_FIELDS", "DEFAULT_SMALL_FILE_SIZE_BYTES",
 ]

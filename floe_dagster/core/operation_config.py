@@ -1,16 +1,24 @@
 """Operation configs (``rewriteDataFiles``, ``expireSnapshots``, ``orphanCleanup``, ``rewriteManifests``,
-``rewritePositionDeleteFiles``): validated here, kept as a JSON-able dict with Floe's camelCase keys.
+``rewritePositionDeleteFiles``): validated here into one frozen dataclass per operation, the only form
+the rest of Floe reads. The Spark procedures render it to SQL (``spark/procedures.py``) and the byte
+estimates read its rewrite options (``core/estimates.py``); nothing parses a policy's options again.
 
-The normalized dict holds only the fields the policy sets (enumerations upper-cased, text trimmed):
-an unset expire option must stay unset so that the Spark engine falls back to the table's
-``history.expire.*`` properties, and then to Floe's defaults (:data:`DEFAULTS`). An empty config
-``{}`` is valid and means "all defaults".
+A field is None when the policy leaves it unset (enumerations are upper-cased, text trimmed, lists and
+mappings kept as tuples): an unset expire option must stay unset so that the Spark engine falls back
+to the table's ``history.expire.*`` properties, and then to Floe's defaults (:data:`DEFAULTS`). An
+empty config ``{}`` is valid and means "all defaults".
+
+A field's name is its policy key in snake case (``targetFileSizeBytes`` is ``target_file_size_bytes``),
+which is also the name of the procedure's argument (``retain_last``) or of the planner option Iceberg
+spells in kebab case (``target-file-size-bytes``, see :data:`ICEBERG_OPTIONS`). ``to_json()`` gives the
+policy's view back: camelCase keys, only the fields set.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Callable, ClassVar, Mapping
 
 from floe_dagster.core.durations import parse_iso_duration
 from floe_dagster.core.operations import Operation
@@ -25,57 +33,176 @@ from floe_dagster.core.validation import (
     get_str,
     get_str_list,
     get_str_map,
+    raise_if_errors,
+    standalone,
 )
 
 STRATEGIES = ("BINPACK", "SORT", "ZORDER")
 REWRITE_JOB_ORDERS = ("NONE", "BYTES_ASC", "BYTES_DESC", "FILES_ASC", "FILES_DESC")
 PREFIX_MISMATCH_MODES = ("ERROR", "IGNORE", "DELETE")
 # "col", "col DESC", "col ASC NULLS LAST", "`odd name` DESC": one column (back-quoted when it has
-# spaces), then the optional direction and null order. Stricter than the procedure builder's check.
+# spaces), then the optional direction and null order.
 _SORT_TERM = re.compile(r"^\s*(`[^`]+`|[^\s,()`]+)(\s+(ASC|DESC))?(\s+NULLS\s+(FIRST|LAST))?\s*$", re.IGNORECASE)
 
-# Floe's defaults, for display; the engine applies them when a field is unset.
-DEFAULTS: dict[Operation, dict[str, Any]] = {
-    Operation.REWRITE_DATA_FILES: {"strategy": "BINPACK"},
-    Operation.EXPIRE_SNAPSHOTS: {"retainLast": 5, "maxSnapshotAge": "P7D"},
-    Operation.ORPHAN_CLEANUP: {"retentionPeriodInDays": 3, "prefixMismatchMode": "ERROR"},
+# Floe's defaults, applied by the engine when a field is unset (for expire, after the table's
+# history.expire.* properties).
+DEFAULT_STRATEGY = "BINPACK"
+DEFAULT_RETAIN_LAST = 5
+DEFAULT_MAX_SNAPSHOT_AGE = "P7D"
+DEFAULT_ORPHAN_RETENTION_DAYS = 3
+DEFAULT_PREFIX_MISMATCH_MODE = "ERROR"
+DEFAULTS: dict[Operation, dict[str, Any]] = {  # for display
+    Operation.REWRITE_DATA_FILES: {"strategy": DEFAULT_STRATEGY},
+    Operation.EXPIRE_SNAPSHOTS: {"retainLast": DEFAULT_RETAIN_LAST, "maxSnapshotAge": DEFAULT_MAX_SNAPSHOT_AGE},
+    Operation.ORPHAN_CLEANUP: {"retentionPeriodInDays": DEFAULT_ORPHAN_RETENTION_DAYS,
+                               "prefixMismatchMode": DEFAULT_PREFIX_MISMATCH_MODE},
     Operation.REWRITE_MANIFESTS: {},
     Operation.REWRITE_POSITION_DELETE_FILES: {},
 }
 
-# (field, kind, minimum) for the plain fields; kind: int, bool, text, job-order.
-_RDF_FIELDS: tuple[tuple[str, str, int | None], ...] = (
-    ("targetFileSizeBytes", "int", 1),
-    ("maxFileGroupSizeBytes", "int", 1),
-    ("maxConcurrentFileGroupRewrites", "int", 1),
-    ("partialProgressEnabled", "bool", None),
-    ("partialProgressMaxCommits", "int", 1),
-    ("partialProgressMaxFailedCommits", "int", 0),
-    ("filter", "text", None),
-    ("rewriteJobOrder", "job-order", None),
-    ("useStartingSequenceNumber", "bool", None),
-    ("removeDanglingDeletes", "bool", None),
-    ("outputSpecId", "int", 0),
-    ("minInputFiles", "int", 1),
-    ("deleteFileThreshold", "int", 0),
-    ("rewriteAll", "bool", None),
-)
-_POSITION_DELETE_FIELDS: tuple[tuple[str, str, int | None], ...] = (
-    ("targetFileSizeBytes", "int", 1),
-    ("partialProgressEnabled", "bool", None),
-    ("partialProgressMaxCommits", "int", 1),
-    ("rewriteJobOrder", "job-order", None),
-    ("minInputFiles", "int", 1),
-    ("rewriteAll", "bool", None),
-)
+# The rewriting procedures' ``options`` map: each field's name there, as Iceberg spells it.
+ICEBERG_OPTIONS = {
+    "target_file_size_bytes": "target-file-size-bytes",
+    "max_file_group_size_bytes": "max-file-group-size-bytes",
+    "max_concurrent_file_group_rewrites": "max-concurrent-file-group-rewrites",
+    "partial_progress_enabled": "partial-progress.enabled",
+    "partial_progress_max_commits": "partial-progress.max-commits",
+    "partial_progress_max_failed_commits": "partial-progress.max-failed-commits",
+    "rewrite_job_order": "rewrite-job-order",
+    "use_starting_sequence_number": "use-starting-sequence-number",
+    "remove_dangling_deletes": "remove-dangling-deletes",
+    "output_spec_id": "output-spec-id",
+    "min_input_files": "min-input-files",
+    "delete_file_threshold": "delete-file-threshold",
+    "rewrite_all": "rewrite-all",
+}
 
+
+def _policy_key(field_name: str) -> str:
+    """A field's key in the policy: ``z_order_columns`` → ``zOrderColumns``."""
+    head, *rest = field_name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+# -- the typed configs ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OperationConfig:
+    """What every operation's config offers: its policy view, and (for the rewrites) its options map."""
+
+    operation: ClassVar[Operation]
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any]) -> "OperationConfig":
+        """Parse one operation's config on its own, as a policy writes it (``{"strategy": "sort"}``);
+        raises ValueError listing every problem. ``RewriteDataFilesConfig.from_mapping({})``: defaults."""
+        at = standalone()
+        config = parse_operation_config(at, cls.operation, raw)
+        raise_if_errors(at, f"{cls.operation.policy_key} config")
+        assert config is not None
+        return config
+
+    def to_json(self) -> dict[str, Any]:
+        """The policy's view: camelCase keys, only the fields set, lists and mappings as JSON has them."""
+        data: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            if _READERS.get(f.name) is _str_map:
+                value = dict(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            data[_policy_key(f.name)] = value
+        return data
+
+    def iceberg_options(self) -> dict[str, Any]:
+        """The fields set that the procedure takes in its ``options`` map, under Iceberg's names, typed
+        (a job order as Iceberg spells it: ``BYTES_DESC`` → ``bytes-desc``)."""
+        options: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None and f.name in ICEBERG_OPTIONS:
+                options[ICEBERG_OPTIONS[f.name]] = value.lower().replace("_", "-") if isinstance(value, str) else value
+        return options
+
+
+@dataclass(frozen=True)
+class RewriteDataFilesConfig(OperationConfig):
+    operation: ClassVar[Operation] = Operation.REWRITE_DATA_FILES
+
+    strategy: str | None = None  # BINPACK, SORT or ZORDER; see effective_strategy
+    sort_order: tuple[str, ...] | None = None  # strategy SORT: "column [ASC|DESC] [NULLS FIRST|LAST]" terms
+    z_order_columns: tuple[str, ...] | None = None  # strategy ZORDER: non-empty
+    target_file_size_bytes: int | None = None
+    max_file_group_size_bytes: int | None = None
+    max_concurrent_file_group_rewrites: int | None = None
+    partial_progress_enabled: bool | None = None
+    partial_progress_max_commits: int | None = None
+    partial_progress_max_failed_commits: int | None = None
+    filter: str | None = None  # a Spark SQL predicate: the procedure's ``where``
+    rewrite_job_order: str | None = None
+    use_starting_sequence_number: bool | None = None
+    remove_dangling_deletes: bool | None = None
+    output_spec_id: int | None = None
+    min_input_files: int | None = None
+    delete_file_threshold: int | None = None
+    rewrite_all: bool | None = None
+
+    @property
+    def effective_strategy(self) -> str:
+        return self.strategy or DEFAULT_STRATEGY
+
+
+@dataclass(frozen=True)
+class ExpireSnapshotsConfig(OperationConfig):
+    operation: ClassVar[Operation] = Operation.EXPIRE_SNAPSHOTS
+
+    retain_last: int | None = None
+    max_snapshot_age: str | None = None  # an ISO-8601 duration, upper-cased (``PT0S``)
+    clean_expired_metadata: bool | None = None
+    stream_results: bool | None = None
+
+
+@dataclass(frozen=True)
+class OrphanCleanupConfig(OperationConfig):
+    operation: ClassVar[Operation] = Operation.ORPHAN_CLEANUP
+
+    retention_period_in_days: int | float | None = None  # at least 1
+    location: str | None = None
+    prefix_mismatch_mode: str | None = None  # ERROR, IGNORE or DELETE
+    equal_schemes: tuple[tuple[str, str], ...] | None = None  # a mapping's items, in the policy's order
+    equal_authorities: tuple[tuple[str, str], ...] | None = None
+    dry_run: bool | None = None
+
+
+@dataclass(frozen=True)
+class RewriteManifestsConfig(OperationConfig):
+    operation: ClassVar[Operation] = Operation.REWRITE_MANIFESTS
+
+    spec_id: int | None = None
+    use_caching: bool | None = None
+
+
+@dataclass(frozen=True)
+class RewritePositionDeleteFilesConfig(OperationConfig):
+    operation: ClassVar[Operation] = Operation.REWRITE_POSITION_DELETE_FILES
+
+    target_file_size_bytes: int | None = None
+    partial_progress_enabled: bool | None = None
+    partial_progress_max_commits: int | None = None
+    rewrite_job_order: str | None = None
+    min_input_files: int | None = None
+    rewrite_all: bool | None = None
+
+
+CONFIG_TYPES: dict[Operation, type[OperationConfig]] = {
+    cls.operation: cls for cls in (RewriteDataFilesConfig, ExpireSnapshotsConfig, OrphanCleanupConfig,
+                                   RewriteManifestsConfig, RewritePositionDeleteFilesConfig)
+}
 FIELDS: dict[Operation, tuple[str, ...]] = {
-    Operation.REWRITE_DATA_FILES: ("strategy", "sortOrder", "zOrderColumns") + tuple(f for f, _, _ in _RDF_FIELDS),
-    Operation.EXPIRE_SNAPSHOTS: ("retainLast", "maxSnapshotAge", "cleanExpiredMetadata", "streamResults"),
-    Operation.ORPHAN_CLEANUP: ("retentionPeriodInDays", "location", "prefixMismatchMode", "equalSchemes",
-                               "equalAuthorities", "dryRun"),
-    Operation.REWRITE_MANIFESTS: ("specId", "useCaching"),
-    Operation.REWRITE_POSITION_DELETE_FILES: tuple(f for f, _, _ in _POSITION_DELETE_FIELDS),
+    op: tuple(_policy_key(f.name) for f in fields(cls)) for op, cls in CONFIG_TYPES.items()
 }
 
 _JAVA_ONLY = ("exists only on Iceberg's Java RewriteManifests action, not on the rewrite_manifests Spark "
@@ -90,45 +217,111 @@ REFUSED: dict[Operation, dict[str, str]] = {
 }
 
 
-def parse_operation_config(at: Location, operation: Operation, raw: Any) -> dict[str, Any] | None:
-    """The normalized config, or None when it is not a mapping (the error is recorded)."""
+# -- parsing ---------------------------------------------------------------------------------------------
+
+
+def parse_operation_config(at: Location, operation: Operation, raw: Any) -> OperationConfig | None:
+    """The typed config, or None when it is not a mapping (every problem is recorded at ``at``)."""
     mapping = check_mapping(at, raw)
     if mapping is None:
         return None
     check_unknown(at, mapping, FIELDS[operation], REFUSED.get(operation))
-    parser = {
-        Operation.REWRITE_DATA_FILES: _rewrite_data_files,
-        Operation.EXPIRE_SNAPSHOTS: _expire_snapshots,
-        Operation.ORPHAN_CLEANUP: _orphan_cleanup,
-        Operation.REWRITE_MANIFESTS: _rewrite_manifests,
-        Operation.REWRITE_POSITION_DELETE_FILES: _rewrite_position_delete_files,
-    }[operation]
-    return parser(at, mapping)
-
-
-def _plain(at: Location, raw: Mapping[str, Any], specs: tuple[tuple[str, str, int | None], ...]) -> dict[str, Any]:
-    config: dict[str, Any] = {}
-    for name, kind, minimum in specs:
-        if kind == "int":
-            value = get_int(at, raw, name, None, minimum=minimum)
-        elif kind == "bool":
-            value = get_bool(at, raw, name, None)
-        elif kind == "text":
-            value = get_str(at, raw, name, None)
-            value = value.strip() if value is not None else None
-        else:
-            value = get_enum(at, raw, name, REWRITE_JOB_ORDERS, None)
+    cls = CONFIG_TYPES[operation]
+    values = _strategy_fields(at, mapping) if cls is RewriteDataFilesConfig else {}
+    for f in fields(cls):  # in the fields' order, so the errors come in the policy's order
+        read = _READERS.get(f.name)
+        value = read(at, mapping, _policy_key(f.name)) if read is not None else None
         if value is not None:
-            config[name] = value
-    return config
+            values[f.name] = value
+    return cls(**values)
 
 
-def _rewrite_data_files(at: Location, raw: Mapping[str, Any]) -> dict[str, Any]:
-    config: dict[str, Any] = {}
+Reader = Callable[[Location, Mapping[str, Any], str], Any]
+
+
+def _int(minimum: int) -> Reader:
+    return lambda at, raw, key: get_int(at, raw, key, None, minimum=minimum)
+
+
+def _bool(at: Location, raw: Mapping[str, Any], key: str) -> bool | None:
+    return get_bool(at, raw, key, None)
+
+
+def _enum(choices: tuple[str, ...]) -> Reader:
+    return lambda at, raw, key: get_enum(at, raw, key, choices, None)
+
+
+def _text(at: Location, raw: Mapping[str, Any], key: str) -> str | None:
+    value = get_str(at, raw, key, None)
+    return value.strip() if value is not None else None
+
+
+def _str_map(at: Location, raw: Mapping[str, Any], key: str) -> tuple[tuple[str, str], ...] | None:
+    value = get_str_map(at, raw, key, None)
+    return tuple(value.items()) if value is not None else None
+
+
+def _duration(at: Location, raw: Mapping[str, Any], key: str) -> str | None:
+    age = get_str(at, raw, key, None)
+    if age is None:
+        return None
+    try:
+        parse_iso_duration(age)
+    except ValueError as exc:
+        at.child(key).error(str(exc))
+        return None
+    return age.strip().upper()
+
+
+def _retention_days(at: Location, raw: Mapping[str, Any], key: str) -> int | float | None:
+    days = raw.get(key)
+    if isinstance(days, (int, float)) and not isinstance(days, bool) and days == days and days < 1:
+        at.child(key).error(
+            f"must be at least 1 day, got {days:g}: Iceberg refuses to remove files younger than 24 hours, "
+            "which may belong to commits still in progress")
+        return None
+    return get_number(at, raw, key, None, minimum=1)
+
+
+# How each field is read and checked, by field name (the same name means the same option in every
+# operation). The strategy fields are read together (_strategy_fields).
+_READERS: dict[str, Reader] = {
+    "target_file_size_bytes": _int(1),
+    "max_file_group_size_bytes": _int(1),
+    "max_concurrent_file_group_rewrites": _int(1),
+    "partial_progress_enabled": _bool,
+    "partial_progress_max_commits": _int(1),
+    "partial_progress_max_failed_commits": _int(0),
+    "filter": _text,
+    "rewrite_job_order": _enum(REWRITE_JOB_ORDERS),
+    "use_starting_sequence_number": _bool,
+    "remove_dangling_deletes": _bool,
+    "output_spec_id": _int(0),
+    "min_input_files": _int(1),
+    "delete_file_threshold": _int(0),
+    "rewrite_all": _bool,
+    "retain_last": _int(1),
+    "max_snapshot_age": _duration,
+    "clean_expired_metadata": _bool,
+    "stream_results": _bool,
+    "retention_period_in_days": _retention_days,
+    "location": _text,
+    "prefix_mismatch_mode": _enum(PREFIX_MISMATCH_MODES),
+    "equal_schemes": _str_map,
+    "equal_authorities": _str_map,
+    "dry_run": _bool,
+    "spec_id": _int(0),
+    "use_caching": _bool,
+}
+
+
+def _strategy_fields(at: Location, raw: Mapping[str, Any]) -> dict[str, Any]:
+    """``strategy``, ``sortOrder`` and ``zOrderColumns``, which must agree with each other."""
+    values: dict[str, Any] = {}
     strategy = get_enum(at, raw, "strategy", STRATEGIES, None)
     if strategy is not None:
-        config["strategy"] = strategy
-    effective = strategy or "BINPACK"
+        values["strategy"] = strategy
+    effective = strategy or DEFAULT_STRATEGY
     sort_order = get_str_list(at, raw, "sortOrder", None)
     if sort_order is not None:
         if effective != "SORT":
@@ -137,7 +330,7 @@ def _rewrite_data_files(at: Location, raw: Mapping[str, Any]) -> dict[str, Any]:
             if not _SORT_TERM.match(term):
                 at.child("sortOrder").child(index).error(
                     f"{term!r} is not 'column [ASC|DESC] [NULLS FIRST|NULLS LAST]'")
-        config["sortOrder"] = sort_order
+        values["sort_order"] = tuple(sort_order)
     columns = get_str_list(at, raw, "zOrderColumns", None)
     if columns is not None:
         if effective != "ZORDER":
@@ -145,75 +338,17 @@ def _rewrite_data_files(at: Location, raw: Mapping[str, Any]) -> dict[str, Any]:
         for index, column in enumerate(columns):
             if any(ch in column for ch in ",()"):
                 at.child("zOrderColumns").child(index).error(f"{column!r} is not a column name")
-        config["zOrderColumns"] = columns
+        values["z_order_columns"] = tuple(columns)
     # (a zOrderColumns of the wrong type already has its own error)
     if effective == "ZORDER" and not columns and (columns == [] or raw.get("zOrderColumns") is None):
         at.child("zOrderColumns").error("strategy ZORDER needs a non-empty list of columns")
-    config.update(_plain(at, raw, _RDF_FIELDS))
-    return config
+    return values
 
 
-def _expire_snapshots(at: Location, raw: Mapping[str, Any]) -> dict[str, Any]:
-    config: dict[str, Any] = {}
-    retain = get_int(at, raw, "retainLast", None, minimum=1)
-    if retain is not None:
-        config["retainLast"] = retain
-    age = get_str(at, raw, "maxSnapshotAge", None)
-    if age is not None:
-        try:
-            parse_iso_duration(age)
-            config["maxSnapshotAge"] = age.strip().upper()
-        except ValueError as exc:
-            at.child("maxSnapshotAge").error(str(exc))
-    for name in ("cleanExpiredMetadata", "streamResults"):
-        value = get_bool(at, raw, name, None)
-        if value is not None:
-            config[name] = value
-    return config
-
-
-def _orphan_cleanup(at: Location, raw: Mapping[str, Any]) -> dict[str, Any]:
-    config: dict[str, Any] = {}
-    days = raw.get("retentionPeriodInDays")
-    if days is not None:
-        if isinstance(days, (int, float)) and not isinstance(days, bool) and days == days and days < 1:
-            at.child("retentionPeriodInDays").error(
-                f"must be at least 1 day, got {days:g}: Iceberg refuses to remove files younger than 24 hours, "
-                "which may belong to commits still in progress")
-        else:
-            value = get_number(at, raw, "retentionPeriodInDays", None, minimum=1)
-            if value is not None:
-                config["retentionPeriodInDays"] = value
-    location = get_str(at, raw, "location", None)
-    if location is not None:
-        config["location"] = location.strip()
-    mode = get_enum(at, raw, "prefixMismatchMode", PREFIX_MISMATCH_MODES, None)
-    if mode is not None:
-        config["prefixMismatchMode"] = mode
-    for name in ("equalSchemes", "equalAuthorities"):
-        value = get_str_map(at, raw, name, None)
-        if value is not None:
-            config[name] = value
-    dry_run = get_bool(at, raw, "dryRun", None)
-    if dry_run is not None:
-        config["dryRun"] = dry_run
-    return config
-
-
-def _rewrite_manifests(at: Location, raw: Mapping[str, Any]) -> dict[str, Any]:
-    config: dict[str, Any] = {}
-    spec_id = get_int(at, raw, "specId", None, minimum=0)
-    if spec_id is not None:
-        config["specId"] = spec_id
-    caching = get_bool(at, raw, "useCaching", None)
-    if caching is not None:
-        config["useCaching"] = caching
-    return config
-
-
-def _rewrite_position_delete_files(at: Location, raw: Mapping[str, Any]) -> dict[str, Any]:
-    return _plain(at, raw, _POSITION_DELETE_FIELDS)
-
-
-__all__ = ["parse_operation_config", "FIELDS", "REFUSED", "DEFAULTS", "STRATEGIES", "REWRITE_JOB_ORDERS",
-           "PREFIX_MISMATCH_MODES"]
+__all__ = [
+    "OperationConfig", "RewriteDataFilesConfig", "ExpireSnapshotsConfig", "OrphanCleanupConfig",
+    "RewriteManifestsConfig", "RewritePositionDeleteFilesConfig", "CONFIG_TYPES", "parse_operation_config",
+    "FIELDS", "REFUSED", "DEFAULTS", "ICEBERG_OPTIONS", "STRATEGIES", "REWRITE_JOB_ORDERS",
+    "PREFIX_MISMATCH_MODES", "DEFAULT_STRATEGY", "DEFAULT_RETAIN_LAST", "DEFAULT_MAX_SNAPSHOT_AGE",
+    "DEFAULT_ORPHAN_RETENTION_DAYS", "DEFAULT_PREFIX_MISMATCH_MODE",
+]

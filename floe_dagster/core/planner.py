@@ -16,11 +16,13 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from floe_dagster.core.conditions import ConditionResult
+from floe_dagster.core.debt import DebtWeights, TableDebt
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.metrics import TableMetrics
+from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled
-from floe_dagster.core.debt import DebtWeights, TableDebt
 from floe_dagster.core.policy import Policy, PolicySet
+from floe_dagster.core.run_tags import run_key
 from floe_dagster.core.schedule import schedule_due
 from floe_dagster.core.tables import TableName
 
@@ -79,7 +81,7 @@ class Decision:
 
     @property
     def run_key(self) -> str:
-        return f"{self.table.qualified}|{self.operation.value}|{self.slot}|attempt-{self.attempt}"
+        return run_key(self.table.qualified, self.operation, self.slot, self.attempt)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -109,10 +111,10 @@ class PlanInput:
     last_attempts: Mapping[tuple[str, Operation, str], int] = field(default_factory=dict)  # from the ledger
     bytes_last_hour: int = 0
     queued_runs: int = 0
-    debt_weights: Any = None
+    debt_weights: DebtWeights | None = None  # settings.debt (None: the defaults)
     # Which due items this launcher may admit (a schedule: its own rule); the others are reported only.
     scope: Callable[["Decision"], bool] | None = None
-    estimate_bytes: Callable[[TableName, Operation, TableMetrics | None, Mapping[str, Any]], int] | None = None
+    estimate_bytes: Callable[[TableName, Operation, TableMetrics | None, OperationConfig | None], int] | None = None
 
 
 @dataclass(frozen=True)
@@ -198,10 +200,7 @@ def _plan(data: PlanInput) -> Plan:
     decisions: list[Decision] = []
     notes: list[str] = []
     candidates: list[Decision] = []
-    # Parsed once per tick (settings hold the raw ``debt:`` mapping): once per decision cost ~10 % of a tick.
     weights = data.debt_weights
-    if weights is not None and not isinstance(weights, DebtWeights):
-        weights = DebtWeights.from_mapping(weights)
     history_of = data.history.get
     estimate_bytes = data.estimate_bytes
 

@@ -38,15 +38,15 @@ from floe_dagster.core.conditions import (
     parse_trigger_conditions,
 )
 from floe_dagster.core.health import (
+    HealthAssessment,
     HealthIssue,
-    HealthReport,
     HealthThresholds,
     assess_health,
     health_issues,
     parse_health_thresholds,
 )
 from floe_dagster.core.metrics import TableMetrics
-from floe_dagster.core.operation_config import parse_operation_config
+from floe_dagster.core.operation_config import OperationConfig, parse_operation_config
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.schedule import Schedule, parse_schedule
@@ -89,7 +89,7 @@ class Policy:
     enabled: bool = True
     priority: int = 0
     tags: Mapping[str, str] = field(default_factory=dict)
-    configs: Mapping[Operation, Mapping[str, Any]] = field(default_factory=dict)
+    configs: Mapping[Operation, OperationConfig] = field(default_factory=dict)
     schedules: Mapping[Operation, Schedule] = field(default_factory=dict)
     trigger_conditions: TriggerConditions | None = None
     health_thresholds: HealthThresholds = field(default_factory=HealthThresholds)
@@ -113,10 +113,9 @@ class Policy:
         """Operations the scheduler runs: a config and an enabled schedule."""
         return [op for op in ALL_OPERATIONS if self.is_operation_enabled(op)]
 
-    def config(self, operation: Operation) -> dict[str, Any] | None:
-        """The normalized operation config (camelCase keys, only the fields set), or None."""
-        config = self.configs.get(operation)
-        return dict(config) if config is not None else None
+    def config(self, operation: Operation) -> OperationConfig | None:
+        """The operation's typed config (``RewriteDataFilesConfig`` and so on), or None."""
+        return self.configs.get(operation)
 
     def schedule(self, operation: Operation) -> Schedule | None:
         return self.schedules.get(operation)
@@ -150,7 +149,7 @@ class Policy:
             enabled=condition_based_triggering_enabled,
         )
 
-    def assess_health(self, metrics: TableMetrics, now: datetime) -> HealthReport:
+    def assess_health(self, metrics: TableMetrics, now: datetime) -> HealthAssessment:
         return assess_health(metrics, self.health_thresholds, now)
 
     def health_issues(self, metrics: TableMetrics, now: datetime) -> tuple[HealthIssue, ...]:
@@ -168,7 +167,7 @@ class Policy:
         }
         for op in ALL_OPERATIONS:
             if op in self.configs:
-                data[op.policy_key] = dict(self.configs[op])
+                data[op.policy_key] = self.configs[op].to_json()
             if op in self.schedules:
                 data[op.schedule_key] = self.schedules[op].to_json()
         if self.trigger_conditions is not None:
@@ -451,7 +450,7 @@ def parse_policy(raw: Any, source: str, index: int, problems: Problems) -> Polic
     priority = get_int(at, raw, "priority", 0)
     tags = _parse_tags(at, raw.get("tags"))
 
-    configs: dict[Operation, dict[str, Any]] = {}
+    configs: dict[Operation, OperationConfig] = {}
     schedules: dict[Operation, Schedule] = {}
     for op in ALL_OPERATIONS:
         if op.policy_key in raw:

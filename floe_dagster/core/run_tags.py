@@ -1,6 +1,18 @@
-"""Run tags: the audit trail. Every run that maintains a table says why it exists."""
+"""Run tags: the audit trail. Every run that maintains a table says why it exists, with the same tag
+set whoever launched it (the sensor, a schedule, ``floe-dagster trigger``, the HTTP API, a backfill,
+or Dagit's *Materialize*, whose runs get the missing tags at start): :func:`run_tags` builds them all.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Mapping
+
+from floe_dagster.core.operations import Operation
+from floe_dagster.core.tables import TableName
+
+if TYPE_CHECKING:  # the planner imports nothing from here; a Decision is only read
+    from floe_dagster.core.planner import Decision
 
 TAG_PREFIX = "floe/"
 TABLE = "floe/table"
@@ -34,12 +46,88 @@ def run_priority(trigger: str, debt_score: float = 0.0) -> int:
     return PRIORITY_BANDS.get(trigger, 100) + bucket * 10
 
 
-def operator_run_tags(table, op, policy_name: str | None, policy_version: str, trigger: str, reason: str,
-                      actor: str, trigger_id: str) -> dict[str, str]:
-    """Tags of a run an operator asked for (manual trigger, backfill): who, why, and which request."""
-    return {
-        TABLE: table.qualified, NAMESPACE: table.namespace_str, OPERATION: op.value,
-        POLICY: policy_name or "", POLICY_VERSION: policy_version,
-        TRIGGER: trigger, REASON: reason, ACTOR: actor, TRIGGER_ID: trigger_id,
-        "dagster/priority": str(run_priority(trigger)),
+# Dagster's own tags that floe-dagster sets.
+DAGSTER_PRIORITY = "dagster/priority"
+DAGSTER_MAX_RUNTIME = "dagster/max_runtime"
+# Dagster's run tags are limited in length; a reason is a human sentence, cut to this.
+MAX_REASON_CHARS = 1000
+
+
+def run_key(table_qualified: str, operation: Operation, slot: str | None, attempt: int) -> str:
+    """The run key of one admitted (table, operation, slot, attempt): the ledger's unique key and the
+    sensor's ``run_key``, so Dagster never creates the same run twice either."""
+    return f"{table_qualified}|{operation.value}|{slot}|attempt-{attempt}"
+
+
+@dataclass(frozen=True)
+class PolicyFacts:
+    """What the table's effective policy says about one operation, for the run's tags."""
+
+    name: str | None
+    version: str = ""
+    tags: Mapping[str, str] = field(default_factory=dict)  # already as ``floe/tag.<key>``
+    timeout_s: float | None = None  # the schedule's ``timeout`` (or the default), in seconds
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Who asked for the run, and why."""
+
+    trigger: str  # one of TRIGGERS
+    reason: str
+    actor: str  # the OS user, the API key's name, or the launcher (``sensor:<scope>``)
+    trigger_id: str | None = None  # shared by the runs of one manual trigger or backfill
+
+
+def run_tags(
+    table: TableName, op: Operation, policy: PolicyFacts, origin: Origin, decision: "Decision | None" = None
+) -> dict[str, str]:
+    """The tags of a run that maintains one operation of one table. A planner decision adds what the
+    planner decided (debt score, slot, attempt, estimated bytes, run key) and its own maximum runtime
+    (the schedule's timeout, cut to the window's end with ``enforceWindowEnd``)."""
+    debt_score = decision.debt_score if decision is not None else 0.0
+    tags = {
+        TABLE: table.qualified,
+        NAMESPACE: table.namespace_str,
+        OPERATION: op.value,
+        POLICY: policy.name or "",
+        POLICY_VERSION: policy.version,
+        TRIGGER: origin.trigger,
+        REASON: origin.reason[:MAX_REASON_CHARS],
+        ACTOR: origin.actor,
+        DAGSTER_PRIORITY: str(run_priority(origin.trigger, debt_score)),
     }
+    if origin.trigger_id:
+        tags[TRIGGER_ID] = origin.trigger_id
+    max_runtime_s = policy.timeout_s
+    if decision is not None:
+        tags.update({
+            DEBT_SCORE: f"{decision.debt_score:.1f}",
+            SLOT: decision.slot or "",
+            ESTIMATED_BYTES: str(decision.estimated_bytes),
+            ATTEMPT: str(decision.attempt),
+            RUN_KEY: decision.run_key,
+        })
+        max_runtime_s = decision.max_runtime_s or max_runtime_s
+    if max_runtime_s:
+        tags[DAGSTER_MAX_RUNTIME] = str(int(max_runtime_s))
+    tags.update(policy.tags)
+    return tags
+
+
+def shared_run_tags(tables: "list[TableName]", op: Operation, origin: Origin) -> dict[str, str]:
+    """The tags of a run over several tables: what they share (each table's own decision goes into
+    its materialization)."""
+    tags = {
+        OPERATION: op.value,
+        TRIGGER: origin.trigger,
+        REASON: origin.reason[:MAX_REASON_CHARS],
+        ACTOR: origin.actor,
+        DAGSTER_PRIORITY: str(run_priority(origin.trigger)),
+    }
+    namespaces = {t.namespace_str for t in tables}
+    if len(namespaces) == 1:
+        tags[NAMESPACE] = namespaces.pop()
+    if origin.trigger_id:
+        tags[TRIGGER_ID] = origin.trigger_id
+    return tags

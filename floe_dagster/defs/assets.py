@@ -14,20 +14,22 @@ from typing import Any, Iterator, Sequence
 from dagster import (
     AssetExecutionContext,
     AssetOut,
-    Nothing,
     Failure,
     MaterializeResult,
     MetadataValue,
+    Nothing,
     StaticPartitionsDefinition,
     multi_asset,
 )
 
-from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.coordination.database import Coordination
+from floe_dagster.coordination.locks import table_lock_name
+from floe_dagster.coordination.runs import run_lock_name
+from floe_dagster.core import run_tags as T
 from floe_dagster.core.history import Outcome
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled
+from floe_dagster.core.run_tags import Origin, shared_run_tags
 from floe_dagster.core.tables import TableName
-from floe_dagster.core import run_tags as T
 from floe_dagster.defs.names import (
     asset_key_for,
     group_name_for,
@@ -35,12 +37,11 @@ from floe_dagster.defs.names import (
     table_for_asset_key,
     unmappable_reason,
 )
-from floe_dagster.coordination.locks import hold_lock, table_lock_name
-from floe_dagster.coordination.runs import run_lock_name
-from floe_dagster.policies import ResolvedOperation, resolve_operation
+from floe_dagster.errors import FloeError, MaintenanceFailed, Outage, failure_kind
+from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
+from floe_dagster.policies import ResolvedOperation, resolve_operation, run_tags_for
 from floe_dagster.settings import Settings
 from floe_dagster.spark.engine import IcebergSparkEngine
-from floe_dagster.errors import FloeError, MaintenanceFailed, Outage, failure_kind
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,8 @@ def build_table_assets(tables: Sequence[TableName], settings: Settings):
     )
     def iceberg_tables(context):  # no annotation: Dagster reads it before `annotations` resolve
         # Held for the whole run, so a tick can tell a dead run (lock free) from a live one.
-        with hold_lock(run_lock_name(context.run.run_id), settings.coordination_url):
+        locks = Coordination.shared(settings.coordination_url).locks
+        with locks.hold(run_lock_name(context.run.run_id)):
             yield from _maintain_selected(context, settings)
 
     return iceberg_tables
@@ -99,7 +101,7 @@ def _maintain_selected(context: AssetExecutionContext, settings: Settings) -> It
     selected = sorted(table_for_asset_key(key) for key in context.selected_asset_keys)
     run_tags = _add_missing_run_tags(context, selected, op, settings)
     failures: list[str] = []
-    coordination = Coordination(settings.coordination_url)
+    coordination = Coordination.shared(settings.coordination_url)
     trigger = run_tags.get(T.TRIGGER, "")
     for table in selected:
         started = datetime.now(timezone.utc)
@@ -140,28 +142,19 @@ def _snapshot_id(value: Any) -> int | None:
 def _add_missing_run_tags(
     context: AssetExecutionContext, tables: list[TableName], op: Operation, settings: Settings
 ) -> dict[str, str]:
-    """Runs launched from Dagit or ``dagster job backfill`` get the audit tags at start; returns
-    the run's tags with them."""
+    """Runs launched from Dagit or ``dagster job backfill`` get the audit tags at start, from the same
+    builder as every other launcher; returns the run's tags with them."""
     existing = context.run.tags
-    wanted: dict[str, str] = {T.OPERATION: op.value}
-    if len(tables) == 1:
-        table = tables[0]
-        wanted[T.TABLE] = table.qualified
-        wanted[T.NAMESPACE] = table.namespace_str
-        resolved = resolve_operation(settings, table, op)
-        if resolved.policy_name:
-            wanted[T.POLICY] = resolved.policy_name
-            wanted[T.POLICY_VERSION] = resolved.policy_version
-    else:
-        namespaces = sorted({t.namespace_str for t in tables})
-        if len(namespaces) == 1:
-            wanted[T.NAMESPACE] = namespaces[0]
-    backfill = "dagster/backfill" in existing
-    wanted[T.TRIGGER] = "backfill" if backfill else "manual"
-    wanted[T.REASON] = (
-        f"backfill {existing['dagster/backfill']}" if backfill else "materialized from Dagit or the dagster CLI"
+    backfill = existing.get("dagster/backfill")
+    origin = Origin(
+        trigger="backfill" if backfill else "manual",
+        reason=f"backfill {backfill}" if backfill else "materialized from Dagit or the dagster CLI",
+        actor=existing.get("dagster/user") or getpass.getuser(),
     )
-    wanted[T.ACTOR] = existing.get("dagster/user") or getpass.getuser()
+    if len(tables) == 1:
+        wanted = run_tags_for(settings, tables[0], op, origin)
+    else:
+        wanted = shared_run_tags(tables, op, origin)
     missing = {k: v for k, v in wanted.items() if k not in existing}
     if missing:
         context.instance.add_run_tags(context.run.run_id, missing)
@@ -184,7 +177,7 @@ def maintain_table(
         )
     before = table_counts(iceberg_table)
     now = datetime.now(timezone.utc)
-    with hold_lock(table_lock_name(table), settings.coordination_url):
+    with Coordination.shared(settings.coordination_url).locks.hold(table_lock_name(table)):
         context.log.info(f"{op.value} on {table.qualified} (policy {resolved.policy_name})")
         outcome = engine.maintain(
             table, op, resolved.config, now, table_properties=properties, table_bytes=before["total_bytes"]

@@ -10,19 +10,17 @@ from dagster import AssetSelection, Definitions, define_asset_job
 
 from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
-from floe_dagster.defs.sensors import build_schedules, build_sensor
-from floe_dagster.defs.names import group_name_for
-from floe_dagster.defs.assets import OPERATIONS_PARTITIONS, build_table_assets, mappable_tables
+from floe_dagster.defs.assets import build_table_assets, mappable_tables
 from floe_dagster.defs.health_checks import build_health_checks, health_checks_enabled
+from floe_dagster.defs.names import MAINTENANCE_JOB, group_name_for
+from floe_dagster.defs.schedules import build_schedules
+from floe_dagster.defs.sensors import build_sensor
+from floe_dagster.iceberg.table_cache import tables_for_code_location
 from floe_dagster.policies import load_policy_set
 from floe_dagster.settings import Settings
 from floe_dagster.spark.engine import IcebergSparkEngine
-from floe_dagster.iceberg.table_cache import tables_for_code_location
 
 log = logging.getLogger(__name__)
-
-MAINTENANCE_JOB = "floe_maintenance"
-
 
 # Each job over the multi-asset re-resolves it when the code location loads (DESIGN.md: 22 jobs cost
 # 35 s at 10,000 tables), so per-namespace jobs exist only while there are few namespaces.
@@ -44,7 +42,6 @@ def namespace_jobs(tables: Sequence[TableName]) -> list:
         define_asset_job(
             namespace_job_name(namespace),
             selection=AssetSelection.groups(group_name_for(namespace)).without_checks(),
-            partitions_def=OPERATIONS_PARTITIONS,
             description=f"Run one maintenance operation (the partition) on every table of {'.'.join(namespace)}.",
         )
         for namespace in namespaces
@@ -70,7 +67,6 @@ def build_definitions(
     maintenance_job = define_asset_job(
         MAINTENANCE_JOB,
         selection=AssetSelection.assets(assets).without_checks(),
-        partitions_def=OPERATIONS_PARTITIONS,
         description="Run one maintenance operation (the partition) on the selected Iceberg tables.",
     )
     return Definitions(

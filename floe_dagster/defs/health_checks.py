@@ -45,14 +45,14 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from dagster import (
     AssetCheckEvaluation,
     AssetCheckResult,
+    AssetChecksDefinition,
     AssetCheckSeverity,
     AssetCheckSpec,
-    AssetChecksDefinition,
     AssetKey,
     AssetObservation,
     DagsterInstance,
@@ -66,13 +66,21 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (  # t
     AssetCheckEvaluationTargetMaterializationData,
 )
 
-from floe_dagster.core.health import CRITICAL, HEALTHY, WARNING, HealthReport, assess_health
+from floe_dagster.coordination.database import Coordination
+from floe_dagster.core.debt import DebtWeights
+from floe_dagster.core.health import CRITICAL, HEALTHY, WARNING, HealthAssessment, assess_health
+from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.localtime import naive_as_utc
 from floe_dagster.core.metrics import TableMetrics
-from floe_dagster.core.policy import PolicySet
+from floe_dagster.core.operations import Operation
+from floe_dagster.core.policy import Policy, PolicySet
+from floe_dagster.core.table_health import health_record, thresholds_for
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for, group_name_for, table_for_asset_key
-from floe_dagster.reports.table_health import health_record, thresholds_for
+from floe_dagster.iceberg.catalog import open_catalog
+from floe_dagster.iceberg.health_collector import HealthCollector, HealthSnapshot
+from floe_dagster.policies import load_policy_set
+from floe_dagster.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -108,11 +116,9 @@ OBSERVED_NUMBERS: tuple[tuple[str, str], ...] = (
 # -- settings ------------------------------------------------------------------------------------------
 
 
-def health_checks_enabled(settings: Any) -> bool:
-    """``health.checks`` in floe.yaml (default true). Read defensively: settings without a ``health``
-    section declare the checks."""
-    health = getattr(settings, "health", None)
-    return bool(getattr(health, "checks", True)) if health is not None else True
+def health_checks_enabled(settings: Settings) -> bool:
+    """``health.checks`` in floe.yaml (default true)."""
+    return settings.health.checks
 
 
 # -- check specs and the checks definition ----------------------------------------------------------------
@@ -146,7 +152,7 @@ def health_check_specs(tables: Sequence[TableName]) -> list[AssetCheckSpec]:
     ]
 
 
-def build_health_checks(tables: Sequence[TableName], settings: Any, *, with_deps: bool = False) -> AssetChecksDefinition:
+def build_health_checks(tables: Sequence[TableName], settings: Settings, *, with_deps: bool = False) -> AssetChecksDefinition:
     """The ``health`` checks of every table in one subsettable checks definition."""
     specs = health_check_specs(tables)
     outs = {check_output_name(spec.asset_key): Out(Nothing, is_required=False) for spec in specs}
@@ -169,17 +175,12 @@ def build_health_checks(tables: Sequence[TableName], settings: Any, *, with_deps
     )
 
 
-def _evaluate_checks(context, settings: Any):
-    from floe_dagster.iceberg.catalog import open_catalog
-    from floe_dagster.coordination.database import Coordination
-    from floe_dagster.iceberg.health_collector import HealthCollector
-    from floe_dagster.policies import load_policy_set
-
+def _evaluate_checks(context, settings: Settings):
     keys = sorted(context.selected_asset_check_keys, key=lambda k: k.asset_key.to_string())
     tables = [table_for_asset_key(key.asset_key) for key in keys]
     now = datetime.now(timezone.utc)
     policies = load_policy_set(settings)
-    history = Coordination(settings.coordination_url).all_history()
+    history = Coordination.shared(settings.coordination_url).all_history()
     with HealthCollector(open_catalog(settings.catalog), settings) as collector:
         snapshot = collector.collect(tables, tier="full")
     remembered: dict[str, str] = {}
@@ -215,7 +216,7 @@ class TableHealthEvents:
     evaluation: AssetCheckEvaluation
 
 
-def fingerprint(report: HealthReport) -> str:
+def fingerprint(report: HealthAssessment) -> str:
     """What Dagit shows for a table changes exactly when this does: the table's metadata file, the
     metrics' tier, the status, the issues (type and severity) or the thresholds."""
     text = json.dumps([
@@ -295,7 +296,7 @@ def table_health_events(
     policies: PolicySet,
     now: datetime,
     history: Mapping[Any, Any] | None = None,
-    debt_weights: Any = None,
+    debt_weights: DebtWeights | None = None,
 ) -> TableHealthEvents:
     policy, thresholds = thresholds_for(policies, table)
     report = assess_health(metrics, thresholds, now)
@@ -402,15 +403,24 @@ _SEVERITY_ORDER = {CRITICAL: 0, WARNING: 1, HEALTHY: 2}
 MATERIALIZATION_WAIT = timedelta(minutes=10)
 
 
+class _Candidate(NamedTuple):
+    """A table whose health may be reported this call."""
+
+    table: TableName
+    assessment: HealthAssessment
+    policy: Policy | None
+    state: _Reported  # what will be remembered once it is reported
+
+
 def report_health_events(
     instance: DagsterInstance,
-    snapshot_or_metrics_by_table: Any,
+    snapshot_or_metrics_by_table: HealthSnapshot | Mapping[TableName, TableMetrics],
     policies: PolicySet,
     now: datetime,
     only: Iterable[TableName] | None = None,
     *,
-    history: Mapping[Any, Any] | None = None,
-    debt_weights: Any = None,
+    history: Mapping[tuple[str, Operation], OperationHistory] | None = None,
+    debt_weights: DebtWeights | None = None,
     time_budget_s: float | None = None,
     timer=time.monotonic,
 ) -> int:
@@ -429,8 +439,8 @@ def report_health_events(
     ``time_budget_s``, reporting stops when it is used up, most severe tables first; the rest keep
     their old state and are reported by the next call that considers them.
     """
-    metrics_by_table: Mapping[TableName, TableMetrics] = getattr(
-        snapshot_or_metrics_by_table, "metrics", snapshot_or_metrics_by_table)
+    metrics_by_table = (snapshot_or_metrics_by_table.metrics if isinstance(snapshot_or_metrics_by_table, HealthSnapshot)
+                        else snapshot_or_metrics_by_table)
     if only is None:
         candidates = list(metrics_by_table)
     else:
@@ -440,8 +450,8 @@ def report_health_events(
     started = timer()
     stored = _read_reported(instance, candidates)
     successes = _newest_successes(history)
-    due: list[tuple[TableName, HealthReport, Any, _Reported]] = []
-    awaiting: list[tuple[TableName, HealthReport, Any, _Reported]] = []
+    due: list[_Candidate] = []
+    awaiting: list[_Candidate] = []
     for table in candidates:
         policy, thresholds = thresholds_for(policies, table)
         report = assess_health(metrics_by_table[table], thresholds, now)
@@ -449,19 +459,19 @@ def report_health_events(
         state = _Reported(fingerprint(report), last.run)
         newest_run = successes.get(table.qualified)
         if newest_run is not None and (last.run is None or newest_run > last.run):
-            awaiting.append((table, report, policy, _Reported(state.fingerprint, newest_run)))
+            awaiting.append(_Candidate(table, report, policy, _Reported(state.fingerprint, newest_run)))
         elif state.fingerprint != last.fingerprint:
-            due.append((table, report, policy, state))
+            due.append(_Candidate(table, report, policy, state))
     # Each result names the asset's latest materialization (Dagit shows it as the result for that
     # materialization); after a run, only once the run's materialization is stored.
-    latest = _latest_materializations(instance, [item[0] for item in (*due, *awaiting)])
+    latest = _latest_materializations(instance, [item.table for item in (*due, *awaiting)])
     for item in awaiting:
-        run = item[3].run
+        run = item.state.run
         assert run is not None
-        materialized = latest.get(asset_key_for(item[0]))
+        materialized = latest.get(asset_key_for(item.table))
         if (materialized is not None and materialized.timestamp >= run.timestamp()) or now - run >= MATERIALIZATION_WAIT:
             due.append(item)
-    due.sort(key=lambda item: (_SEVERITY_ORDER.get(item[1].status, 3), item[0].qualified))
+    due.sort(key=lambda item: (_SEVERITY_ORDER.get(item.assessment.status, 3), item.table.qualified))
     reported: dict[str, _Reported] = {}
     try:
         for table, report, policy, state in due:

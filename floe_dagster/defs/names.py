@@ -9,6 +9,9 @@ from dagster import AssetKey
 
 from floe_dagster.core.tables import TableName
 
+# The job every maintenance run belongs to (the operation is its partition).
+MAINTENANCE_JOB = "floe_maintenance"
+
 _ESCAPE = re.compile(r"_x([0-9a-f]+)_|__")
 
 

@@ -45,7 +45,8 @@ import sqlite3
 import time
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
-from datetime import date, datetime, time as dt_time, timezone
+from datetime import date, datetime, timezone
+from datetime import time as dt_time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Literal, Mapping
@@ -59,17 +60,17 @@ from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 
-from floe_dagster.iceberg.catalog import list_table_metadata_locations, list_tables, load_table
-from floe_dagster.errors import CatalogUnavailable, UnknownTable
 from floe_dagster.core.estimates import (
     EstimateOptionError,
     estimate_rewrite_data_files,
     estimate_rewrite_position_delete_files,
 )
 from floe_dagster.core.metrics import TableMetrics
+from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
-from floe_dagster.errors import HealthError
+from floe_dagster.errors import CatalogUnavailable, HealthError, UnknownTable
+from floe_dagster.iceberg.catalog import list_table_metadata_locations, list_tables, load_table
 
 log = logging.getLogger(__name__)
 
@@ -801,7 +802,7 @@ class HealthCollector:
 
 
 def estimate_operation_bytes(
-    table: TableName, op: Operation, metrics: TableMetrics | None, config: Mapping[str, Any]
+    table: TableName, op: Operation, metrics: TableMetrics | None, config: OperationConfig | None
 ) -> int:
     """Bytes a rewriting operation would rewrite, for the bytes-per-hour budget.
 
@@ -834,7 +835,7 @@ _ESTIMATES_MAX = 200_000
 
 
 def _estimate_operation_bytes(
-    table: TableName, op: Operation, metrics: TableMetrics, config: Mapping[str, Any]
+    table: TableName, op: Operation, metrics: TableMetrics, config: OperationConfig | None
 ) -> int:
     try:
         if op is Operation.REWRITE_DATA_FILES:

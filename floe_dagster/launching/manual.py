@@ -1,29 +1,52 @@
 """Manual trigger (Floe's ``POST /maintenance/trigger`` and ``floe-dagster trigger``): run a table's
-operations now, in process, recorded in the instance like any other run.
+operations now, recorded in the instance like any other run. One path for both: the CLI runs them in
+process (:func:`trigger_table`), the HTTP API queues them for the daemon (:func:`submit_queued`);
+both check the request the same way (:func:`prepare_trigger`) and tag the runs with the one builder.
 
 One run per operation, in Floe's order, sharing a ``floe/trigger-id``; after a failure the later
-operations are cancelled. Schedules, windows and backoff are ignored; the table lock is not.
+operations are cancelled. Schedules, windows and backoff are ignored; the table lock is not. An
+operation that deletes files is skipped on a table that sets ``gc.enabled=false``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Sequence
 
-from dagster import DagsterInstance
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
-from floe_dagster.iceberg.catalog import load_table, open_catalog
-from floe_dagster.core.operations import Operation
-from floe_dagster.core.tables import TableName
 from floe_dagster.core import run_tags as T
-from floe_dagster.defs.names import asset_key_for, unmappable_reason
-from floe_dagster.policies import configured_operations, resolve_operation
+from floe_dagster.core.operations import Operation, gc_disabled
+from floe_dagster.core.policy import Policy
+from floe_dagster.core.run_tags import Origin
+from floe_dagster.core.tables import TableName
+from floe_dagster.defs.build import build_definitions
+from floe_dagster.defs.names import MAINTENANCE_JOB, asset_key_for, unmappable_reason
+from floe_dagster.errors import LaunchFailed, TriggerRefused
+from floe_dagster.iceberg.catalog import load_table, open_catalog
+from floe_dagster.iceberg.table_cache import read_cached_tables
+from floe_dagster.instance import get_instance
+from floe_dagster.launching.submit import RunToSubmit, submit_runs
+from floe_dagster.policies import load_policy_set, run_tags_for
 from floe_dagster.settings import Settings
+
+SUCCEEDED, FAILED, CANCELLED, SKIPPED = "SUCCEEDED", "FAILED", "CANCELLED", "SKIPPED"
+
+
+@dataclass(frozen=True)
+class PreparedTrigger:
+    """A checked manual trigger: the table, its effective policy, and what will run."""
+
+    table: TableName
+    policy: Policy
+    to_run: list[Operation]  # in Floe's order
+    skipped: dict[Operation, str]  # operations that will not run, with why (gc.enabled=false)
 
 
 @dataclass
 class OperationOutcome:
     operation: Operation
-    status: str  # SUCCEEDED, FAILED, CANCELLED
+    status: str  # SUCCEEDED, FAILED, CANCELLED, SKIPPED
     run_id: str | None = None
     message: str = ""
     metadata: dict = field(default_factory=dict)
@@ -38,7 +61,8 @@ class TriggerSummary:
 
     @property
     def succeeded(self) -> bool:
-        return bool(self.outcomes) and all(o.status == "SUCCEEDED" for o in self.outcomes)
+        ran = [o for o in self.outcomes if o.status != SKIPPED]
+        return bool(ran) and all(o.status == SUCCEEDED for o in ran)
 
     def lines(self) -> list[str]:
         head = f"{self.table.qualified} (policy {self.policy_name}, trigger id {self.trigger_id})"
@@ -50,10 +74,95 @@ class TriggerSummary:
         return [head, *body]
 
 
-def parse_table(settings: Settings, text: str) -> TableName:
-    table = TableName.parse(text, settings.catalog.name)
-    load_table(open_catalog(settings.catalog), table)  # an unknown table is a clear error, before any run
-    return table
+def prepare_trigger(settings: Settings, table: TableName, operations: Sequence[Operation] | None,
+                    policy_name: str | None = None, *, queued: bool) -> PreparedTrigger:
+    """Check a manual trigger before any run: the table exists (UnknownTable), a policy is in effect
+    and configures the operations asked for (every configured one when none is named), and the
+    table can be an asset (for a queued run, it must be one of the code location's assets already).
+    Refusals are :class:`TriggerRefused` with a code the HTTP API answers with."""
+    properties = dict(load_table(open_catalog(settings.catalog), table).properties)
+    policies = load_policy_set(settings)
+    policy = policies.effective_policy(table)
+    if policy_name is not None:
+        named = policies.get(policy_name)
+        if named is None or not named.enabled:
+            raise TriggerRefused("POLICY_NOT_FOUND", f"no enabled policy named '{policy_name}'",
+                                 {"policyName": policy_name})
+        if policy is None or policy.name != named.name:
+            raise TriggerRefused("POLICY_NOT_EFFECTIVE",
+                                 f"policy '{policy_name}' is not the policy in effect for {table.qualified} "
+                                 f"({policy.name if policy else 'none'}); runs always use the effective policy",
+                                 {"policyName": policy_name, "effectivePolicy": policy.name if policy else None})
+    if policy is None:
+        raise TriggerRefused("NO_POLICY", f"No matching policy found for table {table.qualified}",
+                             {"table": table.qualified})
+    configured = policy.configured_operations()
+    if operations:
+        wanted = sorted(set(operations), key=lambda op: op.order)
+        missing = [op.value for op in wanted if op not in configured]
+        if missing:
+            raise TriggerRefused("OPERATION_NOT_CONFIGURED",
+                                 f"policy '{policy.name}' does not configure {', '.join(missing)} for {table.qualified}",
+                                 {"policyName": policy.name, "operations": missing,
+                                  "configured": [op.value for op in configured]})
+    else:
+        wanted = configured
+    skipped = {op: f"the table sets gc.enabled=false, so {op.value} (which deletes files) never runs on it"
+               for op in wanted if op.needs_gc and gc_disabled(properties)}
+    prepared = PreparedTrigger(table, policy, [op for op in wanted if op not in skipped], skipped)
+    if not prepared.to_run:
+        return prepared
+    unmappable = unmappable_reason(table)
+    if unmappable:  # it is no asset of the code location, so no run can maintain it
+        raise TriggerRefused("TABLE_NOT_LOADED", f"{unmappable}; floe-dagster cannot maintain it (rename the table)",
+                             {"table": table.qualified})
+    if queued:
+        cached = read_cached_tables(settings)
+        if cached is not None and table not in set(cached):
+            raise TriggerRefused("TABLE_NOT_LOADED",
+                                 f"{table.qualified} is not an asset yet: run `floe-dagster tables --refresh` and "
+                                 "reload the code location (the debt-score sensor refreshes the list by itself)",
+                                 {"table": table.qualified})
+    return prepared
+
+
+def submit_queued(settings: Settings, prepared: PreparedTrigger, origin: Origin,
+                  instance: DagsterInstance) -> list[str]:
+    """Queue one run per operation for the daemon, as Dagit does; on a failure the runs already
+    queued are cancelled (they would run without the rest) and LaunchFailed is raised."""
+    table = prepared.table
+    runs = [RunToSubmit(asset_key_for(table), op.value, run_tags_for(settings, table, op, origin))
+            for op in prepared.to_run]
+    try:
+        return submit_runs(instance, runs, MAINTENANCE_JOB)
+    except LaunchFailed as exc:
+        for record in instance.get_run_records(RunsFilter(tags={T.TRIGGER_ID: origin.trigger_id})):
+            if record.dagster_run.status == DagsterRunStatus.QUEUED:
+                instance.report_run_canceled(record.dagster_run, message=f"floe-dagster: {exc}")
+        raise
+
+
+def run_in_process(settings: Settings, prepared: PreparedTrigger, origin: Origin,
+                   instance: DagsterInstance) -> list[OperationOutcome]:
+    """Run each operation now in this process (``execute_in_process``), stopping after a failure."""
+    table = prepared.table
+    # Only the table's asset: its health check is reported without runs (defs/health_checks.py).
+    job = build_definitions(settings, tables=[table]).resolve_job_def(MAINTENANCE_JOB).get_subset(
+        asset_selection={asset_key_for(table)}, asset_check_selection=set())
+    outcomes = [OperationOutcome(op, SKIPPED, message=why) for op, why in prepared.skipped.items()]
+    failed = False
+    for op in prepared.to_run:
+        if failed:
+            outcomes.append(OperationOutcome(op, CANCELLED, message="a previous operation failed"))
+            continue
+        tags = run_tags_for(settings, table, op, origin)
+        result = job.execute_in_process(instance=instance, partition_key=op.value, tags=tags, raise_on_error=False)
+        if result.success:
+            outcomes.append(OperationOutcome(op, SUCCEEDED, result.run_id, metadata=_materialized(result)))
+        else:
+            failed = True
+            outcomes.append(OperationOutcome(op, FAILED, result.run_id, message=_failure(result)))
+    return sorted(outcomes, key=lambda o: o.operation.order)
 
 
 def trigger_table(
@@ -66,49 +175,30 @@ def trigger_table(
     trigger_id: str,
     instance: DagsterInstance | None = None,
 ) -> TriggerSummary:
-    from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
-    from floe_dagster.instance import get_instance
+    """``floe-dagster trigger``: the table's operations (all its policy configures when none are
+    named), run in this process."""
+    table = TableName.parse(table_text, settings.catalog.name)
+    prepared = prepare_trigger(settings, table, [Operation.parse(o) for o in operations] or None, queued=False)
+    if not prepared.to_run and not prepared.skipped:
+        raise TriggerRefused("NO_OPERATIONS", f"policy '{prepared.policy.name}' configures no operation for "
+                             f"{table.qualified}", {"table": table.qualified})
+    origin = Origin("manual", reason, actor, trigger_id)
+    outcomes = run_in_process(settings, prepared, origin, instance or get_instance())
+    return TriggerSummary(table, trigger_id, prepared.policy.name, outcomes)
 
-    table = parse_table(settings, table_text)
-    unmappable = unmappable_reason(table)
-    if unmappable:  # it is no asset of the code location, so no run can maintain it
-        raise ValueError(f"{unmappable}; floe-dagster cannot maintain it (rename the table)")
-    wanted = [Operation.parse(o) for o in operations] if operations else configured_operations(settings, table)
-    if not wanted:
-        raise LookupError(f"table '{table.qualified}': no policy configures any operation for it")
-    wanted = sorted(set(wanted), key=lambda op: op.order)
-    for op in wanted:
-        resolved = resolve_operation(settings, table, op)
-        if resolved.config is None:
-            raise LookupError(f"table '{table.qualified}': {resolved.why_not}")
-    instance = instance or get_instance()
-    # Only the table's asset: its health check is reported without runs (defs/health.py).
-    job = build_definitions(settings, tables=[table]).resolve_job_def(MAINTENANCE_JOB).get_subset(
-        asset_selection={asset_key_for(table)}, asset_check_selection=set())
-    outcomes: list[OperationOutcome] = []
-    policy_name = resolve_operation(settings, table, wanted[0]).policy_name
-    failed = False
-    for op in wanted:
-        if failed:
-            outcomes.append(OperationOutcome(op, "CANCELLED", message="a previous operation failed"))
-            continue
-        resolved = resolve_operation(settings, table, op)
-        tags = T.operator_run_tags(table, op, resolved.policy_name, resolved.policy_version, "manual", reason, actor,
-                                   trigger_id)
-        result = job.execute_in_process(instance=instance, partition_key=op.value, tags=tags, raise_on_error=False)
-        if result.success:
-            materializations = [
-                event.event_specific_data.materialization
-                for event in result.all_events if event.event_type_value == "ASSET_MATERIALIZATION"
-            ]
-            metadata = {k: v.value for m in materializations for k, v in m.metadata.items()}
-            outcomes.append(OperationOutcome(op, "SUCCEEDED", result.run_id, metadata=metadata))
-        else:
-            failed = True
-            failure = next(
-                (e.event_specific_data.error.message.strip() for e in result.all_events
-                 if e.event_type_value == "STEP_FAILURE" and e.event_specific_data and e.event_specific_data.error),
-                "the run failed",
-            )
-            outcomes.append(OperationOutcome(op, "FAILED", result.run_id, message=failure.splitlines()[0]))
-    return TriggerSummary(table, trigger_id, policy_name, outcomes)
+
+def _materialized(result: Any) -> dict[str, Any]:
+    materializations = [
+        event.event_specific_data.materialization
+        for event in result.all_events if event.event_type_value == "ASSET_MATERIALIZATION"
+    ]
+    return {k: v.value for m in materializations for k, v in m.metadata.items()}
+
+
+def _failure(result: Any) -> str:
+    failure = next(
+        (e.event_specific_data.error.message.strip() for e in result.all_events
+         if e.event_type_value == "STEP_FAILURE" and e.event_specific_data and e.event_specific_data.error),
+        "the run failed",
+    )
+    return failure.splitlines()[0]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Iterator, Mapping, Sequence
 
 from dagster import AssetKey, DagsterInstance
+
 from floe_dagster.errors import LaunchFailed
 
 LOCATION_NAME = "floe"

@@ -7,18 +7,17 @@ from datetime import datetime
 from typing import Any
 
 from floe_dagster.core.planner import plan
-from floe_dagster.instance import get_instance
-from floe_dagster.launching.manual import parse_table
-from floe_dagster.settings import Settings
+from floe_dagster.iceberg.catalog import existing_table
 from floe_dagster.iceberg.table_cache import read_cached_tables
+from floe_dagster.instance import get_instance
+from floe_dagster.scheduling.inputs import gather
+from floe_dagster.settings import Settings
 
 
 def explain_table(settings: Settings, table_text: str, now: datetime, instance=None) -> dict[str, Any]:
-    from floe_dagster.scheduling.tick import gather
-
-    table = parse_table(settings, table_text)
+    table = existing_table(settings.catalog, table_text)
     cached = read_cached_tables(settings)
-    data, _, _ = gather(settings, instance or get_instance(), now, frozenset(cached) if cached is not None else None)
+    data = gather(settings, instance or get_instance(), now, frozenset(cached) if cached is not None else None).plan_input
     policy = data.policies.effective_policy(table)
     result = plan(data)
     statuses: dict[str, Any] = {}

@@ -14,22 +14,24 @@ import logging
 import os
 import socket
 import time
-from pathlib import Path
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Iterator, Mapping
 from urllib.parse import urlparse
 
-from contextlib import ExitStack, contextmanager
 from dagster import ConfigurableResource, InitResourceContext
 from dagster_pyspark import LazyPySparkResource
 from pydantic import PrivateAttr
 
-from floe_dagster.iceberg.catalog import spark_catalog_conf
+from floe_dagster.coordination.locks import file_locks
+from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
-from floe_dagster.coordination.locks import wait_for_lock
+from floe_dagster.errors import EngineUnavailable, MaintenanceFailed, RowCountMismatch
 from floe_dagster.settings import Settings
+from floe_dagster.spark.catalog_conf import spark_catalog_conf
 from floe_dagster.spark.jars import jar_file_name, resolve_jars
 from floe_dagster.spark.procedures import (
     ProcedureResult,
@@ -37,8 +39,6 @@ from floe_dagster.spark.procedures import (
     spark_table_reference,
     summarize_result,
 )
-from floe_dagster.errors import EngineUnavailable, MaintenanceFailed, RowCountMismatch
-
 
 log = logging.getLogger(__name__)
 
@@ -227,7 +227,8 @@ class IcebergSparkEngine(ConfigurableResource):
     def unit_of_work(self) -> Iterator[Any]:
         with ExitStack() as stack:
             if self.catalog_lock:
-                stack.enter_context(wait_for_lock(self.catalog_lock, timeout_s=SQLITE_CATALOG_WAIT_S))
+                # A SQLite catalog is a local file: a file lock beside the instance serializes its users.
+                stack.enter_context(file_locks().wait_for(self.catalog_lock, timeout_s=SQLITE_CATALOG_WAIT_S))
             try:
                 spark = self.spark
                 if self.catalog_lock:
@@ -289,13 +290,13 @@ class IcebergSparkEngine(ConfigurableResource):
         self,
         table: TableName,
         op: Operation,
-        config: Mapping[str, Any],
+        config: OperationConfig,
         now: datetime,
         table_properties: Mapping[str, str] | None = None,
         table_bytes: int = 0,
     ) -> EngineOutcome:
         """Run one operation on one table; verify rows after rewrites; always release the catalog."""
-        call = build_procedure_call(op, table, config, now, table_properties)  # validates before Spark
+        call = build_procedure_call(op, table, config, now, table_properties)  # the policy's config as SQL
         started = time.monotonic()
         with self.unit_of_work() as spark:
             try:

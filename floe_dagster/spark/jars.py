@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 import urllib.request
 from pathlib import Path
+
 from floe_dagster.errors import JarResolutionError
 
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"

@@ -14,9 +14,9 @@ import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
-from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.core.tables import TableName
 from floe_dagster.demo import local_path
+from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.settings import Settings, load_settings
 from floe_dagster_tests.conftest import write_settings
 

@@ -25,11 +25,11 @@ import requests
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from floe_dagster.api.auth import hash_key
-from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.core.tables import TableName
 from floe_dagster.demo import DemoSizes, build_demo_lakehouse
-from floe_dagster.settings import load_settings
+from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.iceberg.table_cache import refresh_table_cache
+from floe_dagster.settings import load_settings
 from floe_dagster_tests.conftest import write_settings
 
 pytestmark = pytest.mark.spark

@@ -7,7 +7,6 @@ so no run starts."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -20,10 +19,10 @@ import pytest
 import requests
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
-from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.demo import _create, rows
-from floe_dagster.settings import load_settings
+from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.iceberg.table_cache import refresh_table_cache
+from floe_dagster.settings import load_settings
 from floe_dagster_tests.conftest import write_settings
 
 ROOT = Path(__file__).resolve().parents[2]

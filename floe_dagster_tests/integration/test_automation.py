@@ -11,14 +11,15 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from dagster import DagsterInstance, RunRequest, build_schedule_context, build_sensor_context
 
-from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
-from floe_dagster.core.tables import TableName
-from floe_dagster.demo import DemoSizes, build_demo_lakehouse
-from floe_dagster.defs.sensors import SENSOR_NAME, schedule_name
-from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
 from floe_dagster.core.operations import Operation
-from floe_dagster.settings import load_settings
+from floe_dagster.core.tables import TableName
+from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
+from floe_dagster.defs.schedules import schedule_name
+from floe_dagster.defs.sensors import SENSOR_NAME
+from floe_dagster.demo import DemoSizes, build_demo_lakehouse
+from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.iceberg.table_cache import refresh_table_cache
+from floe_dagster.settings import load_settings
 from floe_dagster_tests.conftest import write_settings
 
 pytestmark = pytest.mark.spark
@@ -130,12 +131,12 @@ def test_sensor_and_schedule_admit_each_item_once_and_see_history(setup):
 
 def test_plan_shows_reasons_and_budgets(setup, monkeypatch):
     from floe_dagster.core.planner import plan
-    from floe_dagster.scheduling.tick import gather
+    from floe_dagster.scheduling.inputs import gather
 
     settings, instance, defs = setup
     monkeypatch.setenv("FLOE_SCHEDULER_MAX_TABLES_PER_POLL", "1")
     limited = load_settings(environ={"FLOE_CONFIG": settings.source, "FLOE_SCHEDULER_MAX_TABLES_PER_POLL": "1"})
-    data, _, _ = gather(limited, instance, datetime.now(timezone.utc), None)
+    data = gather(limited, instance, datetime.now(timezone.utc), None).plan_input
     result = plan(data)
     runs = [d for d in result.decisions if d.decision == "run"]
     assert {d.table for d in runs} and len({d.table for d in runs}) == 1

@@ -13,8 +13,8 @@ import pytest
 from dagster import DagsterInstance, DagsterRunStatus
 
 from floe_dagster.demo import DemoSizes, build_demo_lakehouse
-from floe_dagster.settings import load_settings
 from floe_dagster.iceberg.table_cache import refresh_table_cache
+from floe_dagster.settings import load_settings
 from floe_dagster_tests.conftest import write_settings
 
 pytestmark = pytest.mark.spark

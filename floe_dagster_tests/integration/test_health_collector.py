@@ -15,11 +15,17 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
 
-from floe_dagster.errors import UnknownTable
 from floe_dagster.core.estimates import estimate_rewrite_data_files
 from floe_dagster.core.metrics import TableMetrics
+from floe_dagster.core.operation_config import ExpireSnapshotsConfig, RewriteDataFilesConfig
 from floe_dagster.core.operations import Operation
-from floe_dagster.iceberg.health_collector import HealthCollector, estimate_operation_bytes, forget_parsed_records, partition_key
+from floe_dagster.errors import UnknownTable
+from floe_dagster.iceberg.health_collector import (
+    HealthCollector,
+    estimate_operation_bytes,
+    forget_parsed_records,
+    partition_key,
+)
 from floe_dagster_tests.integration._health_tables import (
     data_files_on_disk,
     files_in_partition,
@@ -368,10 +374,10 @@ def test_rewrite_estimate_from_collected_metrics(lake):
 
     estimate = estimate_rewrite_data_files(m)  # defaults: 512 MiB target, 5 input files
     assert (estimate.bytes, estimate.files, estimate.groups, estimate.partitions) == (sum(eu.values()), 6, 1, 1)
-    assert estimate_operation_bytes(name(catalog, "ns.small"), Operation.REWRITE_DATA_FILES, m, {}) == sum(eu.values())
-    everything = estimate_operation_bytes(name(catalog, "ns.small"), Operation.REWRITE_DATA_FILES, m, {"rewriteAll": True})
+    assert estimate_operation_bytes(name(catalog, "ns.small"), Operation.REWRITE_DATA_FILES, m, RewriteDataFilesConfig()) == sum(eu.values())
+    everything = estimate_operation_bytes(name(catalog, "ns.small"), Operation.REWRITE_DATA_FILES, m, RewriteDataFilesConfig(rewrite_all=True))
     assert everything == m.total_data_bytes
-    assert estimate_operation_bytes(name(catalog, "ns.small"), Operation.EXPIRE_SNAPSHOTS, m, {}) == 0
+    assert estimate_operation_bytes(name(catalog, "ns.small"), Operation.EXPIRE_SNAPSHOTS, m, ExpireSnapshotsConfig()) == 0
     summary = collector_for(settings, catalog).collect(tier="summary").metrics[name(catalog, "ns.small")]
     assert summary.tier == "full"  # the cached full record serves the summary tier
     assert partition_key(["eu"]) == '["eu"]'

@@ -26,8 +26,6 @@ from dagster import (
 )
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
-from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
-from floe_dagster.errors import UnknownTable
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.history import Outcome
 from floe_dagster.core.operations import Operation
@@ -41,11 +39,13 @@ from floe_dagster.defs.health_checks import (
 )
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.demo import DemoSizes, build_demo_lakehouse, local_path
+from floe_dagster.errors import UnknownTable
+from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.iceberg.health_collector import HealthCollector
-from floe_dagster.reports.table_health import format_health_text, health_report
-from floe_dagster.policies import load_policy_set
-from floe_dagster.settings import load_settings
 from floe_dagster.iceberg.table_cache import refresh_table_cache
+from floe_dagster.policies import load_policy_set
+from floe_dagster.reports.health_report import format_health_text, health_report
+from floe_dagster.settings import load_settings
 from floe_dagster_tests.conftest import write_settings
 
 pytestmark = pytest.mark.spark  # the demo's sales.customers gets its position deletes from Spark

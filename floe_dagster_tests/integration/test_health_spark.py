@@ -19,6 +19,7 @@ from floe_dagster.core.estimates import (
     estimate_rewrite_data_files,
     estimate_rewrite_position_delete_files,
 )
+from floe_dagster.core.operation_config import RewritePositionDeleteFilesConfig
 from floe_dagster.iceberg.health_collector import HealthCollector
 from floe_dagster.spark.engine import IcebergSparkEngine
 from floe_dagster_tests.integration._health_tables import (
@@ -155,7 +156,7 @@ def test_estimates_match_what_iceberg_rewrites(lake):
     events = name(catalog, "db.events")
 
     before = collector.metrics_for(events, tier="full")
-    options = {"min-input-files": "2"}
+    options = RewritePositionDeleteFilesConfig(min_input_files=2)
     expected_deletes = estimate_rewrite_position_delete_files(before, options)
     # a's three small position delete files form a group of 3 ≥ 2; c's single file does not.
     assert (expected_deletes.files, expected_deletes.partitions) == (3, 1)

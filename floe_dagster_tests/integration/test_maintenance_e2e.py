@@ -5,17 +5,14 @@ disk, snapshots in metadata, rows unchanged, the run's tags and the materializat
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
-from dagster import DagsterInstance, RunsFilter
+from dagster import DagsterInstance
 
-from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.core.tables import TableName
-from floe_dagster.demo import DemoSizes, build_demo_lakehouse, local_path, rows
 from floe_dagster.defs.names import asset_key_for
+from floe_dagster.demo import DemoSizes, build_demo_lakehouse, local_path, rows
+from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.launching.manual import trigger_table
 from floe_dagster.settings import load_settings
 from floe_dagster_tests.conftest import write_settings

@@ -13,19 +13,16 @@ import time
 import uuid
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
-import sqlalchemy
 from dagster import DagsterInstance
 
-from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
 from floe_dagster.demo import rows
-from floe_dagster.launching.manual import trigger_table
-from floe_dagster.settings import load_settings
+from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.iceberg.table_cache import refresh_table_cache
+from floe_dagster.settings import load_settings
 from floe_dagster_tests.conftest import JARS_CACHE, postgres_url
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]

@@ -17,12 +17,13 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance
 
-from floe_dagster.iceberg.catalog import list_tables, load_table, open_catalog, spark_catalog_conf, table_counts
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.demo import rows
-from floe_dagster.settings import load_settings
+from floe_dagster.iceberg.catalog import list_tables, load_table, open_catalog, table_counts
 from floe_dagster.iceberg.table_cache import refresh_table_cache
+from floe_dagster.settings import load_settings
+from floe_dagster.spark.catalog_conf import spark_catalog_conf
 from floe_dagster_tests.conftest import JARS_CACHE
 from floe_dagster_tests.servers import rest_catalog  # noqa: F401 (a fixture)
 

@@ -9,13 +9,12 @@ import pytest
 from dagster import DagsterInstance
 
 from floe_dagster import shards
-from floe_dagster.core.scopes import scope_named
-from floe_dagster.defs.sensors import SENSOR_NAME
-from floe_dagster.demo import DemoSizes, build_demo_lakehouse
 from floe_dagster.coordination.locks import hold_lock, scheduler_lock_name
-from floe_dagster.settings import load_settings
+from floe_dagster.core.scopes import scope_named
+from floe_dagster.demo import DemoSizes, build_demo_lakehouse
 from floe_dagster.iceberg.table_cache import refresh_table_cache
 from floe_dagster.scheduling.tick import run_tick
+from floe_dagster.settings import load_settings
 from floe_dagster_tests.conftest import write_settings
 
 pytestmark = pytest.mark.spark  # builds the demo (Spark writes its position deletes)

@@ -10,20 +10,20 @@ it must not share the test process with the other tests' local Spark sessions.""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
-import subprocess
 
 import pytest
 from dagster import DagsterInstance
 
-from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.demo import rows
-from floe_dagster.settings import load_settings
+from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.iceberg.table_cache import refresh_table_cache
+from floe_dagster.settings import load_settings
 from floe_dagster_tests.conftest import JARS_CACHE
 from floe_dagster_tests.servers import free_port, run_rest_catalog, run_spark_connect
 

@@ -23,10 +23,9 @@ from floe_dagster.core.operations import ALL_OPERATIONS
 from floe_dagster.core.policy import TOP_LEVEL_FIELDS, PolicyError, load_policies, validate_policy_paths
 from floe_dagster.core.schedule import SCHEDULE_FIELDS
 from floe_dagster.core.tables import TableName
+from floe_dagster.errors import ProcedureOptionError, SettingsError
 from floe_dagster.settings import load_settings
-from floe_dagster.errors import SettingsError
 from floe_dagster.spark.procedures import build_procedure_call
-from floe_dagster.errors import ProcedureOptionError
 
 # Values of every kind, the plausible ones included, so that some documents get deep into validation.
 SCALARS = st.one_of(

@@ -16,16 +16,16 @@ from pathlib import Path
 import pytest
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus
 
-from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.coordination.database import Coordination
+from floe_dagster.coordination.locks import is_lock_free, table_lock_name
+from floe_dagster.coordination.runs import run_lock_name
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
-from floe_dagster.coordination.locks import is_lock_free, table_lock_name
-from floe_dagster.launching.manual import trigger_table
-from floe_dagster.coordination.runs import run_lock_name
-from floe_dagster.settings import load_settings
+from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.iceberg.table_cache import refresh_table_cache
+from floe_dagster.launching.manual import trigger_table
 from floe_dagster.scheduling.tick import run_tick
+from floe_dagster.settings import load_settings
 from floe_dagster_tests.conftest import write_settings
 from floe_dagster_tests.integration.test_maintenance_e2e import files_under
 from floe_dagster_tests.reliability._support import checksum, create_fragmented_table

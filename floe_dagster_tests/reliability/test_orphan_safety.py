@@ -15,9 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance
 
-from floe_dagster.iceberg.catalog import load_table, open_catalog
 from floe_dagster.core.tables import TableName
 from floe_dagster.demo import EVENT_SCHEMA, local_path, rows
+from floe_dagster.iceberg.catalog import load_table, open_catalog
 from floe_dagster.launching.manual import trigger_table
 from floe_dagster.settings import load_settings
 from floe_dagster.spark.engine import IcebergSparkEngine

@@ -20,9 +20,10 @@ from floe_dagster.core.operations import Operation
 from floe_dagster.core.planner import plan
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.build import build_definitions
-from floe_dagster.settings import load_settings
 from floe_dagster.iceberg.table_cache import refresh_table_cache
-from floe_dagster.scheduling.tick import gather, run_tick
+from floe_dagster.scheduling.inputs import gather
+from floe_dagster.scheduling.tick import run_tick
+from floe_dagster.settings import load_settings
 from floe_dagster_tests.conftest import postgres_url, write_settings
 from floe_dagster_tests.integration.test_automation import evaluate_sensor
 from floe_dagster_tests.integration.test_production import BIN, POLICIES, pg_lake  # noqa: F401 (fixture)
@@ -167,6 +168,6 @@ def test_spark_without_the_iceberg_runtime_fails_clearly_and_counts_toward_backo
     history = Coordination(settings.coordination_url).all_history()[(table.qualified, Operation.REWRITE_DATA_FILES)]
     assert history.consecutive_failures == 1
     with DagsterInstance.get() as instance:
-        data, _, _ = gather(settings, instance, datetime.now(timezone.utc), None)
+        data = gather(settings, instance, datetime.now(timezone.utc), None).plan_input
     decision = next(d for d in plan(data).decisions if d.table == table and d.operation == Operation.REWRITE_DATA_FILES)
     assert decision.decision == "skip" and decision.reasons[0].startswith("failure_backoff")

@@ -20,14 +20,14 @@ from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from floe_dagster.api.app import create_app
 from floe_dagster.api.auth import KeyStore, hash_key
-from floe_dagster.iceberg.catalog import open_catalog
+from floe_dagster.coordination.locks import hold_lock, table_lock_name
 from floe_dagster.core.tables import TableName
 from floe_dagster.demo import _create, rows
-from floe_dagster.reports.explain import explain_table
-from floe_dagster.instance import project_file
-from floe_dagster.coordination.locks import hold_lock, table_lock_name
-from floe_dagster.settings import load_settings
+from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.iceberg.table_cache import refresh_table_cache
+from floe_dagster.instance import project_file
+from floe_dagster.reports.explain import explain_table
+from floe_dagster.settings import load_settings
 from floe_dagster_tests.conftest import write_settings
 
 POLICIES = """

@@ -5,10 +5,10 @@ import os
 
 import pytest
 
-from floe_dagster.api.auth import KeyStore, Permission, Role, check_bind, hash_key, is_loopback, main as auth_main, new_key
-from floe_dagster.errors import BindRefused, KeysError
+from floe_dagster.api.auth import KeyStore, Permission, Role, check_bind, hash_key, is_loopback, new_key
+from floe_dagster.api.auth import main as auth_main
+from floe_dagster.errors import BindRefused, KeysError, SettingsError
 from floe_dagster.settings import ApiSettings, load_settings
-from floe_dagster.errors import SettingsError
 
 
 def write(tmp_path, text, name="floe.yaml"):

@@ -1,9 +1,12 @@
 """Byte estimates follow Iceberg 1.10.2's bin-pack planners: file selection, min-input-files,
-enough/too much content, delete thresholds, rewrite-all, group packing, per-partition independence."""
+enough/too much content, delete thresholds, rewrite-all, group packing, per-partition independence.
+The rules come from the policy's typed config (``RewriteRules.for_data_files``); planner options no
+policy sets (min/max file size, delete ratio, max files) are given to ``RewriteRules.sized`` directly."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -14,23 +17,25 @@ from floe_dagster.core.estimates import (
     DEFAULT_TARGET_FILE_SIZE_BYTES,
     DataFileInfo,
     EstimateOptionError,
-    data_files_of,
     RewriteRules,
+    data_files_of,
     estimate_rewrite_data_files,
     estimate_rewrite_position_delete_files,
     pack_groups,
     plan_data_file_rewrite,
     plan_position_delete_rewrite,
+    plan_recorded_data_files,
 )
 from floe_dagster.core.metrics import TableMetrics
+from floe_dagster.core.operation_config import RewriteDataFilesConfig, RewritePositionDeleteFilesConfig
 
 T = 1000  # a target size that keeps the numbers readable
-RULES = RewriteRules.for_data_files({"target-file-size-bytes": T})  # min 750, max 1800
+RULES = RewriteRules.sized(T)  # min 750, max 1800
 SMALL = 100
 
 
-def plan(files, **options):
-    return plan_data_file_rewrite(files, RewriteRules.for_data_files({"target-file-size-bytes": T, **options}))
+def plan(files, **rules):
+    return plan_data_file_rewrite(files, RewriteRules.sized(T, **rules))
 
 
 # -- rules and options -----------------------------------------------------------------------------------
@@ -47,31 +52,47 @@ def test_defaults_are_icebergs():
     assert deletes.target_file_size_bytes == DEFAULT_DELETE_TARGET_FILE_SIZE_BYTES == 64 * 1024 * 1024
 
 
-def test_target_from_table_property_then_option_and_policy_names():
+def test_target_from_table_property_then_the_policys_config():
     props = {"write.target-file-size-bytes": "2000", "write.delete.target-file-size-bytes": "300"}
     assert RewriteRules.for_data_files(None, props).target_file_size_bytes == 2000
-    assert RewriteRules.for_data_files({"target-file-size-bytes": "4000"}, props).min_file_size_bytes == 3000
-    camel = RewriteRules.for_data_files({"targetFileSizeBytes": 100, "minInputFiles": 2, "rewriteAll": True,
-                                         "deleteFileThreshold": 3, "strategy": "BINPACK"})
-    assert (camel.target_file_size_bytes, camel.min_input_files, camel.rewrite_all, camel.delete_file_threshold) == (
-        100, 2, True, 3)
+    assert RewriteRules.for_data_files(RewriteDataFilesConfig(target_file_size_bytes=4000), props).min_file_size_bytes == 3000
+    typed = RewriteRules.for_data_files(RewriteDataFilesConfig.from_mapping(
+        {"targetFileSizeBytes": 100, "minInputFiles": 2, "rewriteAll": True, "deleteFileThreshold": 3,
+         "maxFileGroupSizeBytes": 5000, "strategy": "BINPACK", "partialProgressEnabled": True}))
+    assert (typed.target_file_size_bytes, typed.min_input_files, typed.rewrite_all, typed.delete_file_threshold,
+            typed.max_file_group_size_bytes) == (100, 2, True, 3, 5000)
     assert RewriteRules.for_position_deletes(None, props).target_file_size_bytes == 300
-    assert RewriteRules.for_data_files({"rewrite-all": "true"}).rewrite_all is True
+    deletes = RewriteRules.for_position_deletes(RewritePositionDeleteFilesConfig(target_file_size_bytes=40, rewrite_all=True), props)
+    assert (deletes.target_file_size_bytes, deletes.rewrite_all, deletes.delete_file_threshold) == (40, True, 2**31 - 1)
 
 
-@pytest.mark.parametrize("options", [
-    {"target-file-size-bytes": 1000, "min-file-size-bytes": 1000},  # target must be > min
-    {"target-file-size-bytes": 1000, "max-file-size-bytes": 1000},  # target must be < max
-    {"min-input-files": 0},
-    {"delete-ratio-threshold": 1.5},
-    {"delete-file-threshold": -1},
-    {"max-file-group-size-bytes": 0},
-    {"rewrite-all": "maybe"},
-    {"target-file-size-bytes": "big"},
+@pytest.mark.parametrize("rules", [
+    {"min_file_size_bytes": 1000},  # target must be > min
+    {"max_file_size_bytes": 1000},  # target must be < max
+    {"min_file_size_bytes": -1},
+    {"min_input_files": 0},
+    {"delete_ratio_threshold": 1.5},
+    {"delete_ratio_threshold": 0},
+    {"delete_file_threshold": -1},
+    {"max_file_group_size_bytes": 0},
+    {"max_files_to_rewrite": 0},
 ])
-def test_options_iceberg_refuses_are_refused(options):
+def test_rules_iceberg_refuses_are_refused(rules):
     with pytest.raises(EstimateOptionError):
-        RewriteRules.for_data_files(options)
+        RewriteRules.sized(T, **rules)
+
+
+@pytest.mark.parametrize("config, properties, message", [
+    # A target of 1: the maximum (180 %) rounds down to 1, and Iceberg wants target < max.
+    (RewriteDataFilesConfig(target_file_size_bytes=1), {}, "must be < 'max-file-size-bytes' (1)"),
+    (None, {"write.target-file-size-bytes": "big"}, "'write.target-file-size-bytes' must be a whole number"),
+    (None, {"write.target-file-size-bytes": "0"}, "'target-file-size-bytes' is set to 0 but must be > 0"),
+    # Iceberg reads the table's property even when the option is set.
+    (RewriteDataFilesConfig(target_file_size_bytes=1000), {"write.target-file-size-bytes": "big"}, "whole number"),
+])
+def test_what_iceberg_refuses_beyond_the_policy_is_refused(config, properties, message):
+    with pytest.raises(EstimateOptionError, match=re.escape(message)):
+        RewriteRules.for_data_files(config, properties)
 
 
 # -- file selection by size ------------------------------------------------------------------------------------
@@ -92,7 +113,7 @@ def test_size_thresholds_are_strict():
 def test_explicit_min_and_max_file_size():
     files = [("p", 500)] * 5
     assert plan(files).files == 5
-    assert plan(files, **{"min-file-size-bytes": 400}).files == 0
+    assert plan(files, min_file_size_bytes=400).files == 0
 
 
 # -- group rules -------------------------------------------------------------------------------------------------
@@ -101,9 +122,9 @@ def test_explicit_min_and_max_file_size():
 def test_min_input_files():
     assert plan([("p", SMALL)] * 4).bytes == 0  # 4 small files, 400 bytes < target: left alone
     assert plan([("p", SMALL)] * 5).bytes == 500
-    assert plan([("p", SMALL)] * 4, **{"min-input-files": 4}).files == 4
+    assert plan([("p", SMALL)] * 4, min_input_files=4).files == 4
     # A single file is never "enough input files", even with min-input-files 1.
-    assert plan([("p", SMALL)], **{"min-input-files": 1}).files == 0
+    assert plan([("p", SMALL)], min_input_files=1).files == 0
 
 
 def test_in_range_files_do_not_count_toward_min_input_files():
@@ -136,15 +157,15 @@ def test_partitions_are_planned_separately():
 def test_delete_file_threshold():
     in_range = DataFileInfo("p", 1000, delete_files=3, deleted_records=0, record_count=100)
     assert plan([in_range]).files == 0  # off by default (Integer.MAX_VALUE)
-    assert plan([in_range], **{"delete-file-threshold": 3}).files == 1  # at the threshold: rewritten, alone
-    assert plan([in_range], **{"delete-file-threshold": 4}).files == 0
+    assert plan([in_range], delete_file_threshold=3).files == 1  # at the threshold: rewritten, alone
+    assert plan([in_range], delete_file_threshold=4).files == 0
 
 
 def test_a_file_with_too_many_deletes_carries_its_partition_group():
     files = [DataFileInfo("p", SMALL), DataFileInfo("p", SMALL), DataFileInfo("p", 1000, 2, 0, 10)]
-    estimate = plan(files, **{"delete-file-threshold": 2})
+    estimate = plan(files, delete_file_threshold=2)
     assert estimate.files == 3 and estimate.bytes == 1200
-    assert plan(files[:2], **{"delete-file-threshold": 2}).files == 0
+    assert plan(files[:2], delete_file_threshold=2).files == 0
 
 
 def test_delete_ratio_threshold():
@@ -156,12 +177,12 @@ def test_delete_ratio_threshold():
     assert plan([file(3, deletes=0)]).files == 0  # no delete file applies
     assert plan([file(3, records=0)]).files == 0  # 0/0 is never ≥ the threshold
     assert plan([file(20)]).files == 1  # capped at the file's rows
-    assert plan([file(2)], **{"delete-ratio-threshold": 0.2}).files == 1
+    assert plan([file(2)], delete_ratio_threshold=0.2).files == 1
 
 
 def test_delete_threshold_zero_takes_every_file():
     # Iceberg: deletes().size() >= 0 holds for every file.
-    assert plan([("p", 1000), ("q", 1200)], **{"delete-file-threshold": 0}).files == 2
+    assert plan([("p", 1000), ("q", 1200)], delete_file_threshold=0).files == 2
 
 
 # -- rewrite-all, packing, caps --------------------------------------------------------------------------------
@@ -169,7 +190,7 @@ def test_delete_threshold_zero_takes_every_file():
 
 def test_rewrite_all_takes_every_file_and_every_group():
     files = [("a", 1000), ("b", 1200), ("b", SMALL)]
-    estimate = plan(files, **{"rewrite-all": True})
+    estimate = plan(files, rewrite_all=True)
     assert (estimate.files, estimate.bytes, estimate.partitions) == (3, 2300, 2)
 
 
@@ -183,13 +204,13 @@ def test_max_file_group_size_splits_a_partition():
     files = [("p", SMALL)] * 6
     assert plan(files).files == 6
     # Groups of at most 300 bytes: two groups of three files, each below min-input-files and target.
-    assert plan(files, **{"max-file-group-size-bytes": 300}).files == 0
-    assert plan(files, **{"max-file-group-size-bytes": 300, "min-input-files": 3}).groups == 2
+    assert plan(files, max_file_group_size_bytes=300).files == 0
+    assert plan(files, max_file_group_size_bytes=300, min_input_files=3).groups == 2
 
 
 def test_max_files_to_rewrite():
     files = [("a", SMALL)] * 5 + [("b", SMALL)] * 5
-    estimate = plan(files, **{"max-files-to-rewrite": 7})
+    estimate = plan(files, max_files_to_rewrite=7)
     assert (estimate.files, estimate.bytes, estimate.groups) == (7, 700, 2)
 
 
@@ -197,15 +218,15 @@ def test_max_files_to_rewrite():
 
 
 def test_position_delete_rewrite_rules():
-    rules = RewriteRules.for_position_deletes({"target-file-size-bytes": T})
+    rules = RewriteRules.for_position_deletes(RewritePositionDeleteFilesConfig(target_file_size_bytes=T))
     assert plan_position_delete_rewrite([("p", SMALL)] * 4, rules).files == 0
     assert plan_position_delete_rewrite([("p", SMALL)] * 5, rules).bytes == 500
     assert plan_position_delete_rewrite([("p", 600), ("p", 600)], rules).files == 2  # enough content
     assert plan_position_delete_rewrite([("p", 2000)], rules).files == 1  # too much content
     assert plan_position_delete_rewrite([("p", 1000)] * 9, rules).files == 0  # in range
-    two = RewriteRules.for_position_deletes({"target-file-size-bytes": T, "min-input-files": 2})
+    two = RewriteRules.for_position_deletes(RewritePositionDeleteFilesConfig(target_file_size_bytes=T, min_input_files=2))
     assert plan_position_delete_rewrite([("p", SMALL), ("p", SMALL), ("q", SMALL)], two).files == 2
-    everything = RewriteRules.for_position_deletes({"rewrite-all": True})
+    everything = RewriteRules.for_position_deletes(RewritePositionDeleteFilesConfig(rewrite_all=True))
     assert plan_position_delete_rewrite([("p", SMALL), ("q", 10**9)], everything).bytes == SMALL + 10**9
 
 
@@ -230,7 +251,7 @@ def test_estimates_from_table_metrics_and_json_round_trip():
     estimate = estimate_rewrite_data_files(m)
     assert (estimate.files, estimate.bytes, estimate.partitions) == (6, 5 * SMALL + 1000, 2)
     assert estimate_rewrite_position_delete_files(m).files == 0
-    assert estimate_rewrite_position_delete_files(m, {"rewriteAll": True}).bytes == 40
+    assert estimate_rewrite_position_delete_files(m, RewritePositionDeleteFilesConfig(rewrite_all=True)).bytes == 40
     assert TableMetrics.from_json(json.loads(json.dumps(m.to_json()))) == m
     assert estimate_rewrite_data_files(TableMetrics("demo.ns.t", None, "summary", 0)) is None
     assert estimate_rewrite_position_delete_files(TableMetrics("demo.ns.t", None, "summary", 0)) is None
@@ -255,11 +276,11 @@ files_strategy = st.lists(
 @given(files_strategy, st.integers(min_value=1, max_value=8))
 def test_invariants(files, min_input):
     total = sum(f.size for f in files)
-    estimate = plan(files, **{"min-input-files": min_input})
+    estimate = plan(files, min_input_files=min_input)
     assert 0 <= estimate.bytes <= total and estimate.files <= len(files)
     # Fewer required input files never rewrites less; rewrite-all rewrites everything.
-    assert plan(files, **{"min-input-files": max(1, min_input - 1)}).bytes >= estimate.bytes
-    assert plan(files, **{"rewrite-all": True}).bytes == total
+    assert plan(files, min_input_files=max(1, min_input - 1)).bytes >= estimate.bytes
+    assert plan(files, rewrite_all=True).bytes == total
     # Files inside the size range without deletes are never taken unless rewrite-all.
     clean = [DataFileInfo(f.partition, 1000) for f in files]
     assert plan(clean).bytes == 0
@@ -275,13 +296,13 @@ group_strategy = st.tuples(
 @settings(max_examples=200, deadline=None)
 @given(st.lists(group_strategy, max_size=4),
        st.fixed_dictionaries({}, optional={
-           "min-input-files": st.integers(min_value=1, max_value=6),
-           "delete-file-threshold": st.integers(min_value=0, max_value=4),
-           "delete-ratio-threshold": st.sampled_from([0.1, 0.3, 1.0]),
-           "rewrite-all": st.booleans(),
-           "max-files-to-rewrite": st.integers(min_value=1, max_value=10),
-           "max-file-group-size-bytes": st.integers(min_value=500, max_value=20000)}))
-def test_estimate_from_a_record_equals_planning_its_files(groups, options):
+           "min_input_files": st.integers(min_value=1, max_value=6),
+           "delete_file_threshold": st.integers(min_value=0, max_value=4),
+           "delete_ratio_threshold": st.sampled_from([0.1, 0.3, 1.0]),
+           "rewrite_all": st.booleans(),
+           "max_files_to_rewrite": st.integers(min_value=1, max_value=10),
+           "max_file_group_size_bytes": st.integers(min_value=500, max_value=20000)}))
+def test_estimate_from_a_record_equals_planning_its_files(groups, rules):
     """The planner's estimate reads a record's groups as stored; it must pick what planning the same
     files one by one picks."""
     stored = []
@@ -290,16 +311,23 @@ def test_estimate_from_a_record_equals_planning_its_files(groups, options):
                     for index, count, rows, records in deletes}
         stored.append((f'["p{number}"]', tuple(sizes), tuple(sorted(by_index.values()))))
     m = metrics(data_file_groups=tuple(stored), properties={"write.target-file-size-bytes": str(T)})
-    expected = plan_data_file_rewrite(data_files_of(m), RewriteRules.for_data_files(options, m.properties))
-    assert estimate_rewrite_data_files(m, options) == expected
+    sized = RewriteRules.sized(T, **rules)
+    assert plan_recorded_data_files(m, sized) == plan_data_file_rewrite(data_files_of(m), sized)
+    # The same through a policy's config (the options a policy can set).
+    config = RewriteDataFilesConfig(**{k: v for k, v in rules.items() if k in (
+        "min_input_files", "delete_file_threshold", "rewrite_all", "max_file_group_size_bytes")})
+    expected = plan_data_file_rewrite(data_files_of(m), RewriteRules.for_data_files(config, m.properties))
+    assert estimate_rewrite_data_files(m, config) == expected
 
 
-def test_rules_remembered_for_one_set_of_options_never_answer_for_another():
-    """The rules are kept per set of options; True and 1 compare equal in Python, but Iceberg takes
-    only the first for rewrite-all, so an estimate after the other must still be refused."""
+def test_rules_remembered_for_one_config_never_answer_for_another():
+    """The rules are kept per config (and table property); another config gets its own."""
     m = metrics(data_file_groups=(('["a"]', (SMALL,) * 6, ()),), properties={"write.target-file-size-bytes": str(T)})
-    assert estimate_rewrite_data_files(m, {"rewrite-all": True}).files == 6
-    with pytest.raises(EstimateOptionError, match="rewrite-all"):
-        estimate_rewrite_data_files(m, {"rewrite-all": 1})
-    assert estimate_rewrite_data_files(m, {"rewriteAll": True, "minInputFiles": 7}).files == 6
-    assert estimate_rewrite_data_files(m, {"minInputFiles": 7}).files == 0
+    assert estimate_rewrite_data_files(m, RewriteDataFilesConfig(rewrite_all=True)).files == 6
+    assert estimate_rewrite_data_files(m, RewriteDataFilesConfig(rewrite_all=True, min_input_files=7)).files == 6
+    assert estimate_rewrite_data_files(m, RewriteDataFilesConfig(min_input_files=7)).files == 0
+    with pytest.raises(EstimateOptionError):
+        estimate_rewrite_data_files(m, RewriteDataFilesConfig(target_file_size_bytes=1))
+    # The same config on a table with a smaller target: 600 bytes are now "enough content".
+    smaller = metrics(data_file_groups=m.data_file_groups, properties={"write.target-file-size-bytes": "500"})
+    assert estimate_rewrite_data_files(smaller, RewriteDataFilesConfig(min_input_files=7)).files == 6

@@ -1,15 +1,20 @@
 """Derived Dagster names and the Spark catalog conf derived from PyIceberg properties."""
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from floe_dagster.iceberg.catalog import spark_catalog_conf
-from floe_dagster.errors import CatalogUnavailable
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import (
-    asset_key_for, group_name_for, namespace_for_group, table_for_asset_key, unmappable_reason,
+    asset_key_for,
+    group_name_for,
+    namespace_for_group,
+    table_for_asset_key,
+    unmappable_reason,
 )
-from floe_dagster.settings import CatalogSettings, DEFAULT_POSTGRES_JDBC, DEFAULT_SQLITE_JDBC
+from floe_dagster.errors import CatalogUnavailable
+from floe_dagster.settings import DEFAULT_POSTGRES_JDBC, DEFAULT_SQLITE_JDBC, CatalogSettings
+from floe_dagster.spark.catalog_conf import spark_catalog_conf
 
 
 def test_group_names_are_valid_and_readable():

@@ -9,6 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from floe_dagster.core.durations import parse_iso_duration
+from floe_dagster.core.operation_config import (
+    ExpireSnapshotsConfig,
+    OrphanCleanupConfig,
+    RewriteDataFilesConfig,
+    RewriteManifestsConfig,
+    RewritePositionDeleteFilesConfig,
+)
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.policy import (
     PolicyError,
@@ -95,7 +103,8 @@ def test_operation_enabled_needs_config_and_an_enabled_schedule():
     assert not loaded.is_operation_enabled(EXPIRE)  # no schedule
     assert not loaded.is_operation_enabled(ORPHAN)  # schedule disabled
     assert not loaded.is_operation_enabled(MANIFESTS)  # schedule but no config
-    assert loaded.config(RDF) == {} and loaded.config(MANIFESTS) is None
+    assert loaded.config(RDF) == RewriteDataFilesConfig() and loaded.config(MANIFESTS) is None
+    assert loaded.config(RDF).to_json() == {}
 
 
 def test_configs_are_normalized_camel_case_with_only_what_is_set():
@@ -114,15 +123,47 @@ def test_configs_are_normalized_camel_case_with_only_what_is_set():
         rewriteManifests: {specId: 0, useCaching: false}
         rewritePositionDeleteFiles: {rewriteAll: true, minInputFiles: 2}
     """).get("p")
-    assert loaded.config(RDF) == {"strategy": "SORT", "sortOrder": ["id DESC NULLS LAST", "at"],
-                                  "rewriteJobOrder": "BYTES_DESC", "targetFileSizeBytes": 536870912,
-                                  "filter": "region = 'eu'"}
-    assert loaded.config(EXPIRE) == {"retainLast": 3, "maxSnapshotAge": "PT0S", "streamResults": True}
-    assert loaded.config(ORPHAN) == {"retentionPeriodInDays": 1.5, "prefixMismatchMode": "IGNORE",
-                                     "equalSchemes": {"s3a": "s3"}, "dryRun": True, "location": "file:/w/t"}
-    assert loaded.config(MANIFESTS) == {"specId": 0, "useCaching": False}
-    assert loaded.config(POSITION) == {"rewriteAll": True, "minInputFiles": 2}
+    assert loaded.config(RDF).to_json() == {"strategy": "SORT", "sortOrder": ["id DESC NULLS LAST", "at"],
+                                            "rewriteJobOrder": "BYTES_DESC", "targetFileSizeBytes": 536870912,
+                                            "filter": "region = 'eu'"}
+    assert loaded.config(EXPIRE).to_json() == {"retainLast": 3, "maxSnapshotAge": "PT0S", "streamResults": True}
+    assert loaded.config(ORPHAN).to_json() == {"retentionPeriodInDays": 1.5, "prefixMismatchMode": "IGNORE",
+                                               "equalSchemes": {"s3a": "s3"}, "dryRun": True, "location": "file:/w/t"}
+    assert loaded.config(MANIFESTS).to_json() == {"specId": 0, "useCaching": False}
+    assert loaded.config(POSITION).to_json() == {"rewriteAll": True, "minInputFiles": 2}
+    # The typed configs behind them: None is "unset" (the engine's fallbacks then apply).
+    assert loaded.config(RDF) == RewriteDataFilesConfig(
+        strategy="SORT", sort_order=("id DESC NULLS LAST", "at"), rewrite_job_order="BYTES_DESC",
+        target_file_size_bytes=536870912, filter="region = 'eu'")
+    assert loaded.config(EXPIRE) == ExpireSnapshotsConfig(retain_last=3, max_snapshot_age="PT0S", stream_results=True)
+    assert loaded.config(ORPHAN) == OrphanCleanupConfig(
+        retention_period_in_days=1.5, location="file:/w/t", prefix_mismatch_mode="IGNORE",
+        equal_schemes=(("s3a", "s3"),), dry_run=True)
+    assert loaded.config(MANIFESTS) == RewriteManifestsConfig(spec_id=0, use_caching=False)
+    assert loaded.config(POSITION) == RewritePositionDeleteFilesConfig(rewrite_all=True, min_input_files=2)
+    assert loaded.config(RDF).iceberg_options() == {"target-file-size-bytes": 536870912, "rewrite-job-order": "bytes-desc"}
+    assert loaded.to_json()["orphanCleanup"] == loaded.config(ORPHAN).to_json()
     json.dumps(loaded.to_json())  # JSON-able throughout
+
+
+def test_the_version_hashes_the_policy_as_written():
+    """floe/policy-version: the hash of the policy file's definition, not of the parsed configs (the
+    value below was computed before the configs were typed, and must not move)."""
+    loaded = policies("""
+        name: p
+        tablePattern: '*'
+        rewriteDataFiles: {strategy: sort, sortOrder: ['id DESC'], targetFileSizeBytes: 1000}
+        expireSnapshots: {maxSnapshotAge: p1d}
+        orphanCleanup: {equalSchemes: {s3a: s3}}
+    """).get("p")
+    assert loaded.version == "9a2d10c2fe38"
+
+
+def test_a_config_parses_on_its_own():
+    assert RewriteDataFilesConfig.from_mapping({"strategy": "zorder", "zOrderColumns": ["a"]}).z_order_columns == ("a",)
+    assert ExpireSnapshotsConfig.from_mapping({}) == ExpireSnapshotsConfig()
+    with pytest.raises(ValueError, match=r"rewriteManifests config: .*sortBy: exists only on Iceberg's Java"):
+        RewriteManifestsConfig.from_mapping({"sortBy": "x"})
 
 
 def test_tags_become_run_tags_and_the_version_follows_the_definition():
@@ -261,6 +302,11 @@ def test_unknown_field_suggests_the_closest_name():
     ("rewriteDataFiles: {sortOrder: [id]}", "rewriteDataFiles.sortOrder: only applies with strategy SORT"),
     ("rewriteDataFiles: {strategy: SORT, zOrderColumns: [a]}", "zOrderColumns: only applies with strategy ZORDER"),
     ("rewriteDataFiles: {strategy: SORT, sortOrder: ['id SIDEWAYS']}", "sortOrder[0]: 'id SIDEWAYS' is not"),
+    ("rewriteDataFiles: {strategy: SORT, sortOrder: ['id) ; DROP TABLE x; --']}",
+     "sortOrder[0]: 'id) ; DROP TABLE x; --' is not 'column [ASC|DESC] [NULLS FIRST|NULLS LAST]'"),
+    ("rewriteDataFiles: {strategy: ZORDER, zOrderColumns: ['a,b']}", "zOrderColumns[0]: 'a,b' is not a column name"),
+    ("rewriteDataFiles: {rewriteAll: 1}", "rewriteDataFiles.rewriteAll: expected true or false, got 1"),
+    ("rewritePositionDeleteFiles: {rewriteAll: maybe}", "rewriteAll: expected true or false, got 'maybe'"),
     ("rewriteDataFiles: {targetFileSizeBytes: 0}", "targetFileSizeBytes: must be at least 1"),
     ("rewriteDataFiles: {partialProgressEnabled: 'yes'}", "partialProgressEnabled: expected true or false"),
     ("rewriteDataFiles: {rewriteJobOrder: SIZE}", "rewriteJobOrder: must be one of NONE, BYTES_ASC"),
@@ -273,6 +319,7 @@ def test_unknown_field_suggests_the_closest_name():
     ("orphanCleanup: {equalSchemes: {s3a: 1}}", "equalSchemes.s3a: expected text"),
     ("rewriteManifests: {stagingLocation: /tmp}", "stagingLocation: exists only on Iceberg's Java"),
     ("rewriteManifests: {rewriteIf: {}}", "rewriteIf: exists only on Iceberg's Java"),
+    ("rewriteManifests: {sortBy: x}", "sortBy: exists only on Iceberg's Java"),
     ("rewriteManifests: {specId: -1}", "specId: must be at least 0"),
     ("rewritePositionDeleteFiles: {filter: x}", "rewritePositionDeleteFiles.filter: unknown field"),
     ("rewriteDataFiles: []", "rewriteDataFiles: expected a mapping"),
@@ -408,9 +455,9 @@ def test_the_example_policies_validate_cleanly():
     loaded = result.policies
     sales = loaded.effective_policy(table("demo.sales.orders"))
     assert sales.name == "sales-maintenance" and sales.enabled_operations() == list(Operation)
-    assert sales.config(EXPIRE)["retainLast"] and sales.config(EXPIRE)["maxSnapshotAge"]
+    assert sales.config(EXPIRE).retain_last and sales.config(EXPIRE).max_snapshot_age
     ops = loaded.effective_policy(table("demo.ops.audit_log"))
-    assert ops.name == "ops-maintenance" and ops.config(ORPHAN) == {"retentionPeriodInDays": 3}
+    assert ops.name == "ops-maintenance" and ops.config(ORPHAN) == OrphanCleanupConfig(retention_period_in_days=3)
     covered = {op for policy in loaded for op in policy.configured_operations()}
     assert covered == set(Operation)
 
@@ -436,3 +483,13 @@ def test_policy_sets_reloaded_each_tick_answer_by_their_own_precedence():
     assert policy_set(0).effective_policy(events).name == "broad"
     without_broad = parse_policies_text('- {name: sales, tablePattern: "demo.sales.*", rewriteDataFiles: {}}')
     assert without_broad.effective_policy(events) is None
+
+
+def test_iso_durations():
+    assert parse_iso_duration("P7D").days == 7
+    assert parse_iso_duration("PT6H").total_seconds() == 6 * 3600
+    assert parse_iso_duration("PT0S").total_seconds() == 0
+    assert parse_iso_duration("P1DT12H").total_seconds() == 36 * 3600
+    for bad in ("7 days", "P", "PT", "P1M", "P1Y", "P1W"):
+        with pytest.raises(ValueError, match="ISO-8601"):
+            parse_iso_duration(bad)

@@ -1,20 +1,32 @@
-"""SQL building for Iceberg's procedures: every option mapped, bad options refused, names quoted."""
+"""SQL rendering of the typed operation configs for Iceberg's procedures: every option mapped, names
+quoted. The configs come from the core's parser, which refuses bad options (test_policy.py)."""
 
 from datetime import datetime, timezone
 
 import pytest
 
+from floe_dagster.core.estimates import RewriteRules, estimate_rewrite_data_files
+from floe_dagster.core.metrics import TableMetrics
+from floe_dagster.core.operation_config import CONFIG_TYPES, ExpireSnapshotsConfig, RewriteDataFilesConfig
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.policy import parse_policies_text
 from floe_dagster.core.tables import TableName
-from floe_dagster.spark.procedures import build_procedure_call, parse_iso_duration, quote_identifier, quote_literal, summarize_result, table_argument
 from floe_dagster.errors import ProcedureOptionError
+from floe_dagster.spark.procedures import (
+    build_procedure_call,
+    quote_identifier,
+    quote_literal,
+    summarize_result,
+    table_argument,
+)
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
 T = TableName("demo", ("sales",), "orders")
 
 
-def call(op, config, props=None, table=T):
-    return build_procedure_call(op, table, config, NOW, props).sql
+def call(op, raw, props=None, table=T):
+    """The SQL for a config as a policy writes it (``raw``, parsed by the core)."""
+    return build_procedure_call(op, table, CONFIG_TYPES[op].from_mapping(raw), NOW, props).sql
 
 
 def test_rewrite_data_files_maps_every_option():
@@ -42,10 +54,10 @@ def test_sort_and_zorder_strategies():
     assert "strategy => 'sort', sort_order => 'id DESC NULLS LAST, kind'" in sort
     zorder = call(Operation.REWRITE_DATA_FILES, {"strategy": "ZORDER", "zOrderColumns": ["id", "region"]})
     assert "strategy => 'sort', sort_order => 'zorder(id,region)'" in zorder
-    with pytest.raises(ProcedureOptionError, match="zOrderColumns"):
-        call(Operation.REWRITE_DATA_FILES, {"strategy": "ZORDER"})
-    with pytest.raises(ProcedureOptionError, match="sortOrder"):
-        call(Operation.REWRITE_DATA_FILES, {"strategy": "SORT", "sortOrder": ["id) ; DROP TABLE x; --"]})
+    # Without a sort order, Iceberg sorts by the table's own.
+    assert call(Operation.REWRITE_DATA_FILES, {"strategy": "sort"}).endswith("strategy => 'sort')")
+    assert call(Operation.REWRITE_DATA_FILES, {}) == (
+        "CALL `demo`.`system`.rewrite_data_files(table => '`sales`.`orders`', strategy => 'binpack')")
 
 
 def test_expire_snapshots_uses_policy_then_table_properties_then_floe_defaults():
@@ -59,8 +71,11 @@ def test_expire_snapshots_uses_policy_then_table_properties_then_floe_defaults()
     assert "retain_last => 9" in from_table and "TIMESTAMP '2026-11-22 11:00:00.000000Z'" in from_table
     defaults = call(Operation.EXPIRE_SNAPSHOTS, {})
     assert "retain_last => 5" in defaults and "TIMESTAMP '2026-11-15 12:00:00.000000Z'" in defaults
-    with pytest.raises(ProcedureOptionError, match="retainLast"):
-        call(Operation.EXPIRE_SNAPSHOTS, {"retainLast": 0})
+    # A policy value wins over the table's property, field by field.
+    mixed = call(Operation.EXPIRE_SNAPSHOTS, {"retainLast": 2}, {"history.expire.min-snapshots-to-keep": "9"})
+    assert "retain_last => 2" in mixed and "TIMESTAMP '2026-11-15 12:00:00.000000Z'" in mixed
+    assert build_procedure_call(Operation.EXPIRE_SNAPSHOTS, T, ExpireSnapshotsConfig(), NOW).arguments == {
+        "retain_last": 5, "older_than": "2026-11-15T12:00:00+00:00"}
 
 
 def test_orphan_cleanup_options_and_retention_floor():
@@ -73,16 +88,14 @@ def test_orphan_cleanup_options_and_retention_floor():
     assert "prefix_mismatch_mode => 'IGNORE'" in sql
     assert "equal_schemes => map('s3a', 's3')" in sql and "equal_authorities => map('a', 'b')" in sql
     assert "dry_run => true" in sql
-    assert "prefix_mismatch_mode => 'ERROR'" in call(Operation.ORPHAN_CLEANUP, {})
-    with pytest.raises(ProcedureOptionError, match="at least 1 day"):
-        call(Operation.ORPHAN_CLEANUP, {"retentionPeriodInDays": 0.5})
+    assert call(Operation.ORPHAN_CLEANUP, {"equalSchemes": {}}) == (
+        "CALL `demo`.`system`.remove_orphan_files(table => '`sales`.`orders`', "
+        "older_than => TIMESTAMP '2026-11-19 12:00:00.000000Z', prefix_mismatch_mode => 'ERROR')")
 
 
-def test_rewrite_manifests_refuses_java_only_options():
+def test_rewrite_manifests_options():
     assert "spec_id => 0, use_caching => false" in call(Operation.REWRITE_MANIFESTS, {"specId": 0, "useCaching": False})
-    for key in ("stagingLocation", "sortBy", "rewriteIf"):
-        with pytest.raises(ProcedureOptionError, match="only on Iceberg's Java"):
-            call(Operation.REWRITE_MANIFESTS, {key: "x"})
+    assert call(Operation.REWRITE_MANIFESTS, {}).endswith("rewrite_manifests(table => '`sales`.`orders`')")
 
 
 def test_rewrite_position_delete_files_options():
@@ -91,8 +104,32 @@ def test_rewrite_position_delete_files_options():
         "rewriteJobOrder": "FILES_ASC", "minInputFiles": 1, "rewriteAll": True})
     assert sql.startswith("CALL `demo`.`system`.rewrite_position_delete_files(table => '`sales`.`orders`', options => map(")
     assert "'rewrite-job-order', 'files-asc'" in sql and "'rewrite-all', 'true'" in sql
-    with pytest.raises(ProcedureOptionError, match="not supported"):
-        call(Operation.REWRITE_POSITION_DELETE_FILES, {"filter": "x"})
+    assert "options" not in call(Operation.REWRITE_POSITION_DELETE_FILES, {})
+
+
+def test_the_rendering_takes_only_its_operations_typed_config():
+    with pytest.raises(TypeError, match="RewriteDataFilesConfig"):
+        build_procedure_call(Operation.REWRITE_DATA_FILES, T, {}, NOW)
+    with pytest.raises(TypeError, match="ExpireSnapshotsConfig"):
+        build_procedure_call(Operation.EXPIRE_SNAPSHOTS, T, RewriteDataFilesConfig(), NOW)
+
+
+def test_the_sql_and_the_estimate_read_the_same_typed_config():
+    """A policy parsed once: the procedure's options and the estimate's rules come from the same fields
+    of the same object (issue 13: one contract, no second parser)."""
+    policy = parse_policies_text(
+        "name: p\ntablePattern: '*'\nrewriteDataFiles: {targetFileSizeBytes: 1000, minInputFiles: 2}\n").get("p")
+    config = policy.config(Operation.REWRITE_DATA_FILES)
+    assert isinstance(config, RewriteDataFilesConfig) and config.target_file_size_bytes == 1000
+    call = build_procedure_call(Operation.REWRITE_DATA_FILES, T, config, NOW)
+    assert call.arguments["options"] == {"target-file-size-bytes": 1000, "min-input-files": 2} == config.iceberg_options()
+    assert "options => map('target-file-size-bytes', '1000', 'min-input-files', '2')" in call.sql
+    rules = RewriteRules.for_data_files(config, {"write.target-file-size-bytes": "4000"})  # the policy wins
+    assert (rules.target_file_size_bytes, rules.min_input_files) == (1000, 2)
+    # Two small files: a group of 2 ≥ minInputFiles 2 (Iceberg's default, 5, would leave them).
+    m = TableMetrics("demo.sales.orders", "file:///m.json", "full", 0, data_file_groups=(('["a"]', (100, 100), ()),))
+    assert estimate_rewrite_data_files(m, config).files == 2
+    assert estimate_rewrite_data_files(m).files == 0
 
 
 @pytest.mark.parametrize("name", ["it's", "a`b", "x'); DROP TABLE t; --", "semi;colon", "spa ce", "ünï\\code", "\\'"])
@@ -118,16 +155,6 @@ def test_literal_escaping_and_nul_refused():
     assert quote_literal("a\\'b") == "'a\\\\\\'b'"
     with pytest.raises(ProcedureOptionError):
         quote_literal("a\x00b")
-
-
-def test_iso_durations():
-    assert parse_iso_duration("P7D").days == 7
-    assert parse_iso_duration("PT6H").total_seconds() == 6 * 3600
-    assert parse_iso_duration("PT0S").total_seconds() == 0
-    assert parse_iso_duration("P1DT12H").total_seconds() == 36 * 3600
-    for bad in ("7 days", "P", "PT", "P1M", "P1Y", "P1W"):
-        with pytest.raises(ProcedureOptionError):
-            parse_iso_duration(bad)
 
 
 def test_result_parsing_and_zero_change():

@@ -1,7 +1,8 @@
 """Table scopes for sharded code locations: named scopes (first match wins) and hash shards."""
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from floe_dagster.core.scopes import DEFAULT_SCOPE, scope_named
 from floe_dagster.core.tables import TableName

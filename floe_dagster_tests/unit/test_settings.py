@@ -2,8 +2,9 @@
 
 import pytest
 
-from floe_dagster.settings import load_settings
+from floe_dagster.core.debt import DebtWeights
 from floe_dagster.errors import SettingsError
+from floe_dagster.settings import load_settings
 
 
 def write(tmp_path, text):
@@ -84,6 +85,6 @@ def test_missing_named_file(tmp_path):
 
 def test_debt_weights_are_checked_at_load(tmp_path):
     good = load_settings(write(tmp_path, "debt:\n  critical: 200\n  per-day-since-write: 1\n"), environ={})
-    assert good.debt == {"critical": 200, "per-day-since-write": 1}
+    assert good.debt == DebtWeights(critical=200, per_day_since_write=1)
     with pytest.raises(SettingsError, match="debt: .*critcal"):
         load_settings(write(tmp_path, "debt:\n  critcal: 200\n"), environ={})

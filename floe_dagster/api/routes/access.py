@@ -1,0 +1,57 @@
+"""What the routes need from the application: the key check and the ``ApiService``.
+
+``create_app`` puts the ``KeyStore`` (``app.state.keys``) and the ``ApiService`` (``app.state.service``)
+on the application, so the routers read them from the request and need no closure.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from fastapi import Request, Security
+from fastapi.security import APIKeyHeader
+
+from floe_dagster.api.auth import HEADER, KeyStore, Permission, Principal
+from floe_dagster.api.service import ApiError, ApiService
+
+log = logging.getLogger(__name__)
+
+api_key = APIKeyHeader(name=HEADER, auto_error=False, scheme_name="ApiKey",
+                       description="An API key; the server stores only its SHA-256")
+
+
+def allowed(permission: Permission) -> Callable[..., Principal]:
+    """A dependency giving the caller's ``Principal``: 503 when the configured keys cannot be read,
+    401 without a valid key, 403 when the key's role lacks ``permission``."""
+
+    def dependency(request: Request, key: str | None = Security(api_key)) -> Principal:
+        keys: KeyStore = request.app.state.keys
+        if keys.configured:
+            problem = keys.error()
+            if problem:
+                log.error("API keys unusable: %s", problem)
+                raise ApiError(503, "AUTH_UNAVAILABLE", "the server's API keys cannot be read; see its log")
+        who = keys.authenticate(key)
+        if who is None:
+            message = (f"a valid API key is required in the {HEADER} header" if not key
+                       else "the API key is not valid")
+            raise ApiError(401, "UNAUTHORIZED", message)
+        if not who.can(permission):
+            raise ApiError(403, "FORBIDDEN",
+                           f"API key '{who.name}' has role {who.role.value if who.role else '-'}, "
+                           f"which does not allow '{permission.value}'",
+                           {"key": who.name, "role": who.role.value if who.role else None,
+                            "needs": permission.value})
+        return who
+
+    return dependency
+
+
+reader = allowed(Permission.READ)
+operator = allowed(Permission.TRIGGER)
+
+
+async def api_service(request: Request) -> ApiService:
+    """The application's ``ApiService`` (async: a plain attribute read needs no worker thread)."""
+    return request.app.state.service

@@ -1,0 +1,60 @@
+"""What several routers share: the documented error responses, the table path parameters and the
+``at`` time of a trigger status."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from typing import Any
+
+from fastapi import Path
+
+from floe_dagster.api import models as M
+from floe_dagster.api.service import ApiError
+from floe_dagster.core.localtime import naive_as_utc
+
+_DESCRIPTIONS = {
+    400: "The request is invalid (body, path or query)",
+    401: "No valid API key in the X-API-Key header",
+    403: "The API key's role does not allow this",
+    404: "Unknown table, catalog or policy, or no policy applies",
+    409: "The table is being maintained (details.runId is the run), or it is not an asset yet",
+    500: "Internal error (for example invalid policy files)",
+    503: "The catalog, the health metadata or the run queue cannot be reached",
+}
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI ``responses`` of these error statuses, all in the one error shape."""
+    return {code: {"model": M.ErrorResponse, "description": _DESCRIPTIONS[code]} for code in codes}
+
+
+_PART = r"[^.\s](?:[^.]*[^.\s])?"  # a name part: no dot, no blank at either end
+namespace_path = Path(min_length=1, max_length=1024, pattern=rf"^{_PART}(\.{_PART})*$", examples=["sales"],
+                      description="The namespace, dotted when nested (a.b)")
+table_path = Path(min_length=1, max_length=255, pattern=rf"^{_PART}$", examples=["orders"],
+                  description="The table name")
+
+# RFC 3339 date-time (the OpenAPI "date-time" format); without an offset the time is read as UTC.
+_EARLIEST_AT = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_LATEST_AT = datetime(9000, 1, 1, tzinfo=timezone.utc)
+_DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?([Zz]|[+-]\d{2}:\d{2})?")
+
+
+def parse_at(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    if not _DATE_TIME.fullmatch(text.strip()):
+        raise ApiError(400, "VALIDATION_FAILED", f"at: expected an RFC 3339 date-time such as 2026-11-22T10:00:00Z, "
+                       f"got {text!r}", {"field": "at"})
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError as exc:
+        raise ApiError(400, "VALIDATION_FAILED", f"at: {exc}", {"field": "at"}) from None
+    moment = naive_as_utc(moment)
+    # The planner adds and subtracts intervals, back-offs and cron gaps: stay far from datetime's limits
+    # (year 1 or 9999 raised OverflowError deep in the planner: a 500).
+    if not _EARLIEST_AT <= moment <= _LATEST_AT:
+        raise ApiError(400, "VALIDATION_FAILED", f"at: expected a time between {_EARLIEST_AT.date()} and "
+                       f"{_LATEST_AT.date()}, got {text!r}", {"field": "at"})
+    return moment

@@ -1,0 +1,36 @@
+"""``GET /api/v1/operations``: recent maintenance runs."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter, Depends, Query
+from fastapi.responses import JSONResponse
+
+from floe_dagster.api import models as M
+from floe_dagster.api.auth import Principal
+from floe_dagster.api.routes.access import api_service, reader
+from floe_dagster.api.routes.common import error_responses
+from floe_dagster.api.service import ApiService
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get(
+    "/api/v1/operations",
+    summary="Recent maintenance runs, newest first, with their numbers",
+    response_model=M.OperationsPage,
+    responses=error_responses(400, 401, 403, 503),
+)
+def operations(
+    table: str | None = Query(None, min_length=1, max_length=1300,
+                              description="catalog.namespace.table or namespace.table"),
+    triggerId: str | None = Query(None, min_length=1, max_length=100,
+                                  description="The orchestrationId of a trigger"),
+    status: Literal["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"] | None = Query(None),
+    limit: int = Query(20, ge=1, le=100),
+    offset: int = Query(0, ge=0, le=10000),
+    who: Principal = Depends(reader),
+    service: ApiService = Depends(api_service),
+) -> JSONResponse:
+    return JSONResponse(service.operations(table, triggerId, status, limit, offset))

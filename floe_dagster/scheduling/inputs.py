@@ -1,0 +1,141 @@
+"""The planner's inputs for the tables of one scope, gathered with a few batched reads: one catalog
+listing, one history read, one in-flight query, one ledger read, and the health collector's tiers.
+
+The ledger's arithmetic (:func:`ledger_state`) is pure, so it is tested without a catalog or Spark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Callable, Iterable, Mapping
+
+from dagster import DagsterInstance, RunsFilter
+
+from floe_dagster.coordination.database import ADMISSION_TTL, Coordination
+from floe_dagster.coordination.runs import RunInFlight, mark_dead_runs, runs_in_flight
+from floe_dagster.core import run_tags as T
+from floe_dagster.core.localtime import naive_as_utc
+from floe_dagster.core.operations import Operation
+from floe_dagster.core.planner import Decision, PlanInput
+from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
+from floe_dagster.core.tables import TableName
+from floe_dagster.iceberg.catalog import list_tables, open_catalog
+from floe_dagster.iceberg.health_collector import HealthCollector, estimate_operation_bytes
+from floe_dagster.policies import load_policy_set
+from floe_dagster.settings import Settings
+
+# The health collection's share of a tick (Dagster's sensor limit is 60 s).
+HEALTH_TIME_BUDGET_S = 20.0
+# Ledger rows older than this cannot hold an attempt number the planner still needs (a slot's
+# retries stop long before: backoff is capped at 7 days).
+LEDGER_LOOKBACK = timedelta(days=8)
+
+
+@dataclass(frozen=True)
+class LedgerState:
+    """What the recent ledger rows of one scope say, for the planner."""
+
+    in_flight: frozenset[tuple[str, Operation]]  # queued or running runs, and fresh admissions
+    last_attempts: Mapping[tuple[str, Operation, str], int]  # (table, operation, slot) -> last attempt
+    bytes_in_flight: int  # estimated bytes of admissions not finished yet (byte budget)
+
+
+def ledger_state(rows: Iterable[Mapping[str, Any]], now: datetime,
+                 running: frozenset[tuple[str, Operation]]) -> LedgerState:
+    """Fold the ledger rows of a scope with the runs in flight (``running``, from the instance).
+
+    An admission whose run is not created yet holds its (table, operation) in flight and its bytes
+    in the budget until :data:`ADMISSION_TTL` (the daemon failed to launch it); an admission whose
+    run exists counts its estimate while that run is in flight."""
+    in_flight = set(running)
+    last_attempts: dict[tuple[str, Operation, str], int] = {}
+    pending_bytes = 0
+    created = []
+    for row in rows:
+        item = (row["table_name"], Operation(row["operation"]))
+        key = (*item, row["slot"])
+        last_attempts[key] = max(last_attempts.get(key, -1), row["attempt"])
+        if row["run_id"] is None:
+            if now - naive_as_utc(row["admitted_at"]) < ADMISSION_TTL:
+                in_flight.add(item)
+                pending_bytes += row["estimated_bytes"] or 0
+        else:
+            created.append((item, row["estimated_bytes"] or 0))
+    estimated_running = sum(estimate for item, estimate in created if item in in_flight)
+    return LedgerState(frozenset(in_flight), last_attempts, pending_bytes + estimated_running)
+
+
+@dataclass(frozen=True)
+class TickInputs:
+    """The planner's input and what gathering it found on the way."""
+
+    plan_input: PlanInput
+    dead_runs: list[str]  # runs found dead (and marked failed) while gathering
+    health_missing: int  # tables whose full-tier health is not collected yet
+
+
+def gather(
+    settings: Settings,
+    instance: DagsterInstance,
+    now: datetime,
+    loaded_tables: frozenset[TableName] | None,
+    scope: Callable[[Decision], bool] | None = None,
+    coordination: Coordination | None = None,
+    mark_dead: bool = False,
+    table_scope: Scope = DEFAULT_SCOPE,
+) -> TickInputs:
+    """The planner's inputs for the tables of one scope."""
+    coordination = coordination or Coordination.shared(settings.coordination_url)
+    catalog = open_catalog(settings.catalog)
+    tables = table_scope.select(list_tables(catalog))
+    scoped = {t.qualified for t in tables}
+    in_flight_runs = runs_in_flight(instance)
+    dead = mark_dead_runs(instance, coordination, in_flight_runs, now) if mark_dead else []
+    running = frozenset((r.table_name, r.operation) for r in in_flight_runs
+                        if r.run_id not in dead and r.table_name and r.operation)
+    recent = coordination.admitted_since(now - LEDGER_LOOKBACK)
+    _attach_created_runs(instance, coordination, recent)
+    ledger = ledger_state([row for row in recent if row["table_name"] in scoped], now, running)  # a shard's own
+    # Summary health for every table (no file read for an unchanged one), then the full tier within
+    # a time budget: a cold start fills in over a few ticks instead of blowing the sensor's limit.
+    collector = HealthCollector(catalog, settings)
+    summary = collector.collect(tables, tier="summary")
+    health = collector.collect(tables, tier="full", time_budget_s=HEALTH_TIME_BUDGET_S)
+    collector.close()
+    rewritten = coordination.bytes_rewritten_by_table_since(now - timedelta(hours=1))
+    data = PlanInput(
+        now=now,
+        catalog_tables=tables,
+        loaded_tables=frozenset(tables) if loaded_tables is None else loaded_tables,
+        policies=load_policy_set(settings),
+        limits=settings.scheduler,
+        metrics={**summary.metrics, **health.metrics},
+        history=coordination.all_history(),
+        in_flight=ledger.in_flight,
+        last_attempts=ledger.last_attempts,
+        bytes_last_hour=sum(n for name, n in rewritten.items() if name in scoped) + ledger.bytes_in_flight,
+        queued_runs=queued_runs(in_flight_runs),
+        debt_weights=settings.debt,
+        scope=scope,
+        estimate_bytes=estimate_operation_bytes,
+    )
+    return TickInputs(data, dead, len(health.missing))
+
+
+def queued_runs(in_flight_runs: Iterable[RunInFlight]) -> int:
+    """Floe runs waiting in the run queue (``max-queued-runs`` counts these)."""
+    return sum(1 for r in in_flight_runs if r.status.value in ("QUEUED", "NOT_STARTED"))
+
+
+def _attach_created_runs(instance: DagsterInstance, coordination: Coordination, recent: list[dict]) -> None:
+    """Fill in the run id of admissions whose run the daemon has created since (one query)."""
+    pending = {row["run_key"]: row for row in recent if row["run_id"] is None}
+    if not pending:
+        return
+    records = instance.get_run_records(filters=RunsFilter(tags={T.RUN_KEY: list(pending)}))
+    for record in records:
+        key = record.dagster_run.tags.get(T.RUN_KEY)
+        if key in pending:
+            coordination.attach_run(key, record.dagster_run.run_id)
+            pending[key]["run_id"] = record.dagster_run.run_id
