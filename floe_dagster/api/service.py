@@ -252,7 +252,7 @@ class ApiService:
     def __init__(self, settings: Settings, instance: DagsterInstance):
         self.settings = settings
         self.instance = instance
-        self.coordination = Coordination.shared(settings.coordination_url)
+        self.coordination = Coordination(settings.coordination_url)
         self._guard = threading.Lock()
         self._table_locks: dict[str, threading.Lock] = {}
         self._watches: dict[str, TriggerWatch] = {}

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import lru_cache
 from typing import Iterable
 
 from sqlalchemy import (
@@ -133,12 +132,6 @@ class Coordination:
         self.engine: Engine = create_engine(self.url, **kwargs)
         metadata.create_all(self.engine)
         self.locks: Locks = locks_for(self.url)
-
-    @classmethod
-    def shared(cls, url: str | None = None) -> "Coordination":
-        """One per coordination database and process (its connection pool and schema check are paid
-        once, not by every tick, run and request)."""
-        return _shared(url or default_coordination_url())
 
     # -- ledger -------------------------------------------------------------------------------
     def admit(self, items: Iterable[Admission], now: datetime, launcher: str = "") -> list[Admission]:
@@ -260,7 +253,3 @@ def _history_from_row(row) -> OperationHistory:
         k: (naive_as_utc(v) if isinstance(v, datetime) else v) for k, v in row.items() if k not in ("table_name", "operation")
     })
 
-
-@lru_cache(maxsize=8)
-def _shared(url: str) -> Coordination:
-    return Coordination(url)

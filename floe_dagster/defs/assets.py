@@ -23,7 +23,7 @@ from dagster import (
 )
 
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.coordination.locks import table_lock_name
+from floe_dagster.coordination.locks import Locks, table_lock_name
 from floe_dagster.coordination.runs import run_lock_name
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.history import Outcome
@@ -88,25 +88,25 @@ def build_table_assets(tables: Sequence[TableName], settings: Settings):
     )
     def iceberg_tables(context):  # no annotation: Dagster reads it before `annotations` resolve
         # Held for the whole run, so a tick can tell a dead run (lock free) from a live one.
-        locks = Coordination.shared(settings.coordination_url).locks
-        with locks.hold(run_lock_name(context.run.run_id)):
-            yield from _maintain_selected(context, settings)
+        coordination = Coordination(settings.coordination_url)
+        with coordination.locks.hold(run_lock_name(context.run.run_id)):
+            yield from _maintain_selected(context, settings, coordination)
 
     return iceberg_tables
 
 
-def _maintain_selected(context: AssetExecutionContext, settings: Settings) -> Iterator[MaterializeResult]:
+def _maintain_selected(context: AssetExecutionContext, settings: Settings,
+                       coordination: Coordination) -> Iterator[MaterializeResult]:
     engine: IcebergSparkEngine = context.resources.engine
     op = Operation(context.partition_key)
     selected = sorted(table_for_asset_key(key) for key in context.selected_asset_keys)
     run_tags = _add_missing_run_tags(context, selected, op, settings)
     failures: list[str] = []
-    coordination = Coordination.shared(settings.coordination_url)
     trigger = run_tags.get(T.TRIGGER, "")
     for table in selected:
         started = datetime.now(timezone.utc)
         try:
-            result = maintain_table(context, engine, settings, table, op)
+            result = maintain_table(context, engine, settings, table, op, coordination.locks)
             numbers = result.metadata or {}
             coordination.record_outcome(Outcome(
                 run_id=context.run.run_id, table_name=table.qualified, operation=op, trigger=trigger,
@@ -162,7 +162,8 @@ def _add_missing_run_tags(
 
 
 def maintain_table(
-    context: AssetExecutionContext, engine: IcebergSparkEngine, settings: Settings, table: TableName, op: Operation
+    context: AssetExecutionContext, engine: IcebergSparkEngine, settings: Settings, table: TableName, op: Operation,
+    locks: Locks,
 ) -> MaterializeResult:
     """Run one operation on one table under its lock and describe what changed."""
     resolved: ResolvedOperation = resolve_operation(settings, table, op)
@@ -177,7 +178,7 @@ def maintain_table(
         )
     before = table_counts(iceberg_table)
     now = datetime.now(timezone.utc)
-    with Coordination.shared(settings.coordination_url).locks.hold(table_lock_name(table)):
+    with locks.hold(table_lock_name(table)):
         context.log.info(f"{op.value} on {table.qualified} (policy {resolved.policy_name})")
         outcome = engine.maintain(
             table, op, resolved.config, now, table_properties=properties, table_bytes=before["total_bytes"]

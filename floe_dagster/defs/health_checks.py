@@ -180,7 +180,7 @@ def _evaluate_checks(context, settings: Settings):
     tables = [table_for_asset_key(key.asset_key) for key in keys]
     now = datetime.now(timezone.utc)
     policies = load_policy_set(settings)
-    history = Coordination.shared(settings.coordination_url).all_history()
+    history = Coordination(settings.coordination_url).all_history()
     with HealthCollector(open_catalog(settings.catalog), settings) as collector:
         snapshot = collector.collect(tables, tier="full")
     remembered: dict[str, str] = {}

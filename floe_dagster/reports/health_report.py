@@ -44,7 +44,7 @@ def health_report(settings: Settings, table: TableName | str, now: datetime, tie
             raise UnknownTable(f"{exc} (`floe-dagster tables --refresh` lists the catalog's tables)") from None
     policy, thresholds = thresholds_for(policies, name)
     assessed = assess_health(metrics, thresholds, now)
-    history = Coordination.shared(settings.coordination_url).all_history()
+    history = Coordination(settings.coordination_url).all_history()
     return health_record(assessed, policy, history, now, settings.debt)
 
 

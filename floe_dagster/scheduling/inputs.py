@@ -86,7 +86,7 @@ def gather(
     table_scope: Scope = DEFAULT_SCOPE,
 ) -> TickInputs:
     """The planner's inputs for the tables of one scope."""
-    coordination = coordination or Coordination.shared(settings.coordination_url)
+    coordination = coordination or Coordination(settings.coordination_url)
     catalog = open_catalog(settings.catalog)
     tables = table_scope.select(list_tables(catalog))
     scoped = {t.qualified for t in tables}

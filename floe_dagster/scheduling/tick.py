@@ -61,7 +61,7 @@ def run_tick(
     started = time.monotonic()
     if not settings.scheduler.enabled:
         return TickResult(None, skipped_tick="scheduler_disabled: scheduler.enabled is false")
-    coordination = Coordination.shared(settings.coordination_url)
+    coordination = Coordination(settings.coordination_url)
     try:
         with coordination.locks.hold(scheduler_lock_name(table_scope.name)):
             inputs = gather(settings, instance, now, loaded_tables, scope, coordination, mark_dead=True,
