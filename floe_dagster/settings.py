@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from floe_dagster.core.batches import BatchSettings
 from floe_dagster.core.debt import DebtWeights
 from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.planner import SchedulerSettings
@@ -48,9 +49,10 @@ class CatalogSettings:
 
 @dataclass(frozen=True)
 class MaintenanceSettings:
-    # Above this many bytes of table data the row-count check after a rewrite uses snapshot
-    # summaries instead of counting rows with Spark.
-    row_count_check_max_bytes: int = 10 * 1024**3
+    # After a rewrite, each new snapshot's rows are checked against its parent's from Iceberg's
+    # snapshot summaries (exact, no Spark query); tables up to this many bytes are also counted with
+    # Spark. 0: Spark counts only where the summaries are missing or disagree.
+    row_count_check_max_bytes: int = 0
     default_timeout_hours: float = 1.0
 
 
@@ -100,18 +102,21 @@ class Settings:
     # Named table scopes for sharded code locations: (name, table pattern), in order.
     shards: tuple[tuple[str, str], ...] = ()
     health: HealthSettings = field(default_factory=HealthSettings)
+    batching: BatchSettings = field(default_factory=BatchSettings)  # tables per automated run
 
     @property
     def table_cache_path(self) -> Path:
         return Path(self.data_dir) / "cache" / f"tables-{self.catalog.name}.json"
 
 
-_TOP_KEYS = {"data-dir", "catalog", "spark", "policies", "scheduler", "maintenance", "debt", "coordination", "api", "shards", "health"}
+_TOP_KEYS = {"data-dir", "catalog", "spark", "policies", "scheduler", "maintenance", "debt", "coordination", "api",
+             "shards", "health", "batching"}
 _CATALOG_KEYS = {"name", "properties", "spark-properties"}
 _SPARK_KEYS = {"master", "remote", "conf", "packages", "jars", "jars-cache", "java-home"}
 _MAINTENANCE_KEYS = {"row-count-check-max-bytes", "default-timeout-hours"}
 _COORDINATION_KEYS = {"url"}
 _HEALTH_KEYS = {"checks", "report-time-budget-s"}
+_BATCHING_KEYS = {"max-tables", "max-bytes", "group-by"}
 _API_KEYS = {"keys-file", "keys-env"}
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -300,6 +305,8 @@ def load_settings(path: str | os.PathLike[str] | None = None, environ: Mapping[s
                                      health_raw.get("report-time-budget-s", HealthSettings.report_time_budget_s), float),
     )
 
+    batching = _batching(source, _section(source, raw, "batching", _BATCHING_KEYS))
+
     policies_value = raw.get("policies", ["examples/policies"] if "catalog" not in raw else [])
     policies = tuple(_resolve(base, p, source, "policies") for p in _string_list(source, "policies", policies_value))
     if environ.get("FLOE_POLICIES"):
@@ -336,6 +343,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, environ: Mapping[s
         api=api,
         shards=tuple(shards),
         health=health,
+        batching=batching,
     )
 
 
@@ -359,6 +367,17 @@ def _debt(source: str, raw: dict[str, Any]) -> DebtWeights:
         return DebtWeights.from_mapping(raw)
     except ValueError as exc:
         raise SettingsError(f"{source}: debt: {exc}") from None
+
+
+def _batching(source: str, raw: Mapping[str, Any]) -> BatchSettings:
+    default = BatchSettings()
+    max_tables = _coerce(source, "batching.max-tables", raw.get("max-tables", default.max_tables), int)
+    max_bytes = _coerce(source, "batching.max-bytes", raw.get("max-bytes", default.max_bytes), int)
+    group_by = _string_list(source, "batching.group-by", raw["group-by"]) if "group-by" in raw else default.group_by
+    try:
+        return BatchSettings(max_tables=max_tables, max_bytes=max_bytes, group_by=group_by)
+    except ValueError as exc:
+        raise SettingsError(f"{source}: batching.{exc}") from None
 
 
 def _check_spark_connect(source: str, remote: str, catalog: CatalogSettings) -> None:

@@ -111,10 +111,10 @@ def table_name(settings: Settings, namespace: str, table: str) -> TableName:
                        f"table {table!r}: a table name must not be blank and cannot contain '.'", {"table": table})
     # The name reaches explain as text (``catalog.ns.table``, whose ends are stripped when parsed):
     # "orders " would be answered for "orders". A part with blanks at its ends is refused.
-    for field, value in [*(("namespace", part) for part in parts), ("table", table)]:
+    for part_name, value in [*(("namespace", part) for part in parts), ("table", table)]:
         if value != value.strip():
-            raise ApiError(400, "INVALID_TABLE_NAME", f"{field} {value!r}: a name part cannot start or end with blanks",
-                           {field: namespace if field == "namespace" else table})
+            raise ApiError(400, "INVALID_TABLE_NAME", f"{part_name} {value!r}: a name part cannot start or end with blanks",
+                           {part_name: namespace if part_name == "namespace" else table})
     return TableName(settings.catalog.name, parts, table)
 
 

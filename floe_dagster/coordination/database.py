@@ -31,11 +31,14 @@ from sqlalchemy import (
     and_,
     create_engine,
     func,
+    inspect,
+    or_,
     select,
+    text,
     update,
 )
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from floe_dagster.coordination.locks import Locks, locks_for
 from floe_dagster.core.history import OUTAGE, OperationHistory, Outcome, fold_outcome
@@ -62,6 +65,9 @@ ledger = Table(
     Column("admitted_at", DateTime(timezone=True), nullable=False),
     Column("launcher", String(200), nullable=False, default=""),
     Column("run_id", String(64)),
+    # The run key of the batch (one run over several tables) the item was admitted in; the run
+    # carries it as floe/run-key. A batch of one has the item's own run key.
+    Column("batch_key", String(1200)),
     UniqueConstraint("table_name", "operation", "slot", "attempt", name="floe_ledger_item"),
 )
 
@@ -116,6 +122,7 @@ class Admission:
     reason: str
     debt_score: float = 0.0
     estimated_bytes: int = 0
+    batch_key: str | None = None  # None: a batch of its own (its run key)
 
     @property
     def run_key(self) -> str:
@@ -131,6 +138,7 @@ class Coordination:
         kwargs = {"connect_args": {"timeout": 30}} if self.url.startswith("sqlite") else {"pool_pre_ping": True}
         self.engine: Engine = create_engine(self.url, **kwargs)
         metadata.create_all(self.engine)
+        _add_missing_columns(self.engine)
         self.locks: Locks = locks_for(self.url)
 
     # -- ledger -------------------------------------------------------------------------------
@@ -144,16 +152,28 @@ class Coordination:
                         table_name=item.table_name, operation=item.operation.value, slot=item.slot,
                         attempt=item.attempt, run_key=item.run_key, trigger=item.trigger, reason=item.reason[:2000],
                         debt_score=item.debt_score, estimated_bytes=item.estimated_bytes,
-                        admitted_at=naive_as_utc(now), launcher=launcher,
+                        admitted_at=naive_as_utc(now), launcher=launcher, batch_key=item.batch_key or item.run_key,
                     ))
                 admitted.append(item)
             except IntegrityError:
                 continue
         return admitted
 
-    def attach_run(self, run_key: str, run_id: str) -> None:
+    def attach_run(self, batch_key: str, run_id: str) -> None:
+        """The run the daemon created for a batch: every item of it (rows of older versions, without a
+        batch key, by their own run key)."""
         with self.engine.begin() as connection:
-            connection.execute(update(ledger).where(ledger.c.run_key == run_key).values(run_id=run_id))
+            connection.execute(update(ledger).where(
+                or_(ledger.c.batch_key == batch_key, and_(ledger.c.batch_key.is_(None), ledger.c.run_key == batch_key))
+            ).values(run_id=run_id))
+
+    def batch_rows(self, batch_key: str) -> dict[str, dict]:
+        """The ledger rows of one batch by table: each table's own decision, for its materialization."""
+        with self.engine.connect() as connection:
+            rows = connection.execute(select(ledger).where(
+                or_(ledger.c.batch_key == batch_key, and_(ledger.c.batch_key.is_(None), ledger.c.run_key == batch_key))
+            )).mappings().all()
+        return {row["table_name"]: dict(row) for row in rows}
 
     def admitted_since(self, since: datetime) -> list[dict]:
         with self.engine.connect() as connection:
@@ -245,6 +265,18 @@ class Coordination:
                 select(outcomes).where(outcomes.c.table_name == table_name).order_by(outcomes.c.finished_at)
             ).mappings().all()
         return [dict(row) for row in rows]
+
+
+def _add_missing_columns(engine: Engine) -> None:
+    """Columns added since a coordination database was created (create_all adds tables, not columns)."""
+    present = {column["name"] for column in inspect(engine).get_columns(ledger.name)}
+    if "batch_key" not in present:
+        try:
+            with engine.begin() as connection:
+                connection.execute(text(f"ALTER TABLE {ledger.name} ADD COLUMN batch_key VARCHAR(1200)"))
+        except DBAPIError:  # another process added it first
+            if "batch_key" not in {column["name"] for column in inspect(engine).get_columns(ledger.name)}:
+                raise
 
 
 def _history_from_row(row) -> OperationHistory:

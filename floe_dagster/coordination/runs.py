@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Iterable
 
-from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core import run_tags as T
@@ -35,7 +36,7 @@ def run_lock_name(run_id: str) -> str:
 @dataclass(frozen=True)
 class RunInFlight:
     run_id: str
-    table_name: str | None  # None for a run over several tables
+    table_names: tuple[str, ...]  # the qualified names of the tables it maintains (a batch: several)
     operation: Operation | None
     status: DagsterRunStatus
     start_time: datetime | None
@@ -54,7 +55,7 @@ def runs_in_flight(instance: DagsterInstance) -> list[RunInFlight]:
         operation = tags.get(T.OPERATION) or _partition_of(tags)
         found.append(RunInFlight(
             run_id=run.run_id,
-            table_name=tags.get(T.TABLE),
+            table_names=_tables_of(run.asset_selection, tags),
             operation=Operation(operation) if operation in Operation._value2member_map_ else None,
             status=run.status,
             start_time=datetime.fromtimestamp(record.start_time, timezone.utc) if record.start_time else None,
@@ -65,6 +66,14 @@ def runs_in_flight(instance: DagsterInstance) -> list[RunInFlight]:
 
 def _partition_of(tags: dict[str, str]) -> str | None:
     return tags.get("dagster/partition")
+
+
+def _tables_of(asset_selection: Iterable[AssetKey] | None, tags: dict[str, str]) -> tuple[str, ...]:
+    """The tables a run maintains: its asset selection (an asset key is [catalog, *namespace, table],
+    so its path joined is the qualified name), else its floe/table tag."""
+    if asset_selection:
+        return tuple(sorted(".".join(key.path) for key in asset_selection if len(key.path) >= 3))
+    return (tags[T.TABLE],) if tags.get(T.TABLE) else ()
 
 
 def mark_dead_runs(
@@ -88,9 +97,10 @@ def mark_dead_runs(
         instance.report_run_failed(
             dagster_run, message="floe-dagster: the run's process is gone (its run lock is free); marked failed"
         )
-        if run.table_name and run.operation:
+        # Each table the run had not finished (recording a finished one again is a no-op).
+        for table_name in run.table_names if run.operation else ():
             coordination.record_outcome(Outcome(
-                run_id=run.run_id, table_name=run.table_name, operation=run.operation,
+                run_id=run.run_id, table_name=table_name, operation=run.operation,
                 trigger=run.tags.get(T.TRIGGER, ""), started_at=run.start_time, finished_at=now, succeeded=False,
                 message="the run's process died",
             ))

@@ -6,6 +6,10 @@ Gates, in order; a skipped decision's reasons start with the first gate that blo
 schedule_disabled, gc_disabled; table_missing, not_loaded; window_closed, day_not_allowed; not_due;
 failure_backoff; zero_change_throttle; conditions_unmet, min_interval, no_health; in_flight; the
 budgets budget_tables, budget_operations, budget_bytes, tick_cap.
+
+Admitted decisions are grouped into batches (core/batches.py): one run per batch. The table and
+operation budgets and the byte budget count (table, operation) items; ``max-run-requests-per-tick``
+and ``max-queued-runs`` count runs, so a new batch is what a tick cap stops.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from floe_dagster.core.batches import ONE_TABLE_PER_RUN, BatchPacker, BatchSettings, RunClass
 from floe_dagster.core.conditions import ConditionResult
 from floe_dagster.core.debt import DebtWeights, TableDebt
 from floe_dagster.core.history import OperationHistory
@@ -72,6 +77,8 @@ class Decision:
     throttled_until: datetime | None = None
     max_runtime_s: float | None = None
     enabled: bool = True
+    run_class: RunClass | None = None  # what its run shares with the batch's other tables (a run decision)
+    batch: int | None = None  # the batch (one run) it was admitted into this tick: 1, 2, …
 
     @property
     def conditions(self) -> dict[str, Any]:
@@ -115,6 +122,7 @@ class PlanInput:
     # Which due items this launcher may admit (a schedule: its own rule); the others are reported only.
     scope: Callable[["Decision"], bool] | None = None
     estimate_bytes: Callable[[TableName, Operation, TableMetrics | None, OperationConfig | None], int] | None = None
+    batching: BatchSettings = ONE_TABLE_PER_RUN
 
 
 @dataclass(frozen=True)
@@ -127,6 +135,11 @@ class Plan:
     def admitted(self) -> list[Decision]:
         return sorted((d for d in self.decisions if d.decision == "run"), key=lambda d: d.rank or 0)
 
+    def batches(self, admitted: Iterable[Decision] | None = None) -> list[list[Decision]]:
+        """The admitted decisions (or the given subset of them) by batch, each in rank order, the
+        batches in the order of their first decision."""
+        return group_batches(self.admitted if admitted is None else admitted)
+
     def to_json(self) -> dict[str, Any]:
         return {"at": self.at.isoformat(), "decisions": [d.to_json() for d in self.decisions], "notes": self.notes}
 
@@ -137,6 +150,15 @@ class Plan:
                 code = decision.reasons[0].split(":")[0]
                 counts[code] = counts.get(code, 0) + 1
         return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def group_batches(decisions: Iterable[Decision]) -> list[list[Decision]]:
+    """Admitted decisions by batch (a decision without one is a batch of its own), in rank order."""
+    by_batch: dict[object, list[Decision]] = {}
+    for decision in sorted(decisions, key=lambda d: d.rank or 0):
+        key = decision.batch if decision.batch is not None else ("alone", decision.run_key)
+        by_batch.setdefault(key, []).append(decision)
+    return list(by_batch.values())
 
 
 def backoff_delay(consecutive_failures: int, threshold: int, hours: float) -> timedelta:
@@ -311,7 +333,16 @@ def _gate(
     if window_end is not None:
         runtime = min(runtime, max(60.0, (window_end - now).total_seconds()))
     return _replace(base, decision="run", reasons=(f"{due.trigger}: {due.detail}",), attempt=attempt,
-                   max_runtime_s=runtime, next_eligible=now, **extra)
+                   max_runtime_s=runtime, next_eligible=now, run_class=_run_class(schedule), **extra)
+
+
+def _run_class(schedule: Any) -> RunClass:
+    days = ",".join(str(d) for d in sorted(schedule.allowed_days))
+    return RunClass(
+        timeout=f"{schedule.timeout_hours:g}h",
+        window=f"{schedule.window_start}-{schedule.window_end} days {days} {schedule.timezone} "
+               f"enforce {schedule.enforce_window_end}",
+    )
 
 
 def _admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: list[str]) -> Iterable[Decision]:
@@ -322,6 +353,7 @@ def _admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: li
     cap = limits.max_run_requests_per_tick
     queue_room = max(0, limits.max_queued_runs - data.queued_runs)
     rank = 0
+    packer = BatchPacker(data.batching)
     tick_cap = f"at most {min(cap, queue_room)} run requests this tick " \
                f"(max-run-requests-per-tick {cap}, queued runs {data.queued_runs}/{limits.max_queued_runs})"
     for decision in candidates:
@@ -347,7 +379,8 @@ def _admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: li
                     yield _skip(decision, "budget_bytes", f"{bytes_used} of {limits.max_bytes_per_hour} bytes used in "
                                 f"the last hour", more=decision.reasons)
                     continue
-        if rank >= cap or rank >= queue_room:
+        kind = (decision.operation, *(decision.run_class or RunClass()).key(data.batching.group_by))
+        if packer.opens_new(kind, decision.estimated_bytes) and (packer.batches >= cap or packer.batches >= queue_room):
             yield _skip(decision, "tick_cap", tick_cap, more=decision.reasons)
             continue
         if alone:
@@ -358,4 +391,4 @@ def _admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: li
         operations_admitted += 1
         if decision.operation.rewrites_data:
             bytes_used += decision.estimated_bytes
-        yield _replace(decision, rank=rank)
+        yield _replace(decision, rank=rank, batch=packer.place(kind, decision.estimated_bytes))

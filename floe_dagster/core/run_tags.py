@@ -28,7 +28,11 @@ NAMESPACE = "floe/namespace"
 ACTOR = "floe/actor"
 TRIGGER_ID = "floe/trigger-id"
 ATTEMPT = "floe/attempt"
-RUN_KEY = "floe/run-key"
+RUN_KEY = "floe/run-key"  # the ledger's key of the run: an item's run key, or its batch's key
+# A run over several tables (a batch): their names while they fit, how many, which trigger kinds.
+TABLES = "floe/tables"
+BATCH_SIZE = "floe/batch-size"
+TRIGGER_KINDS = "floe/triggers"
 # Why a run failed without it being the table's fault ("lock_held", "outage"): history does not
 # count such failures toward backoff.
 FAILURE_KIND = "floe/failure-kind"
@@ -51,6 +55,7 @@ DAGSTER_PRIORITY = "dagster/priority"
 DAGSTER_MAX_RUNTIME = "dagster/max_runtime"
 # Dagster's run tags are limited in length; a reason is a human sentence, cut to this.
 MAX_REASON_CHARS = 1000
+MAX_TABLES_CHARS = 1000
 
 
 def run_key(table_qualified: str, operation: Operation, slot: str | None, attempt: int) -> str:
@@ -130,4 +135,39 @@ def shared_run_tags(tables: "list[TableName]", op: Operation, origin: Origin) ->
         tags[NAMESPACE] = namespaces.pop()
     if origin.trigger_id:
         tags[TRIGGER_ID] = origin.trigger_id
+    return tags
+
+
+def batch_run_tags(decisions: "list[Decision]", policies: Mapping[TableName, PolicyFacts], launcher: str,
+                   key: str) -> dict[str, str]:
+    """The tags of the run of one batch: a batch of one is tagged as any run of one table; a larger
+    batch gets what its tables share (each table's own decision goes into its materialization), its
+    tables while they fit in a tag, their number and trigger kinds, the most urgent priority and the
+    tightest maximum runtime."""
+    first = decisions[0]
+    op = first.operation
+    if len(decisions) == 1:
+        origin = Origin(first.trigger or "", "; ".join(first.reasons), launcher)
+        return {**run_tags(first.table, op, policies[first.table], origin, first), RUN_KEY: key}
+    tables = [d.table for d in decisions]
+    kinds = sorted({d.trigger or "" for d in decisions})
+    origin = Origin(first.trigger or "", f"{len(decisions)} tables due; the first: {'; '.join(first.reasons)}", launcher)
+    tags = shared_run_tags(tables, op, origin)
+    names = ",".join(t.qualified for t in tables)
+    if len(names) <= MAX_TABLES_CHARS:
+        tags[TABLES] = names
+    tags.update({
+        BATCH_SIZE: str(len(decisions)),
+        TRIGGER_KINDS: ",".join(kinds),
+        RUN_KEY: key,
+        DEBT_SCORE: f"{max(d.debt_score for d in decisions):.1f}",
+        ESTIMATED_BYTES: str(sum(d.estimated_bytes for d in decisions)),
+        DAGSTER_PRIORITY: str(max(run_priority(d.trigger or "", d.debt_score) for d in decisions)),
+    })
+    if len({(policies[t].name, policies[t].version) for t in tables}) == 1:  # one policy version for all
+        shared = policies[tables[0]]
+        tags.update({POLICY: shared.name or "", POLICY_VERSION: shared.version, **shared.tags})
+    runtimes = [d.max_runtime_s or policies[d.table].timeout_s for d in decisions]
+    if all(runtimes):
+        tags[DAGSTER_MAX_RUNTIME] = str(int(min(runtimes)))
     return tags

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import getpass
 import logging
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterator, Sequence
 
@@ -21,6 +22,7 @@ from dagster import (
     StaticPartitionsDefinition,
     multi_asset,
 )
+from pyiceberg.catalog import Catalog
 
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.locks import Locks, table_lock_name
@@ -37,8 +39,8 @@ from floe_dagster.defs.names import (
     table_for_asset_key,
     unmappable_reason,
 )
-from floe_dagster.errors import FloeError, MaintenanceFailed, Outage, failure_kind
-from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
+from floe_dagster.errors import LOCK_HELD, FloeError, MaintenanceFailed, Outage, failure_kind
+from floe_dagster.iceberg.catalog import TableReads, open_catalog, table_counts
 from floe_dagster.policies import ResolvedOperation, resolve_operation, run_tags_for
 from floe_dagster.settings import Settings
 from floe_dagster.spark.engine import IcebergSparkEngine
@@ -97,41 +99,89 @@ def build_table_assets(tables: Sequence[TableName], settings: Settings):
 
 def _maintain_selected(context: AssetExecutionContext, settings: Settings,
                        coordination: Coordination) -> Iterator[MaterializeResult]:
+    """Maintain each selected table in turn, each under its own lock, with its own outcome and
+    materialization: a table that fails, or whose lock is held, fails or is skipped alone."""
     engine: IcebergSparkEngine = context.resources.engine
     op = Operation(context.partition_key)
-    selected = sorted(table_for_asset_key(key) for key in context.selected_asset_keys)
-    run_tags = _add_missing_run_tags(context, selected, op, settings)
+    run_tags = _add_missing_run_tags(
+        context, sorted(table_for_asset_key(key) for key in context.selected_asset_keys), op, settings)
+    admitted = coordination.batch_rows(run_tags[T.RUN_KEY]) if run_tags.get(T.RUN_KEY) else {}
+    # In the planner's rank order when the tables were admitted together (the ledger's order), else by name.
+    selected = sorted((table_for_asset_key(key) for key in context.selected_asset_keys),
+                      key=lambda t: (admitted[t.qualified]["id"] if t.qualified in admitted else 0, t))
+    catalog = open_catalog(settings.catalog)
     failures: list[str] = []
-    trigger = run_tags.get(T.TRIGGER, "")
+    skipped: list[str] = []
     for table in selected:
+        decision = TableDecision.of(table, admitted.get(table.qualified), run_tags)
         started = datetime.now(timezone.utc)
         try:
-            result = maintain_table(context, engine, settings, table, op, coordination.locks)
+            result = maintain_table(context, engine, settings, table, op, coordination.locks, catalog, decision)
             numbers = result.metadata or {}
             coordination.record_outcome(Outcome(
-                run_id=context.run.run_id, table_name=table.qualified, operation=op, trigger=trigger,
+                run_id=context.run.run_id, table_name=table.qualified, operation=op, trigger=decision.trigger,
                 started_at=started, finished_at=datetime.now(timezone.utc), succeeded=True,
                 changed=bool(numbers.get("changed")), bytes_rewritten=int(numbers.get("bytes_rewritten", 0)),
                 snapshot_after=_snapshot_id(numbers.get("snapshot_id")),
             ))
             yield result
         except (FloeError, LookupError) as exc:  # LookupError: a KeyError of a bad record fails this table only
-            context.log.error(str(exc))
-            failures.append(str(exc))
             kind = failure_kind(exc)
+            message = str(exc) if table.qualified in str(exc) else f"{table.qualified}: {exc}"
+            if kind == LOCK_HELD:
+                context.log.warning(f"skipped {message}")
+                skipped.append(message)
+            else:
+                context.log.error(message)
+                failures.append(message)
             if kind:
                 context.instance.add_run_tags(context.run.run_id, {T.FAILURE_KIND: kind})
             coordination.record_outcome(Outcome(
-                run_id=context.run.run_id, table_name=table.qualified, operation=op, trigger=trigger,
+                run_id=context.run.run_id, table_name=table.qualified, operation=op, trigger=decision.trigger,
                 started_at=started, finished_at=datetime.now(timezone.utc), succeeded=False,
                 failure_kind=kind, message=str(exc),
             ))
             if isinstance(exc, Outage):
                 break  # Spark or the catalog is down: the other tables would fail the same way
-    if failures:
-        raise Failure(
-            description=f"{op.value} failed on {len(failures)} of {len(selected)} table(s): " + " | ".join(failures)
-        )
+    if failures or (skipped and len(skipped) == len(selected)):
+        # Only the failed tables fail (their materializations are missing); the others' landed.
+        # A run none of whose tables could take its lock fails fast too, as a run of one table does.
+        what = f"{op.value} failed on {len(failures)} of {len(selected)} table(s): " + " | ".join(failures) \
+            if failures else f"{op.value}: every table's lock is held"
+        if skipped:
+            what += "; skipped (lock held): " + " | ".join(skipped)
+        raise Failure(description=what)
+
+
+@dataclass(frozen=True)
+class TableDecision:
+    """Why a run maintains a table: the planner's decision from its ledger row (each table of a batch
+    has its own), else what the run's tags say (a manual trigger, a backfill, Dagit)."""
+
+    trigger: str
+    reason: str
+    debt_score: float
+    slot: str
+    attempt: int
+    estimated_bytes: int
+    ledger_row: int | None
+
+    @classmethod
+    def of(cls, table: TableName, row: dict | None, run_tags: dict[str, str]) -> "TableDecision":
+        if row is not None:
+            return cls(row["trigger"], row["reason"], float(row["debt_score"] or 0.0), row["slot"], int(row["attempt"]),
+                       int(row["estimated_bytes"] or 0), int(row["id"]))
+        trigger = run_tags.get(T.TRIGGER, "")
+        return cls(trigger, run_tags.get(T.REASON, ""), float(run_tags.get(T.DEBT_SCORE) or 0.0),
+                   run_tags.get(T.SLOT) or f"{trigger}:{run_tags.get(T.TRIGGER_ID) or 'run'}",
+                   int(run_tags.get(T.ATTEMPT) or 0), int(run_tags.get(T.ESTIMATED_BYTES) or 0), None)
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "trigger": self.trigger, "reason": self.reason, "debt_score": self.debt_score, "slot": self.slot,
+            "attempt": self.attempt, "estimated_bytes": self.estimated_bytes,
+            "ledger_row": self.ledger_row if self.ledger_row is not None else MetadataValue.null(),
+        }
 
 
 def _snapshot_id(value: Any) -> int | None:
@@ -163,14 +213,14 @@ def _add_missing_run_tags(
 
 def maintain_table(
     context: AssetExecutionContext, engine: IcebergSparkEngine, settings: Settings, table: TableName, op: Operation,
-    locks: Locks,
+    locks: Locks, catalog: Catalog, decision: TableDecision,
 ) -> MaterializeResult:
-    """Run one operation on one table under its lock and describe what changed."""
+    """Run one operation on one table under its lock and describe what changed, and why it ran."""
     resolved: ResolvedOperation = resolve_operation(settings, table, op)
     if resolved.config is None:
         raise MaintenanceFailed(f"table '{table.qualified}': {resolved.why_not}")
-    catalog = open_catalog(settings.catalog)
-    iceberg_table = load_table(catalog, table)
+    reads = TableReads(catalog, table)
+    iceberg_table = reads.latest
     properties = dict(iceberg_table.properties)
     if op.needs_gc and gc_disabled(properties):
         raise MaintenanceFailed(
@@ -181,9 +231,10 @@ def maintain_table(
     with locks.hold(table_lock_name(table)):
         context.log.info(f"{op.value} on {table.qualified} (policy {resolved.policy_name})")
         outcome = engine.maintain(
-            table, op, resolved.config, now, table_properties=properties, table_bytes=before["total_bytes"]
+            table, op, resolved.config, now, table_properties=properties, table_bytes=before["total_bytes"],
+            read_snapshots=reads.snapshots,
         )
-    after_table = load_table(catalog, table)
+    after_table = reads.latest  # read after the procedure's commit (the row check's read)
     after = table_counts(after_table)
     current = after_table.current_snapshot()
     metadata: dict[str, Any] = {name: value for name, value in outcome.result.numbers.items()}
@@ -198,6 +249,8 @@ def maintain_table(
         "new_snapshots": len(outcome.new_snapshot_ids),
         "row_check": outcome.row_check.method,
         "policy": resolved.policy_name or "",
+        "policy_version": resolved.policy_version,
+        **decision.metadata(),
         "procedure_call": MetadataValue.md(f"```sql\n{outcome.sql}\n```"),
         "arguments": MetadataValue.json(outcome.arguments),
     })

@@ -1,28 +1,32 @@
 """Run requests from the planner's admitted decisions: what the debt-score sensor and the cron
-schedules yield. The tags come from the one builder every launcher uses (core.run_tags)."""
+schedules yield, one per batch (one run over the batch's tables for one operation partition). The
+tags come from the one builder every launcher uses (core.run_tags)."""
 
 from __future__ import annotations
 
 from dagster import RunRequest, SkipReason
 
-from floe_dagster.core.planner import Decision
-from floe_dagster.core.run_tags import Origin
+from floe_dagster.core.run_tags import batch_run_tags
 from floe_dagster.defs.names import asset_key_for
-from floe_dagster.policies import run_tags_for
-from floe_dagster.scheduling.tick import TickResult
+from floe_dagster.policies import resolve_operation
+from floe_dagster.scheduling.tick import RunBatch, TickResult
 from floe_dagster.settings import Settings
 
 
-def run_request_for(decision: Decision, settings: Settings, launcher: str) -> RunRequest:
-    table, op = decision.table, decision.operation
-    origin = Origin(trigger=decision.trigger or "", reason="; ".join(decision.reasons), actor=launcher)
+def run_request_for(batch: RunBatch, settings: Settings, launcher: str) -> RunRequest:
+    op = batch.operation
+    policies = {d.table: resolve_operation(settings, d.table, op).policy for d in batch.decisions}
     return RunRequest(
-        run_key=decision.run_key,
-        asset_selection=[asset_key_for(table)],
+        run_key=batch.key,
+        asset_selection=[asset_key_for(d.table) for d in batch.decisions],
         asset_check_keys=[],  # the health checks are reported without runs (defs/health_checks.py)
         partition_key=op.value,
-        tags=run_tags_for(settings, table, op, origin, decision),
+        tags=batch_run_tags(batch.decisions, policies, launcher, batch.key),
     )
+
+
+def run_requests(result: TickResult, settings: Settings, launcher: str) -> list[RunRequest]:
+    return [run_request_for(batch, settings, launcher) for batch in result.batches]
 
 
 def skip_reason(result: TickResult) -> SkipReason:

@@ -13,7 +13,7 @@ from floe_dagster.core.planner import Decision
 from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import group_name_for
-from floe_dagster.defs.run_requests import run_request_for, skip_reason
+from floe_dagster.defs.run_requests import run_requests, skip_reason
 from floe_dagster.policies import load_policy_set
 from floe_dagster.scheduling.tick import run_tick
 from floe_dagster.settings import Settings
@@ -41,8 +41,7 @@ def build_schedules(settings: Settings, job, loaded_tables: Sequence[TableName],
             if not result.admitted:
                 yield skip_reason(result)
                 return
-            for decision in result.admitted:  # a schedule function yields (it may not return a list)
-                yield run_request_for(decision, settings, launcher)
+            yield from run_requests(result, settings, launcher)  # a schedule function yields
 
         schedules.append(ScheduleDefinition(
             name=schedule_name(policy_name, op),

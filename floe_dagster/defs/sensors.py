@@ -19,7 +19,7 @@ from floe_dagster.core.planner import Decision
 from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.health_checks import report_health_events
-from floe_dagster.defs.run_requests import run_request_for, skip_reason
+from floe_dagster.defs.run_requests import run_requests, skip_reason
 from floe_dagster.scheduling.tick import TickResult, run_tick
 from floe_dagster.settings import Settings
 
@@ -58,8 +58,7 @@ def build_sensor(settings: Settings, job, loaded_tables: Sequence[TableName], ta
         if not result.admitted:
             yield skip_reason(result)
             return
-        for decision in result.admitted:
-            yield run_request_for(decision, settings, launcher)
+        yield from run_requests(result, settings, launcher)
 
     return debt_score_sensor
 

@@ -85,6 +85,33 @@ def existing_table(settings: CatalogSettings, text: str) -> TableName:
     return table
 
 
+def snapshot_facts(table: Table) -> list[dict[str, Any]]:
+    """The table's snapshots as the engine's row check reads them (from the metadata already loaded)."""
+    return [
+        {"snapshot_id": s.snapshot_id, "parent_id": s.parent_snapshot_id,
+         "operation": s.summary.operation.value if s.summary else None,
+         "summary": dict(s.summary.additional_properties) if s.summary else {}}
+        for s in table.metadata.snapshots
+    ]
+
+
+class TableReads:
+    """PyIceberg reads of one table while it is maintained: the table as loaded first, then a fresh
+    load for each later read, so the metadata read after the procedure serves both the row check and
+    the counts after."""
+
+    def __init__(self, catalog: Catalog, table: TableName):
+        self.catalog, self.name = catalog, table
+        self.latest = load_table(catalog, table)
+        self._fresh = True
+
+    def snapshots(self) -> list[dict[str, Any]]:
+        if not self._fresh:
+            self.latest = load_table(self.catalog, self.name)
+        self._fresh = False
+        return snapshot_facts(self.latest)
+
+
 def table_counts(table: Table) -> dict[str, int]:
     """The numbers a maintenance run reports before and after: from the snapshot summary and the
     current manifest list (one small read), never from data files."""

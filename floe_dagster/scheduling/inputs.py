@@ -92,8 +92,8 @@ def gather(
     scoped = {t.qualified for t in tables}
     in_flight_runs = runs_in_flight(instance)
     dead = mark_dead_runs(instance, coordination, in_flight_runs, now) if mark_dead else []
-    running = frozenset((r.table_name, r.operation) for r in in_flight_runs
-                        if r.run_id not in dead and r.table_name and r.operation)
+    running = frozenset((table, r.operation) for r in in_flight_runs
+                        if r.run_id not in dead and r.operation for table in r.table_names)
     recent = coordination.admitted_since(now - LEDGER_LOOKBACK)
     _attach_created_runs(instance, coordination, recent)
     ledger = ledger_state([row for row in recent if row["table_name"] in scoped], now, running)  # a shard's own
@@ -119,6 +119,7 @@ def gather(
         debt_weights=settings.debt,
         scope=scope,
         estimate_bytes=estimate_operation_bytes,
+        batching=settings.batching,
     )
     return TickInputs(data, dead, len(health.missing))
 
@@ -129,8 +130,12 @@ def queued_runs(in_flight_runs: Iterable[RunInFlight]) -> int:
 
 
 def _attach_created_runs(instance: DagsterInstance, coordination: Coordination, recent: list[dict]) -> None:
-    """Fill in the run id of admissions whose run the daemon has created since (one query)."""
-    pending = {row["run_key"]: row for row in recent if row["run_id"] is None}
+    """Fill in the run id of admissions whose run the daemon has created since (one query): a run
+    carries its batch's key as floe/run-key."""
+    pending: dict[str, list[dict]] = {}
+    for row in recent:
+        if row["run_id"] is None:
+            pending.setdefault(row.get("batch_key") or row["run_key"], []).append(row)
     if not pending:
         return
     records = instance.get_run_records(filters=RunsFilter(tags={T.RUN_KEY: list(pending)}))
@@ -138,4 +143,5 @@ def _attach_created_runs(instance: DagsterInstance, coordination: Coordination, 
         key = record.dagster_run.tags.get(T.RUN_KEY)
         if key in pending:
             coordination.attach_run(key, record.dagster_run.run_id)
-            pending[key]["run_id"] = record.dagster_run.run_id
+            for row in pending[key]:
+                row["run_id"] = record.dagster_run.run_id

@@ -14,6 +14,7 @@ from dagster import DagsterInstance
 
 from floe_dagster.coordination.database import Admission, Coordination
 from floe_dagster.coordination.locks import scheduler_lock_name
+from floe_dagster.core.batches import batch_key
 from floe_dagster.core.planner import Decision, Plan, PlanInput, plan
 from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
@@ -23,6 +24,19 @@ from floe_dagster.settings import Settings
 
 # After runs failed because Spark or the catalog was down, launches pause this long.
 CIRCUIT_PAUSE = timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class RunBatch:
+    """One run to request: admitted decisions of one operation, in rank order, and the batch's key
+    (the run key; the ledger rows of its tables carry it)."""
+
+    key: str
+    decisions: list[Decision]
+
+    @property
+    def operation(self):
+        return self.decisions[0].operation
 
 
 @dataclass
@@ -35,6 +49,7 @@ class TickResult:
     health_reported: int = 0  # tables whose health observation and check result this tick recorded
     seconds: float = 0.0
     inputs: PlanInput | None = None  # what was planned from (the sensor reports health from it)
+    batches: list[RunBatch] = field(default_factory=list)  # the admitted decisions, one run each
 
     def summary(self) -> str:
         if self.skipped_tick:
@@ -43,6 +58,8 @@ class TickResult:
         considered = len(self.plan.decisions)
         top = ", ".join(f"{code} ×{n}" for code, n in list(self.plan.reason_counts().items())[:5])
         text = f"considered {considered}, admitted {len(self.admitted)}"
+        if self.batches and len(self.batches) != len(self.admitted):
+            text += f" in {len(self.batches)} run(s)"
         if self.health_reported:
             text += f", health recorded for {self.health_reported} changed table(s)"
         return text + (f"; skipped: {top}" if top else "")
@@ -78,22 +95,28 @@ def run_tick(
                                       seconds=time.monotonic() - started)
                 result = Plan(result.at, _only_first_admitted(result.decisions), result.notes
                               + ["circuit half-open after an outage: one run probes"])
-            admissions = {
-                d.run_key: d for d in result.admitted
-            }
+            admissions = {d.run_key: d for d in result.admitted}
             ledger_items = [
                 Admission(d.table.qualified, d.operation, d.slot or "", d.attempt, d.trigger or "",
-                          "; ".join(d.reasons), d.debt_score, d.estimated_bytes)
-                for d in result.admitted
+                          "; ".join(d.reasons), d.debt_score, d.estimated_bytes, batch_key=key)
+                for key, members in _keyed(result.batches())
+                for d in members
             ]
             accepted = coordination.admit(ledger_items, now, launcher)
             admitted = [admissions[item.run_key] for item in accepted]
+            # What another launcher admitted first is left out; each batch keeps its key (its run key).
+            keys = {item.run_key: item.batch_key for item in accepted}
+            batches = [RunBatch(keys[members[0].run_key], members) for members in result.batches(admitted)]
     except LockHeld:
         return TickResult(None, skipped_tick="lock_held: another launcher is planning")
     except CatalogUnavailable as exc:
         return TickResult(None, skipped_tick=f"catalog_unavailable: {exc}")
     return TickResult(result, admitted, dead_runs=dead, health_missing=inputs.health_missing,
-                      seconds=time.monotonic() - started, inputs=inputs.plan_input)
+                      seconds=time.monotonic() - started, inputs=inputs.plan_input, batches=batches)
+
+
+def _keyed(batches: list[list[Decision]]) -> list[tuple[str, list[Decision]]]:
+    return [(batch_key([d.run_key for d in members]), members) for members in batches]
 
 
 def _only_first_admitted(decisions: list[Decision]) -> list[Decision]:

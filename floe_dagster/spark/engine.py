@@ -18,7 +18,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 from urllib.parse import urlparse
 
 from dagster import ConfigurableResource, InitResourceContext
@@ -29,7 +29,7 @@ from floe_dagster.coordination.locks import file_locks
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
-from floe_dagster.errors import EngineUnavailable, MaintenanceFailed, RowCountMismatch
+from floe_dagster.errors import EngineUnavailable, FloeError, MaintenanceFailed, RowCountMismatch
 from floe_dagster.settings import Settings
 from floe_dagster.spark.catalog_conf import spark_catalog_conf
 from floe_dagster.spark.jars import jar_file_name, resolve_jars
@@ -113,8 +113,9 @@ class IcebergSparkEngine(ConfigurableResource):
     java_home: str | None = None
     jar_packages: list[str] = []
     jars_cache: str = ""
-    # Above this many bytes of table data the row-count check uses snapshot summaries.
-    row_count_check_max_bytes: int = 10 * 1024**3
+    # Tables up to this many bytes are counted with Spark after a rewrite too (0: only where the
+    # snapshot summaries cannot decide).
+    row_count_check_max_bytes: int = 0
     # For a SQLite catalog: a lock that serializes Spark's units of work across runs. Each JdbcCatalog
     # holds a read transaction until it is closed, and SQLite refuses (at once, whatever the busy
     # timeout) to let one of two readers upgrade to a writer, so two runs committing at once fail.
@@ -294,13 +295,21 @@ class IcebergSparkEngine(ConfigurableResource):
         now: datetime,
         table_properties: Mapping[str, str] | None = None,
         table_bytes: int = 0,
+        read_snapshots: Callable[[], list[dict[str, Any]]] | None = None,
     ) -> EngineOutcome:
-        """Run one operation on one table; verify rows after rewrites; always release the catalog."""
+        """Run one operation on one table; verify rows after rewrites; always release the catalog.
+
+        ``read_snapshots``: the table's snapshots (snapshot_id, parent_id, operation, summary) from
+        Iceberg's metadata (iceberg.catalog.snapshot_facts through PyIceberg), so the only Spark
+        query is the procedure itself; without it, Spark's ``snapshots`` metadata table is read."""
         call = build_procedure_call(op, table, config, now, table_properties)  # the policy's config as SQL
         started = time.monotonic()
         with self.unit_of_work() as spark:
+            snapshots_of = read_snapshots or (lambda: self._snapshots(spark, table))
             try:
-                before = {s["snapshot_id"] for s in self._snapshots(spark, table)}
+                before = {s["snapshot_id"] for s in snapshots_of()}
+            except FloeError:
+                raise
             except Exception as exc:
                 raise _classify(exc, table) from exc
             try:
@@ -308,7 +317,7 @@ class IcebergSparkEngine(ConfigurableResource):
             except Exception as exc:
                 raise _classify(exc, table, op) from exc
             result = summarize_result(op, rows)
-            snapshots = self._snapshots(spark, table)
+            snapshots = snapshots_of()
             new = [s for s in snapshots if s["snapshot_id"] not in before]
             row_check = RowCheck("not-applicable")
             if op in (
@@ -336,6 +345,8 @@ class IcebergSparkEngine(ConfigurableResource):
         if not ours:
             return RowCheck("not-applicable")
         by_id = {s["snapshot_id"]: s for s in snapshots}
+        # Iceberg's snapshot summaries count the rows exactly: Spark counts only where they cannot
+        # decide (missing or disagreeing), or for tables up to row_count_check_max_bytes (opt-in).
         method = "snapshot-summary" if table_bytes > self.row_count_check_max_bytes else "spark-count"
         first_before = last_after = None
         for snapshot in ours:

@@ -42,10 +42,20 @@ SIZES = DemoSizes(small_files=12, snapshots=6, position_delete_commits=2, old_or
                   skewed_files=3, other_partition_files=1)
 
 
+def lakehouse(tmp_path, monkeypatch, batching: str):
+    config = write_settings(tmp_path, POLICIES, f"batching: {batching}\n")
+    monkeypatch.setenv("FLOE_CONFIG", str(config))
+    settings = load_settings(config, environ={})
+    build_demo_lakehouse(settings, SIZES)
+    refresh_table_cache(settings)
+    return settings
+
+
 @pytest.fixture
 def setup(tmp_path, instance_home, monkeypatch):
-    """A real lakehouse and a real instance: the embedded SQLite one and the PostgreSQL one."""
-    config = write_settings(tmp_path, POLICIES)
+    """A real lakehouse and a real instance (the embedded SQLite one and the PostgreSQL one), one
+    table per run: each (table, operation) its own run request."""
+    config = write_settings(tmp_path, POLICIES, "batching: {max-tables: 1}\n")
     monkeypatch.setenv("FLOE_CONFIG", str(config))
     settings = load_settings(config, environ={})
     build_demo_lakehouse(settings, SIZES)
@@ -174,3 +184,54 @@ def test_outage_opens_the_circuit_then_one_run_probes(setup):
     assert paused.skipped_tick.startswith("circuit_open") and not paused.admitted
     probe = run_tick(settings, instance, now + CIRCUIT_PAUSE + timedelta(seconds=1), "sensor:test", None)
     assert len(probe.admitted) == 1 and any("circuit_open" in d.reasons[0] for d in probe.plan.decisions)
+
+
+def test_the_sensor_batches_due_tables_into_one_run_per_operation(tmp_path, instance_home, monkeypatch):
+    from floe_dagster.coordination.database import Coordination
+
+    settings = lakehouse(tmp_path, monkeypatch, "{max-tables: 20}")
+    with DagsterInstance.get() as instance:
+        defs = build_definitions(settings)
+        data = evaluate_sensor(defs, instance)
+        requests = {r.partition_key: r for r in data.run_requests or []}
+        # 3 sales tables × 2 interval operations (and the ops cron slot, once the schedule's grace passed)
+        rdf = requests["REWRITE_DATA_FILES"]
+        tables = ["demo.sales.customers", "demo.sales.events", "demo.sales.orders"]
+        assert sorted(".".join(k.path) for k in rdf.asset_selection) == tables
+        tags = rdf.tags
+        assert tags["floe/batch-size"] == "3" and sorted(tags["floe/tables"].split(",")) == tables
+        assert "floe/table" not in tags and tags["floe/operation"] == "REWRITE_DATA_FILES"
+        assert tags["floe/trigger"] == "interval" and tags["floe/triggers"] == "interval"
+        assert tags["floe/policy"] == "sales-interval" and tags["floe/tag.team"] == "sales"
+        assert tags["dagster/max_runtime"] == str(2 * 3600) and tags["floe/actor"] == "sensor:default"
+        assert rdf.run_key == tags["floe/run-key"] and rdf.run_key.startswith("batch:")
+
+        # The ledger keeps one row per table, carrying the batch's key.
+        coordination = Coordination(settings.coordination_url)
+        rows = coordination.batch_rows(rdf.run_key)
+        assert sorted(rows) == tables and all(r["run_id"] is None for r in rows.values())
+
+        # One run maintains the three tables; each materialization carries its own decision.
+        result = execute(defs, instance, rdf)
+        assert result.success
+        materialized = {".".join(m.asset_key.path): m for m in result.asset_materializations_for_node("iceberg_tables")}
+        assert sorted(materialized) == tables
+        for name, materialization in materialized.items():
+            metadata = {k: v.value for k, v in materialization.metadata.items()}
+            row = rows[name]
+            assert metadata["trigger"] == "interval" and metadata["reason"] == row["reason"]
+            assert metadata["slot"] == "interval:first" and metadata["attempt"] == 0
+            assert metadata["ledger_row"] == row["id"] and metadata["debt_score"] == row["debt_score"]
+            assert metadata["estimated_bytes"] == row["estimated_bytes"]
+            assert metadata["policy"] == "sales-interval" and metadata["policy_version"]
+            if name == "demo.sales.orders":  # 12 small files: rewritten, rows checked from metadata
+                assert metadata["row_check"] == "snapshot-summary" and metadata["data_files_after"] == 1
+                assert metadata["rows_checked"] == metadata["records_before"]
+        # Each table has its own outcome of that run.
+        for name in tables:
+            assert [o["run_id"] for o in coordination.outcomes_for(name)] == [result.run_id]
+
+        # The next tick attaches the run to the three ledger rows, and finds nothing due for them.
+        later = evaluate_sensor(defs, instance)
+        assert not [r for r in later.run_requests or [] if r.partition_key == "REWRITE_DATA_FILES"]
+        assert {r["run_id"] for r in coordination.batch_rows(rdf.run_key).values()} == {result.run_id}

@@ -88,7 +88,7 @@ def test_rewrite_data_files_compacts_small_files(lake, instance):
     assert contents(lake, "sales.orders").equals(before_rows)
     assert outcome.metadata["rewritten_data_files_count"] == 40
     assert outcome.metadata["data_files_before"] == 40 and outcome.metadata["data_files_after"] == 1
-    assert outcome.metadata["row_check"] == "spark-count" and outcome.metadata["rows_checked"] == 400
+    assert outcome.metadata["row_check"] == "snapshot-summary" and outcome.metadata["rows_checked"] == 400
 
     run = instance.get_run_by_id(outcome.run_id)
     assert run.tags["floe/table"] == "demo.sales.orders"

@@ -98,7 +98,7 @@ def test_maintenance_through_a_rest_catalog(rest_lake):
     assert event.dagster_event.partition == "REWRITE_DATA_FILES"
     assert metadata["rewritten_data_files_count"] == 12
     assert metadata["data_files_before"] == 12 and metadata["data_files_after"] == 1
-    assert metadata["row_check"] == "spark-count" and metadata["rows_checked"] == 120
+    assert metadata["row_check"] == "snapshot-summary" and metadata["rows_checked"] == 120
 
     # What the REST server now serves: one live data file, one more snapshot (a replace), same rows.
     after = load_table(open_catalog(settings.catalog), name)

@@ -105,7 +105,7 @@ def test_maintenance_through_spark_connect(connect_lake):
     metadata = {key: getattr(value, "value", value) for key, value in event.asset_materialization.metadata.items()}
     assert event.dagster_event.partition == "REWRITE_DATA_FILES"
     assert metadata["rewritten_data_files_count"] == 10
-    assert metadata["row_check"] == "spark-count" and metadata["rows_checked"] == 100
+    assert metadata["row_check"] == "snapshot-summary" and metadata["rows_checked"] == 100
     # The server did the work: it ran the Connect session's jobs, and it loaded a REST catalog that
     # only the session's conf (set by the engine) describes.
     server_log = connect.log.read_text(errors="replace")

@@ -234,6 +234,7 @@ def describe(defs: Definitions) -> dict[str, Any]:
                 f"{_key(k.asset_key)}:{k.name}" for d in layer.data for k in d.assets_def.check_keys
             ),
             "ops": sorted(node.name for node in job.graph.nodes),
+            "executor": job.executor_def.name,
             "partitions": _partitions(job.partitions_def),
             "tags": {k: _value(v) for k, v in sorted(job.tags.items())},
         }
