@@ -54,6 +54,9 @@ class MaintenanceSettings:
     # Spark. 0: Spark counts only where the summaries are missing or disagree.
     row_count_check_max_bytes: int = 0
     default_timeout_hours: float = 1.0
+    # After this many days, the debt-score sensor deletes floe's finished runs and their ledger and
+    # outcome rows (once a day); 0 keeps them forever, as Dagster does.
+    retention_days: int = 30
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,7 @@ _TOP_KEYS = {"data-dir", "catalog", "spark", "policies", "scheduler", "maintenan
              "shards", "health", "batching"}
 _CATALOG_KEYS = {"name", "properties", "spark-properties"}
 _SPARK_KEYS = {"master", "remote", "conf", "packages", "jars", "jars-cache", "java-home"}
-_MAINTENANCE_KEYS = {"row-count-check-max-bytes", "default-timeout-hours"}
+_MAINTENANCE_KEYS = {"row-count-check-max-bytes", "default-timeout-hours", "retention-days"}
 _COORDINATION_KEYS = {"url"}
 _HEALTH_KEYS = {"checks", "report-time-budget-s"}
 _BATCHING_KEYS = {"max-tables", "max-bytes", "group-by"}
@@ -291,6 +294,10 @@ def load_settings(path: str | os.PathLike[str] | None = None, environ: Mapping[s
         default_timeout_hours=_coerce(
             source, "maintenance.default-timeout-hours",
             maintenance_raw.get("default-timeout-hours", MaintenanceSettings.default_timeout_hours), float,
+        ),
+        retention_days=_coerce(
+            source, "maintenance.retention-days",
+            maintenance_raw.get("retention-days", MaintenanceSettings.retention_days), int,
         ),
     )
 

@@ -259,6 +259,17 @@ class Coordination:
             return None
         return naive_as_utc(last_outage) + pause
 
+    def prune(self, outcomes_before: datetime, ledger_before: datetime) -> tuple[int, int]:
+        """Delete outcome rows finished before ``outcomes_before`` and ledger rows admitted before
+        ``ledger_before``; returns how many of each. The history table (the fold the planner reads:
+        last success, failure and zero-change streaks) is never pruned."""
+        with self.engine.begin() as connection:
+            outcome_rows = connection.execute(
+                outcomes.delete().where(outcomes.c.finished_at < naive_as_utc(outcomes_before))).rowcount
+            ledger_rows = connection.execute(
+                ledger.delete().where(ledger.c.admitted_at < naive_as_utc(ledger_before))).rowcount
+        return outcome_rows, ledger_rows
+
     def outcomes_for(self, table_name: str) -> list[dict]:
         with self.engine.connect() as connection:
             rows = connection.execute(

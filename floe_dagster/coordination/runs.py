@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 
@@ -50,7 +50,7 @@ def runs_in_flight(instance: DagsterInstance) -> list[RunInFlight]:
     for record in records:
         run = record.dagster_run
         tags = dict(run.tags)
-        if T.OPERATION not in tags and not run.job_name.startswith("floe"):
+        if not is_floe_run(run.job_name, tags):
             continue
         operation = tags.get(T.OPERATION) or _partition_of(tags)
         found.append(RunInFlight(
@@ -62,6 +62,12 @@ def runs_in_flight(instance: DagsterInstance) -> list[RunInFlight]:
             tags=tags,
         ))
     return found
+
+
+def is_floe_run(job_name: str, tags: Mapping[str, str]) -> bool:
+    """A run that maintains tables: it carries floe's tags, or belongs to floe's jobs (a run started
+    from Dagit gets the tags only once its step starts)."""
+    return T.OPERATION in tags or job_name.startswith("floe")
 
 
 def _partition_of(tags: dict[str, str]) -> str | None:

@@ -15,11 +15,13 @@ from typing import Sequence
 
 from dagster import DagsterInstance, DefaultSensorStatus, SensorEvaluationContext, sensor
 
+from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.planner import Decision
 from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.health_checks import report_health_events
 from floe_dagster.defs.run_requests import run_requests, skip_reason
+from floe_dagster.scheduling.retention import Pruned, prune_if_due
 from floe_dagster.scheduling.tick import TickResult, run_tick
 from floe_dagster.settings import Settings
 
@@ -52,15 +54,29 @@ def build_sensor(settings: Settings, job, loaded_tables: Sequence[TableName], ta
             return now - datetime.fromisoformat(decision.slot) >= CRON_GRACE
 
         result = run_tick(settings, context.instance, now, launcher, loaded, scope=scope, table_scope=table_scope)
-        # After the scheduler lock is released: Dagit's view of table health (the sensor only).
+        # After the scheduler lock is released: Dagit's view of table health (the sensor only), and
+        # once a day the retention of floe's finished runs.
         result.health_reported = report_tick_health(settings, context.instance, result, now)
         context.log.info(result.summary())
+        pruned = prune_quietly(settings, context.instance, now, table_scope)
+        if pruned is not None:
+            context.log.info(pruned.summary())
         if not result.admitted:
             yield skip_reason(result)
             return
         yield from run_requests(result, settings, launcher)
 
     return debt_score_sensor
+
+
+def prune_quietly(settings: Settings, instance: DagsterInstance, now: datetime, table_scope: Scope) -> Pruned | None:
+    """Retention (scheduling/retention.py), never failing the tick."""
+    try:
+        return prune_if_due(instance, Coordination(settings.coordination_url), now,
+                            settings.maintenance.retention_days, table_scope.name)
+    except Exception:  # a storage error: the next day's tick prunes instead
+        log.warning("retention could not prune this tick", exc_info=True)
+        return None
 
 
 def report_tick_health(settings: Settings, instance: DagsterInstance, result: TickResult, now: datetime) -> int:

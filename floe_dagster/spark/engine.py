@@ -315,6 +315,9 @@ class IcebergSparkEngine(ConfigurableResource):
             try:
                 rows = [row.asDict() for row in spark.sql(call.sql).collect()]
             except Exception as exc:
+                missing = _missing_iceberg_runtime(spark, exc)
+                if missing:
+                    raise MaintenanceFailed(f"{op.procedure} on '{table.qualified}' failed: {missing}") from exc
                 raise _classify(exc, table, op) from exc
             result = summarize_result(op, rows)
             snapshots = snapshots_of()
@@ -409,6 +412,24 @@ def _classify(exc: Exception, table: TableName, op: Operation | None = None) -> 
         return MaintenanceFailed(f"table '{table.qualified}' was not found by Spark: {first_line}")
     what = f"{op.procedure} on" if op else "reading"
     return MaintenanceFailed(f"{what} '{table.qualified}' failed: {first_line}")
+
+
+SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
+
+
+def _missing_iceberg_runtime(spark: Any, exc: Exception) -> str | None:
+    """Why Spark could not parse ``CALL``, when that is the Iceberg Spark runtime missing from its
+    classpath (its SQL extensions cannot load either): the procedure is the first statement a run
+    sends, so this is where a deployment without the jar shows."""
+    if "PARSE_SYNTAX_ERROR" not in str(exc) or getattr(spark, "_jvm", None) is None:
+        return None
+    try:
+        spark._jvm.java.lang.Class.forName(SPARK_CATALOG_CLASS)
+        return None
+    except Exception:
+        return (f"class {SPARK_CATALOG_CLASS} not found: the Iceberg Spark runtime jar is not on Spark's classpath, "
+                "so neither its catalog nor its SQL extensions (CALL) load; add "
+                "org.apache.iceberg:iceberg-spark-runtime-<spark>_<scala>:<version> to spark.packages in floe.yaml")
 
 
 def _first_line(exc: BaseException) -> str:
