@@ -188,6 +188,27 @@ def cmd_health(args) -> int:
     return EXIT_OK
 
 
+def cmd_runs(args) -> int:
+    """Every run that maintained one table (one-table runs and batches alike), newest first, from
+    the coordination database's outcomes: each table's own result of each run."""
+    from floe_dagster.coordination.database import Coordination
+    from floe_dagster.iceberg.catalog import existing_table
+
+    settings = _settings(args)
+    table = existing_table(settings.catalog, args.table)
+    rows = Coordination(settings.coordination_url).outcomes_for(table.qualified)[::-1][:args.limit]
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+        return EXIT_OK
+    for row in rows:
+        status = "succeeded" if row["succeeded"] else f"failed ({row['failure_kind']})" if row["failure_kind"] else "failed"
+        print(f"{row['finished_at']:%Y-%m-%d %H:%M:%S}  {row['run_id']}  {row['operation']:<30} {row['trigger'] or '-':<9} "
+              f"{status}" + (f": {row['message']}" if row["message"] else ""))
+    if not rows:
+        print(f"no run has maintained {table.qualified} yet")
+    return EXIT_OK
+
+
 def cmd_backfill(args) -> int:
     from floe_dagster.launching.backfill import queue_backfill
 
@@ -258,6 +279,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="full (default) reads the manifests; summary only the metadata file")
     health.add_argument("--at", help="ISO-8601 time to assess at (default: now)")
     health.set_defaults(func=cmd_health)
+
+    runs = sub.add_parser("runs", help="every run that maintained one table, newest first (batches included)")
+    runs.add_argument("table", help="catalog.namespace.table or namespace.table")
+    runs.add_argument("--limit", type=int, default=50)
+    runs.add_argument("--json", action="store_true")
+    runs.set_defaults(func=cmd_runs)
 
     backfill = sub.add_parser("backfill", help="queue one run per matching table for the daemon (low priority)")
     backfill.add_argument("--tables", required=True, help="a table pattern, as in policies")

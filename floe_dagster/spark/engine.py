@@ -326,7 +326,7 @@ class IcebergSparkEngine(ConfigurableResource):
             if op in (
                 Operation.REWRITE_DATA_FILES, Operation.REWRITE_MANIFESTS, Operation.REWRITE_POSITION_DELETE_FILES
             ):
-                row_check = self._verify_rows(spark, table, new, snapshots, table_bytes)
+                row_check = self.verify_rows(spark, table, new, snapshots, table_bytes)
         return EngineOutcome(
             result=result,
             sql=call.sql,
@@ -336,7 +336,7 @@ class IcebergSparkEngine(ConfigurableResource):
             duration_s=time.monotonic() - started,
         )
 
-    def _verify_rows(
+    def verify_rows(
         self, spark: Any, table: TableName, new: list[dict], snapshots: list[dict], table_bytes: int
     ) -> RowCheck:
         """Each snapshot our rewrite committed must hold the same logical rows as its parent.

@@ -213,3 +213,21 @@ def test_outcomes_of_a_lock_held_run_never_count(tmp_path):
     coordination.record_outcome(Outcome("r1", "demo.t", RDF, NOW, NOW, False, "manual", failure_kind="lock_held"))
     history = coordination.all_history()[("demo.t", RDF)]
     assert history.runs == 0 and history.consecutive_failures == 0 and history.last_run_start is None
+
+
+def test_a_batch_runs_tables_come_from_its_asset_selection(instance):
+    """One writer per table does not rest on the floe/table tag: a run over several tables (a batch,
+    or one started from Dagit) holds each of its tables in flight."""
+    from dagster import AssetKey
+
+    from floe_dagster.scheduling.inputs import ledger_state
+
+    items = TableName("demo", ("sales",), "items")
+    batch = create_run_for_test(
+        instance, job_name="floe_maintenance", status=DagsterRunStatus.STARTED,
+        asset_selection=frozenset({AssetKey(["demo", "sales", "orders"]), AssetKey(["demo", "sales", "items"])}),
+        tags=shared_run_tags([ORDERS, items], RDF, Origin("interval", "due", "sensor")))
+    (found,) = runs_in_flight(instance)
+    assert found.run_id == batch.run_id and found.table_names == ("demo.sales.items", "demo.sales.orders")
+    running = frozenset((t, found.operation) for t in found.table_names)
+    assert ledger_state([], NOW, running).in_flight == {("demo.sales.items", RDF), ("demo.sales.orders", RDF)}
