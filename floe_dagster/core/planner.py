@@ -115,6 +115,8 @@ class PlanInput:
     metrics: Mapping[TableName, TableMetrics] = field(default_factory=dict)
     history: Mapping[tuple[str, Operation], OperationHistory] = field(default_factory=dict)
     in_flight: frozenset[tuple[str, Operation]] = frozenset()  # runs queued/started + fresh ledger admissions
+    # Tables a queued or running run maintains, whatever its operation: one run per table at a time.
+    busy_tables: frozenset[str] = frozenset()
     last_attempts: Mapping[tuple[str, Operation, str], int] = field(default_factory=dict)  # from the ledger
     bytes_last_hour: int = 0
     queued_runs: int = 0
@@ -326,6 +328,8 @@ def _gate(
 
     if (table.qualified, op) in data.in_flight:
         return _skip(base, "in_flight", "a run of this table and operation is queued or running", **extra)
+    if table.qualified in data.busy_tables:
+        return _skip(base, "in_flight", "another run maintains this table (one run per table at a time)", **extra)
 
     attempt = data.last_attempts.get((table.qualified, op, due.slot_key), -1) + 1
     window_end = schedule.window_end_after(now) if schedule.enforce_window_end else None

@@ -113,6 +113,7 @@ def gather(
         metrics={**summary.metrics, **health.metrics},
         history=coordination.all_history(),
         in_flight=ledger.in_flight,
+        busy_tables=frozenset(table for table, _ in ledger.in_flight),
         last_attempts=ledger.last_attempts,
         bytes_last_hour=sum(n for name, n in rewritten.items() if name in scoped) + ledger.bytes_in_flight,
         queued_runs=queued_runs(in_flight_runs),

@@ -113,3 +113,20 @@ def test_a_decision_outside_any_batch_is_a_batch_of_its_own():
     result = batched(BatchSettings(max_tables=20), tables=TABLES[:3])
     lone = [replace(d, batch=None) for d in result.admitted]
     assert [len(b) for b in result.batches(lone)] == [1, 1, 1]
+
+
+def test_a_table_in_a_run_of_another_operation_waits_for_it():
+    from floe_dagster.core.planner import PlanInput
+
+    both = policies(policy(schedules={RDF: {"interval": "PT6H"}, EXP: {"interval": "PT6H"}}))
+    tables = TABLES[:2]
+    result = plan(PlanInput(
+        now=NOW, catalog_tables=list(tables), loaded_tables=frozenset(tables), policies=both,
+        limits=SchedulerSettings(), metrics={t: metrics(t) for t in tables},
+        in_flight=frozenset({(TABLES[0].qualified, RDF)}), busy_tables=frozenset({TABLES[0].qualified}),
+    ))
+    busy = [d for d in result.decisions if d.table == TABLES[0]]
+    assert [(d.operation, d.decision, d.reasons[0].split(":")[0]) for d in busy] == [
+        (RDF, "skip", "in_flight"), (EXP, "skip", "in_flight")]
+    assert "one run per table at a time" in busy[1].reasons[0]
+    assert {d.operation for d in result.admitted} == {RDF, EXP}  # the other table's both run
