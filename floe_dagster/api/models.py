@@ -59,8 +59,9 @@ class TriggerRequest(_Strict):
     namespace: str = Field(min_length=1, max_length=1024, description="Dotted for nested namespaces: a.b")
     table: str = Field(min_length=1, max_length=255)
     policyName: str | None = Field(
-        None, min_length=1, max_length=255,
-        description="Must name the table's effective policy (runs always use the effective policy)",
+        None, max_length=255,
+        description="Must name the table's effective policy (runs always use the effective policy); blank or "
+                    "absent: no specific policy, as in Floe",
     )
     operations: list[OperationName] | None = Field(
         None, min_length=1, max_length=5, description="Default: every operation the policy configures",
@@ -123,8 +124,10 @@ class OperationTriggerStatus(_Open):
     reasons: list[str]
     trigger: str | None
     conditionsMet: bool
-    metConditions: list[ConditionCheck]
-    unmetConditions: list[ConditionCheck]
+    metConditions: list[str]
+    unmetConditions: list[str]
+    metConditionDetails: list[ConditionCheck]
+    unmetConditionDetails: list[ConditionCheck]
     forcedByCriticalPipeline: bool
     nextEligibleTime: str | None
     debtScore: float
@@ -147,17 +150,49 @@ class TriggerStatusResponse(_Open):
     operationStatuses: dict[str, OperationTriggerStatus]
 
 
-class HealthResponse(_Open):
-    """``floe-dagster health --json``: metrics, derived numbers, issues, status and debt score."""
+class HealthIssue(_Open):
+    type: str
+    severity: Literal["info", "warning", "critical"]
+    message: str
 
-    qualified_name: str
-    assessed_at: str
-    status: str
-    issues: list[dict[str, Any]]
-    metrics: dict[str, Any]
-    derived: dict[str, Any]
+
+class HealthResponse(_Open):
+    """Floe's HealthReport, then floe-dagster's own fields (tier, policy, derived numbers, raw metrics,
+    debt score)."""
+
+    qualifiedName: str
+    assessedAt: str
+    healthStatus: Literal["healthy", "warning", "critical"]
+    snapshotCount: int | None
+    dataFileCount: int | None
+    totalDataSizeBytes: int | None
+    totalDataSizeFormatted: str | None
+    minFileSizeBytes: int | None
+    maxFileSizeBytes: int | None
+    avgFileSizeBytes: float | None
+    avgFileSizeFormatted: str | None
+    smallFileCount: int | None
+    largeFileCount: int | None
+    deleteFileCount: int | None
+    positionDeleteFileCount: int | None
+    equalityDeleteFileCount: int | None
+    deleteFileRatio: float | None
+    manifestCount: int | None
+    totalManifestSizeBytes: int | None
+    totalManifestSizeFormatted: str | None
+    partitionCount: int | None
+    oldestSnapshotAgeDays: int | None
+    newestSnapshotAgeDays: int | None
+    issues: list[HealthIssue]
     thresholds: dict[str, Any]
-    debt: dict[str, Any]
+
+
+class HealthHistoryResponse(_Open):
+    catalog: str
+    namespace: str
+    table: str
+    history: list[dict[str, Any]]
+    total: int
 
 
 class ValidatePatternRequest(_Strict):

@@ -42,7 +42,7 @@ from floe_dagster.errors import CatalogUnavailable, HealthError, LaunchFailed, T
 from floe_dagster.iceberg.catalog import list_tables, open_catalog
 from floe_dagster.launching.manual import prepare_trigger, submit_queued
 from floe_dagster.reports.explain import explain_table
-from floe_dagster.reports.health_report import health_report
+from floe_dagster.reports.health_report import floe_health_json, health_history, health_report
 from floe_dagster.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,23 @@ _DAGSTER_STATUSES = {
     "FAILED": [DagsterRunStatus.FAILURE],
     "CANCELLED": [DagsterRunStatus.CANCELED],
 }
+# Floe's record statuses beside ours (PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED).
+_NEVER_A_RUN = {"NO_POLICY", "NO_OPERATIONS"}
+_RECORD_STATUSES = ["PENDING", "RUNNING", "SUCCESS", "PARTIAL_FAILURE", "FAILED", "NO_POLICY", "NO_OPERATIONS",
+                    "SUCCEEDED", "CANCELLED"]
+
+
+def _record_status(status: str | None) -> str | None:
+    """A ``status`` filter in any case, Floe's SUCCESS read as SUCCEEDED; 400 with Floe's message otherwise."""
+    if status is None or not status.strip():
+        return None
+    upper = status.strip().upper()
+    if upper not in _RECORD_STATUSES:
+        raise ApiError(400, "VALIDATION_FAILED", f"Invalid status: {status}. Valid values: "
+                       f"[{', '.join(_RECORD_STATUSES)}]", {"field": "status"})
+    return "SUCCEEDED" if upper == "SUCCESS" else upper
+
+
 _FINISHED = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
 _RESULT_EVENTS = {
     DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.STEP_FAILURE, DagsterEventType.RUN_FAILURE,
@@ -126,7 +143,12 @@ def lookup_errors(table: TableName | None = None) -> Iterator[None]:
     except ApiError:
         raise
     except UnknownTable as exc:
-        raise ApiError(404, "TABLE_NOT_FOUND", str(exc), {"table": table.qualified if table else None}) from None
+        if table is None:
+            raise ApiError(404, "TABLE_NOT_FOUND", str(exc)) from None
+        # Floe's words (namespace and table, no catalog); ours stay in the details.
+        raise ApiError(404, "TABLE_NOT_FOUND", f"Table not found: {table.namespace_str}.{table.name}",
+                       {"resourceType": "Table", "id": f"{table.namespace_str}.{table.name}",
+                        "table": table.qualified, "detail": str(exc)}) from None
     except CatalogUnavailable as exc:
         raise ApiError(503, "CATALOG_UNAVAILABLE", str(exc)) from None
     except TriggerRefused as exc:
@@ -273,7 +295,13 @@ class ApiService:
         now = now or utc_now()
         with lookup_errors(name):
             report = health_report(self.settings, name, now, tier=tier)
-        return json.loads(json.dumps(report, default=str))
+        return json.loads(json.dumps(floe_health_json(report), default=str))  # Floe's shape, ours beside
+
+    def health_history(self, namespace: str, table: str, limit: int) -> dict[str, Any]:
+        name = table_name(self.settings, namespace, table)
+        with lookup_errors(name):
+            history = health_history(self.settings, self.instance, name, limit)
+        return json.loads(json.dumps(history, default=str))
 
     def validate_pattern(self, pattern: str) -> dict[str, Any]:
         text = pattern.strip()
@@ -310,6 +338,11 @@ class ApiService:
             tags[T.TABLE] = qualified
         if trigger_id:
             tags[T.TRIGGER_ID] = trigger_id
+        status = _record_status(status)
+        if status in _NEVER_A_RUN:  # refused before any run (no policy, no operation): no run has them
+            return {"operations": [], "total": 0, "limit": limit, "offset": offset, "hasMore": False}
+        if status == "PARTIAL_FAILURE":
+            return self._partial_failures(tags, qualified, trigger_id, limit, offset)
         statuses = _DAGSTER_STATUSES[status] if status else None
         filters = RunsFilter(tags=tags, statuses=statuses)
         total = self.instance.get_runs_count(filters)
@@ -322,6 +355,20 @@ class ApiService:
         items = [self._operation_item(run_facts(self.instance, record), qualified) for record in page]
         return {"operations": items, "total": total, "limit": limit, "offset": offset,
                 "hasMore": offset + len(items) < total}
+
+    def _partial_failures(self, tags: dict[str, Any], qualified: str | None, trigger_id: str | None, limit: int,
+                          offset: int) -> dict[str, Any]:
+        """Floe's PARTIAL_FAILURE: failed runs that maintained some of their tables (a batch where one
+        table failed), among the newest MAX_OUTCOME_RUNS failed runs."""
+        failed = _DAGSTER_STATUSES["FAILED"]
+        records = list(self.instance.get_run_records(RunsFilter(tags=tags, statuses=failed), limit=MAX_OUTCOME_RUNS))
+        if qualified:
+            records = sorted([*records, *self._multi_table_runs(qualified, trigger_id, failed)],
+                             key=lambda r: r.create_timestamp, reverse=True)
+        partial = [facts for facts in (run_facts(self.instance, record) for record in records) if facts.tables]
+        items = [self._operation_item(facts, qualified) for facts in partial[offset:offset + limit]]
+        return {"operations": items, "total": len(partial), "limit": limit, "offset": offset,
+                "hasMore": offset + len(items) < len(partial)}
 
     def _multi_table_runs(self, qualified: str, trigger_id: str | None, statuses) -> list:
         """Runs that maintained the table without being tagged with it (a backfill over a namespace
@@ -435,7 +482,9 @@ class ApiService:
         table = table_name(settings, body["namespace"], body["table"])
         operations = [Operation(name) for name in body.get("operations") or []]
         with lookup_errors(table):
-            prepared = prepare_trigger(settings, table, operations or None, body.get("policyName"), queued=True)
+            # A blank policyName ("" or spaces) means no specific policy, as in Floe.
+            policy_name = (body.get("policyName") or "").strip() or None
+            prepared = prepare_trigger(settings, table, operations or None, policy_name, queued=True)
         policy, to_run = prepared.policy, prepared.to_run
         wanted = [*to_run, *prepared.skipped]
         start = utc_now()

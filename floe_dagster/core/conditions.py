@@ -283,3 +283,51 @@ __all__ = [
     "TriggerConditions", "ConditionResult", "ConditionCheck", "evaluate_conditions", "parse_trigger_conditions",
     "THRESHOLDS", "TRIGGER_CONDITION_FIELDS", "CONDITION_RECHECK",
 ]
+
+
+# -- Floe's words for the gate's verdict (trigger status: metConditions / unmetConditions) ---------
+
+NO_MATCHING_POLICY = "No matching policy"
+OPERATION_DISABLED = "Operation disabled in policy"
+NO_CONDITIONS = "No conditions configured"
+CRITICAL_DEADLINE = "Critical pipeline deadline exceeded"
+NO_HEALTH = "No health data available"
+
+# Floe's format of each threshold check; the met form compares with ">=", the unmet with "<".
+_FLOE_FORMATS = {
+    "smallFilePercentageAbove": "Small file %: {m:.1f}% {op} {t:.1f}%",
+    "smallFileCountAbove": "Small file count: {m:.0f} {op} {t:.0f}",
+    "totalFileSizeAboveBytes": "Total size: {m:.0f} bytes {op} {t:.0f} bytes",
+    "deleteFileCountAbove": "Delete file count: {m:.0f} {op} {t:.0f}",
+    "deleteFileRatioAbove": "Delete file ratio: {m:.2f} {op} {t:.2f}",
+    "snapshotCountAbove": "Snapshot count: {m:.0f} {op} {t:.0f}",
+    "snapshotAgeAboveDays": "Snapshot age: {m:.0f} days {op} {t:.0f} days",
+    "partitionCountAbove": "Partition count: {m:.0f} {op} {t:.0f}",
+    "partitionSkewAbove": "Partition skew: {m:.2f}x {op} {t:.2f}x",
+    "manifestSizeAboveBytes": "Manifest size: {m:.0f} bytes {op} {t:.0f} bytes",
+}
+
+
+def floe_condition_text(check: ConditionCheck, met: bool) -> str:
+    """One threshold check in Floe's words, e.g. ``Small file %: 45.0% >= 30.0%``."""
+    template = _FLOE_FORMATS.get(check.name)
+    if template is None or check.measured is None:
+        measured = "unknown" if check.measured is None else f"{check.measured:g}"
+        return f"{check.name}: {measured} {'>=' if met else '<'} {check.threshold:g}"
+    return template.format(m=check.measured, t=check.threshold, op=">=" if met else "<")
+
+
+def floe_condition_strings(result: ConditionResult | None, now: datetime) -> tuple[list[str], list[str]]:
+    """The gate's verdict as Floe's trigger status lists it: (metConditions, unmetConditions)."""
+    if result is None or not result.evaluated:
+        return [NO_CONDITIONS], []
+    if result.forced:
+        return [CRITICAL_DEADLINE], []
+    if result.blocked_code == "min_interval" and result.next_eligible is not None:
+        minutes = int((result.next_eligible - as_utc(now)).total_seconds() // 60)
+        return [], [f"Min interval: {max(0, minutes)} minutes remaining"]
+    if result.blocked_code == "no_health":
+        return [], [NO_HEALTH]
+    met = [floe_condition_text(c, True) for c in result.met]
+    unmet = [floe_condition_text(c, False) for c in result.unmet]
+    return (met or ([] if unmet else [NO_CONDITIONS])), unmet

@@ -252,6 +252,15 @@ def observation_metadata(record: Mapping[str, Any]) -> dict[str, Any]:
     snapshot_id = record["metrics"].get("current_snapshot_id")
     metadata["snapshot_id"] = MetadataValue.text("" if snapshot_id is None else str(snapshot_id))
     metadata["metadata_location"] = MetadataValue.text(record["metrics"].get("metadata_location") or "")
+    # What the HTTP API's health history serves in Floe's shape (reports/health_report.py).
+    for key in ("min_file_bytes", "max_file_bytes"):
+        value = _number(record["metrics"].get(key))
+        if value is not None:
+            metadata[key] = value
+    metadata["assessed_at"] = MetadataValue.text(record["assessed_at"])
+    metadata["issues"] = MetadataValue.json(
+        [{"type": i["type"], "severity": i["severity"], "message": i["message"]} for i in record["issues"]])
+    metadata["thresholds"] = MetadataValue.json(record["thresholds"])
     return metadata
 
 

@@ -1,11 +1,16 @@
 """Floe's trigger status for one table (``floe-dagster explain``, the HTTP API's trigger-status):
-the planner's decision now for each operation, with conditions, debt, backoff and throttle state."""
+the planner's decision now for each operation, with conditions, debt, backoff and throttle state.
+Every operation is listed, as Floe does: one that no policy matches or the policy does not
+configure is disabled, with Floe's message. Conditions are Floe's strings; the structured checks
+stay under ``metConditionDetails`` and ``unmetConditionDetails``."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
+from floe_dagster.core.conditions import NO_MATCHING_POLICY, OPERATION_DISABLED, floe_condition_strings
+from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.planner import plan
 from floe_dagster.iceberg.catalog import existing_table
 from floe_dagster.iceberg.table_cache import read_cached_tables
@@ -19,21 +24,32 @@ def explain_table(settings: Settings, table_text: str, now: datetime, instance=N
     cached = read_cached_tables(settings)
     data = gather(settings, instance or get_instance(), now, frozenset(cached) if cached is not None else None).plan_input
     policy = data.policies.effective_policy(table)
-    result = plan(data)
+    decisions = {d.operation: d for d in plan(data).decisions if d.table == table}
     statuses: dict[str, Any] = {}
-    for decision in (d for d in result.decisions if d.table == table):
-        history = data.history.get((table.qualified, decision.operation))
-        conditions = decision.conditions or {}
-        statuses[decision.operation.value] = {
-            "operationType": decision.operation.value,
+    # Every operation, as Floe lists them: the ones no policy configures are shown disabled (a view:
+    # the planner decides only for configured operations).
+    for op in ALL_OPERATIONS:
+        decision = decisions.get(op)
+        if decision is None:
+            statuses[op.value] = _not_decided(op, NO_MATCHING_POLICY if policy is None else OPERATION_DISABLED)
+            continue
+        history = data.history.get((table.qualified, op))
+        result = decision.condition_result
+        met, unmet = floe_condition_strings(result, now)
+        if not decision.enabled:
+            met, unmet = [], [OPERATION_DISABLED]
+        statuses[op.value] = {
+            "operationType": op.value,
             "shouldTrigger": decision.decision == "run",
             "enabled": decision.enabled,
             "reasons": list(decision.reasons),
             "trigger": decision.trigger if decision.decision == "run" else None,
-            "conditionsMet": conditions.get("passed", True),
-            "metConditions": conditions.get("met", []),
-            "unmetConditions": conditions.get("unmet", []),
-            "forcedByCriticalPipeline": bool(conditions.get("forced", False)),
+            "conditionsMet": result.passed if result is not None else True,
+            "metConditions": met,
+            "unmetConditions": unmet,
+            "metConditionDetails": [c.to_json() for c in result.met] if result is not None else [],
+            "unmetConditionDetails": [c.to_json() for c in result.unmet] if result is not None else [],
+            "forcedByCriticalPipeline": bool(result is not None and result.forced),
             "nextEligibleTime": decision.next_eligible.isoformat() if decision.next_eligible else None,
             "debtScore": decision.debt_score,
             "debtBreakdown": dict(decision.debt_breakdown),
@@ -60,4 +76,17 @@ def explain_table(settings: Settings, table_text: str, now: datetime, instance=N
         "conditionBasedTriggeringEnabled": data.limits.condition_based_triggering_enabled,
         "at": now.isoformat(),
         "operationStatuses": statuses,
+    }
+
+
+def _not_decided(op: Operation, why: str) -> dict[str, Any]:
+    """An operation the planner makes no decision for, in Floe's shape: disabled, never triggers."""
+    return {
+        "operationType": op.value, "shouldTrigger": False, "enabled": False, "reasons": [why], "trigger": None,
+        "conditionsMet": False, "metConditions": [], "unmetConditions": [why], "metConditionDetails": [],
+        "unmetConditionDetails": [], "forcedByCriticalPipeline": False, "nextEligibleTime": None,
+        "debtScore": 0.0, "debtBreakdown": {},
+        "backoff": {"consecutiveFailures": 0, "until": None},
+        "throttle": {"consecutiveZeroChangeRuns": 0, "until": None},
+        "lastRun": {"start": None, "succeeded": None, "trigger": None},
     }

@@ -4,15 +4,18 @@ Dagit shows the same record as observations and check results (defs/health_check
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Mapping
+
+from dagster import DagsterInstance
 
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.health import assess_health
 from floe_dagster.core.table_health import health_record, thresholds_for
 from floe_dagster.core.tables import TableName
+from floe_dagster.defs.names import asset_key_for
 from floe_dagster.errors import UnknownTable
-from floe_dagster.iceberg.catalog import open_catalog
+from floe_dagster.iceberg.catalog import existing_table, open_catalog
 from floe_dagster.iceberg.health_collector import HealthCollector
 from floe_dagster.policies import load_policy_set
 from floe_dagster.settings import Settings
@@ -46,6 +49,122 @@ def health_report(settings: Settings, table: TableName | str, now: datetime, tie
     assessed = assess_health(metrics, thresholds, now)
     history = Coordination(settings.coordination_url).all_history()
     return health_record(assessed, policy, history, now, settings.debt)
+
+
+# -- Floe's shape (the HTTP API) -------------------------------------------------------------------------
+
+
+def _formatted(size: Any) -> str | None:
+    """Floe's size text: bytes below 1 KiB, then KB and MB with one decimal, GB with two."""
+    if size is None:
+        return None
+    value = float(size)
+    if value < 1024:
+        return f"{int(value)} B"
+    if value < 1024**2:
+        return f"{value / 1024:.1f} KB"
+    if value < 1024**3:
+        return f"{value / 1024**2:.1f} MB"
+    return f"{value / 1024**3:.2f} GB"
+
+
+def _whole_days(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def floe_health_json(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A health record (core/table_health.health_record) in Floe's HealthReport shape: Floe's keys
+    with Floe's types, in Floe's order; floe-dagster's richer fields follow under their own keys
+    (tier, policy, derived numbers, raw metrics, debt)."""
+    d, m = record["derived"], record["metrics"]
+    return {
+        "qualifiedName": record["qualified_name"],
+        "assessedAt": record["assessed_at"],
+        "healthStatus": record["status"],
+        "snapshotCount": d.get("snapshot_count"),
+        "dataFileCount": d.get("data_file_count"),
+        "totalDataSizeBytes": d.get("total_data_bytes"),
+        "totalDataSizeFormatted": _formatted(d.get("total_data_bytes")),
+        "minFileSizeBytes": m.get("min_file_bytes"),
+        "maxFileSizeBytes": m.get("max_file_bytes"),
+        "avgFileSizeBytes": d.get("avg_file_bytes"),
+        "avgFileSizeFormatted": _formatted(d.get("avg_file_bytes")),
+        "smallFileCount": d.get("small_file_count"),
+        "largeFileCount": d.get("large_file_count"),
+        "deleteFileCount": d.get("delete_file_count"),
+        "positionDeleteFileCount": m.get("position_delete_file_count"),
+        "equalityDeleteFileCount": m.get("equality_delete_file_count"),
+        "deleteFileRatio": d.get("delete_file_ratio"),
+        "manifestCount": d.get("manifest_count"),
+        "totalManifestSizeBytes": d.get("manifest_total_bytes"),
+        "totalManifestSizeFormatted": _formatted(d.get("manifest_total_bytes")),
+        "partitionCount": d.get("partition_count"),
+        "oldestSnapshotAgeDays": _whole_days(d.get("oldest_snapshot_age_days")),
+        "newestSnapshotAgeDays": _whole_days(d.get("newest_snapshot_age_days")),
+        "issues": [{"type": i["type"], "severity": i["severity"], "message": i["message"]} for i in record["issues"]],
+        "thresholds": record["thresholds"],
+        # floe-dagster's own, beyond Floe's report
+        "tier": record["tier"],
+        "policy": record["policy"],
+        "thresholdsFrom": record["thresholds_from"],
+        "issueDetails": record["issues"],
+        "derived": record["derived"],
+        "metrics": record["metrics"],
+        "debt": record["debt"],
+    }
+
+
+# -- history: the observations the debt-score sensor records ------------------------------------------
+
+
+def health_history(settings: Settings, instance: DagsterInstance, table: TableName, limit: int) -> dict[str, Any]:
+    """Floe's ``/health/history``: the table's health reports, newest first, from the health
+    observations the debt-score sensor records whenever the table's health changes (no new
+    assessment). An unknown table with no history is UnknownTable."""
+    records = instance.fetch_observations(asset_key_for(table), limit=limit).records
+    if not records:
+        existing_table(settings.catalog, table.qualified)  # UnknownTable when it is not in the catalog
+    history = [_observed_report(table, record) for record in records]
+    return {"catalog": table.catalog, "namespace": table.namespace_str, "table": table.name, "history": history,
+            "total": len(history)}
+
+
+def _observed_report(table: TableName, record: Any) -> dict[str, Any]:
+    observation = record.event_log_entry.asset_observation
+    md = {key: value.value for key, value in observation.metadata.items()}
+    assessed = md.get("assessed_at") or datetime.fromtimestamp(record.timestamp, timezone.utc).isoformat()
+    return {
+        "qualifiedName": table.qualified,
+        "assessedAt": assessed,
+        "healthStatus": md.get("status"),
+        "snapshotCount": md.get("snapshot_count"),
+        "dataFileCount": md.get("data_file_count"),
+        "totalDataSizeBytes": md.get("total_data_bytes"),
+        "totalDataSizeFormatted": _formatted(md.get("total_data_bytes")),
+        "minFileSizeBytes": md.get("min_file_bytes"),
+        "maxFileSizeBytes": md.get("max_file_bytes"),
+        "avgFileSizeBytes": md.get("avg_file_bytes"),
+        "avgFileSizeFormatted": _formatted(md.get("avg_file_bytes")),
+        "smallFileCount": md.get("small_file_count"),
+        "largeFileCount": md.get("large_file_count"),
+        "deleteFileCount": md.get("delete_file_count"),
+        "positionDeleteFileCount": md.get("position_delete_file_count"),
+        "equalityDeleteFileCount": md.get("equality_delete_file_count"),
+        "deleteFileRatio": md.get("delete_file_ratio"),
+        "manifestCount": md.get("manifest_count"),
+        "totalManifestSizeBytes": md.get("manifest_total_bytes"),
+        "totalManifestSizeFormatted": _formatted(md.get("manifest_total_bytes")),
+        "partitionCount": md.get("partition_count"),
+        "oldestSnapshotAgeDays": _whole_days(md.get("oldest_snapshot_age_days")),
+        "newestSnapshotAgeDays": _whole_days(md.get("newest_snapshot_age_days")),
+        "issues": md.get("issues") or [],
+        "thresholds": md.get("thresholds") or {},
+        # floe-dagster's own
+        "tier": md.get("tier"),
+        "policy": md.get("policy") or None,
+        "debtScore": md.get("debt_score"),
+        "snapshotId": md.get("snapshot_id") or None,
+    }
 
 
 # -- text ---------------------------------------------------------------------------------------------
@@ -109,4 +228,4 @@ def format_health_text(report: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["health_report", "format_health_text", "resolve_table"]
+__all__ = ["health_report", "health_history", "format_health_text", "floe_health_json", "resolve_table"]

@@ -217,7 +217,7 @@ def test_the_readme_curl_examples_and_a_trigger_that_maintains_the_table(server)
     recent = answer("/api/v1/operations")
     assert recent["operations"][0]["runId"] == run.run_id
     assert recent["operations"][0]["metrics"]["rewritten_data_files_count"] == 8
-    assert answer("/health?tier=summary")["qualified_name"] == "demo.sales.orders"
+    assert answer("/health?tier=summary")["qualifiedName"] == "demo.sales.orders"
     assert answer("validate-pattern")["matchCount"] == 3
 
 

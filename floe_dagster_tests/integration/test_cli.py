@@ -83,7 +83,8 @@ def test_explain_json_and_unknown_table(lake):
     assert report["policyName"] == "sales" and report["conditionBasedTriggeringEnabled"] is True
     status = report["operationStatuses"]["REWRITE_DATA_FILES"]
     assert status["shouldTrigger"] is True
-    assert any(c["name"] == "smallFileCountAbove" for c in status["metConditions"])
+    assert any(c["name"] == "smallFileCountAbove" for c in status["metConditionDetails"])
+    assert any(text.startswith("Small file count: ") for text in status["metConditions"])
     assert status["debtScore"] >= 0 and "failure_rate" in status["debtBreakdown"]
     missing = floe(lake, "explain", "demo.sales.nope", check=False)
     assert missing.returncode == 2 and "demo.sales.nope" in missing.stderr and "does not exist" in missing.stderr

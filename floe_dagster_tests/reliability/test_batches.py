@@ -113,6 +113,14 @@ def test_a_table_that_fails_fails_alone(lake):
     history = Coordination(settings.coordination_url).all_history()
     assert history[(B.qualified, RDF)].consecutive_failures == 1  # its own backoff counts
     assert history[(A.qualified, RDF)].last_run_succeeded and history[(C.qualified, RDF)].last_run_succeeded
+    # The HTTP API lists it under Floe's PARTIAL_FAILURE, and for the failed table.
+    from floe_dagster.api.service import ApiService
+
+    with DagsterInstance.get() as instance:
+        service = ApiService(settings, instance)
+        partial = service.operations(None, None, "PARTIAL_FAILURE", 20, 0)
+        assert [item["runId"] for item in partial["operations"]] == [result.run_id]
+        assert result.run_id in [item["runId"] for item in service.operations(B.qualified, None, None, 20, 0)["operations"]]
     # An operator finds the batch run from each table: `floe-dagster runs TABLE`.
     for table, status in ((A, "succeeded"), (B, "failed")):
         listed = subprocess.run([str(BIN / "floe-dagster"), "runs", table.qualified], capture_output=True, text=True,

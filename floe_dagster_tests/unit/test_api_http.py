@@ -21,6 +21,7 @@ from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 from floe_dagster.api.app import create_app
 from floe_dagster.api.auth import KeyStore, hash_key
 from floe_dagster.coordination.locks import hold_lock, table_lock_name
+from floe_dagster.core.operations import ALL_OPERATIONS
 from floe_dagster.core.tables import TableName
 from floe_dagster.demo import _create, rows
 from floe_dagster.iceberg.catalog import open_catalog
@@ -175,7 +176,11 @@ def test_malformed_json_and_bad_query_values_are_400s(api):
                     headers={"Content-Type": "application/json"})
     assert_error(response, 400, "VALIDATION_FAILED", "body")
     assert_error(call(api, "GET", "/api/v1/operations?limit=0"), 400, "VALIDATION_FAILED", "query.limit")
-    assert_error(call(api, "GET", "/api/v1/operations?status=DONE"), 400, "VALIDATION_FAILED", "query.status")
+    assert_error(call(api, "GET", "/api/v1/operations?status=DONE"), 400, "VALIDATION_FAILED",
+                 "Invalid status: DONE. Valid values: [PENDING, RUNNING, SUCCESS, PARTIAL_FAILURE, FAILED, NO_POLICY")
+    for floe_status in ("SUCCESS", "partial_failure", "NO_POLICY", "No_Operations", "succeeded"):  # Floe's, any case
+        page = call(api, "GET", f"/api/v1/operations?status={floe_status}")
+        assert page.status_code == 200 and page.json()["total"] == 0, page.text
     assert_error(call(api, "GET", "/api/v1/tables/sales/orders/trigger-status?at=yesterday"), 400,
                  "VALIDATION_FAILED", "at: expected an RFC 3339 date-time")
     assert_error(call(api, "GET", "/api/v1/tables/sales..x/orders/trigger-status"), 400, "VALIDATION_FAILED",
@@ -214,15 +219,20 @@ def test_nested_namespaces_are_dotted_in_paths_and_bodies(api):
     assert response.json()["table"] == "demo.lake.raw.clicks" and response.json()["policyName"] == "nested"
     status = call(api, "GET", "/api/v1/tables/lake.raw/clicks/trigger-status").json()
     assert (status["namespace"], status["table"], status["policyName"]) == ("lake.raw", "clicks", "nested")
-    assert list(status["operationStatuses"]) == ["REWRITE_MANIFESTS"]
+    assert list(status["operationStatuses"]) == [op.value for op in ALL_OPERATIONS]  # every operation, as Floe
+    assert status["operationStatuses"]["REWRITE_MANIFESTS"]["enabled"] is True
+    disabled = status["operationStatuses"]["EXPIRE_SNAPSHOTS"]
+    assert (disabled["enabled"], disabled["shouldTrigger"], disabled["unmetConditions"]) == (
+        False, False, ["Operation disabled in policy"])
     health = call(api, "GET", "/api/v1/tables/lake.raw/clicks/health")
-    assert health.status_code == 200 and health.json()["qualified_name"] == "demo.lake.raw.clicks"
+    assert health.status_code == 200 and health.json()["qualifiedName"] == "demo.lake.raw.clicks"
 
 
 def test_unknown_tables_catalogs_and_policies_are_404s(api):
     trigger = "/api/v1/maintenance/trigger"
-    assert_error(call(api, "POST", trigger, json={**TRIGGER_BODY, "table": "nope"}), 404, "TABLE_NOT_FOUND",
-                 "demo.sales.nope")
+    missing = assert_error(call(api, "POST", trigger, json={**TRIGGER_BODY, "table": "nope"}), 404,
+                           "TABLE_NOT_FOUND", "Table not found: sales.nope")
+    assert missing["details"]["table"] == "demo.sales.nope"
     assert_error(call(api, "POST", trigger, json={**TRIGGER_BODY, "catalog": "prod"}), 404, "TABLE_NOT_FOUND",
                  "catalog 'prod'")
     assert_error(call(api, "POST", trigger, json={**TRIGGER_BODY, "namespace": "misc", "table": "loose"}), 404,
@@ -236,6 +246,9 @@ def test_unknown_tables_catalogs_and_policies_are_404s(api):
     for path in ("/api/v1/tables/sales/nope/trigger-status", "/api/v1/tables/nope.deeper/orders/health"):
         assert_error(call(api, "GET", path), 404, "TABLE_NOT_FOUND")
     assert call(api, "GET", "/api/v1/tables/misc/loose/trigger-status").json()["policyName"] is None
+    for blank in ("", "   "):  # Floe: a blank policyName is no specific policy
+        answer = call(api, "POST", trigger, json={**TRIGGER_BODY, "policyName": blank, "dryRun": True})
+        assert answer.status_code == 200 and answer.json()["policyName"] == "sales", answer.text
 
 
 def test_a_policy_without_operations_and_a_table_that_is_not_an_asset_yet(api):
@@ -266,7 +279,13 @@ def test_trigger_status_is_explain_for_the_same_moment(api):
     assert set(status) >= {"operationType", "shouldTrigger", "metConditions", "unmetConditions", "nextEligibleTime",
                            "forcedByCriticalPipeline", "enabled"}
     assert status["shouldTrigger"] is True  # five small files, more than the policy's 3
-    assert status["metConditions"] == [{"name": "smallFileCountAbove", "measured": 5.0, "threshold": 3}]
+    assert status["metConditions"] == ["Small file count: 5 >= 3"]  # Floe's words
+    assert status["metConditionDetails"] == [{"name": "smallFileCountAbove", "measured": 5.0, "threshold": 3}]
+    loose = call(api, "GET", "/api/v1/tables/misc/loose/trigger-status").json()  # no policy matches
+    assert list(loose["operationStatuses"]) == [op.value for op in ALL_OPERATIONS]
+    for entry in loose["operationStatuses"].values():
+        assert (entry["enabled"], entry["shouldTrigger"], entry["unmetConditions"], entry["metConditions"]) == (
+            False, False, ["No matching policy"], [])
 
 
 def test_validate_pattern(api):
@@ -286,10 +305,11 @@ def test_validate_pattern(api):
 
 def test_the_openapi_document_describes_every_endpoint_without_422s(api):
     document = call(api, "GET", "/api/v1/openapi.json", key=VIEWER_KEY).json()
-    assert set(document["paths"]) == {
+    assert set(document["paths"]) >= {
         "/api/v1/maintenance/trigger", "/api/v1/tables/{namespace}/{table}/trigger-status",
-        "/api/v1/tables/{namespace}/{table}/health", "/api/v1/policies/validate-pattern", "/api/v1/operations",
-        "/health"}
+        "/api/v1/tables/{namespace}/{table}/health", "/api/v1/tables/{namespace}/{table}/health/history",
+        "/api/v1/policies/validate-pattern", "/api/v1/operations", "/health"}
+    assert {path for path in document["paths"] if not path.startswith(("/api/v1/", "/health"))} <= {"/metrics"}
     responses = {code for item in document["paths"].values() for op in item.values() for code in op["responses"]}
     assert "422" not in responses and "400" in responses
     assert document["components"]["securitySchemes"]["ApiKey"] == {
@@ -361,3 +381,39 @@ def test_a_catastrophic_regex_is_refused_without_freezing_the_server(api):
                                          "demo.misc.loose"]
     finally:
         catalog.drop_table(name)
+
+
+def test_health_and_its_history_in_floes_shape(api):
+    from datetime import timezone
+
+    from floe_dagster.defs.health_checks import report_health_events
+    from floe_dagster.iceberg.health_collector import HealthCollector
+    from floe_dagster.policies import load_policy_set
+
+    settings, instance = api["settings"], api["instance"]
+    health = call(api, "GET", "/api/v1/tables/sales/orders/health").json()
+    assert list(health)[:3] == ["qualifiedName", "assessedAt", "healthStatus"]
+    assert health["qualifiedName"] == "demo.sales.orders" and health["healthStatus"] in ("healthy", "warning", "critical")
+    assert health["dataFileCount"] == 5 and health["totalDataSizeFormatted"].endswith((" B", " KB"))
+    assert all(set(i) == {"type", "severity", "message"} for i in health["issues"])
+    assert health["thresholds"]["smallFileSizeBytes"] > 0 and "debt" in health  # Floe's keys, ours beside
+
+    # No observation yet: an empty history (the table exists); an unknown table is Floe's 404.
+    empty = call(api, "GET", "/api/v1/tables/sales/orders/health/history").json()
+    assert (empty["catalog"], empty["namespace"], empty["table"], empty["history"], empty["total"]) == (
+        "demo", "sales", "orders", [], 0)
+    assert_error(call(api, "GET", "/api/v1/tables/sales/nope/health/history"), 404, "TABLE_NOT_FOUND",
+                 "Table not found: sales.nope")
+    assert_error(call(api, "GET", "/api/v1/tables/sales/orders/health/history?limit=0"), 400, "VALIDATION_FAILED")
+
+    # The sensor records an observation when health changes; the history serves it.
+    table = TableName("demo", ("sales",), "orders")
+    with HealthCollector(open_catalog(settings.catalog), settings) as collector:
+        snapshot = collector.collect([table], tier="full")
+    assert report_health_events(instance, snapshot, load_policy_set(settings), datetime.now(timezone.utc)) == 1
+    history = call(api, "GET", "/api/v1/tables/sales/orders/health/history?limit=5").json()
+    assert history["total"] == 1
+    [report] = history["history"]
+    assert report["qualifiedName"] == "demo.sales.orders" and report["dataFileCount"] == 5
+    assert report["healthStatus"] == health["healthStatus"] and report["issues"] == health["issues"]
+    assert report["thresholds"] == health["thresholds"]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 
@@ -27,7 +25,11 @@ def operations(
                               description="catalog.namespace.table or namespace.table"),
     triggerId: str | None = Query(None, min_length=1, max_length=100,
                                   description="The orchestrationId of a trigger"),
-    status: Literal["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"] | None = Query(None),
+    status: str | None = Query(
+        None, max_length=32,
+        description="PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED, or Floe's record statuses SUCCESS, "
+                    "PARTIAL_FAILURE (a failed run that maintained some of its tables), NO_POLICY and "
+                    "NO_OPERATIONS (never a run here: such triggers are refused before any run); any case"),
     limit: int = Query(20, ge=1, le=100),
     offset: int = Query(0, ge=0, le=10000),
     who: Principal = Depends(reader),

@@ -48,3 +48,21 @@ def table_health(
     service: ApiService = Depends(api_service),
 ) -> JSONResponse:
     return JSONResponse(service.health(namespace, table, tier))
+
+
+@router.get(
+    "/api/v1/tables/{namespace}/{table}/health/history",
+    summary="One table's health reports over time, newest first (Floe's shape)",
+    response_model=M.HealthHistoryResponse,
+    responses=error_responses(400, 401, 403, 404, 500, 503),
+    description="Served from the health observations the debt-score sensor records whenever the table's "
+                "health changes; no new assessment.",
+)
+def table_health_history(
+    namespace: str = namespace_path,
+    table: str = table_path,
+    limit: int = Query(10, ge=1, le=1000, description="How many reports at most (Floe's default 10)"),
+    who: Principal = Depends(reader),
+    service: ApiService = Depends(api_service),
+) -> JSONResponse:
+    return JSONResponse(service.health_history(namespace, table, limit))
