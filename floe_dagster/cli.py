@@ -35,7 +35,10 @@ def cmd_validate(args) -> int:
     if result.errors:
         print(f"{len(result.errors)} error(s)", file=sys.stderr)
         return EXIT_USAGE
-    print(f"ok: {', '.join(str(p) for p in args.paths)}")
+    for file in result.files:  # which of Floe's two formats each file is in
+        print(f"ok: {file.path} ({file.describe()})")
+    if not result.files:
+        print(f"ok: {', '.join(str(p) for p in args.paths)} (no policy files)")
     return EXIT_OK
 
 

@@ -137,7 +137,7 @@ class Coordination:
         self.url = url or default_coordination_url()
         kwargs = {"connect_args": {"timeout": 30}} if self.url.startswith("sqlite") else {"pool_pre_ping": True}
         self.engine: Engine = create_engine(self.url, **kwargs)
-        metadata.create_all(self.engine)
+        _create_tables(self.engine)
         _add_missing_columns(self.engine)
         self.locks: Locks = locks_for(self.url)
 
@@ -276,6 +276,18 @@ class Coordination:
                 select(outcomes).where(outcomes.c.table_name == table_name).order_by(outcomes.c.finished_at)
             ).mappings().all()
         return [dict(row) for row in rows]
+
+
+def _create_tables(engine: Engine, attempts: int = 3) -> None:
+    """Create what is missing. Two processes (or threads) starting on a new database at once may both
+    see a table missing; the loser's CREATE fails, and checking again finds it made."""
+    for attempt in range(attempts):
+        try:
+            metadata.create_all(engine)
+            return
+        except DBAPIError:
+            if attempt == attempts - 1:
+                raise
 
 
 def _add_missing_columns(engine: Engine) -> None:

@@ -134,7 +134,7 @@ class RewriteDataFilesConfig(OperationConfig):
 
     strategy: str | None = None  # BINPACK, SORT or ZORDER; see effective_strategy
     sort_order: tuple[str, ...] | None = None  # strategy SORT: "column [ASC|DESC] [NULLS FIRST|LAST]" terms
-    z_order_columns: tuple[str, ...] | None = None  # strategy ZORDER: non-empty
+    z_order_columns: tuple[str, ...] | None = None  # strategy ZORDER: non-empty; with SORT or BINPACK: kept, unused
     target_file_size_bytes: int | None = None
     max_file_group_size_bytes: int | None = None
     max_concurrent_file_group_rewrites: int | None = None
@@ -251,6 +251,14 @@ def _enum(choices: tuple[str, ...]) -> Reader:
     return lambda at, raw, key: get_enum(at, raw, key, choices, None)
 
 
+def _job_order(at: Location, raw: Mapping[str, Any], key: str) -> str | None:
+    """``BYTES_DESC``, or as Iceberg (and Floe's PolicyLoader tests) spell it, ``bytes-desc``."""
+    value = raw.get(key)
+    if isinstance(value, str):
+        raw = {key: value.replace("-", "_")}
+    return get_enum(at, raw, key, REWRITE_JOB_ORDERS, None)
+
+
 def _text(at: Location, raw: Mapping[str, Any], key: str) -> str | None:
     value = get_str(at, raw, key, None)
     return value.strip() if value is not None else None
@@ -293,7 +301,7 @@ _READERS: dict[str, Reader] = {
     "partial_progress_max_commits": _int(1),
     "partial_progress_max_failed_commits": _int(0),
     "filter": _text,
-    "rewrite_job_order": _enum(REWRITE_JOB_ORDERS),
+    "rewrite_job_order": _job_order,
     "use_starting_sequence_number": _bool,
     "remove_dangling_deletes": _bool,
     "output_spec_id": _int(0),
@@ -316,7 +324,9 @@ _READERS: dict[str, Reader] = {
 
 
 def _strategy_fields(at: Location, raw: Mapping[str, Any]) -> dict[str, Any]:
-    """``strategy``, ``sortOrder`` and ``zOrderColumns``, which must agree with each other."""
+    """``strategy``, ``sortOrder`` and ``zOrderColumns``: a sort order only with SORT; ZORDER needs its
+    columns, and with another strategy they are kept but ignored, with a warning (Floe stores them and its
+    Spark job ignores them: its own e2e test sends SORT with zOrderColumns)."""
     values: dict[str, Any] = {}
     strategy = get_enum(at, raw, "strategy", STRATEGIES, None)
     if strategy is not None:
@@ -333,8 +343,9 @@ def _strategy_fields(at: Location, raw: Mapping[str, Any]) -> dict[str, Any]:
         values["sort_order"] = tuple(sort_order)
     columns = get_str_list(at, raw, "zOrderColumns", None)
     if columns is not None:
-        if effective != "ZORDER":
-            at.child("zOrderColumns").error(f"only applies with strategy ZORDER (the strategy is {effective})")
+        if effective != "ZORDER":  # kept (to_json shows them), never rendered: as Floe's Spark job does
+            at.child("zOrderColumns").warn(f"ignored with strategy {effective} (Floe stores and ignores them too; "
+                                           "only ZORDER uses them)")
         for index, column in enumerate(columns):
             if any(ch in column for ch in ",()"):
                 at.child("zOrderColumns").child(index).error(f"{column!r} is not a column name")

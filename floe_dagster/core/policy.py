@@ -2,7 +2,9 @@
 
 A policy file holds one policy (a mapping) or a list of them (a ``policies:`` key holding the list,
 and several YAML documents, are accepted too); a folder is read file by file (``*.yaml``, ``*.yml``,
-``*.json``, not recursively, hidden files skipped). Fields use Floe's names:
+``*.json``, not recursively, hidden files skipped). Fields use the names of Floe's API (camelCase); a
+file in Floe's PolicyLoader format (a ``policies:`` list of kebab-case policies) is translated into
+them first and checked the same way (:mod:`floe_dagster.core.policy_formats`). Fields:
 
 ``name`` (required, unique across all files), ``description``, ``tablePattern`` (default ``*``, with a
 warning), ``enabled`` (default true), ``priority`` (int, default 0), ``tags`` (text → text, become
@@ -15,13 +17,15 @@ An operation is *configured* when it has a config, and *enabled* when it also ha
 highest ``priority × 1000 + specificity`` (what Floe documents), ties broken by name.
 
 Every problem is reported, as ``<file>: policy '<name>': <field.path>: <message>``; loading raises
-:class:`PolicyError` rather than return a partly read set.
+:class:`PolicyError` rather than return a partly read set, and logs the warnings (logger
+``floe_dagster.core.policy``, level WARNING, each once per load).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import threading
 from dataclasses import dataclass, field
@@ -49,6 +53,17 @@ from floe_dagster.core.metrics import TableMetrics
 from floe_dagster.core.operation_config import OperationConfig, parse_operation_config
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.patterns import TablePattern
+from floe_dagster.core.policy_formats import (
+    FORMAT_NAMES,
+    LOADER_FORMAT,
+    TOP_LEVEL_FIELDS,
+    PolicyEntry,
+    file_format,
+    kebab_lines,
+    policy_entries,
+    policy_label,
+    translate_policy,
+)
 from floe_dagster.core.schedule import Schedule, parse_schedule
 from floe_dagster.core.tables import TableName
 from floe_dagster.core.validation import (
@@ -63,14 +78,10 @@ from floe_dagster.core.validation import (
 )
 
 POLICY_FILE_SUFFIXES = (".yaml", ".yml", ".json")
-TOP_LEVEL_FIELDS = (
-    "name", "description", "tablePattern", "enabled", "priority", "tags",
-    *(op.policy_key for op in ALL_OPERATIONS), *(op.schedule_key for op in ALL_OPERATIONS),
-    "triggerConditions", "healthThresholds",
-)
 RUN_TAG_PREFIX = "floe/tag."
 # Dagster tag keys allow letters, digits, '_', '-', '.' (and one '/' prefix, which we take): 63 in all.
 _TAG_KEY = re.compile(r"^[A-Za-z0-9_.\-]{1,%d}$" % (63 - len("tag.")))
+_log = logging.getLogger(__name__)
 
 
 class PolicyError(ValueError):
@@ -251,10 +262,27 @@ class PolicySet:
 
 
 @dataclass(frozen=True)
+class PolicyFile:
+    """One file read: its format (``policy_formats.API_FORMAT`` or ``LOADER_FORMAT``, None when it holds
+    no policies) and how many policies it holds."""
+
+    path: str
+    format: str | None
+    count: int
+
+    def describe(self) -> str:
+        """``Floe API format, camelCase: 2 policies``, or ``no policies``."""
+        if self.format is None:
+            return "no policies"
+        return f"{FORMAT_NAMES[self.format]}: {self.count} polic{'y' if self.count == 1 else 'ies'}"
+
+
+@dataclass(frozen=True)
 class ValidationResult:
     errors: list[str]
     warnings: list[str]
     policies: PolicySet | None  # None when there are errors
+    files: tuple[PolicyFile, ...] = ()  # every file read, in order
 
     @property
     def ok(self) -> bool:
@@ -269,6 +297,8 @@ def load_policies(paths: Iterable[str | Path]) -> PolicySet:
     result = validate_policy_paths(paths)
     if result.errors:
         raise PolicyError(result.errors)
+    for warning in result.warnings:
+        _log.warning("policy warning: %s", warning)
     assert result.policies is not None
     return result.policies
 
@@ -278,11 +308,14 @@ def validate_policy_paths(paths: Iterable[str | Path]) -> ValidationResult:
     problems = Problems()
     policies: list[Policy] = []
     seen: dict[str, str] = {}
+    files: list[PolicyFile] = []
     for file in _policy_files(paths, problems):
-        _collect(_read_policy_file(file, problems), file, problems, seen, policies)
+        entries = _read_policy_file(file, problems)
+        files.append(PolicyFile(file, file_format(entries), len(entries)))
+        _collect(entries, file, problems, seen, policies)
     if problems.errors:
-        return ValidationResult(problems.errors, problems.warnings, None)
-    return ValidationResult([], problems.warnings, PolicySet(policies))
+        return ValidationResult(problems.errors, problems.warnings, None, tuple(files))
+    return ValidationResult([], problems.warnings, PolicySet(policies), tuple(files))
 
 
 def parse_policies_text(text: str, source: str = "<text>") -> PolicySet:
@@ -295,16 +328,18 @@ def parse_policies_text(text: str, source: str = "<text>") -> PolicySet:
     return PolicySet(policies)
 
 
-def _collect(raws: list[Any], source: str, problems: Problems, seen: dict[str, str], policies: list[Policy]) -> None:
+def _collect(entries: list[PolicyEntry], source: str, problems: Problems, seen: dict[str, str],
+             policies: list[Policy]) -> None:
     """Parse one file's policies; a name already taken (valid policy or not) is an error."""
-    for index, raw in enumerate(raws, start=1):
+    for index, entry in enumerate(entries, start=1):
+        raw = entry.raw
         name = raw.get("name") if isinstance(raw, Mapping) else None
         duplicate = isinstance(name, str) and name in seen
         if duplicate:
             where = "earlier in this file" if seen[name] == source else f"in {seen[name]}"
             Location(problems, f"{source}: policy '{name}'", ("name",)).error(
                 f"duplicate policy name, already defined {where}")
-        policy = parse_policy(raw, source, index, problems)
+        policy = _parse_entry(entry, source, index, problems)
         if isinstance(name, str) and not duplicate:
             seen[name] = source
         if policy is not None and not duplicate:
@@ -337,7 +372,22 @@ def _policy_files(paths: Iterable[str | Path], problems: Problems) -> list[str]:
     return files
 
 
-def _read_policy_file(file: str, problems: Problems) -> list[Any]:
+def _parse_entry(entry: PolicyEntry, source: str, index: int, problems: Problems) -> Policy | None:
+    """A policy in either format: a PolicyLoader-format one is translated, parsed as the API format's
+    mapping (its version hashes that mapping), and its messages name its keys as written."""
+    if entry.format != LOADER_FORMAT or not isinstance(entry.raw, Mapping):
+        return parse_policy(entry.raw, source, index, problems)
+    prefix = f"{source}: {policy_label(entry.raw, index)}"
+    translation_errors = len(problems.errors)
+    translated, paths = translate_policy(entry.raw, Location(problems, prefix))  # messages as written
+    parsed = Problems()
+    policy = parse_policy(translated, source, index, parsed)
+    problems.errors.extend(kebab_lines(parsed.errors, prefix, paths))
+    problems.warnings.extend(kebab_lines(parsed.warnings, prefix, paths))
+    return None if len(problems.errors) > translation_errors else policy
+
+
+def _read_policy_file(file: str, problems: Problems) -> list[PolicyEntry]:
     try:
         text = Path(file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -349,8 +399,9 @@ def _read_policy_file(file: str, problems: Problems) -> list[Any]:
     return raws
 
 
-def _parse_text(text: str, source: str, problems: Problems, json_file: bool) -> list[Any]:
-    """The policies in one file, as raw mappings (anything else is reported by parse_policy)."""
+def _parse_text(text: str, source: str, problems: Problems, json_file: bool) -> list[PolicyEntry]:
+    """The policies in one file, as written, each with its format (what is not a mapping is reported
+    by parse_policy)."""
     if json_file:
         try:
             documents = [json.loads(text)] if text.strip() else []
@@ -366,15 +417,7 @@ def _parse_text(text: str, source: str, problems: Problems, json_file: bool) -> 
             problem = " ".join(str(p) for p in (getattr(exc, "context", None), getattr(exc, "problem", None)) if p)
             problems.errors.append(one_line(f"{source}: {where}invalid YAML: {problem or exc}"))
             return []
-    raws: list[Any] = []
-    for document in documents:
-        if isinstance(document, Mapping) and set(document) == {"policies"} and isinstance(document["policies"], list):
-            document = document["policies"]
-        if isinstance(document, list):
-            raws.extend(document)
-        else:
-            raws.append(document)
-    return raws
+    return policy_entries(documents, source, problems)
 
 
 class _PolicyLoader(yaml.SafeLoader):
@@ -425,8 +468,7 @@ def parse_policy(raw: Any, source: str, index: int, problems: Problems) -> Polic
                                f"{describe(raw)}")
         return None
     name = raw.get("name")
-    label = f"policy '{name}'" if isinstance(name, str) and name.strip() else f"policy #{index}"
-    at = Location(problems, f"{source}: {label}")
+    at = Location(problems, f"{source}: {policy_label(raw, index)}")
     bad_keys = [k for k in raw if not isinstance(k, str)]
     for key in bad_keys:
         at.error(f"field names must be text, got {describe(key)}")
@@ -517,7 +559,7 @@ def _version(raw: Mapping[str, Any]) -> str:
 
 
 __all__ = [
-    "Policy", "PolicySet", "PolicyError", "ValidationResult", "load_policies", "validate_policy_paths",
+    "Policy", "PolicySet", "PolicyError", "PolicyFile", "ValidationResult", "load_policies", "validate_policy_paths",
     "parse_policies_text", "parse_policy", "policy_tags_as_run_tags",
     "TOP_LEVEL_FIELDS", "RUN_TAG_PREFIX",
 ]

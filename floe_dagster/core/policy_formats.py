@@ -1,0 +1,302 @@
+"""Floe's two policy file formats, and the translation of the second into the first.
+
+- **The API format** (camelCase): Floe's REST API bodies, ``examples/policies``. A file holds one policy
+  (a mapping), a list of them, a ``policies:`` list, or several YAML documents of these. Keys such as
+  ``tablePattern``, ``rewriteDataFiles``, ``maxSnapshotAge: P7D``, ``interval: PT6H``, ``timeout: 2``.
+- **Floe's PolicyLoader format** (kebab-case, ``core/policy/PolicyLoader.java``): a top-level
+  ``policies:`` list of policies with kebab-case keys (``rewrite-data-files``, ``z-order-columns``), the
+  table pattern as ``pattern``, and a few keys of its own: ``max-snapshot-age-days`` (whole days),
+  ``retention-period-days``, ``interval-days`` / ``interval-hours`` / ``interval-minutes`` (summed into
+  one interval) and ``timeout-hours``. ``created-at`` and ``updated-at`` are accepted and ignored.
+
+**Detection**, document by document (a JSON file is one document):
+
+1. A document whose only key is ``policies`` is a *policy list*: its entries are the policies, and a
+   null or empty list holds none (as in Floe's loader). Any other document is in the API format: a
+   mapping is one policy, a list holds policies.
+2. Each mapping entry of a policy list is read by its own top-level keys: *kebab-case* when one of them
+   contains ``-`` or is ``pattern``; *camelCase* when one has an upper-case letter (``tablePattern``);
+   an entry with neither (only ``name``, ``description``, ``enabled``, ``priority``, ``tags``, spelled the
+   same in both) is read in the API format, which for those keys is the same thing. An entry with both
+   kinds of key is an error (and is read as kebab-case, so its camelCase keys are named too).
+3. A file with a kebab-case entry and a camelCase one (in any of its documents) is an error: one file,
+   one format. Each entry is still checked in its own format, so every other error is listed too.
+
+**Translation.** A kebab-case policy is translated key by key into the API format's mapping, then
+parsed by the same parser (``policy.parse_policy``): same checks, same defaults, same messages. The
+translation refuses unknown keys itself, naming them as written with the closest valid one, and the
+parser's messages are given back with the paths and field names as the file wrote them
+(:func:`kebab_lines`). Every field the API format knows has its kebab-case spelling (floe-dagster's own
+additions included: ``trigger-conditions``, ``health-thresholds``, ``allowed-days``, ``timezone``, ...),
+except where Floe's loader spells a field its own way (``pattern``, ``max-snapshot-age-days``,
+``retention-period-days``, ``interval-*``, ``timeout-hours``): there the API-style spelling is refused
+with the loader's name. A schedule without ``enabled`` runs, as in the API format (Floe's loader leaves it
+unset, which its scheduler reads as disabled; its documented API defaults it to true).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Callable, Mapping
+
+from floe_dagster.core.conditions import TRIGGER_CONDITION_FIELDS
+from floe_dagster.core.durations import MAX_DURATION, format_iso_duration
+from floe_dagster.core.health import HEALTH_THRESHOLD_FIELDS
+from floe_dagster.core.operation_config import FIELDS, REFUSED
+from floe_dagster.core.operations import ALL_OPERATIONS, Operation
+from floe_dagster.core.schedule import SCHEDULE_FIELDS
+from floe_dagster.core.validation import Location, Problems, check_mapping, check_unknown, describe, get_int
+
+API_FORMAT, LOADER_FORMAT = "api", "loader"
+FORMAT_NAMES = {API_FORMAT: "Floe API format, camelCase", LOADER_FORMAT: "Floe PolicyLoader format, kebab-case"}
+
+TOP_LEVEL_FIELDS = (
+    "name", "description", "tablePattern", "enabled", "priority", "tags",
+    *(op.policy_key for op in ALL_OPERATIONS), *(op.schedule_key for op in ALL_OPERATIONS),
+    "triggerConditions", "healthThresholds",
+)
+
+
+def kebab(name: str) -> str:
+    """A camelCase key in kebab case, as Jackson's KEBAB_CASE writes it: ``zOrderColumns`` → ``z-order-columns``."""
+    return re.sub(r"[A-Z]", lambda m: "-" + m.group(0).lower(), name)
+
+
+def policy_label(raw: Mapping[str, Any], index: int) -> str:
+    """How messages name a policy: ``policy 'nightly'``, or ``policy #2`` without a usable name."""
+    name = raw.get("name")
+    return f"policy '{name}'" if isinstance(name, str) and name.strip() else f"policy #{index}"
+
+
+@dataclass(frozen=True)
+class PolicyEntry:
+    """One policy as a file wrote it, and the format it is written in."""
+
+    raw: Any
+    format: str = API_FORMAT
+
+
+def policy_entries(documents: list[Any], source: str, problems: Problems) -> list[PolicyEntry]:
+    """The policies of one file's documents, each with its format (see the module's rules); a file
+    mixing the formats is reported."""
+    entries: list[PolicyEntry] = []
+    kebab_seen = camel_seen = None  # (label, key) of the first entry of each kind, for the message
+    for document in documents:
+        if isinstance(document, Mapping) and set(document) == {"policies"}:
+            listed = document["policies"]
+            if listed is None:
+                continue
+            if not isinstance(listed, list):
+                problems.errors.append(f"{source}: policies: expected a list of policies, got {describe(listed)}")
+                continue
+            for raw in listed:
+                kebab_key, camel_key = _signals(raw)
+                label = policy_label(raw, len(entries) + 1) if isinstance(raw, Mapping) else ""
+                if kebab_key and camel_key:
+                    problems.errors.append(
+                        f"{source}: {label}: mixes kebab-case keys ('{kebab_key}', Floe's PolicyLoader format) with "
+                        f"camelCase keys ('{camel_key}', Floe's API format); write it in one format")
+                if kebab_key:
+                    kebab_seen = kebab_seen or (label, kebab_key)
+                elif camel_key:
+                    camel_seen = camel_seen or (label, camel_key)
+                entries.append(PolicyEntry(raw, LOADER_FORMAT if kebab_key else API_FORMAT))
+            continue
+        for raw in document if isinstance(document, list) else [document]:
+            camel_key = _signals(raw)[1]
+            if camel_key:
+                camel_seen = camel_seen or (policy_label(raw, len(entries) + 1), camel_key)
+            entries.append(PolicyEntry(raw))
+    if kebab_seen and camel_seen:
+        problems.errors.append(
+            f"{source}: mixes Floe's two policy formats: {kebab_seen[0]} is in the PolicyLoader format "
+            f"(kebab-case: '{kebab_seen[1]}') and {camel_seen[0]} in the API format (camelCase: '{camel_seen[1]}'); "
+            "write each file in one format")
+    return entries
+
+
+def file_format(entries: list[PolicyEntry]) -> str | None:
+    """The format a file is written in (None when it holds no policies)."""
+    if not entries:
+        return None
+    return LOADER_FORMAT if any(e.format == LOADER_FORMAT for e in entries) else API_FORMAT
+
+
+def _signals(raw: Any) -> tuple[str | None, str | None]:
+    """The first kebab-case key and the first camelCase key among a policy's own keys."""
+    keys = [k for k in raw if isinstance(k, str)] if isinstance(raw, Mapping) else []
+    kebab_key = next((k for k in keys if "-" in k or k == "pattern"), None)
+    camel_key = next((k for k in keys if any(ch.isupper() for ch in k)), None)
+    return kebab_key, camel_key
+
+
+# -- translation ---------------------------------------------------------------------------------------
+
+Combine = Callable[[Location, Mapping[str, Any]], Any]  # the written keys' values → the API value, or None
+
+
+@dataclass(frozen=True)
+class _Section:
+    """The keys of one mapping in the PolicyLoader format."""
+
+    keys: Mapping[str, str]  # kebab key → API key, value as written (or translated by ``nested``)
+    refused: Mapping[str, str] = field(default_factory=dict)  # kebab key → why not
+    nested: Mapping[str, "_Section"] = field(default_factory=dict)  # kebab key → its mapping's section
+    combined: Mapping[str, tuple[tuple[str, ...], Combine]] = field(default_factory=dict)  # API key → its keys
+    ignored: tuple[str, ...] = ()  # accepted, dropped
+
+    @property
+    def allowed(self) -> list[str]:
+        return [*self.keys, *(k for keys, _ in self.combined.values() for k in keys), *self.ignored]
+
+
+def _spelled(api_keys: tuple[str, ...], *spelled_otherwise: str) -> dict[str, str]:
+    """Each API key's kebab-case spelling → the key, but for those the loader spells its own way."""
+    return {kebab(key): key for key in api_keys if key not in spelled_otherwise}
+
+
+def _written_as(loader_key: str) -> str:
+    return f"is written {loader_key} in Floe's PolicyLoader format (kebab-case)"
+
+
+def _days_as_duration(at: Location, values: Mapping[str, Any]) -> str | None:
+    days = get_int(at, values, "max-snapshot-age-days", None, minimum=0, maximum=MAX_DURATION.days)
+    return f"P{days}D" if days is not None else None
+
+
+_INTERVAL_UNITS = {"interval-days": "days", "interval-hours": "hours", "interval-minutes": "minutes"}
+
+
+def _interval(at: Location, values: Mapping[str, Any]) -> str | None:
+    """``interval-days`` + ``interval-hours`` + ``interval-minutes``, as Floe's loader sums them."""
+    parts: dict[str, int] = {}
+    ok = True
+    for key, unit in _INTERVAL_UNITS.items():
+        limit = int(MAX_DURATION / timedelta(**{unit: 1}))
+        value = get_int(at, values, key, None, minimum=0, maximum=limit)
+        ok = ok and (value is not None or values.get(key) is None)
+        if value is not None:
+            parts[unit] = value
+    if not ok or not parts:
+        return None
+    total = timedelta(**parts)
+    if total <= timedelta(0):
+        at.child(next(k for k in _INTERVAL_UNITS if values.get(k) is not None)).error(
+            "the interval (interval-days + interval-hours + interval-minutes) must be longer than zero")
+        return None
+    return format_iso_duration(total)
+
+
+_SCHEDULE = _Section(
+    keys={**_spelled(SCHEDULE_FIELDS, "interval", "timeout"), "timeout-hours": "timeout"},
+    refused={"interval": _written_as("interval-days, interval-hours or interval-minutes (summed)"),
+             "timeout": _written_as("timeout-hours")},
+    combined={"interval": (tuple(_INTERVAL_UNITS), _interval)},
+)
+_Combined = dict[str, tuple[tuple[str, ...], Combine]]
+_LOADER_SPELLINGS: dict[Operation, tuple[dict[str, str], dict[str, str], _Combined]] = {
+    # operation: (loader key → API key, refused API-style spellings, combined keys)
+    Operation.EXPIRE_SNAPSHOTS: ({}, {"max-snapshot-age": _written_as("max-snapshot-age-days (whole days)")},
+                                 {"maxSnapshotAge": (("max-snapshot-age-days",), _days_as_duration)}),
+    Operation.ORPHAN_CLEANUP: ({"retention-period-days": "retentionPeriodInDays"},
+                               {"retention-period-in-days": _written_as("retention-period-days")}, {}),
+}
+
+
+def _operation_section(op: Operation) -> _Section:
+    keys, refused, combined = _LOADER_SPELLINGS.get(op, ({}, {}, {}))
+    return _Section(
+        keys={**_spelled(FIELDS[op], *keys.values(), *combined), **keys},
+        refused={**{kebab(k): why for k, why in REFUSED.get(op, {}).items()}, **refused},
+        combined=combined,
+    )
+
+
+_POLICY = _Section(
+    keys={**_spelled(TOP_LEVEL_FIELDS, "tablePattern"), "pattern": "tablePattern"},
+    refused={"table-pattern": _written_as("pattern")},
+    nested={
+        **{kebab(op.policy_key): _operation_section(op) for op in ALL_OPERATIONS},
+        **{kebab(op.schedule_key): _SCHEDULE for op in ALL_OPERATIONS},
+        "trigger-conditions": _Section(_spelled(TRIGGER_CONDITION_FIELDS)),
+        "health-thresholds": _Section(_spelled(HEALTH_THRESHOLD_FIELDS)),
+    },
+    ignored=("created-at", "updated-at"),
+)
+
+
+def _paths(section: _Section, api: str = "", written: str = "") -> dict[str, str]:
+    """Every API path (``rewriteDataFiles.targetFileSizeBytes``) → its kebab-case path."""
+    found: dict[str, str] = {}
+    for key, api_key in section.keys.items():
+        api_path, written_path = f"{api}{api_key}", f"{written}{key}"
+        found[api_path] = written_path
+        if key in section.nested:
+            found.update(_paths(section.nested[key], api_path + ".", written_path + "."))
+    for api_key, (keys, _) in section.combined.items():
+        found[f"{api}{api_key}"] = f"{written}{'+'.join(keys)}"
+    return found
+
+
+_PATHS = _paths(_POLICY)
+# A field named in a message (``has no rewriteDataFilesSchedule``) → its kebab-case name.
+_WORDS = {path.rsplit(".", 1)[-1]: written.rsplit(".", 1)[-1] for path, written in _PATHS.items()}
+_CAMEL_WORD = re.compile(r"(?<![\w'])[a-z][a-z0-9]*[A-Z][A-Za-z0-9]*(?![\w'])")
+
+
+def _kebab_words(message: str) -> str:
+    return _CAMEL_WORD.sub(lambda m: _WORDS.get(m.group(0), m.group(0)), message)
+
+
+def translate_policy(raw: Mapping[str, Any], at: Location) -> tuple[dict[str, Any], dict[str, str]]:
+    """A PolicyLoader-format policy as the API format's mapping, and each API path → the path as
+    written (for :func:`kebab_lines`). Unknown and refused keys are reported at ``at``, as written."""
+    paths = dict(_PATHS)
+    return _translate(at, raw, _POLICY, "", "", paths), paths
+
+
+def _translate(at: Location, raw: Any, section: _Section, api: str, written: str,
+               paths: dict[str, str]) -> dict[str, Any]:
+    mapping = check_mapping(at, raw) or {}
+    check_unknown(at, mapping, section.allowed, {k: _kebab_words(why) for k, why in section.refused.items()})
+    result: dict[str, Any] = {}
+    for key, value in mapping.items():
+        api_key = section.keys.get(key)
+        if api_key is None:
+            continue
+        if key in section.nested and isinstance(value, Mapping):
+            value = _translate(at.child(key), value, section.nested[key], f"{api}{api_key}.", f"{written}{key}.", paths)
+        result[api_key] = value
+    for api_key, (keys, combine) in section.combined.items():
+        given = [k for k in keys if mapping.get(k) is not None]
+        if given:
+            paths[f"{api}{api_key}"] = f"{written}{'+'.join(given)}"
+            value = combine(at, mapping)
+            if value is not None:
+                result[api_key] = value
+    return result
+
+
+def kebab_lines(lines: list[str], prefix: str, paths: Mapping[str, str]) -> list[str]:
+    """The parser's messages about a translated policy, with its fields named as the file wrote them:
+    ``<prefix>: rewriteDataFiles.zOrderColumns: …`` → ``<prefix>: rewrite-data-files.z-order-columns: …``."""
+    head = prefix + ": "
+    longest_first = sorted(paths, key=len, reverse=True)
+    renamed = []
+    for line in lines:
+        rest = line[len(head):] if line.startswith(head) else ""
+        path = next((p for p in longest_first if rest.startswith(p) and rest[len(p):len(p) + 1] in (":", ".", "[")),
+                    None)
+        if path is not None:
+            tail, sep, message = rest[len(path):].partition(": ")
+            line = head + paths[path] + tail + sep + _kebab_words(message)
+        renamed.append(line)
+    return renamed
+
+
+__all__ = [
+    "API_FORMAT", "LOADER_FORMAT", "FORMAT_NAMES", "TOP_LEVEL_FIELDS", "PolicyEntry", "policy_entries",
+    "file_format", "policy_label", "translate_policy", "kebab_lines", "kebab",
+]
