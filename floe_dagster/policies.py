@@ -1,6 +1,6 @@
-"""The policies as the adapters see them: loaded from the settings' paths (re-read when a file
-changes, so a policy change takes effect on the next tick and the next CLI call), and resolved to
-the config of one operation on one table."""
+"""The policies as the adapters see them: loaded from the settings' paths and the HTTP API's policy
+directory (re-read when a file changes, so a policy change takes effect on the next tick and the next
+CLI call), and resolved to the config of one operation on one table."""
 
 from __future__ import annotations
 
@@ -33,17 +33,43 @@ def _fingerprint(paths: Sequence[str]) -> tuple:
                 entries.append((str(file), None))
                 continue
             if file.is_file():
-                entries.append((str(file), stat.st_size, stat.st_mtime_ns))
+                # The inode too: a file replaced atomically (the API's writes) within one tick of the
+                # file-system clock, at the same size, still reads as changed.
+                entries.append((str(file), stat.st_size, stat.st_mtime_ns, stat.st_ino))
     return tuple(entries)
+
+
+def policy_paths(settings: Settings) -> tuple[str, ...]:
+    """Where the policies are read from: the settings' ``policies``, and the HTTP API's
+    ``api.policy-directory`` when they do not list it (skipped while it does not exist: the API creates
+    it with its first policy)."""
+    paths = tuple(settings.policies)
+    directory = settings.api.policy_directory
+    if directory and Path(directory).is_dir() and not any(_same_path(directory, p) for p in paths):
+        paths += (directory,)
+    return paths
+
+
+def _same_path(a: str, b: str) -> bool:
+    return Path(a).resolve() == Path(b).resolve()
 
 
 def load_policy_set(settings: Settings) -> PolicySet:
     """The policy set (PolicyError listing every problem when a file is bad: never a half-read set)."""
-    key = (tuple(settings.policies), _fingerprint(settings.policies))
-    if key not in _cache:
+    paths = policy_paths(settings)
+    key = (paths, _fingerprint(paths))
+    found = _cache.get(key)  # one read: another thread (an API write) may clear the cache meanwhile
+    if found is None:
+        found = load_policies(paths)
         _cache.clear()
-        _cache[key] = load_policies(settings.policies)
-    return _cache[key]
+        _cache[key] = found
+    return found
+
+
+def forget_loaded_policies() -> None:
+    """Drop this process's loaded set: the next :func:`load_policy_set` reads the files again (the
+    HTTP API calls it after each write; other processes see the change in the files' fingerprint)."""
+    _cache.clear()
 
 
 @dataclass(frozen=True)

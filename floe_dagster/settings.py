@@ -70,10 +70,16 @@ class ApiSettings:
     entries separated by newlines, commas or semicolons. The server reads them when it starts and
     re-reads the file when it changes. With neither set the API needs no key and only listens on
     the loopback interface (127.0.0.1, localhost, ::1).
+
+    ``policy_directory`` (``policy-directory``) is the folder where ``POST``/``PUT``/``DELETE
+    /api/v1/policies`` write one ``<name>.json`` file per policy; without it those calls answer 405.
+    The policies are read from it too, whether or not ``policies`` lists it
+    (:func:`floe_dagster.policies.policy_paths`).
     """
 
     keys_file: str | None = None  # absolute path (relative paths are resolved against floe.yaml's folder)
     keys_env: str | None = None  # the name of an environment variable holding entries
+    policy_directory: str | None = None  # absolute path (resolved like keys_file); None: the API only reads
 
     @property
     def keys_configured(self) -> bool:
@@ -120,7 +126,7 @@ _MAINTENANCE_KEYS = {"row-count-check-max-bytes", "default-timeout-hours", "rete
 _COORDINATION_KEYS = {"url"}
 _HEALTH_KEYS = {"checks", "report-time-budget-s"}
 _BATCHING_KEYS = {"max-tables", "max-bytes", "group-by"}
-_API_KEYS = {"keys-file", "keys-env"}
+_API_KEYS = {"keys-file", "keys-env", "policy-directory"}
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -364,8 +370,15 @@ def _api(source: str, raw: Mapping[str, Any], base: Path) -> ApiSettings:
             f"{source}: api.keys-env: expected the name of an environment variable (letters, digits and _, "
             f"not starting with a digit), got {keys_env!r}"
         )
+    directory = raw.get("policy-directory")
+    if directory is not None and (not isinstance(directory, str) or not directory.strip()):
+        raise SettingsError(f"{source}: api.policy-directory: expected a folder path, got {directory!r}")
+    if directory is not None:
+        directory = _resolve(base, directory, source, "api.policy-directory")
+        if Path(directory).exists() and not Path(directory).is_dir():
+            raise SettingsError(f"{source}: api.policy-directory: {directory} is not a folder")
     return ApiSettings(keys_file=_resolve(base, keys_file, source, "api.keys-file") if keys_file else None,
-                       keys_env=keys_env)
+                       keys_env=keys_env, policy_directory=directory)
 
 
 def _debt(source: str, raw: dict[str, Any]) -> DebtWeights:
