@@ -62,7 +62,7 @@ ledger = Table(
     Column("reason", String(2000), nullable=False),
     Column("debt_score", Float, nullable=False, default=0.0),
     Column("estimated_bytes", BigInteger, nullable=False, default=0),
-    Column("admitted_at", DateTime(timezone=True), nullable=False),
+    Column("admitted_at", DateTime(timezone=True), nullable=False, index=True),
     Column("launcher", String(200), nullable=False, default=""),
     Column("run_id", String(64)),
     # The run key of the batch (one run over several tables) the item was admitted in; the run
@@ -79,7 +79,7 @@ outcomes = Table(
     Column("operation", String(64), nullable=False),
     Column("trigger", String(32), nullable=False, default=""),
     Column("started_at", DateTime(timezone=True), nullable=False),
-    Column("finished_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True), nullable=False, index=True),
     Column("succeeded", Boolean, nullable=False),
     # "lock_held" or "outage": a failure that is not the table's fault and never counts toward backoff
     Column("failure_kind", String(32)),
@@ -291,7 +291,15 @@ def _create_tables(engine: Engine, attempts: int = 3) -> None:
 
 
 def _add_missing_columns(engine: Engine) -> None:
-    """Columns added since a coordination database was created (create_all adds tables, not columns)."""
+    """Columns and indexes added since a coordination database was created (create_all adds tables, not
+    columns or indexes to existing tables). The time indexes serve the tick's reads of recent rows,
+    the metrics and retention."""
+    for table in (ledger, outcomes):
+        for index in table.indexes:
+            try:
+                index.create(engine, checkfirst=True)
+            except DBAPIError:  # another process created it first
+                pass
     present = {column["name"] for column in inspect(engine).get_columns(ledger.name)}
     if "batch_key" not in present:
         try:

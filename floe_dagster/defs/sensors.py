@@ -23,6 +23,7 @@ from floe_dagster.defs.health_checks import report_health_events
 from floe_dagster.defs.run_requests import run_requests, skip_reason
 from floe_dagster.scheduling.retention import Pruned, prune_if_due
 from floe_dagster.scheduling.tick import TickResult, run_tick
+from floe_dagster.scheduling.tick_stats import record_tick
 from floe_dagster.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ def build_sensor(settings: Settings, job, loaded_tables: Sequence[TableName], ta
         # After the scheduler lock is released: Dagit's view of table health (the sensor only), and
         # once a day the retention of floe's finished runs.
         result.health_reported = report_tick_health(settings, context.instance, result, now)
+        record_tick(context.instance, table_scope.name, result, now)  # for GET /metrics; never fails
         context.log.info(result.summary())
         pruned = prune_quietly(settings, context.instance, now, table_scope)
         if pruned is not None:
