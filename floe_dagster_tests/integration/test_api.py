@@ -150,7 +150,8 @@ def readme_curl_commands() -> list[str]:
     """The curl commands of the README's "HTTP API" section (``\\``-continued lines joined)."""
     text = (ROOT / "docs" / "http-api.md").read_text()
     assert "\n## HTTP API\n" in text, "docs/http-api.md has no '## HTTP API' section"
-    section = text.split("\n## HTTP API\n", 1)[1].split("\n## ", 1)[0]
+    # The examples before the subsections (policies over HTTP needs a policy directory: its own tests).
+    section = text.split("\n## HTTP API\n", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", section, re.S):
         for command in re.sub(r"\\\n\s*", " ", block).splitlines():
@@ -299,7 +300,11 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(server, tmp_
         timeout=600,
     )
     assert result.returncode == 0, result.stdout[-8000:] + result.stderr[-2000:]
-    assert "No issues found" in result.stdout
+    # No failure of any check; schemathesis may still warn that an operation rejects most generated
+    # bodies (the policy writes answer 405 here: this server has no policy directory).
+    assert "Failures:" not in result.stdout, result.stdout[-3000:]
+    counted = re.search(r"(\d+) generated, (\d+) passed", result.stdout)
+    assert counted and counted.group(1) == counted.group(2), result.stdout[-3000:]
     generated = int(re.search(r"(\d+) generated", result.stdout).group(1))
     assert generated >= 300, result.stdout[-3000:]
     with instance(server) as dagster:
