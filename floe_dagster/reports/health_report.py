@@ -72,37 +72,46 @@ def _whole_days(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def floe_health_json(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A health record (core/table_health.health_record) in Floe's HealthReport shape: Floe's keys
-    with Floe's types, in Floe's order; floe-dagster's richer fields follow under their own keys
-    (tier, policy, derived numbers, raw metrics, debt)."""
-    d, m = record["derived"], record["metrics"]
+def _floe_report(qualified: str, assessed_at: str, status: str | None, numbers: Mapping[str, Any],
+                 issues: list, thresholds: Mapping[str, Any]) -> dict[str, Any]:
+    """Floe's HealthReport keys with Floe's types, in Floe's order, from floe-dagster's numbers (the
+    health record's metrics and derived values, or a health observation's metadata: the same names)."""
     return {
-        "qualifiedName": record["qualified_name"],
-        "assessedAt": record["assessed_at"],
-        "healthStatus": record["status"],
-        "snapshotCount": d.get("snapshot_count"),
-        "dataFileCount": d.get("data_file_count"),
-        "totalDataSizeBytes": d.get("total_data_bytes"),
-        "totalDataSizeFormatted": _formatted(d.get("total_data_bytes")),
-        "minFileSizeBytes": m.get("min_file_bytes"),
-        "maxFileSizeBytes": m.get("max_file_bytes"),
-        "avgFileSizeBytes": d.get("avg_file_bytes"),
-        "avgFileSizeFormatted": _formatted(d.get("avg_file_bytes")),
-        "smallFileCount": d.get("small_file_count"),
-        "largeFileCount": d.get("large_file_count"),
-        "deleteFileCount": d.get("delete_file_count"),
-        "positionDeleteFileCount": m.get("position_delete_file_count"),
-        "equalityDeleteFileCount": m.get("equality_delete_file_count"),
-        "deleteFileRatio": d.get("delete_file_ratio"),
-        "manifestCount": d.get("manifest_count"),
-        "totalManifestSizeBytes": d.get("manifest_total_bytes"),
-        "totalManifestSizeFormatted": _formatted(d.get("manifest_total_bytes")),
-        "partitionCount": d.get("partition_count"),
-        "oldestSnapshotAgeDays": _whole_days(d.get("oldest_snapshot_age_days")),
-        "newestSnapshotAgeDays": _whole_days(d.get("newest_snapshot_age_days")),
-        "issues": [{"type": i["type"], "severity": i["severity"], "message": i["message"]} for i in record["issues"]],
-        "thresholds": record["thresholds"],
+        "qualifiedName": qualified,
+        "assessedAt": assessed_at,
+        "healthStatus": status,
+        "snapshotCount": numbers.get("snapshot_count"),
+        "dataFileCount": numbers.get("data_file_count"),
+        "totalDataSizeBytes": numbers.get("total_data_bytes"),
+        "totalDataSizeFormatted": _formatted(numbers.get("total_data_bytes")),
+        "minFileSizeBytes": numbers.get("min_file_bytes"),
+        "maxFileSizeBytes": numbers.get("max_file_bytes"),
+        "avgFileSizeBytes": numbers.get("avg_file_bytes"),
+        "avgFileSizeFormatted": _formatted(numbers.get("avg_file_bytes")),
+        "smallFileCount": numbers.get("small_file_count"),
+        "largeFileCount": numbers.get("large_file_count"),
+        "deleteFileCount": numbers.get("delete_file_count"),
+        "positionDeleteFileCount": numbers.get("position_delete_file_count"),
+        "equalityDeleteFileCount": numbers.get("equality_delete_file_count"),
+        "deleteFileRatio": numbers.get("delete_file_ratio"),
+        "manifestCount": numbers.get("manifest_count"),
+        "totalManifestSizeBytes": numbers.get("manifest_total_bytes"),
+        "totalManifestSizeFormatted": _formatted(numbers.get("manifest_total_bytes")),
+        "partitionCount": numbers.get("partition_count"),
+        "oldestSnapshotAgeDays": _whole_days(numbers.get("oldest_snapshot_age_days")),
+        "newestSnapshotAgeDays": _whole_days(numbers.get("newest_snapshot_age_days")),
+        "issues": [{"type": i["type"], "severity": i["severity"], "message": i["message"]} for i in issues],
+        "thresholds": dict(thresholds),
+    }
+
+
+def floe_health_json(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A health record (core/table_health.health_record) in Floe's HealthReport shape; floe-dagster's
+    richer fields follow under their own keys (tier, policy, derived numbers, raw metrics, debt)."""
+    numbers = {**record["metrics"], **record["derived"]}
+    return {
+        **_floe_report(record["qualified_name"], record["assessed_at"], record["status"], numbers,
+                       record["issues"], record["thresholds"]),
         # floe-dagster's own, beyond Floe's report
         "tier": record["tier"],
         "policy": record["policy"],
@@ -130,35 +139,11 @@ def health_history(settings: Settings, instance: DagsterInstance, table: TableNa
 
 
 def _observed_report(table: TableName, record: Any) -> dict[str, Any]:
-    observation = record.event_log_entry.asset_observation
-    md = {key: value.value for key, value in observation.metadata.items()}
+    md = {key: value.value for key, value in record.event_log_entry.asset_observation.metadata.items()}
     assessed = md.get("assessed_at") or datetime.fromtimestamp(record.timestamp, timezone.utc).isoformat()
     return {
-        "qualifiedName": table.qualified,
-        "assessedAt": assessed,
-        "healthStatus": md.get("status"),
-        "snapshotCount": md.get("snapshot_count"),
-        "dataFileCount": md.get("data_file_count"),
-        "totalDataSizeBytes": md.get("total_data_bytes"),
-        "totalDataSizeFormatted": _formatted(md.get("total_data_bytes")),
-        "minFileSizeBytes": md.get("min_file_bytes"),
-        "maxFileSizeBytes": md.get("max_file_bytes"),
-        "avgFileSizeBytes": md.get("avg_file_bytes"),
-        "avgFileSizeFormatted": _formatted(md.get("avg_file_bytes")),
-        "smallFileCount": md.get("small_file_count"),
-        "largeFileCount": md.get("large_file_count"),
-        "deleteFileCount": md.get("delete_file_count"),
-        "positionDeleteFileCount": md.get("position_delete_file_count"),
-        "equalityDeleteFileCount": md.get("equality_delete_file_count"),
-        "deleteFileRatio": md.get("delete_file_ratio"),
-        "manifestCount": md.get("manifest_count"),
-        "totalManifestSizeBytes": md.get("manifest_total_bytes"),
-        "totalManifestSizeFormatted": _formatted(md.get("manifest_total_bytes")),
-        "partitionCount": md.get("partition_count"),
-        "oldestSnapshotAgeDays": _whole_days(md.get("oldest_snapshot_age_days")),
-        "newestSnapshotAgeDays": _whole_days(md.get("newest_snapshot_age_days")),
-        "issues": md.get("issues") or [],
-        "thresholds": md.get("thresholds") or {},
+        **_floe_report(table.qualified, assessed, md.get("status"), md, md.get("issues") or [],
+                       md.get("thresholds") or {}),
         # floe-dagster's own
         "tier": md.get("tier"),
         "policy": md.get("policy") or None,
