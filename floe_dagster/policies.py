@@ -87,9 +87,12 @@ class ResolvedOperation:
         return self.policy.version
 
 
-def resolve_operation(settings: Settings, table: TableName, op: Operation) -> ResolvedOperation:
-    """The effective policy's config of one operation on one table, and what the run's tags say of it."""
-    policy = load_policy_set(settings).effective_policy(table)
+def resolve_operation(settings: Settings, table: TableName, op: Operation,
+                      policies: PolicySet | None = None) -> ResolvedOperation:
+    """The effective policy's config of one operation on one table, and what the run's tags say of it.
+    ``policies``: an already loaded set (a tick's, a run's), so a caller resolving many tables reads
+    the policy files' fingerprint once, not once per table."""
+    policy = (policies or load_policy_set(settings)).effective_policy(table)
     default_timeout_s = settings.maintenance.default_timeout_hours * 3600
     if policy is None:
         return ResolvedOperation(PolicyFacts(None, timeout_s=default_timeout_s), None,

@@ -30,6 +30,7 @@ from floe_dagster.coordination.runs import run_lock_name
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.history import Outcome
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled
+from floe_dagster.core.policy import PolicySet
 from floe_dagster.core.run_tags import Origin, shared_run_tags
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import (
@@ -41,7 +42,7 @@ from floe_dagster.defs.names import (
 )
 from floe_dagster.errors import LOCK_HELD, FloeError, MaintenanceFailed, Outage, failure_kind
 from floe_dagster.iceberg.catalog import TableReads, open_catalog, table_counts
-from floe_dagster.policies import ResolvedOperation, resolve_operation, run_tags_for
+from floe_dagster.policies import ResolvedOperation, load_policy_set, resolve_operation, run_tags_for
 from floe_dagster.settings import Settings
 from floe_dagster.spark.engine import IcebergSparkEngine
 
@@ -110,13 +111,15 @@ def _maintain_selected(context: AssetExecutionContext, settings: Settings,
     selected = sorted((table_for_asset_key(key) for key in context.selected_asset_keys),
                       key=lambda t: (admitted[t.qualified]["id"] if t.qualified in admitted else 0, t))
     catalog = open_catalog(settings.catalog)
+    policies = load_policy_set(settings)  # once per run: every table resolves its operation from it
     failures: list[str] = []
     skipped: list[str] = []
     for table in selected:
         decision = TableDecision.of(table, admitted.get(table.qualified), run_tags)
         started = datetime.now(timezone.utc)
         try:
-            result = maintain_table(context, engine, settings, table, op, coordination.locks, catalog, decision)
+            result = maintain_table(context, engine, settings, table, op, coordination.locks, catalog, decision,
+                                    policies)
             numbers = result.metadata or {}
             coordination.record_outcome(Outcome(
                 run_id=context.run.run_id, table_name=table.qualified, operation=op, trigger=decision.trigger,
@@ -213,10 +216,10 @@ def _add_missing_run_tags(
 
 def maintain_table(
     context: AssetExecutionContext, engine: IcebergSparkEngine, settings: Settings, table: TableName, op: Operation,
-    locks: Locks, catalog: Catalog, decision: TableDecision,
+    locks: Locks, catalog: Catalog, decision: TableDecision, policies: PolicySet | None = None,
 ) -> MaterializeResult:
     """Run one operation on one table under its lock and describe what changed, and why it ran."""
-    resolved: ResolvedOperation = resolve_operation(settings, table, op)
+    resolved: ResolvedOperation = resolve_operation(settings, table, op, policies)
     if resolved.config is None:
         raise MaintenanceFailed(f"table '{table.qualified}': {resolved.why_not}")
     reads = TableReads(catalog, table)

@@ -74,7 +74,7 @@ def build_sensor(settings: Settings, job, loaded_tables: Sequence[TableName], ta
 def prune_quietly(settings: Settings, instance: DagsterInstance, now: datetime, table_scope: Scope) -> Pruned | None:
     """Retention (scheduling/retention.py), never failing the tick."""
     try:
-        return prune_if_due(instance, Coordination(settings.coordination_url), now,
+        return prune_if_due(instance, lambda: Coordination(settings.coordination_url), now,
                             settings.maintenance.retention_days, table_scope.name)
     except Exception:  # a storage error: the next day's tick prunes instead
         log.warning("retention could not prune this tick", exc_info=True)

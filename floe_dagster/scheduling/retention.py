@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Callable
 from datetime import datetime, timedelta, timezone
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
@@ -64,10 +65,11 @@ def prune(instance: DagsterInstance, coordination: Coordination, now: datetime, 
     return Pruned(deleted, outcome_rows, ledger_rows)
 
 
-def prune_if_due(instance: DagsterInstance, coordination: Coordination, now: datetime, days: int,
-                 scope: str) -> Pruned | None:
+def prune_if_due(instance: DagsterInstance, open_coordination: Callable[[], Coordination], now: datetime,
+                 days: int, scope: str) -> Pruned | None:
     """:func:`prune` at most once a day per scope (the last prune is kept in the instance); None when
-    retention is off (0 days) or not due yet."""
+    retention is off (0 days) or not due yet. The coordination database is opened only when due: the
+    sensor asks every tick."""
     if days <= 0:
         return None
     key = LAST_PRUNE_KEY + scope
@@ -75,6 +77,6 @@ def prune_if_due(instance: DagsterInstance, coordination: Coordination, now: dat
     if last and now - datetime.fromisoformat(last) < PRUNE_EVERY:
         return None
     instance.run_storage.set_cursor_values({key: now.isoformat()})
-    pruned = prune(instance, coordination, now, days)
+    pruned = prune(instance, open_coordination(), now, days)
     log.info(pruned.summary())
     return pruned

@@ -92,9 +92,10 @@ def test_retention_runs_once_a_day_and_not_at_all_when_off(instance, tmp_path):
     create_run_for_test(instance, job_name="floe_maintenance", status=DagsterRunStatus.SUCCESS,
                         tags={"floe/operation": RDF.value})
     now = datetime.now(timezone.utc) + timedelta(days=40)
-    assert prune_if_due(instance, coordination, now, days=0, scope="default") is None
+    assert prune_if_due(instance, lambda: coordination, now, days=0, scope="default") is None
     assert len(instance.get_runs()) == 1
-    first = prune_if_due(instance, coordination, now, days=30, scope="default")
+    first = prune_if_due(instance, lambda: coordination, now, days=30, scope="default")
     assert first is not None and first.runs == 1
-    assert prune_if_due(instance, coordination, now + timedelta(hours=23), days=30, scope="default") is None
-    assert prune_if_due(instance, coordination, now + timedelta(hours=25), days=30, scope="default") is not None
+    not_opened = lambda: pytest.fail("the coordination database is opened only when a prune is due")  # noqa: E731
+    assert prune_if_due(instance, not_opened, now + timedelta(hours=23), days=30, scope="default") is None
+    assert prune_if_due(instance, lambda: coordination, now + timedelta(hours=25), days=30, scope="default") is not None
