@@ -102,12 +102,11 @@ def cmd_trigger(args) -> int:
 
 
 def cmd_setup(args) -> int:
-    from floe_dagster.spark.catalog_conf import spark_catalog_conf
     from floe_dagster.spark.jars import resolve_jars
+    from floe_dagster.spark.runtime import spark_packages
 
     settings = _settings(args)
-    packages = [*settings.spark.packages, *spark_catalog_conf(settings.catalog)[1]]
-    for path in resolve_jars(packages, settings.spark.jars_cache):
+    for path in resolve_jars(spark_packages(settings), settings.spark.jars_cache):
         print(f"jar: {path}")
     if args.test_servers:  # what the production-path tests start: a REST catalog and a Spark Connect server
         from floe_dagster.spark.jars import SPARK_CONNECT_SERVER_PACKAGE, rest_fixture_classpath

@@ -22,7 +22,9 @@ from floe_dagster.core.validation import closest
 from floe_dagster.errors import SettingsError
 
 DEFAULT_CONFIG = "floe.yaml"
-DEFAULT_ICEBERG_SPARK_RUNTIME = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
+# The Iceberg release whose Spark runtime (for the installed PySpark's Spark line, see
+# spark/runtime.py) and AWS bundle Spark loads; `spark.iceberg-version` selects another (1.10.x).
+DEFAULT_ICEBERG_VERSION = "1.11.0"
 DEFAULT_SQLITE_JDBC = "org.xerial:sqlite-jdbc:3.47.1.0"
 DEFAULT_POSTGRES_JDBC = "org.postgresql:postgresql:42.7.4"
 
@@ -32,8 +34,10 @@ class SparkSettings:
     master: str = "local[2]"
     remote: str | None = None  # Spark Connect URL; when set, master is not used
     conf: dict[str, str] = field(default_factory=dict)
-    # Maven coordinates fetched once into jars_cache; jars are extra local jar paths.
-    packages: tuple[str, ...] = (DEFAULT_ICEBERG_SPARK_RUNTIME,)
+    iceberg_version: str = DEFAULT_ICEBERG_VERSION
+    # Extra Maven coordinates fetched once into jars_cache (the Iceberg runtime is added by
+    # spark/runtime.py); jars are extra local jar paths.
+    packages: tuple[str, ...] = ()
     jars: tuple[str, ...] = ()
     jars_cache: str = ""
     java_home: str | None = None
@@ -121,7 +125,8 @@ class Settings:
 _TOP_KEYS = {"data-dir", "catalog", "spark", "policies", "scheduler", "maintenance", "debt", "coordination", "api",
              "shards", "health", "batching"}
 _CATALOG_KEYS = {"name", "properties", "spark-properties"}
-_SPARK_KEYS = {"master", "remote", "conf", "packages", "jars", "jars-cache", "java-home"}
+_SPARK_KEYS = {"master", "remote", "conf", "iceberg-version", "packages", "jars", "jars-cache", "java-home"}
+_ICEBERG_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 _MAINTENANCE_KEYS = {"row-count-check-max-bytes", "default-timeout-hours", "retention-days"}
 _COORDINATION_KEYS = {"url"}
 _HEALTH_KEYS = {"checks", "report-time-budget-s"}
@@ -272,11 +277,18 @@ def load_settings(path: str | os.PathLike[str] | None = None, environ: Mapping[s
     )
 
     spark_raw = _section(source, raw, "spark", _SPARK_KEYS)
-    packages = _string_list(source, "spark.packages", spark_raw.get("packages")) or (DEFAULT_ICEBERG_SPARK_RUNTIME,)
+    packages = _string_list(source, "spark.packages", spark_raw.get("packages"))
+    iceberg_version = _text(source, "spark.iceberg-version", spark_raw.get("iceberg-version"), DEFAULT_ICEBERG_VERSION)
+    if not _ICEBERG_VERSION.match(iceberg_version):
+        raise SettingsError(
+            f"{source}: spark.iceberg-version must be an Iceberg release such as {DEFAULT_ICEBERG_VERSION!r} "
+            f"or '1.10.2', got {iceberg_version!r}"
+        )
     spark = SparkSettings(
         master=environ.get("FLOE_SPARK_MASTER") or _text(source, "spark.master", spark_raw.get("master"), "local[2]"),
         remote=environ.get("FLOE_SPARK_REMOTE") or _text(source, "spark.remote", spark_raw.get("remote")),
         conf=_string_map(source, "spark.conf", spark_raw.get("conf")),
+        iceberg_version=iceberg_version,
         packages=packages,
         jars=tuple(_resolve(base, j, source, "spark.jars") for j in _string_list(source, "spark.jars", spark_raw.get("jars"))),
         jars_cache=_resolve(

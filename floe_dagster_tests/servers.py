@@ -22,7 +22,8 @@ from typing import Iterator
 import pytest
 
 from floe_dagster.errors import JarResolutionError
-from floe_dagster.settings import DEFAULT_ICEBERG_SPARK_RUNTIME
+from floe_dagster.settings import DEFAULT_ICEBERG_VERSION
+from floe_dagster.spark.runtime import iceberg_spark_runtime, installed_spark_line
 from floe_dagster.spark.jars import (
     REST_FIXTURE_MAIN_CLASS,
     SPARK_CONNECT_SERVER_CLASS,
@@ -139,7 +140,8 @@ def run_spark_connect(root: Path, jars: list[str] | None = None) -> Iterator[Spa
     catalog itself per session. Spark 3.5's Connect server has no bind address setting: it listens on
     every interface of its port, and the client connects to 127.0.0.1."""
     try:
-        server_jars = resolve_jars([SPARK_CONNECT_SERVER_PACKAGE, DEFAULT_ICEBERG_SPARK_RUNTIME], JARS_CACHE)
+        server_jars = resolve_jars(
+            [SPARK_CONNECT_SERVER_PACKAGE, iceberg_spark_runtime(DEFAULT_ICEBERG_VERSION, installed_spark_line())], JARS_CACHE)
     except JarResolutionError as exc:
         pytest.fail(f"the Spark Connect server jars could not be had: {exc}", pytrace=False)
     root.mkdir(parents=True, exist_ok=True)

@@ -33,6 +33,7 @@ from floe_dagster.errors import EngineUnavailable, FloeError, MaintenanceFailed,
 from floe_dagster.settings import Settings
 from floe_dagster.spark.catalog_conf import spark_catalog_conf
 from floe_dagster.spark.jars import jar_file_name, resolve_jars
+from floe_dagster.spark.runtime import spark_packages
 from floe_dagster.spark.procedures import (
     ProcedureResult,
     build_procedure_call,
@@ -76,7 +77,7 @@ def spark_conf_for(settings: Settings) -> dict[str, str]:
     """
     if settings.spark.remote:
         return {"spark.remote": settings.spark.remote}
-    catalog_conf, driver_packages = spark_catalog_conf(settings.catalog)
+    catalog_conf = spark_catalog_conf(settings.catalog)[0]
     conf = {
         "spark.sql.extensions": ICEBERG_EXTENSIONS,
         "spark.ui.enabled": "false",
@@ -87,7 +88,7 @@ def spark_conf_for(settings: Settings) -> dict[str, str]:
         "spark.master": settings.spark.master,
     }
     conf.update(catalog_conf)
-    packages = [*settings.spark.packages, *driver_packages]
+    packages = spark_packages(settings)
     # Paths only: the download happens when a session starts, so loading the code location stays cheap.
     jars = [str(Path(settings.spark.jars_cache) / jar_file_name(p)) for p in packages] + list(settings.spark.jars)
     if jars:
@@ -132,7 +133,7 @@ class IcebergSparkEngine(ConfigurableResource):
             pyspark=LazyPySparkResource(spark_config=spark_conf_for(settings)),
             catalog_name=settings.catalog.name,
             java_home=settings.spark.java_home,
-            jar_packages=[*settings.spark.packages, *spark_catalog_conf(settings.catalog)[1]],
+            jar_packages=spark_packages(settings),
             jars_cache=settings.spark.jars_cache,
             row_count_check_max_bytes=settings.maintenance.row_count_check_max_bytes,
             catalog_lock=_sqlite_catalog_lock(settings),
@@ -429,7 +430,8 @@ def _missing_iceberg_runtime(spark: Any, exc: Exception) -> str | None:
     except Exception:
         return (f"class {SPARK_CATALOG_CLASS} not found: the Iceberg Spark runtime jar is not on Spark's classpath, "
                 "so neither its catalog nor its SQL extensions (CALL) load; add "
-                "org.apache.iceberg:iceberg-spark-runtime-<spark>_<scala>:<version> to spark.packages in floe.yaml")
+                "the runtime for the installed PySpark (floe-dagster adds it unless spark.packages or spark.jars "
+                "replace it; see `floe-dagster setup`)")
 
 
 def _first_line(exc: BaseException) -> str:

@@ -1,0 +1,88 @@
+"""Which Maven packages Spark loads: the Iceberg Spark runtime built for the installed PySpark's Spark
+line and Scala version, the catalog's JDBC driver, and the user's extra packages.
+
+The runtime is chosen here, from the PySpark that is installed, so a runtime built for another
+Spark (``iceberg-spark-runtime-3.5_2.12`` on Spark 4.1, say) cannot be loaded by mistake: such a
+mismatch fails inside the JVM with class-loading errors far from the cause.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+
+from floe_dagster.errors import SettingsError
+from floe_dagster.settings import Settings
+from floe_dagster.spark.catalog_conf import spark_catalog_conf
+
+ICEBERG_GROUP = "org.apache.iceberg"
+# Spark line -> the Scala version its PySpark distribution is built with (Spark 4 dropped 2.12).
+SCALA_FOR_SPARK_LINE = {"3.5": "2.12", "4.0": "2.13", "4.1": "2.13"}
+# The first Iceberg release with a runtime for each Spark line (Maven Central); older releases of
+# the floe-supported range simply have none for the newer lines.
+FIRST_ICEBERG_FOR_SPARK_LINE = {"3.5": (1, 4, 0), "4.0": (1, 10, 0), "4.1": (1, 11, 0)}
+# floe-dagster's procedures and estimates follow Iceberg 1.10 and later.
+OLDEST_ICEBERG = (1, 10, 0)
+_RUNTIME_ARTIFACT = re.compile(r"^iceberg-spark-runtime-(\d+\.\d+)_(\d+\.\d+)$")
+
+
+def installed_spark_line() -> str:
+    """``major.minor`` of the installed PySpark, which is also the Spark the driver runs."""
+    try:
+        version = importlib.metadata.version("pyspark")
+    except importlib.metadata.PackageNotFoundError:
+        raise SettingsError("PySpark is not installed: install floe-dagster with its dependencies") from None
+    return ".".join(version.split(".")[:2])
+
+
+def iceberg_spark_runtime(iceberg_version: str, spark_line: str) -> str:
+    """The Maven coordinate of Iceberg's Spark runtime for this Spark line, or a SettingsError
+    naming what to change."""
+    scala = SCALA_FOR_SPARK_LINE.get(spark_line)
+    if scala is None:
+        raise SettingsError(
+            f"PySpark {spark_line} is not supported: Iceberg publishes Spark runtimes for Spark "
+            f"{', '.join(SCALA_FOR_SPARK_LINE)} only; install one of those PySpark lines (pip install 'pyspark<4.2')"
+        )
+    release = _release(iceberg_version)
+    if release < OLDEST_ICEBERG:
+        raise SettingsError(
+            f"spark.iceberg-version {iceberg_version} is older than floe-dagster supports "
+            f"({'.'.join(map(str, OLDEST_ICEBERG))} or later)"
+        )
+    if release < FIRST_ICEBERG_FOR_SPARK_LINE[spark_line]:
+        first = ".".join(map(str, FIRST_ICEBERG_FOR_SPARK_LINE[spark_line]))
+        raise SettingsError(
+            f"spark.iceberg-version {iceberg_version} has no Spark runtime for Spark {spark_line} (the installed "
+            f"PySpark): Iceberg publishes one from {first}; set spark.iceberg-version to {first} or later"
+        )
+    return f"{ICEBERG_GROUP}:iceberg-spark-runtime-{spark_line}_{scala}:{iceberg_version}"
+
+
+def spark_packages(settings: Settings, spark_line: str | None = None) -> list[str]:
+    """Every Maven package Spark loads, in order: the Iceberg runtime, the user's packages, the
+    catalog's drivers. A runtime listed in ``spark.packages`` (how 1.10.x was pinned before
+    ``spark.iceberg-version``) is kept when it matches the installed PySpark, refused otherwise."""
+    spark_line = spark_line or installed_spark_line()
+    listed_runtime = [p for p in settings.spark.packages if _runtime_line(p) is not None]
+    for coordinate in listed_runtime:
+        line, scala = _runtime_line(coordinate)
+        if (line, scala) != (spark_line, SCALA_FOR_SPARK_LINE.get(spark_line)):
+            raise SettingsError(
+                f"spark.packages lists {coordinate}, built for Spark {line} (Scala {scala}), but the installed "
+                f"PySpark is {spark_line}: remove it from spark.packages and set spark.iceberg-version instead; "
+                f"floe-dagster then loads {iceberg_spark_runtime(settings.spark.iceberg_version, spark_line)}"
+            )
+    runtime = [] if listed_runtime else [iceberg_spark_runtime(settings.spark.iceberg_version, spark_line)]
+    drivers = spark_catalog_conf(settings.catalog)[1]
+    return [*runtime, *settings.spark.packages, *(d for d in drivers if d not in settings.spark.packages)]
+
+
+def _runtime_line(coordinate: str) -> tuple[str, str] | None:
+    parts = coordinate.split(":")
+    match = _RUNTIME_ARTIFACT.match(parts[1]) if len(parts) >= 3 and parts[0] == ICEBERG_GROUP else None
+    return (match.group(1), match.group(2)) if match else None
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split(".")[:3])

@@ -1,0 +1,63 @@
+"""The Iceberg Spark runtime is chosen from the installed PySpark's line and spark.iceberg-version."""
+
+import pytest
+
+from floe_dagster.errors import SettingsError
+from floe_dagster.settings import DEFAULT_ICEBERG_VERSION, load_settings
+from floe_dagster.spark.runtime import iceberg_spark_runtime, installed_spark_line, spark_packages
+
+
+def settings_from(tmp_path, text: str):
+    path = tmp_path / "floe.yaml"
+    path.write_text(text)
+    return load_settings(path, environ={})
+
+
+@pytest.mark.parametrize("line, iceberg, expected", [
+    ("3.5", "1.11.0", "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.11.0"),
+    ("3.5", "1.10.2", "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"),
+    ("4.0", "1.11.0", "org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:1.11.0"),
+    ("4.0", "1.10.2", "org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:1.10.2"),
+    ("4.1", "1.11.0", "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.11.0"),
+])
+def test_runtime_for_each_supported_spark_line(line, iceberg, expected):
+    assert iceberg_spark_runtime(iceberg, line) == expected
+
+
+@pytest.mark.parametrize("line, iceberg, message", [
+    ("4.1", "1.10.2", "has no Spark runtime for Spark 4.1"),
+    ("4.2", "1.11.0", "PySpark 4.2 is not supported"),
+    ("3.4", "1.11.0", "PySpark 3.4 is not supported"),
+    ("3.5", "1.9.2", "older than floe-dagster supports"),
+])
+def test_unsupported_combinations_say_what_to_change(line, iceberg, message):
+    with pytest.raises(SettingsError, match=message):
+        iceberg_spark_runtime(iceberg, line)
+
+
+def test_default_is_iceberg_1_11_for_the_installed_pyspark(tmp_path):
+    settings = settings_from(tmp_path, "{}\n")
+    assert settings.spark.iceberg_version == DEFAULT_ICEBERG_VERSION == "1.11.0"
+    packages = spark_packages(settings)
+    assert packages[0] == iceberg_spark_runtime("1.11.0", installed_spark_line())
+    assert packages[1].startswith("org.xerial:sqlite-jdbc:")  # the embedded catalog's driver
+
+
+def test_iceberg_1_10_stays_selectable(tmp_path):
+    settings = settings_from(tmp_path, "spark:\n  iceberg-version: 1.10.2\n")
+    assert spark_packages(settings, "3.5")[0] == "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
+
+
+def test_a_runtime_listed_in_packages_must_match_the_installed_pyspark(tmp_path):
+    settings = settings_from(
+        tmp_path, "spark:\n  packages: [org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2]\n")
+    # Matching: kept as the runtime (how 1.10.x was pinned before spark.iceberg-version), not doubled.
+    packages = spark_packages(settings, "3.5")
+    assert [p for p in packages if "spark-runtime" in p] == ["org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"]
+    with pytest.raises(SettingsError, match=r"spark.packages lists .*3.5_2.12.*installed PySpark is 4.1.*iceberg-spark-runtime-4.1_2.13:1.11.0"):
+        spark_packages(settings, "4.1")
+
+
+def test_bad_iceberg_version_names_the_file_and_key(tmp_path):
+    with pytest.raises(SettingsError, match=r"floe.yaml: spark.iceberg-version must be an Iceberg release.*'latest'"):
+        settings_from(tmp_path, "spark:\n  iceberg-version: latest\n")
