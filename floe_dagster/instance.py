@@ -13,12 +13,16 @@ from dagster._core.instance.ref import InstanceRef
 
 DEFAULT_DAGSTER_HOME = Path(".floe") / "dagster_home"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# The embedded instance's dagster.yaml ships inside the package (the checkout's ./dagster.yaml links
+# to it), so a plain `pip install floe-dagster` finds it without a source checkout.
+PACKAGED_DAGSTER_YAML = Path(__file__).resolve().parent / "dagster.yaml"
 
 
 def project_file(name: str) -> Path:
     """A file of the project (``dagster.yaml``, ``workspace.yaml``): the working folder's, else the
-    checkout's this package was installed from."""
-    for candidate in (Path.cwd() / name, PROJECT_ROOT / name):
+    checkout's this package was installed from, else (``dagster.yaml``) the packaged default."""
+    packaged = (PACKAGED_DAGSTER_YAML,) if name == "dagster.yaml" else ()
+    for candidate in (Path.cwd() / name, PROJECT_ROOT / name, *packaged):
         if candidate.exists():
             return candidate
     raise FileNotFoundError(f"{name} not found in {Path.cwd()} or {PROJECT_ROOT}")

@@ -255,6 +255,14 @@ def load_settings(path: str | os.PathLike[str] | None = None, environ: Mapping[s
         raise SettingsError(f"{config_path}: settings file not found")
     else:
         source, raw, base = "<defaults>", {}, Path.cwd()
+    return settings_from_mapping(raw, base, source, environ)
+
+
+def settings_from_mapping(raw: Any, base: Path, source: str, environ: Mapping[str, str] | None = None) -> Settings:
+    """Validate settings given as floe.yaml's mapping of sections (from the file, or from a Dagster
+    component's ``defs.yaml``). Relative paths are resolved against ``base``; messages begin with
+    ``source``, then name the key (``scheduler.max-tables-per-poll``)."""
+    environ = os.environ if environ is None else environ
     if not isinstance(raw, Mapping):
         raise SettingsError(f"{source}: expected a mapping of sections ({', '.join(sorted(_TOP_KEYS))})")
     for key in raw:
