@@ -1,7 +1,8 @@
-"""Real servers the production-path tests start on 127.0.0.1: Iceberg's REST catalog test fixture and
-a Spark Connect server from the installed pyspark. Their jars come from ``floe-dagster setup
---test-servers`` (run by ``./dev test``) into the jars cache; when they cannot be had, or a server does
-not start, the test fails with a clear message (never a skip).
+"""Real servers the production-path tests start on 127.0.0.1: Iceberg's REST catalog test fixture,
+a Spark Connect server from the installed pyspark, and s3proxy (an S3-compatible server on a folder).
+Their jars come from ``floe-dagster setup --test-servers`` (run by ``./dev test``) into the jars
+cache; when they cannot be had, or a server does not start, the test fails with a clear message
+(never a skip).
 
 Import the fixtures into a test module: ``from floe_dagster_tests.servers import rest_catalog``.
 """
@@ -26,6 +27,7 @@ from floe_dagster.settings import DEFAULT_ICEBERG_VERSION
 from floe_dagster.spark.runtime import iceberg_spark_runtime, installed_spark_line
 from floe_dagster.spark.jars import (
     REST_FIXTURE_MAIN_CLASS,
+    S3PROXY_PACKAGE,
     SPARK_CONNECT_SERVER_CLASS,
     SPARK_CONNECT_SERVER_PACKAGE,
     resolve_jars,
@@ -172,6 +174,81 @@ def run_spark_connect(root: Path, jars: list[str] | None = None) -> Iterator[Spa
         yield SparkConnectServer(remote=f"sc://127.0.0.1:{port}", log=log)
 
 
+@dataclass(frozen=True)
+class S3Server:
+    """s3proxy with its filesystem backend: each object is a file ``<storage>/<bucket>/<key>``, and
+    the file's modification time is the object's LastModified in listings (how tests age an object)."""
+
+    endpoint: str
+    access_key_id: str
+    secret_access_key: str
+    region: str
+    storage: Path
+    log: Path
+
+    def object_file(self, uri: str) -> Path:
+        """The backend file of an ``s3://bucket/key`` object."""
+        bucket_and_key = uri.split("://", 1)[1]
+        return self.storage / bucket_and_key
+
+    def filesystem(self):
+        """A PyArrow S3 client signed with the server's credentials (path-style, as for any endpoint)."""
+        from pyarrow.fs import S3FileSystem
+
+        return S3FileSystem(access_key=self.access_key_id, secret_key=self.secret_access_key,
+                            endpoint_override=self.endpoint, region=self.region, allow_bucket_creation=True)
+
+
+S3_TEST_ACCESS_KEY_ID = "floe-test-access"
+S3_TEST_SECRET_ACCESS_KEY = "floe-test-secret-key"
+
+
+@contextmanager
+def run_s3proxy(root: Path) -> Iterator[S3Server]:
+    """s3proxy on a free 127.0.0.1 port: AWS signature v4 required (``s3proxy.authorization=aws-v4``,
+    one identity and secret), its ``filesystem-nio2`` backend in ``root/storage``, no bucket yet. Ready
+    once a signed request lists the buckets; stopped (killed) after."""
+    try:
+        jar = resolve_jars([S3PROXY_PACKAGE], JARS_CACHE)[0]
+    except JarResolutionError as exc:
+        pytest.fail(f"s3proxy (the S3 test server) could not be had: {exc}", pytrace=False)
+    root.mkdir(parents=True, exist_ok=True)
+    storage = root / "storage"
+    storage.mkdir(exist_ok=True)
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    properties = root / "s3proxy.conf"
+    properties.write_text("\n".join([
+        f"s3proxy.endpoint={endpoint}",
+        "s3proxy.authorization=aws-v4",
+        f"s3proxy.identity={S3_TEST_ACCESS_KEY_ID}",
+        f"s3proxy.credential={S3_TEST_SECRET_ACCESS_KEY}",
+        "jclouds.provider=filesystem-nio2",
+        f"jclouds.filesystem.basedir={storage}",
+    ]) + "\n")
+    server = S3Server(endpoint=endpoint, access_key_id=S3_TEST_ACCESS_KEY_ID,
+                      secret_access_key=S3_TEST_SECRET_ACCESS_KEY, region="us-east-1", storage=storage,
+                      log=root / "s3proxy.log")
+
+    def ready() -> bool:
+        try:  # the port first: PyArrow's client retries a refused connection for seconds
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            server.filesystem().get_file_info("")  # lists the buckets: the signature is accepted
+            return True
+        except OSError:
+            return False
+
+    command = [java(), "-Xmx256m", "-jar", str(jar), "--properties", str(properties)]
+    with _server(command, dict(os.environ), server.log, "s3proxy (the S3 test server)", ready):
+        yield server
+
+
+@pytest.fixture
+def s3_server(tmp_path) -> Iterator[S3Server]:
+    with run_s3proxy(tmp_path / "s3") as server:
+        yield server
+
+
 @pytest.fixture
 def rest_catalog(tmp_path) -> Iterator[RestCatalogServer]:
     with run_rest_catalog(tmp_path / "rest") as server:
@@ -184,4 +261,5 @@ def spark_connect(tmp_path) -> Iterator[SparkConnectServer]:
         yield server
 
 
-__all__ = ["rest_catalog", "spark_connect", "run_rest_catalog", "run_spark_connect", "free_port"]
+__all__ = ["rest_catalog", "spark_connect", "s3_server", "run_rest_catalog", "run_spark_connect", "run_s3proxy",
+           "free_port"]

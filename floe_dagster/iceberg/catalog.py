@@ -12,9 +12,14 @@ from typing import Any
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.schema import Schema
 from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Snapshot
+from pyiceberg.types import IcebergType, ListType, MapType, StructType
 from sqlalchemy import text
 
+from floe_dagster.core.metrics import ColumnFacts
+from floe_dagster.core.object_storage import FORCE_VIRTUAL_ADDRESSING, s3_path_style, storage_description, uses_s3
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import CatalogUnavailable, UnknownTable
 from floe_dagster.settings import CatalogSettings
@@ -26,9 +31,28 @@ def open_catalog(settings: CatalogSettings) -> Catalog:
         # A SQLite catalog is a local file: create its folder, as the embedded default expects.
         os.makedirs(os.path.dirname(os.path.abspath(uri.split(":///", 1)[1].split("?", 1)[0])) or ".", exist_ok=True)
     try:
-        return load_catalog(settings.name, **settings.properties)
+        return load_catalog(settings.name, **pyiceberg_properties(settings.properties))
     except Exception as exc:  # PyIceberg raises many kinds; all mean the same to the caller
         raise CatalogUnavailable(f"catalog '{settings.name}' could not be loaded: {exc}") from exc
+
+
+def pyiceberg_properties(properties: dict[str, str]) -> dict[str, str]:
+    """floe.yaml's catalog properties as PyIceberg takes them: unchanged, but for bucket addressing,
+    which Iceberg's ``s3.path-style-access`` may set and PyIceberg reads as the opposite,
+    ``s3.force-virtual-addressing`` (so both sides address the bucket alike)."""
+    path_style = s3_path_style(properties)
+    if path_style is None or FORCE_VIRTUAL_ADDRESSING in properties:
+        return dict(properties)
+    return {**properties, FORCE_VIRTUAL_ADDRESSING: "false" if path_style else "true"}
+
+
+def storage_context(catalog: Catalog) -> str:
+    """For a message about a failed read or write: where a catalog on S3 keeps its objects, and what
+    to check; empty for other catalogs."""
+    if not uses_s3(catalog.properties):
+        return ""
+    return (f" (its tables are in {storage_description(catalog.properties)}: check that the bucket exists and "
+            "that s3.access-key-id and s3.secret-access-key may read it)")
 
 
 def list_tables(catalog: Catalog) -> list[TableName]:
@@ -75,7 +99,9 @@ def load_table(catalog: Catalog, table: TableName) -> Table:
     except NoSuchTableError:
         raise UnknownTable(f"table '{table.qualified}' does not exist in catalog '{catalog.name}'") from None
     except Exception as exc:
-        raise CatalogUnavailable(f"catalog '{catalog.name}' could not load '{table.qualified}': {exc}") from exc
+        raise CatalogUnavailable(
+            f"catalog '{catalog.name}' could not load '{table.qualified}': {exc}{storage_context(catalog)}"
+        ) from exc
 
 
 def existing_table(settings: CatalogSettings, text: str) -> TableName:
@@ -133,6 +159,37 @@ def table_counts(table: Table) -> dict[str, int]:
         "snapshots": len(metadata.snapshots),
         "manifests": manifests,
     }
+
+
+def row_count(snapshot: Snapshot | None) -> int | None:
+    """The current snapshot's total records, from its summary (Iceberg metadata, no data read); 0
+    for a table without a snapshot, None when the writer left the total out of the summary."""
+    if snapshot is None:
+        return 0
+    value = snapshot.summary.get("total-records") if snapshot.summary is not None else None
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def schema_columns(schema: Schema) -> tuple[ColumnFacts, ...]:
+    """The schema's top-level columns: name, type as Iceberg prints it, whether required, doc."""
+    return tuple(ColumnFacts(f.name, type_text(f.field_type), f.required, f.doc or None) for f in schema.fields)
+
+
+def type_text(field_type: IcebergType) -> str:
+    """A type as Iceberg prints it, without the field ids Iceberg puts inside nested types:
+    ``struct<street: optional string, zip: required int>``, ``list<string>``, ``map<string, long>``."""
+    if isinstance(field_type, StructType):
+        fields = ", ".join(f"{f.name}: {'required' if f.required else 'optional'} {type_text(f.field_type)}"
+                           for f in field_type.fields)
+        return f"struct<{fields}>"
+    if isinstance(field_type, ListType):
+        return f"list<{type_text(field_type.element_type)}>"
+    if isinstance(field_type, MapType):
+        return f"map<{type_text(field_type.key_type)}, {type_text(field_type.value_type)}>"
+    return str(field_type)
 
 
 def describe(settings: CatalogSettings) -> dict[str, Any]:

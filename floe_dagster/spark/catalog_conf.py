@@ -2,7 +2,9 @@
 the same catalog PyIceberg reads (floe.yaml's ``catalog`` section), and the JDBC driver it needs.
 
 Mapped: ``sql`` (as Iceberg's JDBC catalog, SQLite or PostgreSQL), ``rest`` and ``hive``; other types
-need ``catalog.spark-properties``.
+need ``catalog.spark-properties``. Tables on S3-compatible object storage are read and
+written with Iceberg's ``S3FileIO`` under any catalog type (``core/object_storage.py`` decides which
+catalogs are), from the same ``s3.*`` properties PyIceberg uses; no Hadoop ``s3a`` is involved.
 """
 
 from __future__ import annotations
@@ -10,10 +12,25 @@ from __future__ import annotations
 import os
 from urllib.parse import unquote, urlparse
 
+from floe_dagster.core.object_storage import PATH_STYLE_ACCESS, S3_FILE_IO, s3_path_style, uses_s3
 from floe_dagster.errors import CatalogUnavailable
 from floe_dagster.settings import DEFAULT_POSTGRES_JDBC, DEFAULT_SQLITE_JDBC, CatalogSettings
 
 SQLITE_BUSY_TIMEOUT_MS = 120_000
+
+
+def _s3_file_io_conf(props: dict[str, str]) -> dict[str, str]:
+    """The catalog's ``s3.*`` properties for Iceberg's S3FileIO, which shares PyIceberg's names for
+    the endpoint and credentials (``s3.endpoint``, ``s3.access-key-id``, ``s3.secret-access-key``,
+    ``s3.session-token``) and ignores the ones it does not know; the region is ``client.region``."""
+    conf = {"io-impl": S3_FILE_IO}
+    conf.update({key: value for key, value in props.items() if key.startswith("s3.")})
+    if props.get("s3.region"):
+        conf["client.region"] = props["s3.region"]
+    path_style = s3_path_style(props)
+    if path_style is not None:
+        conf[PATH_STYLE_ACCESS] = "true" if path_style else "false"
+    return conf
 
 
 def spark_catalog_conf(settings: CatalogSettings) -> tuple[dict[str, str], list[str]]:
@@ -49,12 +66,8 @@ def spark_catalog_conf(settings: CatalogSettings) -> tuple[dict[str, str], list[
             if props.get(key):
                 conf[f"{prefix}.{key}"] = props[key]
         for key, value in props.items():
-            if key.startswith(("header.", "s3.", "rest.")):
+            if key.startswith(("header.", "rest.")):
                 conf[f"{prefix}.{key}"] = value
-        if any(key.startswith("s3.") for key in props):
-            conf[f"{prefix}.io-impl"] = "org.apache.iceberg.aws.s3.S3FileIO"
-            if props.get("s3.region"):
-                conf[f"{prefix}.client.region"] = props["s3.region"]
     elif catalog_type == "hive":
         conf[f"{prefix}.type"] = "hive"
         for key in ("uri", "warehouse"):
@@ -66,6 +79,8 @@ def spark_catalog_conf(settings: CatalogSettings) -> tuple[dict[str, str], list[
             f"to Spark by itself: set catalog.spark-properties in floe.yaml to the Iceberg SparkCatalog "
             f"properties (for example type, uri, warehouse, io-impl), without the '{prefix}.' prefix"
         )
+    if uses_s3(props, settings.spark_properties):
+        conf.update({f"{prefix}.{key}": value for key, value in _s3_file_io_conf(props).items()})
     for key, value in settings.spark_properties.items():
         conf[f"{prefix}.{key}"] = value
     return conf, packages

@@ -124,6 +124,8 @@ class IcebergSparkEngine(ConfigurableResource):
     # Spark Connect: the server's URL, and the conf set on each new session (connect_session_conf).
     remote: str | None = None
     session_conf: dict[str, str] = {}
+    # The catalog's FileIO class in Spark (io-impl; None: Iceberg's default): how orphan cleanup lists.
+    file_io: str | None = None
 
     _started: bool = PrivateAttr(default=False)
 
@@ -139,6 +141,7 @@ class IcebergSparkEngine(ConfigurableResource):
             catalog_lock=_sqlite_catalog_lock(settings),
             remote=settings.spark.remote,
             session_conf=connect_session_conf(settings),
+            file_io=spark_catalog_conf(settings.catalog)[0].get(f"spark.sql.catalog.{settings.catalog.name}.io-impl"),
         )
 
     # -- session and catalog lifecycle ---------------------------------------------------------
@@ -303,7 +306,7 @@ class IcebergSparkEngine(ConfigurableResource):
         ``read_snapshots``: the table's snapshots (snapshot_id, parent_id, operation, summary) from
         Iceberg's metadata (iceberg.catalog.snapshot_facts through PyIceberg), so the only Spark
         query is the procedure itself; without it, Spark's ``snapshots`` metadata table is read."""
-        call = build_procedure_call(op, table, config, now, table_properties)  # the policy's config as SQL
+        call = build_procedure_call(op, table, config, now, table_properties, self.file_io)  # the policy's config as SQL
         started = time.monotonic()
         with self.unit_of_work() as spark:
             snapshots_of = read_snapshots or (lambda: self._snapshots(spark, table))

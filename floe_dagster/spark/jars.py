@@ -18,15 +18,19 @@ MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
 
 
 def jar_file_name(coordinate: str) -> str:
-    group, artifact, version = _split(coordinate)
-    return f"{artifact}-{version}.jar"
+    group, artifact, version, classifier = _split(coordinate)
+    return f"{artifact}-{version}-{classifier}.jar" if classifier else f"{artifact}-{version}.jar"
 
 
-def _split(coordinate: str) -> tuple[str, str, str]:
+def _split(coordinate: str) -> tuple[str, str, str, str | None]:
+    """``group:artifact:version`` or ``group:artifact:version:classifier`` (Gradle's order; a
+    classifier names one of several jars published for one version, e.g. ``jar-with-dependencies``)."""
     parts = coordinate.strip().split(":")
-    if len(parts) != 3 or not all(parts):
-        raise JarResolutionError(f"bad Maven coordinate {coordinate!r}: expected group:artifact:version")
-    return parts[0], parts[1], parts[2]
+    if len(parts) not in (3, 4) or not all(parts):
+        raise JarResolutionError(
+            f"bad Maven coordinate {coordinate!r}: expected group:artifact:version (or group:artifact:version:classifier)"
+        )
+    return parts[0], parts[1], parts[2], parts[3] if len(parts) == 4 else None
 
 
 def resolve_jars(coordinates: tuple[str, ...] | list[str], cache_dir: str | Path) -> list[Path]:
@@ -43,12 +47,14 @@ def resolve_jars(coordinates: tuple[str, ...] | list[str], cache_dir: str | Path
 
 
 def _download(coordinate: str, target: Path) -> None:
-    group, artifact, version = _split(coordinate)
+    group, artifact, version, classifier = _split(coordinate)
+    # Maven's own order is group:artifact:version[:packaging[:classifier]].
+    maven_artifact = f"{group}:{artifact}:{version}:jar:{classifier}" if classifier else coordinate
     errors = []
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         if shutil.which("mvn"):
             result = subprocess.run(
-                ["mvn", "-q", "-B", "dependency:copy", f"-Dartifact={coordinate}", f"-DoutputDirectory={tmp}"],
+                ["mvn", "-q", "-B", "dependency:copy", f"-Dartifact={maven_artifact}", f"-DoutputDirectory={tmp}"],
                 capture_output=True, text=True, timeout=900,
             )
             fetched = Path(tmp) / target.name
@@ -103,6 +109,11 @@ _REST_FIXTURE_DEPENDENCIES = (
 # pyspark 3.5.9 distribution (same Connect protocol within 3.5).
 SPARK_CONNECT_SERVER_PACKAGE = "org.apache.spark:spark-connect_2.12:3.5.7"
 SPARK_CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+# s3proxy, an S3-compatible server (one self-contained jar) with a folder as its storage: the object
+# storage tests start it. 4.1.0, not 2.6.0: 2.6.0 answers 501 NotImplemented ("Unknown header
+# x-amz-checksum-crc32") to every write of the AWS SDK 2.44 in iceberg-aws-bundle 1.11.0, which sends
+# CRC32 checksums by default; 3.x and 4.x accept them. 4.1.0's classes need Java 17 (class version 61).
+S3PROXY_PACKAGE = "org.gaul:s3proxy:4.1.0:jar-with-dependencies"
 
 
 def rest_fixture_classpath(cache_dir: str | Path, iceberg_version: str = REST_FIXTURE_ICEBERG_VERSION) -> list[Path]:

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
 from floe_dagster.core.durations import parse_iso_duration
+from floe_dagster.core.object_storage import S3_FILE_IO
 from floe_dagster.core.operation_config import (
     CONFIG_TYPES,
     DEFAULT_MAX_SNAPSHOT_AGE,
@@ -28,6 +29,13 @@ from floe_dagster.core.operation_config import (
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import ProcedureOptionError
+
+# FileIOs of object stores that list a prefix themselves (Iceberg's SupportsPrefixOperations). Iceberg's
+# orphan cleanup lists with Hadoop's FileSystem unless told to use the FileIO (``prefix_listing``), and
+# Hadoop cannot list s3://, gs:// or abfs:// without connectors floe-dagster does not load.
+PREFIX_LISTING_FILE_IOS = frozenset({
+    S3_FILE_IO, "org.apache.iceberg.gcp.gcs.GCSFileIO", "org.apache.iceberg.azure.adlsv2.ADLSFileIO",
+})
 
 
 def quote_identifier(part: str) -> str:
@@ -83,9 +91,10 @@ class ProcedureCall:
 class _Arguments:
     """A ``CALL``'s named arguments as SQL text, and what was decided (the call's ``arguments``)."""
 
-    def __init__(self, table: TableName):
+    def __init__(self, table: TableName, file_io: str | None):
         self.sql: list[tuple[str, str]] = [("table", table_argument(table))]
         self.decided: dict[str, Any] = {}
+        self.file_io = file_io  # the catalog's FileIO class in Spark (io-impl); None: Iceberg's default
 
     def add(self, name: str, value: Any) -> None:
         """A typed value as the argument ``name``, rendered by its type (true/false, a number, a string
@@ -158,6 +167,8 @@ def _orphan_cleanup(call: _Arguments, config: OrphanCleanupConfig, now: datetime
     call.add("equal_schemes", config.equal_schemes)
     call.add("equal_authorities", config.equal_authorities)
     call.add("dry_run", config.dry_run)
+    if call.file_io in PREFIX_LISTING_FILE_IOS:
+        call.add("prefix_listing", True)
 
 
 def _rewrite_manifests(call: _Arguments, config: RewriteManifestsConfig, now: datetime,
@@ -186,12 +197,14 @@ def build_procedure_call(
     config: OperationConfig,
     now: datetime,
     table_properties: Mapping[str, str] | None = None,
+    file_io: str | None = None,
 ) -> ProcedureCall:
     """The ``CALL`` statement for one operation on one table, rendered from the policy's typed config
-    (the core validated it when the policy was loaded: nothing is checked again here)."""
+    (the core validated it when the policy was loaded: nothing is checked again here). ``file_io``:
+    the catalog's FileIO class in Spark (``io-impl``), which decides how orphan cleanup lists files."""
     if not isinstance(config, CONFIG_TYPES[op]):
         raise TypeError(f"{op.policy_key}: expected a {CONFIG_TYPES[op].__name__}, got {type(config).__name__}")
-    call = _Arguments(table)
+    call = _Arguments(table, file_io)
     _RENDERERS[op](call, config, now, table_properties or {})
     procedure = f"{quote_identifier(table.catalog)}.`system`.{op.procedure}"
     sql = f"CALL {procedure}(" + ", ".join(f"{name} => {value}" for name, value in call.sql) + ")"

@@ -1,5 +1,6 @@
 """Which Maven packages Spark loads: the Iceberg Spark runtime built for the installed PySpark's Spark
-line and Scala version, the catalog's JDBC driver, and the user's extra packages.
+line and Scala version, the catalog's JDBC driver, Iceberg's AWS bundle for a catalog on S3, and the
+user's extra packages.
 
 The runtime is chosen here, from the PySpark that is installed, so a runtime built for another
 Spark (``iceberg-spark-runtime-3.5_2.12`` on Spark 4.1, say) cannot be loaded by mistake: such a
@@ -11,6 +12,7 @@ from __future__ import annotations
 import importlib.metadata
 import re
 
+from floe_dagster.core.object_storage import uses_s3
 from floe_dagster.errors import SettingsError
 from floe_dagster.settings import Settings
 from floe_dagster.spark.catalog_conf import spark_catalog_conf
@@ -75,7 +77,15 @@ def spark_packages(settings: Settings, spark_line: str | None = None) -> list[st
             )
     runtime = [] if listed_runtime else [iceberg_spark_runtime(settings.spark.iceberg_version, spark_line)]
     drivers = spark_catalog_conf(settings.catalog)[1]
+    if uses_s3(settings.catalog.properties, settings.catalog.spark_properties) and not any(":iceberg-aws-bundle:" in p for p in settings.spark.packages):
+        # S3FileIO is inside the runtime; the AWS SDK it calls is not.
+        drivers = [iceberg_aws_bundle(settings.spark.iceberg_version), *drivers]
     return [*runtime, *settings.spark.packages, *(d for d in drivers if d not in settings.spark.packages)]
+
+
+def iceberg_aws_bundle(iceberg_version: str) -> str:
+    """Iceberg's AWS bundle (the AWS SDK that S3FileIO calls), of the runtime's Iceberg version."""
+    return f"{ICEBERG_GROUP}:iceberg-aws-bundle:{iceberg_version}"
 
 
 def _runtime_line(coordinate: str) -> tuple[str, str] | None:

@@ -3,6 +3,9 @@ checksum, every file any snapshot references, and small real lakehouses to break
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Callable
+
 import pandas as pd
 import pyarrow as pa
 from pyiceberg.table import Table
@@ -30,10 +33,11 @@ def create_fragmented_table(settings: Settings, table: TableName, files: int, ro
     return load_table(catalog, table)
 
 
-def referenced_files(table: Table) -> dict[str, set[str]]:
+def referenced_files(table: Table, local_path: Callable[[str], Path] = local_path) -> dict[str, set[str]]:
     """Every file the table's metadata references, by kind, as local paths: the metadata files in
     the log, every snapshot's manifest list, manifests, data and delete files (expired snapshots are
-    gone from the metadata, so 'every snapshot' is every snapshot a reader may still time-travel to)."""
+    gone from the metadata, so 'every snapshot' is every snapshot a reader may still time-travel to).
+    ``local_path`` maps a location to its file (an object storage test passes its server's)."""
     io = table.io
     found: dict[str, set[str]] = {k: set() for k in ("metadata", "manifest_list", "manifest", "data", "delete")}
     found["metadata"].add(str(local_path(table.metadata_location)))
