@@ -72,7 +72,7 @@ def build(shape: str, settings, tables):
     from floe_dagster.defs.assets import OPERATIONS_PARTITIONS, TABLES_ASSET_NAME, build_table_assets
     from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
     from floe_dagster.defs.health_checks import build_health_checks, health_check_specs
-    from floe_dagster.defs.names import asset_key_for, group_name_for
+    from floe_dagster.defs.names import asset_key_for, group_names_for
     from floe_dagster.defs.schedules import build_schedules
     from floe_dagster.defs.sensors import build_sensor
     from floe_dagster.spark.engine import IcebergSparkEngine
@@ -80,8 +80,9 @@ def build(shape: str, settings, tables):
     if shape == "none":
         return build_definitions(settings, tables=tables)
     if shape == "on_asset":
+        groups = group_names_for(t.namespace for t in tables)
         specs = [
-            AssetSpec(key=asset_key_for(t), group_name=group_name_for(t.namespace), kinds={"iceberg", "spark"},
+            AssetSpec(key=asset_key_for(t), group_name=groups[t.namespace], kinds={"iceberg", "spark"},
                       partitions_def=OPERATIONS_PARTITIONS, description=f"Iceberg table {t.qualified}.",
                       metadata={"floe/table": t.qualified}, skippable=True)
             for t in tables

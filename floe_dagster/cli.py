@@ -108,10 +108,13 @@ def cmd_setup(args) -> int:
     settings = _settings(args)
     for path in resolve_jars(spark_packages(settings), settings.spark.jars_cache):
         print(f"jar: {path}")
-    if args.test_servers:  # what the production-path tests start: a REST catalog and a Spark Connect server
-        from floe_dagster.spark.jars import SPARK_CONNECT_SERVER_PACKAGE, rest_fixture_classpath
+    if args.test_servers:  # what the tests start: a REST catalog, a Spark Connect server, an S3 server (s3proxy)
+        from floe_dagster.spark.jars import S3PROXY_PACKAGE, rest_fixture_classpath
+        from floe_dagster.spark.runtime import iceberg_aws_bundle, spark_connect_server_packages
 
-        for path in resolve_jars([SPARK_CONNECT_SERVER_PACKAGE], settings.spark.jars_cache):
+        # The object storage tests' Spark also loads Iceberg's AWS bundle (S3FileIO's AWS SDK).
+        test_packages = [*spark_connect_server_packages(), S3PROXY_PACKAGE, iceberg_aws_bundle(settings.spark.iceberg_version)]
+        for path in resolve_jars(test_packages, settings.spark.jars_cache):
             print(f"jar: {path}")
         classpath = rest_fixture_classpath(settings.spark.jars_cache)
         print(f"iceberg REST catalog fixture: {len(classpath)} jars in {classpath[0].parent}")
@@ -212,11 +215,19 @@ def cmd_runs(args) -> int:
 
 
 def cmd_backfill(args) -> int:
-    from floe_dagster.launching.backfill import queue_backfill
+    from floe_dagster.launching.backfill import launch_dagster_backfill, queue_backfill
 
     settings = _settings(args)
-    queued = queue_backfill(settings, args.tables, args.operation, dry_run=args.dry_run,
-                            actor=getpass.getuser(), reason=args.reason or "backfill from the CLI")
+    how = {"dry_run": args.dry_run, "actor": getpass.getuser(), "reason": args.reason or "backfill from the CLI"}
+    if args.dagster_backfill:
+        backfill = launch_dagster_backfill(settings, args.tables, args.operation, **how)
+        for table in backfill.tables:
+            print(f"{'would include' if args.dry_run else 'included'} {table.qualified}")
+        what = f"one {backfill.operation.value} run over {len(backfill.tables)} table(s)"
+        print(f"would launch a Dagster backfill: {what}" if args.dry_run else
+              f"Dagster backfill {backfill.backfill_id} launched: the daemon starts {what}")
+        return EXIT_OK
+    queued = queue_backfill(settings, args.tables, args.operation, **how)
     verb = "would queue" if args.dry_run else "queued"
     for table, run_id in queued:
         print(f"{verb} {table.qualified} {args.operation.upper()}" + (f" run {run_id}" if run_id else ""))
@@ -240,7 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     setup = sub.add_parser("setup", help="fetch the Iceberg Spark runtime and JDBC jars into the cache")
     setup.add_argument("--test-servers", action="store_true",
-                       help="also fetch the servers the tests start: Iceberg's REST catalog fixture, Spark Connect")
+                       help="also fetch the servers the tests start: Iceberg's REST catalog fixture, Spark Connect, "
+                            "s3proxy (S3) and Iceberg's AWS bundle")
     setup.set_defaults(func=cmd_setup)
 
     validate = sub.add_parser("validate", help="check policy files; exit 2 listing every error")
@@ -289,9 +301,12 @@ def build_parser() -> argparse.ArgumentParser:
     runs.set_defaults(func=cmd_runs)
 
     backfill = sub.add_parser("backfill", help="queue one run per matching table for the daemon (low priority)")
-    backfill.add_argument("--tables", required=True, help="a table pattern, as in policies")
+    backfill.add_argument("--tables", required=True, help="a table pattern, as in policies ('demo.sales.*': a namespace)")
     backfill.add_argument("--operation", required=True)
     backfill.add_argument("--reason")
+    backfill.add_argument("--dagster-backfill", action="store_true",
+                          help="launch one Dagster backfill instead: the daemon makes one run over every matching "
+                               "table (shown in Dagit's Backfills)")
     backfill.add_argument("--dry-run", action="store_true")
     backfill.set_defaults(func=cmd_backfill)
 

@@ -24,12 +24,11 @@ import pytest
 
 from floe_dagster.errors import JarResolutionError
 from floe_dagster.settings import DEFAULT_ICEBERG_VERSION
-from floe_dagster.spark.runtime import iceberg_spark_runtime, installed_spark_line
+from floe_dagster.spark.runtime import iceberg_spark_runtime, installed_spark_line, spark_connect_server_packages
 from floe_dagster.spark.jars import (
     REST_FIXTURE_MAIN_CLASS,
     S3PROXY_PACKAGE,
     SPARK_CONNECT_SERVER_CLASS,
-    SPARK_CONNECT_SERVER_PACKAGE,
     resolve_jars,
     rest_fixture_classpath,
 )
@@ -143,7 +142,8 @@ def run_spark_connect(root: Path, jars: list[str] | None = None) -> Iterator[Spa
     every interface of its port, and the client connects to 127.0.0.1."""
     try:
         server_jars = resolve_jars(
-            [SPARK_CONNECT_SERVER_PACKAGE, iceberg_spark_runtime(DEFAULT_ICEBERG_VERSION, installed_spark_line())], JARS_CACHE)
+            [*spark_connect_server_packages(), iceberg_spark_runtime(DEFAULT_ICEBERG_VERSION, installed_spark_line())],
+            JARS_CACHE)
     except JarResolutionError as exc:
         pytest.fail(f"the Spark Connect server jars could not be had: {exc}", pytrace=False)
     root.mkdir(parents=True, exist_ok=True)

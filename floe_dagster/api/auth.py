@@ -3,7 +3,7 @@
 Keys come from floe.yaml's ``api`` section (see :class:`floe_dagster.settings.ApiSettings`): entries
 ``name:role:sha256hex``. A client sends the key itself in the ``X-API-Key`` header; the server hashes
 it with SHA-256 and compares the hash with the stored ones, so the keys are never stored, logged or
-put in run tags (runs carry the key's *name* as ``floe/actor``).
+put in run tags (runs carry the key's *name* as ``dagster/floe.actor``).
 
 Roles (Floe's): ``VIEWER`` reads (trigger status, health, operations, pattern validation, the OpenAPI
 document); ``OPERATOR`` reads and triggers maintenance.

@@ -83,7 +83,7 @@ class OperationResult(BaseModel):
 
 
 class TriggerResponse(BaseModel):
-    orchestrationId: str = Field(description="The trigger id: every run carries it as floe/trigger-id")
+    orchestrationId: str = Field(description="The trigger id: every run carries it as the tag dagster/floe.trigger-id")
     status: TriggerStatus
     table: str = Field(description="catalog.namespace.table")
     policyName: str | None

@@ -2,8 +2,8 @@
 status code and a machine-readable code.
 
 The manual trigger queues runs exactly as Dagit does (:func:`floe_dagster.launching.submit.submit_runs`): one
-run per operation, in Floe's order, sharing a ``floe/trigger-id``, tagged ``floe/trigger=manual``
-and ``floe/actor`` (the API key's name). The daemon executes them; the table's tag-concurrency limit
+run per operation, in Floe's order, sharing a ``dagster/floe.trigger-id``, tagged ``floe/trigger=manual``
+and ``dagster/floe.actor`` (the API key's name). The daemon executes them; the table's tag-concurrency limit
 (one run per ``floe/table``) and their equal priority run them one after another in that order. A
 watcher thread per trigger follows the runs and, as ``floe-dagster trigger`` does, cancels the ones
 still queued once one fails (best effort: the daemon may dequeue the next run first, and a watcher
@@ -337,7 +337,7 @@ class ApiService:
                 raise ApiError(400, "INVALID_TABLE_NAME", str(exc), {"table": table}) from None
             tags[T.TABLE] = qualified
         if trigger_id:
-            tags[T.TRIGGER_ID] = trigger_id
+            tags[self._trigger_id_key(trigger_id)] = trigger_id
         status = _record_status(status)
         if status in _NEVER_A_RUN:  # refused before any run (no policy, no operation): no run has them
             return {"operations": [], "total": 0, "limit": limit, "offset": offset, "hasMore": False}
@@ -355,6 +355,14 @@ class ApiService:
         items = [self._operation_item(run_facts(self.instance, record), qualified) for record in page]
         return {"operations": items, "total": total, "limit": limit, "offset": offset,
                 "hasMore": offset + len(items) < total}
+
+    def _trigger_id_key(self, trigger_id: str) -> str:
+        """The tag key a trigger's runs carry its id under: runs made before the key moved to the run
+        page carry the old one (all runs of one trigger are made by the same version)."""
+        if self.instance.get_runs_count(RunsFilter(tags={T.TRIGGER_ID: trigger_id})):
+            return T.TRIGGER_ID
+        legacy = T.LEGACY_KEYS[T.TRIGGER_ID]
+        return legacy if self.instance.get_runs_count(RunsFilter(tags={legacy: trigger_id})) else T.TRIGGER_ID
 
     def _partial_failures(self, tags: dict[str, Any], qualified: str | None, trigger_id: str | None, limit: int,
                           offset: int) -> dict[str, Any]:
@@ -388,7 +396,7 @@ class ApiService:
             if run.run_id in seen or run.tags.get(T.TABLE) == qualified:
                 continue  # counted by the tag query
             seen.add(run.run_id)
-            if trigger_id and run.tags.get(T.TRIGGER_ID) != trigger_id:
+            if trigger_id and T.tag_value(run.tags, T.TRIGGER_ID) != trigger_id:
                 continue
             if statuses and run.status not in statuses:
                 continue
@@ -411,9 +419,9 @@ class ApiService:
             "status": facts.status,
             "runStatus": facts.dagster_status.value,
             "trigger": tags.get(T.TRIGGER),
-            "triggerId": tags.get(T.TRIGGER_ID),
+            "triggerId": T.tag_value(tags, T.TRIGGER_ID),
             "policyName": tags.get(T.POLICY) or None,
-            "actor": tags.get(T.ACTOR),
+            "actor": T.tag_value(tags, T.ACTOR),
             "reason": tags.get(T.REASON),
             "createdAt": iso(facts.created),
             "startTime": iso(facts.start),
@@ -464,7 +472,7 @@ class ApiService:
             run = (running or matching[::-1])[0]
             return {"table": table.qualified, "runId": run.run_id, "runStatus": run.status.value,
                     "operation": run.tags.get(T.OPERATION) or run.tags.get("dagster/partition"),
-                    "trigger": run.tags.get(T.TRIGGER), "triggerId": run.tags.get(T.TRIGGER_ID)}
+                    "trigger": run.tags.get(T.TRIGGER), "triggerId": T.tag_value(run.tags, T.TRIGGER_ID)}
         lock = table_lock_name(table)
         if not self.coordination.locks.is_free(lock):
             return {"table": table.qualified, "runId": None, "lock": lock}

@@ -66,7 +66,7 @@ ledger = Table(
     Column("launcher", String(200), nullable=False, default=""),
     Column("run_id", String(64)),
     # The run key of the batch (one run over several tables) the item was admitted in; the run
-    # carries it as floe/run-key. A batch of one has the item's own run key.
+    # carries it as the run tag dagster/floe.run-key. A batch of one has the item's own run key.
     Column("batch_key", String(1200)),
     UniqueConstraint("table_name", "operation", "slot", "attempt", name="floe_ledger_item"),
 )

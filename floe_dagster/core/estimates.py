@@ -4,8 +4,15 @@ Pure (no PyIceberg, Spark or Dagster): the inputs are per-file numbers that the 
 stores in :class:`~floe_dagster.core.metrics.TableMetrics` (``data_file_groups`` and
 ``position_delete_groups``), so one cached record serves every policy.
 
-The rules follow Iceberg 1.10.2 (``iceberg-spark-runtime-3.5_2.12-1.10.2``, checked against its
-bytecode, since the source on ``main`` has moved on):
+The rules follow Iceberg 1.10.2 and 1.11.0 alike: read in Iceberg's source at the commits their Spark
+runtimes were built from (``git.commit.id`` in the jar's ``iceberg-build.properties``), the planners
+below select the same files in both, for Spark 3.5, 4.0 and 4.1 (the planners live in iceberg-core;
+the Spark actions of each line list the same valid options). What 1.11 changed does not reach the
+selection: ``max-file-group-input-files`` (a cap on a group's file count) is new in the planner, but
+Spark's ``rewrite_data_files`` refuses it as an unknown option (only Flink's maintenance API passes
+it), so groups are bounded by bytes alone; and with ``max-files-to-rewrite`` 1.11 sizes a truncated
+group's splits and output files from the files kept (1.10.2 from the whole group), which changes how
+the kept files are written, not which. The rules:
 
 ``rewrite_data_files`` (``BinPackRewriteFilePlanner`` over ``SizeBasedFileRewritePlanner``)
   * files are grouped per partition of the table's *current* spec; files written under another spec
@@ -20,7 +27,7 @@ bytecode, since the source on ``main`` has moved on):
     or more than one file and more bytes than the target ("enough content"), or more bytes than
     ``max-file-size-bytes`` ("too much content"), or any file has too many deletes or too high a
     delete ratio;
-  * ``rewrite-all`` takes every file and keeps every group (1.10.2 skips the group filter then);
+  * ``rewrite-all`` takes every file and keeps every group (the group filter is skipped then);
   * ``max-files-to-rewrite`` keeps the first files of the groups, in partition order, up to that count
     (Iceberg's partition order is a hash order, so which partitions come first is approximate);
   * the target is ``target-file-size-bytes``, else the table's ``write.target-file-size-bytes``,

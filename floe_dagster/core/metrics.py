@@ -9,9 +9,19 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 Tier = Literal["summary", "full"]
+
+
+class ColumnFacts(NamedTuple):
+    """One top-level column of the table's current schema, as Iceberg prints its type (``long``,
+    ``decimal(10, 2)``, ``struct<street: optional string, ...>``)."""
+
+    name: str
+    type: str
+    required: bool
+    doc: str | None = None
 
 
 @dataclass(frozen=True)
@@ -45,6 +55,8 @@ class TableMetrics:
 
     current_snapshot_id: int | None = None
     properties: dict[str, str] = field(default_factory=dict)
+    location: str | None = None  # the table's base location (``file:/...``, ``s3://...``)
+    columns: tuple[ColumnFacts, ...] | None = None  # the current schema's columns (None: not read)
 
     # Full tier only: the inputs of the byte estimates (core/estimates.py), grouped the way Iceberg's
     # rewrite planners group files, in scan order. Raw numbers, so they hold for every policy.
@@ -100,15 +112,16 @@ class TableMetrics:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        for key in ("data_file_sizes", "data_file_groups", "position_delete_groups"):
+        for key in ("data_file_sizes", "data_file_groups", "position_delete_groups", "columns"):
             data[key] = _lists(data[key])
         return data
 
     def report_json(self) -> dict[str, Any]:
         """For reports and asset metadata: the record without its per-file lists (which grow with the
-        table), plus the derived values."""
+        table) and its columns (asset metadata has them as Dagster's column schema), plus the derived
+        values."""
         data = self.to_json()
-        for key in ("data_file_sizes", "data_file_groups", "position_delete_groups"):
+        for key in ("data_file_sizes", "data_file_groups", "position_delete_groups", "columns"):
             del data[key]
         data.update(
             min_file_bytes=self.min_file_bytes,
@@ -124,6 +137,8 @@ class TableMetrics:
         data = dict(data)
         for key in ("data_file_sizes", "data_file_groups", "position_delete_groups"):
             data[key] = _tuples(data.get(key))
+        columns = data.get("columns")
+        data["columns"] = tuple(ColumnFacts(*column) for column in columns) if columns is not None else None
         return cls(**data)
 
 

@@ -8,9 +8,10 @@ them first and checked the same way (:mod:`floe_dagster.core.policy_formats`). F
 
 ``name`` (required, unique across all files), ``description``, ``tablePattern`` (default ``*``, with a
 warning), ``enabled`` (default true), ``priority`` (int, default 0), ``tags`` (text → text, become
-run tags ``floe/tag.<key>``), the operation configs ``rewriteDataFiles``, ``expireSnapshots``,
-``orphanCleanup``, ``rewriteManifests``, ``rewritePositionDeleteFiles`` each with its schedule
-``<operation>Schedule``, ``triggerConditions`` and ``healthThresholds``.
+run tags ``dagster/floe.tag.<key>``; ``owner`` and ``team`` also name the table assets' owners), the
+operation configs ``rewriteDataFiles``, ``expireSnapshots``, ``orphanCleanup``, ``rewriteManifests``,
+``rewritePositionDeleteFiles`` each with its schedule ``<operation>Schedule``, ``triggerConditions``
+and ``healthThresholds``.
 
 An operation is *configured* when it has a config, and *enabled* when it also has a schedule whose
 ``enabled`` is not false. Each table gets one effective policy: the enabled matching policy with the
@@ -64,6 +65,7 @@ from floe_dagster.core.policy_formats import (
     policy_label,
     translate_policy,
 )
+from floe_dagster.core.run_tags import POLICY_TAG_PREFIX
 from floe_dagster.core.schedule import Schedule, parse_schedule
 from floe_dagster.core.tables import TableName
 from floe_dagster.core.validation import (
@@ -78,9 +80,11 @@ from floe_dagster.core.validation import (
 )
 
 POLICY_FILE_SUFFIXES = (".yaml", ".yml", ".json")
-RUN_TAG_PREFIX = "floe/tag."
-# Dagster tag keys allow letters, digits, '_', '-', '.' (and one '/' prefix, which we take): 63 in all.
-_TAG_KEY = re.compile(r"^[A-Za-z0-9_.\-]{1,%d}$" % (63 - len("tag.")))
+RUN_TAG_PREFIX = POLICY_TAG_PREFIX  # a policy tag's run tag: this + its key
+# Dagster tag keys allow letters, digits, '_', '-', '.' and one '/' namespace (the prefix takes it):
+# 63 characters after the '/'.
+MAX_TAG_KEY_CHARS = 63 - len(RUN_TAG_PREFIX.split("/", 1)[1])
+_TAG_KEY = re.compile(r"^[A-Za-z0-9_.\-]{1,%d}$" % MAX_TAG_KEY_CHARS)
 _log = logging.getLogger(__name__)
 
 
@@ -105,7 +109,7 @@ class Policy:
     trigger_conditions: TriggerConditions | None = None
     health_thresholds: HealthThresholds = field(default_factory=HealthThresholds)
     source: str = ""  # the file it came from
-    version: str = ""  # a hash of its definition (run tag floe/policy-version)
+    version: str = ""  # a hash of its definition (run tag core.run_tags.POLICY_VERSION)
 
     def __hash__(self) -> int:
         return hash((self.name, self.version))
@@ -188,7 +192,8 @@ class Policy:
 
 
 def policy_tags_as_run_tags(tags: Mapping[str, str]) -> dict[str, str]:
-    """A policy's ``tags`` as Dagster run tags: ``{"team": "sales"}`` → ``{"floe/tag.team": "sales"}``."""
+    """A policy's ``tags`` as Dagster run tags: ``{"team": "sales"}`` → ``{"dagster/floe.tag.team": "sales"}``
+    (on the run page, not in the runs list: core/run_tags.py)."""
     return {RUN_TAG_PREFIX + key: value for key, value in tags.items()}
 
 
@@ -541,8 +546,8 @@ def _parse_tags(at: Location, raw: Any) -> dict[str, str]:
     tags: dict[str, str] = {}
     for key, value in raw.items():
         if not isinstance(key, str) or not _TAG_KEY.match(key):
-            here.error(f"tag key {describe(key)} must be 1-59 letters, digits, '_', '-' or '.' (it becomes the "
-                       f"Dagster run tag {RUN_TAG_PREFIX}<key>)")
+            here.error(f"tag key {describe(key)} must be 1-{MAX_TAG_KEY_CHARS} letters, digits, '_', '-' or '.' (it "
+                       f"becomes the Dagster run tag {RUN_TAG_PREFIX}<key>)")
         elif not isinstance(value, str):
             here.child(key).error(f"expected text (quote it in YAML), got {describe(value)}")
         else:

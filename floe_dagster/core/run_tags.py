@@ -14,29 +14,61 @@ from floe_dagster.core.tables import TableName
 if TYPE_CHECKING:  # the planner imports nothing from here; a Decision is only read
     from floe_dagster.core.planner import Decision
 
-TAG_PREFIX = "floe/"
+# Where Dagit shows a run tag (dagster-webserver 1.13's runs list, ``RunRowTags`` with
+# ``useTagPinning``): the runs list shows a run's *pinned* tags and offers the rest behind "View all
+# tags"; the run page ("View tags and config") shows every tag. By default every tag is pinned except
+# the keys under Dagster's own namespace ``dagster/`` (``dagster/partition`` and ``dagster/backfill``
+# aside), and each browser may pin or unpin keys (kept in its local storage). Keys under ``.dagster/``
+# are worse: Dagster's GraphQL leaves them out altogether, so no page shows them.
+#
+# So the tags an operator scans in the runs list are floe's own keys (``floe/...``), and the rest of
+# the audit trail goes under ``dagster/floe.``: on every run page, filterable, but off the runs list.
+# ``floe_dagster_tests/integration/test_dagit_views.py`` checks this rule against the installed UI's
+# source and counts what the runs list shows for a real run.
+RUN_PAGE_PREFIX = "dagster/floe."
+
+# In the runs list: what the run maintains, and why.
 TABLE = "floe/table"
+TABLES = "floe/tables"  # a run over several tables (a batch): their names while they fit
 OPERATION = "floe/operation"
 POLICY = "floe/policy"
-POLICY_VERSION = "floe/policy-version"
 TRIGGER = "floe/trigger"
 REASON = "floe/reason"
-DEBT_SCORE = "floe/debt-score"
-SLOT = "floe/slot"
-ESTIMATED_BYTES = "floe/estimated-bytes"
-NAMESPACE = "floe/namespace"
-ACTOR = "floe/actor"
-TRIGGER_ID = "floe/trigger-id"
-ATTEMPT = "floe/attempt"
-RUN_KEY = "floe/run-key"  # the ledger's key of the run: an item's run key, or its batch's key
-# A run over several tables (a batch): their names while they fit, how many, which trigger kinds.
-TABLES = "floe/tables"
-BATCH_SIZE = "floe/batch-size"
-TRIGGER_KINDS = "floe/triggers"
+RUNS_LIST_KEYS = (TABLE, TABLES, OPERATION, POLICY, TRIGGER, REASON)
+
+# On the run page only.
+NAMESPACE = RUN_PAGE_PREFIX + "namespace"
+POLICY_VERSION = RUN_PAGE_PREFIX + "policy-version"
+DEBT_SCORE = RUN_PAGE_PREFIX + "debt-score"
+SLOT = RUN_PAGE_PREFIX + "slot"
+ESTIMATED_BYTES = RUN_PAGE_PREFIX + "estimated-bytes"
+ACTOR = RUN_PAGE_PREFIX + "actor"
+TRIGGER_ID = RUN_PAGE_PREFIX + "trigger-id"
+ATTEMPT = RUN_PAGE_PREFIX + "attempt"
+RUN_KEY = RUN_PAGE_PREFIX + "run-key"  # the ledger's key of the run: an item's run key, or its batch's key
+BATCH_SIZE = RUN_PAGE_PREFIX + "batch-size"
+TRIGGER_KINDS = RUN_PAGE_PREFIX + "triggers"  # a batch's trigger kinds
 # Why a run failed without it being the table's fault ("lock_held", "outage"): history does not
 # count such failures toward backoff.
-FAILURE_KIND = "floe/failure-kind"
-POLICY_TAG_PREFIX = "floe/tag."
+FAILURE_KIND = RUN_PAGE_PREFIX + "failure-kind"
+POLICY_TAG_PREFIX = RUN_PAGE_PREFIX + "tag."  # + a policy's tag key: the policy's ``tags``
+
+# The keys of runs made before floe-dagster moved them to the run page (issue 16): read with
+# :func:`tag_value`, so the HTTP API still reports those runs' actor and trigger id.
+LEGACY_KEYS = {
+    key: "floe/" + key[len(RUN_PAGE_PREFIX):]
+    for key in (NAMESPACE, POLICY_VERSION, DEBT_SCORE, SLOT, ESTIMATED_BYTES, ACTOR, TRIGGER_ID, ATTEMPT, RUN_KEY,
+                BATCH_SIZE, TRIGGER_KINDS, FAILURE_KIND)
+}
+
+
+def tag_value(tags: Mapping[str, str], key: str, default: str | None = None) -> str | None:
+    """A run's tag, under its key or the key runs had before it moved (:data:`LEGACY_KEYS`)."""
+    value = tags.get(key)
+    if value is None and key in LEGACY_KEYS:
+        value = tags.get(LEGACY_KEYS[key])
+    return default if value is None else value
+
 
 TRIGGERS = ("cron", "interval", "condition", "critical", "manual", "backfill")
 
@@ -70,7 +102,7 @@ class PolicyFacts:
 
     name: str | None
     version: str = ""
-    tags: Mapping[str, str] = field(default_factory=dict)  # already as ``floe/tag.<key>``
+    tags: Mapping[str, str] = field(default_factory=dict)  # already as run tags (POLICY_TAG_PREFIX + key)
     timeout_s: float | None = None  # the schedule's ``timeout`` (or the default), in seconds
 
 

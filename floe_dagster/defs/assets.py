@@ -1,7 +1,10 @@
 """Table assets: one ``AssetSpec`` per Iceberg table in one multi-asset, partitioned by operation.
 
 Materializing partition ``OP`` of a table runs that operation on it under the table lock, and
-records the procedure's numbers and the table's before/after counts as materialization metadata.
+records the procedure's numbers, the table's before/after counts and Dagster's standard table
+metadata (row count, columns, table name, location: defs/table_metadata.py) as materialization
+metadata. Each asset's definition names its owners, its ``floe/policy`` tag and a description of
+when its policy's operations run (defs/asset_policy.py).
 """
 
 from __future__ import annotations
@@ -33,15 +36,18 @@ from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled
 from floe_dagster.core.policy import PolicySet
 from floe_dagster.core.run_tags import Origin, shared_run_tags
 from floe_dagster.core.tables import TableName
+from floe_dagster.defs.asset_policy import AssetPolicyFacts, asset_policy_facts
 from floe_dagster.defs.names import (
     asset_key_for,
-    group_name_for,
+    group_names_for,
     output_name_for,
+    schedule_names_for,
     table_for_asset_key,
     unmappable_reason,
 )
+from floe_dagster.defs.table_metadata import definition_metadata, table_metadata
 from floe_dagster.errors import LOCK_HELD, FloeError, MaintenanceFailed, Outage, failure_kind
-from floe_dagster.iceberg.catalog import TableReads, open_catalog, table_counts
+from floe_dagster.iceberg.catalog import TableReads, open_catalog, row_count, schema_columns, table_counts
 from floe_dagster.policies import ResolvedOperation, load_policy_set, resolve_operation, run_tags_for
 from floe_dagster.settings import Settings
 from floe_dagster.spark.engine import IcebergSparkEngine
@@ -67,20 +73,25 @@ def mappable_tables(tables: Sequence[TableName]) -> tuple[list[TableName], list[
 def build_table_assets(tables: Sequence[TableName], settings: Settings):
     """The multi-asset over every table (``can_subset`` so a run materializes only its tables).
 
-    Output names are set explicitly with the same reversible escape as group names: Dagster would
-    otherwise derive them from the asset key, which fails for names with spaces or non-ASCII letters."""
-    outs = {
-        output_name_for(table): AssetOut(
+    Output names are set explicitly with a reversible escape: Dagster would otherwise derive them
+    from the asset key, which fails for names with spaces or non-ASCII letters.
+    Owners, tags and the description's summary are made once per effective policy."""
+    facts_of = _policy_facts_by_table(settings)
+    groups = group_names_for(table.namespace for table in tables)  # unique over all the namespaces
+    outs = {}
+    for table in tables:
+        facts = facts_of(table)
+        outs[output_name_for(table)] = AssetOut(
             key=asset_key_for(table),
-            group_name=group_name_for(table.namespace),
+            group_name=groups[table.namespace],
             kinds={"iceberg", "spark"},
-            description=f"Iceberg table {table.qualified}, kept healthy by floe-dagster.",
-            metadata={"floe/table": table.qualified},
+            description=facts.description(table.qualified),
+            metadata=definition_metadata(table.qualified),
+            owners=facts.owners,
+            tags=facts.tags,
             is_required=False,
             dagster_type=Nothing,
         )
-        for table in tables
-    }
 
     @multi_asset(
         name=TABLES_ASSET_NAME,
@@ -98,6 +109,22 @@ def build_table_assets(tables: Sequence[TableName], settings: Settings):
     return iceberg_tables
 
 
+def _policy_facts_by_table(settings: Settings):
+    """A function of a table: its effective policy's :class:`AssetPolicyFacts`, made once per policy."""
+    policies = load_policy_set(settings)
+    schedule_names = schedule_names_for((policy, op) for policy, op, _, _ in policies.cron_rules())
+    made: dict[str | None, AssetPolicyFacts] = {}
+
+    def facts_of(table: TableName) -> AssetPolicyFacts:
+        policy = policies.effective_policy(table)
+        name = policy.name if policy is not None else None
+        if name not in made:
+            made[name] = asset_policy_facts(policy, settings.scheduler, schedule_names)
+        return made[name]
+
+    return facts_of
+
+
 def _maintain_selected(context: AssetExecutionContext, settings: Settings,
                        coordination: Coordination) -> Iterator[MaterializeResult]:
     """Maintain each selected table in turn, each under its own lock, with its own outcome and
@@ -106,7 +133,8 @@ def _maintain_selected(context: AssetExecutionContext, settings: Settings,
     op = Operation(context.partition_key)
     run_tags = _add_missing_run_tags(
         context, sorted(table_for_asset_key(key) for key in context.selected_asset_keys), op, settings)
-    admitted = coordination.batch_rows(run_tags[T.RUN_KEY]) if run_tags.get(T.RUN_KEY) else {}
+    batch_key = T.tag_value(run_tags, T.RUN_KEY)
+    admitted = coordination.batch_rows(batch_key) if batch_key else {}
     # In the planner's rank order when the tables were admitted together (the ledger's order), else by name.
     selected = sorted((table_for_asset_key(key) for key in context.selected_asset_keys),
                       key=lambda t: (admitted[t.qualified]["id"] if t.qualified in admitted else 0, t))
@@ -174,10 +202,13 @@ class TableDecision:
         if row is not None:
             return cls(row["trigger"], row["reason"], float(row["debt_score"] or 0.0), row["slot"], int(row["attempt"]),
                        int(row["estimated_bytes"] or 0), int(row["id"]))
-        trigger = run_tags.get(T.TRIGGER, "")
-        return cls(trigger, run_tags.get(T.REASON, ""), float(run_tags.get(T.DEBT_SCORE) or 0.0),
-                   run_tags.get(T.SLOT) or f"{trigger}:{run_tags.get(T.TRIGGER_ID) or 'run'}",
-                   int(run_tags.get(T.ATTEMPT) or 0), int(run_tags.get(T.ESTIMATED_BYTES) or 0), None)
+        def tag(key: str) -> str | None:
+            return T.tag_value(run_tags, key)
+
+        trigger = tag(T.TRIGGER) or ""
+        return cls(trigger, tag(T.REASON) or "", float(tag(T.DEBT_SCORE) or 0.0),
+                   tag(T.SLOT) or f"{trigger}:{tag(T.TRIGGER_ID) or 'run'}",
+                   int(tag(T.ATTEMPT) or 0), int(tag(T.ESTIMATED_BYTES) or 0), None)
 
     def metadata(self) -> dict[str, Any]:
         return {
@@ -259,6 +290,9 @@ def maintain_table(
     })
     if outcome.row_check.rows_after is not None:
         metadata["rows_checked"] = outcome.row_check.rows_after
+    # Dagster's standard keys, from the metadata read after the commit (no Spark query).
+    metadata.update(table_metadata(table.qualified, after_table.location(), row_count(current),
+                                   schema_columns(after_table.schema())))
     if outcome.result.orphan_files:
         metadata["orphan_files_sample"] = MetadataValue.json(list(outcome.result.orphan_files[:20]))
     return MaterializeResult(asset_key=asset_key_for(table), metadata=metadata)

@@ -12,7 +12,7 @@ from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.assets import build_table_assets, mappable_tables
 from floe_dagster.defs.health_checks import build_health_checks, health_checks_enabled
-from floe_dagster.defs.names import MAINTENANCE_JOB, group_name_for
+from floe_dagster.defs.names import MAINTENANCE_JOB
 from floe_dagster.defs.schedules import build_schedules
 from floe_dagster.defs.sensors import build_sensor
 from floe_dagster.iceberg.table_cache import tables_for_code_location
@@ -21,32 +21,6 @@ from floe_dagster.settings import Settings
 from floe_dagster.spark.engine import IcebergSparkEngine
 
 log = logging.getLogger(__name__)
-
-# Each job over the multi-asset re-resolves it when the code location loads (DESIGN.md: 22 jobs cost
-# 35 s at 10,000 tables), so per-namespace jobs exist only while there are few namespaces.
-MAX_NAMESPACE_JOBS = 10
-
-
-def namespace_job_name(namespace: tuple[str, ...]) -> str:
-    return f"{MAINTENANCE_JOB}__{group_name_for(namespace)}"
-
-
-def namespace_jobs(tables: Sequence[TableName]) -> list:
-    """``floe_maintenance__<namespace>``: for ``dagster job backfill`` of one namespace's tables."""
-    namespaces = sorted({t.namespace for t in tables})
-    if len(namespaces) > MAX_NAMESPACE_JOBS:
-        log.info("%d namespaces: no per-namespace jobs (more than %d); select assets in Dagit instead",
-                 len(namespaces), MAX_NAMESPACE_JOBS)
-        return []
-    return [
-        define_asset_job(
-            namespace_job_name(namespace),
-            selection=AssetSelection.groups(group_name_for(namespace)).without_checks(),
-            description=f"Run one maintenance operation (the partition) on every table of {'.'.join(namespace)}.",
-            executor_def=in_process_executor,
-        )
-        for namespace in namespaces
-    ]
 
 
 def build_definitions(
@@ -65,6 +39,10 @@ def build_definitions(
     assets = build_table_assets(tables, settings)
     # The health checks are reported without runs (defs/health.py); no maintenance run carries them.
     checks = [build_health_checks(tables, settings)] if health_checks_enabled(settings) else []
+    # The only job: each job over the multi-asset re-resolves it on every load (at 5,000 tables, a
+    # job for each of 5 namespaces took `definitions validate` from 5.6 s to 12.4 s: benchmarks/
+    # README.md, 6). A namespace is backfilled with an asset selection of this job
+    # (launching/backfill.py) or from its asset group in Dagit.
     maintenance_job = define_asset_job(
         MAINTENANCE_JOB,
         selection=AssetSelection.assets(assets).without_checks(),
@@ -76,7 +54,7 @@ def build_definitions(
     return Definitions(
         assets=[assets],
         asset_checks=checks,
-        jobs=[maintenance_job, *namespace_jobs(tables)],
+        jobs=[maintenance_job],
         sensors=[build_sensor(settings, maintenance_job, tables, table_scope)],
         schedules=build_schedules(settings, maintenance_job, tables, table_scope),
         resources={"engine": IcebergSparkEngine.from_settings(settings)},

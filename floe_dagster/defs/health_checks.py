@@ -4,7 +4,8 @@ Two things per table asset, both recorded **without a run** (``instance.report_r
 
 * an ``AssetObservation`` whose metadata are the health numbers as numbers (data files, small-file
   percent, delete-file ratio, snapshots, manifests, bytes, partition skew, debt score...), so the
-  asset's plots show them over time, plus the status, tier and policy as text;
+  asset's plots show them over time, plus the status, tier and policy as text, and Dagster's
+  standard table metadata (row count, columns, table name, location: defs/table_metadata.py);
 * an ``AssetCheckEvaluation`` of the table's ``health`` check: passed when healthy, severity WARN
   for warnings, ERROR for critical issues, the issues listed in its metadata. It names the asset's
   latest materialization (``target_materialization_data``): Dagit shows a check result only when it
@@ -76,7 +77,8 @@ from floe_dagster.core.operations import Operation
 from floe_dagster.core.policy import Policy, PolicySet
 from floe_dagster.core.table_health import health_record, thresholds_for
 from floe_dagster.core.tables import TableName
-from floe_dagster.defs.names import asset_key_for, group_name_for, table_for_asset_key
+from floe_dagster.defs.names import asset_key_for, escaped_name, table_for_asset_key
+from floe_dagster.defs.table_metadata import table_metadata
 from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.iceberg.health_collector import HealthCollector, HealthSnapshot
 from floe_dagster.policies import load_policy_set
@@ -125,10 +127,8 @@ def health_checks_enabled(settings: Settings) -> bool:
 
 
 def _escaped(key: AssetKey) -> str:
-    """A Dagster name (``[A-Za-z0-9_]+``) for an asset key: each part escaped as group names are
-    (``_`` → ``__``, any other character → ``_x<hex>_``), parts joined by ``_x2f_`` (``/``, which no
-    mappable table name contains), so distinct keys never share a name."""
-    return "_x2f_".join(group_name_for((part,)) for part in key.path)
+    """A Dagster name (``[A-Za-z0-9_]+``) for an asset key, distinct for distinct keys."""
+    return escaped_name(key.path)
 
 
 def check_output_name(key: AssetKey) -> str:
@@ -216,11 +216,17 @@ class TableHealthEvents:
     evaluation: AssetCheckEvaluation
 
 
+# Part of every fingerprint: bumped when the observation gains keys, so that each table is reported
+# once more with them. 2: Dagster's standard table metadata.
+OBSERVATION_FORMAT = 2
+
+
 def fingerprint(report: HealthAssessment) -> str:
     """What Dagit shows for a table changes exactly when this does: the table's metadata file, the
-    metrics' tier, the status, the issues (type and severity) or the thresholds."""
+    metrics' tier, the status, the issues (type and severity), the thresholds, or what an
+    observation holds (:data:`OBSERVATION_FORMAT`)."""
     text = json.dumps([
-        report.metrics.metadata_location, report.tier, report.status,
+        OBSERVATION_FORMAT, report.metrics.metadata_location, report.tier, report.status,
         sorted((issue.type.value, issue.severity.value) for issue in report.issues),
         report.thresholds.to_json(),
     ], sort_keys=True, separators=(",", ":"))
@@ -314,10 +320,12 @@ def table_health_events(
 
 def _events(table, report, policy, now, history, debt_weights, target=None) -> TableHealthEvents:
     record = health_record(report, policy, history, now, debt_weights)
+    metrics = report.metrics
     observation = AssetObservation(
         asset_key=asset_key_for(table),
         description=f"health: {record['status']} ({record['tier']} tier)",
-        metadata=observation_metadata(record),
+        metadata={**observation_metadata(record),
+                  **table_metadata(table.qualified, metrics.location, metrics.record_count, metrics.columns)},
     )
     return TableHealthEvents(table, record["status"], fingerprint(report), observation,
                              check_evaluation(table, record, target))

@@ -8,26 +8,23 @@ from typing import Sequence
 
 from dagster import DefaultScheduleStatus, ScheduleDefinition, ScheduleEvaluationContext
 
-from floe_dagster.core.operations import Operation
 from floe_dagster.core.planner import Decision
 from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
-from floe_dagster.defs.names import group_name_for
+from floe_dagster.defs.names import schedule_names_for
 from floe_dagster.defs.run_requests import run_requests, skip_reason
 from floe_dagster.policies import load_policy_set
 from floe_dagster.scheduling.tick import run_tick
 from floe_dagster.settings import Settings
 
 
-def schedule_name(policy: str, op: Operation) -> str:
-    return f"floe_{group_name_for((policy,))}_{op.value.lower()}"
-
-
 def build_schedules(settings: Settings, job, loaded_tables: Sequence[TableName],
                     table_scope: Scope = DEFAULT_SCOPE) -> list[ScheduleDefinition]:
     loaded = frozenset(loaded_tables)
+    rules = load_policy_set(settings).cron_rules()
+    names = schedule_names_for((policy_name, op) for policy_name, op, _, _ in rules)
     schedules = []
-    for policy_name, op, cron5, tz in load_policy_set(settings).cron_rules():
+    for policy_name, op, cron5, tz in rules:
 
         def execution_fn(context: ScheduleEvaluationContext, policy_name=policy_name, op=op):
             now = context.scheduled_execution_time or datetime.now(timezone.utc)
@@ -44,7 +41,7 @@ def build_schedules(settings: Settings, job, loaded_tables: Sequence[TableName],
             yield from run_requests(result, settings, launcher)  # a schedule function yields
 
         schedules.append(ScheduleDefinition(
-            name=schedule_name(policy_name, op),
+            name=names[(policy_name, op)],
             cron_schedule=cron5,
             execution_timezone=tz,
             job=job,

@@ -70,12 +70,22 @@ from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import CatalogUnavailable, HealthError, UnknownTable
-from floe_dagster.iceberg.catalog import list_table_metadata_locations, list_tables, load_table
+from floe_dagster.iceberg.catalog import (
+    list_table_metadata_locations,
+    list_tables,
+    load_table,
+    schema_columns,
+    storage_context,
+)
 
 log = logging.getLogger(__name__)
 
 # Bump when the way metrics or manifest summaries are computed changes: older cache rows are ignored.
 ALGORITHM_VERSION = 1
+# Bump when a metrics record gains or changes a field: older records are collected again (their
+# metadata file and manifest list), while the manifest summaries (ALGORITHM_VERSION) stay valid.
+# 2: the table's location and columns.
+RECORD_VERSION = ALGORITHM_VERSION * 1000 + 2
 CACHE_SCHEMA_VERSION = 1
 CACHE_FILE = "health.sqlite3"
 PATH_FIELD_ID = 2147483546  # the file_path column of position delete files
@@ -183,7 +193,7 @@ class HealthCache:
         """qualified name → tier → (metadata location, checked at ms), for records of this version."""
         rows = self._conn.execute(
             "SELECT qualified, tier, metadata_location, checked_at_ms FROM metrics WHERE version = ?",
-            (ALGORITHM_VERSION,),
+            (RECORD_VERSION,),
         ).fetchall()
         found: dict[str, dict[str, tuple[str, int]]] = {}
         for qualified, tier, location, checked in rows:
@@ -193,7 +203,7 @@ class HealthCache:
     def record(self, qualified: str, tier: str) -> tuple[str, TableMetrics] | None:
         row = self._conn.execute(
             "SELECT metadata_location, record FROM metrics WHERE qualified = ? AND tier = ? AND version = ?",
-            (qualified, tier, ALGORITHM_VERSION),
+            (qualified, tier, RECORD_VERSION),
         ).fetchone()
         if row is None:
             return None
@@ -209,7 +219,7 @@ class HealthCache:
             db.execute(
                 "INSERT OR REPLACE INTO metrics VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
-                    metrics.qualified_name, metrics.tier, metrics.metadata_location, ALGORITHM_VERSION,
+                    metrics.qualified_name, metrics.tier, metrics.metadata_location, RECORD_VERSION,
                     metrics.collected_at_ms, metrics.collected_at_ms, json.dumps(metrics.to_json(), separators=(",", ":")),
                 ),
             )
@@ -359,6 +369,8 @@ def _base_fields(metadata: TableMetadata) -> dict[str, Any]:
         "newest_snapshot_ms": max((s.timestamp_ms for s in snapshots), default=None),
         "current_snapshot_id": current.snapshot_id if current else None,
         "properties": dict(metadata.properties),
+        "location": metadata.location,
+        "columns": schema_columns(metadata.schema()),
     }
 
 
@@ -645,7 +657,8 @@ class HealthCollector:
                 continue
             except Exception as exc:  # a broken table must not stop the others
                 log.warning("health of %s could not be collected: %s", table.qualified, exc, exc_info=True)
-                errors[table] = f"{type(exc).__name__}: {exc}"
+                where = storage_context(self.catalog) if isinstance(exc, OSError) else ""  # a read from storage failed
+                errors[table] = f"{type(exc).__name__}: {exc}{where}"
                 continue
             metrics[table] = result[0]
             if result[1]:

@@ -3,7 +3,7 @@ operations now, recorded in the instance like any other run. One path for both: 
 process (:func:`trigger_table`), the HTTP API queues them for the daemon (:func:`submit_queued`);
 both check the request the same way (:func:`prepare_trigger`) and tag the runs with the one builder.
 
-One run per operation, in Floe's order, sharing a ``floe/trigger-id``; after a failure the later
+One run per operation, in Floe's order, sharing a trigger id (``dagster/floe.trigger-id``); after a failure the later
 operations are cancelled. Schedules, windows and backoff are ignored; the table lock is not. An
 operation that deletes files is skipped on a table that sets ``gc.enabled=false``.
 """

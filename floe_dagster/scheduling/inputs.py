@@ -132,7 +132,7 @@ def queued_runs(in_flight_runs: Iterable[RunInFlight]) -> int:
 
 def _attach_created_runs(instance: DagsterInstance, coordination: Coordination, recent: list[dict]) -> None:
     """Fill in the run id of admissions whose run the daemon has created since (one query): a run
-    carries its batch's key as floe/run-key."""
+    carries its batch's key as the run tag dagster/floe.run-key."""
     pending: dict[str, list[dict]] = {}
     for row in recent:
         if row["run_id"] is None:

@@ -5,7 +5,9 @@ do nothing start no JVM) and adds what that resource lacks: after each unit of w
 Iceberg catalog inside Spark. Iceberg 1.10's JdbcCatalog leaves result sets open, and on SQLite a
 live Spark catalog keeps a read lock that makes every PyIceberg commit fail with "database is
 locked"; closing the catalog and resetting Spark's catalog manager frees it, and the next use opens
-a fresh catalog.
+a fresh catalog. (Iceberg 1.11 closes those result sets; the release stays, since 1.10.x remains
+selectable with ``spark.iceberg-version``.) The JVM handles used here (``_jsparkSession``) exist on
+classic sessions of PySpark 3.5 and 4.x alike; a Spark Connect session has none and skips them.
 """
 
 from __future__ import annotations
@@ -243,11 +245,12 @@ class IcebergSparkEngine(ConfigurableResource):
                 self.release_catalog()
 
     def _free_sqlite_read_locks(self) -> None:
-        """Iceberg's JdbcCatalog.initialize() leaves two metadata result sets open on a pooled SQLite
+        """Iceberg 1.10's JdbcCatalog.initialize() leaves two metadata result sets open on a pooled SQLite
         connection: a read lock for the whole unit of work. A PyIceberg writer's commit then waits for
         the unit to end, and Spark's own commit, finding that writer waiting, fails at once with
         SQLITE_BUSY (SQLite's deadlock rule skips the busy timeout). Resetting the catalog
-        connection's statements right after initialization ends that read transaction."""
+        connection's statements right after initialization ends that read transaction. (1.11 closes
+        them itself; resetting a finished statement is harmless.)"""
         jvm_session = getattr(self.pyspark.spark_session, "_jsparkSession", None)
         if jvm_session is None:  # Spark Connect: the server owns the catalog
             return

@@ -83,22 +83,24 @@ def _download(coordinate: str, target: Path) -> None:
 # run floe-dagster; `floe-dagster setup --test-servers` (run by `./dev test`) fetches them so the
 # tests can start real servers on 127.0.0.1.
 #
-# The REST fixture is 1.10.1, not the 1.10.2 of the Spark runtime: iceberg-open-api and iceberg-core
-# 1.10.2 are on Maven Central but iceberg-api, iceberg-common and iceberg-bundled-guava 1.10.2 are not,
-# so 1.10.2's fixture cannot be resolved. The REST protocol is the same; the server's version is
-# independent of the client's.
-REST_FIXTURE_ICEBERG_VERSION = "1.10.1"
+# The REST fixture is Iceberg 1.11.0, the default runtime's release. (1.10.2's could not be resolved:
+# iceberg-api, iceberg-common and iceberg-bundled-guava 1.10.2 are not on Maven Central.) The REST
+# protocol is the same either way; the server's version is independent of the client's.
+REST_FIXTURE_ICEBERG_VERSION = "1.11.0"
 REST_FIXTURE_MAIN_CLASS = "org.apache.iceberg.rest.RESTCatalogServer"
 # The fixture's own build (iceberg's build.gradle, project ':iceberg-open-api', testFixtures) has no
 # published POM dependencies, so we list them: iceberg-core and its test classes (RESTCatalogAdapter,
-# RESTCatalogServlet), Jetty 11 (servlet), the SQLite JDBC driver, slf4j, and Hadoop's shaded client
-# for HadoopFileIO and Configuration.
+# RESTCatalogServlet), Jetty 12 (the EE10 servlet and the gzip compression handler the 1.11 fixture
+# installs; 1.10's ran on Jetty 11), the SQLite JDBC driver, slf4j, and Hadoop's shaded client for
+# HadoopFileIO and Configuration. The Jetty version is the one Iceberg 1.11 builds with.
 _REST_FIXTURE_DEPENDENCIES = (
     ("org.apache.iceberg", "iceberg-open-api", "{v}", "test-fixtures"),
     ("org.apache.iceberg", "iceberg-core", "{v}", None),
     ("org.apache.iceberg", "iceberg-core", "{v}", "tests"),
-    ("org.eclipse.jetty", "jetty-server", "11.0.26", None),
-    ("org.eclipse.jetty", "jetty-servlet", "11.0.26", None),
+    ("org.eclipse.jetty", "jetty-server", "12.1.8", None),
+    ("org.eclipse.jetty.ee10", "jetty-ee10-servlet", "12.1.8", None),
+    ("org.eclipse.jetty.compression", "jetty-compression-server", "12.1.8", None),
+    ("org.eclipse.jetty.compression", "jetty-compression-gzip", "12.1.8", None),
     ("org.xerial", "sqlite-jdbc", "3.50.3.0", None),
     ("org.slf4j", "slf4j-simple", "2.0.17", None),
     ("org.apache.hadoop", "hadoop-client-api", "3.4.1", None),
@@ -106,7 +108,8 @@ _REST_FIXTURE_DEPENDENCIES = (
 )
 # spark-connect_2.12 is a shaded jar with no runtime dependencies beyond Spark itself. Maven Central
 # (as reached here) has no 3.5.9 build of it; 3.5.7 is the newest 3.5.x there, and it runs on the
-# pyspark 3.5.9 distribution (same Connect protocol within 3.5).
+# pyspark 3.5.9 distribution (same Connect protocol within 3.5). Spark 3.5 only: PySpark 4 ships its
+# own server jar (spark/runtime.py's spark_connect_server_packages).
 SPARK_CONNECT_SERVER_PACKAGE = "org.apache.spark:spark-connect_2.12:3.5.7"
 SPARK_CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 # s3proxy, an S3-compatible server (one self-contained jar) with a folder as its storage: the object

@@ -54,8 +54,11 @@ def quote_literal(value: str) -> str:
 
 
 def table_argument(table: TableName) -> str:
-    """The procedures' ``table`` argument: a literal holding the quoted multi-part identifier."""
-    return quote_literal(".".join(quote_identifier(p) for p in table.identifier))
+    """The procedures' ``table`` argument: a literal holding the quoted multi-part identifier, catalog
+    included. Iceberg reads a first part that names a catalog as that catalog, so without it a namespace
+    named like a catalog would be taken for one; and on Spark 4, Iceberg logs a warning with a stack
+    trace for every first part that is not a catalog."""
+    return quote_literal(spark_table_reference(table))
 
 
 def spark_table_reference(table: TableName) -> str:

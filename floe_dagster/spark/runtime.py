@@ -16,6 +16,7 @@ from floe_dagster.core.object_storage import uses_s3
 from floe_dagster.errors import SettingsError
 from floe_dagster.settings import Settings
 from floe_dagster.spark.catalog_conf import spark_catalog_conf
+from floe_dagster.spark.jars import SPARK_CONNECT_SERVER_PACKAGE
 
 ICEBERG_GROUP = "org.apache.iceberg"
 # Spark line -> the Scala version its PySpark distribution is built with (Spark 4 dropped 2.12).
@@ -26,6 +27,7 @@ FIRST_ICEBERG_FOR_SPARK_LINE = {"3.5": (1, 4, 0), "4.0": (1, 10, 0), "4.1": (1, 
 # floe-dagster's procedures and estimates follow Iceberg 1.10 and later.
 OLDEST_ICEBERG = (1, 10, 0)
 _RUNTIME_ARTIFACT = re.compile(r"^iceberg-spark-runtime-(\d+\.\d+)_(\d+\.\d+)$")
+_RUNTIME_JAR = re.compile(r"^iceberg-spark-runtime-(\d+\.\d+)_(\d+\.\d+)-[^/]*\.jar$")
 
 
 def installed_spark_line() -> str:
@@ -64,15 +66,19 @@ def iceberg_spark_runtime(iceberg_version: str, spark_line: str) -> str:
 def spark_packages(settings: Settings, spark_line: str | None = None) -> list[str]:
     """Every Maven package Spark loads, in order: the Iceberg runtime, the user's packages, the
     catalog's drivers. A runtime listed in ``spark.packages`` (how 1.10.x was pinned before
-    ``spark.iceberg-version``) is kept when it matches the installed PySpark, refused otherwise."""
+    ``spark.iceberg-version``) or ``spark.jars`` replaces floe-dagster's when it matches the
+    installed PySpark, and is refused otherwise."""
     spark_line = spark_line or installed_spark_line()
-    listed_runtime = [p for p in settings.spark.packages if _runtime_line(p) is not None]
-    for coordinate in listed_runtime:
-        line, scala = _runtime_line(coordinate)
+    listed_runtime = [
+        *(("spark.packages", p, _runtime_line(p)) for p in settings.spark.packages),
+        *(("spark.jars", j, _runtime_jar_line(j)) for j in settings.spark.jars),
+    ]
+    listed_runtime = [(key, entry, line) for key, entry, line in listed_runtime if line is not None]
+    for key, entry, (line, scala) in listed_runtime:
         if (line, scala) != (spark_line, SCALA_FOR_SPARK_LINE.get(spark_line)):
             raise SettingsError(
-                f"spark.packages lists {coordinate}, built for Spark {line} (Scala {scala}), but the installed "
-                f"PySpark is {spark_line}: remove it from spark.packages and set spark.iceberg-version instead; "
+                f"{key} lists {entry}, built for Spark {line} (Scala {scala}), but the installed "
+                f"PySpark is {spark_line}: remove it from {key} and set spark.iceberg-version instead; "
                 f"floe-dagster then loads {iceberg_spark_runtime(settings.spark.iceberg_version, spark_line)}"
             )
     runtime = [] if listed_runtime else [iceberg_spark_runtime(settings.spark.iceberg_version, spark_line)]
@@ -86,6 +92,19 @@ def spark_packages(settings: Settings, spark_line: str | None = None) -> list[st
 def iceberg_aws_bundle(iceberg_version: str) -> str:
     """Iceberg's AWS bundle (the AWS SDK that S3FileIO calls), of the runtime's Iceberg version."""
     return f"{ICEBERG_GROUP}:iceberg-aws-bundle:{iceberg_version}"
+
+
+def spark_connect_server_packages(spark_line: str | None = None) -> list[str]:
+    """What a Spark Connect server started from the installed PySpark needs besides the Iceberg
+    runtime: PySpark 3.5 from pip ships no Connect server, so its jar comes from Maven Central;
+    PySpark 4 ships its own (``pyspark/jars/spark-connect_2.13-<version>.jar``), and a 3.5 jar would
+    be the wrong Scala."""
+    return [SPARK_CONNECT_SERVER_PACKAGE] if (spark_line or installed_spark_line()) == "3.5" else []
+
+
+def _runtime_jar_line(path: str) -> tuple[str, str] | None:
+    match = _RUNTIME_JAR.match(path.replace("\\", "/").rsplit("/", 1)[-1])
+    return (match.group(1), match.group(2)) if match else None
 
 
 def _runtime_line(coordinate: str) -> tuple[str, str] | None:

@@ -25,6 +25,7 @@ import requests
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from floe_dagster.api.auth import hash_key
+from floe_dagster.core import run_tags as T
 from floe_dagster.core.tables import TableName
 from floe_dagster.demo import DemoSizes, build_demo_lakehouse
 from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
@@ -210,9 +211,9 @@ def test_the_readme_curl_examples_and_a_trigger_that_maintains_the_table(server)
     assert after["data_files"] == 1 and after["snapshots"] == before["snapshots"] + 1
     assert after["records"] == before["records"]
     with instance(server) as dagster:
-        [run] = dagster.get_runs(RunsFilter(tags={"floe/trigger-id": triggered["orchestrationId"]}))
+        [run] = dagster.get_runs(RunsFilter(tags={T.TRIGGER_ID: triggered["orchestrationId"]}))
     assert run.run_id == result["runId"] and run.status == DagsterRunStatus.SUCCESS
-    assert run.tags["floe/trigger"] == "manual" and run.tags["floe/actor"] == "ops-bot"
+    assert run.tags["floe/trigger"] == "manual" and run.tags[T.ACTOR] == "ops-bot"
     assert run.tags["floe/reason"] == "compact before the report" and run.tags["floe/table"] == "demo.sales.orders"
     assert int(run.tags["dagster/priority"]) >= 300
     recent = answer("/api/v1/operations")

@@ -19,6 +19,7 @@ import pytest
 import requests
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
+from floe_dagster.core import run_tags as T
 from floe_dagster.demo import _create, rows
 from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.iceberg.table_cache import refresh_table_cache
@@ -144,7 +145,7 @@ def test_a_stopping_server_answers_waiting_triggers_at_once_and_the_runs_stay_qu
         assert result["status"] == "PENDING" and result["message"].startswith("the API server is stopping")
         assert response.headers["location"] == f"/api/v1/operations?triggerId={result['orchestrationId']}"
         with DagsterInstance.from_config(str(home)) as instance:
-            [run] = instance.get_runs(RunsFilter(tags={"floe/trigger-id": result["orchestrationId"]}))
+            [run] = instance.get_runs(RunsFilter(tags={T.TRIGGER_ID: result["orchestrationId"]}))
             assert run.status == DagsterRunStatus.QUEUED  # the daemon runs it once the queue moves
             for queued in instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.QUEUED])):
                 instance.report_run_canceled(queued, message="test: clean up")

@@ -11,10 +11,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from dagster import DagsterInstance, RunRequest, build_schedule_context, build_sensor_context
 
+from floe_dagster.core import run_tags as T
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
-from floe_dagster.defs.schedules import schedule_name
 from floe_dagster.defs.sensors import SENSOR_NAME
 from floe_dagster.demo import DemoSizes, build_demo_lakehouse
 from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
@@ -38,6 +38,7 @@ POLICIES = """
   rewriteManifests: {}
   rewriteManifestsSchedule: {cronExpression: "* * * * *"}
 """
+OPS_CRON_SCHEDULE = "floe_ops_cron_rewrite_manifests"  # policy ops-cron's rule, as Dagit lists it
 SIZES = DemoSizes(small_files=12, snapshots=6, position_delete_commits=2, old_orphans=1, young_orphans=1,
                   skewed_files=3, other_partition_files=1)
 
@@ -94,7 +95,7 @@ def test_sensor_and_schedule_admit_each_item_once_and_see_history(setup):
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         sensor_future = pool.submit(evaluate_sensor, defs, instance)
         schedule_future = pool.submit(evaluate_schedule, defs, instance,
-                                      schedule_name("ops-cron", Operation.REWRITE_MANIFESTS), now)
+                                      OPS_CRON_SCHEDULE, now)
         sensor_data, schedule_data = sensor_future.result(), schedule_future.result()
     requests = list(sensor_data.run_requests or []) + list(schedule_data.run_requests or [])
     # A launcher that finds the scheduler lock taken skips its tick (lock_held) and plans next time.
@@ -113,11 +114,11 @@ def test_sensor_and_schedule_admit_each_item_once_and_see_history(setup):
     request = by_item[("demo.sales.orders", "REWRITE_DATA_FILES")]
     tags = request.tags
     assert tags["floe/trigger"] == "interval" and tags["floe/policy"] == "sales-interval"
-    assert tags["floe/tag.team"] == "sales" and tags["floe/policy-version"]
-    assert tags["floe/slot"] == "interval:first" and tags["floe/attempt"] == "0"
+    assert tags[T.POLICY_TAG_PREFIX + "team"] == "sales" and tags[T.POLICY_VERSION]
+    assert tags[T.SLOT] == "interval:first" and tags[T.ATTEMPT] == "0"
     assert request.run_key == "demo.sales.orders|REWRITE_DATA_FILES|interval:first|attempt-0"
     assert tags["dagster/max_runtime"] == str(2 * 3600)
-    assert int(tags["dagster/priority"]) >= 100 and float(tags["floe/debt-score"]) >= 0
+    assert int(tags["dagster/priority"]) >= 100 and float(tags[T.DEBT_SCORE]) >= 0
     assert request.partition_key == "REWRITE_DATA_FILES"
 
     # Admitted but not launched yet: the next tick does not admit them again.
@@ -136,7 +137,7 @@ def test_sensor_and_schedule_admit_each_item_once_and_see_history(setup):
     later = evaluate_sensor(defs, instance)
     assert not [r for r in (later.run_requests or []) if r.tags["floe/table"].startswith("demo.sales.")]
     runs = instance.get_runs()
-    assert {run.tags.get("floe/run-key") for run in runs} >= {by_item[key].run_key for key in sales}
+    assert {run.tags.get(T.RUN_KEY) for run in runs} >= {by_item[key].run_key for key in sales}
 
 
 def test_plan_shows_reasons_and_budgets(setup, monkeypatch):
@@ -156,13 +157,13 @@ def test_plan_shows_reasons_and_budgets(setup, monkeypatch):
 
 def test_schedule_admits_its_rule_at_cron_time(setup):
     settings, instance, defs = setup
-    name = schedule_name("ops-cron", Operation.REWRITE_MANIFESTS)
+    name = OPS_CRON_SCHEDULE
     now = datetime.now(timezone.utc)
     data = evaluate_schedule(defs, instance, name, now)
     requests = list(data.run_requests or [])
     assert {r.tags["floe/table"] for r in requests} == {"demo.ops.audit_log", "demo.ops.metrics", "demo.ops.healthy"}
     assert all(r.tags["floe/trigger"] == "cron" and r.partition_key == "REWRITE_MANIFESTS" for r in requests)
-    slot = requests[0].tags["floe/slot"]
+    slot = requests[0].tags[T.SLOT]
     assert datetime.fromisoformat(slot) <= now and now - datetime.fromisoformat(slot) < timedelta(minutes=1)
     # Only its own rule: the sales tables' interval work is the sensor's.
     assert not [r for r in requests if r.tags["floe/table"].startswith("demo.sales.")]
@@ -199,12 +200,12 @@ def test_the_sensor_batches_due_tables_into_one_run_per_operation(tmp_path, inst
         tables = ["demo.sales.customers", "demo.sales.events", "demo.sales.orders"]
         assert sorted(".".join(k.path) for k in rdf.asset_selection) == tables
         tags = rdf.tags
-        assert tags["floe/batch-size"] == "3" and sorted(tags["floe/tables"].split(",")) == tables
+        assert tags[T.BATCH_SIZE] == "3" and sorted(tags["floe/tables"].split(",")) == tables
         assert "floe/table" not in tags and tags["floe/operation"] == "REWRITE_DATA_FILES"
-        assert tags["floe/trigger"] == "interval" and tags["floe/triggers"] == "interval"
-        assert tags["floe/policy"] == "sales-interval" and tags["floe/tag.team"] == "sales"
-        assert tags["dagster/max_runtime"] == str(2 * 3600) and tags["floe/actor"] == "sensor:default"
-        assert rdf.run_key == tags["floe/run-key"] and rdf.run_key.startswith("batch:")
+        assert tags["floe/trigger"] == "interval" and tags[T.TRIGGER_KINDS] == "interval"
+        assert tags["floe/policy"] == "sales-interval" and tags[T.POLICY_TAG_PREFIX + "team"] == "sales"
+        assert tags["dagster/max_runtime"] == str(2 * 3600) and tags[T.ACTOR] == "sensor:default"
+        assert rdf.run_key == tags[T.RUN_KEY] and rdf.run_key.startswith("batch:")
 
         # The ledger keeps one row per table, carrying the batch's key.
         coordination = Coordination(settings.coordination_url)

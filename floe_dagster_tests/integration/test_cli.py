@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus
 
+from floe_dagster.core import run_tags as T
 from floe_dagster.demo import DemoSizes, build_demo_lakehouse
 from floe_dagster.iceberg.table_cache import refresh_table_cache
 from floe_dagster.settings import load_settings
@@ -97,8 +99,8 @@ def test_trigger_runs_in_process_and_records_the_run(lake):
     with DagsterInstance.from_config(str(home)) as instance:
         runs = [r for r in instance.get_runs() if r.tags.get("floe/trigger") == "manual"]
     assert {r.tags["floe/operation"] for r in runs} == {"REWRITE_DATA_FILES", "EXPIRE_SNAPSHOTS"}
-    assert len({r.tags["floe/trigger-id"] for r in runs}) == 1
-    assert all(r.tags["floe/reason"] == "compact before the report" and r.tags["floe/actor"] for r in runs)
+    assert len({r.tags[T.TRIGGER_ID] for r in runs}) == 1
+    assert all(r.tags["floe/reason"] == "compact before the report" and r.tags[T.ACTOR] for r in runs)
     assert all(r.status == DagsterRunStatus.SUCCESS for r in runs)
     failing = floe(lake, "trigger", "demo.ops.metrics", "--operation", "EXPIRE_SNAPSHOTS", check=False)
     assert failing.returncode == 2 and "does not configure EXPIRE_SNAPSHOTS" in failing.stderr
@@ -127,3 +129,41 @@ def test_validate(lake, tmp_path):
     assert result.returncode == 2
     assert f"{bad}: policy 'x': tablePatern" in result.stdout and "tablePattern" in result.stdout
     assert "expireSnapshots.retainLast" in result.stdout
+
+
+def test_dagster_backfill_of_a_namespace(lake):
+    """``--dagster-backfill``: one Dagster backfill of the maintenance job over the namespace's
+    assets (the daemon runs it: test_daemon_backfills.py); a table the code location does not list
+    is refused by name."""
+    import pyarrow as pa
+    from dagster._core.execution.backfill import BulkActionStatus
+
+    from floe_dagster.iceberg.catalog import open_catalog
+
+    args = ("backfill", "--tables", "demo.ops.*", "--operation", "REWRITE_MANIFESTS", "--dagster-backfill")
+    dry = floe(lake, *args, "--dry-run")
+    assert "would include demo.ops.metrics" in dry.stdout
+    assert "would launch a Dagster backfill: one REWRITE_MANIFESTS run over 3 table(s)" in dry.stdout
+    launched = floe(lake, *args, "--reason", "after the migration")
+    backfill_id = re.search(r"Dagster backfill (\S+) launched", launched.stdout).group(1)
+    config, home = lake
+    with DagsterInstance.from_config(str(home)) as instance:
+        backfill = instance.get_backfill(backfill_id)
+        assert backfill.status == BulkActionStatus.REQUESTED  # no daemon here to run it
+        assert backfill.partition_set_origin.partition_set_name == "floe_maintenance_partition_set"
+        assert backfill.partition_names == ["REWRITE_MANIFESTS"]
+        assert sorted(k.to_user_string() for k in backfill.asset_selection) == [
+            "demo/ops/audit_log", "demo/ops/healthy", "demo/ops/metrics"]
+        assert backfill.tags[T.TRIGGER] == "backfill" and backfill.tags[T.NAMESPACE] == "ops"
+        assert backfill.tags[T.REASON] == "after the migration" and int(backfill.tags["dagster/priority"]) < 100
+
+        # A table created after the code location's table list was cached: refused, no backfill.
+        catalog = open_catalog(load_settings(config, environ={}).catalog)
+        catalog.create_namespace("late")
+        catalog.create_table("late.events", schema=pa.schema([pa.field("id", pa.int64())]))
+        late = floe(lake, "backfill", "--tables", "demo.late.*", "--operation", "REWRITE_MANIFESTS", "--dagster-backfill",
+                    check=False)
+        assert late.returncode == 2, late.stdout + late.stderr
+        assert "1 matching table(s) are not in the code location's table list: demo.late.events" in late.stderr
+        assert "floe-dagster tables --refresh" in late.stderr
+        assert [b.backfill_id for b in instance.get_backfills()] == [backfill_id]

@@ -1,7 +1,8 @@
-"""Backfills through the real Dagster daemon: ``dagster job backfill`` over a namespace job (one run
-maintaining several tables, each under its own lock) and ``floe-dagster backfill`` (one queued run per
-table); the daemon launches them from the run queue, the runs get the audit tags at start, and the
-tables change. These are the README's commands."""
+"""Backfills through the real Dagster daemon: ``floe-dagster backfill --dagster-backfill`` over a
+namespace (one Dagster backfill of the maintenance job restricted to the namespace's assets: one run
+maintaining several tables, each under its own lock) and ``floe-dagster backfill`` (one queued run
+per table); the daemon launches them, the runs carry the audit tags, and the tables change. These
+are the docs' commands (docs/automation.md)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus
 
+from floe_dagster.core import run_tags as T
 from floe_dagster.core.tables import TableName
 from floe_dagster.demo import DemoSizes, build_demo_lakehouse
 from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
@@ -36,7 +38,7 @@ POLICIES = """
 """
 
 
-def test_dagster_job_backfill_and_floe_backfill_run_through_the_daemon(tmp_path, dagster_home):
+def test_namespace_backfill_and_per_table_backfill_run_through_the_daemon(tmp_path, dagster_home):
     config = write_settings(tmp_path, POLICIES)
     settings = load_settings(config, environ={})
     build_demo_lakehouse(settings, DemoSizes(small_files=10, snapshots=5, position_delete_commits=1,
@@ -50,8 +52,10 @@ def test_dagster_job_backfill_and_floe_backfill_run_through_the_daemon(tmp_path,
         assert result.returncode == 0, result.stdout + result.stderr
         return result.stdout
 
-    run(str(BIN / "dagster"), "job", "backfill", "-w", "workspace.yaml", "-j", "floe_maintenance__sales",
-        "--partitions", "REWRITE_MANIFESTS", "--noprompt")
+    out = run(str(BIN / "floe-dagster"), "backfill", "--tables", "demo.sales.*", "--operation", "REWRITE_MANIFESTS",
+              "--dagster-backfill")
+    assert "one REWRITE_MANIFESTS run over 3 table(s)" in out and "included demo.sales.events" in out
+    backfill_id = out.split("Dagster backfill ")[1].split()[0]
     out = run(str(BIN / "floe-dagster"), "backfill", "--tables", "demo.ops.metrics", "--operation", "REWRITE_DATA_FILES")
     assert "1 run(s) queued" in out
 
@@ -77,9 +81,19 @@ def test_dagster_job_backfill_and_floe_backfill_run_through_the_daemon(tmp_path,
     dagster_run, floe_run = runs[True], runs[False]
     assert dagster_run.status == DagsterRunStatus.SUCCESS and floe_run.status == DagsterRunStatus.SUCCESS
     with DagsterInstance.get() as instance:
-        tags = instance.get_run_by_id(dagster_run.run_id).tags
+        backfill = instance.get_backfill(backfill_id)
+        namespace_run = instance.get_run_by_id(dagster_run.run_id)
+    # The backfill of the one maintenance job, restricted to the namespace's tables (no namespace job).
+    assert backfill.partition_set_origin.partition_set_name == "floe_maintenance_partition_set"
+    assert backfill.partition_names == ["REWRITE_MANIFESTS"]
+    assert namespace_run.job_name == "floe_maintenance"
+    assert {k.to_user_string() for k in namespace_run.asset_selection} == {
+        "demo/sales/customers", "demo/sales/events", "demo/sales/orders"}
+    tags = namespace_run.tags
+    assert tags["dagster/backfill"] == backfill_id and tags["dagster/partition"] == "REWRITE_MANIFESTS"
     assert tags["floe/trigger"] == "backfill" and tags["floe/operation"] == "REWRITE_MANIFESTS"
-    assert tags["floe/namespace"] == "sales" and tags["floe/reason"].startswith("backfill ")
+    assert tags[T.NAMESPACE] == "sales" and tags["floe/reason"] == "backfill from the CLI"
+    assert tags[T.TRIGGER_ID] and tags["dagster/priority"] == "0"
     assert floe_run.tags["floe/trigger"] == "backfill" and floe_run.tags["floe/table"] == "demo.ops.metrics"
 
     catalog = open_catalog(settings.catalog)

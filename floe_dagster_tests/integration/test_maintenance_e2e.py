@@ -9,6 +9,7 @@ import os
 import pytest
 from dagster import DagsterInstance
 
+from floe_dagster.core import run_tags as T
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.demo import DemoSizes, build_demo_lakehouse, local_path, rows
@@ -79,6 +80,7 @@ def assert_pyiceberg_can_commit(settings, name):
     assert table_counts(load_table(open_catalog(settings.catalog), TableName.parse(name, "demo")))["records"] == before + 1
 
 
+@pytest.mark.spark4_smoke  # every operation, each a Dagster run
 def test_rewrite_data_files_compacts_small_files(lake, instance):
     before_rows = contents(lake, "sales.orders")
     outcome = trigger(lake, instance, "demo.sales.orders", "REWRITE_DATA_FILES")
@@ -94,13 +96,14 @@ def test_rewrite_data_files_compacts_small_files(lake, instance):
     assert run.tags["floe/table"] == "demo.sales.orders"
     assert run.tags["floe/operation"] == "REWRITE_DATA_FILES"
     assert run.tags["floe/trigger"] == "manual" and run.tags["floe/policy"] == "sales-all"
-    assert run.tags["floe/actor"] == "tester" and run.tags["floe/trigger-id"] == "t-REWRITE_DATA_FILES"
+    assert run.tags[T.ACTOR] == "tester" and run.tags[T.TRIGGER_ID] == "t-REWRITE_DATA_FILES"
     event = instance.get_latest_materialization_event(asset_key_for(TableName("demo", ("sales",), "orders")))
     assert event.dagster_event.partition == "REWRITE_DATA_FILES"
     assert event.asset_materialization.metadata["rewritten_data_files_count"].value == 40
     assert_pyiceberg_can_commit(lake, "sales.orders")
 
 
+@pytest.mark.spark4_smoke
 def test_expire_snapshots_down_to_retain_last(lake, instance):
     before_rows = contents(lake, "sales.events")
     table = load_table(open_catalog(lake.catalog), TableName.parse("sales.events", "demo"))
@@ -115,6 +118,7 @@ def test_expire_snapshots_down_to_retain_last(lake, instance):
     assert_pyiceberg_can_commit(lake, "sales.events")
 
 
+@pytest.mark.spark4_smoke
 def test_rewrite_manifests(lake, instance):
     before_rows = contents(lake, "sales.events")
     table = load_table(open_catalog(lake.catalog), TableName.parse("sales.events", "demo"))
@@ -126,6 +130,7 @@ def test_rewrite_manifests(lake, instance):
     assert contents(lake, "sales.events").equals(before_rows)
 
 
+@pytest.mark.spark4_smoke
 def test_orphan_cleanup_removes_only_old_unreferenced_files(lake, instance):
     table = load_table(open_catalog(lake.catalog), TableName.parse("ops.audit_log", "demo"))
     before_files = files_under(table)
@@ -140,6 +145,7 @@ def test_orphan_cleanup_removes_only_old_unreferenced_files(lake, instance):
     assert outcome.metadata["orphan_files_count"] == 3
 
 
+@pytest.mark.spark4_smoke
 def test_rewrite_position_delete_files(lake, instance):
     name = TableName.parse("sales.customers", "demo")
     table = load_table(open_catalog(lake.catalog), name)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance
 
+from floe_dagster.core import run_tags as T
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.demo import rows
@@ -121,5 +122,5 @@ def test_an_unreachable_connect_server_is_an_outage(connect_lake):
     assert "Spark Connect server at sc://127.0.0.1:" in result.stdout + result.stderr
     with DagsterInstance.get() as instance:
         [run] = instance.get_runs(limit=1)
-    assert run.tags.get("floe/failure-kind") == "outage"  # not the table's failure: no backoff
+    assert run.tags.get(T.FAILURE_KIND) == "outage"  # not the table's failure: no backoff
     assert table_counts(load_table(open_catalog(settings.catalog), table))["data_files"] == 10

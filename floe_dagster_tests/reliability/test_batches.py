@@ -21,6 +21,7 @@ from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatu
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.locks import is_lock_free, table_lock_name
 from floe_dagster.coordination.runs import run_lock_name
+from floe_dagster.core import run_tags as T
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.build import build_definitions
@@ -146,7 +147,7 @@ def test_a_table_whose_lock_is_held_is_skipped_alone_without_counting(lake):
             holder.wait()
         assert result.success  # skipping a busy table is not a failure of the run
         assert materialized(result) == {A.qualified, C.qualified}
-        assert instance.get_run_by_id(result.run_id).tags.get("floe/failure-kind") == "lock_held"
+        assert instance.get_run_by_id(result.run_id).tags.get(T.FAILURE_KIND) == "lock_held"
     coordination = Coordination(settings.coordination_url)
     skipped = coordination.outcomes_for(B.qualified)
     assert [(o["succeeded"], o["failure_kind"]) for o in skipped] == [(False, "lock_held")]
@@ -181,7 +182,7 @@ def test_a_run_killed_mid_batch_frees_its_locks_and_the_next_batch_succeeds(lake
                                    start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             def b_started():
-                runs = [r for r in instance.get_runs() if r.tags.get("floe/run-key") == request.run_key]
+                runs = [r for r in instance.get_runs() if r.tags.get(T.RUN_KEY) == request.run_key]
                 if not runs or runs[0].status != DagsterRunStatus.STARTED:
                     return None
                 logs = [e.user_message or "" for e in instance.all_logs(runs[0].run_id)]
@@ -214,7 +215,7 @@ def test_a_run_killed_mid_batch_frees_its_locks_and_the_next_batch_succeeds(lake
         assert [sorted(d.table.name for d in batch.decisions) for batch in retry.batches] == [
             sorted(t.name for t in unfinished)]
         batch = retry.batches[0]
-        tags = {**dict(request.tags), "floe/run-key": batch.key}
+        tags = {**dict(request.tags), T.RUN_KEY: batch.key}
         done = defs.resolve_job_def(MAINTENANCE_JOB).execute_in_process(
             instance=instance, partition_key=RDF.value, tags=tags, raise_on_error=False,
             asset_selection=[AssetKey(["demo", "sales", d.table.name]) for d in batch.decisions])

@@ -28,6 +28,9 @@ POLICIES = """
 HOSTILE = [
     TableName("demo", ("o'k; ns",), "t`b; DROP TABLE decoy --"),
     TableName("demo", ("sp ace",), 'ü "表" 🙂 \\\' OR 1=1'),
+    # A namespace named like the catalog: Iceberg would read an unqualified 'demo.orders' as table
+    # 'orders' in catalog 'demo', so the procedures get the catalog-qualified name.
+    TableName("demo", ("demo",), "orders"),
 ]
 # What a broken quoting of the hostile names would reach instead.
 DECOYS = [

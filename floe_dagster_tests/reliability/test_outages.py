@@ -10,12 +10,14 @@ import socket
 import subprocess
 import threading
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 import sqlalchemy
 from dagster import DagsterInstance
 
 from floe_dagster.coordination.database import Coordination
+from floe_dagster.core import run_tags as T
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.planner import plan
 from floe_dagster.core.tables import TableName
@@ -151,15 +153,17 @@ def test_spark_that_cannot_start_fails_the_run_blames_no_table_and_opens_the_cir
     assert history is None or (history.failures, history.consecutive_failures) == (0, 0)  # no table backoff
     with DagsterInstance.get() as instance:
         run = instance.get_run_by_id(outcome["run_id"])
-        assert run.status.value == "FAILURE" and run.tags["floe/failure-kind"] == "outage"
+        assert run.status.value == "FAILURE" and run.tags[T.FAILURE_KIND] == "outage"
         tick = run_tick(settings, instance, datetime.now(timezone.utc), "sensor:test", None)
     assert tick.skipped_tick.startswith("circuit_open") and not tick.admitted
 
 
 def test_spark_without_the_iceberg_runtime_fails_clearly_and_counts_toward_backoff(sqlite_lake):
     settings, config, table = sqlite_lake
-    # A deployment that lists only the JDBC driver: the Iceberg runtime jar is missing.
-    config.write_text(config.read_text().replace("spark:\n", "spark:\n  packages: [org.xerial:sqlite-jdbc:3.47.1.0]\n"))
+    # A deployment whose own Spark conf replaces the jar list with the JDBC driver alone (floe-dagster
+    # adds the runtime to spark.jars, and spark.conf wins): the Iceberg runtime jar is missing.
+    driver = Path(settings.spark.jars_cache) / "sqlite-jdbc-3.47.1.0.jar"
+    config.write_text(config.read_text().replace("spark:\n", f"spark:\n  conf: {{spark.jars: '{driver}'}}\n"))
     result = trigger_in_process_of_its_own(config, table)
     assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
     assert "REWRITE_DATA_FILES: FAILED" in result.stdout

@@ -15,7 +15,7 @@ from floe_dagster.spark.engine import IcebergSparkEngine
 from floe_dagster_tests.conftest import write_settings
 from floe_dagster_tests.reliability._support import create_fragmented_table
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.spark4_smoke]
 
 TABLE = TableName("demo", ("sales",), "orders")
 
@@ -66,7 +66,7 @@ def test_a_rewrite_that_loses_rows_fails_the_check(engine_and_table):
 
 
 def test_a_rewrite_that_duplicates_rows_cannot_even_commit(engine_and_table):
-    """Iceberg 1.10 refuses a ``replace`` that adds more records than it removes, so a duplicating
+    """Iceberg (1.10 and 1.11) refuses a ``replace`` that adds more records than it removes, so a duplicating
     rewrite never reaches the check (which would refuse it as it refuses a loss)."""
     engine, reads = engine_and_table
     before = {s["snapshot_id"] for s in reads.snapshots()}

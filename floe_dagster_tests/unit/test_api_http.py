@@ -16,11 +16,12 @@ from datetime import datetime
 import pytest
 import requests
 import uvicorn
-from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
 
 from floe_dagster.api.app import create_app
 from floe_dagster.api.auth import KeyStore, hash_key
 from floe_dagster.coordination.locks import hold_lock, table_lock_name
+from floe_dagster.core import run_tags as T
 from floe_dagster.core.operations import ALL_OPERATIONS
 from floe_dagster.core.tables import TableName
 from floe_dagster.demo import _create, rows
@@ -318,6 +319,23 @@ def test_the_openapi_document_describes_every_endpoint_without_422s(api):
     assert "ValidationError" not in json.dumps(document)
 
 
+def test_runs_made_before_the_audit_tags_moved_are_still_found_by_trigger_id(api):
+    """Runs stored before issue 16 carry ``floe/trigger-id`` and ``floe/actor`` (now under
+    ``dagster/floe.``): the operations endpoint still finds them and reports their actor."""
+    old = DagsterRun(job_name="floe_maintenance", run_id="0" * 8 + "-0000-0000-0000-000000000016",
+                     status=DagsterRunStatus.SUCCESS,
+                     tags={"floe/table": "demo.misc.loose", "floe/operation": "REWRITE_MANIFESTS",
+                           "floe/trigger": "manual", "floe/trigger-id": "old-trigger", "floe/actor": "ana",
+                           "floe/reason": "before the upgrade", "dagster/partition": "REWRITE_MANIFESTS"})
+    api["instance"].add_run(old)
+    try:
+        listed = call(api, "GET", "/api/v1/operations?triggerId=old-trigger", key=VIEWER_KEY).json()
+        assert [(o["runId"], o["triggerId"], o["actor"], o["table"]) for o in listed["operations"]] == [
+            (old.run_id, "old-trigger", "ana", "demo.misc.loose")]
+    finally:
+        api["instance"].delete_run(old.run_id)
+
+
 def test_a_trigger_queues_its_runs_and_without_a_daemon_does_not_wait(api):
     """Runs last: it leaves one queued run (no daemon runs in this module). The queued run makes
     the table busy: a second trigger is a 409 naming it."""
@@ -333,9 +351,9 @@ def test_a_trigger_queues_its_runs_and_without_a_daemon_does_not_wait(api):
     assert result["operationType"] == "REWRITE_MANIFESTS" and result["status"] == "PENDING"
     run = api["instance"].get_run_by_id(result["runId"])
     assert run.status == DagsterRunStatus.QUEUED and run.job_name == "floe_maintenance"
-    assert {k: run.tags[k] for k in ("floe/trigger", "floe/trigger-id", "floe/actor", "floe/reason", "floe/table",
+    assert {k: run.tags[k] for k in ("floe/trigger", T.TRIGGER_ID, T.ACTOR, "floe/reason", "floe/table",
                                      "dagster/partition")} == {
-        "floe/trigger": "manual", "floe/trigger-id": queued["orchestrationId"], "floe/actor": "ops-bot",
+        "floe/trigger": "manual", T.TRIGGER_ID: queued["orchestrationId"], T.ACTOR: "ops-bot",
         "floe/reason": "after the backfill", "floe/table": "demo.lake.raw.clicks", "dagster/partition": "REWRITE_MANIFESTS"}
     assert OPERATOR_KEY not in json.dumps(dict(run.tags)) and hash_key(OPERATOR_KEY) not in json.dumps(dict(run.tags))
     listed = call(api, "GET", response.headers["Location"], key=VIEWER_KEY).json()

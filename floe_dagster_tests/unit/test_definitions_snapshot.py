@@ -43,9 +43,9 @@ CATALOG = "lake"
 TABLES = [
     TableName(CATALOG, ("sales",), "orders"),
     TableName(CATALOG, ("sales",), "customers"),
-    TableName(CATALOG, ("ops", "eu"), "audit_log"),  # nested namespace: group ops_x2e_eu
+    TableName(CATALOG, ("ops", "eu"), "audit_log"),  # nested namespace: group ops_eu
     TableName(CATALOG, ("ops", "eu"), "metrics"),
-    TableName(CATALOG, ("web-logs",), "clicks"),  # '-' needs the group-name escape: web_x2d_logs
+    TableName(CATALOG, ("web-logs",), "clicks"),  # '-' is not valid in a group name: web_logs
     TableName(CATALOG, ("web-logs",), "page views"),  # a space: an asset, with an escaped output name
     TableName(CATALOG, ("sales",), "bad/name"),  # '/' cannot be an asset: left out of the code location
 ]

@@ -1,4 +1,4 @@
-"""Byte estimates follow Iceberg 1.10.2's bin-pack planners: file selection, min-input-files,
+"""Byte estimates follow the bin-pack planners of Iceberg 1.10.2 and 1.11.0: file selection, min-input-files,
 enough/too much content, delete thresholds, rewrite-all, group packing, per-partition independence.
 The rules come from the policy's typed config (``RewriteRules.for_data_files``); planner options no
 policy sets (min/max file size, delete ratio, max files) are given to ``RewriteRules.sized`` directly."""

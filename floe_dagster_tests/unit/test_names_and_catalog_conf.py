@@ -5,11 +5,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from floe_dagster.core.tables import TableName
+from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.defs.names import (
     asset_key_for,
-    group_name_for,
-    namespace_for_group,
+    group_names_for,
+    readable_name,
+    schedule_names_for,
     table_for_asset_key,
+    unique_names,
     unmappable_reason,
 )
 from floe_dagster.errors import CatalogUnavailable
@@ -17,18 +20,88 @@ from floe_dagster.settings import DEFAULT_POSTGRES_JDBC, DEFAULT_SQLITE_JDBC, Ca
 from floe_dagster.spark.catalog_conf import spark_catalog_conf
 
 
-def test_group_names_are_valid_and_readable():
-    assert group_name_for(("sales",)) == "sales"
-    assert group_name_for(("a", "b")) == "a_x2e_b"
-    assert group_name_for(("a_b",)) == "a__b"
-    assert group_name_for(("a.b",)) == group_name_for(("a", "b"))  # the same dotted namespace
+def _valid_for_dagster(name: str) -> bool:
+    """Dagster's own validation of a group name and of a job or schedule name (each raises if not)."""
+    from dagster._core.definitions.utils import check_valid_name, validate_group_name
+
+    validate_group_name(name)
+    return check_valid_name(name) == name
 
 
-@given(st.lists(st.text(min_size=1, max_size=8).filter(lambda s: "." not in s), min_size=1, max_size=3))
-def test_group_names_are_reversible_and_valid(namespace):
-    group = group_name_for(tuple(namespace))
-    assert group and all(ch.isascii() and (ch.isalnum() or ch == "_") for ch in group)
-    assert namespace_for_group(group) == tuple(namespace)
+def test_readable_names_replace_only_what_dagster_refuses():
+    assert readable_name("sales") == "sales"
+    assert readable_name("ops_maintenance") == "ops_maintenance"
+    assert readable_name("ops-maintenance") == "ops_maintenance"
+    assert readable_name("sales.eu") == "sales_eu"
+    assert readable_name("web logs (old)") == "web_logs_old"
+    assert readable_name("ventes été") == "ventes_ete"
+    assert readable_name("日本") == ""
+
+
+def test_group_names_are_readable():
+    groups = group_names_for([("sales",), ("sales", "eu"), ("web-logs",), ("ops_eu",), ("a", "b"), ("a.b",)])
+    assert groups == {("sales",): "sales", ("sales", "eu"): "sales_eu", ("web-logs",): "web_logs",
+                      ("ops_eu",): "ops_eu", ("a", "b"): "a_b", ("a.b",): "a_b"}  # the same dotted namespace
+
+
+def test_colliding_names_get_their_own_hash_and_a_valid_name_keeps_its_own():
+    groups = group_names_for([("a", "b"), ("a_b",), ("a-b",)])
+    assert groups[("a_b",)] == "a_b"  # already a valid name: never renamed
+    assert groups[("a", "b")] == "a_b_2e7336" and groups[("a-b",)] == "a_b_d44362"  # sha256 of 'a.b', 'a-b'
+    names = unique_names(["ops-maintenance", "ops.maintenance"])  # neither valid: both suffixed
+    assert names == {"ops-maintenance": "ops_maintenance_06a325", "ops.maintenance": "ops_maintenance_8e088a"}
+    assert unique_names(["日本", "Ελλάδα"]) == {"日本": "cf2abf", "Ελλάδα": "e6f740"}  # nothing readable: the hash
+
+
+def test_schedule_names_are_readable_and_distinct():
+    names = schedule_names_for([("ops-maintenance", Operation.ORPHAN_CLEANUP), ("sales", Operation.EXPIRE_SNAPSHOTS)])
+    assert names == {("ops-maintenance", Operation.ORPHAN_CLEANUP): "floe_ops_maintenance_orphan_cleanup",
+                     ("sales", Operation.EXPIRE_SNAPSHOTS): "floe_sales_expire_snapshots"}
+    rules = [(p, op) for p in ("ops-maintenance", "ops_maintenance") for op in ALL_OPERATIONS]
+    names = schedule_names_for(rules)
+    assert len(set(names.values())) == len(rules)
+    assert names[("ops_maintenance", Operation.ORPHAN_CLEANUP)] == "floe_ops_maintenance_orphan_cleanup"
+    assert names[("ops-maintenance", Operation.ORPHAN_CLEANUP)] == "floe_ops_maintenance_06a325_orphan_cleanup"
+    # Why distinct policy parts give distinct schedule names: no operation name ends with '_' + another's.
+    suffixes = [op.value.lower() for op in ALL_OPERATIONS]
+    assert not any(a != b and a.endswith("_" + b) for a in suffixes for b in suffixes)
+
+
+def test_colliding_namespaces_get_distinct_groups_in_the_definitions():
+    from floe_dagster.defs.build import build_definitions
+    from floe_dagster.settings import load_settings
+
+    tables = [TableName("demo", ("a", "b"), "t"), TableName("demo", ("a_b",), "t"), TableName("demo", ("a-b",), "t"),
+              TableName("demo", ("sales",), "t")]
+    graph = build_definitions(load_settings(environ={}), tables=tables).resolve_asset_graph()
+    groups = {key.to_user_string(): graph.get(key).group_name for key in graph.get_all_asset_keys()}
+    assert groups == {"demo/a/b/t": "a_b_2e7336", "demo/a_b/t": "a_b", "demo/a-b/t": "a_b_d44362",
+                      "demo/sales/t": "sales"}
+
+
+SOURCES = st.lists(st.text(min_size=1, max_size=6, alphabet=st.sampled_from("ab_-.é 日")), min_size=1, max_size=8)
+
+
+@given(SOURCES)
+def test_unique_names_are_distinct_valid_and_keep_valid_names(sources):
+    names = unique_names(sources)
+    assert set(names) == set(sources)
+    assert len(set(names.values())) == len(names)
+    assert all(_valid_for_dagster(name) for name in names.values())
+    assert all(names[s] == s for s in sources if readable_name(s) == s)
+    assert all(_valid_for_dagster(name) for name in schedule_names_for((s, Operation.REWRITE_MANIFESTS) for s in sources).values())
+
+
+@given(SOURCES, st.text(min_size=1, max_size=6, alphabet=st.sampled_from("ab_-.é 日")))
+def test_a_new_name_renames_only_those_it_collides_with(sources, new):
+    before, after = unique_names(sources), unique_names([*sources, new])
+    for source, name in before.items():
+        if readable_name(source) != readable_name(new) or source == new:
+            assert after[source] == name
+    # A suffixed name depends only on its own source, whatever else collides with it.
+    for source, name in after.items():
+        if name != readable_name(source):
+            assert name == unique_names([source, readable_name(source) or "x"])[source]
 
 
 def test_asset_keys_keep_real_names():

@@ -168,7 +168,8 @@ def test_a_config_parses_on_its_own():
 
 def test_tags_become_run_tags_and_the_version_follows_the_definition():
     first = policies("name: p\ntablePattern: '*'\ntags: {team: sales, cost-center: '42'}\n").get("p")
-    assert first.run_tags() == {"floe/tag.team": "sales", "floe/tag.cost-center": "42"}
+    # On the run page, not in Dagit's runs list (core/run_tags.py).
+    assert first.run_tags() == {"dagster/floe.tag.team": "sales", "dagster/floe.tag.cost-center": "42"}
     second = policies("name: p\ntablePattern: '*'\ntags: {team: ops, cost-center: '42'}\n").get("p")
     assert first.version != second.version
     assert first.version == policies("name: p\ntablePattern: '*'\ntags: {cost-center: '42', team: sales}\n"
@@ -325,6 +326,7 @@ def test_unknown_field_suggests_the_closest_name():
     ("rewriteDataFiles: []", "rewriteDataFiles: expected a mapping"),
     ("tags: {team: 1}", "tags.team: expected text"),
     ("tags: {'bad key!': x}", "tag key 'bad key!'"),
+    ("tags: {" + "k" * 55 + ": x}", "must be 1-54 letters"),  # dagster/floe.tag.<key>: 63 after the '/'
     ("priority: 1.5", "priority: expected a whole number"),
     ("enabled: 'no'", "enabled: expected true or false"),
     ("triggerConditions: {triggerLogic: MAYBE}", "triggerConditions.triggerLogic: must be one of OR, AND"),

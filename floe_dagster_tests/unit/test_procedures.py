@@ -37,7 +37,7 @@ def test_rewrite_data_files_maps_every_option():
         "removeDanglingDeletes": True, "outputSpecId": 0, "minInputFiles": 2, "deleteFileThreshold": 9,
         "rewriteAll": True, "filter": "region = 'eu'",
     })
-    assert sql.startswith("CALL `demo`.`system`.rewrite_data_files(table => '`sales`.`orders`', strategy => 'binpack'")
+    assert sql.startswith("CALL `demo`.`system`.rewrite_data_files(table => '`demo`.`sales`.`orders`', strategy => 'binpack'")
     for fragment in [
         "'target-file-size-bytes', '1024'", "'max-file-group-size-bytes', '4096'",
         "'max-concurrent-file-group-rewrites', '3'", "'partial-progress.enabled', 'true'",
@@ -57,7 +57,7 @@ def test_sort_and_zorder_strategies():
     # Without a sort order, Iceberg sorts by the table's own.
     assert call(Operation.REWRITE_DATA_FILES, {"strategy": "sort"}).endswith("strategy => 'sort')")
     assert call(Operation.REWRITE_DATA_FILES, {}) == (
-        "CALL `demo`.`system`.rewrite_data_files(table => '`sales`.`orders`', strategy => 'binpack')")
+        "CALL `demo`.`system`.rewrite_data_files(table => '`demo`.`sales`.`orders`', strategy => 'binpack')")
 
 
 def test_expire_snapshots_uses_policy_then_table_properties_then_floe_defaults():
@@ -89,20 +89,20 @@ def test_orphan_cleanup_options_and_retention_floor():
     assert "equal_schemes => map('s3a', 's3')" in sql and "equal_authorities => map('a', 'b')" in sql
     assert "dry_run => true" in sql
     assert call(Operation.ORPHAN_CLEANUP, {"equalSchemes": {}}) == (
-        "CALL `demo`.`system`.remove_orphan_files(table => '`sales`.`orders`', "
+        "CALL `demo`.`system`.remove_orphan_files(table => '`demo`.`sales`.`orders`', "
         "older_than => TIMESTAMP '2026-11-19 12:00:00.000000Z', prefix_mismatch_mode => 'ERROR')")
 
 
 def test_rewrite_manifests_options():
     assert "spec_id => 0, use_caching => false" in call(Operation.REWRITE_MANIFESTS, {"specId": 0, "useCaching": False})
-    assert call(Operation.REWRITE_MANIFESTS, {}).endswith("rewrite_manifests(table => '`sales`.`orders`')")
+    assert call(Operation.REWRITE_MANIFESTS, {}).endswith("rewrite_manifests(table => '`demo`.`sales`.`orders`')")
 
 
 def test_rewrite_position_delete_files_options():
     sql = call(Operation.REWRITE_POSITION_DELETE_FILES, {
         "targetFileSizeBytes": 10, "partialProgressEnabled": True, "partialProgressMaxCommits": 2,
         "rewriteJobOrder": "FILES_ASC", "minInputFiles": 1, "rewriteAll": True})
-    assert sql.startswith("CALL `demo`.`system`.rewrite_position_delete_files(table => '`sales`.`orders`', options => map(")
+    assert sql.startswith("CALL `demo`.`system`.rewrite_position_delete_files(table => '`demo`.`sales`.`orders`', options => map(")
     assert "'rewrite-job-order', 'files-asc'" in sql and "'rewrite-all', 'true'" in sql
     assert "options" not in call(Operation.REWRITE_POSITION_DELETE_FILES, {})
 
@@ -147,7 +147,7 @@ def test_hostile_table_names_stay_inside_one_quoted_literal(name):
             assert body[i] != "'", "an unescaped quote would end the literal"
             decoded += body[i]
             i += 1
-    assert decoded == f"{quote_identifier(table.namespace[0])}.{quote_identifier(name)}"
+    assert decoded == f"`demo`.{quote_identifier(table.namespace[0])}.{quote_identifier(name)}"
     assert quote_identifier("a`b") == "`a``b`"
 
 

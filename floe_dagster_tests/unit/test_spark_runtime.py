@@ -1,13 +1,22 @@
 """The Iceberg Spark runtime is chosen from the installed PySpark's line and spark.iceberg-version."""
 
+import os
+
 import pytest
 
 from floe_dagster.errors import SettingsError
 from floe_dagster.settings import DEFAULT_ICEBERG_VERSION, load_settings
-from floe_dagster.spark.runtime import iceberg_spark_runtime, installed_spark_line, spark_packages
+from floe_dagster.spark.jars import SPARK_CONNECT_SERVER_PACKAGE
+from floe_dagster.spark.runtime import (
+    iceberg_spark_runtime,
+    installed_spark_line,
+    spark_connect_server_packages,
+    spark_packages,
+)
 
 
 def settings_from(tmp_path, text: str):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "floe.yaml"
     path.write_text(text)
     return load_settings(path, environ={})
@@ -61,3 +70,41 @@ def test_a_runtime_listed_in_packages_must_match_the_installed_pyspark(tmp_path)
 def test_bad_iceberg_version_names_the_file_and_key(tmp_path):
     with pytest.raises(SettingsError, match=r"floe.yaml: spark.iceberg-version must be an Iceberg release.*'latest'"):
         settings_from(tmp_path, "spark:\n  iceberg-version: latest\n")
+
+
+def test_a_runtime_listed_in_jars_replaces_floes_or_is_refused(tmp_path):
+    jar = "/opt/jars/iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
+    settings = settings_from(tmp_path, f"spark:\n  jars: [{jar}]\n")
+    # Matching: Spark gets that jar (spark.jars) and no second runtime from floe-dagster.
+    assert not [p for p in spark_packages(settings, "3.5") if "spark-runtime" in p]
+    with pytest.raises(SettingsError, match=r"spark.jars lists .*3.5_2.12-1.10.2.jar, built for Spark 3.5 .*PySpark is 4.1"):
+        spark_packages(settings, "4.1")
+
+
+def test_spark_connect_server_jar_only_where_pyspark_lacks_one():
+    assert spark_connect_server_packages("3.5") == [SPARK_CONNECT_SERVER_PACKAGE]
+    assert spark_connect_server_packages("4.0") == spark_connect_server_packages("4.1") == []
+
+
+# The runtime a real environment gets, for each line CI runs. ./dev test-spark4 sets
+# FLOE_TEST_SPARK_LINE=4.1 for .venv-spark4, so there this must be PySpark 4.1's runtime.
+INSTALLED_LINE_RUNTIMES = {
+    "3.5": ("org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.11.0",
+            "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.11.0"),
+    "4.1": ("org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.11.0",
+            "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.11.0"),
+}
+
+
+@pytest.mark.spark4_smoke
+def test_the_installed_pyspark_gets_its_own_lines_runtime_and_refuses_another(tmp_path):
+    line = installed_spark_line()
+    if os.environ.get("FLOE_TEST_SPARK_LINE"):
+        assert line == os.environ["FLOE_TEST_SPARK_LINE"], "this environment does not run the PySpark it was made for"
+    assert line in INSTALLED_LINE_RUNTIMES, f"PySpark {line} is a line no CI environment runs"
+    own, other = INSTALLED_LINE_RUNTIMES[line]
+    packages = spark_packages(settings_from(tmp_path / "default", "{}\n"))
+    assert packages[0] == own and not [p for p in packages[1:] if "spark-runtime" in p]
+    listed = settings_from(tmp_path / "listed", f"spark:\n  packages: [{other}]\n")
+    with pytest.raises(SettingsError, match=rf"spark.packages lists {other}, built for Spark .* the installed PySpark is {line}"):
+        spark_packages(listed)

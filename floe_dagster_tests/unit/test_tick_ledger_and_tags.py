@@ -85,9 +85,9 @@ def test_naive_times_from_storage_are_utc():
 
 # -- the one run-tag builder ----------------------------------------------------------------------------------
 
-POLICY = PolicyFacts("daily", "v1", {"floe/tag.team": "sales"}, timeout_s=3600)
+POLICY = PolicyFacts("daily", "v1", {T.POLICY_TAG_PREFIX + "team": "sales"}, timeout_s=3600)
 COMMON = {T.TABLE, T.NAMESPACE, T.OPERATION, T.POLICY, T.POLICY_VERSION, T.TRIGGER, T.REASON, T.ACTOR,
-          T.DAGSTER_PRIORITY, T.DAGSTER_MAX_RUNTIME, "floe/tag.team"}
+          T.DAGSTER_PRIORITY, T.DAGSTER_MAX_RUNTIME, T.POLICY_TAG_PREFIX + "team"}
 
 
 def decision(**overrides) -> Decision:

@@ -22,9 +22,9 @@ router = APIRouter(tags=["maintenance"])
                **error_responses(400, 401, 403, 404, 409, 500, 503)},
     description=(
         "Queues one run per operation (the policy's configured ones, or `operations`) in Floe's order, "
-        "tagged floe/trigger=manual with a shared floe/trigger-id (the orchestrationId) and floe/actor "
-        "(the API key's name). 202 when queued; with ?wait=true 200 once the runs finished (a failed "
-        "operation is reported in operationResults); dryRun=true says what would be queued. 409 when "
+        "tagged floe/trigger=manual with a shared dagster/floe.trigger-id (the orchestrationId) and "
+        "dagster/floe.actor (the API key's name). 202 when queued; with ?wait=true 200 once the runs finished "
+        "(a failed operation is reported in operationResults); dryRun=true says what would be queued. 409 when "
         "a queued or running run maintains the table, or its table lock is held."
     ),
 )
