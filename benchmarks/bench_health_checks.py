@@ -89,7 +89,7 @@ def build(shape: str, settings, tables):
         ]
 
         @multi_asset(name=TABLES_ASSET_NAME, specs=specs, check_specs=health_check_specs(tables), can_subset=True,
-                     required_resource_keys={"engine"})
+                     required_resource_keys={"floe_engine"})
         def iceberg_tables(context):
             yield from ()
 
@@ -104,7 +104,7 @@ def build(shape: str, settings, tables):
     return Definitions(
         assets=[assets], asset_checks=checks, jobs=[job],
         sensors=[build_sensor(settings, job, tables)], schedules=build_schedules(settings, job, tables),
-        resources={"engine": IcebergSparkEngine.from_settings(settings)},
+        resources={"floe_engine": IcebergSparkEngine.from_settings(settings)},
     )
 
 

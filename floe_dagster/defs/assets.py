@@ -38,6 +38,7 @@ from floe_dagster.core.run_tags import Origin, shared_run_tags
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.asset_policy import AssetPolicyFacts, asset_policy_facts
 from floe_dagster.defs.names import (
+    ENGINE_RESOURCE,
     asset_key_for,
     group_names_for,
     output_name_for,
@@ -98,7 +99,7 @@ def build_table_assets(tables: Sequence[TableName], settings: Settings):
         outs=outs,
         partitions_def=OPERATIONS_PARTITIONS,
         can_subset=True,
-        required_resource_keys={"engine"},
+        required_resource_keys={ENGINE_RESOURCE},
     )
     def iceberg_tables(context):  # no annotation: Dagster reads it before `annotations` resolve
         # Held for the whole run, so a tick can tell a dead run (lock free) from a live one.
@@ -129,7 +130,7 @@ def _maintain_selected(context: AssetExecutionContext, settings: Settings,
                        coordination: Coordination) -> Iterator[MaterializeResult]:
     """Maintain each selected table in turn, each under its own lock, with its own outcome and
     materialization: a table that fails, or whose lock is held, fails or is skipped alone."""
-    engine: IcebergSparkEngine = context.resources.engine
+    engine: IcebergSparkEngine = getattr(context.resources, ENGINE_RESOURCE)
     op = Operation(context.partition_key)
     run_tags = _add_missing_run_tags(
         context, sorted(table_for_asset_key(key) for key in context.selected_asset_keys), op, settings)

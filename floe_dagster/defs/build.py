@@ -12,7 +12,7 @@ from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.assets import build_table_assets, mappable_tables
 from floe_dagster.defs.health_checks import build_health_checks, health_checks_enabled
-from floe_dagster.defs.names import MAINTENANCE_JOB
+from floe_dagster.defs.names import ENGINE_RESOURCE, MAINTENANCE_JOB
 from floe_dagster.defs.schedules import build_schedules
 from floe_dagster.defs.sensors import build_sensor
 from floe_dagster.iceberg.table_cache import tables_for_code_location
@@ -35,7 +35,7 @@ def build_definitions(
         log.warning(message)
     if not tables:
         log.warning("no tables in catalog '%s' yet: the code location has no assets", settings.catalog.name)
-        return Definitions(resources={"engine": IcebergSparkEngine.from_settings(settings)})
+        return Definitions(resources={ENGINE_RESOURCE: IcebergSparkEngine.from_settings(settings)})
     assets = build_table_assets(tables, settings)
     # The health checks are reported without runs (defs/health.py); no maintenance run carries them.
     checks = [build_health_checks(tables, settings)] if health_checks_enabled(settings) else []
@@ -57,5 +57,5 @@ def build_definitions(
         jobs=[maintenance_job],
         sensors=[build_sensor(settings, maintenance_job, tables, table_scope)],
         schedules=build_schedules(settings, maintenance_job, tables, table_scope),
-        resources={"engine": IcebergSparkEngine.from_settings(settings)},
+        resources={ENGINE_RESOURCE: IcebergSparkEngine.from_settings(settings)},
     )

@@ -24,6 +24,9 @@ from floe_dagster.core.tables import TableName
 
 # The job every maintenance run belongs to (the operation is its partition).
 MAINTENANCE_JOB = "floe_maintenance"
+# The Spark engine's resource key: prefixed, because a Dagster project that adds floe-dagster as a
+# component merges its resources with the user's own, and Dagster refuses two with one key.
+ENGINE_RESOURCE = "floe_engine"
 
 # Runs of what Dagster's VALID_NAME_REGEX_STR (``^[A-Za-z0-9_]+$``) accepts.
 _VALID_RUNS = re.compile(r"[A-Za-z0-9_]+")

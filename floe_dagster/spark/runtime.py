@@ -4,7 +4,8 @@ user's extra packages.
 
 The runtime is chosen here, from the PySpark that is installed, so a runtime built for another
 Spark (``iceberg-spark-runtime-3.5_2.12`` on Spark 4.1, say) cannot be loaded by mistake: such a
-mismatch fails inside the JVM with class-loading errors far from the cause.
+mismatch fails inside the JVM with class-loading errors far from the cause. Also here: what a Spark
+Connect server started from the installed PySpark needs (the test servers and ``setup --test-servers``).
 """
 
 from __future__ import annotations
