@@ -95,6 +95,7 @@ def main() -> None:
         os.environ["FLOE_CONFIG"] = str(config)
         from dagster import DagsterInstance
 
+        from floe_dagster.core import run_tags as T
         from floe_dagster.core.operation_config import RewriteDataFilesConfig
         from floe_dagster.core.operations import Operation
         from floe_dagster.core.tables import TableName
@@ -170,7 +171,7 @@ def main() -> None:
                 asset_selection={asset_key_for(t) for t in tables}, asset_check_selection=set())
             result = job.execute_in_process(
                 instance=instance, partition_key=Operation.REWRITE_DATA_FILES.value,
-                tags={"floe/trigger": "manual", "floe/reason": "bench", "floe/actor": "bench"}, raise_on_error=False)
+                tags={T.TRIGGER: "manual", T.REASON: "bench", T.ACTOR: "bench"}, raise_on_error=False)
             batch_s = time.perf_counter() - t0
             assert result.success
             batch_engine_s = sum(

@@ -43,11 +43,10 @@ from floe_dagster.settings import Settings, load_settings, settings_from_mapping
 log = logging.getLogger(__name__)
 
 DEFS_FILES = ("defs.yaml", "defs.yml")
-# floe.yaml's sections a component takes. Not `api` nor `shards`: the HTTP API and sharded code
+# The attributes besides `config` are floe.yaml's sections, each under its floe.yaml key (the field's
+# alias where the key is not a Python name). Not `api` nor `shards`: the HTTP API and sharded code
 # locations read a floe.yaml (use `config:` for those).
-_SECTION_FIELDS = {"data_dir": "data-dir", "catalog": "catalog", "policies": "policies", "spark": "spark",
-                   "scheduler": "scheduler", "maintenance": "maintenance", "batching": "batching",
-                   "health": "health", "debt": "debt", "coordination": "coordination"}
+CONFIG_FIELD = "config"
 
 
 def _describe(text: str) -> Resolver:
@@ -153,7 +152,8 @@ class FloeMaintenanceComponent(Component, Resolvable, Model):
         """The settings these attributes stand for; SettingsError naming the defs.yaml and the field."""
         defs_file = next((folder / name for name in DEFS_FILES if (folder / name).exists()), folder)
         source = f"{defs_file} (attributes)"
-        sections = {key: getattr(self, attr) for attr, key in _SECTION_FIELDS.items() if getattr(self, attr) is not None}
+        sections = {field.alias or attr: getattr(self, attr) for attr, field in type(self).model_fields.items()
+                    if attr != CONFIG_FIELD and getattr(self, attr) is not None}
         if self.config is not None:
             if sections:
                 raise SettingsError(f"{source}: config: cannot be combined with {', '.join(sections)}; "

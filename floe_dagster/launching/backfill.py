@@ -23,7 +23,6 @@ from floe_dagster.core.operations import Operation
 from floe_dagster.core.run_tags import Origin, shared_run_tags
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import MAINTENANCE_JOB, asset_key_for
-from floe_dagster.errors import LaunchFailed
 from floe_dagster.iceberg.catalog import list_tables, open_catalog
 from floe_dagster.instance import get_instance
 from floe_dagster.launching.submit import (
@@ -31,6 +30,7 @@ from floe_dagster.launching.submit import (
     REPOSITORY_NAME,
     RunToSubmit,
     code_location_context,
+    run_mutation,
     submit_runs,
 )
 from floe_dagster.policies import matching_tables, run_tags_for
@@ -105,8 +105,6 @@ def launch_dagster_backfill(
         "title": f"floe {op.value} backfill",  # Dagster allows 100 characters
         "description": f"{op.value} on {len(tables)} table(s) matching {pattern!r}: {reason}",
     }
-    from dagster_graphql.schema import create_schema
-
     with code_location_context(instance or get_instance()) as context:
         missing = [t.qualified for t in tables if not context.asset_graph.has(asset_key_for(t))]
         if missing:
@@ -114,11 +112,6 @@ def launch_dagster_backfill(
                 f"{len(missing)} matching table(s) are not in the code location's table list: "
                 f"{', '.join(missing[:10])}{' …' if len(missing) > 10 else ''}; "
                 "run `floe-dagster tables --refresh` and reload the code location")
-        result = asyncio.run(create_schema().execute_async(
-            LAUNCH_BACKFILL, context_value=context, variable_values={"backfillParams": params}))
-    if result.errors:
-        raise LaunchFailed("; ".join(str(e) for e in result.errors))
-    payload = result.data["launchPartitionBackfill"]
-    if payload["__typename"] != "LaunchBackfillSuccess":
-        raise LaunchFailed(f"{payload['__typename']}: {payload.get('message') or payload}")
+        payload = asyncio.run(run_mutation(context, LAUNCH_BACKFILL, {"backfillParams": params},
+                                           "launchPartitionBackfill", "LaunchBackfillSuccess"))
     return DagsterBackfill(payload["backfillId"], op, tables)

@@ -7,6 +7,7 @@ import asyncio
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterator, Mapping, Sequence
 
 from dagster import AssetKey, DagsterInstance
@@ -55,11 +56,27 @@ def code_location_context(instance: DagsterInstance) -> Iterator[object]:
         yield context
 
 
-def submit_runs(instance: DagsterInstance, runs: Sequence[RunToSubmit], job_name: str) -> list[str]:
+async def run_mutation(context, mutation: str, variables: Mapping[str, object], field: str, success: str) -> dict:
+    """One GraphQL mutation sent as Dagit sends it: the ``field``'s payload when its type is
+    ``success``, else LaunchFailed with Dagster's message."""
+    result = await _graphql_schema().execute_async(mutation, context_value=context, variable_values=dict(variables))
+    if result.errors:
+        raise LaunchFailed("; ".join(str(e) for e in result.errors))
+    payload = result.data[field]
+    if payload["__typename"] != success:
+        raise LaunchFailed(f"{payload['__typename']}: {payload.get('message') or payload}")
+    return payload
+
+
+@lru_cache(maxsize=1)
+def _graphql_schema():
+    # dagster-graphql is imported (and its schema built, ~1 s) only by commands that launch runs.
     from dagster_graphql.schema import create_schema
 
-    schema = create_schema()
+    return create_schema()
 
+
+def submit_runs(instance: DagsterInstance, runs: Sequence[RunToSubmit], job_name: str) -> list[str]:
     async def submit_all(context) -> list[str]:
         # One event loop for every call: the request context's data loaders are bound to it.
         run_ids = []
@@ -75,13 +92,8 @@ def submit_runs(instance: DagsterInstance, runs: Sequence[RunToSubmit], job_name
                     {"key": k, "value": v} for k, v in {**run.tags, "dagster/partition": run.partition}.items()
                 ]},
             }
-            result = await schema.execute_async(LAUNCH_RUN, context_value=context,
-                                                variable_values={"executionParams": params})
-            if result.errors:
-                raise LaunchFailed("; ".join(str(e) for e in result.errors))
-            payload = result.data["launchRun"]
-            if payload["__typename"] != "LaunchRunSuccess":
-                raise LaunchFailed(f"{payload['__typename']}: {payload.get('message') or payload}")
+            payload = await run_mutation(context, LAUNCH_RUN, {"executionParams": params}, "launchRun",
+                                         "LaunchRunSuccess")
             run_ids.append(payload["run"]["runId"])
         return run_ids
 

@@ -30,7 +30,7 @@ from pyiceberg.types import (
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.metrics import ColumnFacts
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.planner import Decision, SchedulerSettings
+from floe_dagster.core.planner import SchedulerSettings
 from floe_dagster.core.policy import parse_policies_text
 from floe_dagster.core.run_tags import Origin, PolicyFacts, batch_run_tags, run_tags
 from floe_dagster.core.tables import TableName
@@ -51,6 +51,7 @@ from floe_dagster.defs.table_metadata import (
 )
 from floe_dagster.iceberg.catalog import row_count, schema_columns
 from floe_dagster_tests.dagit_ui import function_body, pinned_by_default, runs_list_tags, ui_source
+from floe_dagster_tests.unit.test_tick_ledger_and_tags import decision
 
 ORDERS = TableName("demo", ("sales",), "orders")
 EVENTS = TableName("demo", ("sales",), "events")
@@ -252,19 +253,11 @@ def test_the_runs_list_rule_is_the_installed_uis():
         "shared/app/useRunsRedesignState.tsx")
 
 
-def decision(table: TableName, **overrides) -> Decision:
-    fields = dict(table=table, operation=RDF, policy="daily", decision="run", reasons=("interval due",),
-                  trigger="interval", debt_score=250.0, debt_breakdown={}, estimated_bytes=1234, next_eligible=None,
-                  rank=1, slot="interval:first", attempt=0, max_runtime_s=900.0)
-    fields.update(overrides)
-    return Decision(**fields)
-
-
 def test_the_runs_list_shows_what_an_operator_scans_and_the_run_page_the_rest():
     facts = PolicyFacts("daily", "v1", {T.POLICY_TAG_PREFIX + "team": "sales"}, timeout_s=3600)
-    one = run_tags(ORDERS, RDF, facts, Origin("interval", "interval due", "sensor:default"), decision(ORDERS))
+    one = run_tags(ORDERS, RDF, facts, Origin("interval", "interval due", "sensor:default"), decision())
     manual = run_tags(ORDERS, RDF, facts, Origin("manual", "compact now", "ana", "trigger-1"))
-    batch = batch_run_tags([decision(ORDERS), decision(EVENTS)], {ORDERS: facts, EVENTS: facts}, "sensor:default",
+    batch = batch_run_tags([decision(), decision(table=EVENTS)], {ORDERS: facts, EVENTS: facts}, "sensor:default",
                            "batch:1")
     assert set(runs_list_tags(one)) == set(runs_list_tags(manual)) == {T.TABLE, T.OPERATION, T.POLICY, T.TRIGGER,
                                                                        T.REASON}

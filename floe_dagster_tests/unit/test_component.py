@@ -14,11 +14,12 @@ import yaml
 from dagster.components.testing import create_defs_folder_sandbox
 
 from floe_dagster.component import (
+    CONFIG_FIELD,
     FloeMaintenanceComponent,
     keep_floe_state_beside_instance,
 )
 from floe_dagster.errors import SettingsError
-from floe_dagster.settings import load_settings
+from floe_dagster.settings import _TOP_KEYS, load_settings
 
 SECTIONS = {
     "catalog": {"name": "lake", "properties": {"type": "sql", "uri": "sqlite:///lake.db", "warehouse": "file:///wh"}},
@@ -137,3 +138,9 @@ def test_one_policy_path_may_be_given_as_text_as_in_floe_yaml(tmp_path):
     attributes = {**SECTIONS, "policies": "policies"}
     settings = component(attributes).settings(tmp_path, project_root=tmp_path, environ={})
     assert settings.policies == (str(tmp_path / "policies"),)
+
+
+def test_every_attribute_but_config_is_a_floe_yaml_section():
+    sections = {field.alias or name for name, field in FloeMaintenanceComponent.model_fields.items()
+                if name != CONFIG_FIELD}
+    assert sections == _TOP_KEYS - {"api", "shards"}
