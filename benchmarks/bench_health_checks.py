@@ -165,7 +165,7 @@ def measure_reporting(n: int, files_per_table: int = 200) -> dict:
 
     from dagster import DagsterInstance
 
-    from floe_dagster.core.metrics import TableMetrics
+    from floe_dagster.core.measurements import TableMetrics
     from floe_dagster.core.policy import load_policies
     from floe_dagster.defs.health_checks import report_health_events
     from floe_dagster.instance import project_file

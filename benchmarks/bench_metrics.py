@@ -6,7 +6,7 @@ operation) a day for ``--days`` days (1; 30 is what the default 30-day retention
 maintenance), the last day's outcomes spread over the day and its runs in batches of 50 tables
 (1,000 runs, created in the instance and started, 100 more manual-trigger runs), and the debt-score
 sensor's tick summary of a 50,000-decision plan in the instance's key-value store. Then the real
-collector (``floe_dagster.api.metrics.metrics_registry``, as ``GET /metrics`` builds it) is scraped
+collector (``floe_dagster.api.prometheus.metrics_registry``, as ``GET /metrics`` builds it) is scraped
 with ``prometheus_client.generate_latest``: the first scrape, then the median of ``--repeat``; and
 each source's query alone (median of the same count).
 
@@ -156,7 +156,7 @@ def main() -> None:
         settings, instance, coordination, outcome_count, _ = build(root, args.tables, args.days)
         from prometheus_client import generate_latest
 
-        from floe_dagster.api.metrics import (
+        from floe_dagster.api.prometheus import (
             WINDOW, AdmissionWindow, metrics_registry, outcome_totals, run_totals)
         from floe_dagster.scheduling.tick_stats import read_tick_stats
 

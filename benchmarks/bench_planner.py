@@ -45,7 +45,7 @@ import floe_dagster.core.policy as policy_module  # noqa: E402
 import floe_dagster.iceberg.health_collector as health_module  # noqa: E402
 from floe_dagster.core.debt import DebtWeights  # noqa: E402
 from floe_dagster.core.history import OperationHistory  # noqa: E402
-from floe_dagster.core.metrics import TableMetrics  # noqa: E402
+from floe_dagster.core.measurements import TableMetrics  # noqa: E402
 from floe_dagster.core.operations import ALL_OPERATIONS  # noqa: E402
 from floe_dagster.core.planner import PlanInput, plan  # noqa: E402
 from floe_dagster.core.policy import parse_policies_text  # noqa: E402

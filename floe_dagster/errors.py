@@ -9,6 +9,9 @@ What a caller needs to know is which kind a failure is, not which module raised 
 - Bad input (:class:`SettingsError`, :class:`ProcedureOptionError`, and the pure core's
   ``PolicyError``, ``CronError`` and ``EstimateOptionError``, re-exported here): a clear message
   naming the file, field or table; nothing was touched.
+- :class:`PolicyStoreError`: a policy request the HTTP API's policy directory refuses.
+- :class:`ApiError`: an HTTP answer that is an error (status, code, message, details); the API's
+  exception handlers (``api/error_handlers.py``) turn the other kinds into one.
 
 The pure core keeps its own errors (it imports nothing outside itself); they are listed here so this
 module is the one place to look.
@@ -16,10 +19,13 @@ module is the one place to look.
 
 from __future__ import annotations
 
+from typing import Any
+
 from floe_dagster.core.cron import CronError
 from floe_dagster.core.estimates import EstimateOptionError
 from floe_dagster.core.history import LOCK_HELD, OUTAGE
 from floe_dagster.core.policy import PolicyError
+from floe_dagster.core.tables import TableName
 
 
 class FloeError(Exception):
@@ -56,7 +62,11 @@ class TableFailure(FloeError, RuntimeError):
 
 
 class UnknownTable(TableFailure, LookupError):
-    """The table is not in the catalog."""
+    """The table is not in the catalog; ``table`` names it (the HTTP API answers with its parts)."""
+
+    def __init__(self, message: str, table: TableName | None = None):
+        super().__init__(message)
+        self.table = table
 
 
 class MaintenanceFailed(TableFailure):
@@ -110,6 +120,62 @@ class JarResolutionError(FloeError, RuntimeError):
     """A Spark jar could not be fetched into the cache."""
 
 
+# -- the HTTP API's policy directory ----------------------------------------------------------------------
+
+POLICY_REQUEST_BODY = "body"  # the parser's source label for a request body
+
+
+class PolicyStoreError(FloeError):
+    """A policy request the store refuses; nothing was written."""
+
+
+class PolicyNotFound(PolicyStoreError, LookupError):
+    def __init__(self, key: str):
+        super().__init__(f"Policy not found: {key}")
+        self.key = key
+
+
+class PolicyConflict(PolicyStoreError):
+    """A name another policy has, or a file that is in the way."""
+
+
+class PolicyNotManaged(PolicyStoreError):
+    """The policy comes from a file the API does not write."""
+
+    def __init__(self, message: str, source: str):
+        super().__init__(message)
+        self.source = source
+
+
+class PolicyWritesDisabled(PolicyStoreError):
+    """No ``api.policy-directory``: the API only reads policies."""
+
+
+class PolicyStoreBusy(PolicyStoreError, LockHeld):
+    """Another writer held the directory's lock for too long."""
+
+
+class InvalidPolicyRequest(PolicyStoreError, ValueError):
+    """A body the parser (or a file-name rule) refuses; ``problems`` are (field path, message)."""
+
+    def __init__(self, problems: list[tuple[str, str]], message: str | None = None):
+        self.problems = problems
+        super().__init__(message or "; ".join(f"{POLICY_REQUEST_BODY}.{field}: {text}" if field else text
+                                              for field, text in problems))
+
+
+# -- the HTTP API's answer -----------------------------------------------------------------------------------
+
+
+class ApiError(FloeError):
+    """An error as the HTTP API answers it: Floe's status code, a machine-readable code, the message
+    and details (the body ``{error, code, details, timestamp}``)."""
+
+    def __init__(self, status: int, code: str, message: str, details: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.status, self.code, self.message, self.details = status, code, message, details or {}
+
+
 def failure_kind(exc: BaseException) -> str | None:
     """How a failed run's outcome is recorded: ``lock_held`` and ``outage`` never count toward a
     table's backoff (core.history folds them away); None is the table's own failure."""
@@ -124,5 +190,6 @@ __all__ = [
     "FloeError", "Outage", "CatalogUnavailable", "EngineUnavailable", "LockHeld", "TableFailure", "UnknownTable",
     "MaintenanceFailed", "RowCountMismatch", "HealthError", "SettingsError", "KeysError", "BindRefused",
     "ProcedureOptionError", "TriggerRefused", "LaunchFailed", "JarResolutionError", "PolicyError", "CronError", "EstimateOptionError",
-    "failure_kind", "LOCK_HELD", "OUTAGE",
+    "PolicyStoreError", "PolicyNotFound", "PolicyConflict", "PolicyNotManaged", "PolicyWritesDisabled", "PolicyStoreBusy",
+    "InvalidPolicyRequest", "ApiError", "failure_kind", "LOCK_HELD", "OUTAGE",
 ]

@@ -18,11 +18,9 @@ server, so a script may list and then delete by id. A rename changes it.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import tempfile
-import time
 import uuid
 from collections import Counter
 from contextlib import contextmanager, suppress
@@ -33,7 +31,17 @@ from typing import Any, Iterator, Mapping
 from floe_dagster.core.patterns import MAX_PATTERN_LENGTH
 from floe_dagster.core.policy import TOP_LEVEL_FIELDS, Policy, PolicyError, parse_policy, validate_policy_paths
 from floe_dagster.core.validation import Problems
-from floe_dagster.errors import FloeError, LockHeld
+from floe_dagster.errors import (
+    POLICY_REQUEST_BODY,
+    InvalidPolicyRequest,
+    LockHeld,
+    PolicyConflict,
+    PolicyNotFound,
+    PolicyNotManaged,
+    PolicyStoreBusy,
+    PolicyWritesDisabled,
+)
+from floe_dagster.file_locks import hold_file_lock, wait_for_lock
 from floe_dagster.policies import forget_loaded_policies, load_policy_set, policy_paths
 from floe_dagster.settings import Settings
 
@@ -43,53 +51,10 @@ LOCK_FILE = ".floe-api.lock"
 LOCK_TIMEOUT_S = 10.0
 MAX_NAME_BYTES = 250  # the file name <name>.json stays within the usual 255-byte limit
 NEW_FILE_MODE = 0o644
-_BODY = "body"  # the parser's source label for a request body
 
 
 def policy_id(name: str) -> str:
     return str(uuid.uuid5(POLICY_ID_NAMESPACE, name))
-
-
-# -- errors ----------------------------------------------------------------------------------------
-
-
-class PolicyStoreError(FloeError):
-    """A policy request the store refuses; nothing was written."""
-
-
-class PolicyNotFound(PolicyStoreError, LookupError):
-    def __init__(self, key: str):
-        super().__init__(f"Policy not found: {key}")
-        self.key = key
-
-
-class PolicyConflict(PolicyStoreError):
-    """A name another policy has, or a file that is in the way."""
-
-
-class PolicyNotManaged(PolicyStoreError):
-    """The policy comes from a file the API does not write."""
-
-    def __init__(self, message: str, source: str):
-        super().__init__(message)
-        self.source = source
-
-
-class PolicyWritesDisabled(PolicyStoreError):
-    """No ``api.policy-directory``: the API only reads policies."""
-
-
-class PolicyStoreBusy(PolicyStoreError, LockHeld):
-    """Another writer held the directory's lock for too long."""
-
-
-class InvalidPolicyRequest(PolicyStoreError, ValueError):
-    """A body the parser (or a file-name rule) refuses; ``problems`` are (field path, message)."""
-
-    def __init__(self, problems: list[tuple[str, str]], message: str | None = None):
-        self.problems = problems
-        super().__init__(message or "; ".join(f"{_BODY}.{field}: {text}" if field else text
-                                              for field, text in problems))
 
 
 # -- what is read -------------------------------------------------------------------------------------
@@ -246,19 +211,12 @@ class PolicyStore:
         """The directory's lock file, held around a check-and-write (created with the directory; the
         loaders skip hidden files)."""
         assert self.directory is not None
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with open(self.directory / LOCK_FILE, "a+") as handle:
-            deadline = time.monotonic() + LOCK_TIMEOUT_S
-            while True:
-                try:
-                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise PolicyStoreBusy(f"another writer has held {handle.name} for {LOCK_TIMEOUT_S:g} s; "
-                                              "try again") from None
-                    time.sleep(0.01)
-            yield  # closing the file releases the lock
+        path = self.directory / LOCK_FILE
+        try:
+            with wait_for_lock(lambda: hold_file_lock(path, str(path)), LOCK_TIMEOUT_S, poll_s=0.01):
+                yield
+        except LockHeld:
+            raise PolicyStoreBusy(f"another writer has held {path} for {LOCK_TIMEOUT_S:g} s; try again") from None
 
 
 # -- the request ----------------------------------------------------------------------------------------
@@ -299,7 +257,7 @@ def _checked(document: Mapping[str, Any]) -> tuple[Policy, tuple[str, ...]]:
     except ValueError as exc:  # NaN or Infinity: not JSON
         raise InvalidPolicyRequest([("", f"numbers must be finite ({exc})")]) from None
     problems = Problems()
-    policy = parse_policy(raw, _BODY, 1, problems)
+    policy = parse_policy(raw, POLICY_REQUEST_BODY, 1, problems)
     name = raw.get("name")
     label = f"policy '{name}'" if isinstance(name, str) and name.strip() else "policy #1"
     if problems.errors or policy is None:
@@ -309,7 +267,7 @@ def _checked(document: Mapping[str, Any]) -> tuple[Policy, tuple[str, ...]]:
 
 def _field_and_message(line: str, label: str) -> tuple[str, str]:
     """``body: policy 'x': priority: expected …`` → (``priority``, ``expected …``)."""
-    rest = line.removeprefix(f"{_BODY}: {label}: ")
+    rest = line.removeprefix(f"{POLICY_REQUEST_BODY}: {label}: ")
     field, sep, message = rest.partition(": ")
     return (field, message) if sep else ("", rest)
 
@@ -372,7 +330,4 @@ def _sync_folder(folder: Path) -> None:
         os.close(fd)
 
 
-__all__ = [
-    "PolicyStore", "StoredPolicy", "policy_id", "POLICY_ID_NAMESPACE", "PolicyStoreError", "PolicyNotFound",
-    "PolicyConflict", "PolicyNotManaged", "PolicyWritesDisabled", "PolicyStoreBusy", "InvalidPolicyRequest",
-]
+__all__ = ["PolicyStore", "StoredPolicy", "policy_id", "POLICY_ID_NAMESPACE"]

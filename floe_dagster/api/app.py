@@ -1,8 +1,8 @@
 """The FastAPI application: Floe's endpoints on the Dagster instance.
 
 The routes are in :mod:`floe_dagster.api.routes`, one ``APIRouter`` a resource group; this module
-builds the application around them: its exception handlers, its OpenAPI document and the route that
-serves it.
+builds the application around them: its exception handlers (api/error_handlers.py: how each error
+answers), its OpenAPI document and the route that serves it.
 
 Every endpoint but ``/health`` needs a valid key in ``X-API-Key`` when keys are configured (401
 without one, 403 with a key whose role lacks the permission). Every error has one shape,
@@ -12,29 +12,21 @@ pool, which the blocking Dagster, PyIceberg and run-submission calls need.
 
 from __future__ import annotations
 
-import logging
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Callable
 
 from dagster import DagsterInstance
 from fastapi import Depends, FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from floe_dagster.api.auth import KeyStore, Principal
+from floe_dagster.api.error_handlers import EXCEPTION_HANDLERS
 from floe_dagster.api.routes import ROUTERS
 from floe_dagster.api.routes.access import reader
-from floe_dagster.api.service import ApiError, ApiService, iso, utc_now
+from floe_dagster.api.service import ApiService
 from floe_dagster.settings import Settings
 
-log = logging.getLogger(__name__)
-
 OPENAPI_PATH = "/api/v1/openapi.json"
-
-
-def error_body(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"error": message, "code": code, "details": details or {}, "timestamp": iso(utc_now())}
 
 
 def _package_version() -> str:
@@ -42,34 +34,6 @@ def _package_version() -> str:
         return version("floe-dagster")
     except PackageNotFoundError:  # pragma: no cover
         return "0"
-
-
-def _api_error(request: Request, exc: ApiError) -> JSONResponse:
-    if exc.status >= 500:
-        log.error("%s %s: %s %s", request.method, request.url.path, exc.code, exc.message)
-    return JSONResponse(error_body(exc.status, exc.code, exc.message, exc.details), status_code=exc.status)
-
-
-def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-    problems = [
-        {"location": ".".join(str(part) for part in error.get("loc", ())), "message": error.get("msg", "")}
-        for error in exc.errors()
-    ]
-    summary = "; ".join(f"{p['location']}: {p['message']}" for p in problems[:5]) or "invalid request"
-    return JSONResponse(error_body(400, "VALIDATION_FAILED", summary, {"errors": problems}), status_code=400)
-
-
-def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-    codes = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 400: "BAD_REQUEST"}
-    code = codes.get(exc.status_code, f"HTTP_{exc.status_code}")
-    return JSONResponse(error_body(exc.status_code, code, str(exc.detail)), status_code=exc.status_code,
-                        headers=getattr(exc, "headers", None))
-
-
-def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-    log.exception("%s %s failed", request.method, request.url.path)
-    return JSONResponse(error_body(500, "INTERNAL_ERROR", f"internal error ({type(exc).__name__}); see the "
-                                   "server log"), status_code=500)
 
 
 def openapi_document(request: Request, who: Principal = Depends(reader)) -> JSONResponse:
@@ -109,10 +73,8 @@ def create_app(settings: Settings, keys: KeyStore, instance: DagsterInstance) ->
     )
     app.state.service = ApiService(settings, instance)  # the routes read both from request.app.state
     app.state.keys = keys
-    app.add_exception_handler(ApiError, _api_error)
-    app.add_exception_handler(RequestValidationError, _invalid)
-    app.add_exception_handler(StarletteHTTPException, _http)
-    app.add_exception_handler(Exception, _unexpected)
+    for kind, handler in EXCEPTION_HANDLERS.items():
+        app.add_exception_handler(kind, handler)
     for router in ROUTERS:
         app.include_router(router)
     app.add_api_route(OPENAPI_PATH, openapi_document, methods=["GET"], include_in_schema=False)

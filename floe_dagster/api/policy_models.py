@@ -15,10 +15,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from floe_dagster.api.service import iso
+from floe_dagster.api.timestamps import iso
 from floe_dagster.core.conditions import GATE_FIELDS, THRESHOLDS
 from floe_dagster.core.durations import format_iso_duration
-from floe_dagster.core.health import HealthThresholds
+from floe_dagster.core.health_assessment import HealthThresholds
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.policy import Policy
 from floe_dagster.policy_store import StoredPolicy

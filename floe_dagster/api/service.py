@@ -1,44 +1,41 @@
-"""What each endpoint does, independent of HTTP: every failure is an :class:`ApiError` with Floe's
-status code and a machine-readable code.
+"""What each endpoint does, independent of HTTP. A refusal is an :class:`~floe_dagster.errors.ApiError`
+with Floe's status code and a machine-readable code; the other errors (an unknown table, the catalog
+down, invalid policy files...) reach the application's exception handlers (api/error_handlers.py).
 
 The manual trigger queues runs exactly as Dagit does (:func:`floe_dagster.launching.submit.submit_runs`): one
 run per operation, in Floe's order, sharing a ``dagster/floe.trigger-id``, tagged ``floe/trigger=manual``
 and ``dagster/floe.actor`` (the API key's name). The daemon executes them; the table's tag-concurrency limit
 (one run per ``floe/table``) and their equal priority run them one after another in that order. A
-watcher thread per trigger follows the runs and, as ``floe-dagster trigger`` does, cancels the ones
-still queued once one fails (best effort: the daemon may dequeue the next run first, and a watcher
-does not survive a restart of the server).
+watcher (api/trigger_watch.py) follows each trigger's runs and cancels the ones still queued once one fails.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
-import subprocess
-import sys
 import threading
 import time
 import uuid
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Iterator, Sequence
+from datetime import datetime
+from typing import Any
 
-from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
+from floe_dagster.api.regex_matching import regex_matches
+from floe_dagster.api.run_facts import DAGSTER_STATUSES, RunFacts, run_facts
+from floe_dagster.api.table_names import table_name
+from floe_dagster.api.timestamps import iso, utc_now
+from floe_dagster.api.trigger_watch import WATCH_POLL_S, TriggerWatch
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.locks import table_lock_name
 from floe_dagster.coordination.runs import IN_FLIGHT_STATUSES, mark_dead_runs, runs_in_flight
 from floe_dagster.core import run_tags as T
-from floe_dagster.core.localtime import naive_as_utc
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.patterns import TablePattern
-from floe_dagster.core.policy import PolicyError
 from floe_dagster.core.run_tags import Origin
 from floe_dagster.core.tables import TableName
-from floe_dagster.defs.names import asset_key_for, table_for_asset_key
-from floe_dagster.errors import CatalogUnavailable, HealthError, LaunchFailed, TriggerRefused, UnknownTable
+from floe_dagster.defs.names import asset_key_for
+from floe_dagster.errors import ApiError, LaunchFailed
 from floe_dagster.iceberg.catalog import list_tables, open_catalog
 from floe_dagster.launching.manual import prepare_trigger, submit_queued
 from floe_dagster.reports.explain import explain_table
@@ -48,28 +45,8 @@ from floe_dagster.settings import Settings
 log = logging.getLogger(__name__)
 
 API_REASON = "manual trigger from the HTTP API"
-WATCH_POLL_S = 0.5
-WATCH_GIVE_UP_S = 48 * 3600
 MAX_OUTCOME_RUNS = 1000
 
-_FLOE_STATUS = {
-    DagsterRunStatus.QUEUED: "PENDING",
-    DagsterRunStatus.NOT_STARTED: "PENDING",
-    DagsterRunStatus.MANAGED: "PENDING",
-    DagsterRunStatus.STARTING: "RUNNING",
-    DagsterRunStatus.STARTED: "RUNNING",
-    DagsterRunStatus.CANCELING: "RUNNING",
-    DagsterRunStatus.SUCCESS: "SUCCEEDED",
-    DagsterRunStatus.FAILURE: "FAILED",
-    DagsterRunStatus.CANCELED: "CANCELLED",
-}
-_DAGSTER_STATUSES = {
-    "PENDING": [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.MANAGED],
-    "RUNNING": [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING],
-    "SUCCEEDED": [DagsterRunStatus.SUCCESS],
-    "FAILED": [DagsterRunStatus.FAILURE],
-    "CANCELLED": [DagsterRunStatus.CANCELED],
-}
 # Floe's record statuses beside ours (PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED).
 _NEVER_A_RUN = {"NO_POLICY", "NO_OPERATIONS"}
 _RECORD_STATUSES = ["PENDING", "RUNNING", "SUCCESS", "PARTIAL_FAILURE", "FAILED", "NO_POLICY", "NO_OPERATIONS",
@@ -85,189 +62,6 @@ def _record_status(status: str | None) -> str | None:
         raise ApiError(400, "VALIDATION_FAILED", f"Invalid status: {status}. Valid values: "
                        f"[{', '.join(_RECORD_STATUSES)}]", {"field": "status"})
     return "SUCCEEDED" if upper == "SUCCESS" else upper
-
-
-_FINISHED = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
-_RESULT_EVENTS = {
-    DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.STEP_FAILURE, DagsterEventType.RUN_FAILURE,
-    DagsterEventType.RUN_CANCELED,
-}
-
-
-# The HTTP status of each manual-trigger refusal (launching.manual.prepare_trigger).
-_REFUSAL_STATUS = {"NO_POLICY": 404, "POLICY_NOT_FOUND": 404, "POLICY_NOT_EFFECTIVE": 400,
-                   "OPERATION_NOT_CONFIGURED": 404, "TABLE_NOT_LOADED": 409}
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str, details: dict[str, Any] | None = None):
-        super().__init__(message)
-        self.status, self.code, self.message, self.details = status, code, message, details or {}
-
-
-def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def iso(moment: datetime | float | None) -> str | None:
-    if moment is None:
-        return None
-    if isinstance(moment, (int, float)):
-        moment = datetime.fromtimestamp(moment, timezone.utc)
-    return naive_as_utc(moment).isoformat()
-
-
-def table_name(settings: Settings, namespace: str, table: str) -> TableName:
-    """The table a path (or a trigger body) names: the namespace dotted for nested namespaces."""
-    parts = tuple(namespace.split("."))
-    if any(not part.strip() for part in parts):
-        raise ApiError(400, "INVALID_TABLE_NAME", f"namespace {namespace!r} has an empty (or blank) part",
-                       {"namespace": namespace})
-    if not table.strip() or "." in table:
-        raise ApiError(400, "INVALID_TABLE_NAME",
-                       f"table {table!r}: a table name must not be blank and cannot contain '.'", {"table": table})
-    # The name reaches explain as text (``catalog.ns.table``, whose ends are stripped when parsed):
-    # "orders " would be answered for "orders". A part with blanks at its ends is refused.
-    for part_name, value in [*(("namespace", part) for part in parts), ("table", table)]:
-        if value != value.strip():
-            raise ApiError(400, "INVALID_TABLE_NAME", f"{part_name} {value!r}: a name part cannot start or end with blanks",
-                           {part_name: namespace if part_name == "namespace" else table})
-    return TableName(settings.catalog.name, parts, table)
-
-
-@contextmanager
-def lookup_errors(table: TableName | None = None) -> Iterator[None]:
-    """Catalog, policy and health failures as API errors."""
-    try:
-        yield
-    except ApiError:
-        raise
-    except UnknownTable as exc:
-        if table is None:
-            raise ApiError(404, "TABLE_NOT_FOUND", str(exc)) from None
-        # Floe's words (namespace and table, no catalog); ours stay in the details.
-        raise ApiError(404, "TABLE_NOT_FOUND", f"Table not found: {table.namespace_str}.{table.name}",
-                       {"resourceType": "Table", "id": f"{table.namespace_str}.{table.name}",
-                        "table": table.qualified, "detail": str(exc)}) from None
-    except CatalogUnavailable as exc:
-        raise ApiError(503, "CATALOG_UNAVAILABLE", str(exc)) from None
-    except TriggerRefused as exc:
-        raise ApiError(_REFUSAL_STATUS[exc.code], exc.code, str(exc), exc.details) from None
-    except PolicyError as exc:
-        raise ApiError(500, "POLICIES_INVALID", f"the policy files are invalid: {exc}") from None
-    except HealthError as exc:
-        raise ApiError(503, "HEALTH_UNAVAILABLE", str(exc)) from None
-
-
-def _numbers(metadata: dict[str, Any]) -> dict[str, float | int | bool]:
-    """A materialization's numbers (int, float, bool), the values Dagit plots."""
-    out: dict[str, float | int | bool] = {}
-    for name, entry in metadata.items():
-        value = getattr(entry, "value", entry)
-        if isinstance(value, bool) or isinstance(value, int):
-            out[name] = value
-        elif isinstance(value, float) and math.isfinite(value):
-            out[name] = value
-    return out
-
-
-@dataclass
-class RunFacts:
-    """One run as the API reports it."""
-
-    run_id: str
-    job_name: str
-    tags: dict[str, str]
-    dagster_status: DagsterRunStatus
-    created: datetime | None
-    start: float | None
-    end: float | None
-    tables: dict[str, dict[str, float | int | bool]] = field(default_factory=dict)
-    error: str | None = None
-
-    @property
-    def status(self) -> str:
-        return _FLOE_STATUS.get(self.dagster_status, "PENDING")
-
-    @property
-    def duration_ms(self) -> int | None:
-        return int(round((self.end - self.start) * 1000)) if self.start is not None and self.end is not None else None
-
-
-def run_facts(instance: DagsterInstance, record) -> RunFacts:
-    run = record.dagster_run
-    facts = RunFacts(run.run_id, run.job_name, dict(run.tags), run.status, record.create_timestamp,
-                     record.start_time, record.end_time)
-    if run.status in (DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED):
-        return facts
-    step_error = run_error = None
-    for entry in instance.all_logs(run.run_id, of_type=_RESULT_EVENTS):
-        event = entry.dagster_event
-        if event is None:
-            continue
-        if event.event_type == DagsterEventType.ASSET_MATERIALIZATION:
-            materialization = event.event_specific_data.materialization
-            try:
-                name = table_for_asset_key(materialization.asset_key).qualified
-            except ValueError:
-                name = "/".join(materialization.asset_key.path)
-            facts.tables[name] = _numbers(dict(materialization.metadata))
-        elif event.event_type == DagsterEventType.STEP_FAILURE and step_error is None:
-            data = event.event_specific_data
-            user = getattr(data, "user_failure_data", None)  # a dagster Failure: its description
-            error = getattr(data, "error", None)
-            if user is not None and user.description:
-                step_error = user.description.strip().splitlines()[0]
-            elif error is not None and error.message:
-                step_error = error.message.strip().splitlines()[0]
-        elif event.event_type in (DagsterEventType.RUN_FAILURE, DagsterEventType.RUN_CANCELED) and run_error is None:
-            run_error = (event.message or "").strip().splitlines()[0] if event.message else None
-    if run.status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED):
-        facts.error = step_error or run_error or ("the run failed" if run.status == DagsterRunStatus.FAILURE
-                                                  else "the run was cancelled")
-    return facts
-
-
-class TriggerWatch:
-    """Follows one trigger's runs; after a failure, cancels the ones still queued."""
-
-    def __init__(self, instance: DagsterInstance, trigger_id: str, run_ids: Sequence[str]):
-        self.instance, self.trigger_id, self.run_ids = instance, trigger_id, list(run_ids)
-        self.done = threading.Event()
-        self.finished_at: float | None = None
-        self.thread = threading.Thread(target=self._run, name=f"floe-trigger-{trigger_id}", daemon=True)
-
-    def start(self) -> "TriggerWatch":
-        self.thread.start()
-        return self
-
-    def _run(self) -> None:
-        deadline = time.monotonic() + WATCH_GIVE_UP_S
-        try:
-            while time.monotonic() < deadline:
-                runs = [r.dagster_run for r in self.instance.get_run_records(RunsFilter(run_ids=self.run_ids))]
-                if any(run.status == DagsterRunStatus.FAILURE for run in runs):
-                    for run in runs:
-                        if run.status == DagsterRunStatus.QUEUED:
-                            self._cancel(run)
-                    runs = [r.dagster_run for r in self.instance.get_run_records(RunsFilter(run_ids=self.run_ids))]
-                if runs and all(run.status in _FINISHED for run in runs):
-                    return
-                time.sleep(WATCH_POLL_S)
-        except Exception:  # a watcher must never take the server down
-            log.exception("watching trigger %s failed", self.trigger_id)
-        finally:
-            self.finished_at = time.monotonic()
-            self.done.set()
-
-    def _cancel(self, run) -> None:
-        current = self.instance.get_run_by_id(run.run_id)
-        if current is None or current.status != DagsterRunStatus.QUEUED:
-            return
-        message = f"floe-dagster: a previous operation of manual trigger {self.trigger_id} failed"
-        self.instance.report_run_canceling(current, message=message)
-        self.instance.report_run_canceled(current, message=message)
-        log.info("cancelled queued run %s (%s)", run.run_id, message)
 
 
 class ApiService:
@@ -286,21 +80,18 @@ class ApiService:
 
     def trigger_status(self, namespace: str, table: str, at: datetime | None) -> dict[str, Any]:
         name = table_name(self.settings, namespace, table)
-        with lookup_errors(name):
-            report = explain_table(self.settings, name.qualified, at or utc_now(), self.instance)
+        report = explain_table(self.settings, name.qualified, at or utc_now(), self.instance)
         return json.loads(json.dumps(report, default=str))  # exactly what `explain --json` prints
 
     def health(self, namespace: str, table: str, tier: str, now: datetime | None = None) -> dict[str, Any]:
         name = table_name(self.settings, namespace, table)
         now = now or utc_now()
-        with lookup_errors(name):
-            report = health_report(self.settings, name, now, tier=tier)
+        report = health_report(self.settings, name, now, tier=tier)
         return json.loads(json.dumps(floe_health_json(report), default=str))  # Floe's shape, ours beside
 
     def health_history(self, namespace: str, table: str, limit: int) -> dict[str, Any]:
         name = table_name(self.settings, namespace, table)
-        with lookup_errors(name):
-            history = health_history(self.settings, self.instance, name, limit)
+        history = health_history(self.settings, self.instance, name, limit)
         return json.loads(json.dumps(history, default=str))
 
     def validate_pattern(self, pattern: str) -> dict[str, Any]:
@@ -311,12 +102,11 @@ class ApiService:
             parsed = TablePattern.parse(text)
         except ValueError as exc:
             raise ApiError(400, "INVALID_PATTERN", f"Invalid pattern: {exc}", {"pattern": text}) from None
-        with lookup_errors():
-            tables = list_tables(open_catalog(self.settings.catalog))
+        tables = list_tables(open_catalog(self.settings.catalog))
         if parsed.regex is None:
             matched = [t.qualified for t in tables if parsed.matches(t)]
         else:
-            matched = _regex_matches(text, tables)
+            matched = regex_matches(text, tables)
         if matched:
             return {"valid": True, "message": f"Pattern matches {len(matched)} table(s)", "matchedTables": matched,
                     "matchCount": len(matched)}
@@ -343,7 +133,7 @@ class ApiService:
             return {"operations": [], "total": 0, "limit": limit, "offset": offset, "hasMore": False}
         if status == "PARTIAL_FAILURE":
             return self._partial_failures(tags, qualified, trigger_id, limit, offset)
-        statuses = _DAGSTER_STATUSES[status] if status else None
+        statuses = DAGSTER_STATUSES[status] if status else None
         filters = RunsFilter(tags=tags, statuses=statuses)
         total = self.instance.get_runs_count(filters)
         records = list(self.instance.get_run_records(filters, limit=offset + limit))
@@ -368,7 +158,7 @@ class ApiService:
                           offset: int) -> dict[str, Any]:
         """Floe's PARTIAL_FAILURE: failed runs that maintained some of their tables (a batch where one
         table failed), among the newest MAX_OUTCOME_RUNS failed runs."""
-        failed = _DAGSTER_STATUSES["FAILED"]
+        failed = DAGSTER_STATUSES["FAILED"]
         records = list(self.instance.get_run_records(RunsFilter(tags=tags, statuses=failed), limit=MAX_OUTCOME_RUNS))
         if qualified:
             records = sorted([*records, *self._multi_table_runs(qualified, trigger_id, failed)],
@@ -432,7 +222,7 @@ class ApiService:
             "errorMessage": facts.error,
         }
 
-    def service_health(self) -> tuple[bool, list[dict[str, str]]]:
+    def readiness(self) -> tuple[bool, list[dict[str, str]]]:
         checks = []
         try:
             self.instance.get_runs_count(RunsFilter(statuses=[DagsterRunStatus.QUEUED]))
@@ -489,10 +279,9 @@ class ApiService:
                            f"catalog '{settings.catalog.name}')", {"catalog": body["catalog"]})
         table = table_name(settings, body["namespace"], body["table"])
         operations = [Operation(name) for name in body.get("operations") or []]
-        with lookup_errors(table):
-            # A blank policyName ("" or spaces) means no specific policy, as in Floe.
-            policy_name = (body.get("policyName") or "").strip() or None
-            prepared = prepare_trigger(settings, table, operations or None, policy_name, queued=True)
+        # A blank policyName ("" or spaces) means no specific policy, as in Floe.
+        policy_name = (body.get("policyName") or "").strip() or None
+        prepared = prepare_trigger(settings, table, operations or None, policy_name, queued=True)
         policy, to_run = prepared.policy, prepared.to_run
         wanted = [*to_run, *prepared.skipped]
         start = utc_now()
@@ -599,30 +388,3 @@ class ApiService:
         ends = [r["endTime"] for r in results if r["endTime"]]
         return results, status, max(ends) if ends else iso(utc_now())
 
-
-REGEX_MATCH_TIMEOUT_S = 5.0
-_REGEX_CHILD = """
-import json, sys
-from floe_dagster.core.patterns import TablePattern
-from floe_dagster.core.tables import TableName
-request = json.load(sys.stdin)
-pattern = TablePattern.parse(request["pattern"])
-json.dump([q for c, ns, t, q in request["tables"] if pattern.matches(TableName(c, tuple(ns), t))], sys.stdout)
-"""
-
-
-def _regex_matches(pattern: str, tables: Sequence[TableName]) -> list[str]:
-    """The tables a ``/regex/`` pattern matches, matched in a child process with a time limit: Python's
-    ``re`` holds the GIL while it matches, so a catastrophic regex such as ``/(.|.)*x/`` against a long
-    table name would freeze every thread of the server (a denial of service open to any VIEWER)."""
-    request = {"pattern": pattern, "tables": [[t.catalog, list(t.namespace), t.name, t.qualified] for t in tables]}
-    try:
-        done = subprocess.run([sys.executable, "-c", _REGEX_CHILD], input=json.dumps(request), capture_output=True,
-                              text=True, timeout=REGEX_MATCH_TIMEOUT_S, check=True)
-    except subprocess.TimeoutExpired:
-        raise ApiError(400, "INVALID_PATTERN", f"Invalid pattern: regex {pattern!r} takes longer than "
-                       f"{REGEX_MATCH_TIMEOUT_S:g} s to match the catalog's table names (catastrophic backtracking)",
-                       {"pattern": pattern}) from None
-    except subprocess.CalledProcessError as exc:
-        raise RuntimeError(f"matching the regex failed: {exc.stderr.strip()[-500:]}") from None
-    return json.loads(done.stdout)

@@ -9,12 +9,9 @@ never leaves its table locked. The backend is chosen once per coordination datab
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import os
 import re
-import time
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import ContextManager, Iterator
 
@@ -24,6 +21,7 @@ from sqlalchemy.pool import NullPool
 
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import LockHeld
+from floe_dagster.file_locks import hold_file_lock, wait_for_lock
 from floe_dagster.instance import dagster_home, default_coordination_url
 
 
@@ -42,20 +40,9 @@ class Locks:
     def hold(self, name: str) -> ContextManager[None]:
         raise NotImplementedError
 
-    @contextmanager
-    def wait_for(self, name: str, timeout_s: float) -> Iterator[None]:
+    def wait_for(self, name: str, timeout_s: float) -> ContextManager[None]:
         """Hold the named lock for the block, waiting up to ``timeout_s`` for it (then LockHeld)."""
-        deadline = time.monotonic() + timeout_s
-        with ExitStack() as stack:
-            while True:
-                try:
-                    stack.enter_context(self.hold(name))
-                    break
-                except LockHeld:
-                    if time.monotonic() >= deadline:
-                        raise
-                    time.sleep(0.5)
-            yield
+        return wait_for_lock(lambda: self.hold(name), timeout_s, poll_s=0.5)
 
     def is_free(self, name: str) -> bool:
         try:
@@ -104,24 +91,8 @@ class FileLocks(Locks):
         digest = hashlib.sha256(name.encode()).hexdigest()[:16]
         return self.folder / f"{readable}.{digest}.lock"
 
-    @contextmanager
-    def hold(self, name: str) -> Iterator[None]:
-        path = self.path(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path, "a+")
-        try:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = path.read_text().strip() if path.exists() else ""
-                raise LockHeld(f"lock {name} is held{f' by {holder}' if holder else ''}") from None
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"pid {os.getpid()}")
-            handle.flush()
-            yield
-        finally:
-            handle.close()  # closing the descriptor releases the flock
+    def hold(self, name: str) -> ContextManager[None]:
+        return hold_file_lock(self.path(name), name)
 
 
 def file_locks() -> FileLocks:

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
 
-from floe_dagster.core.health import DEFAULT_SMALL_FILE_SIZE_BYTES
+from floe_dagster.core.health_assessment import DEFAULT_SMALL_FILE_SIZE_BYTES
 from floe_dagster.core.localtime import as_utc
-from floe_dagster.core.metrics import TableMetrics
+from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.validation import (
     Location,

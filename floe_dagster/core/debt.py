@@ -13,9 +13,9 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, Iterable, Mapping
 
-from floe_dagster.core.health import HealthIssue, Severity
+from floe_dagster.core.health_assessment import HealthIssue, Severity
 from floe_dagster.core.localtime import as_utc
-from floe_dagster.core.metrics import TableMetrics
+from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.validation import closest
 
 

@@ -1,7 +1,7 @@
 """Byte estimates for the rewriting operations: which files Iceberg's own planners would pick.
 
 Pure (no PyIceberg, Spark or Dagster): the inputs are per-file numbers that the full health tier
-stores in :class:`~floe_dagster.core.metrics.TableMetrics` (``data_file_groups`` and
+stores in :class:`~floe_dagster.core.measurements.TableMetrics` (``data_file_groups`` and
 ``position_delete_groups``), so one cached record serves every policy.
 
 The rules follow Iceberg 1.10.2 and 1.11.0 alike: read in Iceberg's source at the commits their Spark
@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, NamedTuple, Sequence
 from floe_dagster.core.operation_config import RewriteDataFilesConfig, RewritePositionDeleteFilesConfig
 
 if TYPE_CHECKING:  # pragma: no cover
-    from floe_dagster.core.metrics import TableMetrics
+    from floe_dagster.core.measurements import TableMetrics
 
 MIB = 1024 * 1024
 DEFAULT_TARGET_FILE_SIZE_BYTES = 512 * MIB  # Iceberg's write.target-file-size-bytes default

@@ -23,7 +23,7 @@ from floe_dagster.core.batches import ONE_TABLE_PER_RUN, BatchPacker, BatchSetti
 from floe_dagster.core.conditions import ConditionResult
 from floe_dagster.core.debt import DebtWeights, TableDebt
 from floe_dagster.core.history import OperationHistory
-from floe_dagster.core.metrics import TableMetrics
+from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled
 from floe_dagster.core.policy import Policy, PolicySet

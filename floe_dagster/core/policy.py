@@ -42,7 +42,7 @@ from floe_dagster.core.conditions import (
     evaluate_conditions,
     parse_trigger_conditions,
 )
-from floe_dagster.core.health import (
+from floe_dagster.core.health_assessment import (
     HealthAssessment,
     HealthIssue,
     HealthThresholds,
@@ -50,7 +50,7 @@ from floe_dagster.core.health import (
     health_issues,
     parse_health_thresholds,
 )
-from floe_dagster.core.metrics import TableMetrics
+from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operation_config import OperationConfig, parse_operation_config
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.patterns import TablePattern

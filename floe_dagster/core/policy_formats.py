@@ -43,7 +43,7 @@ from typing import Any, Callable, Mapping
 
 from floe_dagster.core.conditions import TRIGGER_CONDITION_FIELDS
 from floe_dagster.core.durations import MAX_DURATION, format_iso_duration
-from floe_dagster.core.health import HEALTH_THRESHOLD_FIELDS
+from floe_dagster.core.health_assessment import HEALTH_THRESHOLD_FIELDS
 from floe_dagster.core.operation_config import FIELDS, REFUSED
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.schedule import SCHEDULE_FIELDS

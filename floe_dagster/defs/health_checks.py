@@ -69,13 +69,13 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (  # t
 
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.debt import DebtWeights
-from floe_dagster.core.health import CRITICAL, HEALTHY, WARNING, HealthAssessment, assess_health
+from floe_dagster.core.health_assessment import CRITICAL, HEALTHY, WARNING, HealthAssessment, assess_health
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.localtime import naive_as_utc
-from floe_dagster.core.metrics import TableMetrics
+from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.policy import Policy, PolicySet
-from floe_dagster.core.table_health import health_record, thresholds_for
+from floe_dagster.core.health_record import health_record, thresholds_for
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for, escaped_name, table_for_asset_key
 from floe_dagster.defs.table_metadata import table_metadata

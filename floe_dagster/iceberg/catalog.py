@@ -18,7 +18,7 @@ from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.types import IcebergType, ListType, MapType, StructType
 from sqlalchemy import text
 
-from floe_dagster.core.metrics import ColumnFacts
+from floe_dagster.core.measurements import ColumnFacts
 from floe_dagster.core.object_storage import FORCE_VIRTUAL_ADDRESSING, s3_path_style, storage_description, uses_s3
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import CatalogUnavailable, UnknownTable
@@ -97,7 +97,7 @@ def load_table(catalog: Catalog, table: TableName) -> Table:
     try:
         return catalog.load_table(table.identifier)
     except NoSuchTableError:
-        raise UnknownTable(f"table '{table.qualified}' does not exist in catalog '{catalog.name}'") from None
+        raise UnknownTable(f"table '{table.qualified}' does not exist in catalog '{catalog.name}'", table) from None
     except Exception as exc:
         raise CatalogUnavailable(
             f"catalog '{catalog.name}' could not load '{table.qualified}': {exc}{storage_context(catalog)}"

@@ -65,7 +65,7 @@ from floe_dagster.core.estimates import (
     estimate_rewrite_data_files,
     estimate_rewrite_position_delete_files,
 )
-from floe_dagster.core.metrics import TableMetrics
+from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
@@ -691,7 +691,7 @@ class HealthCollector:
             return snapshot.metrics[table]
         message = snapshot.errors.get(table, f"no health for '{table.qualified}'")
         if table in snapshot.unknown:
-            raise UnknownTable(message)
+            raise UnknownTable(message, table)
         raise HealthError(message)
 
     def cached(self, table: TableName, tier: TierName = "summary") -> TableMetrics | None:

@@ -11,9 +11,9 @@ operation that deletes files is skipped on a table that sets ``gc.enabled=false`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Sequence
 
-from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster import DagsterInstance, RunsFilter
 
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.operations import Operation, gc_disabled
@@ -27,6 +27,7 @@ from floe_dagster.iceberg.catalog import load_table, open_catalog
 from floe_dagster.iceberg.table_cache import read_cached_tables
 from floe_dagster.instance import get_instance
 from floe_dagster.launching.submit import RunToSubmit, submit_runs
+from floe_dagster.launching.trigger_runs import cancel_queued_run, run_outcome
 from floe_dagster.policies import load_policy_set, run_tags_for
 from floe_dagster.settings import Settings
 
@@ -137,8 +138,7 @@ def submit_queued(settings: Settings, prepared: PreparedTrigger, origin: Origin,
         return submit_runs(instance, runs, MAINTENANCE_JOB)
     except LaunchFailed as exc:
         for record in instance.get_run_records(RunsFilter(tags={T.TRIGGER_ID: origin.trigger_id})):
-            if record.dagster_run.status == DagsterRunStatus.QUEUED:
-                instance.report_run_canceled(record.dagster_run, message=f"floe-dagster: {exc}")
+            cancel_queued_run(instance, record.dagster_run.run_id, f"floe-dagster: {exc}")
         raise
 
 
@@ -157,11 +157,13 @@ def run_in_process(settings: Settings, prepared: PreparedTrigger, origin: Origin
             continue
         tags = run_tags_for(settings, table, op, origin)
         result = job.execute_in_process(instance=instance, partition_key=op.value, tags=tags, raise_on_error=False)
+        ran = run_outcome(result.all_events)
         if result.success:
-            outcomes.append(OperationOutcome(op, SUCCEEDED, result.run_id, metadata=_materialized(result)))
+            metadata = {key: value for values in ran.tables.values() for key, value in values.items()}
+            outcomes.append(OperationOutcome(op, SUCCEEDED, result.run_id, metadata=metadata))
         else:
             failed = True
-            outcomes.append(OperationOutcome(op, FAILED, result.run_id, message=_failure(result)))
+            outcomes.append(OperationOutcome(op, FAILED, result.run_id, message=ran.error or "the run failed"))
     return sorted(outcomes, key=lambda o: o.operation.order)
 
 
@@ -186,19 +188,3 @@ def trigger_table(
     outcomes = run_in_process(settings, prepared, origin, instance or get_instance())
     return TriggerSummary(table, trigger_id, prepared.policy.name, outcomes)
 
-
-def _materialized(result: Any) -> dict[str, Any]:
-    materializations = [
-        event.event_specific_data.materialization
-        for event in result.all_events if event.event_type_value == "ASSET_MATERIALIZATION"
-    ]
-    return {k: v.value for m in materializations for k, v in m.metadata.items()}
-
-
-def _failure(result: Any) -> str:
-    failure = next(
-        (e.event_specific_data.error.message.strip() for e in result.all_events
-         if e.event_type_value == "STEP_FAILURE" and e.event_specific_data and e.event_specific_data.error),
-        "the run failed",
-    )
-    return failure.splitlines()[0]

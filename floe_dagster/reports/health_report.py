@@ -1,5 +1,5 @@
 """One table's health report (``floe-dagster health TABLE [--json]`` and the HTTP API's health):
-collect its metrics, assess them (core/table_health.py builds the record), and render it as text.
+collect its metrics, assess them (core/health_record.py builds the record), and render it as text.
 Dagit shows the same record as observations and check results (defs/health_checks.py)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any, Mapping
 from dagster import DagsterInstance
 
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core.health import assess_health
-from floe_dagster.core.table_health import health_record, thresholds_for
+from floe_dagster.core.health_assessment import assess_health
+from floe_dagster.core.health_record import health_record, thresholds_for
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.errors import UnknownTable
@@ -44,7 +44,7 @@ def health_report(settings: Settings, table: TableName | str, now: datetime, tie
         try:
             metrics = collector.metrics_for(name, tier)  # type: ignore[arg-type]
         except UnknownTable as exc:
-            raise UnknownTable(f"{exc} (`floe-dagster tables --refresh` lists the catalog's tables)") from None
+            raise UnknownTable(f"{exc} (`floe-dagster tables --refresh` lists the catalog's tables)", name) from None
     policy, thresholds = thresholds_for(policies, name)
     assessed = assess_health(metrics, thresholds, now)
     history = Coordination(settings.coordination_url).all_history()
@@ -106,7 +106,7 @@ def _floe_report(qualified: str, assessed_at: str, status: str | None, numbers: 
 
 
 def floe_health_json(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A health record (core/table_health.health_record) in Floe's HealthReport shape; floe-dagster's
+    """A health record (core/health_record.health_record) in Floe's HealthReport shape; floe-dagster's
     richer fields follow under their own keys (tier, policy, derived numbers, raw metrics, debt)."""
     numbers = {**record["metrics"], **record["derived"]}
     return {

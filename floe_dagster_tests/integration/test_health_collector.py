@@ -16,7 +16,7 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
 
 from floe_dagster.core.estimates import estimate_rewrite_data_files
-from floe_dagster.core.metrics import TableMetrics
+from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operation_config import ExpireSnapshotsConfig, RewriteDataFilesConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.errors import UnknownTable

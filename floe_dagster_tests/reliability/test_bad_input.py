@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from floe_dagster.core.conditions import TRIGGER_CONDITION_FIELDS
-from floe_dagster.core.health import HEALTH_THRESHOLD_FIELDS
+from floe_dagster.core.health_assessment import HEALTH_THRESHOLD_FIELDS
 from floe_dagster.core.operation_config import FIELDS as OPERATION_FIELDS
 from floe_dagster.core.operations import ALL_OPERATIONS
 from floe_dagster.core.policy import TOP_LEVEL_FIELDS, PolicyError, load_policies, validate_policy_paths

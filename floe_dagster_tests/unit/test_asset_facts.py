@@ -28,7 +28,7 @@ from pyiceberg.types import (
 )
 
 from floe_dagster.core import run_tags as T
-from floe_dagster.core.metrics import ColumnFacts
+from floe_dagster.core.measurements import ColumnFacts
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.planner import SchedulerSettings
 from floe_dagster.core.policy import parse_policies_text

@@ -26,7 +26,7 @@ from floe_dagster.core.estimates import (
     plan_position_delete_rewrite,
     plan_recorded_data_files,
 )
-from floe_dagster.core.metrics import TableMetrics
+from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operation_config import RewriteDataFilesConfig, RewritePositionDeleteFilesConfig
 
 T = 1000  # a target size that keeps the numbers readable

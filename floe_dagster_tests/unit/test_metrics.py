@@ -21,7 +21,7 @@ from sqlalchemy import create_engine
 
 from floe_dagster.api.app import create_app
 from floe_dagster.api.auth import KeyStore
-from floe_dagster.api.metrics import AdmissionWindow, OutcomeTally, SinceStart
+from floe_dagster.api.prometheus import AdmissionWindow, OutcomeTally, SinceStart
 from floe_dagster.coordination.database import Admission, Coordination
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.conditions import ConditionResult

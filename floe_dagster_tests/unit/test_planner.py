@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from floe_dagster.core.history import OperationHistory
-from floe_dagster.core.metrics import TableMetrics
+from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.planner import (
     Decision,

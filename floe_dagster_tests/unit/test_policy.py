@@ -276,7 +276,7 @@ def test_policy_gates_use_its_thresholds_and_schedules():
         triggerConditions: {smallFileCountAbove: 1}
         healthThresholds: {smallFileSizeBytes: 10}
     """).get("p")
-    from floe_dagster.core.metrics import TableMetrics
+    from floe_dagster.core.measurements import TableMetrics
 
     now = datetime(2026, 6, 10, 12, tzinfo=timezone.utc)
     metrics = TableMetrics("demo.s.t", None, "full", 0, data_file_count=2, data_file_sizes=(5, 500))

@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 import pytest
 
 from floe_dagster.core.estimates import RewriteRules, estimate_rewrite_data_files
-from floe_dagster.core.metrics import TableMetrics
+from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operation_config import CONFIG_TYPES, ExpireSnapshotsConfig, RewriteDataFilesConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.policy import parse_policies_text

@@ -4,8 +4,8 @@
 - ``tables``: a table's trigger status, health and health history.
 - ``policies``: Floe's policy CRUD over the API's policy directory, and pattern validation.
 - ``operations``: recent maintenance runs.
-- ``service_health``: ``GET /health`` (no key needed).
-- ``probes``: ``GET /health/live`` and ``GET /health/ready``, Floe's probes (no key needed).
+- ``server_probes``: the server's ``GET /health``, ``GET /health/live`` and ``GET /health/ready`` (no key
+  needed).
 - ``metrics``: ``GET /metrics``, the Prometheus exposition (no key needed).
 - ``access``: the key check (``reader``, ``operator``) and the ``ApiService``, from ``request.app.state``.
 - ``common``: the documented error responses, the table path parameters and the ``at`` time.
@@ -13,8 +13,8 @@
 
 from __future__ import annotations
 
-from floe_dagster.api.routes import maintenance, metrics, operations, policies, probes, service_health, tables
+from floe_dagster.api.routes import maintenance, metrics, operations, policies, server_probes, tables
 
 # In the order of the OpenAPI document's paths.
-ROUTERS = (maintenance.router, tables.router, policies.router, operations.router, service_health.router,
-           probes.router, metrics.router)
+ROUTERS = (maintenance.router, tables.router, policies.router, operations.router, server_probes.router,
+           metrics.router)

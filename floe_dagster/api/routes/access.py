@@ -13,7 +13,8 @@ from fastapi import Request, Security
 from fastapi.security import APIKeyHeader
 
 from floe_dagster.api.auth import HEADER, KeyStore, Permission, Principal
-from floe_dagster.api.service import ApiError, ApiService
+from floe_dagster.api.service import ApiService
+from floe_dagster.errors import ApiError
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import Path
 
 from floe_dagster.api import models as M
-from floe_dagster.api.service import ApiError
+from floe_dagster.errors import ApiError
 from floe_dagster.core.localtime import naive_as_utc
 
 _DESCRIPTIONS = {

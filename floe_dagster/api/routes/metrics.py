@@ -1,6 +1,6 @@
 """``GET /metrics``: the Prometheus text exposition (format 0.0.4), no key needed, as Floe's.
 
-Each application gets its own registry (:func:`floe_dagster.api.metrics.metrics_registry`), built at
+Each application gets its own registry (:func:`floe_dagster.api.prometheus.metrics_registry`), built at
 its first scrape and kept in ``app.state``; the collector reads its sources at every scrape. Left
 out of the OpenAPI document, as Floe's.
 """
@@ -13,7 +13,7 @@ from fastapi import APIRouter, Request, Response
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
-from floe_dagster.api.metrics import metrics_registry
+from floe_dagster.api.prometheus import metrics_registry
 from floe_dagster.api.service import ApiService
 
 router = APIRouter(tags=["service"])

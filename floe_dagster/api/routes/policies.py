@@ -4,34 +4,26 @@ validation (``POST /api/v1/policies/validate-pattern``).
 The files stay the source of truth (:mod:`floe_dagster.policy_store`): reads show every loaded policy,
 writes go to ``api.policy-directory`` (one ``<name>.json`` each) and are seen by the sensor's next tick
 and the CLI. Without that directory the writes answer 405; a policy from another file answers 409.
-Reads need VIEWER, writes OPERATOR.
+Reads need VIEWER, writes OPERATOR. The store's refusals answer through the application's exception
+handlers (api/error_handlers.py).
 """
 
 from __future__ import annotations
 
 import logging
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Path, Query
 from fastapi.responses import JSONResponse, Response
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from floe_dagster.api import models as M
 from floe_dagster.api.auth import Principal
 from floe_dagster.api.policy_models import PolicyPage, PolicyResponse, policy_response
 from floe_dagster.api.routes.access import api_service, operator, reader
 from floe_dagster.api.routes.common import error_responses
-from floe_dagster.api.service import ApiError, ApiService, lookup_errors
-from floe_dagster.policy_store import (
-    InvalidPolicyRequest,
-    PolicyConflict,
-    PolicyNotFound,
-    PolicyNotManaged,
-    PolicyStore,
-    PolicyStoreBusy,
-    PolicyWritesDisabled,
-)
+from floe_dagster.api.service import ApiService
+from floe_dagster.errors import ApiError
+from floe_dagster.policy_store import PolicyStore
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["policies"])
@@ -55,29 +47,6 @@ _BODY = Body(
 )
 
 _POLICY_ID = Path(alias="id", min_length=1, max_length=1024, description="The policy's id (writes take ids only)")
-
-
-@contextmanager
-def store_errors() -> Iterator[None]:
-    """The store's refusals as API errors (invalid policy files: 500, as for every other endpoint)."""
-    try:
-        with lookup_errors():
-            yield
-    except PolicyNotFound as exc:
-        raise ApiError(404, "NOT_FOUND", str(exc), {"resourceType": "Policy", "id": exc.key}) from None
-    except InvalidPolicyRequest as exc:
-        problems = [{"location": ".".join(p for p in ("body", field) if p), "message": text}
-                    for field, text in exc.problems]
-        raise ApiError(400, "VALIDATION_FAILED", str(exc), {"errors": problems}) from None
-    except PolicyNotManaged as exc:
-        raise ApiError(409, "POLICY_NOT_MANAGED", str(exc), {"source": exc.source}) from None
-    except PolicyConflict as exc:
-        raise ApiError(409, "CONFLICT", str(exc)) from None
-    except PolicyStoreBusy as exc:
-        raise ApiError(503, "POLICY_STORE_BUSY", str(exc)) from None
-    except PolicyWritesDisabled as exc:
-        # The error shape with code METHOD_NOT_ALLOWED and the Allow header a 405 needs (app._http).
-        raise StarletteHTTPException(405, str(exc), headers={"Allow": "GET"}) from None
 
 
 def store(service: ApiService) -> PolicyStore:
@@ -104,8 +73,7 @@ def list_policies(
         raise ApiError(400, "VALIDATION_FAILED", f"Limit must be between 1 and {MAX_LIMIT}", {"field": "limit"})
     if offset < 0:
         raise ApiError(400, "VALIDATION_FAILED", "Offset must be non-negative", {"field": "offset"})
-    with store_errors():
-        stored = store(service).all()
+    stored = store(service).all()
     if enabled == "true":
         stored = [entry for entry in stored if entry.policy.enabled]
     stored.sort(key=lambda e: e.name)
@@ -127,8 +95,7 @@ def get_policy(
     who: Principal = Depends(reader),
     service: ApiService = Depends(api_service),
 ) -> JSONResponse:
-    with store_errors():
-        return JSONResponse(policy_response(store(service).find(id_or_name)))
+    return JSONResponse(policy_response(store(service).find(id_or_name)))
 
 
 @router.post(
@@ -147,8 +114,7 @@ def create_policy(
     who: Principal = Depends(operator),
     service: ApiService = Depends(api_service),
 ) -> JSONResponse:
-    with store_errors():
-        created = store(service).create(body)
+    created = store(service).create(body)
     log.info("policy '%s' created by %s in %s", created.name, who.name, created.file)
     return JSONResponse(policy_response(created), status_code=201,
                         headers={"Location": f"{COLLECTION}/{created.id}"})
@@ -169,8 +135,7 @@ def update_policy(
     who: Principal = Depends(operator),
     service: ApiService = Depends(api_service),
 ) -> JSONResponse:
-    with store_errors():
-        updated = store(service).update(policy_id, body)
+    updated = store(service).update(policy_id, body)
     log.info("policy '%s' (%s) updated by %s", updated.name, policy_id, who.name)
     return JSONResponse(policy_response(updated))
 
@@ -186,8 +151,7 @@ def delete_policy(
     who: Principal = Depends(operator),
     service: ApiService = Depends(api_service),
 ) -> Response:
-    with store_errors():
-        deleted = store(service).delete(policy_id)
+    deleted = store(service).delete(policy_id)
     log.info("policy '%s' (%s) deleted by %s from %s", deleted.name, policy_id, who.name, deleted.file)
     return Response(status_code=204)
 

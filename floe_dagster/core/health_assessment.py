@@ -36,7 +36,7 @@ from functools import cached_property
 from typing import Any, Mapping
 
 from floe_dagster.core.localtime import as_utc
-from floe_dagster.core.metrics import TableMetrics
+from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.validation import (
     Location,
     check_mapping,

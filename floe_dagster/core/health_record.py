@@ -20,10 +20,10 @@ from datetime import datetime
 from typing import Any, Mapping
 
 from floe_dagster.core.debt import DebtWeights, debt_score
-from floe_dagster.core.health import HealthAssessment, HealthThresholds, Severity
+from floe_dagster.core.health_assessment import HealthAssessment, HealthThresholds, Severity
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.localtime import as_utc
-from floe_dagster.core.metrics import TableMetrics
+from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.policy import Policy, PolicySet
 from floe_dagster.core.tables import TableName
