@@ -5,7 +5,7 @@ N tables (1,000 and 10,000 by default) in 20 namespaces, each governed by one of
 rules, windows on some, trigger conditions and health thresholds; every table has full-tier
 ``TableMetrics`` (20-200 file sizes, estimate inputs) and an ``OperationHistory`` per operation
 (some due, some recently run, some failing, some zero-change). The byte estimator is the real one
-(``health.estimate_operation_bytes``) as ``tick.gather`` passes it, and the debt weights are the raw
+(``byte_estimates.estimate_operation_bytes``) as ``tick.gather`` passes it, and the debt weights are the raw
 ``debt:`` mapping as settings hold it.
 
 Two ticks per size, as the debt-score sensor meets them (its code server keeps running between ticks):
@@ -42,7 +42,7 @@ from _common import describe, machine, peak_rss_mib, table  # noqa: E402
 
 import floe_dagster.core.planner as planner  # noqa: E402
 import floe_dagster.core.policy as policy_module  # noqa: E402
-import floe_dagster.iceberg.health_collector as health_module  # noqa: E402
+import floe_dagster.iceberg.byte_estimates as byte_estimates  # noqa: E402
 from floe_dagster.core.debt import DebtWeights  # noqa: E402
 from floe_dagster.core.history import OperationHistory  # noqa: E402
 from floe_dagster.core.measurements import TableMetrics  # noqa: E402
@@ -50,7 +50,7 @@ from floe_dagster.core.operations import ALL_OPERATIONS  # noqa: E402
 from floe_dagster.core.planner import PlanInput, plan  # noqa: E402
 from floe_dagster.core.policy import parse_policies_text  # noqa: E402
 from floe_dagster.core.tables import TableName  # noqa: E402
-from floe_dagster.iceberg.health_collector import estimate_operation_bytes  # noqa: E402
+from floe_dagster.iceberg.byte_estimates import estimate_operation_bytes  # noqa: E402
 
 # The scheduler settings class the planner takes (renamed SchedulerLimits -> SchedulerSettings).
 Limits = getattr(planner, "SchedulerSettings", None) or getattr(planner, "SchedulerLimits")
@@ -185,7 +185,7 @@ def forget_everything(data: PlanInput) -> PlanInput:
     """As for the first tick after the code server starts, or after every table changed: the byte
     estimates and the policies' matches forgotten, and new metrics records (as the health collector
     reads them), so nothing computed on them before is kept."""
-    health_module._ESTIMATES.clear()
+    byte_estimates._ESTIMATES.clear()
     policy_module._EFFECTIVE_BY_PATTERNS.clear()
     return PlanInput(**{**data.__dict__, "metrics": {t: dataclasses.replace(m) for t, m in data.metrics.items()}})
 

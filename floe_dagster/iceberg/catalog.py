@@ -22,6 +22,14 @@ from floe_dagster.core.measurements import ColumnFacts
 from floe_dagster.core.object_storage import FORCE_VIRTUAL_ADDRESSING, s3_path_style, storage_description, uses_s3
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import CatalogUnavailable, UnknownTable
+from floe_dagster.iceberg.snapshot_summary import (
+    TOTAL_DATA_FILES,
+    TOTAL_DELETE_FILES,
+    TOTAL_FILE_SIZE,
+    TOTAL_POSITION_DELETES,
+    TOTAL_RECORDS,
+    summary_total,
+)
 from floe_dagster.settings import CatalogSettings
 
 
@@ -140,22 +148,21 @@ class TableReads:
 
 def table_counts(table: Table) -> dict[str, int]:
     """The numbers a maintenance run reports before and after: from the snapshot summary and the
-    current manifest list (one small read), never from data files."""
+    current manifest list (one small read), never from data files. A total the summary lacks is 0."""
     metadata = table.metadata
     snapshot = table.current_snapshot()
     summary = snapshot.summary if snapshot and snapshot.summary else None
 
     def total(key: str) -> int:
-        value = summary.get(key) if summary is not None else None
-        return int(value) if value is not None else 0
+        return summary_total(summary, key, missing=0) or 0
 
     manifests = len(snapshot.manifests(table.io)) if snapshot else 0
     return {
-        "data_files": total("total-data-files"),
-        "delete_files": total("total-delete-files"),
-        "position_deletes": total("total-position-deletes"),
-        "records": total("total-records"),
-        "total_bytes": total("total-files-size"),
+        "data_files": total(TOTAL_DATA_FILES),
+        "delete_files": total(TOTAL_DELETE_FILES),
+        "position_deletes": total(TOTAL_POSITION_DELETES),
+        "records": total(TOTAL_RECORDS),
+        "total_bytes": total(TOTAL_FILE_SIZE),
         "snapshots": len(metadata.snapshots),
         "manifests": manifests,
     }
@@ -166,11 +173,7 @@ def row_count(snapshot: Snapshot | None) -> int | None:
     for a table without a snapshot, None when the writer left the total out of the summary."""
     if snapshot is None:
         return 0
-    value = snapshot.summary.get("total-records") if snapshot.summary is not None else None
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
+    return summary_total(snapshot.summary, TOTAL_RECORDS)
 
 
 def schema_columns(schema: Schema) -> tuple[ColumnFacts, ...]:

@@ -1,22 +1,11 @@
-"""Table health collection: :class:`TableMetrics` from Iceberg metadata, with PyIceberg only.
+"""Table health collection: :class:`TableMetrics` for many tables, incrementally, within a time budget.
 
-No Spark, and no data file is ever read. Two tiers:
-
-``summary``
-    The table's metadata file alone (snapshots, their times, the current snapshot's summary totals):
-    one small read per table. The summary counts delete files together, and its ``total-files-size``
-    includes the delete files' bytes.
-``full``
-    Also the current snapshot's manifest list and manifests: every live file's size, partitions,
-    position and equality delete files apart, manifest count and bytes, and the inputs of the byte
-    estimates (``core/estimates.py``).
-
-Caching (on disk, SQLite, under the cache dir; survives restarts): one record per (table, tier), hit
-when the table's current metadata location equals the record's, so an unchanged table costs no read.
-Manifests are immutable, so each manifest's reduced content is cached by its path too: after an
-append, the full tier reads the metadata file, the manifest list and the new manifest only, and a huge
-table's first full read can spread over several ticks. Only raw numbers are cached, never counts
-that depend on a policy's thresholds.
+The metrics come from Iceberg metadata with PyIceberg only (iceberg/metadata_reduction.py: the
+``summary`` and ``full`` tiers), cached on disk (iceberg/metrics_cache.py): one record per (table,
+tier), hit when the table's current metadata location equals the record's, so an unchanged table
+costs no read. Manifests are immutable, so each manifest's reduced content is cached by its path too:
+after an append, the full tier reads the metadata file, the manifest list and the new manifest only,
+and a huge table's first full read can spread over several ticks.
 
 Cost per tick (per collect call):
 
@@ -36,59 +25,29 @@ A collector is not thread-safe.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import logging
-import os
-import sqlite3
 import time
-from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
-from datetime import time as dt_time
-from decimal import Decimal
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Literal, Mapping
-from uuid import UUID
+from typing import Any, Callable, Iterable, Literal, Mapping
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.io import FileIO, InputFile, OutputFile, load_file_io
-from pyiceberg.manifest import DataFileContent, ManifestContent, ManifestEntry, ManifestFile
+from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 
-from floe_dagster.core.estimates import (
-    EstimateOptionError,
-    estimate_rewrite_data_files,
-    estimate_rewrite_position_delete_files,
-)
 from floe_dagster.core.measurements import TableMetrics
-from floe_dagster.core.operation_config import OperationConfig
-from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import CatalogUnavailable, HealthError, UnknownTable
-from floe_dagster.iceberg.catalog import (
-    list_table_metadata_locations,
-    list_tables,
-    load_table,
-    schema_columns,
-    storage_context,
-)
+from floe_dagster.iceberg.catalog import list_table_metadata_locations, list_tables, load_table, storage_context
+from floe_dagster.iceberg.counting_file_io import CountingFileIO
+from floe_dagster.iceberg.metadata_reduction import full_metrics, summarize_manifest, summary_metrics
+from floe_dagster.iceberg.metrics_cache import CACHE_FILE, MetricsCache
 
 log = logging.getLogger(__name__)
-
-# Bump when the way metrics or manifest summaries are computed changes: older cache rows are ignored.
-ALGORITHM_VERSION = 1
-# Bump when a metrics record gains or changes a field: older records are collected again (their
-# metadata file and manifest list), while the manifest summaries (ALGORITHM_VERSION) stay valid.
-# 2: the table's location and columns.
-RECORD_VERSION = ALGORITHM_VERSION * 1000 + 2
-CACHE_SCHEMA_VERSION = 1
-CACHE_FILE = "health.sqlite3"
-PATH_FIELD_ID = 2147483546  # the file_path column of position delete files
 
 TierName = Literal["summary", "full"]
 
@@ -112,414 +71,6 @@ class HealthSnapshot:
     @property
     def complete(self) -> bool:
         return not self.missing
-
-
-# -- file reads, counted ------------------------------------------------------------------------------------
-
-
-class CountingFileIO(FileIO):
-    """Wraps a FileIO and counts every file opened for reading through it."""
-
-    def __init__(self, inner: FileIO, on_read: Callable[[str], None]):
-        super().__init__(inner.properties)
-        self._inner = inner
-        self._on_read = on_read
-
-    def new_input(self, location: str) -> InputFile:
-        self._on_read(location)
-        return self._inner.new_input(location)
-
-    def new_output(self, location: str) -> OutputFile:  # pragma: no cover - health never writes
-        return self._inner.new_output(location)
-
-    def delete(self, location: str | InputFile | OutputFile) -> None:  # pragma: no cover
-        self._inner.delete(location)
-
-
-# -- the on-disk cache -----------------------------------------------------------------------------------------
-
-
-class HealthCache:
-    """SQLite file with the latest record per (table, tier) and the reduced content of manifests.
-
-    Safe to share between processes (WAL, busy timeout); each write is its own short transaction.
-    """
-
-    def __init__(self, path: str | os.PathLike[str]):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(str(self.path), timeout=30, isolation_level=None, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._ensure_schema()
-
-    def close(self) -> None:
-        self._conn.close()
-
-    @contextlib.contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._conn
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
-
-    def _ensure_schema(self) -> None:
-        with self._write() as db:
-            db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
-            row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-            if row is not None and row[0] != str(CACHE_SCHEMA_VERSION):
-                for name in ("metrics", "manifests", "table_manifests"):
-                    db.execute(f"DROP TABLE IF EXISTS {name}")
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS metrics (qualified TEXT NOT NULL, tier TEXT NOT NULL, "
-                "metadata_location TEXT NOT NULL, version INTEGER NOT NULL, collected_at_ms INTEGER NOT NULL, "
-                "checked_at_ms INTEGER NOT NULL, record TEXT NOT NULL, PRIMARY KEY (qualified, tier))"
-            )
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS manifests (path TEXT PRIMARY KEY, version INTEGER NOT NULL, "
-                "summary TEXT NOT NULL)"
-            )
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS table_manifests (qualified TEXT NOT NULL, path TEXT NOT NULL, "
-                "PRIMARY KEY (qualified, path))"
-            )
-            db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (str(CACHE_SCHEMA_VERSION),))
-
-    # metrics records
-    def index(self) -> dict[str, dict[str, tuple[str, int]]]:
-        """qualified name → tier → (metadata location, checked at ms), for records of this version."""
-        rows = self._conn.execute(
-            "SELECT qualified, tier, metadata_location, checked_at_ms FROM metrics WHERE version = ?",
-            (RECORD_VERSION,),
-        ).fetchall()
-        found: dict[str, dict[str, tuple[str, int]]] = {}
-        for qualified, tier, location, checked in rows:
-            found.setdefault(qualified, {})[tier] = (location, checked)
-        return found
-
-    def record(self, qualified: str, tier: str) -> tuple[str, TableMetrics] | None:
-        row = self._conn.execute(
-            "SELECT metadata_location, record FROM metrics WHERE qualified = ? AND tier = ? AND version = ?",
-            (qualified, tier, RECORD_VERSION),
-        ).fetchone()
-        if row is None:
-            return None
-        try:
-            return row[0], TableMetrics.from_json(json.loads(row[1]))
-        except (ValueError, TypeError) as exc:
-            log.warning("health cache: unreadable record for %s (%s); it will be collected again", qualified, exc)
-            return None
-
-    def put(self, metrics: TableMetrics, manifest_paths: Iterable[str] | None = None) -> None:
-        assert metrics.metadata_location is not None
-        with self._write() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO metrics VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    metrics.qualified_name, metrics.tier, metrics.metadata_location, RECORD_VERSION,
-                    metrics.collected_at_ms, metrics.collected_at_ms, json.dumps(metrics.to_json(), separators=(",", ":")),
-                ),
-            )
-            if manifest_paths is not None:  # the table's current manifests: the others may be collected
-                db.execute("DELETE FROM table_manifests WHERE qualified = ?", (metrics.qualified_name,))
-                db.executemany(
-                    "INSERT OR IGNORE INTO table_manifests VALUES (?, ?)",
-                    [(metrics.qualified_name, path) for path in manifest_paths],
-                )
-
-    def touch(self, records: list[tuple[str, str]], checked_at_ms: int) -> None:
-        """Mark (table, tier) records as verified current (orders the next call's work)."""
-        with self._write() as db:
-            db.executemany(
-                "UPDATE metrics SET checked_at_ms = ? WHERE qualified = ? AND tier = ?",
-                [(checked_at_ms, qualified, tier) for qualified, tier in records],
-            )
-
-    def prune_tables(self, keep: set[str]) -> int:
-        """Forget tables that are no longer in the catalog."""
-        known = {row[0] for row in self._conn.execute("SELECT DISTINCT qualified FROM metrics")}
-        known |= {row[0] for row in self._conn.execute("SELECT DISTINCT qualified FROM table_manifests")}
-        gone = sorted(known - keep)
-        if gone:
-            with self._write() as db:
-                db.executemany("DELETE FROM metrics WHERE qualified = ?", [(q,) for q in gone])
-                db.executemany("DELETE FROM table_manifests WHERE qualified = ?", [(q,) for q in gone])
-        return len(gone)
-
-    # manifests
-    def manifests(self, paths: list[str]) -> dict[str, dict[str, Any]]:
-        found: dict[str, dict[str, Any]] = {}
-        for start in range(0, len(paths), 500):
-            chunk = paths[start:start + 500]
-            marks = ",".join("?" * len(chunk))
-            for path, summary in self._conn.execute(
-                f"SELECT path, summary FROM manifests WHERE version = ? AND path IN ({marks})",
-                (ALGORITHM_VERSION, *chunk),
-            ):
-                found[path] = json.loads(summary)
-        return found
-
-    def put_manifest(self, qualified: str, path: str, summary: dict[str, Any]) -> None:
-        with self._write() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO manifests VALUES (?, ?, ?)",
-                (path, ALGORITHM_VERSION, json.dumps(summary, separators=(",", ":"))),
-            )
-            db.execute("INSERT OR IGNORE INTO table_manifests VALUES (?, ?)", (qualified, path))
-
-    def collect_garbage(self) -> int:
-        """Drop manifest summaries no table refers to any more (expired or rewritten manifests)."""
-        with self._write() as db:
-            cursor = db.execute("DELETE FROM manifests WHERE path NOT IN (SELECT path FROM table_manifests)")
-            return cursor.rowcount
-
-
-# -- reducing metadata to numbers -------------------------------------------------------------------------
-
-
-def _jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, bytes):
-        return "0x" + value.hex()
-    if isinstance(value, (Decimal, UUID)):
-        return str(value)
-    if isinstance(value, (date, datetime, dt_time)):
-        return value.isoformat()
-    return str(value)
-
-
-def partition_key(values: Iterable[Any]) -> str:
-    """A partition value as a compact JSON list (the key estimates and partition counts use)."""
-    return json.dumps([_jsonable(v) for v in values], separators=(",", ":"))
-
-
-def path_hash(path: str) -> int:
-    return int.from_bytes(hashlib.blake2b(path.encode("utf-8"), digest_size=8).digest(), "big") >> 1
-
-
-def _file_scoped_path(data_file: Any) -> str | None:
-    """The one data file a position delete file refers to (Iceberg's ``ContentFileUtil.isFileScoped``):
-    ``referenced_data_file`` (v3), or equal lower and upper bounds on its ``file_path`` column."""
-    referenced = None
-    with contextlib.suppress(AttributeError, IndexError, KeyError):
-        referenced = data_file.referenced_data_file
-    if referenced:
-        return referenced
-    lower, upper = data_file.lower_bounds or {}, data_file.upper_bounds or {}
-    low, high = lower.get(PATH_FIELD_ID), upper.get(PATH_FIELD_ID)
-    if low is not None and low == high:
-        try:
-            return bytes(low).decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    return None
-
-
-def summarize_manifest(manifest: ManifestFile, entries: list[ManifestEntry]) -> dict[str, Any]:
-    """A manifest's live entries reduced to the numbers health and estimates need.
-
-    ``{"content": 0|1, "spec": spec id, "partitions": [partition key, ...], "files": [...]}`` where
-    a data file is ``[partition index, size, records, data sequence number, path hash]`` and a delete
-    file is ``[content (1 position, 2 equality), partition index, size, records, data sequence number,
-    hash of the data file it is scoped to or null]``.
-    """
-    partitions: dict[str, int] = {}
-    files: list[list[Any]] = []
-    for entry in entries:
-        data_file = entry.data_file
-        values = data_file.partition
-        key = partition_key(values[i] for i in range(len(values))) if values is not None else "[]"
-        index = partitions.setdefault(key, len(partitions))
-        seq = entry.sequence_number or 0
-        content = int(data_file.content) if data_file.content is not None else 0
-        if content == DataFileContent.DATA:
-            files.append([index, data_file.file_size_in_bytes, data_file.record_count, seq, path_hash(data_file.file_path)])
-        else:
-            scoped = _file_scoped_path(data_file) if content == DataFileContent.POSITION_DELETES else None
-            files.append([
-                content, index, data_file.file_size_in_bytes, data_file.record_count, seq,
-                path_hash(scoped) if scoped else None,
-            ])
-    return {
-        "content": int(manifest.content),
-        "spec": manifest.partition_spec_id,
-        "partitions": list(partitions),
-        "files": files,
-    }
-
-
-def _summary_total(summary: Mapping[str, Any] | None, key: str) -> int | None:
-    value = summary.get(key) if summary is not None else None
-    try:
-        return int(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _base_fields(metadata: TableMetadata) -> dict[str, Any]:
-    snapshots = metadata.snapshots
-    current = metadata.current_snapshot()
-    return {
-        "snapshot_count": len(snapshots),
-        "oldest_snapshot_ms": min((s.timestamp_ms for s in snapshots), default=None),
-        "newest_snapshot_ms": max((s.timestamp_ms for s in snapshots), default=None),
-        "current_snapshot_id": current.snapshot_id if current else None,
-        "properties": dict(metadata.properties),
-        "location": metadata.location,
-        "columns": schema_columns(metadata.schema()),
-    }
-
-
-def summary_metrics(
-    table: TableName,
-    metadata_location: str,
-    metadata: TableMetadata,
-    collected_at_ms: int,
-    io: FileIO | None = None,
-) -> TableMetrics:
-    """The summary tier: the metadata file and the current snapshot's summary. When the summary lacks
-    totals (some writers omit them) and ``io`` is given, counts come from the manifest list instead."""
-    current = metadata.current_snapshot()
-    summary = current.summary if current is not None else None
-    totals = {
-        key: _summary_total(summary, key)
-        for key in ("total-data-files", "total-delete-files", "total-records", "total-files-size")
-    }
-    if current is not None and io is not None and any(v is None for k, v in totals.items() if k != "total-files-size"):
-        data_files = delete_files = records = 0
-        for manifest in current.manifests(io):
-            live = (manifest.added_files_count or 0) + (manifest.existing_files_count or 0)
-            if manifest.content == ManifestContent.DATA:
-                data_files += live
-                records += (manifest.added_rows_count or 0) + (manifest.existing_rows_count or 0)
-            else:
-                delete_files += live
-        totals["total-data-files"] = data_files
-        totals["total-delete-files"] = delete_files
-        totals["total-records"] = records
-    return TableMetrics(
-        qualified_name=table.qualified,
-        metadata_location=metadata_location,
-        tier="summary",
-        collected_at_ms=collected_at_ms,
-        data_file_count=totals["total-data-files"] or 0,
-        total_data_bytes=totals["total-files-size"] or 0,
-        record_count=totals["total-records"] or 0,
-        delete_file_count=totals["total-delete-files"] or 0,
-        **_base_fields(metadata),
-    )
-
-
-def full_metrics(
-    table: TableName,
-    metadata_location: str,
-    metadata: TableMetadata,
-    manifests: list[ManifestFile],
-    summaries: Mapping[str, Mapping[str, Any]],
-    collected_at_ms: int,
-) -> TableMetrics:
-    """The full tier, from the current snapshot's manifests (reduced by :func:`summarize_manifest`)."""
-    specs = metadata.specs()
-    current_spec = metadata.default_spec_id
-    other_spec_key = partition_key([None] * len(metadata.spec().fields))
-    spec_field_ids = {spec_id: [f.field_id for f in spec.fields] for spec_id, spec in specs.items()}
-    unified_ids = sorted({fid for ids in spec_field_ids.values() for fid in ids})
-    unpartitioned = {spec_id for spec_id, spec in specs.items() if spec.is_unpartitioned()}
-
-    def coerced(spec_id: int, key: str) -> str:
-        """A partition in the union of all specs' fields (Iceberg's ``Partitioning.partitionType``)."""
-        values = dict(zip(spec_field_ids.get(spec_id, []), json.loads(key)))
-        return json.dumps([values.get(fid) for fid in unified_ids], separators=(",", ":"))
-
-    data: list[tuple[int, str, int, int, int, int]] = []  # spec, partition, size, records, seq, path hash
-    scoped_pos: dict[int, list[tuple[int, int]]] = {}  # data file hash → [(seq, records)]
-    partition_pos: dict[tuple[int, str], list[int]] = {}  # (spec, partition) → seqs
-    partition_eq: dict[tuple[int, str], list[int]] = {}
-    global_eq: list[int] = []
-    position_delete_sizes: dict[str, list[int]] = {}
-    position_count = equality_count = 0
-    manifest_bytes = 0
-
-    for manifest in manifests:
-        manifest_bytes += manifest.manifest_length
-        reduced = summaries[manifest.manifest_path]
-        spec_id = reduced["spec"]
-        keys = reduced["partitions"]
-        if reduced["content"] == int(ManifestContent.DATA):
-            for index, size, records, seq, hashed in reduced["files"]:
-                data.append((spec_id, keys[index], size, records, seq, hashed))
-            continue
-        for content, index, size, records, seq, scoped in reduced["files"]:
-            key = keys[index]
-            if content == int(DataFileContent.POSITION_DELETES):
-                position_count += 1
-                position_delete_sizes.setdefault(coerced(spec_id, key), []).append(size)
-                if scoped is not None:
-                    scoped_pos.setdefault(scoped, []).append((seq, records))
-                else:
-                    partition_pos.setdefault((spec_id, key), []).append(seq)
-            elif content == int(DataFileContent.EQUALITY_DELETES):
-                equality_count += 1
-                if spec_id in unpartitioned:
-                    global_eq.append(seq)
-                else:
-                    partition_eq.setdefault((spec_id, key), []).append(seq)
-    for seqs in (*partition_pos.values(), *partition_eq.values(), global_eq):
-        seqs.sort()
-
-    per_partition: dict[tuple[int, str], int] = {}
-    groups: dict[str, tuple[list[int], list[tuple[int, int, int, int]]]] = {}
-    sizes: list[int] = []
-    records_total = 0
-    for spec_id, key, size, records, seq, hashed in data:
-        sizes.append(size)
-        records_total += records
-        per_partition[(spec_id, key)] = per_partition.get((spec_id, key), 0) + 1
-        # Delete files that apply (Iceberg's DeleteFileIndex): position deletes with a sequence number
-        # at or after the data file's, equality deletes strictly after it.
-        deletes = scoped_rows = 0
-        for delete_seq, delete_records in scoped_pos.get(hashed, ()):
-            if delete_seq >= seq:
-                deletes += 1
-                scoped_rows += delete_records
-        seqs = partition_pos.get((spec_id, key))
-        if seqs:
-            deletes += len(seqs) - bisect_left(seqs, seq)
-        seqs = partition_eq.get((spec_id, key))
-        if seqs:
-            deletes += len(seqs) - bisect_right(seqs, seq)
-        if global_eq:
-            deletes += len(global_eq) - bisect_right(global_eq, seq)
-        group_key = key if spec_id == current_spec else other_spec_key
-        group_sizes, group_deletes = groups.setdefault(group_key, ([], []))
-        if deletes:
-            group_deletes.append((len(group_sizes), deletes, scoped_rows, records))
-        group_sizes.append(size)
-
-    return TableMetrics(
-        qualified_name=table.qualified,
-        metadata_location=metadata_location,
-        tier="full",
-        collected_at_ms=collected_at_ms,
-        data_file_count=len(sizes),
-        total_data_bytes=sum(sizes),
-        record_count=records_total,
-        data_file_sizes=tuple(sizes),
-        delete_file_count=position_count + equality_count,
-        position_delete_file_count=position_count,
-        equality_delete_file_count=equality_count,
-        manifest_count=len(manifests),
-        manifest_total_bytes=manifest_bytes,
-        partition_count=len(per_partition),
-        max_files_per_partition=max(per_partition.values(), default=0),
-        data_file_groups=tuple((k, tuple(s), tuple(d)) for k, (s, d) in groups.items()),
-        position_delete_groups=tuple((k, tuple(v)) for k, v in position_delete_sizes.items()),
-        **_base_fields(metadata),
-    )
 
 
 # -- the collector -------------------------------------------------------------------------------------------
@@ -563,7 +114,7 @@ class HealthCollector:
             cache_dir = Path(cache_dir.data_dir) / "cache" / "health"
         self.catalog = catalog
         self.cache_dir = Path(cache_dir)
-        self.cache = HealthCache(self.cache_dir / CACHE_FILE)
+        self.cache = MetricsCache(self.cache_dir / CACHE_FILE)
         self._clock = clock or (lambda: datetime.now(timezone.utc))
         self._timer = timer
         self._listing = isinstance(catalog, SqlCatalog) if use_location_listing is None else use_location_listing
@@ -809,53 +360,3 @@ class HealthCollector:
         metrics = full_metrics(table, location, metadata, manifests, summaries, now_ms)
         self.cache.put(metrics, manifest_paths=paths)
         return metrics
-
-
-# -- byte estimates for the planner ------------------------------------------------------------------------
-
-
-def estimate_operation_bytes(
-    table: TableName, op: Operation, metrics: TableMetrics | None, config: OperationConfig | None
-) -> int:
-    """Bytes a rewriting operation would rewrite, for the bytes-per-hour budget.
-
-    Full tier: Iceberg's own file selection (``core/estimates.py``) with the policy's options and the
-    table's properties. Summary tier: the table's total bytes (data and delete files), an upper bound.
-    No metrics: 0. Operations that rewrite no data: 0.
-    """
-    if metrics is None or not op.rewrites_data:
-        return 0
-    # Metadata files are immutable: the same table state and options give the same estimate, so a
-    # sensor tick re-estimates only the tables that changed since the last one (the estimate was
-    # ~35 % of a 10,000-table tick). The key also carries the numbers the estimate depends on.
-    key = None
-    if metrics.metadata_location is not None:
-        key = (metrics.metadata_location, metrics.tier, metrics.current_snapshot_id, metrics.data_file_count,
-               metrics.delete_file_count, metrics.total_data_bytes, op, repr(config), repr(metrics.properties))
-        cached = _ESTIMATES.get(key)
-        if cached is not None:
-            return cached
-    estimated = _estimate_operation_bytes(table, op, metrics, config)
-    if key is not None:
-        if len(_ESTIMATES) >= _ESTIMATES_MAX:
-            _ESTIMATES.clear()
-        _ESTIMATES[key] = estimated
-    return estimated
-
-
-_ESTIMATES: dict[tuple, int] = {}
-_ESTIMATES_MAX = 200_000
-
-
-def _estimate_operation_bytes(
-    table: TableName, op: Operation, metrics: TableMetrics, config: OperationConfig | None
-) -> int:
-    try:
-        if op is Operation.REWRITE_DATA_FILES:
-            estimate = estimate_rewrite_data_files(metrics, config)
-        else:
-            estimate = estimate_rewrite_position_delete_files(metrics, config)
-    except EstimateOptionError as exc:
-        log.warning("%s %s: cannot estimate bytes (%s); using the table's size", table.qualified, op.value, exc)
-        return metrics.total_data_bytes
-    return estimate.bytes if estimate is not None else metrics.total_data_bytes

@@ -21,7 +21,8 @@ from floe_dagster.core.planner import Decision, PlanInput
 from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
 from floe_dagster.iceberg.catalog import list_tables, open_catalog
-from floe_dagster.iceberg.health_collector import HealthCollector, estimate_operation_bytes
+from floe_dagster.iceberg.byte_estimates import estimate_operation_bytes
+from floe_dagster.iceberg.health_collector import HealthCollector
 from floe_dagster.policies import load_policy_set
 from floe_dagster.settings import Settings
 

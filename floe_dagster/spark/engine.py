@@ -32,6 +32,7 @@ from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import EngineUnavailable, FloeError, MaintenanceFailed, RowCountMismatch
+from floe_dagster.iceberg.snapshot_summary import live_rows
 from floe_dagster.settings import Settings
 from floe_dagster.spark.catalog_conf import spark_catalog_conf
 from floe_dagster.spark.jars import jar_file_name, resolve_jars
@@ -363,7 +364,7 @@ class IcebergSparkEngine(ConfigurableResource):
             parent = snapshot["parent_id"]
             after = before = None
             if method == "snapshot-summary" and parent in by_id:
-                after, before = _summary_live_rows(snapshot), _summary_live_rows(by_id[parent])
+                after, before = live_rows(snapshot.get("summary")), live_rows(by_id[parent].get("summary"))
             if after is None or before is None or after != before:
                 # The summary cannot tell (or disagrees): count for real rather than fail on a guess.
                 after, before = self._count(spark, table, snapshot["snapshot_id"]), self._count(spark, table, parent)
@@ -385,18 +386,6 @@ SQLITE_CATALOG_WAIT_S = 3600.0
 def _sqlite_catalog_lock(settings: Settings) -> str | None:
     uri = spark_catalog_conf(settings.catalog)[0].get(f"spark.sql.catalog.{settings.catalog.name}.uri", "")
     return f"floe-sqlite-catalog:{uri.split('?', 1)[0]}" if uri.startswith("jdbc:sqlite:") else None
-
-
-def _summary_live_rows(snapshot: Mapping[str, Any]) -> int | None:
-    summary = snapshot.get("summary") or {}
-    try:
-        return (
-            int(summary["total-records"])
-            - int(summary.get("total-position-deletes", 0))
-            - int(summary.get("total-equality-deletes", 0))
-        )
-    except (KeyError, ValueError):
-        return None
 
 
 def _classify(exc: Exception, table: TableName, op: Operation | None = None) -> Exception:

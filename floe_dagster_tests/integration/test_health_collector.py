@@ -20,12 +20,9 @@ from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operation_config import ExpireSnapshotsConfig, RewriteDataFilesConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.errors import UnknownTable
-from floe_dagster.iceberg.health_collector import (
-    HealthCollector,
-    estimate_operation_bytes,
-    forget_parsed_records,
-    partition_key,
-)
+from floe_dagster.iceberg.byte_estimates import estimate_operation_bytes
+from floe_dagster.iceberg.health_collector import HealthCollector, forget_parsed_records
+from floe_dagster.iceberg.metadata_reduction import partition_key
 from floe_dagster_tests.integration._health_tables import (
     data_files_on_disk,
     files_in_partition,

@@ -1,0 +1,192 @@
+"""Iceberg metadata reduced to :class:`TableMetrics`, with PyIceberg only (no Spark, no data file read).
+
+``summary`` tier
+    The table's metadata file alone (snapshots, their times, the current snapshot's summary totals).
+    The summary counts delete files together, and its ``total-files-size`` includes the delete files'
+    bytes.
+``full`` tier
+    Also the current snapshot's manifest list and manifests: each manifest's live entries reduced to
+    plain numbers (:func:`summarize_manifest`, cached by path since manifests are immutable), then
+    the numbers of the whole table (core/manifest_reduction.py): every live file's size, partitions,
+    position and equality delete files apart, manifest count and bytes, and the inputs of the byte
+    estimates (core/estimates.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from datetime import date, datetime
+from datetime import time as dt_time
+from decimal import Decimal
+from typing import Any, Iterable, Mapping
+from uuid import UUID
+
+from pyiceberg.io import FileIO
+from pyiceberg.manifest import DataFileContent, ManifestContent, ManifestEntry, ManifestFile
+from pyiceberg.table.metadata import TableMetadata
+
+from floe_dagster.core.manifest_reduction import PartitionSpecs, full_tier_fields
+from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.tables import TableName
+from floe_dagster.iceberg.catalog import schema_columns
+from floe_dagster.iceberg.snapshot_summary import (
+    TOTAL_DATA_FILES,
+    TOTAL_DELETE_FILES,
+    TOTAL_FILE_SIZE,
+    TOTAL_RECORDS,
+    summary_total,
+)
+
+PATH_FIELD_ID = 2147483546  # the file_path column of position delete files
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, bytes):
+        return "0x" + value.hex()
+    if isinstance(value, (Decimal, UUID)):
+        return str(value)
+    if isinstance(value, (date, datetime, dt_time)):
+        return value.isoformat()
+    return str(value)
+
+
+def partition_key(values: Iterable[Any]) -> str:
+    """A partition value as a compact JSON list (the key estimates and partition counts use)."""
+    return json.dumps([_jsonable(v) for v in values], separators=(",", ":"))
+
+
+def path_hash(path: str) -> int:
+    return int.from_bytes(hashlib.blake2b(path.encode("utf-8"), digest_size=8).digest(), "big") >> 1
+
+
+def _file_scoped_path(data_file: Any) -> str | None:
+    """The one data file a position delete file refers to (Iceberg's ``ContentFileUtil.isFileScoped``):
+    ``referenced_data_file`` (v3), or equal lower and upper bounds on its ``file_path`` column."""
+    referenced = None
+    with contextlib.suppress(AttributeError, IndexError, KeyError):
+        referenced = data_file.referenced_data_file
+    if referenced:
+        return referenced
+    lower, upper = data_file.lower_bounds or {}, data_file.upper_bounds or {}
+    low, high = lower.get(PATH_FIELD_ID), upper.get(PATH_FIELD_ID)
+    if low is not None and low == high:
+        try:
+            return bytes(low).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return None
+
+
+def summarize_manifest(manifest: ManifestFile, entries: list[ManifestEntry]) -> dict[str, Any]:
+    """A manifest's live entries reduced to the numbers health and estimates need.
+
+    ``{"content": 0|1, "spec": spec id, "partitions": [partition key, ...], "files": [...]}`` where
+    a data file is ``[partition index, size, records, data sequence number, path hash]`` and a delete
+    file is ``[content (1 position, 2 equality), partition index, size, records, data sequence number,
+    hash of the data file it is scoped to or null]``.
+    """
+    partitions: dict[str, int] = {}
+    files: list[list[Any]] = []
+    for entry in entries:
+        data_file = entry.data_file
+        values = data_file.partition
+        key = partition_key(values[i] for i in range(len(values))) if values is not None else "[]"
+        index = partitions.setdefault(key, len(partitions))
+        seq = entry.sequence_number or 0
+        content = int(data_file.content) if data_file.content is not None else 0
+        if content == DataFileContent.DATA:
+            files.append([index, data_file.file_size_in_bytes, data_file.record_count, seq, path_hash(data_file.file_path)])
+        else:
+            scoped = _file_scoped_path(data_file) if content == DataFileContent.POSITION_DELETES else None
+            files.append([
+                content, index, data_file.file_size_in_bytes, data_file.record_count, seq,
+                path_hash(scoped) if scoped else None,
+            ])
+    return {
+        "content": int(manifest.content),
+        "spec": manifest.partition_spec_id,
+        "partitions": list(partitions),
+        "files": files,
+    }
+
+
+def _base_fields(metadata: TableMetadata) -> dict[str, Any]:
+    snapshots = metadata.snapshots
+    current = metadata.current_snapshot()
+    return {
+        "snapshot_count": len(snapshots),
+        "oldest_snapshot_ms": min((s.timestamp_ms for s in snapshots), default=None),
+        "newest_snapshot_ms": max((s.timestamp_ms for s in snapshots), default=None),
+        "current_snapshot_id": current.snapshot_id if current else None,
+        "properties": dict(metadata.properties),
+        "location": metadata.location,
+        "columns": schema_columns(metadata.schema()),
+    }
+
+
+def summary_metrics(
+    table: TableName,
+    metadata_location: str,
+    metadata: TableMetadata,
+    collected_at_ms: int,
+    io: FileIO | None = None,
+) -> TableMetrics:
+    """The summary tier: the metadata file and the current snapshot's summary. When the summary lacks
+    totals (some writers omit them) and ``io`` is given, counts come from the manifest list instead."""
+    current = metadata.current_snapshot()
+    summary = current.summary if current is not None else None
+    totals = {key: summary_total(summary, key) for key in (TOTAL_DATA_FILES, TOTAL_DELETE_FILES, TOTAL_RECORDS, TOTAL_FILE_SIZE)}
+    if current is not None and io is not None and any(v is None for k, v in totals.items() if k != TOTAL_FILE_SIZE):
+        data_files = delete_files = records = 0
+        for manifest in current.manifests(io):
+            live = (manifest.added_files_count or 0) + (manifest.existing_files_count or 0)
+            if manifest.content == ManifestContent.DATA:
+                data_files += live
+                records += (manifest.added_rows_count or 0) + (manifest.existing_rows_count or 0)
+            else:
+                delete_files += live
+        totals[TOTAL_DATA_FILES] = data_files
+        totals[TOTAL_DELETE_FILES] = delete_files
+        totals[TOTAL_RECORDS] = records
+    return TableMetrics(
+        qualified_name=table.qualified,
+        metadata_location=metadata_location,
+        tier="summary",
+        collected_at_ms=collected_at_ms,
+        data_file_count=totals[TOTAL_DATA_FILES] or 0,
+        total_data_bytes=totals[TOTAL_FILE_SIZE] or 0,
+        record_count=totals[TOTAL_RECORDS] or 0,
+        delete_file_count=totals[TOTAL_DELETE_FILES] or 0,
+        **_base_fields(metadata),
+    )
+
+
+def full_metrics(
+    table: TableName,
+    metadata_location: str,
+    metadata: TableMetadata,
+    manifests: list[ManifestFile],
+    summaries: Mapping[str, Mapping[str, Any]],
+    collected_at_ms: int,
+) -> TableMetrics:
+    """The full tier, from the current snapshot's manifests (reduced by :func:`summarize_manifest`)."""
+    specs = metadata.specs()
+    layout = PartitionSpecs(
+        field_ids={spec_id: [f.field_id for f in spec.fields] for spec_id, spec in specs.items()},
+        current=metadata.default_spec_id,
+        unpartitioned=frozenset(spec_id for spec_id, spec in specs.items() if spec.is_unpartitioned()),
+        other_spec_key=partition_key([None] * len(metadata.spec().fields)),
+    )
+    reduced = [(manifest.manifest_length, summaries[manifest.manifest_path]) for manifest in manifests]
+    return TableMetrics(
+        qualified_name=table.qualified,
+        metadata_location=metadata_location,
+        tier="full",
+        collected_at_ms=collected_at_ms,
+        **full_tier_fields(reduced, layout),
+        **_base_fields(metadata),
+    )
