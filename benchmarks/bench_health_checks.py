@@ -6,7 +6,7 @@ takes the table list; policies from ``examples/policies``) in five shapes, each 
 ``none``            build.py with ``health: {checks: false}``: the table multi-asset, the maintenance
                     job, sensor, schedules, no checks
 ``separate``        plus the ``health`` checks in their own checks definition
-                    (``defs/health.build_health_checks``) and the job selecting ``.without_checks()``
+                    (``defs/health_checks.build_health_checks``) and the job selecting ``.without_checks()``
                     (build.py's wiring, the default)
 ``separate_deps``   the same, but the checks op has one input per checked asset, as
                     ``@multi_asset_check`` makes it (Dagster's job building is then quadratic)
@@ -20,7 +20,7 @@ serialized), with its size and the process's peak memory. ``--cli`` also times
 
     python benchmarks/bench_health_checks.py --tables 1000 5000 [--cli] [--repeat 3]
 
-``--report`` instead times :func:`floe_dagster.defs.health_checks.report_health_events` on a SQLite
+``--report`` instead times :func:`floe_dagster.defs.health_reporting.report_health_events` on a SQLite
 instance at N tables: the cold start (every table reported), a tick with nothing changed, and one
 with 1 % of the tables changed.
 """
@@ -167,7 +167,7 @@ def measure_reporting(n: int, files_per_table: int = 200) -> dict:
 
     from floe_dagster.core.measurements import TableMetrics
     from floe_dagster.core.policy import load_policies
-    from floe_dagster.defs.health_checks import report_health_events
+    from floe_dagster.defs.health_reporting import report_health_events
     from floe_dagster.instance import project_file
 
     tables = synthetic_tables(n)

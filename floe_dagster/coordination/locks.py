@@ -1,4 +1,4 @@
-"""Locks with DESIGN.md's names: the scheduler lock ``floe-scheduler:<scope>`` and the table lock
+"""Locks with the names docs/automation.md gives ("Locks"): the scheduler lock ``floe-scheduler:<scope>`` and the table lock
 ``floe-table:<catalog>.<namespace>.<table>``.
 
 With a PostgreSQL coordination database they are session advisory locks; without, file locks

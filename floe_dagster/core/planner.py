@@ -1,5 +1,5 @@
-"""The planner: from tables, policies, health, history and ``now``, the ordered, budgeted decisions of
-DESIGN.md section 4. Pure: the launchers (schedules, the debt-score sensor), ``floe-dagster plan``,
+"""The planner: from tables, policies, health, history and ``now``, the ordered, budgeted decisions
+docs/automation.md describes. Pure: the launchers (schedules, the debt-score sensor), ``floe-dagster plan``,
 ``explain`` and the HTTP API all call :func:`plan` and differ only in what they do with the result.
 
 Gates, in order; a skipped decision's reasons start with the first gate that blocked it:
@@ -39,7 +39,7 @@ FIRST_BACKOFF = timedelta(minutes=5)
 class SchedulerSettings:
     """floe.yaml's ``scheduler`` section: Floe's keys, names (kebab case in the file) and defaults;
     0 means unlimited. The last two are not Floe's: Dagster-side caps that hold even with Floe's
-    unlimited budgets (DESIGN.md section 4)."""
+    unlimited budgets (docs/automation.md, "Budgets")."""
 
     enabled: bool = True
     condition_based_triggering_enabled: bool = True

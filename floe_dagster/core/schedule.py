@@ -366,7 +366,7 @@ def _iso(moment: datetime | None) -> str:
 
 
 def schedule_due(schedule: Schedule, last_success_start: datetime | None, now: datetime) -> Due:
-    """DESIGN.md section 4 "Due".
+    """Whether a schedule is due now (docs/automation.md, "Due").
 
     - cron: the slot is the latest cron time ≤ now; due while no *successful* run started at or after
       it (missed slots coalesce into that one);
@@ -413,7 +413,7 @@ def schedule_due(schedule: Schedule, last_success_start: datetime | None, now: d
     if rule_due and clock.open_now:
         return Due(True, trigger, slot, now, True, None, detail, last)
     next_eligible = clock.next_open if due_at <= now else schedule.next_open(due_at)
-    # DESIGN.md's gate order: a closed window or day is reported before "not due".
+    # The gates' order (core/planner.py, docs/automation.md): a closed window or day is reported before "not due".
     closed = clock.closed_reason
     blocked = closed or "not_due"
     if closed:

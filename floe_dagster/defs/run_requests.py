@@ -21,7 +21,7 @@ def run_request_for(batch: RunBatch, settings: Settings, launcher: str, policy_s
     return RunRequest(
         run_key=batch.key,
         asset_selection=[asset_key_for(d.table) for d in batch.decisions],
-        asset_check_keys=[],  # the health checks are reported without runs (defs/health_checks.py)
+        asset_check_keys=[],  # the health checks are reported without runs (defs/health_reporting.py)
         partition_key=op.value,
         tags=batch_run_tags(batch.decisions, policies, launcher, batch.key),
     )

@@ -19,7 +19,7 @@ from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.planner import Decision
 from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
-from floe_dagster.defs.health_checks import report_health_events
+from floe_dagster.defs.health_reporting import report_health_events
 from floe_dagster.defs.run_requests import run_requests, skip_reason
 from floe_dagster.scheduling.retention import Pruned, prune_if_due
 from floe_dagster.scheduling.tick import TickResult, run_tick

@@ -1,4 +1,5 @@
-"""Catalog access through PyIceberg: load the catalog, list tables, derive Spark's catalog conf.
+"""Catalog access through PyIceberg: load the catalog, list and load tables, read a table's schema and
+the counts a maintenance run reports (Spark's catalog conf is spark/catalog_conf.py's).
 
 The catalog section of ``floe.yaml`` is passed unchanged to PyIceberg's ``load_catalog``, so every
 PyIceberg catalog type works and ``.pyiceberg.yaml`` / ``PYICEBERG_CATALOG__...`` still apply.

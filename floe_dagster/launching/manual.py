@@ -146,7 +146,7 @@ def run_in_process(settings: Settings, prepared: PreparedTrigger, origin: Origin
                    instance: DagsterInstance) -> list[OperationOutcome]:
     """Run each operation now in this process (``execute_in_process``), stopping after a failure."""
     table = prepared.table
-    # Only the table's asset: its health check is reported without runs (defs/health_checks.py).
+    # Only the table's asset: its health check is reported without runs (defs/health_reporting.py).
     job = build_definitions(settings, tables=[table]).resolve_job_def(MAINTENANCE_JOB).get_subset(
         asset_selection={asset_key_for(table)}, asset_check_selection=set())
     outcomes = [OperationOutcome(op, SKIPPED, message=why) for op, why in prepared.skipped.items()]

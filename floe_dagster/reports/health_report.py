@@ -1,6 +1,6 @@
 """One table's health report (``floe-dagster health TABLE [--json]`` and the HTTP API's health):
 collect its metrics, assess them (core/health_record.py builds the record), and render it as text.
-Dagit shows the same record as observations and check results (defs/health_checks.py)."""
+Dagit shows the same record as observations and check results (defs/health_events.py)."""
 
 from __future__ import annotations
 

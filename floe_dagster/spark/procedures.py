@@ -218,7 +218,7 @@ def build_procedure_call(
 class ProcedureResult:
     operation: Operation
     numbers: dict[str, int]  # the procedure's output columns, as numbers
-    changed: bool  # False is a "zero-change" run in DESIGN.md section 4's sense
+    changed: bool  # False is a "zero-change" run (docs/automation.md, "Zero-change throttling")
     bytes_rewritten: int
     orphan_files: tuple[str, ...] = ()
 

@@ -36,7 +36,7 @@ from floe_dagster.coordination.database import Coordination
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
-from floe_dagster.defs.health_checks import report_health_events
+from floe_dagster.defs.health_reporting import report_health_events
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.defs.sensors import SENSOR_NAME
 from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts

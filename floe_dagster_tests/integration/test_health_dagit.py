@@ -31,12 +31,8 @@ from floe_dagster.core.history import Outcome
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
-from floe_dagster.defs.health_checks import (
-    HEALTH_CHECK_NAME,
-    build_health_checks,
-    health_check_specs,
-    report_health_events,
-)
+from floe_dagster.defs.health_checks import HEALTH_CHECK_NAME, build_health_checks, health_check_specs
+from floe_dagster.defs.health_reporting import report_health_events
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.demo import DemoSizes, build_demo_lakehouse, local_path
 from floe_dagster.errors import UnknownTable

@@ -404,7 +404,7 @@ def test_a_catastrophic_regex_is_refused_without_freezing_the_server(api):
 def test_health_and_its_history_in_floes_shape(api):
     from datetime import timezone
 
-    from floe_dagster.defs.health_checks import report_health_events
+    from floe_dagster.defs.health_reporting import report_health_events
     from floe_dagster.iceberg.health_collector import HealthCollector
     from floe_dagster.policies import load_policy_set
 

@@ -1,0 +1,192 @@
+"""A table's health as Dagit shows it: the events recorded for one table, built from its health record.
+
+* an ``AssetObservation`` whose metadata are the health numbers as numbers (data files, small-file
+  percent, delete-file ratio, snapshots, manifests, bytes, partition skew, debt score...), so the
+  asset's plots show them over time, plus the status, tier and policy as text, and Dagster's
+  standard table metadata (row count, columns, table name, location: defs/table_metadata.py);
+* an ``AssetCheckEvaluation`` of the table's ``health`` check: passed when healthy, severity WARN
+  for warnings, ERROR for critical issues, the issues listed in its metadata. It names the asset's
+  latest materialization (``target_materialization_data``): Dagit shows a check result only when it
+  belongs to the latest materialization.
+
+Their :func:`fingerprint` changes exactly when what Dagit shows would (defs/health_reporting.py
+reports a table again only then).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Mapping
+
+from dagster import AssetCheckEvaluation, AssetCheckSeverity, AssetObservation, MetadataValue
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (  # the record's type; not exported
+    AssetCheckEvaluationTargetMaterializationData,
+)
+
+from floe_dagster.core.debt import DebtWeights
+from floe_dagster.core.health_assessment import CRITICAL, HEALTHY, HealthAssessment, assess_health
+from floe_dagster.core.health_record import health_record, thresholds_for
+from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.policy import PolicySet
+from floe_dagster.core.tables import TableName
+from floe_dagster.defs.names import asset_key_for
+from floe_dagster.defs.table_metadata import table_metadata
+
+HEALTH_CHECK_NAME = "health"
+
+# The numbers recorded as observation metadata: (record section, key). Floats stay floats, ints ints.
+OBSERVED_NUMBERS: tuple[tuple[str, str], ...] = (
+    ("derived", "data_file_count"),
+    ("derived", "total_data_bytes"),
+    ("metrics", "record_count"),
+    ("derived", "small_file_count"),
+    ("derived", "small_file_percent"),
+    ("derived", "large_file_count"),
+    ("derived", "large_file_percent"),
+    ("derived", "avg_file_bytes"),
+    ("derived", "delete_file_count"),
+    ("metrics", "position_delete_file_count"),
+    ("metrics", "equality_delete_file_count"),
+    ("derived", "delete_file_ratio"),
+    ("derived", "snapshot_count"),
+    ("derived", "oldest_snapshot_age_days"),
+    ("derived", "newest_snapshot_age_days"),
+    ("derived", "manifest_count"),
+    ("derived", "manifest_total_bytes"),
+    ("derived", "partition_count"),
+    ("derived", "partition_skew"),
+)
+
+
+@dataclass(frozen=True)
+class TableHealthEvents:
+    table: TableName
+    status: str
+    fingerprint: str
+    observation: AssetObservation
+    evaluation: AssetCheckEvaluation
+
+
+# Part of every fingerprint: bumped when the observation gains keys, so that each table is reported
+# once more with them. 2: Dagster's standard table metadata.
+OBSERVATION_FORMAT = 2
+
+
+def fingerprint(report: HealthAssessment) -> str:
+    """What Dagit shows for a table changes exactly when this does: the table's metadata file, the
+    metrics' tier, the status, the issues (type and severity), the thresholds, or what an
+    observation holds (:data:`OBSERVATION_FORMAT`)."""
+    text = json.dumps([
+        OBSERVATION_FORMAT, report.metrics.metadata_location, report.tier, report.status,
+        sorted((issue.type.value, issue.severity.value) for issue in report.issues),
+        report.thresholds.to_json(),
+    ], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+def _number(value: Any) -> MetadataValue | None:
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return MetadataValue.int(value)
+    return MetadataValue.float(float(value))
+
+
+def observation_metadata(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The observation's metadata: every health number as a number, then status and context as text."""
+    metadata: dict[str, Any] = {}
+    for section, key in OBSERVED_NUMBERS:
+        value = _number(record[section].get(key))
+        if value is not None:
+            metadata[key] = value
+    debt = record["debt"]
+    metadata["debt_score"] = MetadataValue.float(float(debt["score"]))
+    metadata["critical_issues"] = MetadataValue.int(debt["inputs"]["critical_issues"])
+    metadata["warning_issues"] = MetadataValue.int(debt["inputs"]["warning_issues"])
+    metadata["status"] = MetadataValue.text(record["status"])
+    metadata["tier"] = MetadataValue.text(record["tier"])
+    metadata["policy"] = MetadataValue.text(record["policy"] or "")
+    snapshot_id = record["metrics"].get("current_snapshot_id")
+    metadata["snapshot_id"] = MetadataValue.text("" if snapshot_id is None else str(snapshot_id))
+    metadata["metadata_location"] = MetadataValue.text(record["metrics"].get("metadata_location") or "")
+    # What the HTTP API's health history serves in Floe's shape (reports/health_report.py).
+    for key in ("min_file_bytes", "max_file_bytes"):
+        value = _number(record["metrics"].get(key))
+        if value is not None:
+            metadata[key] = value
+    metadata["assessed_at"] = MetadataValue.text(record["assessed_at"])
+    metadata["issues"] = MetadataValue.json(
+        [{"type": i["type"], "severity": i["severity"], "message": i["message"]} for i in record["issues"]])
+    metadata["thresholds"] = MetadataValue.json(record["thresholds"])
+    return metadata
+
+
+def _issue_line(issue: Mapping[str, Any]) -> str:
+    return f"{issue['severity']}: {issue['message']}"
+
+
+def check_evaluation(
+    table: TableName, record: Mapping[str, Any], target: AssetCheckEvaluationTargetMaterializationData | None = None
+) -> AssetCheckEvaluation:
+    status = record["status"]
+    issues = record["issues"]
+    counted = [i for i in issues if i["severity"] in ("warning", "critical")]
+    metadata: dict[str, Any] = {
+        "status": MetadataValue.text(status),
+        "critical_issues": MetadataValue.int(sum(1 for i in issues if i["severity"] == "critical")),
+        "warning_issues": MetadataValue.int(sum(1 for i in issues if i["severity"] == "warning")),
+        "debt_score": MetadataValue.float(float(record["debt"]["score"])),
+        "thresholds_from": MetadataValue.text(record["thresholds_from"]),
+        "issues": MetadataValue.json(issues),
+    }
+    for issue in issues:
+        metadata[f"issue {issue['type']}"] = MetadataValue.text(_issue_line(issue))
+    if status == HEALTHY:
+        description = "healthy" + (f" ({'; '.join(_issue_line(i) for i in issues)})" if issues else "")
+    else:
+        description = f"{status}: " + "; ".join(_issue_line(i) for i in counted)
+    return AssetCheckEvaluation(
+        asset_key=asset_key_for(table),
+        check_name=HEALTH_CHECK_NAME,
+        passed=status == HEALTHY,
+        severity=AssetCheckSeverity.ERROR if status == CRITICAL else AssetCheckSeverity.WARN,
+        metadata=metadata,
+        description=description[:2000],
+        target_materialization_data=target,
+    )
+
+
+def table_health_events(
+    table: TableName,
+    metrics: TableMetrics,
+    policies: PolicySet,
+    now: datetime,
+    history: Mapping[Any, Any] | None = None,
+    debt_weights: DebtWeights | None = None,
+) -> TableHealthEvents:
+    policy, thresholds = thresholds_for(policies, table)
+    report = assess_health(metrics, thresholds, now)
+    return assessment_events(table, report, policy, now, history, debt_weights)
+
+
+def assessment_events(table, report, policy, now, history, debt_weights, target=None) -> TableHealthEvents:
+    """The events of a table already assessed; ``target``: the materialization the result belongs to."""
+    record = health_record(report, policy, history, now, debt_weights)
+    metrics = report.metrics
+    observation = AssetObservation(
+        asset_key=asset_key_for(table),
+        description=f"health: {record['status']} ({record['tier']} tier)",
+        metadata={**observation_metadata(record),
+                  **table_metadata(table.qualified, metrics.location, metrics.record_count, metrics.columns)},
+    )
+    return TableHealthEvents(table, record["status"], fingerprint(report), observation,
+                             check_evaluation(table, record, target))
+
+
+__all__ = [
+    "HEALTH_CHECK_NAME", "TableHealthEvents", "table_health_events", "assessment_events", "check_evaluation",
+    "observation_metadata", "fingerprint",
+]
