@@ -310,6 +310,30 @@ def all_keys() -> Iterator[Key]:
         yield from keys_of(key.kind, key) if is_dataclass(key.kind) else (key,)
 
 
+def _shown(value: Any) -> str:
+    """A default as floe.yaml would spell it."""
+    if isinstance(value, str):
+        return f"`{value.replace(str(Path.home()), '~')}`"
+    return f"`{json.dumps(list(value) if isinstance(value, tuple) else value)}`"
+
+
+def reference_markdown() -> str:
+    """docs/configuration.md's key tables, one per section, from the declaration (a test keeps the
+    doc equal to this)."""
+    lines: list[str] = []
+    for section in (None, *sections()):
+        keys = [k for k in all_keys() if k.section == section]
+        title = f"**`{section}`**: {_section_doc(section)}" if section else "**Top level**"
+        lines += ["", title, "", "| key | default | environment | description |", "| --- | --- | --- | --- |"]
+        lines += [f"| `{k.name}` | {_shown(k.default)} | {', '.join(f'`{n}`' for n in k.env_names)} | "
+                  f"{k.description} |" for k in keys]
+    return "\n".join(lines[1:]) + "\n"
+
+
+def _section_doc(section: str) -> str:
+    return next(k.description for k in keys_of(Settings) if k.name == section).strip().splitlines()[0]
+
+
 # -- reading floe.yaml: every problem of a file is collected, then reported together ----------------------
 
 _UNREAD = object()  # a value that could not be read (its problem is reported); the default is used

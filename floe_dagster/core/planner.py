@@ -44,7 +44,7 @@ class SchedulerSettings:
 
     enabled: bool = setting(True, "false: the debt-score sensor's ticks plan and launch nothing")
     condition_based_triggering_enabled: bool = setting(
-        True, "false: policies' trigger conditions are ignored, only their schedules start work")
+        True, "false: policies' trigger conditions are not checked, their schedules alone decide")
     max_tables_per_poll: int = setting(0, "tables admitted per tick")
     max_operations_per_poll: int = setting(0, "(table, operation) items admitted per tick")
     max_bytes_per_hour: int = setting(0, "estimated bytes admitted over a rolling hour")
