@@ -18,7 +18,7 @@ import os
 import re
 import typing
 from dataclasses import MISSING, Field, dataclass, fields, is_dataclass, replace
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -252,11 +252,11 @@ class Key:
     kind: Any  # the field's type
     older_env_prefix: str | None = None  # the section's own rule before the one rule (the scheduler's)
 
-    @property
+    @cached_property
     def name(self) -> str:
         return key_name(self.field.name)
 
-    @property
+    @cached_property
     def dotted(self) -> str:
         return f"{self.section}.{self.name}" if self.section else self.name
 
@@ -288,6 +288,7 @@ def _types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
+@cache  # the same keys for every file read (the sensors re-read floe.yaml)
 def keys_of(cls: type, section: Key | None = None) -> tuple[Key, ...]:
     """The keys of floe.yaml's top level, or of one of its sections."""
     types = _types(cls)
