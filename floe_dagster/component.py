@@ -20,6 +20,8 @@ import json
 import logging
 import os
 import textwrap
+import typing
+from dataclasses import MISSING, is_dataclass
 from pathlib import Path
 from typing import Annotated, Any, Mapping
 
@@ -34,24 +36,98 @@ from dagster import (
     ScaffoldRequest,
     scaffold_with,
 )
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, model_validator
 
 from floe_dagster.defs.build import build_definitions
 from floe_dagster.errors import PolicyError, SettingsError
-from floe_dagster.settings import Settings, load_settings, settings_from_mapping
+from floe_dagster.instance import default_dagster_home
+from floe_dagster.settings import Key, Settings, keys_of, load_settings, settings_from_mapping
 
 log = logging.getLogger(__name__)
 
 DEFS_FILES = ("defs.yaml", "defs.yml")
-# The attributes besides `config` are floe.yaml's sections, each under its floe.yaml key (the field's
-# alias where the key is not a Python name). Not `api` nor `shards`: the HTTP API and sharded code
-# locations read a floe.yaml (use `config:` for those).
 CONFIG_FIELD = "config"
 
 
-def _describe(text: str) -> Resolver:
-    """An attribute's description in the component's schema (``dg list components --json``, editors)."""
-    return Resolver.default(description=text)
+class SectionAttributes(BaseModel):
+    """One floe.yaml section as a component attribute, typed so that ``dg`` and editors show its keys.
+
+    The values are checked by floe.yaml's own reader (:func:`floe_dagster.settings.settings_from_mapping`),
+    so a ``defs.yaml`` gets the messages a floe.yaml gets, every problem at once, with "did you mean"
+    for a misspelt key: a section pydantic refuses is kept as written, for that reader to report."""
+
+    model_config = ConfigDict(extra="forbid")
+    _as_written: dict[str, Any] | None = PrivateAttr(default=None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _leave_problems_to_floe(cls, value: Any, handler: Any) -> Any:
+        try:
+            return handler(value)
+        except ValidationError:
+            if not isinstance(value, Mapping):
+                raise
+            unchecked = cls.model_construct()
+            unchecked._as_written = dict(value)
+            return unchecked
+
+    def as_written(self) -> dict[str, Any]:
+        """The section with floe.yaml's keys, only those that were given."""
+        if self._as_written is not None:
+            return self._as_written
+        return self.model_dump(by_alias=True, exclude_unset=True)
+
+
+def _schema_type(key: Key) -> Any:
+    """A key's type in the component's schema; null is always allowed (floe.yaml reads it as the default)."""
+    origin = typing.get_origin(key.kind)
+    if origin is dict:
+        return dict[str, str | int | float | bool] | None
+    if origin is tuple:
+        return list[str] | str | None
+    return (key.kind if key.kind in (bool, int, float) else str) | None
+
+
+def _schema_field(key: Key) -> Any:
+    default = key.field.default if key.field.default is not MISSING else None
+    # The minimum for the schema only (a constraint type would make Dagster refuse the model).
+    minimum = {"minimum": key.rules.get("minimum", 0)} if key.kind in (int, float) else None
+    return Field(default=list(default) if isinstance(default, tuple) else default, alias=key.name,
+                 description=key.description, json_schema_extra=minimum)
+
+
+def _section_model(section: Key) -> type[SectionAttributes]:
+    keys = keys_of(section.kind, section)
+    return create_model(f"{section.kind.__name__}Attributes", __base__=SectionAttributes,
+                        __doc__=section.description, __module__=__name__,
+                        **{key.field.name: (_schema_type(key), _schema_field(key)) for key in keys})
+
+
+def _section_resolver(model: type[SectionAttributes], description: str) -> Resolver:
+    """Templates (``{{ env.X }}``) rendered inside the section, as in any other attribute."""
+
+    def resolve(context: Any, value: Any) -> SectionAttributes:
+        written = value.as_written() if isinstance(value, SectionAttributes) else value
+        return model.model_validate(context.resolve_value(written))
+
+    return Resolver(resolve, model_field_type=model | None, description=description)
+
+
+def _attribute(key: Key) -> tuple[Any, Any]:
+    """A floe.yaml top-level key or section as a component attribute (unset: None, floe.yaml's default)."""
+    if is_dataclass(key.kind):
+        model = _section_model(key)
+        return Annotated[model | None, _section_resolver(model, key.description)], Field(default=None, alias=key.name)
+    return (Annotated[_schema_type(key), Resolver.default(description=key.description)],
+            Field(default=None, alias=key.name))
+
+
+# The attributes besides `config` are floe.yaml's keys and sections, derived from its declaration,
+# each under its floe.yaml key. Not `api` nor `shards`: the HTTP API and sharded code locations read
+# a floe.yaml (use `config:` for those).
+FloeYamlAttributes = create_model(
+    "FloeYamlAttributes", __base__=Model, __module__=__name__,
+    **{key.field.name: _attribute(key) for key in keys_of(Settings) if key.rules.get("component", True)})
 
 
 class FloeMaintenanceScaffoldParams(BaseModel):
@@ -119,40 +195,22 @@ class FloeMaintenanceScaffolder(Scaffolder[FloeMaintenanceScaffoldParams]):
 
 
 @scaffold_with(FloeMaintenanceScaffolder)
-class FloeMaintenanceComponent(Component, Resolvable, Model):
+class FloeMaintenanceComponent(Component, Resolvable, FloeYamlAttributes):
     """Iceberg table maintenance by floe-dagster: one asset per table of the catalog (partitioned by
     maintenance operation), the debt-score sensor, a schedule per policy operation and the health
     checks. The attributes are floe.yaml's sections and keys, or ``config`` naming a floe.yaml."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    config: Annotated[str | None, _describe(
-        "A floe.yaml to read instead of the sections below (relative to this folder).")] = None
-    data_dir: Annotated[str | None, _describe(
-        "Where floe-dagster keeps its table list cache (default: <project root>/.floe).")] = Field(
-        default=None, alias="data-dir")
-    catalog: Annotated[dict[str, Any] | None, _describe(
-        "The Iceberg catalog: name, properties (PyIceberg's), spark-properties.")] = None
-    policies: Annotated[list[str] | str | None, _describe(
-        "Policy files or folders (YAML or JSON), relative to this folder.")] = None
-    spark: Annotated[dict[str, Any] | None, _describe(
-        "master or remote, conf, packages, jars, jars-cache, java-home.")] = None
-    scheduler: Annotated[dict[str, Any] | None, _describe(
-        "The debt-score sensor's settings (floe.yaml's scheduler keys).")] = None
-    maintenance: Annotated[dict[str, Any] | None, _describe(
-        "row-count-check-max-bytes, default-timeout-hours, retention-days.")] = None
-    batching: Annotated[dict[str, Any] | None, _describe(
-        "Tables per automated run: max-tables, max-bytes, group-by.")] = None
-    health: Annotated[dict[str, Any] | None, _describe("checks, report-time-budget-s.")] = None
-    debt: Annotated[dict[str, Any] | None, _describe("The debt score's weights.")] = None
-    coordination: Annotated[dict[str, Any] | None, _describe(
-        "url: the ledger's and the locks' database (default: beside the Dagster instance).")] = None
+    config: Annotated[str | None, Resolver.default(
+        description="A floe.yaml to read instead of the sections below (relative to this folder).")] = None
 
     def settings(self, folder: Path, project_root: Path, environ: Mapping[str, str] | None = None) -> Settings:
         """The settings these attributes stand for; SettingsError naming the defs.yaml and the field."""
         defs_file = next((folder / name for name in DEFS_FILES if (folder / name).exists()), folder)
         source = f"{defs_file} (attributes)"
-        sections = {field.alias or attr: getattr(self, attr) for attr, field in type(self).model_fields.items()
+        sections = {field.alias or attr: _as_floe_yaml(getattr(self, attr))
+                    for attr, field in type(self).model_fields.items()
                     if attr != CONFIG_FIELD and getattr(self, attr) is not None}
         if self.config is not None:
             if sections:
@@ -181,6 +239,10 @@ class FloeMaintenanceComponent(Component, Resolvable, Model):
             raise SettingsError(f"{settings.source}: policies: {detail}") from None
 
 
+def _as_floe_yaml(attribute: Any) -> Any:
+    return attribute.as_written() if isinstance(attribute, SectionAttributes) else attribute
+
+
 def keep_floe_state_beside_instance(project_root: Path) -> Path:
     """Where the coordination database and the file locks live: ``$DAGSTER_HOME`` (the instance
     ``dg dev`` and ``dg launch`` use), as for the code location. Without it, Dagster's instance is a
@@ -190,7 +252,7 @@ def keep_floe_state_beside_instance(project_root: Path) -> Path:
     current = os.environ.get("DAGSTER_HOME")
     if current:
         return Path(current)
-    home = project_root / ".floe" / "dagster_home"
+    home = default_dagster_home(project_root)
     home.mkdir(parents=True, exist_ok=True)
     log.info("DAGSTER_HOME is not set: floe-dagster keeps its coordination database and locks in %s; "
              "set DAGSTER_HOME (e.g. in the project's .env) to keep Dagster's runs there too", home)

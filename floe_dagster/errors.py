@@ -85,7 +85,12 @@ class HealthError(TableFailure):
 
 
 class SettingsError(FloeError, ValueError):
-    """A bad settings file or override; the message names the file, the key and what is allowed."""
+    """A bad settings file or override; the message names the file, the key and what is allowed.
+    ``errors`` holds every problem found, one line each (the message is those lines)."""
+
+    def __init__(self, *errors: str):
+        self.errors = list(errors)
+        super().__init__("\n".join(self.errors))
 
 
 class KeysError(SettingsError):

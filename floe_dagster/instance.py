@@ -11,7 +11,6 @@ from pathlib import Path
 from dagster import DagsterInstance
 from dagster._core.instance.ref import InstanceRef
 
-DEFAULT_DAGSTER_HOME = Path(".floe") / "dagster_home"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # The embedded instance's dagster.yaml ships inside the package (the checkout's ./dagster.yaml links
 # to it), so a plain `pip install floe-dagster` finds it without a source checkout.
@@ -28,9 +27,16 @@ def project_file(name: str) -> Path:
     raise FileNotFoundError(f"{name} not found in {Path.cwd()} or {PROJECT_ROOT}")
 
 
+def default_dagster_home(project_root: Path | None = None) -> Path:
+    """The instance's folder when DAGSTER_HOME is not set: ``.floe/dagster_home`` under the project
+    (a dg project's root; for the commands, the working folder), as an absolute path."""
+    return ((project_root or Path.cwd()) / ".floe" / "dagster_home").resolve()
+
+
 def dagster_home() -> Path:
-    """``$DAGSTER_HOME``, else ``./.floe/dagster_home``, as an absolute path (the one default)."""
-    return Path(os.environ.get("DAGSTER_HOME") or DEFAULT_DAGSTER_HOME).resolve()
+    """``$DAGSTER_HOME``, else the default, as an absolute path."""
+    home = os.environ.get("DAGSTER_HOME")
+    return Path(home).resolve() if home else default_dagster_home()
 
 
 def ensure_dagster_home() -> Path:

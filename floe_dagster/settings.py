@@ -2,15 +2,25 @@
 
 Every command and the code location read settings through :func:`load_settings`, so the CLI, Dagit and
 the sensors agree. Relative paths in the file are resolved against the file's folder.
+
+floe.yaml is declared once, here: :class:`Settings`' fields are its top-level keys and sections (a
+field whose type is a dataclass is a section), each section's fields are its keys (kebab-case in the
+file), declared with :func:`~floe_dagster.core.validation.setting` (default, description, rules). The
+scheduler's, the batching's and the debt's sections are the pure core's own dataclasses. The reader
+below, the component's attributes (component.py) and the tables of docs/configuration.md are all
+derived from these fields.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
-from dataclasses import dataclass, field
+import typing
+from dataclasses import MISSING, Field, dataclass, fields, is_dataclass, replace
+from functools import cache, cached_property
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import yaml
 
@@ -18,7 +28,7 @@ from floe_dagster.core.batches import BatchSettings
 from floe_dagster.core.debt import DebtWeights
 from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.planner import SchedulerSettings
-from floe_dagster.core.validation import closest
+from floe_dagster.core.validation import Location, Problems, closest, setting
 from floe_dagster.errors import SettingsError
 
 DEFAULT_CONFIG = "floe.yaml"
@@ -27,40 +37,91 @@ DEFAULT_CONFIG = "floe.yaml"
 DEFAULT_ICEBERG_VERSION = "1.11.0"
 DEFAULT_SQLITE_JDBC = "org.xerial:sqlite-jdbc:3.47.1.0"
 DEFAULT_POSTGRES_JDBC = "org.postgresql:postgresql:42.7.4"
+ENV_PREFIX = "FLOE_"
+_ICEBERG_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-@dataclass(frozen=True)
-class SparkSettings:
-    master: str = "local[2]"
-    remote: str | None = None  # Spark Connect URL; when set, master is not used
-    conf: dict[str, str] = field(default_factory=dict)
-    iceberg_version: str = DEFAULT_ICEBERG_VERSION
-    # Extra Maven coordinates fetched once into jars_cache (the Iceberg runtime is added by
-    # spark/runtime.py); jars are extra local jar paths.
-    packages: tuple[str, ...] = ()
-    jars: tuple[str, ...] = ()
-    jars_cache: str = ""
-    java_home: str | None = None
+def default_jars_cache() -> str:
+    return str(Path.home() / ".cache" / "floe-dagster" / "jars")
+
+
+def _iceberg_release(version: str) -> str | None:
+    if _ICEBERG_VERSION.match(version):
+        return None
+    return f"must be an Iceberg release such as {DEFAULT_ICEBERG_VERSION!r} or '1.10.2', got {version!r}"
+
+
+def _spark_connect_url(remote: str) -> str | None:
+    return None if remote.startswith("sc://") else f"{remote!r} is not a Spark Connect URL (sc://host:port)"
+
+
+def _environment_variable_name(name: str) -> str | None:
+    if _ENV_NAME.fullmatch(name):
+        return None
+    return (f"expected the name of an environment variable (letters, digits and _, not starting with a digit), "
+            f"got {name!r}")
+
+
+def _existing_folder(path: str) -> str | None:
+    return f"{path} is not a folder" if Path(path).exists() and not Path(path).is_dir() else None
 
 
 @dataclass(frozen=True)
 class CatalogSettings:
-    name: str = "demo"
-    properties: dict[str, str] = field(default_factory=dict)
-    # Extra spark.sql.catalog.<name>.* properties, for catalog types we cannot map ourselves.
-    spark_properties: dict[str, str] = field(default_factory=dict)
+    """The Iceberg catalog."""
+
+    name: str = setting("demo", "the catalog's name: the first part of every table asset's key, and Spark's catalog name")
+    properties: dict[str, str] = setting(
+        default_factory=dict, description="PyIceberg's catalog properties (load_catalog); Spark's catalog is derived "
+        "from them (default, without a catalog section: the embedded SQLite catalog under data-dir)")
+    spark_properties: dict[str, str] = setting(
+        default_factory=dict, description="extra spark.sql.catalog.<name>.* properties, for catalog types floe "
+        "cannot map itself (glue, dynamodb…)")
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """Spark: where it runs and the jars it loads."""
+
+    master: str = setting("local[2]", "local[N], spark://host:7077, yarn, k8s://…", env=("FLOE_SPARK_MASTER",))
+    remote: str | None = setting(None, "a Spark Connect URL (sc://host:15002), used instead of master",
+                                 env=("FLOE_SPARK_REMOTE",), check=_spark_connect_url)
+    conf: dict[str, str] = setting(default_factory=dict, description="Spark configuration of every session")
+    iceberg_version: str = setting(
+        DEFAULT_ICEBERG_VERSION, "the Iceberg runtime for the installed PySpark's Spark line (1.10.x selectable)",
+        check=_iceberg_release)
+    packages: tuple[str, ...] = setting(
+        (), "extra Maven coordinates, fetched once into jars-cache with the Iceberg runtime (spark/runtime.py)")
+    jars: tuple[str, ...] = setting((), "extra local jars", path=True)
+    jars_cache: str = setting(default_factory=default_jars_cache, description="where the Maven jars are kept",
+                              path=True, env=("FLOE_JARS_CACHE",))
+    java_home: str | None = setting(None, "the Java Spark runs on (default: JAVA_HOME, else the one on PATH)",
+                                    env=("FLOE_JAVA_HOME",))
 
 
 @dataclass(frozen=True)
 class MaintenanceSettings:
+    """What a maintenance run checks and how long floe keeps its own records."""
+
     # After a rewrite, each new snapshot's rows are checked against its parent's from Iceberg's
     # snapshot summaries (exact, no Spark query); tables up to this many bytes are also counted with
     # Spark. 0: Spark counts only where the summaries are missing or disagree.
-    row_count_check_max_bytes: int = 0
-    default_timeout_hours: float = 1.0
-    # After this many days, the debt-score sensor deletes floe's finished runs and their ledger and
-    # outcome rows (once a day); 0 keeps them forever, as Dagster does.
-    retention_days: int = 30
+    row_count_check_max_bytes: int = setting(
+        0, "tables up to this size are also row-counted with Spark after a rewrite")
+    default_timeout_hours: float = setting(1.0, "dagster/max_runtime of a run whose schedule sets no timeout")
+    # The debt-score sensor deletes them once a day; 0 keeps them forever, as Dagster does.
+    retention_days: int = setting(
+        30, "floe's finished runs, ledger and outcome rows older than this are deleted (0: never)")
+
+
+@dataclass(frozen=True)
+class CoordinationSettings:
+    """Where the ledger, the history and the locks live."""
+
+    url: str | None = setting(
+        None, "a database URL (PostgreSQL shared by every deployment; default: the Dagster instance's PostgreSQL, "
+        "else a SQLite file beside it)", env=("FLOE_COORDINATION_URL",))
 
 
 @dataclass(frozen=True)
@@ -81,9 +142,13 @@ class ApiSettings:
     (:func:`floe_dagster.policies.policy_paths`).
     """
 
-    keys_file: str | None = None  # absolute path (relative paths are resolved against floe.yaml's folder)
-    keys_env: str | None = None  # the name of an environment variable holding entries
-    policy_directory: str | None = None  # absolute path (resolved like keys_file); None: the API only reads
+    keys_file: str | None = setting(None, "a file of API keys, one name:role:sha256hex a line", path=True,
+                                    expects="a file path")
+    keys_env: str | None = setting(None, "the name of an environment variable holding API keys",
+                                   expects="the name of an environment variable", check=_environment_variable_name)
+    policy_directory: str | None = setting(
+        None, "folder where POST/PUT/DELETE /api/v1/policies write <name>.json (null: they answer 405); read with "
+        "the other policies", path=True, expects="a folder path", check=_existing_folder)
 
     @property
     def keys_configured(self) -> bool:
@@ -92,150 +157,386 @@ class ApiSettings:
 
 @dataclass(frozen=True)
 class HealthSettings:
-    # One `health` asset check per table asset (Dagit's Checks tab). At 5,000 tables they add about
-    # 1.6 s to a code location load (benchmarks/bench_health_checks.py); observations stay either way.
-    checks: bool = True
-    # Seconds a debt-score sensor tick may spend recording health observations and check results
-    # (the SQLite instance stores about 50 events a second; the rest follow on the next ticks).
-    report_time_budget_s: float = 10.0
+    """The health checks and observations."""
+
+    # At 5,000 tables the checks add about 1.6 s to a code location load
+    # (benchmarks/bench_health_checks.py); observations stay either way.
+    checks: bool = setting(True, "one `health` asset check per table asset (Dagit's Checks tab)")
+    # The SQLite instance stores about 50 events a second; the rest follow on the next ticks.
+    report_time_budget_s: float = setting(10.0, "seconds a sensor tick may spend recording health events")
+
+
+def _read_shards(at: Location, value: Any) -> tuple[tuple[str, str], ...] | None:
+    if not isinstance(value, list):
+        at.error("expected a list of {name: <identifier>, tables: <table pattern>}")
+        return None
+    shards: dict[str, str] = {}
+    for index, entry in enumerate(value):
+        where = at.child(index)
+        if not isinstance(entry, Mapping) or set(entry) != {"name", "tables"}:
+            where.error("expected {name: <identifier>, tables: <table pattern>}")
+            continue
+        name, pattern = str(entry["name"]), str(entry["tables"])
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name.startswith("shard_"):
+            where.child("name").error(f"{name!r} must be a Python identifier not starting with 'shard_'")
+        elif name in shards:
+            where.child("name").error(f"{name!r} is used twice")
+        try:
+            TablePattern.parse(pattern)
+        except ValueError as exc:
+            where.child("tables").error(str(exc))
+        shards.setdefault(name, pattern)
+    return tuple(shards.items())
 
 
 @dataclass(frozen=True)
 class Settings:
-    source: str  # the file the settings came from ("<defaults>" when there was none)
-    data_dir: str  # where the embedded default keeps catalog, warehouse, caches, locks
-    catalog: CatalogSettings
-    spark: SparkSettings
-    policies: tuple[str, ...]
-    scheduler: SchedulerSettings
-    maintenance: MaintenanceSettings
-    debt: DebtWeights = field(default_factory=DebtWeights)  # the debt score's weights
-    coordination_url: str | None = None
-    api: ApiSettings = field(default_factory=ApiSettings)
-    # Named table scopes for sharded code locations: (name, table pattern), in order.
-    shards: tuple[tuple[str, str], ...] = ()
-    health: HealthSettings = field(default_factory=HealthSettings)
-    batching: BatchSettings = field(default_factory=BatchSettings)  # tables per automated run
+    """floe.yaml: its top-level keys and sections, in the order the docs show them."""
+
+    source: str = setting("<defaults>", "", internal=True)  # the file the settings came from
+    data_dir: str = setting(".floe", "embedded catalog, warehouse, caches and locks", path=True)
+    catalog: CatalogSettings = setting(default_factory=CatalogSettings, description=CatalogSettings.__doc__)
+    spark: SparkSettings = setting(default_factory=SparkSettings, description=SparkSettings.__doc__)
+    # Relative paths from FLOE_POLICIES are the working folder's, as they always were.
+    policies: tuple[str, ...] = setting((), "policy files or folders, YAML or JSON (default, without a catalog "
+                                        "section: examples/policies)", path=True, env_paths_from_working_folder=True)
+    scheduler: SchedulerSettings = setting(default_factory=SchedulerSettings, description="The debt-score "
+                                           "sensor: Floe's keys, names and defaults; 0 = unlimited.",
+                                           older_env_prefix=ENV_PREFIX + "SCHEDULER_")
+    maintenance: MaintenanceSettings = setting(default_factory=MaintenanceSettings,
+                                               description=MaintenanceSettings.__doc__)
+    batching: BatchSettings = setting(default_factory=BatchSettings,
+                                      description="Automated runs over several tables of one operation.")
+    health: HealthSettings = setting(default_factory=HealthSettings, description=HealthSettings.__doc__)
+    debt: DebtWeights = setting(default_factory=DebtWeights, description="The debt score's weights.")
+    coordination: CoordinationSettings = setting(default_factory=CoordinationSettings,
+                                                 description=CoordinationSettings.__doc__)
+    refresh_tables: bool = setting(False, "list the catalog again whenever the code location loads, instead of "
+                                   "reading the cached table list")
+    # Not component attributes: the HTTP API and sharded code locations read a floe.yaml.
+    shards: tuple[tuple[str, str], ...] = setting(
+        (), "named table scopes for several code locations: [{name, tables}] (see Production)",
+        reader=_read_shards, component=False)
+    api: ApiSettings = setting(default_factory=ApiSettings, description="floe-dagster serve (see HTTP API).",
+                               component=False)
+
+    @property
+    def coordination_url(self) -> str | None:
+        return self.coordination.url
 
     @property
     def table_cache_path(self) -> Path:
         return Path(self.data_dir) / "cache" / f"tables-{self.catalog.name}.json"
 
 
-_TOP_KEYS = {"data-dir", "catalog", "spark", "policies", "scheduler", "maintenance", "debt", "coordination", "api",
-             "shards", "health", "batching"}
-_CATALOG_KEYS = {"name", "properties", "spark-properties"}
-_SPARK_KEYS = {"master", "remote", "conf", "iceberg-version", "packages", "jars", "jars-cache", "java-home"}
-_ICEBERG_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
-_MAINTENANCE_KEYS = {"row-count-check-max-bytes", "default-timeout-hours", "retention-days"}
-_COORDINATION_KEYS = {"url"}
-_HEALTH_KEYS = {"checks", "report-time-budget-s"}
-_BATCHING_KEYS = {"max-tables", "max-bytes", "group-by"}
-_API_KEYS = {"keys-file", "keys-env", "policy-directory"}
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# -- the declaration, read back --------------------------------------------------------------------------
 
 
-def _kebab(name: str) -> str:
-    return name.replace("_", "-")
+def key_name(attribute: str) -> str:
+    """floe.yaml's spelling of a field: kebab-case."""
+    return attribute.replace("_", "-")
 
 
-_SCHEDULER_FIELDS = {_kebab(f): f for f in SchedulerSettings.__dataclass_fields__}
+def env_name(section: str | None, key: str) -> str:
+    """The one environment rule: ``FLOE_<SECTION>__<KEY>``, ``FLOE_<KEY>`` for a top-level key."""
+    words = [w.upper().replace("-", "_") for w in (section, key) if w]
+    return ENV_PREFIX + "__".join(words)
 
 
-def _unknown(source: str, section: str, key: str, allowed: set[str]) -> SettingsError:
-    where = f"{section}.{key}" if section else key
-    close = closest(key, sorted(allowed))
-    hint = f" (did you mean '{close}'?)" if close else ""
-    return SettingsError(f"{source}: {where}: unknown key{hint}; allowed: {', '.join(sorted(allowed))}")
+@dataclass(frozen=True)
+class Key:
+    """One key of floe.yaml, as the declaration gives it."""
+
+    section: str | None  # None for a top-level key
+    field: Field
+    kind: Any  # the field's type
+    older_env_prefix: str | None = None  # the section's own rule before the one rule (the scheduler's)
+
+    @cached_property
+    def name(self) -> str:
+        return key_name(self.field.name)
+
+    @cached_property
+    def dotted(self) -> str:
+        return f"{self.section}.{self.name}" if self.section else self.name
+
+    @property
+    def rules(self) -> Mapping[str, Any]:
+        return self.field.metadata
+
+    @property
+    def description(self) -> str:
+        return self.rules.get("description", "")
+
+    @property
+    def default(self) -> Any:
+        if self.field.default_factory is not MISSING:
+            return self.field.default_factory()
+        return self.field.default
+
+    @property
+    def env_names(self) -> tuple[str, ...]:
+        """The rule's name first, then the older names kept working."""
+        older = tuple(self.rules.get("env", ()))
+        if self.older_env_prefix:
+            older += (self.older_env_prefix + self.field.name.upper(),)
+        return (env_name(self.section, self.name), *older)
 
 
-def _coerce(source: str, where: str, value: Any, kind: type) -> Any:
-    """Convert a file or environment value to the field's type, or say what is allowed."""
-    if kind is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
-            return value.strip().lower() in ("true", "1", "yes")
-        raise SettingsError(f"{source}: {where}: expected true or false, got {value!r}")
-    if kind in (int, float):
-        if isinstance(value, bool):
-            raise SettingsError(f"{source}: {where}: expected a number ≥ 0, got {value!r}")
-        try:
-            number = kind(value) if kind is float else int(str(value).strip())
-        except (TypeError, ValueError):
-            raise SettingsError(f"{source}: {where}: expected a {'whole ' if kind is int else ''}number ≥ 0, got {value!r}") from None
-        if number < 0:
-            raise SettingsError(f"{source}: {where}: expected a number ≥ 0, got {value!r}")
-        return number
-    return value
+@cache
+def _types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
 
 
-def _section(source: str, raw: Mapping[str, Any], name: str, allowed: set[str]) -> dict[str, Any]:
-    """One section of the file as a mapping whose keys are all known (else a SettingsError naming it)."""
-    section = _mapping(source, name, raw.get(name))
-    for key in section:
-        if key not in allowed:
-            raise _unknown(source, name, str(key), allowed)
-    return section
+@cache  # the same keys for every file read (the sensors re-read floe.yaml)
+def keys_of(cls: type, section: Key | None = None) -> tuple[Key, ...]:
+    """The keys of floe.yaml's top level, or of one of its sections."""
+    types = _types(cls)
+    name, prefix = (section.name, section.rules.get("older_env_prefix")) if section else (None, None)
+    return tuple(Key(name, f, types[f.name], prefix) for f in fields(cls) if not f.metadata.get("internal"))
 
 
-def _mapping(source: str, where: str, value: Any) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise SettingsError(f"{source}: {where}: expected a mapping, got {type(value).__name__}")
-    return dict(value)
+def sections() -> dict[str, type]:
+    """floe.yaml's sections, by name: the fields of Settings that are dataclasses."""
+    return {key.name: key.kind for key in keys_of(Settings) if is_dataclass(key.kind)}
 
 
-def _string_map(source: str, where: str, value: Any) -> dict[str, str]:
-    result = {}
-    for key, item in _mapping(source, where, value).items():
-        if isinstance(item, (dict, list)):
-            raise SettingsError(f"{source}: {where}.{key}: expected a string, got {type(item).__name__}")
-        result[str(key)] = "true" if item is True else "false" if item is False else str(item)
-    return result
+def top_level_keys() -> tuple[Key, ...]:
+    return tuple(key for key in keys_of(Settings) if not is_dataclass(key.kind))
 
 
-def _string_list(source: str, where: str, value: Any) -> tuple[str, ...]:
-    if value is None:
-        return ()
+def all_keys() -> Iterator[Key]:
+    """Every key of floe.yaml, sections' keys under their section, in the declaration's order."""
+    for key in keys_of(Settings):
+        yield from keys_of(key.kind, key) if is_dataclass(key.kind) else (key,)
+
+
+def _shown(value: Any) -> str:
+    """A default as floe.yaml would spell it."""
     if isinstance(value, str):
-        return (value,)
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise SettingsError(f"{source}: {where}: expected a list of strings")
-    return tuple(value)
+        return f"`{value.replace(str(Path.home()), '~')}`"
+    return f"`{json.dumps(list(value) if isinstance(value, tuple) else value)}`"
 
 
-def _scheduler(source: str, raw: Mapping[str, Any], environ: Mapping[str, str]) -> SchedulerSettings:
-    values: dict[str, Any] = {}
-    for key, value in raw.items():
-        if key not in _SCHEDULER_FIELDS:
-            raise _unknown(source, "scheduler", str(key), set(_SCHEDULER_FIELDS))
-        values[_SCHEDULER_FIELDS[key]] = (f"scheduler.{key}", value)
-    for kebab, attr in _SCHEDULER_FIELDS.items():
-        env_name = "FLOE_SCHEDULER_" + attr.upper()
-        if env_name in environ:
-            values[attr] = (f"environment {env_name}", environ[env_name])
-    kinds = {name: type(f.default) for name, f in SchedulerSettings.__dataclass_fields__.items()}
-    return SchedulerSettings(
-        **{attr: _coerce(source, where, value, kinds[attr]) for attr, (where, value) in values.items()}
-    )
+def reference_markdown() -> str:
+    """docs/configuration.md's key tables, one per section, from the declaration (a test keeps the
+    doc equal to this)."""
+    lines: list[str] = []
+    for section in (None, *sections()):
+        keys = [k for k in all_keys() if k.section == section]
+        title = f"**`{section}`**: {_section_doc(section)}" if section else "**Top level**"
+        lines += ["", title, "", "| key | default | environment | description |", "| --- | --- | --- | --- |"]
+        lines += [f"| `{k.name}` | {_shown(k.default)} | {', '.join(f'`{n}`' for n in k.env_names)} | "
+                  f"{k.description} |" for k in keys]
+    return "\n".join(lines[1:]) + "\n"
 
 
-def _text(source: str, where: str, value: Any, default: str | None = None) -> str | None:
-    """A scalar setting as text (numbers are read as written); lists, mappings and true/false are refused."""
-    if value is None or value == "":
-        return default
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise SettingsError(f"{source}: {where}: expected text, got {type(value).__name__} {value!r}")
+def _section_doc(section: str) -> str:
+    return next(k.description for k in keys_of(Settings) if k.name == section).strip().splitlines()[0]
+
+
+# -- reading floe.yaml: every problem of a file is collected, then reported together ----------------------
+
+_UNREAD = object()  # a value that could not be read (its problem is reported); the default is used
+
+
+def _flag(at: Location, value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
+        return value.strip().lower() in ("true", "1", "yes")
+    at.error(f"expected true or false, got {value!r}")
+    return _UNREAD
+
+
+def _number(at: Location, value: Any, whole: bool, minimum: float) -> Any:
+    """A number as written, or as text (the environment's values are text)."""
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        number = int(str(value).strip()) if whole else float(value)
+    except (TypeError, ValueError):
+        at.error(f"expected a {'whole ' if whole else ''}number ≥ {minimum}, got {value!r}")
+        return _UNREAD
+    if number < minimum:
+        at.error(f"expected a number ≥ {minimum}, got {value!r}")
+        return _UNREAD
+    return number
+
+
+def _text(at: Location, value: Any, expects: str | None) -> Any:
+    """A scalar as text (numbers are read as written); an empty value is the default unless the key
+    ``expects`` something named."""
+    if value == "" and not expects:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)) or (expects and not str(value).strip()):
+        at.error(f"expected {expects}, got {value!r}" if expects else
+                 f"expected text, got {type(value).__name__} {value!r}")
+        return _UNREAD
     return str(value)
 
 
-def _resolve(base: Path, path: str, source: str = "<settings>", where: str = "path") -> str:
+def _text_map(at: Location, value: Any) -> Any:
+    if not isinstance(value, Mapping):
+        at.error(f"expected a mapping, got {type(value).__name__}")
+        return _UNREAD
+    result = {}
+    for name, item in value.items():
+        if isinstance(item, (dict, list)):
+            at.child(str(name)).error(f"expected a string, got {type(item).__name__}")
+        result[str(name)] = "true" if item is True else "false" if item is False else str(item)
+    return result
+
+
+def _text_list(at: Location, value: Any) -> Any:
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        at.error("expected a list of strings")
+        return _UNREAD
+    return tuple(value)
+
+
+def _read(at: Location, key: Key, value: Any) -> Any:
+    """One value of the key's type, or _UNREAD after reporting why not."""
+    kind, origin = key.kind, typing.get_origin(key.kind)
+    if "reader" in key.rules:
+        return key.rules["reader"](at, value)
+    if kind is bool:
+        return _flag(at, value)
+    if kind in (int, float):
+        return _number(at, value, kind is int, key.rules.get("minimum", 0))
+    if origin is dict:
+        return _text_map(at, value)
+    if origin is tuple:
+        return _text_list(at, value)
+    return _text(at, value, key.rules.get("expects"))
+
+
+def _from_environment(at: Location, key: Key, text: str) -> Any:
+    """A variable's text as the file would hold the value: lists separated by os.pathsep (paths) or
+    commas, mappings and other structures as JSON."""
+    if typing.get_origin(key.kind) is tuple and "reader" not in key.rules:
+        return [item for item in text.split(os.pathsep if key.rules.get("path") else ",") if item]
+    if typing.get_origin(key.kind) is dict or "reader" in key.rules:
+        try:
+            return json.loads(text)
+        except ValueError:
+            at.error(f"expected JSON, got {text!r}")
+            return _UNREAD
+    return text
+
+
+def _resolve(at: Location, base: Path, path: str) -> Any:
     if "\x00" in path:
-        raise SettingsError(f"{source}: {where}: a path cannot contain a NUL character, got {path!r}")
+        at.error(f"a path cannot contain a NUL character, got {path!r}")
+        return _UNREAD
     expanded = Path(os.path.expandvars(os.path.expanduser(path)))
     return str(expanded if expanded.is_absolute() else (base / expanded).resolve())
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """One floe.yaml (or component's attributes) being read: where messages point and paths start."""
+
+    problems: Problems
+    source: str
+    base: Path
+    environ: Mapping[str, str]
+
+    def at(self, *path: str) -> Location:
+        return Location(self.problems, self.source, path)
+
+
+def _value(reading: _Reading, key: Key, raw: Mapping[str, Any]) -> Any:
+    """The key's value: from its environment variable, else the file, else the default; checked
+    and, for paths, resolved (the environment's policies against the working folder)."""
+    name = next((n for n in key.env_names if reading.environ.get(n)), None)
+    if name is not None:
+        at, base = reading.at(f"environment {name}"), reading.base
+        value = _from_environment(at, key, reading.environ[name])
+        if key.rules.get("env_paths_from_working_folder"):
+            base = Path.cwd()
+    else:
+        at, base, value = reading.at(*filter(None, (key.section, key.name))), reading.base, raw.get(key.name)
+    if value is not _UNREAD:
+        value = key.default if value is None else _read(at, key, value)
+    if value is _UNREAD or value is None:
+        return key.default if value is _UNREAD else None
+    return _checked(at, key, _resolved(at, key, base, value))
+
+
+def _resolved(at: Location, key: Key, base: Path, value: Any) -> Any:
+    if not key.rules.get("path"):
+        return value
+    if isinstance(value, tuple):
+        return tuple(path for path in (_resolve(at, base, v) for v in value) if path is not _UNREAD)
+    return _resolve(at, base, value)
+
+
+def _checked(at: Location, key: Key, value: Any) -> Any:
+    problem = key.rules["check"](value) if "check" in key.rules and value is not _UNREAD else None
+    if problem:
+        at.error(problem)
+    return key.default if problem or value is _UNREAD else value
+
+
+def _mapping(at: Location, value: Any, allowed: list[str]) -> Mapping[str, Any]:
+    """A section (or the whole file) as a mapping of known keys; what is not is reported."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        at.error(f"expected a mapping, got {type(value).__name__}")
+        return {}
+    for name in value:
+        if name not in allowed:
+            close = closest(str(name), allowed)
+            hint = f" (did you mean '{close}'?)" if close else ""
+            at.child(str(name)).error(f"unknown key{hint}; allowed: {', '.join(sorted(allowed))}")
+    return value
+
+
+def _section(reading: _Reading, section: Key, raw: Any) -> Any:
+    name, cls = section.name, section.kind
+    keys = keys_of(cls, section)
+    if cls is DebtWeights and isinstance(raw, Mapping):  # its weights were documented in both spellings
+        raw = {key_name(str(k)): v for k, v in raw.items()}
+    section = _mapping(reading.at(name), raw, [k.name for k in keys])
+    values = {key.field.name: _value(reading, key, section) for key in keys}
+    try:
+        return cls(**values)
+    except ValueError as exc:  # the core dataclass's own rule (BatchSettings': max-tables ≥ 1 …)
+        reading.at().error(f"{name}.{exc}")
+        return cls()
+
+
+def _catalog_and_policies_defaults(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Without a catalog section: the embedded lakehouse's policies (its catalog: see below)."""
+    return raw if "catalog" in raw else {"policies": ["examples/policies"], **raw}
+
+
+def settings_from_mapping(raw: Any, base: Path, source: str, environ: Mapping[str, str] | None = None) -> Settings:
+    """Validate settings given as floe.yaml's mapping of sections (from the file, or from a Dagster
+    component's ``defs.yaml``). Relative paths are resolved against ``base``; every problem is
+    reported at once, one line each, beginning with ``source``, then the key
+    (``scheduler.max-tables-per-poll``)."""
+    reading = _Reading(Problems(), source, base, os.environ if environ is None else environ)
+    if not isinstance(raw, Mapping):
+        names = ", ".join(sorted(k.name for k in keys_of(Settings)))
+        raise SettingsError(f"{source}: expected a mapping of sections ({names})")
+    raw = _catalog_and_policies_defaults(raw)
+    _mapping(reading.at(), raw, [k.name for k in keys_of(Settings)])
+    values = {key.field.name: _section(reading, key, raw.get(key.name)) if is_dataclass(key.kind)
+              else _value(reading, key, raw) for key in keys_of(Settings)}
+    settings = Settings(source=source, **values)
+    if "catalog" not in raw:  # the embedded default: a SQLite catalog and a warehouse in the data dir
+        settings = replace(settings, catalog=replace(settings.catalog,
+                                                     properties=embedded_catalog_properties(settings.data_dir)))
+    if settings.spark.remote:
+        _check_spark_connect(reading.at("spark", "remote"), settings.spark.remote, settings.catalog)
+    if reading.problems.errors:
+        raise SettingsError(*reading.problems.errors)
+    return settings
 
 
 def load_settings(path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
@@ -258,177 +559,13 @@ def load_settings(path: str | os.PathLike[str] | None = None, environ: Mapping[s
     return settings_from_mapping(raw, base, source, environ)
 
 
-def settings_from_mapping(raw: Any, base: Path, source: str, environ: Mapping[str, str] | None = None) -> Settings:
-    """Validate settings given as floe.yaml's mapping of sections (from the file, or from a Dagster
-    component's ``defs.yaml``). Relative paths are resolved against ``base``; messages begin with
-    ``source``, then name the key (``scheduler.max-tables-per-poll``)."""
-    environ = os.environ if environ is None else environ
-    if not isinstance(raw, Mapping):
-        raise SettingsError(f"{source}: expected a mapping of sections ({', '.join(sorted(_TOP_KEYS))})")
-    for key in raw:
-        if key not in _TOP_KEYS:
-            raise _unknown(source, "", str(key), _TOP_KEYS)
-
-    data_dir = _resolve(base, environ.get("FLOE_DATA_DIR") or _text(source, "data-dir", raw.get("data-dir"), ".floe"),
-                        source, "environment FLOE_DATA_DIR" if environ.get("FLOE_DATA_DIR") else "data-dir")
-
-    catalog_raw = _section(source, raw, "catalog", _CATALOG_KEYS)
-    catalog_name = _text(source, "catalog.name", catalog_raw.get("name"), "demo")
-    properties = _string_map(source, "catalog.properties", catalog_raw.get("properties"))
-    if "catalog" not in raw:
-        # The embedded default: a SQLite-backed SQL catalog and a warehouse folder in the data dir.
-        properties = embedded_catalog_properties(data_dir)
-    catalog = CatalogSettings(
-        name=catalog_name,
-        properties=properties,
-        spark_properties=_string_map(source, "catalog.spark-properties", catalog_raw.get("spark-properties")),
-    )
-
-    spark_raw = _section(source, raw, "spark", _SPARK_KEYS)
-    packages = _string_list(source, "spark.packages", spark_raw.get("packages"))
-    iceberg_version = _text(source, "spark.iceberg-version", spark_raw.get("iceberg-version"), DEFAULT_ICEBERG_VERSION)
-    if not _ICEBERG_VERSION.match(iceberg_version):
-        raise SettingsError(
-            f"{source}: spark.iceberg-version must be an Iceberg release such as {DEFAULT_ICEBERG_VERSION!r} "
-            f"or '1.10.2', got {iceberg_version!r}"
-        )
-    spark = SparkSettings(
-        master=environ.get("FLOE_SPARK_MASTER") or _text(source, "spark.master", spark_raw.get("master"), "local[2]"),
-        remote=environ.get("FLOE_SPARK_REMOTE") or _text(source, "spark.remote", spark_raw.get("remote")),
-        conf=_string_map(source, "spark.conf", spark_raw.get("conf")),
-        iceberg_version=iceberg_version,
-        packages=packages,
-        jars=tuple(_resolve(base, j, source, "spark.jars") for j in _string_list(source, "spark.jars", spark_raw.get("jars"))),
-        jars_cache=_resolve(
-            base,
-            environ.get("FLOE_JARS_CACHE")
-            or _text(source, "spark.jars-cache", spark_raw.get("jars-cache"),
-                     str(Path.home() / ".cache" / "floe-dagster" / "jars")),
-            source, "spark.jars-cache",
-        ),
-        java_home=environ.get("FLOE_JAVA_HOME") or _text(source, "spark.java-home", spark_raw.get("java-home")),
-    )
-    if spark.remote:
-        _check_spark_connect(source, spark.remote, catalog)
-
-    maintenance_raw = _section(source, raw, "maintenance", _MAINTENANCE_KEYS)
-    maintenance = MaintenanceSettings(
-        row_count_check_max_bytes=_coerce(
-            source, "maintenance.row-count-check-max-bytes",
-            maintenance_raw.get("row-count-check-max-bytes", MaintenanceSettings.row_count_check_max_bytes), int,
-        ),
-        default_timeout_hours=_coerce(
-            source, "maintenance.default-timeout-hours",
-            maintenance_raw.get("default-timeout-hours", MaintenanceSettings.default_timeout_hours), float,
-        ),
-        retention_days=_coerce(
-            source, "maintenance.retention-days",
-            maintenance_raw.get("retention-days", MaintenanceSettings.retention_days), int,
-        ),
-    )
-
-    coordination_raw = _section(source, raw, "coordination", _COORDINATION_KEYS)
-
-    api = _api(source, _section(source, raw, "api", _API_KEYS), base)
-
-    health_raw = _section(source, raw, "health", _HEALTH_KEYS)
-    health = HealthSettings(
-        checks=_coerce(source, "health.checks", health_raw.get("checks", True), bool),
-        report_time_budget_s=_coerce(source, "health.report-time-budget-s",
-                                     health_raw.get("report-time-budget-s", HealthSettings.report_time_budget_s), float),
-    )
-
-    batching = _batching(source, _section(source, raw, "batching", _BATCHING_KEYS))
-
-    policies_value = raw.get("policies", ["examples/policies"] if "catalog" not in raw else [])
-    policies = tuple(_resolve(base, p, source, "policies") for p in _string_list(source, "policies", policies_value))
-    if environ.get("FLOE_POLICIES"):
-        policies = tuple(_resolve(Path.cwd(), p, source, "environment FLOE_POLICIES") for p in environ["FLOE_POLICIES"].split(os.pathsep) if p)
-
-    shards = []
-    shards_raw = raw.get("shards") or []
-    if not isinstance(shards_raw, list):
-        raise SettingsError(f"{source}: shards: expected a list of {{name: <identifier>, tables: <table pattern>}}")
-    for index, entry in enumerate(shards_raw):
-        if not isinstance(entry, Mapping) or set(entry) != {"name", "tables"}:
-            raise SettingsError(f"{source}: shards[{index}]: expected {{name: <identifier>, tables: <table pattern>}}")
-        name, pattern = str(entry["name"]), str(entry["tables"])
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name.startswith("shard_"):
-            raise SettingsError(f"{source}: shards[{index}].name: {name!r} must be a Python identifier not starting with 'shard_'")
-        try:
-            TablePattern.parse(pattern)
-        except ValueError as exc:
-            raise SettingsError(f"{source}: shards[{index}].tables: {exc}") from None
-        if name in dict(shards):
-            raise SettingsError(f"{source}: shards[{index}].name: {name!r} is used twice")
-        shards.append((name, pattern))
-
-    return Settings(
-        source=source,
-        data_dir=data_dir,
-        catalog=catalog,
-        spark=spark,
-        policies=policies,
-        scheduler=_scheduler(source, _mapping(source, "scheduler", raw.get("scheduler")), environ),
-        maintenance=maintenance,
-        debt=_debt(source, _mapping(source, "debt", raw.get("debt"))),
-        coordination_url=environ.get("FLOE_COORDINATION_URL") or _text(source, "coordination.url", coordination_raw.get("url")),
-        api=api,
-        shards=tuple(shards),
-        health=health,
-        batching=batching,
-    )
-
-
-def _api(source: str, raw: Mapping[str, Any], base: Path) -> ApiSettings:
-    keys_file = raw.get("keys-file")
-    if keys_file is not None and (not isinstance(keys_file, str) or not keys_file.strip()):
-        raise SettingsError(f"{source}: api.keys-file: expected a file path, got {keys_file!r}")
-    keys_env = raw.get("keys-env")
-    if keys_env is not None and (not isinstance(keys_env, str) or not _ENV_NAME.fullmatch(keys_env)):
-        raise SettingsError(
-            f"{source}: api.keys-env: expected the name of an environment variable (letters, digits and _, "
-            f"not starting with a digit), got {keys_env!r}"
-        )
-    directory = raw.get("policy-directory")
-    if directory is not None and (not isinstance(directory, str) or not directory.strip()):
-        raise SettingsError(f"{source}: api.policy-directory: expected a folder path, got {directory!r}")
-    if directory is not None:
-        directory = _resolve(base, directory, source, "api.policy-directory")
-        if Path(directory).exists() and not Path(directory).is_dir():
-            raise SettingsError(f"{source}: api.policy-directory: {directory} is not a folder")
-    return ApiSettings(keys_file=_resolve(base, keys_file, source, "api.keys-file") if keys_file else None,
-                       keys_env=keys_env, policy_directory=directory)
-
-
-def _debt(source: str, raw: dict[str, Any]) -> DebtWeights:
-    """The debt score's weights, checked now so a bad key fails at start-up rather than at a tick."""
-    try:
-        return DebtWeights.from_mapping(raw)
-    except ValueError as exc:
-        raise SettingsError(f"{source}: debt: {exc}") from None
-
-
-def _batching(source: str, raw: Mapping[str, Any]) -> BatchSettings:
-    default = BatchSettings()
-    max_tables = _coerce(source, "batching.max-tables", raw.get("max-tables", default.max_tables), int)
-    max_bytes = _coerce(source, "batching.max-bytes", raw.get("max-bytes", default.max_bytes), int)
-    group_by = _string_list(source, "batching.group-by", raw["group-by"]) if "group-by" in raw else default.group_by
-    try:
-        return BatchSettings(max_tables=max_tables, max_bytes=max_bytes, group_by=group_by)
-    except ValueError as exc:
-        raise SettingsError(f"{source}: batching.{exc}") from None
-
-
-def _check_spark_connect(source: str, remote: str, catalog: CatalogSettings) -> None:
-    if not remote.startswith("sc://"):
-        raise SettingsError(f"{source}: spark.remote: {remote!r} is not a Spark Connect URL (sc://host:port)")
+def _check_spark_connect(at: Location, remote: str, catalog: CatalogSettings) -> None:
     properties = catalog.properties
     if (properties.get("type") or "").lower() == "sql" and properties.get("uri", "").startswith("sqlite"):
         # Tried: after one run through a Connect server, PyIceberg commits fail with "database is
         # locked": the server's JdbcCatalog keeps SQLite's read lock and a client cannot close it.
-        raise SettingsError(
-            f"{source}: spark.remote (Spark Connect) cannot be used with a SQLite catalog: the Connect server's "
+        at.error(
+            "Spark Connect cannot be used with a SQLite catalog: the Connect server's "
             "Iceberg catalog keeps a read lock on the SQLite file that a client cannot release, and every other "
             "writer then fails with 'database is locked'. Use a PostgreSQL SQL catalog or a REST catalog, or "
             "spark.master instead of spark.remote"

@@ -16,6 +16,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+from floe_dagster.core.validation import setting
+
 GROUP_BY_CHOICES = ("timeout", "window")
 GIB = 1024**3
 
@@ -24,12 +26,12 @@ GIB = 1024**3
 class BatchSettings:
     """floe.yaml's ``batching`` section."""
 
-    max_tables: int = 20  # tables per run; 1 = one table per run
-    max_bytes: int = 10 * GIB  # sum of the tables' estimated bytes per run; 0 = unlimited
-    # Keep apart in separate runs what differs in these: ``timeout`` (the schedule's timeout) and
-    # ``window`` (the schedule's window, allowed days, time zone and enforceWindowEnd), so a run's
-    # maximum runtime and its window are those of every table in it.
-    group_by: tuple[str, ...] = GROUP_BY_CHOICES
+    max_tables: int = setting(20, "tables per run (1: one table per run)", minimum=1)
+    max_bytes: int = setting(10 * GIB, "the tables' estimated bytes per run (0: unlimited)")
+    # ``timeout`` is the schedule's timeout, ``window`` its window, allowed days, time zone and
+    # enforceWindowEnd, so a run's maximum runtime and its window are those of every table in it.
+    group_by: tuple[str, ...] = setting(
+        GROUP_BY_CHOICES, f"never batch tables whose schedules differ in these ({', '.join(GROUP_BY_CHOICES)})")
 
     def __post_init__(self) -> None:
         if self.max_tables < 1:

@@ -16,18 +16,18 @@ from typing import Any, Iterable, Mapping
 from floe_dagster.core.health_assessment import HealthIssue, Severity
 from floe_dagster.core.localtime import as_utc
 from floe_dagster.core.measurements import TableMetrics
-from floe_dagster.core.validation import closest
+from floe_dagster.core.validation import closest, setting
 
 
 @dataclass(frozen=True)
 class DebtWeights:
-    critical: float = 100
-    warning: float = 50
-    info: float = 10
-    per_day_since_write: float = 0.5
-    failure_rate: float = 1.0  # multiplies the 0..100 failure rate
-    per_consecutive_failure: float = 20
-    cap: float = 1000
+    critical: float = setting(100, "points per critical health issue")
+    warning: float = setting(50, "points per warning")
+    info: float = setting(10, "points per informational issue")
+    per_day_since_write: float = setting(0.5, "points per day since the table's last write")
+    failure_rate: float = setting(1.0, "multiplies the 0..100 failure rate of its maintenance")
+    per_consecutive_failure: float = setting(20, "points per failure in a row")
+    cap: float = setting(1000, "the highest score")
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any] | None) -> "DebtWeights":

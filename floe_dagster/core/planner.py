@@ -30,6 +30,7 @@ from floe_dagster.core.policy import Policy, PolicySet
 from floe_dagster.core.run_tags import run_key
 from floe_dagster.core.schedule import schedule_due
 from floe_dagster.core.tables import TableName
+from floe_dagster.core.validation import setting
 
 MAX_BACKOFF = timedelta(days=7)
 FIRST_BACKOFF = timedelta(minutes=5)
@@ -41,18 +42,19 @@ class SchedulerSettings:
     0 means unlimited. The last two are not Floe's: Dagster-side caps that hold even with Floe's
     unlimited budgets (docs/automation.md, "Budgets")."""
 
-    enabled: bool = True
-    condition_based_triggering_enabled: bool = True
-    max_tables_per_poll: int = 0
-    max_operations_per_poll: int = 0
-    max_bytes_per_hour: int = 0
-    failure_backoff_threshold: int = 3
-    failure_backoff_hours: float = 6
-    zero_change_threshold: int = 5
-    zero_change_frequency_reduction_percent: float = 50
-    zero_change_min_interval_hours: float = 6
-    max_run_requests_per_tick: int = 25
-    max_queued_runs: int = 100
+    enabled: bool = setting(True, "false: the debt-score sensor's ticks plan and launch nothing")
+    condition_based_triggering_enabled: bool = setting(
+        True, "false: policies' trigger conditions are not checked, their schedules alone decide")
+    max_tables_per_poll: int = setting(0, "tables admitted per tick")
+    max_operations_per_poll: int = setting(0, "(table, operation) items admitted per tick")
+    max_bytes_per_hour: int = setting(0, "estimated bytes admitted over a rolling hour")
+    failure_backoff_threshold: int = setting(3, "failures in a row before a table backs off")
+    failure_backoff_hours: float = setting(6, "the first backoff, doubled with each further failure (at most 7 days)")
+    zero_change_threshold: int = setting(5, "runs that changed nothing before a table's interval is stretched")
+    zero_change_frequency_reduction_percent: float = setting(50, "how much each stretch lengthens the interval")
+    zero_change_min_interval_hours: float = setting(6, "the shortest stretched interval")
+    max_run_requests_per_tick: int = setting(25, "runs requested per tick, even with the unlimited budgets above")
+    max_queued_runs: int = setting(100, "floe's queued runs at any time, even with the unlimited budgets above")
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,18 @@ policy reports everything that is wrong with it.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 from typing import Any, Iterable, Mapping
 
 _MISSING = object()
+
+
+def setting(default: Any = MISSING, description: str = "", *, default_factory: Any = MISSING, **rules: Any) -> Any:
+    """A field of a settings dataclass, as floe.yaml declares it: its default, the description the
+    docs and the component's schema show, and the reading rules settings.py applies (``minimum``,
+    ``path``, ``env`` for older variable names, ``check``). Plain dataclass metadata, so the pure
+    core can declare its own sections (the scheduler's, the batching's, the debt weights)."""
+    return field(default=default, default_factory=default_factory, metadata={"description": description, **rules})
 
 
 @dataclass

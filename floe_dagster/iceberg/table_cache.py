@@ -49,10 +49,11 @@ def refresh_table_cache(settings: Settings) -> list[TableName]:
 
 
 def tables_for_code_location(settings: Settings) -> list[TableName]:
-    """The cached list; listed once from the catalog when there is no cache. A catalog that is down
+    """The cached list; listed once from the catalog when there is no cache (or every time with
+    ``refresh-tables``, FLOE_REFRESH_TABLES). A catalog that is down
     gives an empty location with a warning rather than a code location that fails to load."""
     cached = read_cached_tables(settings)
-    if cached is not None and not os.environ.get("FLOE_REFRESH_TABLES"):
+    if cached is not None and not settings.refresh_tables:
         return cached
     try:
         return refresh_table_cache(settings)

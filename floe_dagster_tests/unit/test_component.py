@@ -19,7 +19,7 @@ from floe_dagster.component import (
     keep_floe_state_beside_instance,
 )
 from floe_dagster.errors import SettingsError
-from floe_dagster.settings import _TOP_KEYS, load_settings
+from floe_dagster.settings import Settings, keys_of, load_settings
 
 SECTIONS = {
     "catalog": {"name": "lake", "properties": {"type": "sql", "uri": "sqlite:///lake.db", "warehouse": "file:///wh"}},
@@ -143,4 +143,4 @@ def test_one_policy_path_may_be_given_as_text_as_in_floe_yaml(tmp_path):
 def test_every_attribute_but_config_is_a_floe_yaml_section():
     sections = {field.alias or name for name, field in FloeMaintenanceComponent.model_fields.items()
                 if name != CONFIG_FIELD}
-    assert sections == _TOP_KEYS - {"api", "shards"}
+    assert sections == {key.name for key in keys_of(Settings)} - {"api", "shards"}

@@ -68,7 +68,7 @@ def test_a_runtime_listed_in_packages_must_match_the_installed_pyspark(tmp_path)
 
 
 def test_bad_iceberg_version_names_the_file_and_key(tmp_path):
-    with pytest.raises(SettingsError, match=r"floe.yaml: spark.iceberg-version must be an Iceberg release.*'latest'"):
+    with pytest.raises(SettingsError, match=r"floe.yaml: spark.iceberg-version: must be an Iceberg release.*'latest'"):
         settings_from(tmp_path, "spark:\n  iceberg-version: latest\n")
 
 
