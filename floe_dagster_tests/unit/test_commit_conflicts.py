@@ -1,0 +1,66 @@
+"""Lost commit races told apart from the table's own failures, from the error texts Iceberg raises."""
+
+from datetime import timedelta
+
+import pytest
+
+from floe_dagster.core.commit_conflicts import (
+    CONFLICT_RETRY_MAX, CONFLICT_RETRY_MIN, REWRITE_WRAPPER, commit_race, conflict_retry_delay,
+)
+
+PY4J_REWRITE = (
+    "An error occurred while calling o61.sql.\n"
+    f": java.lang.RuntimeException: {REWRITE_WRAPPER} All completed work will be cleaned up.\n"
+    "\tat org.apache.iceberg.spark.actions.RewriteDataFilesSparkAction.doExecute(...)\n"
+    "Caused by: org.apache.iceberg.exceptions.ValidationException: Cannot commit, found new position delete "
+    "for replaced data file: GenericDataFile{content=data, file_path=s3://b/t/data/00001.parquet}\n"
+)
+
+
+@pytest.mark.parametrize("text, cause_word", [
+    (PY4J_REWRITE, "row-level"),
+    # Spark Connect passes only the top message: the wrapper alone still says it was a race.
+    (f"java.lang.RuntimeException: {REWRITE_WRAPPER} All completed work will be cleaned up.", "conflicted"),
+    ("org.apache.iceberg.exceptions.ValidationException: Missing required files to delete: s3://b/t/1.parquet",
+     "removed or replaced"),
+    ("ValidationException: Deleted manifest file:/w/t/metadata/a-m0.avro could not be found in the latest "
+     "snapshot 123", "manifests"),
+    ("org.apache.iceberg.exceptions.CommitFailedException: Cannot commit db.t: metadata location "
+     "file:/a.json has changed from file:/b.json", "metadata moved"),
+    ("CommitFailedException: Commit failed: Requirement failed: branch main has changed: expected id 1 != 2",
+     "metadata moved"),
+])
+def test_lost_races_are_recognised_with_their_cause(text, cause_word):
+    race = commit_race(text)
+    assert race is not None
+    assert cause_word in race.cause
+    assert "\n" not in race.evidence and race.evidence
+    assert race.describe("snapshot 7 (overwrite)").startswith("lost a commit race: ")
+    assert "the commit that won: snapshot 7 (overwrite)" in race.describe("snapshot 7 (overwrite)")
+
+
+@pytest.mark.parametrize("text", [
+    None, "",
+    "org.apache.spark.SparkException: Job aborted due to stage failure: FileNotFoundException: s3://b/t/1.parquet",
+    "AnalysisException: Table or view not found: demo.db.t",
+    # The commit may have landed: not a race to retry quietly, a failure to look at.
+    "org.apache.iceberg.exceptions.CommitStateUnknownException: Commit failed: timeout\nCannot determine whether "
+    "the commit was successful or not, the underlying data files may or may not be needed.",
+])
+def test_other_failures_are_not_races(text):
+    assert commit_race(text) is None
+
+
+def test_the_evidence_is_the_matching_line_and_is_bounded():
+    race = commit_race("first line\nMissing required files to delete: " + "x" * 1000 + "\nlast line")
+    assert race.evidence.startswith("Missing required files to delete: ")
+    assert len(race.evidence) <= 300
+
+
+def test_the_retry_delay_is_jittered_within_bounds_and_deterministic():
+    delays = {conflict_retry_delay("c.ns.t", "rewrite_data_files", streak) for streak in range(1, 200)}
+    assert all(CONFLICT_RETRY_MIN <= d <= CONFLICT_RETRY_MAX for d in delays)
+    assert len(delays) > 100  # spread, not one fixed delay a periodic writer could always beat
+    assert max(delays) - min(delays) > timedelta(minutes=8)
+    assert conflict_retry_delay("c.ns.t", "rewrite_data_files", 3) == conflict_retry_delay("c.ns.t", "rewrite_data_files", 3)
+    assert conflict_retry_delay("c.ns.t", "rewrite_data_files", 3) != conflict_retry_delay("c.ns.u", "rewrite_data_files", 3)
