@@ -27,7 +27,7 @@ from typing import Any, Iterator, Sequence
 
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 
-from floe_dagster.coordination.database import Coordination
+from floe_dagster.coordination.resource import CoordinationResource
 from floe_dagster.coordination.locks import table_lock_name
 from floe_dagster.coordination.runs import IN_FLIGHT_STATUSES, mark_dead_runs, runs_in_flight
 from floe_dagster.core import run_tags as T
@@ -274,7 +274,7 @@ class ApiService:
     def __init__(self, settings: Settings, instance: DagsterInstance):
         self.settings = settings
         self.instance = instance
-        self.coordination = Coordination(settings.coordination_url)
+        self.coordination = CoordinationResource.from_settings(settings).coordination
         self._guard = threading.Lock()
         self._table_locks: dict[str, threading.Lock] = {}
         self._watches: dict[str, TriggerWatch] = {}
@@ -287,14 +287,14 @@ class ApiService:
     def trigger_status(self, namespace: str, table: str, at: datetime | None) -> dict[str, Any]:
         name = table_name(self.settings, namespace, table)
         with lookup_errors(name):
-            report = explain_table(self.settings, name.qualified, at or utc_now(), self.instance)
+            report = explain_table(self.settings, self.coordination, name.qualified, at or utc_now(), self.instance)
         return json.loads(json.dumps(report, default=str))  # exactly what `explain --json` prints
 
     def health(self, namespace: str, table: str, tier: str, now: datetime | None = None) -> dict[str, Any]:
         name = table_name(self.settings, namespace, table)
         now = now or utc_now()
         with lookup_errors(name):
-            report = health_report(self.settings, name, now, tier=tier)
+            report = health_report(self.settings, self.coordination, name, now, tier=tier)
         return json.loads(json.dumps(floe_health_json(report), default=str))  # Floe's shape, ours beside
 
     def health_history(self, namespace: str, table: str, limit: int) -> dict[str, Any]:

@@ -67,7 +67,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (  # t
     AssetCheckEvaluationTargetMaterializationData,
 )
 
-from floe_dagster.coordination.database import Coordination
+from floe_dagster.defs.names import COORDINATION_RESOURCE
 from floe_dagster.core.debt import DebtWeights
 from floe_dagster.core.health import CRITICAL, HEALTHY, WARNING, HealthAssessment, assess_health
 from floe_dagster.core.history import OperationHistory
@@ -162,7 +162,7 @@ def build_health_checks(tables: Sequence[TableName], settings: Settings, *, with
     # ordering after a maintenance step in a combined run.
     ins = {f"in__{_escaped(spec.asset_key)}": In(Nothing) for spec in specs} if with_deps else {}
 
-    @op(name=HEALTH_CHECKS_NAME, ins=ins, out=outs,
+    @op(name=HEALTH_CHECKS_NAME, ins=ins, out=outs, required_resource_keys={COORDINATION_RESOURCE},
         description="Collects the selected tables' health now and records it (observation and check result).")
     def iceberg_table_health(context):  # no annotation: Dagster reads it before `annotations` resolve
         yield from _evaluate_checks(context, settings)
@@ -180,7 +180,7 @@ def _evaluate_checks(context, settings: Settings):
     tables = [table_for_asset_key(key.asset_key) for key in keys]
     now = datetime.now(timezone.utc)
     policies = load_policy_set(settings)
-    history = Coordination(settings.coordination_url).all_history()
+    history = getattr(context.resources, COORDINATION_RESOURCE).coordination.all_history()
     with HealthCollector(open_catalog(settings.catalog), settings) as collector:
         snapshot = collector.collect(tables, tier="full")
     remembered: dict[str, str] = {}
