@@ -2,9 +2,11 @@
 
 from datetime import datetime, timedelta, timezone
 
-from floe_dagster.coordination.database import Admission, Coordination
+from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.history import Outcome
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.run_decision import RunDecision
+from floe_dagster.core.tables import TableName
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
 RDF = Operation.REWRITE_DATA_FILES
@@ -13,13 +15,15 @@ RDF = Operation.REWRITE_DATA_FILES
 def test_same_item_is_admitted_once_across_launchers(tmp_path):
     url = f"sqlite:///{tmp_path / 'c.db'}"
     first, second = Coordination(url), Coordination(url)
-    item = Admission("demo.sales.orders", RDF, "2026-11-22T12:00:00+00:00", 0, "cron", "due")
+    orders = TableName("demo", ("sales",), "orders")
+    item = RunDecision(orders, RDF, "cron", "due", slot="2026-11-22T12:00:00+00:00", attempt=0)
     assert first.admit([item], T0, "schedule") == [item]
     assert second.admit([item], T0, "sensor") == []
-    retry = Admission("demo.sales.orders", RDF, "2026-11-22T12:00:00+00:00", 1, "cron", "retry")
+    retry = RunDecision(orders, RDF, "cron", "retry", slot="2026-11-22T12:00:00+00:00", attempt=1)
     assert second.admit([retry], T0, "sensor") == [retry]
-    assert [r["attempt"] for r in first.ledger_rows("demo.sales.orders")] == [0, 1]
-    assert item.run_key != retry.run_key and "attempt-1" in retry.run_key
+    rows = first.ledger_rows("demo.sales.orders")
+    assert [(r.attempt, r.launcher, r.reason) for r in rows] == [(0, "schedule", "due"), (1, "sensor", "retry")]
+    assert item.item_key != retry.item_key and "attempt-1" in retry.item_key
 
 
 def outcome(run, ok, start, changed=True, kind=None, bytes_=0):
