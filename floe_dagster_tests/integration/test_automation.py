@@ -137,7 +137,7 @@ def test_sensor_and_schedule_admit_each_item_once_and_see_history(setup):
     later = evaluate_sensor(defs, instance)
     assert not [r for r in (later.run_requests or []) if r.tags["floe/table"].startswith("demo.sales.")]
     runs = instance.get_runs()
-    assert {run.tags.get(T.RUN_KEY) for run in runs} >= {by_item[key].run_key for key in sales}
+    assert {run.tags.get(T.BATCH_KEY) for run in runs} >= {by_item[key].run_key for key in sales}
 
 
 def test_plan_shows_reasons_and_budgets(setup, monkeypatch):
@@ -147,7 +147,8 @@ def test_plan_shows_reasons_and_budgets(setup, monkeypatch):
     settings, instance, defs = setup
     monkeypatch.setenv("FLOE_SCHEDULER_MAX_TABLES_PER_POLL", "1")
     limited = load_settings(environ={"FLOE_CONFIG": settings.source, "FLOE_SCHEDULER_MAX_TABLES_PER_POLL": "1"})
-    data = gather(limited, instance, datetime.now(timezone.utc), None).plan_input
+    coordination = Coordination(limited.coordination_url)
+    data = gather(limited, instance, coordination, datetime.now(timezone.utc), None).plan_input
     result = plan(data)
     runs = [d for d in result.decisions if d.decision == "run"]
     assert {d.table for d in runs} and len({d.table for d in runs}) == 1
@@ -181,9 +182,10 @@ def test_outage_opens_the_circuit_then_one_run_probes(setup):
     Coordination(settings.coordination_url).record_outcome(Outcome(
         "outage-run", "demo.sales.orders", Operation.REWRITE_DATA_FILES, now - timedelta(minutes=1), now, False,
         failure_kind="outage", message="Spark could not start"))
-    paused = run_tick(settings, instance, now, "sensor:test", None)
+    coordination = Coordination(settings.coordination_url)
+    paused = run_tick(settings, instance, coordination, now, "sensor:test", None)
     assert paused.skipped_tick.startswith("circuit_open") and not paused.admitted
-    probe = run_tick(settings, instance, now + CIRCUIT_PAUSE + timedelta(seconds=1), "sensor:test", None)
+    probe = run_tick(settings, instance, coordination, now + CIRCUIT_PAUSE + timedelta(seconds=1), "sensor:test", None)
     assert len(probe.admitted) == 1 and any("circuit_open" in d.reasons[0] for d in probe.plan.decisions)
 
 
@@ -205,12 +207,12 @@ def test_the_sensor_batches_due_tables_into_one_run_per_operation(tmp_path, inst
         assert tags["floe/trigger"] == "interval" and tags[T.TRIGGER_KINDS] == "interval"
         assert tags["floe/policy"] == "sales-interval" and tags[T.POLICY_TAG_PREFIX + "team"] == "sales"
         assert tags["dagster/max_runtime"] == str(2 * 3600) and tags[T.ACTOR] == "sensor:default"
-        assert rdf.run_key == tags[T.RUN_KEY] and rdf.run_key.startswith("batch:")
+        assert rdf.run_key == tags[T.BATCH_KEY] and rdf.run_key.startswith("batch:")
 
         # The ledger keeps one row per table, carrying the batch's key.
         coordination = Coordination(settings.coordination_url)
         rows = coordination.batch_rows(rdf.run_key)
-        assert sorted(rows) == tables and all(r["run_id"] is None for r in rows.values())
+        assert sorted(rows) == tables and all(r.run_id is None for r in rows.values())
 
         # One run maintains the three tables; each materialization carries its own decision.
         result = execute(defs, instance, rdf)
@@ -220,10 +222,10 @@ def test_the_sensor_batches_due_tables_into_one_run_per_operation(tmp_path, inst
         for name, materialization in materialized.items():
             metadata = {k: v.value for k, v in materialization.metadata.items()}
             row = rows[name]
-            assert metadata["trigger"] == "interval" and metadata["reason"] == row["reason"]
+            assert metadata["trigger"] == "interval" and metadata["reason"] == row.reason
             assert metadata["slot"] == "interval:first" and metadata["attempt"] == 0
-            assert metadata["ledger_row"] == row["id"] and metadata["debt_score"] == row["debt_score"]
-            assert metadata["estimated_bytes"] == row["estimated_bytes"]
+            assert metadata["ledger_row"] == row.id and metadata["debt_score"] == row.debt_score
+            assert metadata["estimated_bytes"] == row.estimated_bytes
             assert metadata["policy"] == "sales-interval" and metadata["policy_version"]
             if name == "demo.sales.orders":  # 12 small files: rewritten, rows checked from metadata
                 assert metadata["row_check"] == "snapshot-summary" and metadata["data_files_after"] == 1
@@ -235,4 +237,4 @@ def test_the_sensor_batches_due_tables_into_one_run_per_operation(tmp_path, inst
         # The next tick attaches the run to the three ledger rows, and finds nothing due for them.
         later = evaluate_sensor(defs, instance)
         assert not [r for r in later.run_requests or [] if r.partition_key == "REWRITE_DATA_FILES"]
-        assert {r["run_id"] for r in coordination.batch_rows(rdf.run_key).values()} == {result.run_id}
+        assert {r.run_id for r in coordination.batch_rows(rdf.run_key).values()} == {result.run_id}

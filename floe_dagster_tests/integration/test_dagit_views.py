@@ -223,7 +223,7 @@ def test_dagit_shows_the_tables_metadata_and_the_runs_tags(lake, tmp_path):
         }
         assert len(tags) >= 18, tags  # the rest (slot, attempt, run key, debt score, actor...) on the run page
         for key in (T.NAMESPACE, T.POLICY_VERSION, T.DEBT_SCORE, T.SLOT, T.ESTIMATED_BYTES, T.ACTOR, T.ATTEMPT,
-                    T.RUN_KEY, T.POLICY_TAG_PREFIX + "team", T.POLICY_TAG_PREFIX + "owner"):
+                    T.BATCH_KEY, T.POLICY_TAG_PREFIX + "team", T.POLICY_TAG_PREFIX + "owner"):
             assert key in tags and key not in shown, key
 
         asset = graphql(context, ASSET, {"assetKey": {"path": list(asset_key_for(PROFILES).path)}})["assetNodeOrError"]
