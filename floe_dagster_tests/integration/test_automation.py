@@ -6,11 +6,14 @@ sees that history."""
 from __future__ import annotations
 
 import concurrent.futures
+import sys
+from collections import Counter
 from datetime import datetime, timedelta, timezone
 
 import pytest
 from dagster import DagsterInstance, RunRequest, build_schedule_context, build_sensor_context
 
+from floe_dagster.coordination.database import Coordination
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
@@ -67,14 +70,14 @@ def setup(tmp_path, instance_home, monkeypatch):
 
 def evaluate_sensor(defs, instance):
     sensor = defs.resolve_sensor_def(SENSOR_NAME)
-    with build_sensor_context(instance=instance, definitions=defs) as context:
+    with build_sensor_context(instance=instance, definitions=defs, resources=defs.resources) as context:
         return sensor.evaluate_tick(context)
 
 
 def evaluate_schedule(defs, instance, name, when):
     schedule = defs.resolve_schedule_def(name)
     with build_schedule_context(instance=instance, scheduled_execution_time=when,
-                                repository_def=defs.get_repository_def()) as context:
+                                repository_def=defs.get_repository_def(), resources=defs.resources) as context:
         return schedule.evaluate_tick(context)
 
 
@@ -140,6 +143,40 @@ def test_sensor_and_schedule_admit_each_item_once_and_see_history(setup):
     assert {run.tags.get(T.BATCH_KEY) for run in runs} >= {by_item[key].run_key for key in sales}
 
 
+def count_resolutions(monkeypatch) -> Counter:
+    """Count ``policies.resolve_operation`` calls by table, wherever floe_dagster imported it."""
+    from floe_dagster import policies
+
+    real = policies.resolve_operation
+    calls: Counter = Counter()
+
+    def counting(settings, table, op, *args, **kwargs):
+        calls[table.qualified] += 1
+        return real(settings, table, op, *args, **kwargs)
+
+    for module in [m for name, m in sys.modules.items() if name.startswith("floe_dagster")]:
+        if getattr(module, "resolve_operation", None) is real:
+            monkeypatch.setattr(module, "resolve_operation", counting)
+    return calls
+
+
+def test_the_automated_path_resolves_a_tables_policy_once(setup, monkeypatch):
+    """From the sensor's tick to the run's materialization, a table's policy is resolved once: the
+    tick tags the run request with the policy the planner chose, and the run resolves it for its
+    config, its missing tags and its metadata alike."""
+    settings, instance, defs = setup
+    calls = count_resolutions(monkeypatch)
+    requests = {(r.tags["floe/table"], r.partition_key): r for r in evaluate_sensor(defs, instance).run_requests}
+    request = requests[("demo.sales.orders", "REWRITE_DATA_FILES")]
+    assert request.tags[T.POLICY] == "sales-interval" and request.tags[T.POLICY_VERSION]
+    assert request.tags[T.POLICY_TAG_PREFIX + "team"] == "sales"
+    result = execute(defs, instance, request)
+    assert result.success
+    [materialization] = result.asset_materializations_for_node("iceberg_tables")
+    assert materialization.metadata["policy"].value == "sales-interval"
+    assert calls == {"demo.sales.orders": 1}
+
+
 def test_plan_shows_reasons_and_budgets(setup, monkeypatch):
     from floe_dagster.core.planner import plan
     from floe_dagster.scheduling.inputs import gather
@@ -173,7 +210,6 @@ def test_schedule_admits_its_rule_at_cron_time(setup):
 
 
 def test_outage_opens_the_circuit_then_one_run_probes(setup):
-    from floe_dagster.coordination.database import Coordination
     from floe_dagster.core.history import Outcome
     from floe_dagster.scheduling.tick import CIRCUIT_PAUSE, run_tick
 
@@ -190,8 +226,6 @@ def test_outage_opens_the_circuit_then_one_run_probes(setup):
 
 
 def test_the_sensor_batches_due_tables_into_one_run_per_operation(tmp_path, instance_home, monkeypatch):
-    from floe_dagster.coordination.database import Coordination
-
     settings = lakehouse(tmp_path, monkeypatch, "{max-tables: 20}")
     with DagsterInstance.get() as instance:
         defs = build_definitions(settings)

@@ -159,7 +159,7 @@ def test_dagit_shows_the_tables_metadata_and_the_runs_tags(lake, tmp_path):
 
     # The sensor admits the compaction; the run executes it with the request's tags, as the daemon does.
     sensor = defs.resolve_sensor_def(SENSOR_NAME)
-    with build_sensor_context(instance=instance, definitions=defs) as context:
+    with build_sensor_context(instance=instance, definitions=defs, resources=defs.resources) as context:
         requests = sensor.evaluate_tick(context).run_requests or []
     [request] = [r for r in requests if r.partition_key == "REWRITE_DATA_FILES"]
     result = defs.resolve_job_def(MAINTENANCE_JOB).execute_in_process(

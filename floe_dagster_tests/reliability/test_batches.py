@@ -65,7 +65,7 @@ def build(settings, sizes: dict[TableName, tuple[int, int]]):
 
 def the_batch(defs, instance):
     """The sensor's run request for the three tables' compaction."""
-    with build_sensor_context(instance=instance, definitions=defs) as context:
+    with build_sensor_context(instance=instance, definitions=defs, resources=defs.resources) as context:
         data = defs.resolve_sensor_def(SENSOR_NAME).evaluate_tick(context)
     requests = [r for r in data.run_requests or [] if r.partition_key == RDF.value]
     assert len(requests) == 1, data.skip_message
