@@ -3,10 +3,10 @@
 parameter; the CLI and the HTTP API build one with :meth:`CoordinationResource.from_settings`.
 
 Opening the database checks its tables and columns, so it is opened once per process: Dagster makes
-a copy of a resource for every tick and run, and the copies of one resource share what it opened.
-A resource built again (a code location reload, a test that dropped the tables) opens the database
-afresh: a process-wide cache of opened databases, by URL alone, once kept tables that a test had
-dropped and recreated under the same URL out of sight.
+a copy of a resource for every tick and run, and the copies share what the first one opened. A
+resource built from the settings again (a code location load or reload, the CLI, the API, a test
+that dropped the tables) opens the database afresh: a cache of opened databases by URL alone, that
+nothing ever refreshed, once hid that a test had dropped and recreated the tables under the same URL.
 """
 
 from __future__ import annotations
