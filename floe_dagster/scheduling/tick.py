@@ -105,7 +105,8 @@ def run_tick(
             accepted = {item.item_key: item for item in coordination.admit(_admissions(result), now, launcher)}
             admitted = [admissions[key] for key in accepted]
             # What another launcher admitted first is left out; each batch keeps its key.
-            batches = [_run_batch([accepted[d.item_key] for d in members], members, settings, inputs.plan_input.policies)
+            policies = inputs.plan_input.policies
+            batches = [_run_batch([accepted[d.item_key] for d in members], members, settings, policies)
                        for members in result.batches(admitted)]
     except LockHeld:
         return TickResult(None, skipped_tick="lock_held: another launcher is planning")
@@ -117,8 +118,11 @@ def run_tick(
 
 def _admissions(result: Plan) -> list[RunDecision]:
     """The admitted decisions as the ledger records them, each with its batch's key."""
-    return [RunDecision.admitted(d, key) for members in result.batches()
-            for key in [batch_key([d.item_key for d in members])] for d in members]
+    admissions = []
+    for members in result.batches():
+        key = batch_key([d.item_key for d in members])
+        admissions += [RunDecision.admitted(d, key) for d in members]
+    return admissions
 
 
 def _run_batch(admitted: list[RunDecision], members: list[Decision], settings: Settings,
