@@ -81,7 +81,7 @@ def build(root: Path, tables: int, days: int):
         for batch in range(0, tables, BATCH):
             run = create_run_for_test(instance, job_name="floe_maintenance", status=DagsterRunStatus.NOT_STARTED,
                                       tags={T.OPERATION: op.value, T.TRIGGER: "interval",
-                                            T.RUN_KEY: f"{op.value}-{batch}"})
+                                            T.BATCH_KEY: f"{op.value}-{batch}"})
             instance.report_dagster_event(DagsterEvent(DagsterEventType.RUN_START.value, job_name="floe_maintenance"),
                                           run_id=run.run_id)
             run_ids[(op, batch // BATCH)] = run.run_id

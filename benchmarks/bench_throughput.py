@@ -125,6 +125,7 @@ def automation(label: str, root: Path, extra: str, args) -> dict:
     from dagster import DagsterInstance
 
     from floe_dagster.coordination.database import Coordination
+    from floe_dagster.core.localtime import naive_as_utc
     from floe_dagster.core.operations import Operation
     from floe_dagster.defs.names import asset_key_for
     from floe_dagster.settings import load_settings
@@ -152,8 +153,8 @@ def automation(label: str, root: Path, extra: str, args) -> dict:
         else:
             raise RuntimeError(f"{label}: only {len(done)} of {len(wanted)} compactions succeeded in {TIMEOUT_S} s; "
                                f"see {root / 'daemon.log'}")
-    admitted = [row["admitted_at"] for row in coordination.ledger_rows()]
-    seconds = (max(done.values()) - min(admitted)).total_seconds()
+    admitted = [row.admitted_at for row in coordination.ledger_rows()]
+    seconds = (naive_as_utc(max(done.values())) - min(admitted)).total_seconds()  # ledger rows read back in UTC
     with DagsterInstance.from_config(str(home)) as instance:
         runs = instance.get_runs_count()
         events = instance.get_latest_materialization_events([asset_key_for(t) for t in tables])

@@ -163,6 +163,7 @@ class FileOpens:
 
 def one_tick(settings, instance, reads: Reads, label: str, rows: list, opens: "FileOpens | None" = None) -> object:
     from floe_dagster.core.planner import plan
+    from floe_dagster.coordination.database import Coordination
     from floe_dagster.scheduling.inputs import gather
 
     reads.reset()
@@ -170,7 +171,7 @@ def one_tick(settings, instance, reads: Reads, label: str, rows: list, opens: "F
         opens.reset()
     now = datetime.now(timezone.utc)
     t0 = time.perf_counter()
-    inputs = gather(settings, instance, now, None)
+    inputs = gather(settings, instance, Coordination(settings.coordination_url), now, None)
     data, missing = inputs.plan_input, inputs.health_missing
     t1 = time.perf_counter()
     result = plan(data)

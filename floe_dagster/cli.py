@@ -121,6 +121,13 @@ def cmd_setup(args) -> int:
     return EXIT_OK
 
 
+def _coordination(settings):
+    """The coordination database, as the code location's resource opens it."""
+    from floe_dagster.coordination.resource import CoordinationResource
+
+    return CoordinationResource.from_settings(settings).coordination
+
+
 def _at(text: str | None):
     from datetime import datetime, timezone
 
@@ -141,7 +148,8 @@ def cmd_plan(args) -> int:
 
     settings = _settings(args)
     cached = read_cached_tables(settings)
-    inputs = gather(settings, get_instance(), _at(args.at), frozenset(cached) if cached is not None else None)
+    inputs = gather(settings, get_instance(), _coordination(settings), _at(args.at),
+                    frozenset(cached) if cached is not None else None)
     data, missing = inputs.plan_input, inputs.health_missing
     result = plan(data)
     if args.json:
@@ -162,7 +170,7 @@ def cmd_explain(args) -> int:
     from floe_dagster.reports.explain import explain_table
 
     settings = _settings(args)
-    report = explain_table(settings, args.table, _at(args.at))
+    report = explain_table(settings, _coordination(settings), args.table, _at(args.at))
     if args.json:
         print(json.dumps(report, indent=2, default=str))
         return EXIT_OK
@@ -185,7 +193,7 @@ def cmd_health(args) -> int:
 
     settings = _settings(args)
     try:
-        report = health_report(settings, args.table, _at(args.at), tier=args.tier)
+        report = health_report(settings, _coordination(settings), args.table, _at(args.at), tier=args.tier)
     except HealthError as exc:
         print(f"floe-dagster: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -196,12 +204,11 @@ def cmd_health(args) -> int:
 def cmd_runs(args) -> int:
     """Every run that maintained one table (one-table runs and batches alike), newest first, from
     the coordination database's outcomes: each table's own result of each run."""
-    from floe_dagster.coordination.database import Coordination
     from floe_dagster.iceberg.catalog import existing_table
 
     settings = _settings(args)
     table = existing_table(settings.catalog, args.table)
-    rows = Coordination(settings.coordination_url).outcomes_for(table.qualified)[::-1][:args.limit]
+    rows = _coordination(settings).outcomes_for(table.qualified)[::-1][:args.limit]
     if args.json:
         print(json.dumps(rows, indent=2, default=str))
         return EXIT_OK

@@ -11,8 +11,7 @@ from typing import Sequence
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.patterns import TablePattern
-from floe_dagster.core.planner import Decision
-from floe_dagster.core.policy import PolicySet, load_policies
+from floe_dagster.core.policy import Policy, PolicySet, load_policies
 from floe_dagster.core.run_tags import Origin, PolicyFacts, run_tags
 from floe_dagster.core.tables import TableName
 from floe_dagster.settings import Settings
@@ -93,17 +92,23 @@ def resolve_operation(settings: Settings, table: TableName, op: Operation,
     ``policies``: an already loaded set (a tick's, a run's), so a caller resolving many tables reads
     the policy files' fingerprint once, not once per table."""
     policy = (policies or load_policy_set(settings)).effective_policy(table)
-    default_timeout_s = settings.maintenance.default_timeout_hours * 3600
+    facts = policy_facts(settings, policy, op)
     if policy is None:
-        return ResolvedOperation(PolicyFacts(None, timeout_s=default_timeout_s), None,
-                                 "no enabled policy matches this table")
-    schedule = policy.schedule(op)
-    facts = PolicyFacts(policy.name, policy.version, policy.run_tags(),
-                        schedule.timeout_hours * 3600 if schedule else default_timeout_s)
+        return ResolvedOperation(facts, None, "no enabled policy matches this table")
     config = policy.config(op)
     if config is None:
         return ResolvedOperation(facts, None, f"policy '{policy.name}' does not configure {op.value} ({op.policy_key})")
     return ResolvedOperation(facts, config)
+
+
+def policy_facts(settings: Settings, policy: Policy | None, op: Operation) -> PolicyFacts:
+    """What the run's tags say of a table's effective policy (already found) for one operation."""
+    default_timeout_s = settings.maintenance.default_timeout_hours * 3600
+    if policy is None:
+        return PolicyFacts(None, timeout_s=default_timeout_s)
+    schedule = policy.schedule(op)
+    return PolicyFacts(policy.name, policy.version, policy.run_tags(),
+                       schedule.timeout_hours * 3600 if schedule else default_timeout_s)
 
 
 def configured_operations(settings: Settings, table: TableName) -> list[Operation]:
@@ -111,10 +116,9 @@ def configured_operations(settings: Settings, table: TableName) -> list[Operatio
     return policy.configured_operations() if policy else []
 
 
-def run_tags_for(settings: Settings, table: TableName, op: Operation, origin: Origin,
-                 decision: Decision | None = None) -> dict[str, str]:
-    """The run tags of one (table, operation), whoever launches it (core.run_tags.run_tags)."""
-    return run_tags(table, op, resolve_operation(settings, table, op).policy, origin, decision)
+def run_tags_for(settings: Settings, table: TableName, op: Operation, origin: Origin) -> dict[str, str]:
+    """The run tags of one (table, operation) a person launches (core.run_tags.run_tags)."""
+    return run_tags(table, op, resolve_operation(settings, table, op).policy, origin)
 
 
 def matching_tables(pattern: str, tables: Sequence[TableName]) -> list[TableName]:

@@ -24,7 +24,7 @@ from floe_dagster.settings import load_settings
 def _definitions(name: str) -> Definitions:
     ensure_dagster_home()
     settings = load_settings()
-    return build_definitions(settings, table_scope=scope_named(name, settings.shards))
+    return build_definitions(settings, shard=scope_named(name, settings.shards))
 
 
 def __getattr__(name: str) -> Definitions:

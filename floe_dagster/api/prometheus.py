@@ -43,6 +43,7 @@ from sqlalchemy import ColumnElement, func, null, select
 from sqlalchemy.engine import Engine
 
 from floe_dagster.coordination.database import ADMISSION_TTL, Coordination, ledger, outcomes
+from floe_dagster.coordination.runs import IN_FLIGHT_STATUSES, QUEUED_STATUSES
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.history import LOCK_HELD, OUTAGE
 from floe_dagster.core.localtime import naive_as_utc
@@ -55,8 +56,8 @@ log = logging.getLogger(__name__)
 
 WINDOW = timedelta(days=1)  # latency and queue wait: the runs created in the last day
 QUANTILES = (0.5, 0.9, 0.99)
-IN_FLIGHT = ("QUEUED", "NOT_STARTED", "STARTING", "STARTED")
-QUEUED = ("QUEUED", "NOT_STARTED")  # waiting in the run queue (as scheduling.inputs.queued_runs counts)
+IN_FLIGHT = tuple(status.value for status in IN_FLIGHT_STATUSES)
+QUEUED = tuple(status.value for status in QUEUED_STATUSES)
 Key = tuple[str, tuple[str, ...]]  # (sample name, label values)
 # The tick summary's running totals → Floe's trigger counters.
 _FLOE_TRIGGER_TOTALS = {

@@ -26,7 +26,7 @@ from floe_dagster.api.run_facts import DAGSTER_STATUSES, RunFacts, run_facts
 from floe_dagster.api.table_names import table_name
 from floe_dagster.api.timestamps import iso, utc_now
 from floe_dagster.api.trigger_watch import WATCH_POLL_S, TriggerWatch
-from floe_dagster.coordination.database import Coordination
+from floe_dagster.coordination.resource import CoordinationResource
 from floe_dagster.coordination.locks import table_lock_name
 from floe_dagster.coordination.runs import IN_FLIGHT_STATUSES, mark_dead_runs, runs_in_flight
 from floe_dagster.core import run_tags as T
@@ -68,7 +68,7 @@ class ApiService:
     def __init__(self, settings: Settings, instance: DagsterInstance):
         self.settings = settings
         self.instance = instance
-        self.coordination = Coordination(settings.coordination_url)
+        self.coordination = CoordinationResource.from_settings(settings).coordination
         self._guard = threading.Lock()
         self._table_locks: dict[str, threading.Lock] = {}
         self._watches: dict[str, TriggerWatch] = {}
@@ -80,13 +80,13 @@ class ApiService:
 
     def trigger_status(self, namespace: str, table: str, at: datetime | None) -> dict[str, Any]:
         name = table_name(self.settings, namespace, table)
-        report = explain_table(self.settings, name.qualified, at or utc_now(), self.instance)
+        report = explain_table(self.settings, self.coordination, name.qualified, at or utc_now(), self.instance)
         return json.loads(json.dumps(report, default=str))  # exactly what `explain --json` prints
 
     def health(self, namespace: str, table: str, tier: str, now: datetime | None = None) -> dict[str, Any]:
         name = table_name(self.settings, namespace, table)
         now = now or utc_now()
-        report = health_report(self.settings, name, now, tier=tier)
+        report = health_report(self.settings, self.coordination, name, now, tier=tier)
         return json.loads(json.dumps(floe_health_json(report), default=str))  # Floe's shape, ours beside
 
     def health_history(self, namespace: str, table: str, limit: int) -> dict[str, Any]:

@@ -13,7 +13,6 @@ the Dagster instance. Reading all history is one query per tick, whatever the nu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Iterable
 
@@ -44,7 +43,7 @@ from floe_dagster.coordination.locks import Locks, locks_for
 from floe_dagster.core.history import OUTAGE, OperationHistory, Outcome, fold_outcome
 from floe_dagster.core.localtime import naive_as_utc
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.run_tags import run_key
+from floe_dagster.core.run_decision import LedgerRow, RunDecision
 from floe_dagster.instance import default_coordination_url
 
 metadata = MetaData()
@@ -65,8 +64,9 @@ ledger = Table(
     Column("admitted_at", DateTime(timezone=True), nullable=False, index=True),
     Column("launcher", String(200), nullable=False, default=""),
     Column("run_id", String(64)),
-    # The run key of the batch (one run over several tables) the item was admitted in; the run
-    # carries it as the run tag dagster/floe.run-key. A batch of one has the item's own run key.
+    # Column run_key is the item key (core/run_decision.py). batch_key: the key of the batch (one run
+    # over several tables) the item was admitted in; the run carries it as the run tag
+    # dagster/floe.run-key. A batch of one has the item's own key.
     Column("batch_key", String(1200)),
     UniqueConstraint("table_name", "operation", "slot", "attempt", name="floe_ledger_item"),
 )
@@ -110,49 +110,32 @@ history = Table(
 ADMISSION_TTL = timedelta(minutes=10)
 
 
-@dataclass(frozen=True)
-class Admission:
-    """One admitted (table, operation, slot, attempt): a ledger row."""
-
-    table_name: str
-    operation: Operation
-    slot: str
-    attempt: int
-    trigger: str
-    reason: str
-    debt_score: float = 0.0
-    estimated_bytes: int = 0
-    batch_key: str | None = None  # None: a batch of its own (its run key)
-
-    @property
-    def run_key(self) -> str:
-        return run_key(self.table_name, self.operation, self.slot, self.attempt)
-
-
 class Coordination:
     """The coordination database: the ledger, outcomes and history, and its locks (:attr:`locks`:
-    advisory locks in PostgreSQL, file locks beside the instance otherwise)."""
+    advisory locks in PostgreSQL, file locks beside the instance otherwise, unless ``locks`` says).
+    Opening it checks its tables: the code location opens it once per process, through its
+    resource (coordination/resource.py)."""
 
-    def __init__(self, url: str | None = None):
+    def __init__(self, url: str | None = None, locks: Locks | None = None):
         self.url = url or default_coordination_url()
         kwargs = {"connect_args": {"timeout": 30}} if self.url.startswith("sqlite") else {"pool_pre_ping": True}
         self.engine: Engine = create_engine(self.url, **kwargs)
         _create_tables(self.engine)
         _add_missing_columns(self.engine)
-        self.locks: Locks = locks_for(self.url)
+        self.locks: Locks = locks or locks_for(self.url)
 
     # -- ledger -------------------------------------------------------------------------------
-    def admit(self, items: Iterable[Admission], now: datetime, launcher: str = "") -> list[Admission]:
+    def admit(self, items: Iterable[RunDecision], now: datetime, launcher: str = "") -> list[RunDecision]:
         """Insert each admission; the ones another launcher already admitted are left out."""
         admitted = []
         for item in items:
             try:
                 with self.engine.begin() as connection:
                     connection.execute(ledger.insert().values(
-                        table_name=item.table_name, operation=item.operation.value, slot=item.slot,
-                        attempt=item.attempt, run_key=item.run_key, trigger=item.trigger, reason=item.reason[:2000],
+                        table_name=item.table.qualified, operation=item.operation.value, slot=item.slot,
+                        attempt=item.attempt, run_key=item.item_key, trigger=item.trigger, reason=item.reason[:2000],
                         debt_score=item.debt_score, estimated_bytes=item.estimated_bytes,
-                        admitted_at=naive_as_utc(now), launcher=launcher, batch_key=item.batch_key or item.run_key,
+                        admitted_at=naive_as_utc(now), launcher=launcher, batch_key=item.batch_key or item.item_key,
                     ))
                 admitted.append(item)
             except IntegrityError:
@@ -167,25 +150,24 @@ class Coordination:
                 or_(ledger.c.batch_key == batch_key, and_(ledger.c.batch_key.is_(None), ledger.c.run_key == batch_key))
             ).values(run_id=run_id))
 
-    def batch_rows(self, batch_key: str) -> dict[str, dict]:
+    def batch_rows(self, batch_key: str) -> dict[str, LedgerRow]:
         """The ledger rows of one batch by table: each table's own decision, for its materialization."""
-        with self.engine.connect() as connection:
-            rows = connection.execute(select(ledger).where(
-                or_(ledger.c.batch_key == batch_key, and_(ledger.c.batch_key.is_(None), ledger.c.run_key == batch_key))
-            )).mappings().all()
-        return {row["table_name"]: dict(row) for row in rows}
+        rows = self._ledger(or_(ledger.c.batch_key == batch_key,
+                                and_(ledger.c.batch_key.is_(None), ledger.c.run_key == batch_key)))
+        return {row.table_name: row for row in rows}
 
-    def admitted_since(self, since: datetime) -> list[dict]:
-        with self.engine.connect() as connection:
-            rows = connection.execute(select(ledger).where(ledger.c.admitted_at >= naive_as_utc(since))).mappings().all()
-        return [dict(row) for row in rows]
+    def admitted_since(self, since: datetime) -> list[LedgerRow]:
+        return self._ledger(ledger.c.admitted_at >= naive_as_utc(since))
 
-    def ledger_rows(self, table_name: str | None = None) -> list[dict]:
+    def ledger_rows(self, table_name: str | None = None) -> list[LedgerRow]:
+        return self._ledger(ledger.c.table_name == table_name if table_name else None)
+
+    def _ledger(self, where) -> list[LedgerRow]:
         query = select(ledger).order_by(ledger.c.id)
-        if table_name:
-            query = query.where(ledger.c.table_name == table_name)
+        if where is not None:
+            query = query.where(where)
         with self.engine.connect() as connection:
-            return [dict(row) for row in connection.execute(query).mappings().all()]
+            return [_ledger_row(row) for row in connection.execute(query).mappings().all()]
 
     # -- outcomes and history -------------------------------------------------------------------
     def record_outcome(self, outcome: Outcome) -> bool:
@@ -308,6 +290,16 @@ def _add_missing_columns(engine: Engine) -> None:
         except DBAPIError:  # another process added it first
             if "batch_key" not in {column["name"] for column in inspect(engine).get_columns(ledger.name)}:
                 raise
+
+
+def _ledger_row(row) -> LedgerRow:
+    return LedgerRow(
+        id=row["id"], table_name=row["table_name"], operation=Operation(row["operation"]), slot=row["slot"],
+        attempt=row["attempt"], item_key=row["run_key"], trigger=row["trigger"], reason=row["reason"],
+        debt_score=float(row["debt_score"] or 0.0), estimated_bytes=int(row["estimated_bytes"] or 0),
+        admitted_at=naive_as_utc(row["admitted_at"]), launcher=row["launcher"] or "", run_id=row["run_id"],
+        batch_key=row["batch_key"] or row["run_key"],
+    )
 
 
 def _history_from_row(row) -> OperationHistory:

@@ -3,8 +3,9 @@
 
 With a PostgreSQL coordination database they are session advisory locks; without, file locks
 (``flock``) beside the Dagster instance. Either way the holder's death frees them, so a killed run
-never leaves its table locked. The backend is chosen once per coordination database
-(:func:`locks_for`, also ``Coordination.locks``).
+never leaves its table locked. The backend is chosen once, when the coordination database is
+configured (:func:`lock_backend_for`: the coordination resource's ``lock_backend``), and each
+coordination database holds its locks (``Coordination.locks``).
 """
 
 from __future__ import annotations
@@ -100,13 +101,27 @@ def file_locks() -> FileLocks:
     return FileLocks(dagster_home() / "floe-locks")
 
 
+ADVISORY, FILE = "advisory", "file"
+LOCK_BACKENDS = (ADVISORY, FILE)
+
+
+def lock_backend_for(coordination_url: str) -> str:
+    """The lock backend that goes with a coordination database: advisory locks in PostgreSQL, else
+    file locks beside the instance (a SQLite database cannot be shared across machines anyway)."""
+    return ADVISORY if make_url(coordination_url).get_backend_name() == "postgresql" else FILE
+
+
+def locks_of(backend: str, coordination_url: str) -> Locks:
+    """The locks of one backend: advisory locks in the coordination database, or file locks."""
+    if backend not in LOCK_BACKENDS:
+        raise ValueError(f"lock backend: expected one of {', '.join(LOCK_BACKENDS)}, got {backend!r}")
+    return AdvisoryLocks(coordination_url) if backend == ADVISORY else file_locks()
+
+
 def locks_for(coordination_url: str | None) -> Locks:
-    """The locks that go with a coordination database: advisory locks in PostgreSQL, else file locks
-    beside the instance (a SQLite database cannot be shared across machines anyway)."""
+    """The locks that go with a coordination database (default: the instance's)."""
     url = coordination_url or default_coordination_url()
-    if make_url(url).get_backend_name() == "postgresql":
-        return AdvisoryLocks(url)
-    return file_locks()
+    return locks_of(lock_backend_for(url), url)
 
 
 def advisory_key(name: str) -> int:

@@ -19,12 +19,9 @@ from floe_dagster.core import run_tags as T
 from floe_dagster.core.history import Outcome
 from floe_dagster.core.operations import Operation
 
-IN_FLIGHT_STATUSES = [
-    DagsterRunStatus.QUEUED,
-    DagsterRunStatus.NOT_STARTED,
-    DagsterRunStatus.STARTING,
-    DagsterRunStatus.STARTED,
-]
+# Waiting in the run queue (``max-queued-runs`` counts these), then in flight until they finish.
+QUEUED_STATUSES = (DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED)
+IN_FLIGHT_STATUSES = [*QUEUED_STATUSES, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
 # A run needs a moment between STARTED and taking its run lock (imports, resources).
 DEAD_RUN_GRACE = timedelta(minutes=2)
 

@@ -93,10 +93,10 @@ class BatchPacker:
         return batch.number
 
 
-def batch_key(run_keys: list[str]) -> str:
-    """The run key of a batch: a single item's own run key, else a digest of its items' run keys
-    (Dagster's run key and the ledger's ``batch_key`` column; unique as the items' are)."""
-    if len(run_keys) == 1:
-        return run_keys[0]
-    digest = hashlib.sha256("\n".join(sorted(run_keys)).encode()).hexdigest()[:40]
+def batch_key(item_keys: list[str]) -> str:
+    """The key of a batch: a single item's own key, else a digest of its items' keys (the run's
+    Dagster run key and the ledger's ``batch_key`` column; unique as the items' are)."""
+    if len(item_keys) == 1:
+        return item_keys[0]
+    digest = hashlib.sha256("\n".join(sorted(item_keys)).encode()).hexdigest()[:40]
     return f"batch:{digest}"

@@ -27,7 +27,7 @@ from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled
 from floe_dagster.core.policy import Policy, PolicySet
-from floe_dagster.core.run_tags import run_key
+from floe_dagster.core.run_decision import item_key
 from floe_dagster.core.schedule import schedule_due
 from floe_dagster.core.tables import TableName
 from floe_dagster.core.validation import setting
@@ -89,8 +89,8 @@ class Decision:
         return self.condition_result.to_json() if self.condition_result is not None else {}
 
     @property
-    def run_key(self) -> str:
-        return run_key(self.table.qualified, self.operation, self.slot, self.attempt)
+    def item_key(self) -> str:
+        return item_key(self.table.qualified, self.operation, self.slot, self.attempt)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -124,7 +124,7 @@ class PlanInput:
     queued_runs: int = 0
     debt_weights: DebtWeights | None = None  # settings.debt (None: the defaults)
     # Which due items this launcher may admit (a schedule: its own rule); the others are reported only.
-    scope: Callable[["Decision"], bool] | None = None
+    launcher_filter: Callable[["Decision"], bool] | None = None
     estimate_bytes: Callable[[TableName, Operation, TableMetrics | None, OperationConfig | None], int] | None = None
     batching: BatchSettings = ONE_TABLE_PER_RUN
 
@@ -160,7 +160,7 @@ def group_batches(decisions: Iterable[Decision]) -> list[list[Decision]]:
     """Admitted decisions by batch (a decision without one is a batch of its own), in rank order."""
     by_batch: dict[object, list[Decision]] = {}
     for decision in sorted(decisions, key=lambda d: d.rank or 0):
-        key = decision.batch if decision.batch is not None else ("alone", decision.run_key)
+        key = decision.batch if decision.batch is not None else ("alone", decision.item_key)
         by_batch.setdefault(key, []).append(decision)
     return list(by_batch.values())
 
@@ -363,7 +363,7 @@ def _admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: li
     tick_cap = f"at most {min(cap, queue_room)} run requests this tick " \
                f"(max-run-requests-per-tick {cap}, queued runs {data.queued_runs}/{limits.max_queued_runs})"
     for decision in candidates:
-        if data.scope is not None and not data.scope(decision):
+        if data.launcher_filter is not None and not data.launcher_filter(decision):
             yield _replace(decision, decision="skip", reasons=("out_of_scope: another launcher admits it",
                                                                *decision.reasons), trigger=decision.trigger)
             continue

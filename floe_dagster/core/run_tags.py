@@ -6,13 +6,11 @@ or Dagit's *Materialize*, whose runs get the missing tags at start): :func:`run_
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping
+from typing import Callable, Mapping, Sequence
 
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.run_decision import RunDecision
 from floe_dagster.core.tables import TableName
-
-if TYPE_CHECKING:  # the planner imports nothing from here; a Decision is only read
-    from floe_dagster.core.planner import Decision
 
 # Where Dagit shows a run tag (dagster-webserver 1.13's runs list, ``RunRowTags`` with
 # ``useTagPinning``): the runs list shows a run's *pinned* tags and offers the rest behind "View all
@@ -45,7 +43,8 @@ ESTIMATED_BYTES = RUN_PAGE_PREFIX + "estimated-bytes"
 ACTOR = RUN_PAGE_PREFIX + "actor"
 TRIGGER_ID = RUN_PAGE_PREFIX + "trigger-id"
 ATTEMPT = RUN_PAGE_PREFIX + "attempt"
-RUN_KEY = RUN_PAGE_PREFIX + "run-key"  # the ledger's key of the run: an item's run key, or its batch's key
+# The run's batch key (core/run_decision.py; a batch of one: its item's key). The tag kept its first name.
+BATCH_KEY = RUN_PAGE_PREFIX + "run-key"
 BATCH_SIZE = RUN_PAGE_PREFIX + "batch-size"
 TRIGGER_KINDS = RUN_PAGE_PREFIX + "triggers"  # a batch's trigger kinds
 # Why a run failed without it being the table's fault ("lock_held", "outage"): history does not
@@ -57,7 +56,7 @@ POLICY_TAG_PREFIX = RUN_PAGE_PREFIX + "tag."  # + a policy's tag key: the policy
 # :func:`tag_value`, so the HTTP API still reports those runs' actor and trigger id.
 LEGACY_KEYS = {
     key: "floe/" + key[len(RUN_PAGE_PREFIX):]
-    for key in (NAMESPACE, POLICY_VERSION, DEBT_SCORE, SLOT, ESTIMATED_BYTES, ACTOR, TRIGGER_ID, ATTEMPT, RUN_KEY,
+    for key in (NAMESPACE, POLICY_VERSION, DEBT_SCORE, SLOT, ESTIMATED_BYTES, ACTOR, TRIGGER_ID, ATTEMPT, BATCH_KEY,
                 BATCH_SIZE, TRIGGER_KINDS, FAILURE_KIND)
 }
 
@@ -90,12 +89,6 @@ MAX_REASON_CHARS = 1000
 MAX_TABLES_CHARS = 1000
 
 
-def run_key(table_qualified: str, operation: Operation, slot: str | None, attempt: int) -> str:
-    """The run key of one admitted (table, operation, slot, attempt): the ledger's unique key and the
-    sensor's ``run_key``, so Dagster never creates the same run twice either."""
-    return f"{table_qualified}|{operation.value}|{slot}|attempt-{attempt}"
-
-
 @dataclass(frozen=True)
 class PolicyFacts:
     """What the table's effective policy says about one operation, for the run's tags."""
@@ -117,10 +110,10 @@ class Origin:
 
 
 def run_tags(
-    table: TableName, op: Operation, policy: PolicyFacts, origin: Origin, decision: "Decision | None" = None
+    table: TableName, op: Operation, policy: PolicyFacts, origin: Origin, decision: RunDecision | None = None
 ) -> dict[str, str]:
-    """The tags of a run that maintains one operation of one table. A planner decision adds what the
-    planner decided (debt score, slot, attempt, estimated bytes, run key) and its own maximum runtime
+    """The tags of a run that maintains one operation of one table. A launcher's decision adds what the
+    planner decided (debt score, slot, attempt, estimated bytes, item key) and its own maximum runtime
     (the schedule's timeout, cut to the window's end with ``enforceWindowEnd``)."""
     debt_score = decision.debt_score if decision is not None else 0.0
     tags = {
@@ -140,10 +133,10 @@ def run_tags(
     if decision is not None:
         tags.update({
             DEBT_SCORE: f"{decision.debt_score:.1f}",
-            SLOT: decision.slot or "",
+            SLOT: decision.slot,
             ESTIMATED_BYTES: str(decision.estimated_bytes),
             ATTEMPT: str(decision.attempt),
-            RUN_KEY: decision.run_key,
+            BATCH_KEY: decision.item_key,
         })
         max_runtime_s = decision.max_runtime_s or max_runtime_s
     if max_runtime_s:
@@ -152,7 +145,7 @@ def run_tags(
     return tags
 
 
-def shared_run_tags(tables: "list[TableName]", op: Operation, origin: Origin) -> dict[str, str]:
+def shared_run_tags(tables: Sequence[TableName], op: Operation, origin: Origin) -> dict[str, str]:
     """The tags of a run over several tables: what they share (each table's own decision goes into
     its materialization)."""
     tags = {
@@ -170,31 +163,44 @@ def shared_run_tags(tables: "list[TableName]", op: Operation, origin: Origin) ->
     return tags
 
 
-def batch_run_tags(decisions: "list[Decision]", policies: Mapping[TableName, PolicyFacts], launcher: str,
-                   key: str) -> dict[str, str]:
-    """The tags of the run of one batch: a batch of one is tagged as any run of one table; a larger
-    batch gets what its tables share (each table's own decision goes into its materialization), its
-    tables while they fit in a tag, their number and trigger kinds, the most urgent priority and the
-    tightest maximum runtime."""
+def tables_run_tags(tables: Sequence[TableName], op: Operation, origin: Origin,
+                    policy_of: Callable[[TableName], PolicyFacts], decision: RunDecision | None = None) -> dict[str, str]:
+    """The tags of a run over these tables, whoever launches it: a run of one table is tagged with
+    its own policy (``policy_of`` is asked only then) and ``decision``; a run over several with what
+    they share."""
+    if len(tables) == 1:
+        return run_tags(tables[0], op, policy_of(tables[0]), origin, decision)
+    return shared_run_tags(tables, op, origin)
+
+
+def batch_run_tags(decisions: Sequence[RunDecision], policies: Mapping[TableName, PolicyFacts], launcher: str,
+                   batch_key: str) -> dict[str, str]:
+    """The tags of the run of one admitted batch: a batch of one is tagged as any run of one table; a
+    larger batch gets what its tables share (each table's own decision goes into its
+    materialization), its tables while they fit in a tag, their number and trigger kinds, the most
+    urgent priority and the tightest maximum runtime."""
     first = decisions[0]
-    op = first.operation
-    if len(decisions) == 1:
-        origin = Origin(first.trigger or "", "; ".join(first.reasons), launcher)
-        return {**run_tags(first.table, op, policies[first.table], origin, first), RUN_KEY: key}
     tables = [d.table for d in decisions]
-    kinds = sorted({d.trigger or "" for d in decisions})
-    origin = Origin(first.trigger or "", f"{len(decisions)} tables due; the first: {'; '.join(first.reasons)}", launcher)
-    tags = shared_run_tags(tables, op, origin)
+    reason = first.reason if len(decisions) == 1 else f"{len(decisions)} tables due; the first: {first.reason}"
+    tags = tables_run_tags(tables, first.operation, Origin(first.trigger, reason, launcher), policies.__getitem__,
+                           first)
+    tags[BATCH_KEY] = batch_key
+    if len(decisions) > 1:
+        tags.update(_batch_tags(decisions, policies))
+    return tags
+
+
+def _batch_tags(decisions: Sequence[RunDecision], policies: Mapping[TableName, PolicyFacts]) -> dict[str, str]:
+    """What only a run over several tables says of them."""
+    tables = [d.table for d in decisions]
     names = ",".join(t.qualified for t in tables)
-    if len(names) <= MAX_TABLES_CHARS:
-        tags[TABLES] = names
+    tags = {TABLES: names} if len(names) <= MAX_TABLES_CHARS else {}
     tags.update({
         BATCH_SIZE: str(len(decisions)),
-        TRIGGER_KINDS: ",".join(kinds),
-        RUN_KEY: key,
+        TRIGGER_KINDS: ",".join(sorted({d.trigger for d in decisions})),
         DEBT_SCORE: f"{max(d.debt_score for d in decisions):.1f}",
         ESTIMATED_BYTES: str(sum(d.estimated_bytes for d in decisions)),
-        DAGSTER_PRIORITY: str(max(run_priority(d.trigger or "", d.debt_score) for d in decisions)),
+        DAGSTER_PRIORITY: str(max(run_priority(d.trigger, d.debt_score) for d in decisions)),
     })
     if len({(policies[t].name, policies[t].version) for t in tables}) == 1:  # one policy version for all
         shared = policies[tables[0]]
@@ -203,3 +209,15 @@ def batch_run_tags(decisions: "list[Decision]", policies: Mapping[TableName, Pol
     if all(runtimes):
         tags[DAGSTER_MAX_RUNTIME] = str(int(min(runtimes)))
     return tags
+
+
+def decision_from_tags(table: TableName, op: Operation, tags: Mapping[str, str]) -> RunDecision:
+    """Why a run no launcher admitted maintains a table (a manual trigger, a backfill, Dagit), from
+    its tags: it has no slot of its own, so it is named after its trigger and trigger id."""
+    def tag(key: str) -> str | None:
+        return tag_value(tags, key)
+
+    trigger = tag(TRIGGER) or ""
+    return RunDecision(table, op, trigger, tag(REASON) or "", float(tag(DEBT_SCORE) or 0.0),
+                       tag(SLOT) or f"{trigger}:{tag(TRIGGER_ID) or 'run'}", int(tag(ATTEMPT) or 0),
+                       int(tag(ESTIMATED_BYTES) or 0))

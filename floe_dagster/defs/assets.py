@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import getpass
 import logging
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from dagster import (
     AssetExecutionContext,
@@ -33,11 +32,12 @@ from floe_dagster.coordination.runs import run_lock_name
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.history import Outcome
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled
-from floe_dagster.core.policy import PolicySet
-from floe_dagster.core.run_tags import Origin, shared_run_tags
+from floe_dagster.core.run_decision import RunDecision
+from floe_dagster.core.run_tags import Origin, decision_from_tags, tables_run_tags
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.asset_policy import AssetPolicyFacts, asset_policy_facts
 from floe_dagster.defs.names import (
+    COORDINATION_RESOURCE,
     ENGINE_RESOURCE,
     asset_key_for,
     group_names_for,
@@ -49,7 +49,7 @@ from floe_dagster.defs.names import (
 from floe_dagster.defs.table_metadata import definition_metadata, table_metadata
 from floe_dagster.errors import LOCK_HELD, FloeError, MaintenanceFailed, Outage, failure_kind
 from floe_dagster.iceberg.catalog import TableReads, open_catalog, row_count, schema_columns, table_counts
-from floe_dagster.policies import ResolvedOperation, load_policy_set, resolve_operation, run_tags_for
+from floe_dagster.policies import ResolvedOperation, load_policy_set, resolve_operation
 from floe_dagster.settings import Settings
 from floe_dagster.spark.engine import IcebergSparkEngine
 
@@ -99,11 +99,11 @@ def build_table_assets(tables: Sequence[TableName], settings: Settings):
         outs=outs,
         partitions_def=OPERATIONS_PARTITIONS,
         can_subset=True,
-        required_resource_keys={ENGINE_RESOURCE},
+        required_resource_keys={ENGINE_RESOURCE, COORDINATION_RESOURCE},
     )
     def iceberg_tables(context):  # no annotation: Dagster reads it before `annotations` resolve
+        coordination: Coordination = getattr(context.resources, COORDINATION_RESOURCE).coordination
         # Held for the whole run, so a tick can tell a dead run (lock free) from a live one.
-        coordination = Coordination(settings.coordination_url)
         with coordination.locks.hold(run_lock_name(context.run.run_id)):
             yield from _maintain_selected(context, settings, coordination)
 
@@ -132,23 +132,20 @@ def _maintain_selected(context: AssetExecutionContext, settings: Settings,
     materialization: a table that fails, or whose lock is held, fails or is skipped alone."""
     engine: IcebergSparkEngine = getattr(context.resources, ENGINE_RESOURCE)
     op = Operation(context.partition_key)
-    run_tags = _add_missing_run_tags(
-        context, sorted(table_for_asset_key(key) for key in context.selected_asset_keys), op, settings)
-    batch_key = T.tag_value(run_tags, T.RUN_KEY)
-    admitted = coordination.batch_rows(batch_key) if batch_key else {}
-    # In the planner's rank order when the tables were admitted together (the ledger's order), else by name.
-    selected = sorted((table_for_asset_key(key) for key in context.selected_asset_keys),
-                      key=lambda t: (admitted[t.qualified]["id"] if t.qualified in admitted else 0, t))
+    tables = sorted(table_for_asset_key(key) for key in context.selected_asset_keys)
+    policies = load_policy_set(settings)  # once per run
+    # Each table's operation, resolved once: its config, and its policy for the tags and the metadata.
+    resolved = {table: resolve_operation(settings, table, op, policies) for table in tables}
+    run_tags = _add_missing_run_tags(context, tables, op, resolved)
     catalog = open_catalog(settings.catalog)
-    policies = load_policy_set(settings)  # once per run: every table resolves its operation from it
     failures: list[str] = []
     skipped: list[str] = []
-    for table in selected:
-        decision = TableDecision.of(table, admitted.get(table.qualified), run_tags)
+    decisions = _run_decisions(coordination, tables, op, run_tags)
+    for decision in decisions:
+        table = decision.table
         started = datetime.now(timezone.utc)
         try:
-            result = maintain_table(context, engine, settings, table, op, coordination.locks, catalog, decision,
-                                    policies)
+            result = maintain_table(context, engine, decision, resolved[table], coordination.locks, catalog)
             numbers = result.metadata or {}
             coordination.record_outcome(Outcome(
                 run_id=context.run.run_id, table_name=table.qualified, operation=op, trigger=decision.trigger,
@@ -175,48 +172,26 @@ def _maintain_selected(context: AssetExecutionContext, settings: Settings,
             ))
             if isinstance(exc, Outage):
                 break  # Spark or the catalog is down: the other tables would fail the same way
-    if failures or (skipped and len(skipped) == len(selected)):
+    if failures or (skipped and len(skipped) == len(decisions)):
         # Only the failed tables fail (their materializations are missing); the others' landed.
         # A run none of whose tables could take its lock fails fast too, as a run of one table does.
-        what = f"{op.value} failed on {len(failures)} of {len(selected)} table(s): " + " | ".join(failures) \
+        what = f"{op.value} failed on {len(failures)} of {len(decisions)} table(s): " + " | ".join(failures) \
             if failures else f"{op.value}: every table's lock is held"
         if skipped:
             what += "; skipped (lock held): " + " | ".join(skipped)
         raise Failure(description=what)
 
 
-@dataclass(frozen=True)
-class TableDecision:
-    """Why a run maintains a table: the planner's decision from its ledger row (each table of a batch
-    has its own), else what the run's tags say (a manual trigger, a backfill, Dagit)."""
-
-    trigger: str
-    reason: str
-    debt_score: float
-    slot: str
-    attempt: int
-    estimated_bytes: int
-    ledger_row: int | None
-
-    @classmethod
-    def of(cls, table: TableName, row: dict | None, run_tags: dict[str, str]) -> "TableDecision":
-        if row is not None:
-            return cls(row["trigger"], row["reason"], float(row["debt_score"] or 0.0), row["slot"], int(row["attempt"]),
-                       int(row["estimated_bytes"] or 0), int(row["id"]))
-        def tag(key: str) -> str | None:
-            return T.tag_value(run_tags, key)
-
-        trigger = tag(T.TRIGGER) or ""
-        return cls(trigger, tag(T.REASON) or "", float(tag(T.DEBT_SCORE) or 0.0),
-                   tag(T.SLOT) or f"{trigger}:{tag(T.TRIGGER_ID) or 'run'}",
-                   int(tag(T.ATTEMPT) or 0), int(tag(T.ESTIMATED_BYTES) or 0), None)
-
-    def metadata(self) -> dict[str, Any]:
-        return {
-            "trigger": self.trigger, "reason": self.reason, "debt_score": self.debt_score, "slot": self.slot,
-            "attempt": self.attempt, "estimated_bytes": self.estimated_bytes,
-            "ledger_row": self.ledger_row if self.ledger_row is not None else MetadataValue.null(),
-        }
+def _run_decisions(coordination: Coordination, tables: list[TableName], op: Operation,
+                   run_tags: dict[str, str]) -> list[RunDecision]:
+    """Why the run maintains each table: its ledger row when a launcher admitted it (each table of a
+    batch has its own), else what the run's tags say (a manual trigger, a backfill, Dagit). In the
+    planner's rank order when the tables were admitted together (the ledger's order), else by name."""
+    batch_key = T.tag_value(run_tags, T.BATCH_KEY)
+    admitted = coordination.batch_rows(batch_key) if batch_key else {}
+    decisions = [RunDecision.from_ledger(table, admitted[table.qualified]) if table.qualified in admitted
+                 else decision_from_tags(table, op, run_tags) for table in tables]
+    return sorted(decisions, key=lambda d: (d.ledger_row or 0, d.table))
 
 
 def _snapshot_id(value: Any) -> int | None:
@@ -224,9 +199,8 @@ def _snapshot_id(value: Any) -> int | None:
     return int(text) if text not in (None, "") else None
 
 
-def _add_missing_run_tags(
-    context: AssetExecutionContext, tables: list[TableName], op: Operation, settings: Settings
-) -> dict[str, str]:
+def _add_missing_run_tags(context: AssetExecutionContext, tables: list[TableName], op: Operation,
+                          resolved: Mapping[TableName, ResolvedOperation]) -> dict[str, str]:
     """Runs launched from Dagit or ``dagster job backfill`` get the audit tags at start, from the same
     builder as every other launcher; returns the run's tags with them."""
     existing = context.run.tags
@@ -236,10 +210,7 @@ def _add_missing_run_tags(
         reason=f"backfill {backfill}" if backfill else "materialized from Dagit or the dagster CLI",
         actor=existing.get("dagster/user") or getpass.getuser(),
     )
-    if len(tables) == 1:
-        wanted = run_tags_for(settings, tables[0], op, origin)
-    else:
-        wanted = shared_run_tags(tables, op, origin)
+    wanted = tables_run_tags(tables, op, origin, lambda table: resolved[table].policy)
     missing = {k: v for k, v in wanted.items() if k not in existing}
     if missing:
         context.instance.add_run_tags(context.run.run_id, missing)
@@ -247,11 +218,11 @@ def _add_missing_run_tags(
 
 
 def maintain_table(
-    context: AssetExecutionContext, engine: IcebergSparkEngine, settings: Settings, table: TableName, op: Operation,
-    locks: Locks, catalog: Catalog, decision: TableDecision, policies: PolicySet | None = None,
+    context: AssetExecutionContext, engine: IcebergSparkEngine, decision: RunDecision, resolved: ResolvedOperation,
+    locks: Locks, catalog: Catalog,
 ) -> MaterializeResult:
     """Run one operation on one table under its lock and describe what changed, and why it ran."""
-    resolved: ResolvedOperation = resolve_operation(settings, table, op, policies)
+    table, op = decision.table, decision.operation
     if resolved.config is None:
         raise MaintenanceFailed(f"table '{table.qualified}': {resolved.why_not}")
     reads = TableReads(catalog, table)

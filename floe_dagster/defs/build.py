@@ -8,11 +8,12 @@ from typing import Sequence
 
 from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor
 
+from floe_dagster.coordination.resource import CoordinationResource
 from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.assets import build_table_assets, mappable_tables
 from floe_dagster.defs.health_checks import build_health_checks, health_checks_enabled
-from floe_dagster.defs.names import ENGINE_RESOURCE, MAINTENANCE_JOB
+from floe_dagster.defs.names import COORDINATION_RESOURCE, ENGINE_RESOURCE, MAINTENANCE_JOB
 from floe_dagster.defs.schedules import build_schedules
 from floe_dagster.defs.sensors import build_sensor
 from floe_dagster.iceberg.table_cache import tables_for_code_location
@@ -24,18 +25,18 @@ log = logging.getLogger(__name__)
 
 
 def build_definitions(
-    settings: Settings, tables: Sequence[TableName] | None = None, table_scope: Scope = DEFAULT_SCOPE
+    settings: Settings, tables: Sequence[TableName] | None = None, shard: Scope = DEFAULT_SCOPE
 ) -> Definitions:
-    """The definitions for the cached table list within a scope (a shard), or for the given tables
-    (the CLI's in-process runs)."""
+    """The definitions for the cached table list within a shard, or for the given tables (the CLI's
+    in-process runs)."""
     load_policy_set(settings)  # a bad policy set stops the load with every error listed
-    listed = table_scope.select(tables_for_code_location(settings)) if tables is None else tables
+    listed = shard.select(tables_for_code_location(settings)) if tables is None else tables
     tables, left_out = mappable_tables(listed)
     for message in left_out:
         log.warning(message)
     if not tables:
         log.warning("no tables in catalog '%s' yet: the code location has no assets", settings.catalog.name)
-        return Definitions(resources={ENGINE_RESOURCE: IcebergSparkEngine.from_settings(settings)})
+        return Definitions(resources=resources(settings))
     assets = build_table_assets(tables, settings)
     # The health checks are reported without runs (defs/health.py); no maintenance run carries them.
     checks = [build_health_checks(tables, settings)] if health_checks_enabled(settings) else []
@@ -55,7 +56,13 @@ def build_definitions(
         assets=[assets],
         asset_checks=checks,
         jobs=[maintenance_job],
-        sensors=[build_sensor(settings, maintenance_job, tables, table_scope)],
-        schedules=build_schedules(settings, maintenance_job, tables, table_scope),
-        resources={ENGINE_RESOURCE: IcebergSparkEngine.from_settings(settings)},
+        sensors=[build_sensor(settings, maintenance_job, tables, shard)],
+        schedules=build_schedules(settings, maintenance_job, tables, shard),
+        resources=resources(settings),
     )
+
+
+def resources(settings: Settings) -> dict[str, object]:
+    """The Spark engine and the coordination database; neither starts or opens anything until used."""
+    return {ENGINE_RESOURCE: IcebergSparkEngine.from_settings(settings),
+            COORDINATION_RESOURCE: CoordinationResource.from_settings(settings)}

@@ -31,7 +31,7 @@ from dagster import (
     op,
 )
 
-from floe_dagster.coordination.database import Coordination
+from floe_dagster.defs.names import COORDINATION_RESOURCE
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.health_events import HEALTH_CHECK_NAME, table_health_events
 from floe_dagster.defs.last_reported import remember_fingerprints
@@ -91,7 +91,7 @@ def build_health_checks(tables: Sequence[TableName], settings: Settings, *, with
     # ordering after a maintenance step in a combined run.
     ins = {f"in__{_escaped(spec.asset_key)}": In(Nothing) for spec in specs} if with_deps else {}
 
-    @op(name=HEALTH_CHECKS_NAME, ins=ins, out=outs,
+    @op(name=HEALTH_CHECKS_NAME, ins=ins, out=outs, required_resource_keys={COORDINATION_RESOURCE},
         description="Collects the selected tables' health now and records it (observation and check result).")
     def iceberg_table_health(context):  # no annotation: Dagster reads it before `annotations` resolve
         yield from _evaluate_checks(context, settings)
@@ -109,7 +109,7 @@ def _evaluate_checks(context, settings: Settings):
     tables = [table_for_asset_key(key.asset_key) for key in keys]
     now = datetime.now(timezone.utc)
     policies = load_policy_set(settings)
-    history = Coordination(settings.coordination_url).all_history()
+    history = getattr(context.resources, COORDINATION_RESOURCE).coordination.all_history()
     with HealthCollector(open_catalog(settings.catalog), settings) as collector:
         snapshot = collector.collect(tables, tier="full")
     remembered: dict[str, str] = {}

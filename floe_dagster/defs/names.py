@@ -27,6 +27,8 @@ MAINTENANCE_JOB = "floe_maintenance"
 # The Spark engine's resource key: prefixed, because a Dagster project that adds floe-dagster as a
 # component merges its resources with the user's own, and Dagster refuses two with one key.
 ENGINE_RESOURCE = "floe_engine"
+# The coordination database's resource key (coordination/resource.py), prefixed the same way.
+COORDINATION_RESOURCE = "floe_coordination"
 
 # Runs of what Dagster's VALID_NAME_REGEX_STR (``^[A-Za-z0-9_]+$``) accepts.
 _VALID_RUNS = re.compile(r"[A-Za-z0-9_]+")

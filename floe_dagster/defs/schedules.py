@@ -6,8 +6,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Sequence
 
-from dagster import DefaultScheduleStatus, ScheduleDefinition, ScheduleEvaluationContext
+from dagster import DefaultScheduleStatus, ScheduleDefinition, ScheduleEvaluationContext, schedule
 
+from floe_dagster.coordination.resource import CoordinationResource
+from floe_dagster.core.operations import Operation
 from floe_dagster.core.planner import Decision
 from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
@@ -19,34 +21,37 @@ from floe_dagster.settings import Settings
 
 
 def build_schedules(settings: Settings, job, loaded_tables: Sequence[TableName],
-                    table_scope: Scope = DEFAULT_SCOPE) -> list[ScheduleDefinition]:
+                    shard: Scope = DEFAULT_SCOPE) -> list[ScheduleDefinition]:
     loaded = frozenset(loaded_tables)
     rules = load_policy_set(settings).cron_rules()
     names = schedule_names_for((policy_name, op) for policy_name, op, _, _ in rules)
-    schedules = []
-    for policy_name, op, cron5, tz in rules:
+    return [_cron_schedule(settings, job, loaded, shard, names[(policy_name, op)], policy_name, op, cron5, tz)
+            for policy_name, op, cron5, tz in rules]
 
-        def execution_fn(context: ScheduleEvaluationContext, policy_name=policy_name, op=op):
-            now = context.scheduled_execution_time or datetime.now(timezone.utc)
-            now = max(now.astimezone(timezone.utc), datetime.now(timezone.utc))
 
-            def scope(decision: Decision) -> bool:
-                return decision.policy == policy_name and decision.operation == op and decision.trigger == "cron"
+def _cron_schedule(settings: Settings, job, loaded: frozenset[TableName], shard: Scope, name: str,
+                   policy_name: str, op: Operation, cron5: str, tz: str) -> ScheduleDefinition:
+    launcher = f"schedule:{policy_name}:{op.value}"
 
-            launcher = f"schedule:{policy_name}:{op.value}"
-            result = run_tick(settings, context.instance, now, launcher, loaded, scope, table_scope=table_scope)
-            if not result.admitted:
-                yield skip_reason(result)
-                return
-            yield from run_requests(result, settings, launcher)  # a schedule function yields
+    def its_rule(decision: Decision) -> bool:
+        return decision.policy == policy_name and decision.operation == op and decision.trigger == "cron"
 
-        schedules.append(ScheduleDefinition(
-            name=names[(policy_name, op)],
-            cron_schedule=cron5,
-            execution_timezone=tz,
-            job=job,
-            execution_fn=execution_fn,
-            default_status=DefaultScheduleStatus.RUNNING,
-            description=f"Policy '{policy_name}': {op.value} at its cron slots ({cron5}, {tz}).",
-        ))
-    return schedules
+    @schedule(
+        name=name,
+        cron_schedule=cron5,
+        execution_timezone=tz,
+        job=job,
+        default_status=DefaultScheduleStatus.RUNNING,
+        description=f"Policy '{policy_name}': {op.value} at its cron slots ({cron5}, {tz}).",
+    )
+    def cron_rule(context: ScheduleEvaluationContext, floe_coordination: CoordinationResource):
+        now = context.scheduled_execution_time or datetime.now(timezone.utc)
+        now = max(now.astimezone(timezone.utc), datetime.now(timezone.utc))
+        result = run_tick(settings, context.instance, floe_coordination.coordination, now, launcher, loaded,
+                          its_rule, shard=shard)
+        if not result.admitted:
+            yield skip_reason(result)
+            return
+        yield from run_requests(result, launcher)  # a schedule function yields
+
+    return cron_rule

@@ -16,6 +16,7 @@ from typing import Sequence
 from dagster import DagsterInstance, DefaultSensorStatus, SensorEvaluationContext, sensor
 
 from floe_dagster.coordination.database import Coordination
+from floe_dagster.coordination.resource import CoordinationResource
 from floe_dagster.core.planner import Decision
 from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
@@ -34,9 +35,9 @@ SENSOR_NAME = "floe_debt_score_sensor"
 CRON_GRACE = timedelta(minutes=2)
 
 
-def build_sensor(settings: Settings, job, loaded_tables: Sequence[TableName], table_scope: Scope = DEFAULT_SCOPE):
+def build_sensor(settings: Settings, job, loaded_tables: Sequence[TableName], shard: Scope = DEFAULT_SCOPE):
     loaded = frozenset(loaded_tables)
-    launcher = f"sensor:{table_scope.name}"
+    launcher = f"sensor:{shard.name}"
 
     @sensor(
         name=SENSOR_NAME,
@@ -46,36 +47,38 @@ def build_sensor(settings: Settings, job, loaded_tables: Sequence[TableName], ta
         description="Admits every due maintenance item (interval, condition, critical, deferred cron slots), "
         "ranked by debt score within the budgets.",
     )
-    def debt_score_sensor(context: SensorEvaluationContext):
+    def debt_score_sensor(context: SensorEvaluationContext, floe_coordination: CoordinationResource):
         now = datetime.now(timezone.utc)
 
-        def scope(decision: Decision) -> bool:
+        def not_a_schedules(decision: Decision) -> bool:
             if decision.trigger != "cron" or not decision.slot:
                 return True
             return now - datetime.fromisoformat(decision.slot) >= CRON_GRACE
 
-        result = run_tick(settings, context.instance, now, launcher, loaded, scope=scope, table_scope=table_scope)
+        coordination = floe_coordination.coordination
+        result = run_tick(settings, context.instance, coordination, now, launcher, loaded,
+                          launcher_filter=not_a_schedules, shard=shard)
         # After the scheduler lock is released: Dagit's view of table health (the sensor only), and
         # once a day the retention of floe's finished runs.
         result.health_reported = report_tick_health(settings, context.instance, result, now)
-        record_tick(context.instance, table_scope.name, result, now)  # for GET /metrics; never fails
+        record_tick(context.instance, shard.name, result, now)  # for GET /metrics; never fails
         context.log.info(result.summary())
-        pruned = prune_quietly(settings, context.instance, now, table_scope)
+        pruned = prune_quietly(settings, context.instance, coordination, now, shard)
         if pruned is not None:
             context.log.info(pruned.summary())
         if not result.admitted:
             yield skip_reason(result)
             return
-        yield from run_requests(result, settings, launcher)
+        yield from run_requests(result, launcher)
 
     return debt_score_sensor
 
 
-def prune_quietly(settings: Settings, instance: DagsterInstance, now: datetime, table_scope: Scope) -> Pruned | None:
+def prune_quietly(settings: Settings, instance: DagsterInstance, coordination: Coordination, now: datetime,
+                  shard: Scope) -> Pruned | None:
     """Retention (scheduling/retention.py), never failing the tick."""
     try:
-        return prune_if_due(instance, lambda: Coordination(settings.coordination_url), now,
-                            settings.maintenance.retention_days, table_scope.name)
+        return prune_if_due(instance, coordination, now, settings.maintenance.retention_days, shard.name)
     except Exception:  # a storage error: the next day's tick prunes instead
         log.warning("retention could not prune this tick", exc_info=True)
         return None

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from dagster import DagsterInstance
 
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.run_tags import Origin, shared_run_tags
+from floe_dagster.core.run_tags import Origin, tables_run_tags
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import MAINTENANCE_JOB, asset_key_for
 from floe_dagster.iceberg.catalog import list_tables, open_catalog
@@ -33,7 +33,7 @@ from floe_dagster.launching.submit import (
     run_mutation,
     submit_runs,
 )
-from floe_dagster.policies import matching_tables, run_tags_for
+from floe_dagster.policies import matching_tables, resolve_operation, run_tags_for
 from floe_dagster.settings import Settings
 
 # Dagster's name for the partition set of a partitioned job (RemotePartitionSet of ``<job>``).
@@ -93,7 +93,7 @@ def launch_dagster_backfill(
         return DagsterBackfill(None, op, tables)
     origin = Origin("backfill", reason, actor, trigger_id=str(uuid.uuid4()))
     # The run's tags, as a run over these tables gets them (defs/assets.py adds any missing at start).
-    tags = run_tags_for(settings, tables[0], op, origin) if len(tables) == 1 else shared_run_tags(tables, op, origin)
+    tags = tables_run_tags(tables, op, origin, lambda table: resolve_operation(settings, table, op).policy)
     params = {
         "selector": {
             "partitionSetName": MAINTENANCE_PARTITION_SET,

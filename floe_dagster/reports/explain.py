@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.conditions import NO_MATCHING_POLICY, OPERATION_DISABLED, floe_condition_strings
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.planner import plan
@@ -19,10 +20,12 @@ from floe_dagster.scheduling.inputs import gather
 from floe_dagster.settings import Settings
 
 
-def explain_table(settings: Settings, table_text: str, now: datetime, instance=None) -> dict[str, Any]:
+def explain_table(settings: Settings, coordination: Coordination, table_text: str, now: datetime,
+                  instance=None) -> dict[str, Any]:
     table = existing_table(settings.catalog, table_text)
     cached = read_cached_tables(settings)
-    data = gather(settings, instance or get_instance(), now, frozenset(cached) if cached is not None else None).plan_input
+    data = gather(settings, instance or get_instance(), coordination, now,
+                  frozenset(cached) if cached is not None else None).plan_input
     policy = data.policies.effective_policy(table)
     decisions = {d.operation: d for d in plan(data).decisions if d.table == table}
     statuses: dict[str, Any] = {}

@@ -28,7 +28,8 @@ def resolve_table(settings: Settings, table: TableName | str) -> TableName:
     return TableName.parse(str(table), settings.catalog.name)
 
 
-def health_report(settings: Settings, table: TableName | str, now: datetime, tier: str = "full") -> dict[str, Any]:
+def health_report(settings: Settings, coordination: Coordination, table: TableName | str, now: datetime,
+                  tier: str = "full") -> dict[str, Any]:
     """Collect (or take from the cache) one table's metrics at ``tier`` and assess them.
 
     Raises :class:`~floe_dagster.errors.UnknownTable` when the table is not in the catalog,
@@ -47,7 +48,7 @@ def health_report(settings: Settings, table: TableName | str, now: datetime, tie
             raise UnknownTable(f"{exc} (`floe-dagster tables --refresh` lists the catalog's tables)", name) from None
     policy, thresholds = thresholds_for(policies, name)
     assessed = assess_health(metrics, thresholds, now)
-    history = Coordination(settings.coordination_url).all_history()
+    history = coordination.all_history()
     return health_record(assessed, policy, history, now, settings.debt)
 
 

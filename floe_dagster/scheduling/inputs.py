@@ -1,4 +1,4 @@
-"""The planner's inputs for the tables of one scope, gathered with a few batched reads: one catalog
+"""The planner's inputs for the tables of one shard, gathered with a few batched reads: one catalog
 listing, one history read, one in-flight query, one ledger read, and the health collector's tiers.
 
 The ledger's arithmetic (:func:`ledger_state`) is pure, so it is tested without a catalog or Spark.
@@ -6,18 +6,18 @@ The ledger's arithmetic (:func:`ledger_state`) is pure, so it is tested without 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from dagster import DagsterInstance, RunsFilter
 
 from floe_dagster.coordination.database import ADMISSION_TTL, Coordination
-from floe_dagster.coordination.runs import RunInFlight, mark_dead_runs, runs_in_flight
+from floe_dagster.coordination.runs import QUEUED_STATUSES, RunInFlight, mark_dead_runs, runs_in_flight
 from floe_dagster.core import run_tags as T
-from floe_dagster.core.localtime import naive_as_utc
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.planner import Decision, PlanInput
+from floe_dagster.core.run_decision import LedgerRow
 from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
 from floe_dagster.iceberg.catalog import list_tables, open_catalog
@@ -35,16 +35,16 @@ LEDGER_LOOKBACK = timedelta(days=8)
 
 @dataclass(frozen=True)
 class LedgerState:
-    """What the recent ledger rows of one scope say, for the planner."""
+    """What the recent ledger rows of one shard say, for the planner."""
 
     in_flight: frozenset[tuple[str, Operation]]  # queued or running runs, and fresh admissions
     last_attempts: Mapping[tuple[str, Operation, str], int]  # (table, operation, slot) -> last attempt
     bytes_in_flight: int  # estimated bytes of admissions not finished yet (byte budget)
 
 
-def ledger_state(rows: Iterable[Mapping[str, Any]], now: datetime,
+def ledger_state(rows: Iterable[LedgerRow], now: datetime,
                  running: frozenset[tuple[str, Operation]]) -> LedgerState:
-    """Fold the ledger rows of a scope with the runs in flight (``running``, from the instance).
+    """Fold the ledger rows of a shard with the runs in flight (``running``, from the instance).
 
     An admission whose run is not created yet holds its (table, operation) in flight and its bytes
     in the budget until :data:`ADMISSION_TTL` (the daemon failed to launch it); an admission whose
@@ -54,15 +54,15 @@ def ledger_state(rows: Iterable[Mapping[str, Any]], now: datetime,
     pending_bytes = 0
     created = []
     for row in rows:
-        item = (row["table_name"], Operation(row["operation"]))
-        key = (*item, row["slot"])
-        last_attempts[key] = max(last_attempts.get(key, -1), row["attempt"])
-        if row["run_id"] is None:
-            if now - naive_as_utc(row["admitted_at"]) < ADMISSION_TTL:
+        item = (row.table_name, row.operation)
+        key = (*item, row.slot)
+        last_attempts[key] = max(last_attempts.get(key, -1), row.attempt)
+        if row.run_id is None:
+            if now - row.admitted_at < ADMISSION_TTL:
                 in_flight.add(item)
-                pending_bytes += row["estimated_bytes"] or 0
+                pending_bytes += row.estimated_bytes
         else:
-            created.append((item, row["estimated_bytes"] or 0))
+            created.append((item, row.estimated_bytes))
     estimated_running = sum(estimate for item, estimate in created if item in in_flight)
     return LedgerState(frozenset(in_flight), last_attempts, pending_bytes + estimated_running)
 
@@ -79,25 +79,23 @@ class TickInputs:
 def gather(
     settings: Settings,
     instance: DagsterInstance,
+    coordination: Coordination,
     now: datetime,
     loaded_tables: frozenset[TableName] | None,
-    scope: Callable[[Decision], bool] | None = None,
-    coordination: Coordination | None = None,
+    launcher_filter: Callable[[Decision], bool] | None = None,
     mark_dead: bool = False,
-    table_scope: Scope = DEFAULT_SCOPE,
+    shard: Scope = DEFAULT_SCOPE,
 ) -> TickInputs:
-    """The planner's inputs for the tables of one scope."""
-    coordination = coordination or Coordination(settings.coordination_url)
+    """The planner's inputs for the tables of one shard."""
     catalog = open_catalog(settings.catalog)
-    tables = table_scope.select(list_tables(catalog))
+    tables = shard.select(list_tables(catalog))
     scoped = {t.qualified for t in tables}
     in_flight_runs = runs_in_flight(instance)
     dead = mark_dead_runs(instance, coordination, in_flight_runs, now) if mark_dead else []
     running = frozenset((table, r.operation) for r in in_flight_runs
                         if r.run_id not in dead and r.operation for table in r.table_names)
-    recent = coordination.admitted_since(now - LEDGER_LOOKBACK)
-    _attach_created_runs(instance, coordination, recent)
-    ledger = ledger_state([row for row in recent if row["table_name"] in scoped], now, running)  # a shard's own
+    recent = _attach_created_runs(instance, coordination, coordination.admitted_since(now - LEDGER_LOOKBACK))
+    ledger = ledger_state([row for row in recent if row.table_name in scoped], now, running)  # a shard's own
     # Summary health for every table (no file read for an unchanged one), then the full tier within
     # a time budget: a cold start fills in over a few ticks instead of blowing the sensor's limit.
     collector = HealthCollector(catalog, settings)
@@ -119,7 +117,7 @@ def gather(
         bytes_last_hour=sum(n for name, n in rewritten.items() if name in scoped) + ledger.bytes_in_flight,
         queued_runs=queued_runs(in_flight_runs),
         debt_weights=settings.debt,
-        scope=scope,
+        launcher_filter=launcher_filter,
         estimate_bytes=estimate_operation_bytes,
         batching=settings.batching,
     )
@@ -128,22 +126,21 @@ def gather(
 
 def queued_runs(in_flight_runs: Iterable[RunInFlight]) -> int:
     """Floe runs waiting in the run queue (``max-queued-runs`` counts these)."""
-    return sum(1 for r in in_flight_runs if r.status.value in ("QUEUED", "NOT_STARTED"))
+    return sum(1 for r in in_flight_runs if r.status in QUEUED_STATUSES)
 
 
-def _attach_created_runs(instance: DagsterInstance, coordination: Coordination, recent: list[dict]) -> None:
-    """Fill in the run id of admissions whose run the daemon has created since (one query): a run
-    carries its batch's key as the run tag dagster/floe.run-key."""
-    pending: dict[str, list[dict]] = {}
-    for row in recent:
-        if row["run_id"] is None:
-            pending.setdefault(row.get("batch_key") or row["run_key"], []).append(row)
+def _attach_created_runs(instance: DagsterInstance, coordination: Coordination,
+                         recent: list[LedgerRow]) -> list[LedgerRow]:
+    """The rows with the run id of admissions whose run the daemon has created since (one query),
+    recorded in the ledger: a run carries its batch's key as the run tag dagster/floe.run-key."""
+    pending = {row.batch_key for row in recent if row.run_id is None}
     if not pending:
-        return
-    records = instance.get_run_records(filters=RunsFilter(tags={T.RUN_KEY: list(pending)}))
-    for record in records:
-        key = record.dagster_run.tags.get(T.RUN_KEY)
+        return recent
+    created: dict[str, str] = {}
+    for record in instance.get_run_records(filters=RunsFilter(tags={T.BATCH_KEY: list(pending)})):
+        key = record.dagster_run.tags.get(T.BATCH_KEY)
         if key in pending:
             coordination.attach_run(key, record.dagster_run.run_id)
-            for row in pending[key]:
-                row["run_id"] = record.dagster_run.run_id
+            created[key] = record.dagster_run.run_id
+    return [replace(row, run_id=created[row.batch_key]) if row.run_id is None and row.batch_key in created else row
+            for row in recent]

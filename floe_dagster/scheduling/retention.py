@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable
 from datetime import datetime, timedelta, timezone
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
@@ -65,18 +64,17 @@ def prune(instance: DagsterInstance, coordination: Coordination, now: datetime, 
     return Pruned(deleted, outcome_rows, ledger_rows)
 
 
-def prune_if_due(instance: DagsterInstance, open_coordination: Callable[[], Coordination], now: datetime,
-                 days: int, scope: str) -> Pruned | None:
-    """:func:`prune` at most once a day per scope (the last prune is kept in the instance); None when
-    retention is off (0 days) or not due yet. The coordination database is opened only when due: the
-    sensor asks every tick."""
+def prune_if_due(instance: DagsterInstance, coordination: Coordination, now: datetime,
+                 days: int, shard: str) -> Pruned | None:
+    """:func:`prune` at most once a day per shard (the last prune is kept in the instance); None when
+    retention is off (0 days) or not due yet."""
     if days <= 0:
         return None
-    key = LAST_PRUNE_KEY + scope
+    key = LAST_PRUNE_KEY + shard
     last = instance.run_storage.get_cursor_values({key}).get(key)
     if last and now - datetime.fromisoformat(last) < PRUNE_EVERY:
         return None
     instance.run_storage.set_cursor_values({key: now.isoformat()})
-    pruned = prune(instance, open_coordination(), now, days)
+    pruned = prune(instance, coordination, now, days)
     log.info(pruned.summary())
     return pruned

@@ -12,13 +12,17 @@ from typing import Callable
 
 from dagster import DagsterInstance
 
-from floe_dagster.coordination.database import Admission, Coordination
+from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.locks import scheduler_lock_name
 from floe_dagster.core.batches import batch_key
 from floe_dagster.core.planner import Decision, Plan, PlanInput, plan
+from floe_dagster.core.policy import PolicySet
+from floe_dagster.core.run_decision import RunDecision
+from floe_dagster.core.run_tags import PolicyFacts
 from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import CatalogUnavailable, LockHeld
+from floe_dagster.policies import policy_facts
 from floe_dagster.scheduling.inputs import gather
 from floe_dagster.settings import Settings
 
@@ -28,11 +32,13 @@ CIRCUIT_PAUSE = timedelta(minutes=5)
 
 @dataclass(frozen=True)
 class RunBatch:
-    """One run to request: admitted decisions of one operation, in rank order, and the batch's key
-    (the run key; the ledger rows of its tables carry it)."""
+    """One run to request: admitted decisions of one operation, in rank order, the batch's key (the
+    run key; the ledger rows of its tables carry it), and each table's effective policy as the
+    planner found it (for the run's tags)."""
 
-    key: str
-    decisions: list[Decision]
+    batch_key: str
+    decisions: list[RunDecision]
+    policies: dict[TableName, PolicyFacts]
 
     @property
     def operation(self):
@@ -68,21 +74,21 @@ class TickResult:
 def run_tick(
     settings: Settings,
     instance: DagsterInstance,
+    coordination: Coordination,
     now: datetime,
     launcher: str,
     loaded_tables: frozenset[TableName] | None,
-    scope: Callable[[Decision], bool] | None = None,
-    table_scope: Scope = DEFAULT_SCOPE,
+    launcher_filter: Callable[[Decision], bool] | None = None,
+    shard: Scope = DEFAULT_SCOPE,
 ) -> TickResult:
     """Plan and admit under the scheduler lock; the admitted decisions are in the ledger on return."""
     started = time.monotonic()
     if not settings.scheduler.enabled:
         return TickResult(None, skipped_tick="scheduler_disabled: scheduler.enabled is false")
-    coordination = Coordination(settings.coordination_url)
     try:
-        with coordination.locks.hold(scheduler_lock_name(table_scope.name)):
-            inputs = gather(settings, instance, now, loaded_tables, scope, coordination, mark_dead=True,
-                            table_scope=table_scope)
+        with coordination.locks.hold(scheduler_lock_name(shard.name)):
+            inputs = gather(settings, instance, coordination, now, loaded_tables, launcher_filter, mark_dead=True,
+                            shard=shard)
             dead = inputs.dead_runs
             result = plan(inputs.plan_input)
             breaker = coordination.outage_circuit(now, CIRCUIT_PAUSE)
@@ -95,18 +101,13 @@ def run_tick(
                                       seconds=time.monotonic() - started)
                 result = Plan(result.at, _only_first_admitted(result.decisions), result.notes
                               + ["circuit half-open after an outage: one run probes"])
-            admissions = {d.run_key: d for d in result.admitted}
-            ledger_items = [
-                Admission(d.table.qualified, d.operation, d.slot or "", d.attempt, d.trigger or "",
-                          "; ".join(d.reasons), d.debt_score, d.estimated_bytes, batch_key=key)
-                for key, members in _keyed(result.batches())
-                for d in members
-            ]
-            accepted = coordination.admit(ledger_items, now, launcher)
-            admitted = [admissions[item.run_key] for item in accepted]
-            # What another launcher admitted first is left out; each batch keeps its key (its run key).
-            keys = {item.run_key: item.batch_key for item in accepted}
-            batches = [RunBatch(keys[members[0].run_key], members) for members in result.batches(admitted)]
+            admissions = {d.item_key: d for d in result.admitted}
+            accepted = {item.item_key: item for item in coordination.admit(_admissions(result), now, launcher)}
+            admitted = [admissions[key] for key in accepted]
+            # What another launcher admitted first is left out; each batch keeps its key.
+            policies = inputs.plan_input.policies
+            batches = [_run_batch([accepted[d.item_key] for d in members], members, settings, policies)
+                       for members in result.batches(admitted)]
     except LockHeld:
         return TickResult(None, skipped_tick="lock_held: another launcher is planning")
     except CatalogUnavailable as exc:
@@ -115,8 +116,22 @@ def run_tick(
                       seconds=time.monotonic() - started, inputs=inputs.plan_input, batches=batches)
 
 
-def _keyed(batches: list[list[Decision]]) -> list[tuple[str, list[Decision]]]:
-    return [(batch_key([d.run_key for d in members]), members) for members in batches]
+def _admissions(result: Plan) -> list[RunDecision]:
+    """The admitted decisions as the ledger records them, each with its batch's key."""
+    admissions = []
+    for members in result.batches():
+        key = batch_key([d.item_key for d in members])
+        admissions += [RunDecision.admitted(d, key) for d in members]
+    return admissions
+
+
+def _run_batch(admitted: list[RunDecision], members: list[Decision], settings: Settings,
+               policies: PolicySet) -> RunBatch:
+    """One run request's batch, with the policies the planner chose (looked up by name: the tables'
+    policies are not resolved again)."""
+    return RunBatch(admitted[0].batch_key or admitted[0].item_key, admitted,
+                    {d.table: policy_facts(settings, policies.get(d.policy) if d.policy else None, d.operation)
+                     for d in members})
 
 
 def _only_first_admitted(decisions: list[Decision]) -> list[Decision]:

@@ -56,7 +56,7 @@ def summarize(result: TickResult, now: datetime, previous: Mapping[str, Any] | N
             if name in previous:
                 record[name] = previous[name]
     else:
-        accepted = {d.run_key for d in result.admitted}
+        accepted = {d.item_key for d in result.admitted}
         admitted: Counter[str] = Counter()
         skipped: Counter[str] = Counter()
         refused = 0
@@ -78,7 +78,7 @@ def summarize(result: TickResult, now: datetime, previous: Mapping[str, Any] | N
                     backoff.add(decision.table.qualified)
                 elif code == THROTTLE:
                     throttled.add(decision.table.qualified)
-            elif decision.run_key in accepted:
+            elif decision.item_key in accepted:
                 admitted[decision.trigger or "unknown"] += 1
             elif skipped_tick:  # the circuit is open: nothing was offered to the ledger
                 skipped[skipped_tick] += 1

@@ -16,6 +16,7 @@ from pathlib import Path
 import requests
 from dagster import DagsterInstance
 
+from floe_dagster.coordination.database import Coordination
 from floe_dagster.api.app import create_app
 from floe_dagster.api.auth import KeyStore
 from floe_dagster.core.operations import Operation
@@ -51,7 +52,7 @@ def test_a_policy_managed_over_http_drives_the_plan_and_the_tick(tmp_path, dagst
 
     def decisions(now: datetime) -> dict[Operation, object]:
         """The orders decisions of the next plan, gathered as the sensor gathers them."""
-        result = plan(gather(settings, instance, now, None).plan_input)
+        result = plan(gather(settings, instance, Coordination(settings.coordination_url), now, None).plan_input)
         return {d.operation: d for d in result.decisions if d.table == ORDERS}
 
     def cli_plan() -> dict[str, dict]:
@@ -107,7 +108,7 @@ def test_a_policy_managed_over_http_drives_the_plan_and_the_tick(tmp_path, dagst
                 Operation.REWRITE_DATA_FILES: "run", Operation.EXPIRE_SNAPSHOTS: "run"}
 
             # The sensor's tick admits the policy's work into the ledger.
-            tick = run_tick(settings, instance, now, "sensor:test", None)
+            tick = run_tick(settings, instance, Coordination(settings.coordination_url), now, "sensor:test", None)
             admitted = [d for d in tick.admitted if d.table == ORDERS]
             assert admitted and {d.policy for d in admitted} == {"orders-compaction"}
             assert {d.operation for d in admitted} <= {Operation.REWRITE_DATA_FILES, Operation.EXPIRE_SNAPSHOTS}

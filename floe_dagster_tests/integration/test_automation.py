@@ -6,11 +6,14 @@ sees that history."""
 from __future__ import annotations
 
 import concurrent.futures
+import sys
+from collections import Counter
 from datetime import datetime, timedelta, timezone
 
 import pytest
 from dagster import DagsterInstance, RunRequest, build_schedule_context, build_sensor_context
 
+from floe_dagster.coordination.database import Coordination
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
@@ -67,14 +70,14 @@ def setup(tmp_path, instance_home, monkeypatch):
 
 def evaluate_sensor(defs, instance):
     sensor = defs.resolve_sensor_def(SENSOR_NAME)
-    with build_sensor_context(instance=instance, definitions=defs) as context:
+    with build_sensor_context(instance=instance, definitions=defs, resources=defs.resources) as context:
         return sensor.evaluate_tick(context)
 
 
 def evaluate_schedule(defs, instance, name, when):
     schedule = defs.resolve_schedule_def(name)
     with build_schedule_context(instance=instance, scheduled_execution_time=when,
-                                repository_def=defs.get_repository_def()) as context:
+                                repository_def=defs.get_repository_def(), resources=defs.resources) as context:
         return schedule.evaluate_tick(context)
 
 
@@ -137,7 +140,41 @@ def test_sensor_and_schedule_admit_each_item_once_and_see_history(setup):
     later = evaluate_sensor(defs, instance)
     assert not [r for r in (later.run_requests or []) if r.tags["floe/table"].startswith("demo.sales.")]
     runs = instance.get_runs()
-    assert {run.tags.get(T.RUN_KEY) for run in runs} >= {by_item[key].run_key for key in sales}
+    assert {run.tags.get(T.BATCH_KEY) for run in runs} >= {by_item[key].run_key for key in sales}
+
+
+def count_resolutions(monkeypatch) -> Counter:
+    """Count ``policies.resolve_operation`` calls by table, wherever floe_dagster imported it."""
+    from floe_dagster import policies
+
+    real = policies.resolve_operation
+    calls: Counter = Counter()
+
+    def counting(settings, table, op, *args, **kwargs):
+        calls[table.qualified] += 1
+        return real(settings, table, op, *args, **kwargs)
+
+    for module in [m for name, m in sys.modules.items() if name.startswith("floe_dagster")]:
+        if getattr(module, "resolve_operation", None) is real:
+            monkeypatch.setattr(module, "resolve_operation", counting)
+    return calls
+
+
+def test_the_automated_path_resolves_a_tables_policy_once(setup, monkeypatch):
+    """From the sensor's tick to the run's materialization, a table's policy is resolved once: the
+    tick tags the run request with the policy the planner chose, and the run resolves it for its
+    config, its missing tags and its metadata alike."""
+    settings, instance, defs = setup
+    calls = count_resolutions(monkeypatch)
+    requests = {(r.tags["floe/table"], r.partition_key): r for r in evaluate_sensor(defs, instance).run_requests}
+    request = requests[("demo.sales.orders", "REWRITE_DATA_FILES")]
+    assert request.tags[T.POLICY] == "sales-interval" and request.tags[T.POLICY_VERSION]
+    assert request.tags[T.POLICY_TAG_PREFIX + "team"] == "sales"
+    result = execute(defs, instance, request)
+    assert result.success
+    [materialization] = result.asset_materializations_for_node("iceberg_tables")
+    assert materialization.metadata["policy"].value == "sales-interval"
+    assert calls == {"demo.sales.orders": 1}
 
 
 def test_plan_shows_reasons_and_budgets(setup, monkeypatch):
@@ -147,7 +184,8 @@ def test_plan_shows_reasons_and_budgets(setup, monkeypatch):
     settings, instance, defs = setup
     monkeypatch.setenv("FLOE_SCHEDULER_MAX_TABLES_PER_POLL", "1")
     limited = load_settings(environ={"FLOE_CONFIG": settings.source, "FLOE_SCHEDULER_MAX_TABLES_PER_POLL": "1"})
-    data = gather(limited, instance, datetime.now(timezone.utc), None).plan_input
+    coordination = Coordination(limited.coordination_url)
+    data = gather(limited, instance, coordination, datetime.now(timezone.utc), None).plan_input
     result = plan(data)
     runs = [d for d in result.decisions if d.decision == "run"]
     assert {d.table for d in runs} and len({d.table for d in runs}) == 1
@@ -172,7 +210,6 @@ def test_schedule_admits_its_rule_at_cron_time(setup):
 
 
 def test_outage_opens_the_circuit_then_one_run_probes(setup):
-    from floe_dagster.coordination.database import Coordination
     from floe_dagster.core.history import Outcome
     from floe_dagster.scheduling.tick import CIRCUIT_PAUSE, run_tick
 
@@ -181,15 +218,14 @@ def test_outage_opens_the_circuit_then_one_run_probes(setup):
     Coordination(settings.coordination_url).record_outcome(Outcome(
         "outage-run", "demo.sales.orders", Operation.REWRITE_DATA_FILES, now - timedelta(minutes=1), now, False,
         failure_kind="outage", message="Spark could not start"))
-    paused = run_tick(settings, instance, now, "sensor:test", None)
+    coordination = Coordination(settings.coordination_url)
+    paused = run_tick(settings, instance, coordination, now, "sensor:test", None)
     assert paused.skipped_tick.startswith("circuit_open") and not paused.admitted
-    probe = run_tick(settings, instance, now + CIRCUIT_PAUSE + timedelta(seconds=1), "sensor:test", None)
+    probe = run_tick(settings, instance, coordination, now + CIRCUIT_PAUSE + timedelta(seconds=1), "sensor:test", None)
     assert len(probe.admitted) == 1 and any("circuit_open" in d.reasons[0] for d in probe.plan.decisions)
 
 
 def test_the_sensor_batches_due_tables_into_one_run_per_operation(tmp_path, instance_home, monkeypatch):
-    from floe_dagster.coordination.database import Coordination
-
     settings = lakehouse(tmp_path, monkeypatch, "{max-tables: 20}")
     with DagsterInstance.get() as instance:
         defs = build_definitions(settings)
@@ -205,12 +241,12 @@ def test_the_sensor_batches_due_tables_into_one_run_per_operation(tmp_path, inst
         assert tags["floe/trigger"] == "interval" and tags[T.TRIGGER_KINDS] == "interval"
         assert tags["floe/policy"] == "sales-interval" and tags[T.POLICY_TAG_PREFIX + "team"] == "sales"
         assert tags["dagster/max_runtime"] == str(2 * 3600) and tags[T.ACTOR] == "sensor:default"
-        assert rdf.run_key == tags[T.RUN_KEY] and rdf.run_key.startswith("batch:")
+        assert rdf.run_key == tags[T.BATCH_KEY] and rdf.run_key.startswith("batch:")
 
         # The ledger keeps one row per table, carrying the batch's key.
         coordination = Coordination(settings.coordination_url)
         rows = coordination.batch_rows(rdf.run_key)
-        assert sorted(rows) == tables and all(r["run_id"] is None for r in rows.values())
+        assert sorted(rows) == tables and all(r.run_id is None for r in rows.values())
 
         # One run maintains the three tables; each materialization carries its own decision.
         result = execute(defs, instance, rdf)
@@ -220,10 +256,10 @@ def test_the_sensor_batches_due_tables_into_one_run_per_operation(tmp_path, inst
         for name, materialization in materialized.items():
             metadata = {k: v.value for k, v in materialization.metadata.items()}
             row = rows[name]
-            assert metadata["trigger"] == "interval" and metadata["reason"] == row["reason"]
+            assert metadata["trigger"] == "interval" and metadata["reason"] == row.reason
             assert metadata["slot"] == "interval:first" and metadata["attempt"] == 0
-            assert metadata["ledger_row"] == row["id"] and metadata["debt_score"] == row["debt_score"]
-            assert metadata["estimated_bytes"] == row["estimated_bytes"]
+            assert metadata["ledger_row"] == row.id and metadata["debt_score"] == row.debt_score
+            assert metadata["estimated_bytes"] == row.estimated_bytes
             assert metadata["policy"] == "sales-interval" and metadata["policy_version"]
             if name == "demo.sales.orders":  # 12 small files: rewritten, rows checked from metadata
                 assert metadata["row_check"] == "snapshot-summary" and metadata["data_files_after"] == 1
@@ -235,4 +271,4 @@ def test_the_sensor_batches_due_tables_into_one_run_per_operation(tmp_path, inst
         # The next tick attaches the run to the three ledger rows, and finds nothing due for them.
         later = evaluate_sensor(defs, instance)
         assert not [r for r in later.run_requests or [] if r.partition_key == "REWRITE_DATA_FILES"]
-        assert {r["run_id"] for r in coordination.batch_rows(rdf.run_key).values()} == {result.run_id}
+        assert {r.run_id for r in coordination.batch_rows(rdf.run_key).values()} == {result.run_id}

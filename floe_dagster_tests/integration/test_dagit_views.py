@@ -159,7 +159,7 @@ def test_dagit_shows_the_tables_metadata_and_the_runs_tags(lake, tmp_path):
 
     # The sensor admits the compaction; the run executes it with the request's tags, as the daemon does.
     sensor = defs.resolve_sensor_def(SENSOR_NAME)
-    with build_sensor_context(instance=instance, definitions=defs) as context:
+    with build_sensor_context(instance=instance, definitions=defs, resources=defs.resources) as context:
         requests = sensor.evaluate_tick(context).run_requests or []
     [request] = [r for r in requests if r.partition_key == "REWRITE_DATA_FILES"]
     result = defs.resolve_job_def(MAINTENANCE_JOB).execute_in_process(
@@ -223,7 +223,7 @@ def test_dagit_shows_the_tables_metadata_and_the_runs_tags(lake, tmp_path):
         }
         assert len(tags) >= 18, tags  # the rest (slot, attempt, run key, debt score, actor...) on the run page
         for key in (T.NAMESPACE, T.POLICY_VERSION, T.DEBT_SCORE, T.SLOT, T.ESTIMATED_BYTES, T.ACTOR, T.ATTEMPT,
-                    T.RUN_KEY, T.POLICY_TAG_PREFIX + "team", T.POLICY_TAG_PREFIX + "owner"):
+                    T.BATCH_KEY, T.POLICY_TAG_PREFIX + "team", T.POLICY_TAG_PREFIX + "owner"):
             assert key in tags and key not in shown, key
 
         asset = graphql(context, ASSET, {"assetKey": {"path": list(asset_key_for(PROFILES).path)}})["assetNodeOrError"]

@@ -366,7 +366,7 @@ def test_dagit_shows_the_runless_results_of_the_declared_checks(lake, tmp_path):
 def test_health_report_for_one_table(lake):
     settings, _ = lake
     now = datetime.now(timezone.utc)
-    record = health_report(settings, "sales.orders", now)
+    record = health_report(settings, Coordination(settings.coordination_url), "sales.orders", now)
     json.dumps(record)  # JSON-able as it is
     assert record["qualified_name"] == "demo.sales.orders" and record["tier"] == "full"
     assert record["policy"] == "orders-strict" and record["status"] == "critical"
@@ -383,7 +383,8 @@ def test_health_report_for_one_table(lake):
     assert "TOO_MANY_SMALL_FILES" in text and "debt score" in text
 
     # A table no policy matches is assessed with Floe's defaults; the qualified form works too.
-    other = health_report(settings, TableName.parse("demo.ops.audit_log", "demo"), now)
+    other = health_report(settings, Coordination(settings.coordination_url), TableName.parse("demo.ops.audit_log", "demo"),
+                          now)
     assert other["policy"] is None and other["thresholds_from"].startswith("defaults")
     assert other["thresholds"]["smallFilePercentCritical"] == 50 and other["debt"]["operation"] is None
 
@@ -398,7 +399,7 @@ def test_health_report_debt_takes_the_worst_operation(lake):
             started_at=started + timedelta(minutes=i), finished_at=started + timedelta(minutes=i, seconds=30),
             succeeded=False, message="boom",
         ))
-    debt = health_report(settings, ORDERS, datetime.now(timezone.utc))["debt"]
+    debt = health_report(settings, Coordination(settings.coordination_url), ORDERS, datetime.now(timezone.utc))["debt"]
     item = debt["operations"]["REWRITE_DATA_FILES"]
     assert item["consecutive_failures"] == 2 and item["failure_rate"] == 100.0
     assert debt["breakdown"]["consecutive_failures"] == 40 and debt["breakdown"]["failure_rate"] == 100
@@ -407,8 +408,8 @@ def test_health_report_debt_takes_the_worst_operation(lake):
 def test_health_report_on_an_unknown_table_is_a_clear_error(lake):
     settings, _ = lake
     with pytest.raises(UnknownTable, match=r"'demo\.sales\.nope' does not exist in catalog 'demo'"):
-        health_report(settings, "sales.nope", datetime.now(timezone.utc))
+        health_report(settings, Coordination(settings.coordination_url), "sales.nope", datetime.now(timezone.utc))
     with pytest.raises(UnknownTable, match="nope"):
-        health_report(settings, "demo.sales.nope", datetime.now(timezone.utc))
+        health_report(settings, Coordination(settings.coordination_url), "demo.sales.nope", datetime.now(timezone.utc))
     with pytest.raises(ValueError, match="expected catalog.namespace.table"):
-        health_report(settings, "orders", datetime.now(timezone.utc))
+        health_report(settings, Coordination(settings.coordination_url), "orders", datetime.now(timezone.utc))

@@ -92,13 +92,15 @@ import json, sys, time
 from datetime import datetime, timezone
 from dagster import DagsterInstance
 from floe_dagster.settings import load_settings
+from floe_dagster.coordination.resource import CoordinationResource
 from floe_dagster.scheduling.tick import run_tick
 settings = load_settings(sys.argv[1])
 start_at = float(sys.argv[2])
 with DagsterInstance.get() as instance:
     time.sleep(max(0.0, start_at - time.time()))
-    result = run_tick(settings, instance, datetime.now(timezone.utc), sys.argv[3], None)
-print(json.dumps({"admitted": [d.run_key for d in result.admitted], "skipped": result.skipped_tick}))
+    coordination = CoordinationResource.from_settings(settings).coordination
+    result = run_tick(settings, instance, coordination, datetime.now(timezone.utc), sys.argv[3], None)
+print(json.dumps({"admitted": [d.item_key for d in result.admitted], "skipped": result.skipped_tick}))
 """
 
 

@@ -9,6 +9,7 @@ import pytest
 from dagster import DagsterInstance
 
 from floe_dagster import shards
+from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.locks import hold_lock, scheduler_lock_name
 from floe_dagster.core.scopes import scope_named
 from floe_dagster.demo import DemoSizes, build_demo_lakehouse
@@ -51,11 +52,15 @@ def test_shards_split_the_tables_and_plan_apart(tmp_path, dagster_home, monkeypa
     with DagsterInstance.get() as instance:
         now = datetime.now(timezone.utc)
         # The sales shard ticks while the rest shard's scheduler lock is held: separate locks.
+        coordination = Coordination(settings.coordination_url)
         with hold_lock(scheduler_lock_name("rest"), settings.coordination_url):
-            result = run_tick(settings, instance, now, "sensor:sales", None, table_scope=scope_named("sales", settings.shards))
-            blocked = run_tick(settings, instance, now, "sensor:rest", None, table_scope=scope_named("rest", settings.shards))
+            result = run_tick(settings, instance, coordination, now, "sensor:sales", None,
+                              shard=scope_named("sales", settings.shards))
+            blocked = run_tick(settings, instance, coordination, now, "sensor:rest", None,
+                               shard=scope_named("rest", settings.shards))
         assert {d.table.namespace for d in result.admitted} == {("sales",)} and len(result.admitted) == 3
         assert blocked.skipped_tick.startswith("lock_held")
-        later = run_tick(settings, instance, now, "sensor:rest", None, table_scope=scope_named("rest", settings.shards))
+        later = run_tick(settings, instance, coordination, now, "sensor:rest", None,
+                         shard=scope_named("rest", settings.shards))
         assert {d.table.namespace for d in later.admitted} == {("ops",)} and len(later.admitted) == 3
     assert len(tables) == 6

@@ -65,7 +65,7 @@ def build(settings, sizes: dict[TableName, tuple[int, int]]):
 
 def the_batch(defs, instance):
     """The sensor's run request for the three tables' compaction."""
-    with build_sensor_context(instance=instance, definitions=defs) as context:
+    with build_sensor_context(instance=instance, definitions=defs, resources=defs.resources) as context:
         data = defs.resolve_sensor_def(SENSOR_NAME).evaluate_tick(context)
     requests = [r for r in data.run_requests or [] if r.partition_key == RDF.value]
     assert len(requests) == 1, data.skip_message
@@ -182,7 +182,7 @@ def test_a_run_killed_mid_batch_frees_its_locks_and_the_next_batch_succeeds(lake
                                    start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             def b_started():
-                runs = [r for r in instance.get_runs() if r.tags.get(T.RUN_KEY) == request.run_key]
+                runs = [r for r in instance.get_runs() if r.tags.get(T.BATCH_KEY) == request.run_key]
                 if not runs or runs[0].status != DagsterRunStatus.STARTED:
                     return None
                 logs = [e.user_message or "" for e in instance.all_logs(runs[0].run_id)]
@@ -198,10 +198,10 @@ def test_a_run_killed_mid_batch_frees_its_locks_and_the_next_batch_succeeds(lake
         assert contents(settings, A, B, C) == before  # no row lost, none duplicated
 
         later = datetime.now(timezone.utc) + timedelta(minutes=3)  # past the dead-run grace
-        result = run_tick(settings, instance, later, "test", None)
+        coordination = Coordination(settings.coordination_url)
+        result = run_tick(settings, instance, coordination, later, "test", None)
         assert result.dead_runs == [run.run_id]
         assert instance.get_run_by_id(run.run_id).status == DagsterRunStatus.FAILURE
-        coordination = Coordination(settings.coordination_url)
         finished = {t: [(o["run_id"], o["succeeded"]) for o in coordination.outcomes_for(t.qualified)] for t in (A, B, C)}
         # Each table has one outcome of the run: its own success if it finished before the kill, else
         # the failure the tick recorded. b was being rewritten when the run died.
@@ -211,11 +211,11 @@ def test_a_run_killed_mid_batch_frees_its_locks_and_the_next_batch_succeeds(lake
 
         # The unfinished tables are due again once their first backoff (5 minutes) has passed: one
         # batch, and it succeeds.
-        retry = run_tick(settings, instance, later + timedelta(minutes=6), "test", None)
+        retry = run_tick(settings, instance, coordination, later + timedelta(minutes=6), "test", None)
         assert [sorted(d.table.name for d in batch.decisions) for batch in retry.batches] == [
             sorted(t.name for t in unfinished)]
         batch = retry.batches[0]
-        tags = {**dict(request.tags), T.RUN_KEY: batch.key}
+        tags = {**dict(request.tags), T.BATCH_KEY: batch.batch_key}
         done = defs.resolve_job_def(MAINTENANCE_JOB).execute_in_process(
             instance=instance, partition_key=RDF.value, tags=tags, raise_on_error=False,
             asset_selection=[AssetKey(["demo", "sales", d.table.name]) for d in batch.decisions])
@@ -232,8 +232,9 @@ def test_two_launchers_at_once_never_put_one_table_in_two_runs(lake):
     now = datetime.now(timezone.utc)
     with DagsterInstance.get() as instance:
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
-            ticks = list(pool.map(lambda name: run_tick(settings, instance, now, name, None), ["sensor:x", "sensor:y"]))
-        again = run_tick(settings, instance, now, "sensor:z", None)
+            ticks = list(pool.map(lambda name: run_tick(settings, instance, Coordination(settings.coordination_url), now,
+                                                        name, None), ["sensor:x", "sensor:y"]))
+        again = run_tick(settings, instance, Coordination(settings.coordination_url), now, "sensor:z", None)
     batches = [batch for tick in (*ticks, again) for batch in tick.batches]
     in_runs = [d.table.qualified for batch in batches for d in batch.decisions]
     assert sorted(in_runs) == sorted(t.qualified for t in tables)  # each table once, in one run

@@ -98,7 +98,7 @@ def test_run_killed_mid_rewrite_leaves_the_table_intact_and_is_detected(tmp_path
         assert is_lock_free(table_lock_name(table))  # the OS freed the dead holder's locks
         assert is_lock_free(run_lock_name(run.run_id))
         later = datetime.now(timezone.utc) + timedelta(minutes=3)  # past the start-up grace
-        result = run_tick(settings, instance, later, "test", None)
+        result = run_tick(settings, instance, Coordination(settings.coordination_url), later, "test", None)
         assert result.dead_runs == [run.run_id]
         assert instance.get_run_by_id(run.run_id).status == DagsterRunStatus.FAILURE
         failure = instance.all_logs(run.run_id, of_type=DagsterEventType.RUN_FAILURE)

@@ -154,7 +154,7 @@ def test_spark_that_cannot_start_fails_the_run_blames_no_table_and_opens_the_cir
     with DagsterInstance.get() as instance:
         run = instance.get_run_by_id(outcome["run_id"])
         assert run.status.value == "FAILURE" and run.tags[T.FAILURE_KIND] == "outage"
-        tick = run_tick(settings, instance, datetime.now(timezone.utc), "sensor:test", None)
+        tick = run_tick(settings, instance, coordination, datetime.now(timezone.utc), "sensor:test", None)
     assert tick.skipped_tick.startswith("circuit_open") and not tick.admitted
 
 
@@ -172,6 +172,7 @@ def test_spark_without_the_iceberg_runtime_fails_clearly_and_counts_toward_backo
     history = Coordination(settings.coordination_url).all_history()[(table.qualified, Operation.REWRITE_DATA_FILES)]
     assert history.consecutive_failures == 1
     with DagsterInstance.get() as instance:
-        data = gather(settings, instance, datetime.now(timezone.utc), None).plan_input
+        coordination = Coordination(settings.coordination_url)
+        data = gather(settings, instance, coordination, datetime.now(timezone.utc), None).plan_input
     decision = next(d for d in plan(data).decisions if d.table == table and d.operation == Operation.REWRITE_DATA_FILES)
     assert decision.decision == "skip" and decision.reasons[0].startswith("failure_backoff")

@@ -20,6 +20,7 @@ from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
 
 from floe_dagster.api.app import create_app
 from floe_dagster.api.auth import KeyStore, hash_key
+from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.locks import hold_lock, table_lock_name
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.operations import ALL_OPERATIONS
@@ -273,8 +274,9 @@ def test_a_held_table_lock_is_a_409_naming_the_lock(api):
 def test_trigger_status_is_explain_for_the_same_moment(api):
     at = "2026-11-22T10:00:00+00:00"
     body = call(api, "GET", "/api/v1/tables/sales/orders/trigger-status", params={"at": at}).json()
-    expected = json.loads(json.dumps(explain_table(api["settings"], "sales.orders", datetime.fromisoformat(at),
-                                                   api["instance"]), default=str))
+    coordination = Coordination(api["settings"].coordination_url)
+    expected = json.loads(json.dumps(explain_table(api["settings"], coordination, "sales.orders",
+                                                   datetime.fromisoformat(at), api["instance"]), default=str))
     assert body == expected
     status = body["operationStatuses"]["REWRITE_DATA_FILES"]
     assert set(status) >= {"operationType", "shouldTrigger", "metConditions", "unmetConditions", "nextEligibleTime",

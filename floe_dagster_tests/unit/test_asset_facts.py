@@ -272,6 +272,6 @@ def test_the_runs_list_shows_what_an_operator_scans_and_the_run_page_the_rest():
 def test_runs_made_before_the_keys_moved_are_still_read():
     old = {"floe/table": "demo.sales.orders", "floe/trigger-id": "t-1", "floe/actor": "ana", "floe/run-key": "k"}
     assert T.tag_value(old, T.TRIGGER_ID) == "t-1" and T.tag_value(old, T.ACTOR) == "ana"
-    assert T.tag_value(old, T.RUN_KEY) == "k" and T.tag_value(old, T.SLOT) is None
+    assert T.tag_value(old, T.BATCH_KEY) == "k" and T.tag_value(old, T.SLOT) is None
     assert T.tag_value({**old, T.ACTOR: "bob"}, T.ACTOR) == "bob"  # the current key wins
     assert T.tag_value(old, T.TABLE) == "demo.sales.orders"

@@ -2,9 +2,19 @@
 
 from datetime import datetime, timedelta, timezone
 
-from floe_dagster.coordination.database import Admission, Coordination
+from dagster import build_resources
+from sqlalchemy import text
+
+from floe_dagster.coordination import database
+from floe_dagster.coordination.database import Coordination
+from floe_dagster.coordination.locks import FileLocks
+from floe_dagster.coordination.resource import CoordinationResource
 from floe_dagster.core.history import Outcome
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.run_decision import RunDecision
+from floe_dagster.core.tables import TableName
+from floe_dagster.defs.names import COORDINATION_RESOURCE
+from floe_dagster.settings import load_settings
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
 RDF = Operation.REWRITE_DATA_FILES
@@ -13,13 +23,15 @@ RDF = Operation.REWRITE_DATA_FILES
 def test_same_item_is_admitted_once_across_launchers(tmp_path):
     url = f"sqlite:///{tmp_path / 'c.db'}"
     first, second = Coordination(url), Coordination(url)
-    item = Admission("demo.sales.orders", RDF, "2026-11-22T12:00:00+00:00", 0, "cron", "due")
+    orders = TableName("demo", ("sales",), "orders")
+    item = RunDecision(orders, RDF, "cron", "due", slot="2026-11-22T12:00:00+00:00", attempt=0)
     assert first.admit([item], T0, "schedule") == [item]
     assert second.admit([item], T0, "sensor") == []
-    retry = Admission("demo.sales.orders", RDF, "2026-11-22T12:00:00+00:00", 1, "cron", "retry")
+    retry = RunDecision(orders, RDF, "cron", "retry", slot="2026-11-22T12:00:00+00:00", attempt=1)
     assert second.admit([retry], T0, "sensor") == [retry]
-    assert [r["attempt"] for r in first.ledger_rows("demo.sales.orders")] == [0, 1]
-    assert item.run_key != retry.run_key and "attempt-1" in retry.run_key
+    rows = first.ledger_rows("demo.sales.orders")
+    assert [(r.attempt, r.launcher, r.reason) for r in rows] == [(0, "schedule", "due"), (1, "sensor", "retry")]
+    assert item.item_key != retry.item_key and "attempt-1" in retry.item_key
 
 
 def outcome(run, ok, start, changed=True, kind=None, bytes_=0):
@@ -54,3 +66,43 @@ def test_outage_circuit_opens_and_closes(tmp_path):
     assert state.consecutive_failures == 0 and state.runs == 0
     c.record_outcome(outcome("ok", True, T0 + timedelta(minutes=10)))
     assert c.outage_circuit(T0 + timedelta(minutes=12), pause) is None
+
+
+# -- the coordination resource ------------------------------------------------------------------------
+
+
+def coordination_settings(url: str):
+    return load_settings(environ={"FLOE_COORDINATION_URL": url})
+
+
+def test_the_resource_takes_its_lock_backend_from_the_database_when_configured_and_opens_nothing(tmp_path):
+    sqlite = CoordinationResource.from_settings(coordination_settings(f"sqlite:///{tmp_path / 'c.db'}"))
+    postgres = CoordinationResource.from_settings(coordination_settings("postgresql://floe@db.invalid/floe"))
+    assert (sqlite.lock_backend, postgres.lock_backend) == ("file", "advisory")
+    assert not (tmp_path / "c.db").exists()  # opened on first use, not when the definitions are built
+
+
+def test_the_resource_checks_its_tables_once_for_every_tick_and_run_of_the_process(tmp_path, monkeypatch):
+    checks = []
+    real_check = database._create_tables
+    monkeypatch.setattr(database, "_create_tables", lambda engine: checks.append(engine) or real_check(engine))
+    resource = CoordinationResource.from_settings(coordination_settings(f"sqlite:///{tmp_path / 'c.db'}"))
+    # Dagster makes a copy of the resource for every sensor tick, schedule tick and run.
+    resources = {COORDINATION_RESOURCE: resource}
+    with build_resources(resources) as tick, build_resources(resources) as run:
+        first, second = getattr(tick, COORDINATION_RESOURCE), getattr(run, COORDINATION_RESOURCE)
+        assert first is not resource and first.coordination is second.coordination
+        assert isinstance(first.coordination.locks, FileLocks)
+    assert len(checks) == 1
+
+
+def test_a_resource_built_again_sees_a_database_recreated_under_the_same_url(tmp_path):
+    """What the PostgreSQL tests do between tests: drop the tables, then build the definitions again."""
+    settings = coordination_settings(f"sqlite:///{tmp_path / 'c.db'}")
+    old = CoordinationResource.from_settings(settings).coordination
+    with old.engine.begin() as connection:
+        for table in reversed(database.metadata.sorted_tables):
+            connection.execute(text(f"DROP TABLE {table.name}"))
+    new = CoordinationResource.from_settings(settings).coordination
+    assert new is not old and new.all_history() == {}
+    assert new.record_outcome(outcome("r1", True, T0))

@@ -22,12 +22,13 @@ from sqlalchemy import create_engine
 from floe_dagster.api.app import create_app
 from floe_dagster.api.auth import KeyStore
 from floe_dagster.api.prometheus import AdmissionWindow, OutcomeTally, SinceStart
-from floe_dagster.coordination.database import Admission, Coordination
+from floe_dagster.coordination.database import Coordination
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.conditions import ConditionResult
 from floe_dagster.core.history import LOCK_HELD, OUTAGE, Outcome
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.planner import Decision, Plan
+from floe_dagster.core.run_decision import RunDecision
 from floe_dagster.core.tables import TableName
 from floe_dagster.demo import _create, rows
 from floe_dagster.iceberg.catalog import open_catalog
@@ -177,7 +178,8 @@ def test_counters_move_when_a_tick_admits_work_and_never_go_down(api, monkeypatc
     with monkeypatch.context() as race:
         race.setattr(Coordination, "admit", racing_admit)
         loaded = frozenset({ORDERS, QUIET, CLICKS})
-        result = run_tick(settings, instance, now, "sensor:default", loaded)
+        coordination = Coordination(settings.coordination_url)
+        result = run_tick(settings, instance, coordination, now, "sensor:default", loaded)
     record_tick(instance, "default", result, now)  # as the debt-score sensor does after run_tick
     assert result.skipped_tick is None and result.admitted
     planned = {(d.table, d.operation) for d in result.plan.admitted}
@@ -211,7 +213,7 @@ def test_counters_move_when_a_tick_admits_work_and_never_go_down(api, monkeypatc
 
     # The next tick: everything admitted is in flight; the counters only grow, the gauges are this tick's.
     later = now + timedelta(seconds=60)
-    second = run_tick(settings, instance, later, "sensor:default", loaded)
+    second = run_tick(settings, instance, coordination, later, "sensor:default", loaded)
     record_tick(instance, "default", second, later)
     third = scrape(url)
     assert value(third, "floe_tick_decisions", scope="default", outcome="refused", reason="duplicate") == 0
@@ -221,12 +223,12 @@ def test_counters_move_when_a_tick_admits_work_and_never_go_down(api, monkeypatc
     # The condition gate comes before in_flight: all four are evaluated again.
     assert value(third, "floe_trigger_evaluations") - value(after, "floe_trigger_evaluations") == 4
 
-    # The daemon creates the batch's run (tagged with its run key) and starts it: latency and queue wait.
+    # The daemon creates the batch's run (tagged with its batch key) and starts it: latency and queue wait.
     batch = result.batches[0]
     run = create_run_for_test(instance, job_name="floe_maintenance", status=DagsterRunStatus.NOT_STARTED,
-                              tags={T.RUN_KEY: batch.key, T.OPERATION: batch.operation.value,
+                              tags={T.BATCH_KEY: batch.batch_key, T.OPERATION: batch.operation.value,
                                     T.TRIGGER: batch.decisions[0].trigger})
-    Coordination(settings.coordination_url).attach_run(batch.key, run.run_id)
+    coordination.attach_run(batch.batch_key, run.run_id)
     queued = scrape(url)
     assert value(queued, "floe_queued_runs") == value(after, "floe_queued_runs") + 1
     latency = value(queued, "floe_trigger_to_run_latency_seconds", "floe_trigger_to_run_latency_seconds_count")
@@ -381,8 +383,9 @@ def test_the_admission_window_reads_the_last_days_rows_from_the_first_one(tmp_pa
     window = AdmissionWindow()
 
     def admit(table, at, run_id):
-        [item] = coordination.admit([Admission(table, RDF, at.isoformat(), 0, "interval", "due")], at)
-        coordination.attach_run(item.run_key, run_id)
+        name = TableName.parse(table, "demo")
+        [item] = coordination.admit([RunDecision(name, RDF, "interval", "due", slot=at.isoformat())], at)
+        coordination.attach_run(item.item_key, run_id)
 
     admit("demo.s.old", NOW - timedelta(days=3), "r-old")
     admit("demo.s.a", NOW - timedelta(hours=2), "r-a")

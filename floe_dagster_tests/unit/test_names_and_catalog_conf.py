@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from floe_dagster.core.tables import TableName
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.defs.names import (
+    COORDINATION_RESOURCE,
     ENGINE_RESOURCE,
     asset_key_for,
     group_names_for,
@@ -165,7 +166,8 @@ def test_tables_with_spaces_and_unicode_become_assets():
     assert len({output_name_for(t) for t in odd}) == len(odd)
     assert all(output_name_for(t).isidentifier() for t in odd)
     assets = build_table_assets(odd, load_settings(environ={}))
-    keys = Definitions(assets=[assets], resources={ENGINE_RESOURCE: object()}).resolve_asset_graph().get_all_asset_keys()
+    resources = {ENGINE_RESOURCE: object(), COORDINATION_RESOURCE: object()}
+    keys = Definitions(assets=[assets], resources=resources).resolve_asset_graph().get_all_asset_keys()
     assert {tuple(k.path) for k in keys} == {("demo", *t.namespace, t.name) for t in odd}
 
 

@@ -308,11 +308,11 @@ def test_cron_slot_run_by_a_manual_success_after_it_is_not_due():
     assert code(decision(run(policies(policy(schedules=CRON_2AM)), history=history), A)) == "not_due"
 
 
-def test_cron_slot_not_run_is_due_with_a_slot_run_key():
+def test_cron_slot_not_run_is_due_with_a_slot_item_key():
     history = {(A.qualified, RDF): hist(last_success_start=SLOT - timedelta(minutes=1))}
     d = decision(run(policies(policy(schedules=CRON_2AM)), history=history), A)
     assert (d.decision, d.trigger, d.slot, d.attempt, d.rank) == ("run", "cron", SLOT.isoformat(), 0, 1)
-    assert d.run_key == "demo.sales.a|REWRITE_DATA_FILES|2026-11-23T02:00:00+00:00|attempt-0"
+    assert d.item_key == "demo.sales.a|REWRITE_DATA_FILES|2026-11-23T02:00:00+00:00|attempt-0"
     assert d.reasons[0].startswith("cron: cron slot 2026-11-23T02:00:00+00:00")
 
 
@@ -329,13 +329,13 @@ def test_a_failed_run_does_not_use_up_its_cron_slot_and_the_attempt_number_grows
     last_attempts = {(A.qualified, RDF, SLOT.isoformat()): 2}
     d = decision(run(policies(policy(schedules=CRON_2AM)), history=history, last_attempts=last_attempts), A)
     assert (d.decision, d.trigger, d.attempt) == ("run", "cron", 3)
-    assert d.run_key == "demo.sales.a|REWRITE_DATA_FILES|2026-11-23T02:00:00+00:00|attempt-3"
+    assert d.item_key == "demo.sales.a|REWRITE_DATA_FILES|2026-11-23T02:00:00+00:00|attempt-3"
 
 
 def test_attempts_of_another_slot_do_not_count():
     last_attempts = {(A.qualified, RDF, utc(2026, 11, 22, 2, 0).isoformat()): 4}
     d = decision(run(policies(policy(schedules=CRON_2AM)), last_attempts=last_attempts), A)
-    assert d.run_key.endswith("|2026-11-23T02:00:00+00:00|attempt-0")
+    assert d.item_key.endswith("|2026-11-23T02:00:00+00:00|attempt-0")
 
 
 @pytest.mark.parametrize("since, due", [(timedelta(hours=6), True), (timedelta(hours=5, minutes=59), False)])
@@ -350,7 +350,7 @@ def test_interval_due_when_now_reaches_last_success_plus_interval(since, due):
 
 def test_never_run_interval_slot_key():
     d = decision(run(policies(policy())), A)
-    assert d.run_key == "demo.sales.a|REWRITE_DATA_FILES|interval:first|attempt-0"
+    assert d.item_key == "demo.sales.a|REWRITE_DATA_FILES|interval:first|attempt-0"
 
 
 def test_condition_only_schedule_is_due_every_tick():

@@ -11,10 +11,11 @@ import pytest
 from dagster import DagsterInstance, DagsterRunStatus
 from dagster._core.test_utils import create_run_for_test
 
-from floe_dagster.coordination.database import Admission, Coordination
+from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.history import Outcome
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.planner import PlanInput, SchedulerSettings, plan
+from floe_dagster.core.run_decision import RunDecision
 from floe_dagster.core.policy import parse_policies_text
 from floe_dagster.core.tables import TableName
 from floe_dagster.scheduling.inputs import LEDGER_LOOKBACK, ledger_state
@@ -62,8 +63,9 @@ def test_retention_deletes_old_floe_runs_and_rows_and_keeps_what_the_planner_nee
 
     old, recent = now - timedelta(days=35), now - timedelta(days=2)
     a, b, c = (t.qualified for t in TABLES)
-    coordination.admit([Admission(a, RDF, "s-old", 0, "interval", "due")], old)
-    coordination.admit([Admission(b, RDF, "s-recent", 2, "interval", "due", batch_key="k")], recent)
+    coordination.admit([RunDecision(TABLES[0], RDF, "interval", "due", slot="s-old")], old)
+    coordination.admit([RunDecision(TABLES[1], RDF, "interval", "due", slot="s-recent", attempt=2, batch_key="k")],
+                       recent)
     coordination.attach_run("k", floe_running.run_id)
     for run_id, table, start, ok, changed in [("r1", a, old, True, True), ("r2", b, old, False, None),
                                               ("r3", b, old + timedelta(hours=1), False, None),
@@ -79,7 +81,7 @@ def test_retention_deletes_old_floe_runs_and_rows_and_keeps_what_the_planner_nee
     remaining = {run.run_id for run in instance.get_runs()}
     assert remaining == {floe_running.run_id, theirs.run_id}  # running, and not floe's, stay
     assert [o["run_id"] for o in coordination.outcomes_for(c)] == ["r4"]
-    assert [row["table_name"] for row in coordination.ledger_rows()] == [b]  # the last 8 days stay
+    assert [row.table_name for row in coordination.ledger_rows()] == [b]  # the last 8 days stay
     # The fold the planner reads is untouched: last success, failure streak, zero-change streak.
     history = coordination.all_history()
     assert history == history_before
@@ -92,10 +94,9 @@ def test_retention_runs_once_a_day_and_not_at_all_when_off(instance, tmp_path):
     create_run_for_test(instance, job_name="floe_maintenance", status=DagsterRunStatus.SUCCESS,
                         tags={"floe/operation": RDF.value})
     now = datetime.now(timezone.utc) + timedelta(days=40)
-    assert prune_if_due(instance, lambda: coordination, now, days=0, scope="default") is None
+    assert prune_if_due(instance, coordination, now, days=0, shard="default") is None
     assert len(instance.get_runs()) == 1
-    first = prune_if_due(instance, lambda: coordination, now, days=30, scope="default")
+    first = prune_if_due(instance, coordination, now, days=30, shard="default")
     assert first is not None and first.runs == 1
-    not_opened = lambda: pytest.fail("the coordination database is opened only when a prune is due")  # noqa: E731
-    assert prune_if_due(instance, not_opened, now + timedelta(hours=23), days=30, scope="default") is None
-    assert prune_if_due(instance, lambda: coordination, now + timedelta(hours=25), days=30, scope="default") is not None
+    assert prune_if_due(instance, coordination, now + timedelta(hours=23), days=30, shard="default") is None
+    assert prune_if_due(instance, coordination, now + timedelta(hours=25), days=30, shard="default") is not None

@@ -13,15 +13,16 @@ import pytest
 from dagster import DagsterInstance, DagsterRunStatus
 from dagster._core.test_utils import create_run_for_test
 
-from floe_dagster.coordination.database import ADMISSION_TTL, Admission, Coordination
-from floe_dagster.coordination.locks import AdvisoryLocks, FileLocks, locks_for
+from floe_dagster.coordination.database import ADMISSION_TTL, Coordination
+from floe_dagster.coordination.locks import AdvisoryLocks, FileLocks, lock_backend_for, locks_for, locks_of
 from floe_dagster.coordination.runs import mark_dead_runs, run_lock_name, runs_in_flight
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.history import Outcome
 from floe_dagster.core.localtime import naive_as_utc
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.planner import Decision
-from floe_dagster.core.run_tags import Origin, PolicyFacts, run_key, run_tags, shared_run_tags
+from floe_dagster.core.run_decision import LedgerRow, RunDecision, item_key
+from floe_dagster.core.run_tags import Origin, PolicyFacts, run_tags, shared_run_tags
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import LockHeld
 from floe_dagster.scheduling.inputs import ledger_state, queued_runs
@@ -31,10 +32,11 @@ RDF, EXPIRE = Operation.REWRITE_DATA_FILES, Operation.EXPIRE_SNAPSHOTS
 ORDERS = TableName("demo", ("sales",), "orders")
 
 
-def row(table, op, slot, attempt, run_id=None, admitted=NOW, estimated=0):
-    return {"table_name": table, "operation": op.value, "slot": slot, "attempt": attempt, "run_id": run_id,
-            "admitted_at": admitted.replace(tzinfo=None),  # as SQLite hands it back
-            "estimated_bytes": estimated}
+def row(table, op, slot, attempt, run_id=None, admitted=NOW, estimated=0) -> LedgerRow:
+    key = item_key(table, op, slot, attempt)
+    return LedgerRow(id=1, table_name=table, operation=op, slot=slot, attempt=attempt, item_key=key,
+                     trigger="interval", reason="due", debt_score=0.0, estimated_bytes=estimated, admitted_at=admitted,
+                     launcher="sensor:default", run_id=run_id, batch_key=key)
 
 
 # -- the tick's ledger arithmetic ------------------------------------------------------------------------
@@ -67,14 +69,19 @@ def test_last_attempts_are_per_table_operation_and_slot():
 
 def test_ledger_state_over_a_real_coordination_database(tmp_path):
     coordination = Coordination(f"sqlite:///{tmp_path / 'c.db'}")
-    admitted = coordination.admit([Admission("demo.a", RDF, "s1", 0, "interval", "due", 1.0, 42)],
-                                  NOW - timedelta(minutes=2))
+    item = RunDecision(TableName("demo", ("sales",), "a"), RDF, "interval", "due", 1.0, "s1", 0, 42)
+    admitted = coordination.admit([item], NOW - timedelta(minutes=2))
     assert admitted
+    [read_back] = coordination.admitted_since(NOW - timedelta(days=1))
+    assert read_back.admitted_at == NOW - timedelta(minutes=2)  # UTC, whatever the database hands back
+    assert read_back.item_key == read_back.batch_key == item.item_key  # a batch of its own
+    assert RunDecision.from_ledger(item.table, read_back) == RunDecision(
+        item.table, RDF, "interval", "due", 1.0, "s1", 0, 42, batch_key=item.item_key, ledger_row=read_back.id)
+    state = ledger_state([read_back], NOW, frozenset())
+    assert state.in_flight == {("demo.sales.a", RDF)} and state.bytes_in_flight == 42
+    coordination.attach_run(admitted[0].item_key, "run-1")
     state = ledger_state(coordination.admitted_since(NOW - timedelta(days=1)), NOW, frozenset())
-    assert state.in_flight == {("demo.a", RDF)} and state.bytes_in_flight == 42
-    coordination.attach_run(admitted[0].run_key, "run-1")
-    state = ledger_state(coordination.admitted_since(NOW - timedelta(days=1)), NOW, frozenset())
-    assert state.in_flight == frozenset() and state.last_attempts == {("demo.a", RDF, "s1"): 0}
+    assert state.in_flight == frozenset() and state.last_attempts == {("demo.sales.a", RDF, "s1"): 0}
 
 
 def test_naive_times_from_storage_are_utc():
@@ -90,12 +97,13 @@ COMMON = {T.TABLE, T.NAMESPACE, T.OPERATION, T.POLICY, T.POLICY_VERSION, T.TRIGG
           T.DAGSTER_PRIORITY, T.DAGSTER_MAX_RUNTIME, T.POLICY_TAG_PREFIX + "team"}
 
 
-def decision(**overrides) -> Decision:
+def decision(**overrides) -> RunDecision:
+    """A planner decision, as admitted."""
     fields = dict(table=ORDERS, operation=RDF, policy="daily", decision="run", reasons=("interval due",),
                   trigger="interval", debt_score=250.0, debt_breakdown={}, estimated_bytes=1234, next_eligible=None,
                   rank=1, slot="2026-11-24T12:00:00+00:00", attempt=1, max_runtime_s=900.0)
     fields.update(overrides)
-    return Decision(**fields)
+    return RunDecision.admitted(Decision(**fields))
 
 
 def test_every_launcher_gets_the_same_tag_set():
@@ -106,7 +114,7 @@ def test_every_launcher_gets_the_same_tag_set():
         assert COMMON <= set(tags), COMMON - set(tags)
     assert manual[T.TRIGGER_ID] == "trigger-1" and T.TRIGGER_ID not in automated
     # what only the planner knows: its decision
-    assert automated[T.RUN_KEY] == run_key("demo.sales.orders", RDF, "2026-11-24T12:00:00+00:00", 1)
+    assert automated[T.BATCH_KEY] == item_key("demo.sales.orders", RDF, "2026-11-24T12:00:00+00:00", 1)
     assert automated[T.DEBT_SCORE] == "250.0" and automated[T.ESTIMATED_BYTES] == "1234"
     assert automated[T.ATTEMPT] == "1"
 
@@ -145,10 +153,15 @@ def test_shared_tags_of_a_run_over_several_tables():
 
 def test_the_lock_backend_follows_the_coordination_database(tmp_path, monkeypatch):
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    assert lock_backend_for(f"sqlite:///{tmp_path / 'c.db'}") == "file"
+    assert lock_backend_for("postgresql+psycopg2://floe@db/floe") == "advisory"
     assert isinstance(locks_for(f"sqlite:///{tmp_path / 'c.db'}"), FileLocks)
     assert isinstance(locks_for("postgresql://floe:floe@127.0.0.1:5432/floe"), AdvisoryLocks)
-    assert isinstance(locks_for("postgresql+psycopg2://floe@db/floe"), AdvisoryLocks)
     assert isinstance(Coordination(f"sqlite:///{tmp_path / 'c.db'}").locks, FileLocks)
+    # Configured, not sniffed: a SQLite database may be told to use file locks elsewhere, or refused.
+    assert isinstance(locks_of("file", "postgresql://floe@db/floe"), FileLocks)
+    with pytest.raises(ValueError, match="lock backend"):
+        locks_of("flock", f"sqlite:///{tmp_path / 'c.db'}")
 
 
 def test_file_locks_exclude_another_process_and_free_when_it_dies(tmp_path):

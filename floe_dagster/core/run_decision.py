@@ -1,0 +1,89 @@
+"""Why a run maintains a table: one record from admission to materialization.
+
+The planner's :class:`~floe_dagster.core.planner.Decision` says everything it weighed; once a
+launcher admits it, what the run needs of it is a :class:`RunDecision`. The tick writes it to the
+trigger ledger, the ledger reads back as :class:`LedgerRow`\\ s, the run finds each table's row again
+(or, for a manual trigger, a backfill or Dagit, reads the same record from its tags), and both the
+run's tags (core/run_tags.py) and the table's materialization metadata are built from it.
+
+Keys: an *item key* names one admitted (table, operation, slot, attempt), the ledger's unique key;
+a *batch key* names the batch (one run over several tables) and is the run's Dagster run key. A
+batch of one has its item's key as its batch key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from floe_dagster.core.operations import Operation
+from floe_dagster.core.tables import TableName
+
+if TYPE_CHECKING:  # the planner imports item_key from here; a Decision is only read
+    from floe_dagster.core.planner import Decision
+
+
+def item_key(table_qualified: str, operation: Operation, slot: str | None, attempt: int) -> str:
+    """The key of one admitted (table, operation, slot, attempt): the ledger's unique key, and the
+    run key of a batch of one, so Dagster never creates the same run twice either."""
+    return f"{table_qualified}|{operation.value}|{slot}|attempt-{attempt}"
+
+
+@dataclass(frozen=True)
+class LedgerRow:
+    """One row of the trigger ledger, as read back (times in UTC)."""
+
+    id: int
+    table_name: str
+    operation: Operation
+    slot: str
+    attempt: int
+    item_key: str  # column run_key
+    trigger: str
+    reason: str
+    debt_score: float
+    estimated_bytes: int
+    admitted_at: datetime
+    launcher: str
+    run_id: str | None
+    batch_key: str  # rows written before batches existed have none: their item key
+
+
+@dataclass(frozen=True)
+class RunDecision:
+    """Why a run maintains one table: the planner's decision as admitted (and as the ledger keeps it),
+    or what a manual trigger, a backfill or Dagit said."""
+
+    table: TableName
+    operation: Operation
+    trigger: str
+    reason: str
+    debt_score: float = 0.0
+    slot: str = ""
+    attempt: int = 0
+    estimated_bytes: int = 0
+    max_runtime_s: float | None = None  # the planner's (the timeout, cut to the window's end)
+    batch_key: str | None = None  # the batch it was admitted in; None: a batch of its own
+    ledger_row: int | None = None  # its ledger row, once read back
+
+    @property
+    def item_key(self) -> str:
+        return item_key(self.table.qualified, self.operation, self.slot, self.attempt)
+
+    @classmethod
+    def admitted(cls, decision: "Decision", batch_key: str | None = None) -> "RunDecision":
+        """What the ledger and the run's tags keep of an admitted planner decision."""
+        return cls(decision.table, decision.operation, decision.trigger or "", "; ".join(decision.reasons),
+                   decision.debt_score, decision.slot or "", decision.attempt, decision.estimated_bytes,
+                   decision.max_runtime_s, batch_key)
+
+    @classmethod
+    def from_ledger(cls, table: TableName, row: LedgerRow) -> "RunDecision":
+        return cls(table, row.operation, row.trigger, row.reason, row.debt_score, row.slot, row.attempt,
+                   row.estimated_bytes, batch_key=row.batch_key, ledger_row=row.id)
+
+    def metadata(self) -> dict[str, Any]:
+        """The materialization metadata of why the table ran (numbers as numbers; no row: null)."""
+        return {"trigger": self.trigger, "reason": self.reason, "debt_score": self.debt_score, "slot": self.slot,
+                "attempt": self.attempt, "estimated_bytes": self.estimated_bytes, "ledger_row": self.ledger_row}
