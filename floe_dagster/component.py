@@ -41,7 +41,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from floe_dagster.defs.build import build_definitions
 from floe_dagster.errors import PolicyError, SettingsError
 from floe_dagster.instance import default_dagster_home
-from floe_dagster.settings import Key, Settings, keys_of, load_settings, settings_from_mapping
+from floe_dagster.settings import Settings, load_settings, settings_from_mapping
+from floe_dagster.settings_schema import Key, keys_of
 
 log = logging.getLogger(__name__)
 

@@ -13,12 +13,9 @@ derived from these fields.
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import typing
-from dataclasses import MISSING, Field, dataclass, fields, is_dataclass, replace
-from functools import cache, cached_property
+from dataclasses import dataclass, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -28,8 +25,11 @@ from floe_dagster.core.batches import BatchSettings
 from floe_dagster.core.debt import DebtWeights
 from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.planner import SchedulerSettings
-from floe_dagster.core.validation import Location, Problems, closest, setting
+from floe_dagster.core.validation import Location, Problems, setting
 from floe_dagster.errors import SettingsError
+from floe_dagster.settings_schema import (
+    ENV_PREFIX, Key, Reading, key_name, keys_of, read_mapping, read_value, shown,
+)
 
 DEFAULT_CONFIG = "floe.yaml"
 # The Iceberg release whose Spark runtime (for the installed PySpark's Spark line, see
@@ -37,7 +37,6 @@ DEFAULT_CONFIG = "floe.yaml"
 DEFAULT_ICEBERG_VERSION = "1.11.0"
 DEFAULT_SQLITE_JDBC = "org.xerial:sqlite-jdbc:3.47.1.0"
 DEFAULT_POSTGRES_JDBC = "org.postgresql:postgresql:42.7.4"
-ENV_PREFIX = "FLOE_"
 _ICEBERG_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -229,73 +228,6 @@ class Settings:
         return Path(self.data_dir) / "cache" / f"tables-{self.catalog.name}.json"
 
 
-# -- the declaration, read back --------------------------------------------------------------------------
-
-
-def key_name(attribute: str) -> str:
-    """floe.yaml's spelling of a field: kebab-case."""
-    return attribute.replace("_", "-")
-
-
-def env_name(section: str | None, key: str) -> str:
-    """The one environment rule: ``FLOE_<SECTION>__<KEY>``, ``FLOE_<KEY>`` for a top-level key."""
-    words = [w.upper().replace("-", "_") for w in (section, key) if w]
-    return ENV_PREFIX + "__".join(words)
-
-
-@dataclass(frozen=True)
-class Key:
-    """One key of floe.yaml, as the declaration gives it."""
-
-    section: str | None  # None for a top-level key
-    field: Field
-    kind: Any  # the field's type
-    older_env_prefix: str | None = None  # the section's own rule before the one rule (the scheduler's)
-
-    @cached_property
-    def name(self) -> str:
-        return key_name(self.field.name)
-
-    @cached_property
-    def dotted(self) -> str:
-        return f"{self.section}.{self.name}" if self.section else self.name
-
-    @property
-    def rules(self) -> Mapping[str, Any]:
-        return self.field.metadata
-
-    @property
-    def description(self) -> str:
-        return self.rules.get("description", "")
-
-    @property
-    def default(self) -> Any:
-        if self.field.default_factory is not MISSING:
-            return self.field.default_factory()
-        return self.field.default
-
-    @property
-    def env_names(self) -> tuple[str, ...]:
-        """The rule's name first, then the older names kept working."""
-        older = tuple(self.rules.get("env", ()))
-        if self.older_env_prefix:
-            older += (self.older_env_prefix + self.field.name.upper(),)
-        return (env_name(self.section, self.name), *older)
-
-
-@cache
-def _types(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-@cache  # the same keys for every file read (the sensors re-read floe.yaml)
-def keys_of(cls: type, section: Key | None = None) -> tuple[Key, ...]:
-    """The keys of floe.yaml's top level, or of one of its sections."""
-    types = _types(cls)
-    name, prefix = (section.name, section.rules.get("older_env_prefix")) if section else (None, None)
-    return tuple(Key(name, f, types[f.name], prefix) for f in fields(cls) if not f.metadata.get("internal"))
-
-
 def sections() -> dict[str, type]:
     """floe.yaml's sections, by name: the fields of Settings that are dataclasses."""
     return {key.name: key.kind for key in keys_of(Settings) if is_dataclass(key.kind)}
@@ -311,13 +243,6 @@ def all_keys() -> Iterator[Key]:
         yield from keys_of(key.kind, key) if is_dataclass(key.kind) else (key,)
 
 
-def _shown(value: Any) -> str:
-    """A default as floe.yaml would spell it."""
-    if isinstance(value, str):
-        return f"`{value.replace(str(Path.home()), '~')}`"
-    return f"`{json.dumps(list(value) if isinstance(value, tuple) else value)}`"
-
-
 def reference_markdown() -> str:
     """docs/configuration.md's key tables, one per section, from the declaration (a test keeps the
     doc equal to this)."""
@@ -326,7 +251,7 @@ def reference_markdown() -> str:
         keys = [k for k in all_keys() if k.section == section]
         title = f"**`{section}`**: {_section_doc(section)}" if section else "**Top level**"
         lines += ["", title, "", "| key | default | environment | description |", "| --- | --- | --- | --- |"]
-        lines += [f"| `{k.name}` | {_shown(k.default)} | {', '.join(f'`{n}`' for n in k.env_names)} | "
+        lines += [f"| `{k.name}` | {shown(k.default)} | {', '.join(f'`{n}`' for n in k.env_names)} | "
                   f"{k.description} |" for k in keys]
     return "\n".join(lines[1:]) + "\n"
 
@@ -335,174 +260,13 @@ def _section_doc(section: str) -> str:
     return next(k.description for k in keys_of(Settings) if k.name == section).strip().splitlines()[0]
 
 
-# -- reading floe.yaml: every problem of a file is collected, then reported together ----------------------
-
-_UNREAD = object()  # a value that could not be read (its problem is reported); the default is used
-
-
-def _flag(at: Location, value: Any) -> Any:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
-        return value.strip().lower() in ("true", "1", "yes")
-    at.error(f"expected true or false, got {value!r}")
-    return _UNREAD
-
-
-def _number(at: Location, value: Any, whole: bool, minimum: float) -> Any:
-    """A number as written, or as text (the environment's values are text)."""
-    try:
-        if isinstance(value, bool):
-            raise ValueError
-        number = int(str(value).strip()) if whole else float(value)
-    except (TypeError, ValueError):
-        at.error(f"expected a {'whole ' if whole else ''}number ≥ {minimum}, got {value!r}")
-        return _UNREAD
-    if number < minimum:
-        at.error(f"expected a number ≥ {minimum}, got {value!r}")
-        return _UNREAD
-    return number
-
-
-def _text(at: Location, value: Any, expects: str | None) -> Any:
-    """A scalar as text (numbers are read as written); an empty value is the default unless the key
-    ``expects`` something named."""
-    if value == "" and not expects:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)) or (expects and not str(value).strip()):
-        at.error(f"expected {expects}, got {value!r}" if expects else
-                 f"expected text, got {type(value).__name__} {value!r}")
-        return _UNREAD
-    return str(value)
-
-
-def _text_map(at: Location, value: Any) -> Any:
-    if not isinstance(value, Mapping):
-        at.error(f"expected a mapping, got {type(value).__name__}")
-        return _UNREAD
-    result = {}
-    for name, item in value.items():
-        if isinstance(item, (dict, list)):
-            at.child(str(name)).error(f"expected a string, got {type(item).__name__}")
-        result[str(name)] = "true" if item is True else "false" if item is False else str(item)
-    return result
-
-
-def _text_list(at: Location, value: Any) -> Any:
-    if isinstance(value, str):
-        return (value,)
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        at.error("expected a list of strings")
-        return _UNREAD
-    return tuple(value)
-
-
-def _read(at: Location, key: Key, value: Any) -> Any:
-    """One value of the key's type, or _UNREAD after reporting why not."""
-    kind, origin = key.kind, typing.get_origin(key.kind)
-    if "reader" in key.rules:
-        return key.rules["reader"](at, value)
-    if kind is bool:
-        return _flag(at, value)
-    if kind in (int, float):
-        return _number(at, value, kind is int, key.rules.get("minimum", 0))
-    if origin is dict:
-        return _text_map(at, value)
-    if origin is tuple:
-        return _text_list(at, value)
-    return _text(at, value, key.rules.get("expects"))
-
-
-def _from_environment(at: Location, key: Key, text: str) -> Any:
-    """A variable's text as the file would hold the value: lists separated by os.pathsep (paths) or
-    commas, mappings and other structures as JSON."""
-    if typing.get_origin(key.kind) is tuple and "reader" not in key.rules:
-        return [item for item in text.split(os.pathsep if key.rules.get("path") else ",") if item]
-    if typing.get_origin(key.kind) is dict or "reader" in key.rules:
-        try:
-            return json.loads(text)
-        except ValueError:
-            at.error(f"expected JSON, got {text!r}")
-            return _UNREAD
-    return text
-
-
-def _resolve(at: Location, base: Path, path: str) -> Any:
-    if "\x00" in path:
-        at.error(f"a path cannot contain a NUL character, got {path!r}")
-        return _UNREAD
-    expanded = Path(os.path.expandvars(os.path.expanduser(path)))
-    return str(expanded if expanded.is_absolute() else (base / expanded).resolve())
-
-
-@dataclass(frozen=True)
-class _Reading:
-    """One floe.yaml (or component's attributes) being read: where messages point and paths start."""
-
-    problems: Problems
-    source: str
-    base: Path
-    environ: Mapping[str, str]
-
-    def at(self, *path: str) -> Location:
-        return Location(self.problems, self.source, path)
-
-
-def _value(reading: _Reading, key: Key, raw: Mapping[str, Any]) -> Any:
-    """The key's value: from its environment variable, else the file, else the default; checked
-    and, for paths, resolved (the environment's policies against the working folder)."""
-    name = next((n for n in key.env_names if reading.environ.get(n)), None)
-    if name is not None:
-        at, base = reading.at(f"environment {name}"), reading.base
-        value = _from_environment(at, key, reading.environ[name])
-        if key.rules.get("env_paths_from_working_folder"):
-            base = Path.cwd()
-    else:
-        at, base, value = reading.at(*filter(None, (key.section, key.name))), reading.base, raw.get(key.name)
-    if value is not _UNREAD:
-        value = key.default if value is None else _read(at, key, value)
-    if value is _UNREAD or value is None:
-        return key.default if value is _UNREAD else None
-    return _checked(at, key, _resolved(at, key, base, value))
-
-
-def _resolved(at: Location, key: Key, base: Path, value: Any) -> Any:
-    if not key.rules.get("path"):
-        return value
-    if isinstance(value, tuple):
-        return tuple(path for path in (_resolve(at, base, v) for v in value) if path is not _UNREAD)
-    return _resolve(at, base, value)
-
-
-def _checked(at: Location, key: Key, value: Any) -> Any:
-    problem = key.rules["check"](value) if "check" in key.rules and value is not _UNREAD else None
-    if problem:
-        at.error(problem)
-    return key.default if problem or value is _UNREAD else value
-
-
-def _mapping(at: Location, value: Any, allowed: list[str]) -> Mapping[str, Any]:
-    """A section (or the whole file) as a mapping of known keys; what is not is reported."""
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        at.error(f"expected a mapping, got {type(value).__name__}")
-        return {}
-    for name in value:
-        if name not in allowed:
-            close = closest(str(name), allowed)
-            hint = f" (did you mean '{close}'?)" if close else ""
-            at.child(str(name)).error(f"unknown key{hint}; allowed: {', '.join(sorted(allowed))}")
-    return value
-
-
-def _section(reading: _Reading, section: Key, raw: Any) -> Any:
+def _section(reading: Reading, section: Key, raw: Any) -> Any:
     name, cls = section.name, section.kind
     keys = keys_of(cls, section)
     if cls is DebtWeights and isinstance(raw, Mapping):  # its weights were documented in both spellings
         raw = {key_name(str(k)): v for k, v in raw.items()}
-    section = _mapping(reading.at(name), raw, [k.name for k in keys])
-    values = {key.field.name: _value(reading, key, section) for key in keys}
+    section = read_mapping(reading.at(name), raw, [k.name for k in keys])
+    values = {key.field.name: read_value(reading, key, section) for key in keys}
     try:
         return cls(**values)
     except ValueError as exc:  # the core dataclass's own rule (BatchSettings': max-tables ≥ 1 …)
@@ -520,14 +284,14 @@ def settings_from_mapping(raw: Any, base: Path, source: str, environ: Mapping[st
     component's ``defs.yaml``). Relative paths are resolved against ``base``; every problem is
     reported at once, one line each, beginning with ``source``, then the key
     (``scheduler.max-tables-per-poll``)."""
-    reading = _Reading(Problems(), source, base, os.environ if environ is None else environ)
+    reading = Reading(Problems(), source, base, os.environ if environ is None else environ)
     if not isinstance(raw, Mapping):
         names = ", ".join(sorted(k.name for k in keys_of(Settings)))
         raise SettingsError(f"{source}: expected a mapping of sections ({names})")
     raw = _catalog_and_policies_defaults(raw)
-    _mapping(reading.at(), raw, [k.name for k in keys_of(Settings)])
+    read_mapping(reading.at(), raw, [k.name for k in keys_of(Settings)])
     values = {key.field.name: _section(reading, key, raw.get(key.name)) if is_dataclass(key.kind)
-              else _value(reading, key, raw) for key in keys_of(Settings)}
+              else read_value(reading, key, raw) for key in keys_of(Settings)}
     settings = Settings(source=source, **values)
     if "catalog" not in raw:  # the embedded default: a SQLite catalog and a warehouse in the data dir
         settings = replace(settings, catalog=replace(settings.catalog,

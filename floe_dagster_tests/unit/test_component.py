@@ -19,7 +19,8 @@ from floe_dagster.component import (
     keep_floe_state_beside_instance,
 )
 from floe_dagster.errors import SettingsError
-from floe_dagster.settings import Settings, keys_of, load_settings
+from floe_dagster.settings import Settings, load_settings
+from floe_dagster.settings_schema import keys_of
 
 SECTIONS = {
     "catalog": {"name": "lake", "properties": {"type": "sql", "uri": "sqlite:///lake.db", "warehouse": "file:///wh"}},

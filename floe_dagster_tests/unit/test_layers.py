@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "floe_dagster"
 
 LAYERS = {
     "core": 0,
-    "errors": 1, "file_locks": 1, "instance": 1, "settings": 1, "policies": 1, "policy_store": 1,
+    "errors": 1, "file_locks": 1, "instance": 1, "settings_schema": 1, "settings": 1, "policies": 1, "policy_store": 1,
     "iceberg": 2, "spark": 2, "coordination": 2,
     "scheduling": 3,
     "defs": 4,
@@ -27,7 +27,8 @@ LAYERS = {
     "api": 7, "cli": 7, "definitions": 7, "component": 7, "shards": 7, "demo": 7,
 }
 # Within layer 1, what each foundation module may import besides the core.
-FOUNDATION = {"errors": set(), "file_locks": {"errors"}, "instance": set(), "settings": {"errors"},
+FOUNDATION = {"errors": set(), "file_locks": {"errors"}, "instance": set(), "settings_schema": set(),
+              "settings": {"errors", "settings_schema"},
               "policies": {"errors", "settings"}, "policy_store": {"errors", "file_locks", "settings", "policies"}}
 # Function-level imports of the package's own modules allowed outside cli.py (issue 13: at most 10).
 MAX_FUNCTION_LEVEL_IMPORTS = 10
