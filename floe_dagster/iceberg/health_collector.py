@@ -76,6 +76,19 @@ class HealthSnapshot:
 # -- the collector -------------------------------------------------------------------------------------------
 
 
+_UNLISTED = object()  # a table the catalog's listing does not have
+
+
+@dataclass
+class _Collection:
+    """What one collect found so far."""
+
+    metrics: dict[TableName, TableMetrics] = field(default_factory=dict)
+    errors: dict[TableName, str] = field(default_factory=dict)
+    unknown: list[TableName] = field(default_factory=list)
+    computed: list[TableName] = field(default_factory=list)
+
+
 class _OutOfTime(Exception):
     pass
 
@@ -148,46 +161,57 @@ class HealthCollector:
         deadline = None if time_budget_s is None else started + max(0.0, time_budget_s)
         reads_before, calls_before = self.files_read, self.catalog_calls
         self.read_log = []
-
-        locations: dict[TableName, str | None] | None = None
-        if self._listing:
-            locations = self._list_locations()
+        locations = self._list_locations() if self._listing else None
         if tables is None:
             wanted = sorted(locations) if locations is not None else self._list_tables()
             self.cache.prune_tables({t.qualified for t in wanted})
         else:
             wanted = list(dict.fromkeys(tables))
-
         index = self.cache.index()
-        metrics: dict[TableName, TableMetrics] = {}
-        errors: dict[TableName, str] = {}
-        unknown: list[TableName] = []
-        computed: list[TableName] = []
+        result = _Collection()
+        pending = self._from_cache(wanted, tier, locations, index, result)
+        self._compute(pending, tier, locations, index, deadline, result)
+        return HealthSnapshot(
+            metrics=result.metrics,
+            missing=[t for t in wanted if t not in result.metrics],
+            files_read=self.files_read - reads_before,
+            catalog_calls=self.catalog_calls - calls_before,
+            computed=result.computed,
+            errors=result.errors,
+            unknown=result.unknown,
+            elapsed_s=self._timer() - started,
+        )
+
+    def _from_cache(self, wanted: list[TableName], tier: TierName, locations: dict[TableName, str | None] | None,
+                    index: Mapping[str, Any], result: "_Collection") -> list[TableName]:
+        """Fill ``result`` with the cached records whose metadata location is current (and the tables
+        the listing shows missing or without metadata); the tables left to compute, in the order to
+        compute them: never collected first, then least recently checked."""
         pending: list[TableName] = []
         for table in wanted:
+            location = None if locations is None else locations.get(table, _UNLISTED)
             if locations is None:
                 pending.append(table)
-                continue
-            if table not in locations:
-                errors[table] = f"table '{table.qualified}' does not exist in catalog '{self.catalog.name}'"
-                unknown.append(table)
-                continue
-            location = locations[table]
-            if not location:
-                errors[table] = f"table '{table.qualified}' has no metadata location yet"
-                continue
-            hit = self._cached(table, tier, location, index)
-            if hit is not None:
-                metrics[table] = hit
+            elif location is _UNLISTED:
+                result.errors[table] = f"table '{table.qualified}' does not exist in catalog '{self.catalog.name}'"
+                result.unknown.append(table)
+            elif not location:
+                result.errors[table] = f"table '{table.qualified}' has no metadata location yet"
+            elif (hit := self._cached(table, tier, location, index)) is not None:
+                result.metrics[table] = hit
             else:
                 pending.append(table)
 
         def priority(table: TableName) -> tuple[int, int]:
             rows = index.get(table.qualified, {})
             row = rows.get(tier) or (rows.get("full") if tier == "summary" else None)
-            return (1, row[1]) if row else (0, 0)  # never collected first, then least recently checked
+            return (1, row[1]) if row else (0, 0)
 
-        pending.sort(key=priority)
+        return sorted(pending, key=priority)
+
+    def _compute(self, pending: list[TableName], tier: TierName, locations: dict[TableName, str | None] | None,
+                 index: Mapping[str, Any], deadline: float | None, result: "_Collection") -> None:
+        """Compute the pending tables until the deadline; a broken table never stops the others."""
         attempts = outages = 0
         wrote_full = False
         for table in pending:
@@ -195,43 +219,33 @@ class HealthCollector:
                 break
             attempts += 1
             try:
-                result = self._collect_one(table, tier, locations, index, deadline)
+                metrics, fresh = self._collect_one(table, tier, locations, index, deadline)
             except _OutOfTime:
                 continue
             except UnknownTable as exc:
-                errors[table] = str(exc)
-                unknown.append(table)
+                result.errors[table] = str(exc)
+                result.unknown.append(table)
                 continue
             except CatalogUnavailable as exc:
                 outages += 1
-                errors[table] = str(exc)
+                result.errors[table] = str(exc)
                 continue
             except Exception as exc:  # a broken table must not stop the others
                 log.warning("health of %s could not be collected: %s", table.qualified, exc, exc_info=True)
                 where = storage_context(self.catalog) if isinstance(exc, OSError) else ""  # a read from storage failed
-                errors[table] = f"{type(exc).__name__}: {exc}{where}"
+                result.errors[table] = f"{type(exc).__name__}: {exc}{where}"
                 continue
-            metrics[table] = result[0]
-            if result[1]:
-                computed.append(table)
-                wrote_full |= result[0].tier == "full"
+            result.metrics[table] = metrics
+            if fresh:
+                result.computed.append(table)
+                wrote_full |= metrics.tier == "full"
         if attempts and outages == attempts and locations is None:
-            raise CatalogUnavailable(next(iter(errors.values())))
+            raise CatalogUnavailable(next(iter(result.errors.values())))
         if self._touched:
             self.cache.touch(self._touched, self._now_ms())
             self._touched = []
         if wrote_full:
             self.cache.collect_garbage()
-        return HealthSnapshot(
-            metrics=metrics,
-            missing=[t for t in wanted if t not in metrics],
-            files_read=self.files_read - reads_before,
-            catalog_calls=self.catalog_calls - calls_before,
-            computed=computed,
-            errors=errors,
-            unknown=unknown,
-            elapsed_s=self._timer() - started,
-        )
 
     def metrics_for(self, table: TableName, tier: TierName = "summary") -> TableMetrics:
         """One table's metrics, collected now if needed (no time budget). Raises UnknownTable when the
