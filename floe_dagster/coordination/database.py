@@ -104,6 +104,8 @@ history = Table(
     Column("last_snapshot_after", BigInteger),
     Column("runs", Integer, nullable=False, default=0),
     Column("failures", Integer, nullable=False, default=0),
+    Column("consecutive_conflicts", Integer, nullable=False, default=0),
+    Column("last_conflict_at", DateTime(timezone=True)),
 )
 
 # An admission whose run was never created (the daemon failed to launch it) expires after this.
@@ -282,14 +284,26 @@ def _add_missing_columns(engine: Engine) -> None:
                 index.create(engine, checkfirst=True)
             except DBAPIError:  # another process created it first
                 pass
-    present = {column["name"] for column in inspect(engine).get_columns(ledger.name)}
-    if "batch_key" not in present:
+    # (table, column, its SQL type): added to databases created before the column existed.
+    for table, column, sql_type in ((ledger, "batch_key", "VARCHAR(1200)"),
+                                    (history, "consecutive_conflicts", "INTEGER NOT NULL DEFAULT 0"),
+                                    (history, "last_conflict_at", _timestamp_type(engine))):
+        if column in _columns(engine, table):
+            continue
         try:
             with engine.begin() as connection:
-                connection.execute(text(f"ALTER TABLE {ledger.name} ADD COLUMN batch_key VARCHAR(1200)"))
+                connection.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {column} {sql_type}"))
         except DBAPIError:  # another process added it first
-            if "batch_key" not in {column["name"] for column in inspect(engine).get_columns(ledger.name)}:
+            if column not in _columns(engine, table):
                 raise
+
+
+def _columns(engine: Engine, table: Table) -> set[str]:
+    return {column["name"] for column in inspect(engine).get_columns(table.name)}
+
+
+def _timestamp_type(engine: Engine) -> str:
+    return "TIMESTAMP WITH TIME ZONE" if engine.dialect.name == "postgresql" else "DATETIME"
 
 
 def _ledger_row(row) -> LedgerRow:

@@ -4,7 +4,7 @@ docs/automation.md describes. Pure: the launchers (schedules, the debt-score sen
 
 Gates, in order; a skipped decision's reasons start with the first gate that blocked it:
 schedule_disabled, gc_disabled; table_missing, not_loaded; window_closed, day_not_allowed; not_due;
-failure_backoff; zero_change_throttle; conditions_unmet, min_interval, no_health; in_flight; the
+failure_backoff; conflict_retry; zero_change_throttle; conditions_unmet, min_interval, no_health; in_flight; the
 budgets budget_tables, budget_operations, budget_bytes, tick_cap.
 
 Admitted decisions are grouped into batches (core/batches.py): one run per batch. The table and
@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from floe_dagster.core.batches import ONE_TABLE_PER_RUN, BatchPacker, BatchSettings, RunClass
+from floe_dagster.core.commit_conflicts import conflict_retry_delay
 from floe_dagster.core.conditions import ConditionResult
 from floe_dagster.core.debt import DebtWeights, TableDebt
 from floe_dagster.core.history import OperationHistory
@@ -305,6 +306,13 @@ def _gate(
         until = history.last_failure_at + backoff
         return _skip(base, "failure_backoff", f"{history.consecutive_failures} consecutive failure(s); retry at "
                      f"{until.isoformat()}", next_eligible=_open_from(schedule, until), backoff_until=until, **extra)
+
+    if history.consecutive_conflicts and history.last_conflict_at is not None:
+        until = history.last_conflict_at + conflict_retry_delay(table.qualified, op.value, history.consecutive_conflicts)
+        if now < until:
+            return _skip(base, "conflict_retry", f"{history.consecutive_conflicts} lost commit race(s) in a row "
+                         f"(not failures: no backoff); retry at {until.isoformat()}",
+                         next_eligible=_open_from(schedule, until), backoff_until=until, **extra)
 
     if limits.zero_change_threshold > 0 and history.consecutive_zero_change >= limits.zero_change_threshold:
         new_data = metrics is not None and metrics.current_snapshot_id is not None \

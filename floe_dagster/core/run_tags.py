@@ -50,6 +50,8 @@ TRIGGER_KINDS = RUN_PAGE_PREFIX + "triggers"  # a batch's trigger kinds
 # Why a run failed without it being the table's fault ("lock_held", "outage"): history does not
 # count such failures toward backoff.
 FAILURE_KIND = RUN_PAGE_PREFIX + "failure-kind"
+# Tables whose commit lost a race with another writer in this run (a conflict, not a failure).
+CONFLICTS = RUN_PAGE_PREFIX + "conflicts"
 POLICY_TAG_PREFIX = RUN_PAGE_PREFIX + "tag."  # + a policy's tag key: the policy's ``tags``
 
 # The keys of runs made before floe-dagster moved them to the run page (issue 16): read with

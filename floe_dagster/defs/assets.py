@@ -16,6 +16,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from dagster import (
     AssetExecutionContext,
+    AssetObservation,
     AssetOut,
     Failure,
     MaterializeResult,
@@ -47,7 +48,7 @@ from floe_dagster.defs.names import (
     unmappable_reason,
 )
 from floe_dagster.defs.table_metadata import definition_metadata, table_metadata
-from floe_dagster.errors import LOCK_HELD, FloeError, MaintenanceFailed, Outage, failure_kind
+from floe_dagster.errors import CONFLICT, LOCK_HELD, FloeError, MaintenanceFailed, Outage, failure_kind
 from floe_dagster.iceberg.catalog import TableReads, open_catalog, row_count, schema_columns, table_counts
 from floe_dagster.policies import ResolvedOperation, load_policy_set, resolve_operation
 from floe_dagster.settings import Settings
@@ -140,6 +141,7 @@ def _maintain_selected(context: AssetExecutionContext, settings: Settings,
     catalog = open_catalog(settings.catalog)
     failures: list[str] = []
     skipped: list[str] = []
+    conflicts: list[str] = []
     decisions = _run_decisions(coordination, tables, op, run_tags)
     for decision in decisions:
         table = decision.table
@@ -160,10 +162,15 @@ def _maintain_selected(context: AssetExecutionContext, settings: Settings,
             if kind == LOCK_HELD:
                 context.log.warning(f"skipped {message}")
                 skipped.append(message)
+            elif kind == CONFLICT:
+                context.log.warning(f"conflict: {message}; a later tick retries it (no backoff)")
+                conflicts.append(table.qualified)
+                context.instance.add_run_tags(context.run.run_id, {T.CONFLICTS: ",".join(conflicts)[:T.MAX_TABLES_CHARS]})
+                yield _conflict_observation(table, op, decision, str(exc))
             else:
                 context.log.error(message)
                 failures.append(message)
-            if kind:
+            if kind and kind != CONFLICT:
                 context.instance.add_run_tags(context.run.run_id, {T.FAILURE_KIND: kind})
             coordination.record_outcome(Outcome(
                 run_id=context.run.run_id, table_name=table.qualified, operation=op, trigger=decision.trigger,
@@ -192,6 +199,14 @@ def _run_decisions(coordination: Coordination, tables: list[TableName], op: Oper
     decisions = [RunDecision.from_ledger(table, admitted[table.qualified]) if table.qualified in admitted
                  else decision_from_tags(table, op, run_tags) for table in tables]
     return sorted(decisions, key=lambda d: (d.ledger_row or 0, d.table))
+
+
+def _conflict_observation(table: TableName, op: Operation, decision: RunDecision, message: str) -> AssetObservation:
+    """A lost commit race on the table's operation partition: the asset's page shows it beside the
+    materializations, and no materialization claims the table was maintained."""
+    return AssetObservation(asset_key=asset_key_for(table), partition=op.value, metadata={
+        "outcome": "conflict", "conflict": message, **decision.metadata(),
+    })
 
 
 def _snapshot_id(value: Any) -> int | None:

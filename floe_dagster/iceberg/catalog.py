@@ -7,6 +7,8 @@ PyIceberg catalog type works and ``.pyiceberg.yaml`` / ``PYICEBERG_CATALOG__...`
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import os
 from typing import Any
 
@@ -125,6 +127,7 @@ def snapshot_facts(table: Table) -> list[dict[str, Any]]:
     return [
         {"snapshot_id": s.snapshot_id, "parent_id": s.parent_snapshot_id,
          "operation": s.summary.operation.value if s.summary else None,
+         "committed_at": datetime.fromtimestamp(s.timestamp_ms / 1000, timezone.utc),
          "summary": dict(s.summary.additional_properties) if s.summary else {}}
         for s in table.metadata.snapshots
     ]

@@ -28,10 +28,11 @@ from dagster_pyspark import LazyPySparkResource
 from pydantic import PrivateAttr
 
 from floe_dagster.coordination.locks import file_locks
+from floe_dagster.core.commit_conflicts import commit_race
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
-from floe_dagster.errors import EngineUnavailable, FloeError, MaintenanceFailed, RowCountMismatch
+from floe_dagster.errors import CommitConflict, EngineUnavailable, FloeError, MaintenanceFailed, RowCountMismatch
 from floe_dagster.iceberg.snapshot_summary import live_rows
 from floe_dagster.settings import Settings
 from floe_dagster.spark.catalog_conf import spark_catalog_conf
@@ -326,6 +327,10 @@ class IcebergSparkEngine(ConfigurableResource):
                 missing = _missing_iceberg_runtime(spark, exc)
                 if missing:
                     raise MaintenanceFailed(f"{op.procedure} on '{table.qualified}' failed: {missing}") from exc
+                race = commit_race(_error_text(exc))
+                if race is not None:
+                    raise CommitConflict(f"{op.procedure} on '{table.qualified}' "
+                                         f"{race.describe(_winner(snapshots_of, before))}") from exc
                 raise _classify(exc, table, op) from exc
             result = summarize_result(op, rows)
             snapshots = snapshots_of()
@@ -388,15 +393,39 @@ def _sqlite_catalog_lock(settings: Settings) -> str | None:
     return f"floe-sqlite-catalog:{uri.split('?', 1)[0]}" if uri.startswith("jdbc:sqlite:") else None
 
 
-def _classify(exc: Exception, table: TableName, op: Operation | None = None) -> Exception:
-    """Tell an outage (Spark or the catalog unreachable) from a failure of this table's operation."""
+def _error_text(exc: Exception, with_causes: bool = True) -> str:
+    """The Java error's own message (Py4J's is only "An error occurred while calling o51.sql"),
+    followed, ``with_causes``, by Py4J's text, which carries the Java cause chain ("Caused by: …")."""
     text = str(exc)
     java = getattr(exc, "java_exception", None)
-    if java is not None:  # Py4J's own message is only "An error occurred while calling o51.sql"
-        try:
-            text = str(java.toString())
-        except Exception:  # the JVM may be gone: keep Py4J's message
-            pass
+    if java is None:
+        return text
+    try:
+        own = str(java.toString())
+    except Exception:  # the JVM may be gone: keep Py4J's message
+        return text
+    return f"{own}\n{text}" if with_causes else own
+
+
+def _winner(snapshots_of: Callable[[], list[dict[str, Any]]], before: set[int]) -> str | None:
+    """The newest commit that landed while the operation ran (ours failed, so it is another writer's),
+    for the conflict's message; None when it cannot be read."""
+    try:
+        landed = [s for s in snapshots_of() if s["snapshot_id"] not in before]
+    except Exception:  # the message is still right without it
+        return None
+    if not landed:
+        return None
+    newest = landed[-1]
+    at = newest.get("committed_at")
+    when = f" at {at.isoformat()}" if hasattr(at, "isoformat") else ""
+    more = f", and {len(landed) - 1} more" if len(landed) > 1 else ""
+    return f"snapshot {newest['snapshot_id']} ({newest.get('operation') or 'unknown operation'}){when}{more}"
+
+
+def _classify(exc: Exception, table: TableName, op: Operation | None = None) -> Exception:
+    """Tell an outage (Spark or the catalog unreachable) from a failure of this table's operation."""
+    text = _error_text(exc, with_causes=False)
     first_line = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     outage_markers = ("Connection refused", "Py4JNetworkError", "could not connect", "Unable to connect",
                       "SparkContext was shut down", "Failed to get a connection", "Communications link failure",

@@ -1,6 +1,6 @@
 """Lost commit races told apart from the table's own failures, from the error texts Iceberg raises."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -64,3 +64,32 @@ def test_the_retry_delay_is_jittered_within_bounds_and_deterministic():
     assert max(delays) - min(delays) > timedelta(minutes=8)
     assert conflict_retry_delay("c.ns.t", "rewrite_data_files", 3) == conflict_retry_delay("c.ns.t", "rewrite_data_files", 3)
     assert conflict_retry_delay("c.ns.t", "rewrite_data_files", 3) != conflict_retry_delay("c.ns.u", "rewrite_data_files", 3)
+
+
+def _outcome(minute: int, succeeded: bool, kind: str | None = None):
+    from floe_dagster.core.history import Outcome
+    from floe_dagster.core.operations import Operation
+
+    at = datetime(2026, 11, 24, 12, minute, tzinfo=timezone.utc)
+    return Outcome(run_id=f"r{minute}", table_name="c.ns.t", operation=Operation.REWRITE_DATA_FILES, started_at=at,
+                   finished_at=at + timedelta(seconds=30), succeeded=succeeded, trigger="interval",
+                   failure_kind=kind, changed=succeeded)
+
+
+def test_conflicts_fold_apart_from_failures():
+    from floe_dagster.core.history import CONFLICT, OperationHistory, fold_outcome
+
+    state = OperationHistory()
+    state = fold_outcome(state, _outcome(0, False))  # a real failure
+    for minute in (10, 20, 30):
+        state = fold_outcome(state, _outcome(minute, False, CONFLICT))
+    assert state.consecutive_failures == 1 and state.failures == 1  # conflicts never count as failures
+    assert state.consecutive_conflicts == 3 and state.runs == 4
+    assert state.last_conflict_at == datetime(2026, 11, 24, 12, 30, 30, tzinfo=timezone.utc)
+    assert state.last_run_succeeded is False and state.last_success_start is None  # the slot is not used
+    state = fold_outcome(state, _outcome(40, True))
+    assert state.consecutive_conflicts == 0 and state.consecutive_failures == 0
+    assert state.last_success_start == datetime(2026, 11, 24, 12, 40, tzinfo=timezone.utc)
+    state = fold_outcome(state, _outcome(50, False, CONFLICT))
+    state = fold_outcome(state, _outcome(55, False))
+    assert state.consecutive_conflicts == 0 and state.consecutive_failures == 1  # "in a row" means in a row

@@ -106,3 +106,18 @@ def test_a_resource_built_again_sees_a_database_recreated_under_the_same_url(tmp
     new = CoordinationResource.from_settings(settings).coordination
     assert new is not old and new.all_history() == {}
     assert new.record_outcome(outcome("r1", True, T0))
+
+
+def test_a_database_from_before_conflicts_gets_their_columns_and_keeps_its_history(tmp_path):
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    c = Coordination(url)
+    c.record_outcome(outcome("r1", False, T0))
+    with c.engine.begin() as connection:  # as a database created before the conflict columns existed
+        connection.execute(text("ALTER TABLE floe_history DROP COLUMN consecutive_conflicts"))
+        connection.execute(text("ALTER TABLE floe_history DROP COLUMN last_conflict_at"))
+    reopened = Coordination(url)
+    assert reopened.all_history()[("demo.t", RDF)].consecutive_failures == 1
+    reopened.record_outcome(outcome("r2", False, T0 + timedelta(hours=1), kind="conflict"))
+    state = reopened.all_history()[("demo.t", RDF)]
+    assert state.consecutive_failures == 1 and state.consecutive_conflicts == 1
+    assert state.last_conflict_at == T0 + timedelta(hours=1, minutes=1)
