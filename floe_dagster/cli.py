@@ -179,6 +179,9 @@ def cmd_explain(args) -> int:
     for op, status in report["operationStatuses"].items():
         print(f"  {op}: {'TRIGGER' if status['shouldTrigger'] else 'wait'} - {'; '.join(status['reasons'])}")
         print(f"    next eligible {status['nextEligibleTime']}, debt {status['debtScore']:.0f} {status['debtBreakdown']}")
+        if status.get("quiet"):
+            print(f"    quiet period {status['quiet']['quietFor']} (forced after {status['quiet']['maxQuietWait']}): "
+                  f"{status['quiet']['detail']}")
         for met in status["metConditions"]:
             print(f"    met   {met}")
         for unmet in status["unmetConditions"]:

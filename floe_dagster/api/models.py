@@ -117,6 +117,25 @@ class LastRun(_Open):
     trigger: str | None
 
 
+class QuietState(_Open):
+    """The quiet period (a schedule's ``quietFor``/``maxQuietWait``): how long until the table is quiet and
+    until the run is forced (seconds, 0 once reached, null when unknown or not checked)."""
+
+    evaluated: bool
+    quietFor: str
+    maxQuietWait: str
+    detail: str
+    quiet: bool | None = None
+    forced: bool | None = None
+    lastForeignCommit: str | None = None
+    lastForeignOperation: str | None = None
+    quietAt: str | None = None
+    secondsUntilQuiet: float | None = None
+    dueSince: str | None = None
+    forcedAt: str | None = None
+    secondsUntilForced: float | None = None
+
+
 class OperationTriggerStatus(_Open):
     operationType: str
     shouldTrigger: bool
@@ -129,6 +148,7 @@ class OperationTriggerStatus(_Open):
     metConditionDetails: list[ConditionCheck]
     unmetConditionDetails: list[ConditionCheck]
     forcedByCriticalPipeline: bool
+    quiet: QuietState | None = None
     nextEligibleTime: str | None
     debtScore: float
     debtBreakdown: dict[str, float]

@@ -4,8 +4,8 @@ docs/automation.md describes. Pure: the launchers (schedules, the debt-score sen
 
 Gates, in order; a skipped decision's reasons start with the first gate that blocked it:
 schedule_disabled, gc_disabled; table_missing, not_loaded; window_closed, day_not_allowed; not_due;
-failure_backoff; conflict_retry; zero_change_throttle; conditions_unmet, min_interval, no_health; in_flight; the
-budgets budget_tables, budget_operations, budget_bytes, tick_cap.
+failure_backoff; conflict_retry; zero_change_throttle; conditions_unmet, min_interval, no_health; not_quiet
+(core/quiet.py); in_flight; the budgets budget_tables, budget_operations, budget_bytes, tick_cap.
 
 Admitted decisions are grouped into batches (core/batches.py): one run per batch. The table and
 operation budgets and the byte budget count (table, operation) items; ``max-run-requests-per-tick``
@@ -28,6 +28,7 @@ from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled
 from floe_dagster.core.policy import Policy, PolicySet
+from floe_dagster.core.quiet import QuietVerdict, due_since, quiet_verdict
 from floe_dagster.core.run_decision import item_key
 from floe_dagster.core.schedule import schedule_due
 from floe_dagster.core.tables import TableName
@@ -76,6 +77,7 @@ class Decision:
     policy_priority: int = 0
     schedule_priority: int = 0
     condition_result: ConditionResult | None = None  # the trigger-condition gate's verdict, once reached
+    quiet: QuietVerdict | None = None  # the quiet gate's verdict, once reached (a schedule with quietFor)
     backoff_until: datetime | None = None
     throttled_until: datetime | None = None
     max_runtime_s: float | None = None
@@ -336,6 +338,14 @@ def _gate(
         return _skip(base, conditions.blocked_code, conditions.detail,
                      next_eligible=_open_from(schedule, conditions.next_eligible), **extra)
 
+    quiet_reason: tuple[str, ...] = ()
+    if schedule.quiet is not None:
+        quiet = extra["quiet"] = quiet_verdict(schedule.quiet, metrics, due_since(due, metrics), now)
+        if not quiet.passed:
+            return _skip(base, "not_quiet", quiet.detail, next_eligible=_open_from(schedule, quiet.next_eligible),
+                         **extra)
+        quiet_reason = (quiet.detail,)
+
     if (table.qualified, op) in data.in_flight:
         return _skip(base, "in_flight", "a run of this table and operation is queued or running", **extra)
     if table.qualified in data.busy_tables:
@@ -346,7 +356,7 @@ def _gate(
     runtime = schedule.timeout_hours * 3600
     if window_end is not None:
         runtime = min(runtime, max(60.0, (window_end - now).total_seconds()))
-    return _replace(base, decision="run", reasons=(f"{due.trigger}: {due.detail}",), attempt=attempt,
+    return _replace(base, decision="run", reasons=(f"{due.trigger}: {due.detail}", *quiet_reason), attempt=attempt,
                    max_runtime_s=runtime, next_eligible=now, run_class=_run_class(schedule), **extra)
 
 

@@ -53,6 +53,7 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
             "metConditionDetails": [c.to_json() for c in result.met] if result is not None else [],
             "unmetConditionDetails": [c.to_json() for c in result.unmet] if result is not None else [],
             "forcedByCriticalPipeline": bool(result is not None and result.forced),
+            "quiet": _quiet(decision, policy),
             "nextEligibleTime": decision.next_eligible.isoformat() if decision.next_eligible else None,
             "debtScore": decision.debt_score,
             "debtBreakdown": dict(decision.debt_breakdown),
@@ -82,12 +83,24 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
     }
 
 
+def _quiet(decision, policy) -> dict[str, Any] | None:
+    """The quiet gate's state: its verdict once the decision reached it, else only the period (an earlier
+    gate decided); None when the operation's schedule has no quiet period."""
+    if decision.quiet is not None:
+        return {"evaluated": True, **decision.quiet.to_json()}
+    schedule = policy.schedule(decision.operation) if policy is not None else None
+    if schedule is None or schedule.quiet is None:
+        return None
+    return {"evaluated": False, **schedule.quiet.to_json(),
+            "detail": "not checked yet: an earlier gate decided (the quiet period is checked after the conditions)"}
+
+
 def _not_decided(op: Operation, why: str) -> dict[str, Any]:
     """An operation the planner makes no decision for, in Floe's shape: disabled, never triggers."""
     return {
         "operationType": op.value, "shouldTrigger": False, "enabled": False, "reasons": [why], "trigger": None,
         "conditionsMet": False, "metConditions": [], "unmetConditions": [why], "metConditionDetails": [],
-        "unmetConditionDetails": [], "forcedByCriticalPipeline": False, "nextEligibleTime": None,
+        "unmetConditionDetails": [], "forcedByCriticalPipeline": False, "quiet": None, "nextEligibleTime": None,
         "debtScore": 0.0, "debtBreakdown": {},
         "backoff": {"consecutiveFailures": 0, "until": None},
         "throttle": {"consecutiveZeroChangeRuns": 0, "until": None},
