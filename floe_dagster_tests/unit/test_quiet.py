@@ -360,3 +360,13 @@ def test_every_operation_accepts_a_quiet_period():
                                     newest_foreign_commit_operation="append")})
     assert {code(d) for d in result.decisions if d.table == A} == {"not_quiet"}
     assert {d.decision for d in result.decisions if d.table == B} == {"run"}
+
+
+def test_the_asset_description_says_the_rule_waits_for_quiet():
+    from floe_dagster.defs.asset_policy import operation_rule
+
+    quiet = policies(policy(schedules={RDF: {"interval": "PT6H", **QUIET}, EXP: {"interval": "PT6H"}}))
+    p = quiet.get("p")
+    assert operation_rule(p, RDF, {}) == ("every 6 hours (debt-score sensor), once quiet for 10 minutes "
+                                          "(forced after 6 hours)")
+    assert operation_rule(p, EXP, {}) == "every 6 hours (debt-score sensor)"
