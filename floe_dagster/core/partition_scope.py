@@ -182,3 +182,21 @@ class RewriteScope:
     partitions: tuple[str, ...]
     fields: tuple[PartitionField, ...]
     files: int = 0
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """What the newest admission of a (table, operation) left to do, from the trigger ledger: the
+    planner continues it (same slot, next attempt) once that run succeeded, or retries it if not."""
+
+    slot: str
+    admitted_at: Any  # datetime (UTC)
+    partitions: int
+    bytes: int
+    continuation: bool  # the admission itself continued a backlog (trigger "backlog")
+
+    def open_after(self, last_success_start: Any) -> bool:
+        """Whether work is left: bytes left behind by a run that succeeded, or an admission (a
+        scoped run or a continuation) that has not succeeded yet."""
+        succeeded = last_success_start is not None and last_success_start >= self.admitted_at
+        return (self.bytes > 0 and succeeded) or (not succeeded and (self.bytes > 0 or self.continuation))
