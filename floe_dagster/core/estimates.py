@@ -193,6 +193,14 @@ class RewriteEstimate:
         return {"bytes": self.bytes, "files": self.files, "groups": self.groups, "partitions": self.partitions}
 
 
+def estimate_error_pct(estimated_bytes: int, actual_bytes: int) -> float | None:
+    """How far the estimate was from what Iceberg rewrote, in % of the actual bytes (positive: the
+    estimate was high); None when nothing was estimated or rewritten to compare."""
+    if estimated_bytes <= 0 or actual_bytes <= 0:
+        return None
+    return round((estimated_bytes - actual_bytes) * 100.0 / actual_bytes, 2)
+
+
 # -- planning -----------------------------------------------------------------------------------------
 
 
