@@ -179,6 +179,8 @@ def cmd_explain(args) -> int:
     for op, status in report["operationStatuses"].items():
         print(f"  {op}: {'TRIGGER' if status['shouldTrigger'] else 'wait'} - {'; '.join(status['reasons'])}")
         print(f"    next eligible {status['nextEligibleTime']}, debt {status['debtScore']:.0f} {status['debtBreakdown']}")
+        if status.get("backlog"):
+            print(f"    backlog {status['backlog']['partitions']} partition(s), {status['backlog']['bytes']} bytes")
         for met in status["metConditions"]:
             print(f"    met   {met}")
         for unmet in status["unmetConditions"]:

@@ -117,6 +117,13 @@ class LastRun(_Open):
     trigger: str | None
 
 
+class Backlog(_Open):
+    """A partition-scoped rewrite's backlog (docs/automation.md): partitions and bytes left."""
+
+    partitions: int
+    bytes: int
+
+
 class OperationTriggerStatus(_Open):
     operationType: str
     shouldTrigger: bool
@@ -134,6 +141,7 @@ class OperationTriggerStatus(_Open):
     debtBreakdown: dict[str, float]
     backoff: BackoffState
     throttle: ThrottleState
+    backlog: Backlog | None = None
     lastRun: LastRun
 
 
