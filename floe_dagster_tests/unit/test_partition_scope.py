@@ -253,3 +253,22 @@ def test_max_files_to_rewrite_reaches_iceberg_and_max_bytes_per_run_does_not():
     assert "bytes-per-run" not in call.sql and "BytesPerRun" not in call.sql
     with pytest.raises(ValueError, match="maxBytesPerRun"):
         RewriteDataFilesConfig.from_mapping({"maxBytesPerRun": 0})
+
+
+def test_both_policy_formats_spell_the_new_keys(tmp_path):
+    from floe_dagster.core.policy import validate_policy_paths
+
+    (tmp_path / "kebab.yaml").write_text(
+        "policies:\n  - name: big\n    pattern: 'demo.sales.*'\n"
+        "    rewrite-data-files: {max-bytes-per-run: 1000, max-files-to-rewrite: 50}\n"
+        "    rewrite-data-files-schedule: {interval-hours: 1}\n")
+    (tmp_path / "camel.yaml").write_text(
+        "- name: big2\n  tablePattern: 'demo.other.*'\n"
+        "  rewriteDataFiles: {maxBytesPerRun: 1000, maxFilesToRewrite: 50}\n"
+        "  rewriteDataFilesSchedule: {interval: PT1H}\n")
+    for name in ("kebab.yaml", "camel.yaml"):
+        result = validate_policy_paths([str(tmp_path / name)])
+        assert result.errors == [], result.errors
+        [policy] = list(result.policies)
+        config = policy.config(RDF)
+        assert (config.max_bytes_per_run, config.max_files_to_rewrite) == (1000, 50)
