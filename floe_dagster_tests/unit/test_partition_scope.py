@@ -96,7 +96,7 @@ def test_partition_costs_follow_icebergs_planner_rules():
 def test_backlog_is_open_until_a_run_succeeds_without_one():
     at = NOW - timedelta(hours=1)
     left = Backlog("slot", at, partitions=3, bytes=300, continuation=False)
-    assert not left.open_after(None) is False  # the scoped run has not succeeded yet: still open
+    assert left.open_after(None)  # the scoped run has not succeeded yet: still open
     assert left.open_after(at + timedelta(minutes=1))  # it succeeded, bytes left: continue
     done = Backlog("slot", at, partitions=0, bytes=0, continuation=True)
     assert done.open_after(at - timedelta(minutes=5))  # the continuation failed: retry it
