@@ -182,6 +182,8 @@ def cmd_explain(args) -> int:
         if status.get("quiet"):
             print(f"    quiet period {status['quiet']['quietFor']} (forced after {status['quiet']['maxQuietWait']}): "
                   f"{status['quiet']['detail']}")
+        if status.get("backlog"):
+            print(f"    backlog {status['backlog']['partitions']} partition(s), {status['backlog']['bytes']} bytes")
         for met in status["metConditions"]:
             print(f"    met   {met}")
         for unmet in status["unmetConditions"]:

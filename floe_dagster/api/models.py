@@ -136,6 +136,13 @@ class QuietState(_Open):
     secondsUntilForced: float | None = None
 
 
+class Backlog(_Open):
+    """A partition-scoped rewrite's backlog (docs/automation.md): partitions and bytes left."""
+
+    partitions: int
+    bytes: int
+
+
 class OperationTriggerStatus(_Open):
     operationType: str
     shouldTrigger: bool
@@ -154,6 +161,7 @@ class OperationTriggerStatus(_Open):
     debtBreakdown: dict[str, float]
     backoff: BackoffState
     throttle: ThrottleState
+    backlog: Backlog | None = None
     lastRun: LastRun
 
 

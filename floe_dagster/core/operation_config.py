@@ -75,6 +75,7 @@ ICEBERG_OPTIONS = {
     "min_input_files": "min-input-files",
     "delete_file_threshold": "delete-file-threshold",
     "rewrite_all": "rewrite-all",
+    "max_files_to_rewrite": "max-files-to-rewrite",
 }
 
 
@@ -149,6 +150,10 @@ class RewriteDataFilesConfig(OperationConfig):
     min_input_files: int | None = None
     delete_file_threshold: int | None = None
     rewrite_all: bool | None = None
+    max_files_to_rewrite: int | None = None  # Iceberg's max-files-to-rewrite (1.10+): first files in planning order
+    # Floe's own cap on the estimated bytes one run rewrites (never sent to Iceberg): above it, the
+    # planner scopes the run to the partitions with the most benefit per byte (core/partition_scope.py).
+    max_bytes_per_run: int | None = None
 
     @property
     def effective_strategy(self) -> str:
@@ -308,6 +313,8 @@ _READERS: dict[str, Reader] = {
     "min_input_files": _int(1),
     "delete_file_threshold": _int(0),
     "rewrite_all": _bool,
+    "max_files_to_rewrite": _int(1),
+    "max_bytes_per_run": _int(1),
     "retain_last": _int(1),
     "max_snapshot_age": _duration,
     "clean_expired_metadata": _bool,

@@ -31,8 +31,10 @@ from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.locks import Locks, table_lock_name
 from floe_dagster.coordination.runs import run_lock_name
 from floe_dagster.core import run_tags as T
+from floe_dagster.core.estimates import estimate_error_pct
 from floe_dagster.core.history import Outcome
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled
+from floe_dagster.core.partition_scope import RewriteScope
 from floe_dagster.core.run_decision import RunDecision
 from floe_dagster.core.run_tags import Origin, decision_from_tags, tables_run_tags
 from floe_dagster.core.tables import TableName
@@ -49,7 +51,14 @@ from floe_dagster.defs.names import (
 )
 from floe_dagster.defs.table_metadata import definition_metadata, table_metadata
 from floe_dagster.errors import CONFLICT, LOCK_HELD, FloeError, MaintenanceFailed, Outage, failure_kind
-from floe_dagster.iceberg.catalog import TableReads, open_catalog, row_count, schema_columns, table_counts
+from floe_dagster.iceberg.catalog import (
+    TableReads,
+    open_catalog,
+    partition_fields,
+    row_count,
+    schema_columns,
+    table_counts,
+)
 from floe_dagster.policies import ResolvedOperation, load_policy_set, resolve_operation
 from floe_dagster.settings import Settings
 from floe_dagster.spark.engine import IcebergSparkEngine
@@ -232,6 +241,13 @@ def _add_missing_run_tags(context: AssetExecutionContext, tables: list[TableName
     return {**existing, **missing}
 
 
+def rewrite_scope(iceberg_table: Any, decision: RunDecision) -> RewriteScope | None:
+    """A partition-scoped rewrite's partitions with the table's current spec (None: the whole table)."""
+    if decision.scope is None or decision.operation is not Operation.REWRITE_DATA_FILES:
+        return None
+    return RewriteScope(decision.scope.partitions, partition_fields(iceberg_table), decision.scope.files)
+
+
 def maintain_table(
     context: AssetExecutionContext, engine: IcebergSparkEngine, decision: RunDecision, resolved: ResolvedOperation,
     locks: Locks, catalog: Catalog,
@@ -253,7 +269,7 @@ def maintain_table(
         context.log.info(f"{op.value} on {table.qualified} (policy {resolved.policy_name})")
         outcome = engine.maintain(
             table, op, resolved.config, now, table_properties=properties, table_bytes=before["total_bytes"],
-            read_snapshots=reads.snapshots,
+            read_snapshots=reads.snapshots, scope=rewrite_scope(iceberg_table, decision),
         )
     after_table = reads.latest  # read after the procedure's commit (the row check's read)
     after = table_counts(after_table)
@@ -275,6 +291,12 @@ def maintain_table(
         "procedure_call": MetadataValue.md(f"```sql\n{outcome.sql}\n```"),
         "arguments": MetadataValue.json(outcome.arguments),
     })
+    if op.rewrites_data:  # estimate accuracy over time: estimated_bytes (the decision's) against bytes_rewritten
+        metadata["estimate_error_pct"] = estimate_error_pct(decision.estimated_bytes, outcome.result.bytes_rewritten)
+        if decision.scope is not None:
+            scope = {"how": outcome.arguments.get("scope"), **decision.scope.to_json()}
+            scope["partitions"] = scope["partitions"][:100]  # the ledger row keeps them all
+            metadata["scope"] = MetadataValue.json(scope)
     if outcome.row_check.rows_after is not None:
         metadata["rows_checked"] = outcome.row_check.rows_after
     # Dagster's standard keys, from the metadata read after the commit (no Spark query).

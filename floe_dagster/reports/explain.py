@@ -65,6 +65,7 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
                 "consecutiveZeroChangeRuns": history.consecutive_zero_change if history else 0,
                 "until": decision.throttled_until.isoformat() if decision.throttled_until else None,
             },
+            "backlog": _backlog(decision),
             "lastRun": {
                 "start": history.last_run_start.isoformat() if history and history.last_run_start else None,
                 "succeeded": history.last_run_succeeded if history else None,
@@ -95,6 +96,20 @@ def _quiet(decision, policy) -> dict[str, Any] | None:
             "detail": "not checked yet: an earlier gate decided (the quiet period is checked after the conditions)"}
 
 
+def _backlog(decision: Any) -> dict[str, Any] | None:
+    """A partition-scoped rewrite's backlog: what this decision would leave (when it scopes now), else
+    what the newest admission left while it is open; None: no backlog."""
+    if decision.scope is not None:
+        scope = decision.scope
+        return {"partitions": scope.backlog_partitions, "bytes": scope.backlog_bytes,
+                "scopedPartitions": len(scope.partitions), "scopedBytes": scope.bytes, "capBytes": scope.cap,
+                "oversized": scope.oversized}
+    if decision.backlog is not None:
+        return {"partitions": decision.backlog.partitions, "bytes": decision.backlog.bytes,
+                "slot": decision.backlog.slot}
+    return None
+
+
 def _not_decided(op: Operation, why: str) -> dict[str, Any]:
     """An operation the planner makes no decision for, in Floe's shape: disabled, never triggers."""
     return {
@@ -104,5 +119,6 @@ def _not_decided(op: Operation, why: str) -> dict[str, Any]:
         "debtScore": 0.0, "debtBreakdown": {},
         "backoff": {"consecutiveFailures": 0, "until": None},
         "throttle": {"consecutiveZeroChangeRuns": 0, "until": None},
+        "backlog": None,
         "lastRun": {"start": None, "succeeded": None, "trigger": None},
     }

@@ -31,6 +31,7 @@ from floe_dagster.coordination.locks import file_locks
 from floe_dagster.core.commit_conflicts import commit_race
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.partition_scope import RewriteScope
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import CommitConflict, EngineUnavailable, FloeError, MaintenanceFailed, RowCountMismatch
 from floe_dagster.iceberg.snapshot_summary import live_rows
@@ -305,13 +306,15 @@ class IcebergSparkEngine(ConfigurableResource):
         table_properties: Mapping[str, str] | None = None,
         table_bytes: int = 0,
         read_snapshots: Callable[[], list[dict[str, Any]]] | None = None,
+        scope: RewriteScope | None = None,
     ) -> EngineOutcome:
         """Run one operation on one table; verify rows after rewrites; always release the catalog.
 
         ``read_snapshots``: the table's snapshots (snapshot_id, parent_id, operation, summary) from
         Iceberg's metadata (iceberg.catalog.snapshot_facts through PyIceberg), so the only Spark
-        query is the procedure itself; without it, Spark's ``snapshots`` metadata table is read."""
-        call = build_procedure_call(op, table, config, now, table_properties, self.file_io)  # the policy's config as SQL
+        query is the procedure itself; without it, Spark's ``snapshots`` metadata table is read.
+        ``scope``: a partition-scoped rewrite's partitions and the table's spec (the CALL's ``where``)."""
+        call = build_procedure_call(op, table, config, now, table_properties, self.file_io, scope)  # the policy's config as SQL
         started = time.monotonic()
         with self.unit_of_work() as spark:
             snapshots_of = read_snapshots or (lambda: self._snapshots(spark, table))
