@@ -390,15 +390,16 @@ class IcebergSparkEngine(ConfigurableResource):
             frame = spark.createDataFrame([(path, calls.last_modified) for path in batch],
                                           "file_path string, last_modified timestamp")
             frame.createOrReplaceTempView(view)
+            deletion = calls.deletion(batch)
             try:
-                deleted = tuple(str(row["orphan_file_location"]) for row in spark.sql(calls.deletion.sql).collect())
+                deleted = tuple(str(row["orphan_file_location"]) for row in spark.sql(deletion.sql).collect())
             finally:
                 spark.catalog.dropTempView(view)
             rounds.append(OrphanRound(len(listed), deleted))
             full_sample = calls.sample_limit is not None and len(listed) >= calls.sample_limit
             if not full_sample or not deleted or len(deleted) >= room:
                 break
-        sql = f"-- {len(rounds)} round(s) of:\n{calls.listing.sql};\n{calls.deletion.sql}"
+        sql = f"-- {len(rounds)} round(s) of:\n{calls.listing.sql};\n{calls.deletion(['<the listed paths>']).sql}"
         return summarize_capped_orphan_cleanup(rounds, cap, calls.sample_limit), sql
 
     def verify_rows(

@@ -7,6 +7,7 @@ reach SQL only as back-quoted identifiers inside an escaped string literal, and 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
@@ -299,11 +300,17 @@ def summarize_result(op: Operation, rows: list[Mapping[str, Any]]) -> ProcedureR
 
 @dataclass(frozen=True)
 class OrphanCalls:
-    listing: ProcedureCall  # the streamed dry run that finds orphans (no deletion)
-    deletion: ProcedureCall  # deletes the listed paths in the view, after checking them again
-    view: str  # the temp view the deletion reads: file_path string, last_modified timestamp
+    """A capped run's calls: ``listing`` finds orphans (a dry run); ``deletion(paths)`` deletes the listed
+    ``paths``, given in ``view`` (file_path string, last_modified timestamp), after Iceberg checked them again."""
+
+    listing: ProcedureCall
+    view: str
     last_modified: datetime  # the view's last_modified for every path (see orphan_cleanup_calls)
     sample_limit: int | None  # the most paths a listing returns (None: all of them, unstreamed)
+    _deletion: Any  # paths → ProcedureCall
+
+    def deletion(self, paths: list[str]) -> ProcedureCall:
+        return self._deletion(paths)
 
 
 def orphan_cleanup_calls(table: TableName, config: OrphanCleanupConfig, now: datetime,
@@ -312,20 +319,29 @@ def orphan_cleanup_calls(table: TableName, config: OrphanCleanupConfig, now: dat
     """The two calls of a capped run's round. The listing is a dry run, streamed where Iceberg can
     (``streamResults: false`` is honoured, at the price of every orphan path in the driver). The view's
     ``last_modified`` is one second before ``older_than``: every path in it was listed older than that
-    cutoff a moment before, and Iceberg never writes a new file under an existing path."""
+    cutoff a moment before, and Iceberg never writes a new file under an existing path.
+
+    The deletion's ``location`` is the paths' common prefix: Iceberg keeps only the view's paths that
+    start with ``location`` (the table's by default), and its listing spells paths its own way
+    (``file:/wh/t/…`` for a table at ``/wh/t``). It only filters the view, never widens it: the paths
+    are the listing's, and what decides whether one is deleted is the check against the table's
+    metadata and the cutoff."""
     streamed = config.stream_results is not False and supports_streamed_orphans(iceberg_version)
     listing_config = replace(config, dry_run=True, stream_results=streamed if streamed else config.stream_results,
                              max_concurrent_deletes=None, max_files_to_delete=None)
-    # At most the cap's paths come back: all of them fit in the driver, so no streaming is needed.
-    deletion_config = replace(config, dry_run=None, stream_results=False if streamed else config.stream_results,
-                              max_files_to_delete=None)
     listing = build_procedure_call(Operation.ORPHAN_CLEANUP, table, listing_config, now, table_properties,
                                    file_io, iceberg_version)
-    deletion = build_procedure_call(Operation.ORPHAN_CLEANUP, table, deletion_config, now, table_properties,
+
+    def deletion(paths: list[str]) -> ProcedureCall:
+        # At most the cap's paths come back: all of them fit in the driver, so no streaming is needed.
+        deletion_config = replace(config, dry_run=None, stream_results=False if streamed else config.stream_results,
+                                  max_files_to_delete=None, location=os.path.commonprefix(paths) or None)
+        return build_procedure_call(Operation.ORPHAN_CLEANUP, table, deletion_config, now, table_properties,
                                     file_io, iceberg_version, file_list_view=view)
+
     cutoff = datetime.fromisoformat(listing.arguments["older_than"])
-    return OrphanCalls(listing, deletion, view, cutoff - timedelta(seconds=1),
-                       ORPHAN_SAMPLE_LIMIT if streamed else None)
+    return OrphanCalls(listing, view, cutoff - timedelta(seconds=1), ORPHAN_SAMPLE_LIMIT if streamed else None,
+                       deletion)
 
 
 @dataclass(frozen=True)

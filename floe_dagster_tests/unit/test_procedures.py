@@ -124,20 +124,23 @@ def test_a_capped_run_lists_with_a_streamed_dry_run_and_deletes_only_the_given_v
     config = OrphanCleanupConfig.from_mapping({"maxFilesToDelete": 10, "maxConcurrentDeletes": 4,
                                                "location": "file:/wh/t/data", "retentionPeriodInDays": 3})
     calls = orphan_cleanup_calls(T, config, NOW, view="floe_orphans_x")
+    deletion = calls.deletion(["file:/wh/t/data/a/1.parquet", "file:/wh/t/data/a/2.parquet"]).sql
     assert "dry_run => true" in calls.listing.sql and "stream_results => true" in calls.listing.sql
     assert "max_concurrent_deletes" not in calls.listing.sql and "file_list_view" not in calls.listing.sql
     # The deletion: the same cutoff and location, only the view's paths, all of them returned (at most the cap).
-    assert "file_list_view => 'floe_orphans_x'" in calls.deletion.sql
-    assert "dry_run" not in calls.deletion.sql and "stream_results => false" in calls.deletion.sql
-    assert "max_concurrent_deletes => 4" in calls.deletion.sql
-    for sql in (calls.listing.sql, calls.deletion.sql):
+    assert "file_list_view => 'floe_orphans_x'" in deletion
+    assert "dry_run" not in deletion and "stream_results => false" in deletion
+    assert "max_concurrent_deletes => 4" in deletion
+    for sql in (calls.listing.sql, deletion):
         assert "older_than => TIMESTAMP '2026-11-19 12:00:00.000000Z'" in sql
-        assert "location => 'file:/wh/t/data'" in sql
+    assert "location => 'file:/wh/t/data'" in calls.listing.sql
+    # Iceberg keeps the view's paths under location: the paths' own prefix, as the listing spelled them.
+    assert "location => 'file:/wh/t/data/a/'" in deletion
     assert calls.last_modified == datetime(2026, 11, 19, 11, 59, 59, tzinfo=timezone.utc)  # older than the cutoff
     assert calls.sample_limit == ORPHAN_SAMPLE_LIMIT
     # Iceberg 1.10: no streaming, so every listed path comes back.
     old = orphan_cleanup_calls(T, config, NOW, iceberg_version="1.10.0")
-    assert "stream_results" not in old.listing.sql + old.deletion.sql and old.sample_limit is None
+    assert "stream_results" not in old.listing.sql + old.deletion(["file:/a"]).sql and old.sample_limit is None
 
 
 def test_streamed_orphan_results_are_a_sample_and_say_so():
