@@ -180,6 +180,13 @@ class OrphanCleanupConfig(OperationConfig):
     equal_schemes: tuple[tuple[str, str], ...] | None = None  # a mapping's items, in the policy's order
     equal_authorities: tuple[tuple[str, str], ...] | None = None
     dry_run: bool | None = None
+    # Unset: on with Iceberg 1.11 and later (the driver holds at most a sample of 20,000 paths, not every
+    # orphan's); Iceberg 1.10's procedure has no such argument.
+    stream_results: bool | None = None
+    max_concurrent_deletes: int | None = None  # ignored by FileIOs that bulk-delete (S3, Hadoop, Resolving)
+    # A per-run cap: the run deletes at most this many files, the rest stays as backlog for later runs
+    # (docs/operations.md, "Orphan cleanup at millions of files"). Unset: no cap.
+    max_files_to_delete: int | None = None
 
 
 @dataclass(frozen=True)
@@ -325,6 +332,8 @@ _READERS: dict[str, Reader] = {
     "equal_schemes": _str_map,
     "equal_authorities": _str_map,
     "dry_run": _bool,
+    "max_concurrent_deletes": _int(1),
+    "max_files_to_delete": _int(1),
     "spec_id": _int(0),
     "use_caching": _bool,
 }

@@ -16,8 +16,9 @@ import logging
 import os
 import socket
 import time
+import uuid
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
@@ -29,7 +30,7 @@ from pydantic import PrivateAttr
 
 from floe_dagster.coordination.locks import file_locks
 from floe_dagster.core.commit_conflicts import commit_race
-from floe_dagster.core.operation_config import OperationConfig
+from floe_dagster.core.operation_config import OperationConfig, OrphanCleanupConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.partition_scope import RewriteScope
 from floe_dagster.core.tables import TableName
@@ -40,9 +41,13 @@ from floe_dagster.spark.catalog_conf import spark_catalog_conf
 from floe_dagster.spark.jars import jar_file_name, resolve_jars
 from floe_dagster.spark.runtime import spark_packages
 from floe_dagster.spark.procedures import (
+    OrphanRound,
     ProcedureResult,
     build_procedure_call,
+    orphan_cleanup_calls,
     spark_table_reference,
+    summarize_capped_orphan_cleanup,
+    summarize_orphan_cleanup,
     summarize_result,
 )
 
@@ -131,6 +136,8 @@ class IcebergSparkEngine(ConfigurableResource):
     session_conf: dict[str, str] = {}
     # The catalog's FileIO class in Spark (io-impl; None: Iceberg's default): how orphan cleanup lists.
     file_io: str | None = None
+    # The Iceberg Spark runtime's version (spark.iceberg-version): orphan cleanup streams from 1.11 on.
+    iceberg_version: str | None = None
 
     _started: bool = PrivateAttr(default=False)
 
@@ -147,6 +154,7 @@ class IcebergSparkEngine(ConfigurableResource):
             remote=settings.spark.remote,
             session_conf=connect_session_conf(settings),
             file_io=spark_catalog_conf(settings.catalog)[0].get(f"spark.sql.catalog.{settings.catalog.name}.io-impl"),
+            iceberg_version=settings.spark.iceberg_version,
         )
 
     # -- session and catalog lifecycle ---------------------------------------------------------
@@ -314,7 +322,10 @@ class IcebergSparkEngine(ConfigurableResource):
         Iceberg's metadata (iceberg.catalog.snapshot_facts through PyIceberg), so the only Spark
         query is the procedure itself; without it, Spark's ``snapshots`` metadata table is read.
         ``scope``: a partition-scoped rewrite's partitions and the table's spec (the CALL's ``where``)."""
-        call = build_procedure_call(op, table, config, now, table_properties, self.file_io, scope)  # the policy's config as SQL
+        call = build_procedure_call(op, table, config, now, table_properties, self.file_io,  # the policy's config as SQL
+                                    scope=scope, iceberg_version=self.iceberg_version)
+        capped = (isinstance(config, OrphanCleanupConfig) and config.max_files_to_delete is not None
+                  and not config.dry_run)
         started = time.monotonic()
         with self.unit_of_work() as spark:
             snapshots_of = read_snapshots or (lambda: self._snapshots(spark, table))
@@ -325,7 +336,12 @@ class IcebergSparkEngine(ConfigurableResource):
             except Exception as exc:
                 raise _classify(exc, table) from exc
             try:
-                rows = [row.asDict() for row in spark.sql(call.sql).collect()]
+                if capped:
+                    assert isinstance(config, OrphanCleanupConfig)
+                    result, sql = self._capped_orphan_cleanup(spark, table, config, now, table_properties)
+                    call = replace(call, sql=sql)
+                else:
+                    rows = [row.asDict() for row in spark.sql(call.sql).collect()]
             except Exception as exc:
                 missing = _missing_iceberg_runtime(spark, exc)
                 if missing:
@@ -335,7 +351,12 @@ class IcebergSparkEngine(ConfigurableResource):
                     raise CommitConflict(f"{op.procedure} on '{table.qualified}' "
                                          f"{race.describe(_winner(snapshots_of, before))}") from exc
                 raise _classify(exc, table, op) from exc
-            result = summarize_result(op, rows)
+            if op is Operation.ORPHAN_CLEANUP and not capped:
+                assert isinstance(config, OrphanCleanupConfig)
+                result = summarize_orphan_cleanup(rows, streamed=call.arguments.get("stream_results") is True,
+                                                  dry_run=bool(config.dry_run))
+            elif not capped:
+                result = summarize_result(op, rows)
             snapshots = snapshots_of()
             new = [s for s in snapshots if s["snapshot_id"] not in before]
             row_check = RowCheck("not-applicable")
@@ -351,6 +372,38 @@ class IcebergSparkEngine(ConfigurableResource):
             row_check=row_check,
             duration_s=time.monotonic() - started,
         )
+
+    def _capped_orphan_cleanup(self, spark: Any, table: TableName, config: OrphanCleanupConfig, now: datetime,
+                               table_properties: Mapping[str, str] | None) -> tuple[ProcedureResult, str]:
+        """Orphan cleanup that deletes at most ``max_files_to_delete`` files (procedures.py, "orphan cleanup
+        under a per-run cap"): rounds of a streamed dry run, then the deletion of the listed paths still
+        within the cap through a temp view. A new round only while the last listing returned a full
+        sample (more orphans may lie beyond it) and the cap has room. Returns the result and the SQL."""
+        cap = int(config.max_files_to_delete or 0)
+        view = f"floe_orphans_{uuid.uuid4().hex[:12]}"
+        calls = orphan_cleanup_calls(table, config, now, table_properties, self.file_io, self.iceberg_version, view)
+        rounds: list[OrphanRound] = []
+        while True:
+            listed = [str(row["orphan_file_location"]) for row in spark.sql(calls.listing.sql).collect()]
+            room = cap - sum(len(r.deleted) for r in rounds)
+            batch = listed[:room]
+            if not batch:
+                rounds.append(OrphanRound(len(listed), ()))
+                break
+            frame = spark.createDataFrame([(path, calls.last_modified) for path in batch],
+                                          "file_path string, last_modified timestamp")
+            frame.createOrReplaceTempView(view)
+            deletion = calls.deletion(batch)
+            try:
+                deleted = tuple(str(row["orphan_file_location"]) for row in spark.sql(deletion.sql).collect())
+            finally:
+                spark.catalog.dropTempView(view)
+            rounds.append(OrphanRound(len(listed), deleted))
+            full_sample = calls.sample_limit is not None and len(listed) >= calls.sample_limit
+            if not full_sample or not deleted or len(deleted) >= room:
+                break
+        sql = f"-- {len(rounds)} round(s) of:\n{calls.listing.sql};\n{calls.deletion(['<the listed paths>']).sql}"
+        return summarize_capped_orphan_cleanup(rounds, cap, calls.sample_limit), sql
 
     def verify_rows(
         self, spark: Any, table: TableName, new: list[dict], snapshots: list[dict], table_bytes: int
