@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
+from floe_dagster.core.commit_conflicts import race_options
 from floe_dagster.core.durations import parse_iso_duration
 from floe_dagster.core.object_storage import S3_FILE_IO
 from floe_dagster.core.operation_config import (
@@ -135,7 +136,8 @@ def _rewrite_data_files(call: _Arguments, config: RewriteDataFilesConfig, now: d
         if strategy == "SORT" and config.sort_order:  # without one, Iceberg sorts by the table's own sort order
             call.sql.append(("sort_order", quote_literal(", ".join(config.sort_order))))
             call.decided["sort_order"] = list(config.sort_order)
-    call.add("options", config.iceberg_options())
+    options = config.iceberg_options()
+    call.add("options", {**options, **race_options(options, table_properties)})  # core/commit_conflicts.py
     call.add("where", config.filter)
 
 
@@ -182,7 +184,8 @@ def _rewrite_manifests(call: _Arguments, config: RewriteManifestsConfig, now: da
 
 def _rewrite_position_delete_files(call: _Arguments, config: RewritePositionDeleteFilesConfig, now: datetime,
                                    table_properties: Mapping[str, str]) -> None:
-    call.add("options", config.iceberg_options())
+    options = config.iceberg_options()
+    call.add("options", {**options, **race_options(options, table_properties)})
 
 
 _RENDERERS = {
