@@ -26,13 +26,16 @@ from dagster import (
     multi_asset,
 )
 from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
 
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.locks import Locks, table_lock_name
 from floe_dagster.coordination.runs import run_lock_name
 from floe_dagster.core import run_tags as T
+from floe_dagster.core.commit_conflicts import PARTIAL, PARTIAL_PROGRESS, RewriteProgress
 from floe_dagster.core.estimates import estimate_error_pct
 from floe_dagster.core.history import Outcome
+from floe_dagster.core.operation_config import RewriteDataFilesConfig
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled
 from floe_dagster.core.partition_scope import RewriteScope
 from floe_dagster.core.run_decision import RunDecision
@@ -50,7 +53,7 @@ from floe_dagster.defs.names import (
     unmappable_reason,
 )
 from floe_dagster.defs.table_metadata import definition_metadata, table_metadata
-from floe_dagster.errors import CONFLICT, LOCK_HELD, FloeError, MaintenanceFailed, Outage, failure_kind
+from floe_dagster.errors import CONFLICT, LOCK_HELD, CommitConflict, FloeError, MaintenanceFailed, Outage, failure_kind
 from floe_dagster.iceberg.catalog import (
     TableReads,
     open_catalog,
@@ -59,9 +62,10 @@ from floe_dagster.iceberg.catalog import (
     schema_columns,
     table_counts,
 )
+from floe_dagster.iceberg.rewrite_progress import rewrite_progress
 from floe_dagster.policies import ResolvedOperation, load_policy_set, resolve_operation
 from floe_dagster.settings import Settings
-from floe_dagster.spark.engine import IcebergSparkEngine
+from floe_dagster.spark.engine import EngineOutcome, IcebergSparkEngine
 
 log = logging.getLogger(__name__)
 
@@ -272,6 +276,14 @@ def maintain_table(
             read_snapshots=reads.snapshots, scope=rewrite_scope(iceberg_table, decision),
         )
     after_table = reads.latest  # read after the procedure's commit (the row check's read)
+    progress = _rewrite_progress(iceberg_table, after_table, resolved, outcome, properties)
+    if progress is not None and progress.outcome == CONFLICT:
+        # Nothing of ours landed and a race took it: a conflict, as if Iceberg had thrown.
+        raise CommitConflict(f"{op.procedure} on '{table.qualified}' lost a commit race: {progress.describe()}; "
+                             f"the commit that won: {_newest_other_commit(iceberg_table, after_table)}")
+    if progress is not None and progress.outcome == PARTIAL:
+        context.log.warning(f"{op.value} on {table.qualified} landed partly: {progress.describe()}; "
+                            "the groups left are rewritten by a later run")
     after = table_counts(after_table)
     current = after_table.current_snapshot()
     metadata: dict[str, Any] = {name: value for name, value in outcome.result.numbers.items()}
@@ -299,9 +311,38 @@ def maintain_table(
             metadata["scope"] = MetadataValue.json(scope)
     if outcome.row_check.rows_after is not None:
         metadata["rows_checked"] = outcome.row_check.rows_after
+    if progress is not None:
+        metadata.update(progress.metadata())
     # Dagster's standard keys, from the metadata read after the commit (no Spark query).
     metadata.update(table_metadata(table.qualified, after_table.location(), row_count(current),
                                    schema_columns(after_table.schema())))
     if outcome.result.orphan_files:
         metadata["orphan_files_sample"] = MetadataValue.json(list(outcome.result.orphan_files[:20]))
     return MaterializeResult(asset_key=asset_key_for(table), metadata=metadata)
+
+
+def _rewrite_progress(before: Table, after: Table, resolved: ResolvedOperation, outcome: EngineOutcome,
+                      properties: Mapping[str, str]) -> RewriteProgress | None:
+    """What a data file rewrite landed, when something may have been lost silently: with partial
+    progress (the policy's or floe's default for merge-on-read tables) or failed groups; else None."""
+    if not isinstance(resolved.config, RewriteDataFilesConfig):
+        return None
+    options = outcome.arguments.get("options") or {}
+    partial = bool(options.get(PARTIAL_PROGRESS))
+    failed = int(outcome.result.numbers.get("failed_data_files_count", 0))
+    if not partial and not failed:
+        return None  # without partial progress a lost race throws (the engine's CommitConflict)
+    return rewrite_progress(before, after, resolved.config, partial, failed, properties)
+
+
+def _newest_other_commit(before: Table, after: Table) -> str:
+    known = {s.snapshot_id for s in before.metadata.snapshots}
+    others = [s for s in after.metadata.snapshots if s.snapshot_id not in known
+              and (s.summary is None or s.summary.operation.value != "replace")]
+    if not others:
+        return "unknown (no other commit is left in the table's history)"
+    newest = others[-1]
+    operation = newest.summary.operation.value if newest.summary is not None else "unknown operation"
+    at = datetime.fromtimestamp(newest.timestamp_ms / 1000, timezone.utc).isoformat()
+    more = f", and {len(others) - 1} more" if len(others) > 1 else ""
+    return f"snapshot {newest.snapshot_id} ({operation}) at {at}{more}"

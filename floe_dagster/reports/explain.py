@@ -10,9 +10,12 @@ from datetime import datetime
 from typing import Any
 
 from floe_dagster.coordination.database import Coordination
+from floe_dagster.core.commit_conflicts import conflict_retry_delay
 from floe_dagster.core.conditions import NO_MATCHING_POLICY, OPERATION_DISABLED, floe_condition_strings
+from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.planner import plan
+from floe_dagster.core.tables import TableName
 from floe_dagster.iceberg.catalog import existing_table
 from floe_dagster.iceberg.table_cache import read_cached_tables
 from floe_dagster.instance import get_instance
@@ -61,6 +64,7 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
                 "consecutiveFailures": history.consecutive_failures if history else 0,
                 "until": decision.backoff_until.isoformat() if decision.backoff_until else None,
             },
+            "conflicts": _conflicts(table, op, history),
             "throttle": {
                 "consecutiveZeroChangeRuns": history.consecutive_zero_change if history else 0,
                 "until": decision.throttled_until.isoformat() if decision.throttled_until else None,
@@ -118,7 +122,17 @@ def _not_decided(op: Operation, why: str) -> dict[str, Any]:
         "unmetConditionDetails": [], "forcedByCriticalPipeline": False, "quiet": None, "nextEligibleTime": None,
         "debtScore": 0.0, "debtBreakdown": {},
         "backoff": {"consecutiveFailures": 0, "until": None},
+        "conflicts": {"consecutiveConflicts": 0, "lastConflictAt": None, "retryAt": None},
         "throttle": {"consecutiveZeroChangeRuns": 0, "until": None},
         "backlog": None,
         "lastRun": {"start": None, "succeeded": None, "trigger": None},
     }
+
+
+def _conflicts(table: TableName, op: Operation, history: OperationHistory | None) -> dict[str, Any]:
+    """Lost commit races in a row (never failures: no backoff) and when the next attempt may start."""
+    streak = history.consecutive_conflicts if history else 0
+    last = history.last_conflict_at if history else None
+    retry = last + conflict_retry_delay(table.qualified, op.value, streak) if streak and last else None
+    return {"consecutiveConflicts": streak, "lastConflictAt": last.isoformat() if last else None,
+            "retryAt": retry.isoformat() if retry else None}

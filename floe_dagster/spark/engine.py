@@ -35,7 +35,7 @@ from floe_dagster.core.operations import Operation
 from floe_dagster.core.partition_scope import RewriteScope
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import CommitConflict, EngineUnavailable, FloeError, MaintenanceFailed, RowCountMismatch
-from floe_dagster.iceberg.snapshot_summary import live_rows
+from floe_dagster.iceberg.snapshot_summary import exact_live_rows
 from floe_dagster.settings import Settings
 from floe_dagster.spark.catalog_conf import spark_catalog_conf
 from floe_dagster.spark.jars import jar_file_name, resolve_jars
@@ -417,15 +417,17 @@ class IcebergSparkEngine(ConfigurableResource):
         if not ours:
             return RowCheck("not-applicable")
         by_id = {s["snapshot_id"]: s for s in snapshots}
-        # Iceberg's snapshot summaries count the rows exactly: Spark counts only where they cannot
-        # decide (missing or disagreeing), or for tables up to row_count_check_max_bytes (opt-in).
+        # Iceberg's snapshot summaries count the rows exactly when neither snapshot has delete files:
+        # Spark counts wherever they cannot decide (delete files, missing or disagreeing totals), and
+        # for tables up to row_count_check_max_bytes.
         method = "snapshot-summary" if table_bytes > self.row_count_check_max_bytes else "spark-count"
         first_before = last_after = None
         for snapshot in ours:
             parent = snapshot["parent_id"]
             after = before = None
             if method == "snapshot-summary" and parent in by_id:
-                after, before = live_rows(snapshot.get("summary")), live_rows(by_id[parent].get("summary"))
+                after = exact_live_rows(snapshot.get("summary"))
+                before = exact_live_rows(by_id[parent].get("summary"))
             if after is None or before is None or after != before:
                 # The summary cannot tell (or disagrees): count for real rather than fail on a guess.
                 after, before = self._count(spark, table, snapshot["snapshot_id"]), self._count(spark, table, parent)

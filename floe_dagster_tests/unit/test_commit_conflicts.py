@@ -93,3 +93,55 @@ def test_conflicts_fold_apart_from_failures():
     state = fold_outcome(state, _outcome(50, False, CONFLICT))
     state = fold_outcome(state, _outcome(55, False))
     assert state.consecutive_conflicts == 0 and state.consecutive_failures == 1  # "in a row" means in a row
+
+
+# -- losing fewer races, and what a partial-progress rewrite landed -----------------------------------------
+
+from floe_dagster.core.commit_conflicts import RewriteProgress, race_options  # noqa: E402
+
+MOR = {"write.delete.mode": "merge-on-read"}
+
+
+def test_partial_progress_by_default_only_for_merge_on_read_writers_and_never_against_the_policy():
+    assert race_options({}, MOR) == {"partial-progress.enabled": True}
+    assert race_options({}, {"write.merge.mode": "MERGE-ON-READ"}) == {"partial-progress.enabled": True}
+    assert race_options({}, {"write.delete.mode": "copy-on-write"}) == {}
+    assert race_options({}, {}) == {}
+    assert race_options({"partial-progress.enabled": False}, MOR) == {}
+
+
+def test_a_rewrite_whose_every_commit_lost_is_a_conflict():
+    progress = RewriteProgress(True, commits=0, concurrent_commits=3, failed_data_files=0, groups_planned=4,
+                               groups_left=4, files_left=20)
+    assert progress.outcome == "conflict" and progress.commits_lost == 4
+    assert "4 commit(s) lost" in progress.describe()
+
+
+def test_some_commits_landed_is_a_partial_success_that_says_what_was_lost():
+    progress = RewriteProgress(True, commits=3, concurrent_commits=2, failed_data_files=0, groups_planned=4,
+                               groups_left=1, files_left=5)
+    assert progress.outcome == "partial"
+    assert progress.metadata() | {} == {
+        "outcome": "partial", "partial_progress": True, "commits": 3, "commits_lost": 1, "concurrent_commits": 2,
+        "failed_data_files_count": 0, "file_groups_planned": 4, "file_groups_left": 1, "file_groups_rewritten": 3,
+        "data_files_left": 5}
+
+
+def test_commits_batch_groups_beyond_max_commits():
+    # 30 groups over 10 commits: 3 groups a commit, so 4 groups left are 2 lost commits.
+    progress = RewriteProgress(True, commits=8, concurrent_commits=1, failed_data_files=0, groups_planned=30,
+                               groups_left=4)
+    assert progress.commits_lost == 2
+
+
+def test_groups_left_without_another_writer_are_no_race():
+    # Nothing else committed: a group left is the estimate's miss, not a lost race.
+    progress = RewriteProgress(True, commits=0, concurrent_commits=0, failed_data_files=0, groups_planned=2,
+                               groups_left=2)
+    assert progress.outcome == "succeeded" and progress.commits_lost == 0
+
+
+def test_failed_files_while_writers_committed_and_nothing_landed_is_a_conflict():
+    progress = RewriteProgress(False, commits=0, concurrent_commits=1, failed_data_files=6)
+    assert progress.outcome == "conflict"
+    assert RewriteProgress(False, commits=1, concurrent_commits=1, failed_data_files=6).outcome == "partial"

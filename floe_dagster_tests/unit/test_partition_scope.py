@@ -26,7 +26,8 @@ from floe_dagster.core.partition_scope import (
 from floe_dagster.core.planner import PlanInput, SchedulerSettings, plan
 from floe_dagster.core.policy import parse_policies_text
 from floe_dagster.core.tables import TableName
-from floe_dagster.spark.procedures import build_procedure_call, partition_predicate
+from floe_dagster.spark.partition_predicates import partition_predicate
+from floe_dagster.spark.procedures import build_procedure_call
 from floe_dagster.core.operation_config import RewriteDataFilesConfig
 
 UTC = timezone.utc

@@ -17,13 +17,12 @@ from floe_dagster.core.operations import Operation
 from floe_dagster.core.policy import parse_policies_text
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import ProcedureOptionError
+from floe_dagster.spark.sql_literals import quote_identifier, quote_literal
 from floe_dagster.spark.procedures import (
     ORPHAN_SAMPLE_LIMIT,
     OrphanRound,
     build_procedure_call,
     orphan_cleanup_calls,
-    quote_identifier,
-    quote_literal,
     summarize_capped_orphan_cleanup,
     summarize_orphan_cleanup,
     summarize_result,
