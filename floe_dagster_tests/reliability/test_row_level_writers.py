@@ -31,6 +31,7 @@ from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
 from floe_dagster.iceberg.catalog import load_table, open_catalog
 from floe_dagster.iceberg.table_cache import refresh_table_cache
+from floe_dagster.settings import load_settings
 from floe_dagster.launching.manual import CONFLICT, SUCCEEDED, trigger_table
 from floe_dagster.spark.engine import IcebergSparkEngine
 from floe_dagster.spark.procedures import spark_table_reference
@@ -38,7 +39,7 @@ from floe_dagster_tests.integration.test_production import pg_lake  # noqa: F401
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 
-PHASE_S = 45  # per phase (partial progress off, then floe's default): 90 s of racing in all
+PHASE_S = 30  # per phase (partial progress off, then floe's default): a minute of racing in all
 OPERATIONS = ["REWRITE_DATA_FILES", "REWRITE_POSITION_DELETE_FILES", "REWRITE_MANIFESTS", "EXPIRE_SNAPSHOTS"]
 TABLES = {"cdc_v2": 2, "cdc_v3": 3}
 POLICY = """
@@ -119,23 +120,22 @@ def read_lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
-def test_maintenance_racing_merge_on_read_writers_keeps_every_row_and_loses_races_as_conflicts(pg_lake, tmp_path):
-    settings, config = pg_lake
-    write_policy(config, "partialProgressEnabled: false")
-    out, stop = tmp_path / "writer.jsonl", tmp_path / "stop"
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(config), str(out), str(stop), json.dumps(TABLES)],
-                              stdout=subprocess.DEVNULL, stderr=(tmp_path / "writer.err").open("w"))
+def maintain_while_racing(config: Path, out: Path, results: Path) -> None:
+    """The maintenance side, in a process of its own: a pytest process whose Spark JVM another test
+    started has only that test's JDBC drivers on its class path ("No suitable driver" for PostgreSQL),
+    so the runs and the final Spark read happen here. Writes each run's outcome and the rows Spark reads
+    to ``results`` (JSON)."""
+    settings = load_settings(config)
     engine = IcebergSparkEngine.from_settings(settings)
     try:
         engine.spark  # noqa: B018 (this process's Spark starts while the writer's does: the runs reuse it)
         deadline = time.monotonic() + 300
         while not any(line.get("ready") for line in read_lines(out)):
-            assert writer.poll() is None, (tmp_path / "writer.err").read_text()[-3000:]
             assert time.monotonic() < deadline, "the writer never got ready"
             time.sleep(1)
         refresh_table_cache(settings)
         tables = [TableName.parse(f"sales.{name}", settings.catalog.name) for name in TABLES]
-        runs = {"before": [], "after": []}
+        runs: dict[str, list[dict]] = {"before": [], "after": []}
         for phase, partial in (("before", "partialProgressEnabled: false"), ("after", "")):
             write_policy(config, partial)  # runs read the policies each time
             ends = time.monotonic() + PHASE_S
@@ -145,32 +145,64 @@ def test_maintenance_racing_merge_on_read_writers_keeps_every_row_and_loses_race
                 turn += 1
                 summary = trigger_table(settings, table.qualified, OPERATIONS, reason="race test", actor="test",
                                         trigger_id=f"race-{phase}-{turn}")
-                runs[phase] += [(table, o) for o in summary.outcomes]
+                runs[phase] += [{"table": table.qualified, "operation": o.operation.value, "status": o.status,
+                                 "message": o.message, "metadata": {k: v for k, v in o.metadata.items()  # the plain values
+                                                                    if isinstance(v, (str, int, float, bool))}}
+                                for o in summary.outcomes]
+        (out.parent / "stop").touch()  # the writer's signal: maintenance is done
+        deadline = time.monotonic() + 300
+        while not any("done" in line for line in read_lines(out)):  # its last statement has landed
+            assert time.monotonic() < deadline, "the writer never finished"
+            time.sleep(1)
+        rows = {}
+        for table in tables:
+            with engine.unit_of_work() as spark:
+                rows[table.name] = [[r["id"], r["part"], r["v"]] for r in
+                                    spark.sql(f"SELECT id, part, v FROM {spark_table_reference(table)}").collect()]
+        results.write_text(json.dumps({"runs": runs, "rows": rows}))
+    finally:
+        engine.stop()
+
+
+def test_maintenance_racing_merge_on_read_writers_keeps_every_row_and_loses_races_as_conflicts(pg_lake, tmp_path):
+    settings, config = pg_lake
+    write_policy(config, "partialProgressEnabled: false")
+    out, stop, results = tmp_path / "writer.jsonl", tmp_path / "stop", tmp_path / "results.json"
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(config), str(out), str(stop), json.dumps(TABLES)],
+                              stdout=subprocess.DEVNULL, stderr=(tmp_path / "writer.err").open("w"))
+    try:
+        maintenance = subprocess.run(
+            [sys.executable, "-m", "floe_dagster_tests.reliability.test_row_level_writers", str(config), str(out),
+             str(results)], capture_output=True, text=True, timeout=1200, cwd=Path(__file__).resolve().parents[2])
+        error = maintenance.stderr
+        assert maintenance.returncode == 0, error[error.rfind("Traceback"):][-4000:] or error[-4000:]
     finally:
         stop.touch()
         writer.wait(timeout=300)
     assert writer.returncode == 0, (tmp_path / "writer.err").read_text()[-3000:]
     done = next(line for line in read_lines(out) if "done" in line)
+    found = json.loads(results.read_text())
+    tables = [TableName.parse(f"sales.{name}", settings.catalog.name) for name in TABLES]
 
     # Every run succeeded or lost its race as a conflict naming the commit that won.
     report = {}
-    for phase, outcomes in runs.items():
-        bad = [(t.qualified, o.operation.value, o.status, o.message) for t, o in outcomes
-               if o.status not in (SUCCEEDED, CONFLICT)]
+    for phase, outcomes in found["runs"].items():
+        bad = [(o["table"], o["operation"], o["status"], o["message"]) for o in outcomes
+               if o["status"] not in (SUCCEEDED, CONFLICT)]
         assert not bad, bad
-        for _, o in outcomes:
-            if o.status == CONFLICT:
-                assert "lost a commit race" in o.message and "the commit that won: snapshot" in o.message, o.message
-        rewrites = [o for _, o in outcomes if o.operation is Operation.REWRITE_DATA_FILES]
-        lost_all = sum(o.status == CONFLICT for o in rewrites)
-        partial = [o for o in rewrites if o.metadata.get("outcome") == "partial"]
-        groups = sum(int(o.metadata.get("file_groups_planned", 0)) for o in rewrites if o.status == SUCCEEDED)
-        groups_left = sum(int(o.metadata.get("file_groups_left", 0)) for o in rewrites if o.status == SUCCEEDED)
+        for o in outcomes:
+            if o["status"] == CONFLICT:
+                assert "lost a commit race" in o["message"] and "the commit that won: snapshot" in o["message"], o
+        rewrites = [o for o in outcomes if o["operation"] == Operation.REWRITE_DATA_FILES.value]
+        lost_all = sum(o["status"] == CONFLICT for o in rewrites)
+        partial = [o for o in rewrites if o["metadata"].get("outcome") == "partial"]
+        landed = [o for o in rewrites if o["status"] == SUCCEEDED]
         report[phase] = {
-            "runs": Counter(f"{o.operation.value}:{o.status}" for _, o in outcomes),
+            "runs": Counter(f"{o['operation']}:{o['status']}" for o in outcomes),
             "rewrite_runs": len(rewrites), "rewrite_conflicts": lost_all, "rewrite_partial": len(partial),
             "lost_share": round(lost_all / len(rewrites), 2) if rewrites else None,
-            "groups_planned_in_landed_runs": groups, "groups_left_in_landed_runs": groups_left,
+            "groups_planned_in_landed_runs": sum(int(o["metadata"].get("file_groups_planned", 0)) for o in landed),
+            "groups_left_in_landed_runs": sum(int(o["metadata"].get("file_groups_left", 0)) for o in landed),
         }
     print("\nrow-level writers vs maintenance:", json.dumps({**report, "writer": done["done"]}, indent=1, default=dict))
 
@@ -182,19 +214,18 @@ def test_maintenance_racing_merge_on_read_writers_keeps_every_row_and_loses_race
             assert state.consecutive_failures == 0 and state.failures == 0, (table.qualified, op, state)
 
     # Rows: exactly the model, with Spark and with PyIceberg.
-    try:
-        for table in tables:
-            model = {int(j): (p, v) for j, (p, v) in done["models"][table.name].items()}
-            with engine.unit_of_work() as spark:
-                rows = spark.sql(f"SELECT id, part, v FROM {spark_table_reference(table)}").collect()
-            seen = [(r["id"], (r["part"], r["v"])) for r in rows]
-            assert len(seen) == len(dict(seen)), f"{table.qualified}: duplicated rows (Spark)"
-            wrong = set(dict(seen).items()) ^ set(model.items())
-            assert not wrong, f"{table.qualified}: {len(wrong)} rows wrong (Spark): {sorted(wrong)[:10]}"
-            arrow = load_table(open_catalog(settings.catalog), table).scan().to_arrow()
-            seen = list(zip(arrow["id"].to_pylist(), zip(arrow["part"].to_pylist(), arrow["v"].to_pylist())))
-            assert len(seen) == len(dict(seen)), f"{table.qualified}: duplicated rows (PyIceberg)"
-            wrong = set(dict(seen).items()) ^ set(model.items())
-            assert not wrong, f"{table.qualified}: {len(wrong)} rows wrong (PyIceberg): {sorted(wrong)[:10]}"
-    finally:
-        engine.stop()
+    for table in tables:
+        model = {int(j): (p, v) for j, (p, v) in done["models"][table.name].items()}
+        seen = [(i, (p, v)) for i, p, v in found["rows"][table.name]]
+        assert len(seen) == len(dict(seen)), f"{table.qualified}: duplicated rows (Spark)"
+        wrong = set(dict(seen).items()) ^ set(model.items())
+        assert not wrong, f"{table.qualified}: {len(wrong)} rows wrong (Spark): {sorted(wrong)[:10]}"
+        arrow = load_table(open_catalog(settings.catalog), table).scan().to_arrow()
+        seen = list(zip(arrow["id"].to_pylist(), zip(arrow["part"].to_pylist(), arrow["v"].to_pylist())))
+        assert len(seen) == len(dict(seen)), f"{table.qualified}: duplicated rows (PyIceberg)"
+        wrong = set(dict(seen).items()) ^ set(model.items())
+        assert not wrong, f"{table.qualified}: {len(wrong)} rows wrong (PyIceberg): {sorted(wrong)[:10]}"
+
+
+if __name__ == "__main__":
+    maintain_while_racing(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]))
