@@ -11,7 +11,6 @@ orphan backlog in trigger status."""
 
 from __future__ import annotations
 
-import shutil
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -29,8 +28,7 @@ from dagster import (
 from dagster._core.events import AssetObservationData, StepMaterializationData
 from dagster._daemon.types import DaemonHeartbeat
 
-from floe_dagster.api.app import create_app
-from floe_dagster.api.auth import KeyStore, hash_key
+from floe_dagster.api.auth import hash_key
 from floe_dagster.coordination.resource import CoordinationResource
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.commit_conflicts import CONFLICT_STREAK_ISSUE
@@ -44,12 +42,9 @@ from floe_dagster.demo import _create, rows
 from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.iceberg.health_collector import HealthCollector
 from floe_dagster.iceberg.table_cache import refresh_table_cache
-from floe_dagster.instance import project_file
 from floe_dagster.policies import load_policy_set
 from floe_dagster.reports.health_report import format_health_text, health_report
-from floe_dagster.settings import load_settings
-from floe_dagster_tests.conftest import write_settings
-from floe_dagster_tests.unit.test_api_http import assert_error, start_server
+from floe_dagster_tests.unit.test_api_http import assert_error, serving
 
 POLICIES = """
 - name: sales
@@ -67,34 +62,20 @@ RACE = ("rewrite_data_files on 'demo.sales.orders' lost a commit race: a concurr
         "found new position delete for replaced data file)")
 
 
+def _orders(settings) -> None:
+    catalog = open_catalog(settings.catalog)
+    catalog.create_namespace("sales")
+    orders = _create(catalog, "sales.orders")
+    for i in range(3):
+        orders.append(rows(i * 10, 10))
+    refresh_table_cache(settings)
+
+
 @pytest.fixture(scope="module")
 def api(tmp_path_factory):
-    root = tmp_path_factory.mktemp("api-conflicts")
-    keys = root / "keys.txt"
-    keys.write_text(f"ops-bot:OPERATOR:{hash_key(OPERATOR_KEY)}\n")
-    config = write_settings(root, POLICIES, extra=f"api:\n  keys-file: {keys}\n")
-    home = root / "dagster_home"
-    home.mkdir()
-    shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DAGSTER_HOME", str(home))
-        patch.setenv("FLOE_CONFIG", str(config))
-        settings = load_settings(config, environ={})
-        catalog = open_catalog(settings.catalog)
-        catalog.create_namespace("sales")
-        orders = _create(catalog, "sales.orders")
-        for i in range(3):
-            orders.append(rows(i * 10, 10))
-        refresh_table_cache(settings)
-        with DagsterInstance.get() as instance:
-            app = create_app(settings, KeyStore(settings.api), instance)
-            server, thread, url = start_server(app)
-            try:
-                yield {"url": url, "settings": settings, "instance": instance,
-                       "coordination": CoordinationResource.from_settings(settings).coordination}
-            finally:
-                server.should_exit = True
-                thread.join(20)
+    keys = f"ops-bot:OPERATOR:{hash_key(OPERATOR_KEY)}\n"
+    with serving(tmp_path_factory.mktemp("api-conflicts"), POLICIES, keys, _orders) as served:
+        yield {**served, "coordination": CoordinationResource.from_settings(served["settings"]).coordination}
 
 
 def call(api, method, path, **kwargs):
