@@ -111,6 +111,7 @@ history = Table(
     Column("failures", Integer, nullable=False, default=0),
     Column("consecutive_conflicts", Integer, nullable=False, default=0),
     Column("last_conflict_at", DateTime(timezone=True)),
+    Column("last_conflict_writer", String(32)),
 )
 
 # An admission whose run was never created (the daemon failed to launch it) expires after this.
@@ -294,7 +295,8 @@ def _add_missing_columns(engine: Engine) -> None:
     for table, column, sql_type in ((ledger, "batch_key", "VARCHAR(1200)"),
                                     (ledger, "scope", "TEXT"),
                                     (history, "consecutive_conflicts", "INTEGER NOT NULL DEFAULT 0"),
-                                    (history, "last_conflict_at", _timestamp_type(engine))):
+                                    (history, "last_conflict_at", _timestamp_type(engine)),
+                                    (history, "last_conflict_writer", "VARCHAR(32)")):
         if column in _columns(engine, table):
             continue
         try:

@@ -18,10 +18,12 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Mapping
 
-from floe_dagster.core.history import CONFLICT
+from floe_dagster.core.health_assessment import HealthIssue, IssueType, Severity
+from floe_dagster.core.history import CONFLICT, OperationHistory
+from floe_dagster.core.operations import Operation
 
 # The rewrite actions wrap the validation error when partial progress is off.
 REWRITE_WRAPPER = "Cannot commit rewrite because of a ValidationException or CommitFailedException"
@@ -55,8 +57,23 @@ class CommitRace:
     def describe(self, concurrent: str | None = None) -> str:
         """One sentence for Dagit, ``explain`` and the API; ``concurrent`` names the commit that won
         (for example ``snapshot 123 (overwrite) at 2026-11-24T12:00:00Z``), when it could be read."""
-        winner = f"; the commit that won: {concurrent}" if concurrent else ""
+        winner = f"; {WINNER_PREFIX}{concurrent}" if concurrent else ""
         return f"lost a commit race: {self.cause}{winner} ({self.evidence})"
+
+
+# How a conflict's message names the commit that won (CommitRace.describe, the rewrite's partial
+# progress): ``the commit that won: snapshot 123 (overwrite) at ...``.
+WINNER_PREFIX = "the commit that won: "
+_WINNER = re.compile(re.escape(WINNER_PREFIX) + r"snapshot -?\d+ \(([A-Za-z_-]{1,32})\)")
+
+
+def winning_operation(message: str | None) -> str | None:
+    """The snapshot operation (``overwrite``, ``delete``, ``append``...) of the commit a conflict's
+    message names as the winner; None when it names none (the winner could not be read)."""
+    match = _WINNER.search(message or "")
+    if match is None or match.group(1) == "unknown":
+        return None
+    return match.group(1).lower()
 
 
 def commit_race(error_text: str | None) -> CommitRace | None:
@@ -83,6 +100,33 @@ CONFLICT_RETRY_MIN = timedelta(minutes=5)
 CONFLICT_RETRY_MAX = timedelta(minutes=15)
 # This many conflicts in a row become a health issue: the table needs a quiet period.
 CONFLICT_STREAK_ISSUE = 10
+
+
+def conflict_issues(qualified_table: str, history: Mapping[tuple[str, Operation], OperationHistory] | None
+                    ) -> tuple[HealthIssue, ...]:
+    """A WARNING ``COMMIT_CONFLICTS`` issue for each operation of the table that lost at least
+    :data:`CONFLICT_STREAK_ISSUE` commit races in a row, naming the operation, the streak and the
+    snapshot operation of the writer that won, so that a quiet period can be configured for it."""
+    issues = []
+    for (table, op), past in sorted((history or {}).items(), key=lambda item: (item[0][0], item[0][1].order)):
+        if table != qualified_table or past.consecutive_conflicts < CONFLICT_STREAK_ISSUE:
+            continue
+        writer = past.last_conflict_writer
+        by = f"another writer's {writer} commits" if writer else "another writer (its operation was not read)"
+        last = f", the last at {_iso(past.last_conflict_at)}" if past.last_conflict_at else ""
+        issues.append(HealthIssue(
+            IssueType.COMMIT_CONFLICTS, Severity.WARNING,
+            f"{op.value} lost {past.consecutive_conflicts} commit races in a row to {by}{last}: give its "
+            f"schedule a quiet period (quietFor) so it runs between that writer's commits",
+            past.consecutive_conflicts, CONFLICT_STREAK_ISSUE,
+            details={"operation": op.value, "consecutive_conflicts": past.consecutive_conflicts,
+                     "writer_operation": writer, "last_conflict_at": _iso(past.last_conflict_at)},
+        ))
+    return tuple(issues)
+
+
+def _iso(at: datetime | None) -> str | None:
+    return at.isoformat() if at is not None else None
 
 
 def conflict_retry_delay(qualified_table: str, operation: str, streak: int) -> timedelta:

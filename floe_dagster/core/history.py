@@ -28,6 +28,9 @@ class OperationHistory:
     # next attempt waits a short jittered delay after the last one.
     consecutive_conflicts: int = 0
     last_conflict_at: datetime | None = None
+    # The snapshot operation of the commit that won the streak's latest race whose winner is known
+    # (``overwrite``, ``delete``, ``append``...): what the health issue of a long streak names.
+    last_conflict_writer: str | None = None
 
     @property
     def failure_rate(self) -> float:
@@ -59,6 +62,8 @@ class Outcome:
     changed: bool | None = None
     bytes_rewritten: int = 0
     snapshot_after: int | None = None
+    # A conflict: the snapshot operation of the commit that won (core/commit_conflicts.winning_operation).
+    conflict_writer: str | None = None
 
 
 def fold_outcome(state: OperationHistory, outcome: Outcome) -> OperationHistory:
@@ -87,6 +92,7 @@ def fold_outcome(state: OperationHistory, outcome: Outcome) -> OperationHistory:
             failures=state.failures,
             consecutive_conflicts=0,
             last_conflict_at=state.last_conflict_at,
+            last_conflict_writer=state.last_conflict_writer,
         )
     return OperationHistory(
         **common,
@@ -98,6 +104,7 @@ def fold_outcome(state: OperationHistory, outcome: Outcome) -> OperationHistory:
         failures=state.failures + 1,
         consecutive_conflicts=0,
         last_conflict_at=state.last_conflict_at,
+        last_conflict_writer=state.last_conflict_writer,
     )
 
 
@@ -114,4 +121,7 @@ def _fold_conflict(state: OperationHistory, outcome: Outcome) -> OperationHistor
         runs=state.runs + 1,
         consecutive_conflicts=state.consecutive_conflicts + 1,
         last_conflict_at=naive_as_utc(outcome.finished_at),
+        # A new streak forgets the last one's writer; within a streak an unknown winner keeps the known one.
+        last_conflict_writer=outcome.conflict_writer or (
+            state.last_conflict_writer if state.consecutive_conflicts else None),
     )

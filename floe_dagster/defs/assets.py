@@ -32,7 +32,13 @@ from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.locks import Locks, table_lock_name
 from floe_dagster.coordination.runs import run_lock_name
 from floe_dagster.core import run_tags as T
-from floe_dagster.core.commit_conflicts import PARTIAL, PARTIAL_PROGRESS, RewriteProgress
+from floe_dagster.core.commit_conflicts import (
+    PARTIAL,
+    PARTIAL_PROGRESS,
+    WINNER_PREFIX,
+    RewriteProgress,
+    winning_operation,
+)
 from floe_dagster.core.estimates import estimate_error_pct
 from floe_dagster.core.history import Outcome
 from floe_dagster.core.operation_config import RewriteDataFilesConfig
@@ -189,6 +195,7 @@ def _maintain_selected(context: AssetExecutionContext, settings: Settings,
                 run_id=context.run.run_id, table_name=table.qualified, operation=op, trigger=decision.trigger,
                 started_at=started, finished_at=datetime.now(timezone.utc), succeeded=False,
                 failure_kind=kind, message=str(exc),
+                conflict_writer=winning_operation(str(exc)) if kind == CONFLICT else None,
             ))
             if isinstance(exc, Outage):
                 break  # Spark or the catalog is down: the other tables would fail the same way
@@ -218,7 +225,8 @@ def _conflict_observation(table: TableName, op: Operation, decision: RunDecision
     """A lost commit race on the table's operation partition: the asset's page shows it beside the
     materializations, and no materialization claims the table was maintained."""
     return AssetObservation(asset_key=asset_key_for(table), partition=op.value, metadata={
-        "outcome": "conflict", "conflict": message, **decision.metadata(),
+        "outcome": "conflict", "conflict": message, "writer_operation": winning_operation(message) or "",
+        **decision.metadata(),
     })
 
 
@@ -280,7 +288,7 @@ def maintain_table(
     if progress is not None and progress.outcome == CONFLICT:
         # Nothing of ours landed and a race took it: a conflict, as if Iceberg had thrown.
         raise CommitConflict(f"{op.procedure} on '{table.qualified}' lost a commit race: {progress.describe()}; "
-                             f"the commit that won: {_newest_other_commit(iceberg_table, after_table)}")
+                             f"{WINNER_PREFIX}{_newest_other_commit(iceberg_table, after_table)}")
     if progress is not None and progress.outcome == PARTIAL:
         context.log.warning(f"{op.value} on {table.qualified} landed partly: {progress.describe()}; "
                             "the groups left are rewritten by a later run")

@@ -6,8 +6,10 @@ stay under ``metConditionDetails`` and ``unmetConditionDetails``."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
+
+from dagster import AssetRecordsFilter, DagsterInstance
 
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.commit_conflicts import conflict_retry_delay
@@ -16,6 +18,7 @@ from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.planner import plan
 from floe_dagster.core.tables import TableName
+from floe_dagster.defs.names import asset_key_for
 from floe_dagster.iceberg.catalog import existing_table
 from floe_dagster.iceberg.table_cache import read_cached_tables
 from floe_dagster.instance import get_instance
@@ -27,7 +30,8 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
                   instance=None) -> dict[str, Any]:
     table = existing_table(settings.catalog, table_text)
     cached = read_cached_tables(settings)
-    data = gather(settings, instance or get_instance(), coordination, now,
+    instance = instance or get_instance()
+    data = gather(settings, instance, coordination, now,
                   frozenset(cached) if cached is not None else None).plan_input
     policy = data.policies.effective_policy(table)
     decisions = {d.operation: d for d in plan(data).decisions if d.table == table}
@@ -69,7 +73,7 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
                 "consecutiveZeroChangeRuns": history.consecutive_zero_change if history else 0,
                 "until": decision.throttled_until.isoformat() if decision.throttled_until else None,
             },
-            "backlog": _backlog(decision),
+            "backlog": _orphan_backlog(instance, table) if op is Operation.ORPHAN_CLEANUP else _backlog(decision),
             "lastRun": {
                 "start": history.last_run_start.isoformat() if history and history.last_run_start else None,
                 "succeeded": history.last_run_succeeded if history else None,
@@ -114,6 +118,27 @@ def _backlog(decision: Any) -> dict[str, Any] | None:
     return None
 
 
+def _orphan_backlog(instance: DagsterInstance, table: TableName) -> dict[str, Any] | None:
+    """The orphans the table's last cleanup left on disk (a per-run cap cut it, or a dry run deleted
+    nothing): its materialization's ``orphan_backlog_files``; the next run lists them again and deletes
+    them first. None: no cleanup yet, or it left none."""
+    key = asset_key_for(table)
+    records = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=key, asset_partitions=[Operation.ORPHAN_CLEANUP.value]), limit=1).records
+    if not records or records[0].asset_materialization is None:
+        return None
+    record = records[0]
+    found = {name: getattr(value, "value", value) for name, value in record.asset_materialization.metadata.items()}
+    files = found.get("orphan_backlog_files")
+    if not isinstance(files, int) or isinstance(files, bool) or files <= 0:
+        return None
+    cap = found.get("orphan_cap")
+    return {"files": files, "exact": bool(found.get("orphan_backlog_exact", True)),
+            "cap": cap if isinstance(cap, int) and not isinstance(cap, bool) else None,
+            "capReached": bool(found.get("orphan_cap_reached", False)), "runId": record.run_id,
+            "at": datetime.fromtimestamp(record.timestamp, timezone.utc).isoformat()}
+
+
 def _not_decided(op: Operation, why: str) -> dict[str, Any]:
     """An operation the planner makes no decision for, in Floe's shape: disabled, never triggers."""
     return {
@@ -122,7 +147,7 @@ def _not_decided(op: Operation, why: str) -> dict[str, Any]:
         "unmetConditionDetails": [], "forcedByCriticalPipeline": False, "quiet": None, "nextEligibleTime": None,
         "debtScore": 0.0, "debtBreakdown": {},
         "backoff": {"consecutiveFailures": 0, "until": None},
-        "conflicts": {"consecutiveConflicts": 0, "lastConflictAt": None, "retryAt": None},
+        "conflicts": {"consecutiveConflicts": 0, "lastConflictAt": None, "retryAt": None, "writerOperation": None},
         "throttle": {"consecutiveZeroChangeRuns": 0, "until": None},
         "backlog": None,
         "lastRun": {"start": None, "succeeded": None, "trigger": None},
@@ -135,4 +160,5 @@ def _conflicts(table: TableName, op: Operation, history: OperationHistory | None
     last = history.last_conflict_at if history else None
     retry = last + conflict_retry_delay(table.qualified, op.value, streak) if streak and last else None
     return {"consecutiveConflicts": streak, "lastConflictAt": last.isoformat() if last else None,
-            "retryAt": retry.isoformat() if retry else None}
+            "retryAt": retry.isoformat() if retry else None,
+            "writerOperation": history.last_conflict_writer if history and streak else None}

@@ -145,3 +145,70 @@ def test_failed_files_while_writers_committed_and_nothing_landed_is_a_conflict()
     progress = RewriteProgress(False, commits=0, concurrent_commits=1, failed_data_files=6)
     assert progress.outcome == "conflict"
     assert RewriteProgress(False, commits=1, concurrent_commits=1, failed_data_files=6).outcome == "partial"
+
+
+# -- a long streak: the writer that won, and the health issue ---------------------------------------------
+
+
+def test_the_winning_writers_operation_is_read_from_the_conflicts_message():
+    from floe_dagster.core.commit_conflicts import winning_operation
+
+    race = commit_race(PY4J_REWRITE)
+    assert winning_operation(race.describe("snapshot 7 (delete) at 2026-11-24T12:00:00+00:00, and 2 more")) == "delete"
+    assert winning_operation("lost a commit race: 1 commit(s) lost; the commit that won: snapshot -3 (overwrite)") \
+        == "overwrite"
+    assert winning_operation(race.describe(None)) is None  # the winner could not be read
+    assert winning_operation("the commit that won: snapshot 7 (unknown operation) at now") is None
+    assert winning_operation(None) is None
+
+
+def test_the_streaks_writer_is_the_last_known_one_and_a_new_streak_forgets_it():
+    from dataclasses import replace
+
+    from floe_dagster.core.history import CONFLICT, OperationHistory, fold_outcome
+
+    state = OperationHistory()
+    for minute, writer in ((0, "delete"), (10, "overwrite"), (20, None)):
+        state = fold_outcome(state, replace(_outcome(minute, False, CONFLICT), conflict_writer=writer))
+    assert state.consecutive_conflicts == 3 and state.last_conflict_writer == "overwrite"
+    state = fold_outcome(state, _outcome(30, True))
+    assert state.consecutive_conflicts == 0 and state.last_conflict_writer == "overwrite"
+    state = fold_outcome(state, _outcome(40, False, CONFLICT))  # the winner unknown: not the old streak's
+    assert state.consecutive_conflicts == 1 and state.last_conflict_writer is None
+
+
+def test_ten_in_a_row_are_a_warning_naming_the_operation_the_streak_and_the_writer():
+    from floe_dagster.core.commit_conflicts import CONFLICT_STREAK_ISSUE, conflict_issues
+    from floe_dagster.core.health_assessment import HealthAssessment, IssueType, Severity, assess_health
+    from floe_dagster.core.health_record import health_record, with_history_issues
+    from floe_dagster.core.history import OperationHistory
+    from floe_dagster.core.operations import Operation
+    from floe_dagster_tests.unit.test_health import NOW, healthy
+
+    last = datetime(2026, 6, 10, 11, tzinfo=timezone.utc)
+    history = {
+        ("demo.sales.orders", Operation.REWRITE_DATA_FILES): OperationHistory(
+            consecutive_conflicts=CONFLICT_STREAK_ISSUE, last_conflict_at=last, last_conflict_writer="delete"),
+        ("demo.sales.orders", Operation.REWRITE_MANIFESTS): OperationHistory(
+            consecutive_conflicts=CONFLICT_STREAK_ISSUE - 1, last_conflict_at=last, last_conflict_writer="append"),
+        ("demo.sales.other", Operation.REWRITE_DATA_FILES): OperationHistory(consecutive_conflicts=50),
+    }
+    [issue] = conflict_issues("demo.sales.orders", history)
+    assert (issue.type, issue.severity) == (IssueType.COMMIT_CONFLICTS, Severity.WARNING)
+    assert (issue.measured, issue.threshold) == (CONFLICT_STREAK_ISSUE, CONFLICT_STREAK_ISSUE)
+    assert issue.message.startswith(f"REWRITE_DATA_FILES lost {CONFLICT_STREAK_ISSUE} commit races in a row "
+                                    "to another writer's delete commits, the last at 2026-06-10T11:00:00+00:00")
+    assert issue.to_json()["writer_operation"] == "delete" and issue.to_json()["operation"] == "REWRITE_DATA_FILES"
+    [unknown] = conflict_issues("demo.sales.other", history)
+    assert "another writer (its operation was not read)" in unknown.message
+
+    # A healthy table turns warning; its debt owes nothing for it (the planner's score).
+    plain = assess_health(healthy(), None, NOW)
+    assert plain.status == "healthy"
+    assessed = with_history_issues(plain, history)
+    assert isinstance(assessed, HealthAssessment) and assessed.status == "warning"
+    assert [i.type for i in assessed.issues] == [IssueType.COMMIT_CONFLICTS]
+    assert with_history_issues(plain, {}) is plain
+    record = health_record(assessed, None, history, NOW)
+    assert record["status"] == "warning" and record["issues"][0]["type"] == "COMMIT_CONFLICTS"
+    assert record["debt"] == health_record(plain, None, history, NOW)["debt"]

@@ -1,5 +1,6 @@
 """The trigger ledger and the history fold, on a real SQLite coordination database."""
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 from dagster import build_resources
@@ -115,9 +116,12 @@ def test_a_database_from_before_conflicts_gets_their_columns_and_keeps_its_histo
     with c.engine.begin() as connection:  # as a database created before the conflict columns existed
         connection.execute(text("ALTER TABLE floe_history DROP COLUMN consecutive_conflicts"))
         connection.execute(text("ALTER TABLE floe_history DROP COLUMN last_conflict_at"))
+        connection.execute(text("ALTER TABLE floe_history DROP COLUMN last_conflict_writer"))
     reopened = Coordination(url)
     assert reopened.all_history()[("demo.t", RDF)].consecutive_failures == 1
-    reopened.record_outcome(outcome("r2", False, T0 + timedelta(hours=1), kind="conflict"))
+    lost = replace(outcome("r2", False, T0 + timedelta(hours=1), kind="conflict"), conflict_writer="delete")
+    reopened.record_outcome(lost)
     state = reopened.all_history()[("demo.t", RDF)]
     assert state.consecutive_failures == 1 and state.consecutive_conflicts == 1
+    assert state.last_conflict_writer == "delete"
     assert state.last_conflict_at == T0 + timedelta(hours=1, minutes=1)

@@ -13,13 +13,14 @@ TABLE = TableName("demo", ("sales",), "orders")
 
 def test_the_conflict_streak_and_the_jittered_retry():
     last = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
-    history = OperationHistory(consecutive_conflicts=3, last_conflict_at=last)
+    history = OperationHistory(consecutive_conflicts=3, last_conflict_at=last, last_conflict_writer="delete")
     shown = _conflicts(TABLE, Operation.REWRITE_DATA_FILES, history)
     retry = last + conflict_retry_delay(TABLE.qualified, "REWRITE_DATA_FILES", 3)
-    assert shown == {"consecutiveConflicts": 3, "lastConflictAt": last.isoformat(), "retryAt": retry.isoformat()}
+    assert shown == {"consecutiveConflicts": 3, "lastConflictAt": last.isoformat(), "retryAt": retry.isoformat(),
+                     "writerOperation": "delete"}
 
 
 def test_no_conflict_no_retry():
-    assert _conflicts(TABLE, Operation.REWRITE_DATA_FILES, OperationHistory()) == {
-        "consecutiveConflicts": 0, "lastConflictAt": None, "retryAt": None}
+    assert _conflicts(TABLE, Operation.REWRITE_DATA_FILES, OperationHistory(last_conflict_writer="delete")) == {
+        "consecutiveConflicts": 0, "lastConflictAt": None, "retryAt": None, "writerOperation": None}
     assert _conflicts(TABLE, Operation.REWRITE_DATA_FILES, None)["retryAt"] is None
