@@ -179,6 +179,20 @@ def cmd_explain(args) -> int:
     for op, status in report["operationStatuses"].items():
         print(f"  {op}: {'TRIGGER' if status['shouldTrigger'] else 'wait'} - {'; '.join(status['reasons'])}")
         print(f"    next eligible {status['nextEligibleTime']}, debt {status['debtScore']:.0f} {status['debtBreakdown']}")
+        if status.get("quiet"):
+            print(f"    quiet period {status['quiet']['quietFor']} (forced after {status['quiet']['maxQuietWait']}): "
+                  f"{status['quiet']['detail']}")
+        backlog = status.get("backlog")
+        if backlog and backlog.get("files") is not None:
+            print(f"    backlog {'' if backlog.get('exact', True) else 'at least '}{backlog['files']} orphan file(s) "
+                  f"left by run {backlog.get('runId')} (cap {backlog.get('cap')}); the next run deletes them first")
+        elif backlog:
+            print(f"    backlog {backlog['partitions']} partition(s), {backlog['bytes']} bytes")
+        conflicts = status.get("conflicts") or {}
+        if conflicts.get("consecutiveConflicts"):
+            writer = f" to {conflicts['writerOperation']} commits" if conflicts.get("writerOperation") else ""
+            print(f"    lost {conflicts['consecutiveConflicts']} commit race(s) in a row{writer} (no backoff); "
+                  f"next attempt from {conflicts['retryAt']}")
         for met in status["metConditions"]:
             print(f"    met   {met}")
         for unmet in status["unmetConditions"]:

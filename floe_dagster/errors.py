@@ -23,7 +23,7 @@ from typing import Any
 
 from floe_dagster.core.cron import CronError
 from floe_dagster.core.estimates import EstimateOptionError
-from floe_dagster.core.history import LOCK_HELD, OUTAGE
+from floe_dagster.core.history import CONFLICT, LOCK_HELD, OUTAGE
 from floe_dagster.core.policy import PolicyError
 from floe_dagster.core.tables import TableName
 
@@ -52,6 +52,11 @@ class EngineUnavailable(Outage):
 
 class LockHeld(FloeError, RuntimeError):
     """Someone else holds the lock: not a failure of the work that wanted it."""
+
+
+class CommitConflict(FloeError, RuntimeError):
+    """The operation's commit lost a race with another writer (core/commit_conflicts.py): nothing
+    changed, the table is not at fault; retried soon, never counted toward backoff."""
 
 
 # -- a table's own failures ------------------------------------------------------------------------------
@@ -186,15 +191,17 @@ def failure_kind(exc: BaseException) -> str | None:
     table's backoff (core.history folds them away); None is the table's own failure."""
     if isinstance(exc, LockHeld):
         return LOCK_HELD
+    if isinstance(exc, CommitConflict):
+        return CONFLICT
     if isinstance(exc, Outage):
         return OUTAGE
     return None
 
 
 __all__ = [
-    "FloeError", "Outage", "CatalogUnavailable", "EngineUnavailable", "LockHeld", "TableFailure", "UnknownTable",
+    "FloeError", "Outage", "CatalogUnavailable", "EngineUnavailable", "LockHeld", "CommitConflict", "TableFailure", "UnknownTable",
     "MaintenanceFailed", "RowCountMismatch", "HealthError", "SettingsError", "KeysError", "BindRefused",
     "ProcedureOptionError", "TriggerRefused", "LaunchFailed", "JarResolutionError", "PolicyError", "CronError", "EstimateOptionError",
     "PolicyStoreError", "PolicyNotFound", "PolicyConflict", "PolicyNotManaged", "PolicyWritesDisabled", "PolicyStoreBusy",
-    "InvalidPolicyRequest", "ApiError", "failure_kind", "LOCK_HELD", "OUTAGE",
+    "InvalidPolicyRequest", "ApiError", "failure_kind", "LOCK_HELD", "OUTAGE", "CONFLICT",
 ]

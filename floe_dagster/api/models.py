@@ -21,6 +21,11 @@ assert set(OperationName.__args__) == {op.value for op in Operation}  # type: ig
 # Per-operation statuses (Floe's SUCCEEDED, FAILED, CANCELLED, SKIPPED; PENDING while queued, RUNNING
 # while it runs; WOULD_RUN in a dry run).
 OperationStatus = Literal["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "SKIPPED", "WOULD_RUN"]
+# A trigger's per-operation result adds CONFLICT: its commit lost a race with another writer (the run
+# succeeded and changed nothing; `conflict` names the commit that won). Not a failure.
+OperationResultStatus = Literal[
+    "PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "SKIPPED", "WOULD_RUN", "CONFLICT",
+]
 # Trigger statuses (Floe's SUCCESS, PARTIAL_FAILURE, FAILED, NO_OPERATIONS; PENDING and RUNNING while
 # the runs are queued or running; CANCELLED when every run was cancelled; DRY_RUN).
 TriggerStatus = Literal[
@@ -72,7 +77,7 @@ class TriggerRequest(_Strict):
 
 class OperationResult(BaseModel):
     operationType: OperationName
-    status: OperationStatus
+    status: OperationResultStatus
     runId: str | None = None
     startTime: str | None = Field(None, json_schema_extra={"format": "date-time"})
     endTime: str | None = Field(None, json_schema_extra={"format": "date-time"})
@@ -80,6 +85,14 @@ class OperationResult(BaseModel):
     metrics: dict[str, Number] = Field(default_factory=dict,
                                        description="The run's materialization metadata numbers for the table")
     errorMessage: str | None = None
+    conflict: str | None = Field(None, description="Status CONFLICT: the lost commit race, naming the commit "
+                                                   "that won (snapshot id, its operation, when)")
+
+
+class TriggerConflict(BaseModel):
+    operationType: OperationName
+    runId: str | None
+    conflict: str | None
 
 
 class TriggerResponse(BaseModel):
@@ -93,6 +106,10 @@ class TriggerResponse(BaseModel):
     operationResults: list[OperationResult]
     message: str
     dryRun: bool = False
+    conflicts: list[TriggerConflict] = Field(
+        default_factory=list,
+        description="The operations whose commit lost a race with another writer (status CONFLICT): they "
+                    "count as completed for `status` (SUCCESS, not FAILED: a lost race is no failure)")
 
 
 class ConditionCheck(_Open):
@@ -117,6 +134,46 @@ class LastRun(_Open):
     trigger: str | None
 
 
+class QuietState(_Open):
+    """The quiet period (a schedule's ``quietFor``/``maxQuietWait``): how long until the table is quiet and
+    until the run is forced (seconds, 0 once reached, null when unknown or not checked)."""
+
+    evaluated: bool
+    quietFor: str
+    maxQuietWait: str
+    detail: str
+    quiet: bool | None = None
+    forced: bool | None = None
+    lastForeignCommit: str | None = None
+    lastForeignOperation: str | None = None
+    quietAt: str | None = None
+    secondsUntilQuiet: float | None = None
+    dueSince: str | None = None
+    forcedAt: str | None = None
+    secondsUntilForced: float | None = None
+
+
+class Backlog(_Open):
+    """Work an operation left for later runs (docs/automation.md): a partition-scoped rewrite's
+    partitions and bytes; orphan cleanup's files the last run left on disk (its per-run cap), with
+    ``exact`` false when that is a lower bound."""
+
+    partitions: int | None = None
+    bytes: int | None = None
+    files: int | None = None
+    exact: bool | None = None
+
+
+class ConflictState(_Open):
+    """Lost commit races in a row (no backoff), when the next attempt may start, and the snapshot
+    operation of the last writer that won (``overwrite``, ``delete``...)."""
+
+    consecutiveConflicts: int
+    lastConflictAt: str | None
+    retryAt: str | None
+    writerOperation: str | None = None
+
+
 class OperationTriggerStatus(_Open):
     operationType: str
     shouldTrigger: bool
@@ -129,11 +186,14 @@ class OperationTriggerStatus(_Open):
     metConditionDetails: list[ConditionCheck]
     unmetConditionDetails: list[ConditionCheck]
     forcedByCriticalPipeline: bool
+    quiet: QuietState | None = None
     nextEligibleTime: str | None
     debtScore: float
     debtBreakdown: dict[str, float]
     backoff: BackoffState
+    conflicts: ConflictState | None = None
     throttle: ThrottleState
+    backlog: Backlog | None = None
     lastRun: LastRun
 
 
@@ -214,6 +274,11 @@ class TableResult(BaseModel):
     metrics: dict[str, Number]
 
 
+class TableConflict(BaseModel):
+    table: str
+    conflict: str
+
+
 class OperationRun(BaseModel):
     runId: str
     jobName: str
@@ -233,6 +298,10 @@ class OperationRun(BaseModel):
     metrics: dict[str, Number] = Field(description="Materialization metadata numbers for `table`")
     tables: list[TableResult] = Field(description="Every table the run materialized, with its numbers")
     errorMessage: str | None
+    conflict: str | None = Field(None, description="`table` lost a commit race with another writer (the run's "
+                                                   "status stays SUCCEEDED): the race, naming the commit that won")
+    conflicts: list[TableConflict] = Field(default_factory=list,
+                                           description="Every table of the run that lost a commit race")
 
 
 class OperationsPage(BaseModel):

@@ -45,7 +45,7 @@ from sqlalchemy.engine import Engine
 from floe_dagster.coordination.database import ADMISSION_TTL, Coordination, ledger, outcomes
 from floe_dagster.coordination.runs import IN_FLIGHT_STATUSES, QUEUED_STATUSES
 from floe_dagster.core import run_tags as T
-from floe_dagster.core.history import LOCK_HELD, OUTAGE
+from floe_dagster.core.history import CONFLICT, LOCK_HELD, OUTAGE
 from floe_dagster.core.localtime import naive_as_utc
 from floe_dagster.core.operations import ALL_OPERATIONS
 from floe_dagster.policies import load_policy_set
@@ -135,8 +135,9 @@ class OutcomeTally:
         self.totals: dict[Key, float] = {}
         for op in ALL_OPERATIONS:  # every series from the start, so increase() sees the first one
             name = _op(op.value)
-            for status in ("succeeded", "failed"):
+            for status in ("succeeded", "failed", CONFLICT):
                 self.totals[("floe_operation_executions_total", (name, status))] = 0.0
+            self.totals[("floe_operation_conflicts_total", (name,))] = 0.0
             for sample in ("floe_operation_duration_seconds_count", "floe_operation_duration_seconds_sum",
                            "floe_bytes_rewritten_total"):
                 self.totals[(sample, (name,))] = 0.0
@@ -159,14 +160,19 @@ class OutcomeTally:
     def _add(self, operation: str, succeeded: bool, kind: str | None, n: int, seconds: float | None,
              size: int) -> None:
         totals = self.totals
+        conflict = not succeeded and kind == CONFLICT  # a lost commit race: no failure (no backoff)
+        status = "succeeded" if succeeded else CONFLICT if conflict else "failed"
         for key, amount in (
-            (("floe_operation_executions_total", (operation, "succeeded" if succeeded else "failed")), n),
+            (("floe_operation_executions_total", (operation, status)), n),
             (("floe_operation_duration_seconds_count", (operation,)), n),
             (("floe_operation_duration_seconds_sum", (operation,)), seconds or 0.0),
             (("floe_bytes_rewritten_total", (operation,)), size),
         ):
             totals[key] = totals.get(key, 0.0) + amount
-        if not succeeded:
+        if conflict:
+            key = ("floe_operation_conflicts_total", (operation,))
+            totals[key] = totals.get(key, 0.0) + n
+        elif not succeeded:
             key = ("floe_operation_failures_total", (operation, kind or "error"))
             totals[key] = totals.get(key, 0.0) + n
         self.timed = self.timed and (seconds is not None or n == 0)
@@ -342,6 +348,9 @@ class FloeCollector(Collector):
         yield _counter("floe_operation_failures", "Failed operation executions by kind: error (the table's), "
                        "lock_held (another run held the table's lock), outage (Spark or the catalog was down)",
                        ["operation", "kind"], counted)
+        yield _counter("floe_operation_conflicts", "Operation executions whose commit lost a race with another "
+                       "writer (outcome conflict: not failures, no backoff; retried 5-15 minutes later)",
+                       ["operation"], counted)
 
     # -- the instance's runs ----------------------------------------------------------------------------------
     def _runs(self, runs: dict[str, Any], admissions: dict[str, datetime] | None) -> Iterator[Metric]:

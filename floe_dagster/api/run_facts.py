@@ -54,6 +54,9 @@ class RunFacts:
     end: float | None
     tables: dict[str, dict[str, float | int | bool]] = field(default_factory=dict)
     error: str | None = None
+    # Tables whose commit lost a race with another writer (outcome ``conflict``), with the message
+    # naming the commit that won; neither maintained (no materialization) nor failed.
+    conflicts: dict[str, str] = field(default_factory=dict)
 
     @property
     def status(self) -> str:
@@ -73,6 +76,7 @@ def run_facts(instance: DagsterInstance, record) -> RunFacts:
     entries = instance.all_logs(run.run_id, of_type=set(RESULT_EVENTS))
     outcome = run_outcome(entry.dagster_event for entry in entries if entry.dagster_event is not None)
     facts.tables = {name: numbers(metadata) for name, metadata in outcome.tables.items()}
+    facts.conflicts = dict(outcome.conflicts)
     if run.status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED):
         facts.error = outcome.error or ("the run failed" if run.status == DagsterRunStatus.FAILURE
                                         else "the run was cancelled")

@@ -47,10 +47,13 @@ log = logging.getLogger(__name__)
 API_REASON = "manual trigger from the HTTP API"
 MAX_OUTCOME_RUNS = 1000
 
-# Floe's record statuses beside ours (PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED).
+# Floe's record statuses beside ours (PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED, and CONFLICT: the
+# runs in which a table lost a commit race, a filter only, as PARTIAL_FAILURE is; docs/http-api.md).
 _NEVER_A_RUN = {"NO_POLICY", "NO_OPERATIONS"}
 _RECORD_STATUSES = ["PENDING", "RUNNING", "SUCCESS", "PARTIAL_FAILURE", "FAILED", "NO_POLICY", "NO_OPERATIONS",
-                    "SUCCEEDED", "CANCELLED"]
+                    "SUCCEEDED", "CANCELLED", "CONFLICT"]
+# A per-operation result whose table lost a commit race: the run succeeded, the table was not maintained.
+CONFLICT = "CONFLICT"
 
 
 def _record_status(status: str | None) -> str | None:
@@ -133,6 +136,8 @@ class ApiService:
             return {"operations": [], "total": 0, "limit": limit, "offset": offset, "hasMore": False}
         if status == "PARTIAL_FAILURE":
             return self._partial_failures(tags, qualified, trigger_id, limit, offset)
+        if status == CONFLICT:
+            return self._conflicts(tags, qualified, trigger_id, limit, offset)
         statuses = DAGSTER_STATUSES[status] if status else None
         filters = RunsFilter(tags=tags, statuses=statuses)
         total = self.instance.get_runs_count(filters)
@@ -167,6 +172,24 @@ class ApiService:
         items = [self._operation_item(facts, qualified) for facts in partial[offset:offset + limit]]
         return {"operations": items, "total": len(partial), "limit": limit, "offset": offset,
                 "hasMore": offset + len(items) < len(partial)}
+
+    def _conflicts(self, tags: dict[str, Any], qualified: str | None, trigger_id: str | None, limit: int,
+                   offset: int) -> dict[str, Any]:
+        """Runs in which a table (the ``table`` asked for, when given) lost a commit race, among the
+        newest MAX_OUTCOME_RUNS finished runs: the run tag ``dagster/floe.conflicts`` finds them, their
+        events say which tables and why."""
+        finished = [*DAGSTER_STATUSES["SUCCEEDED"], *DAGSTER_STATUSES["FAILED"]]
+        records = list(self.instance.get_run_records(RunsFilter(tags=tags, statuses=finished),
+                                                     limit=MAX_OUTCOME_RUNS))
+        if qualified:
+            records = sorted([*records, *self._multi_table_runs(qualified, trigger_id, finished)],
+                             key=lambda r: r.create_timestamp, reverse=True)
+        tagged = [record for record in records if record.dagster_run.tags.get(T.CONFLICTS)]
+        lost = [facts for facts in (run_facts(self.instance, record) for record in tagged)
+                if facts.conflicts and (qualified is None or qualified in facts.conflicts)]
+        items = [self._operation_item(facts, qualified) for facts in lost[offset:offset + limit]]
+        return {"operations": items, "total": len(lost), "limit": limit, "offset": offset,
+                "hasMore": offset + len(items) < len(lost)}
 
     def _multi_table_runs(self, qualified: str, trigger_id: str | None, statuses) -> list:
         """Runs that maintained the table without being tagged with it (a backfill over a namespace
@@ -220,6 +243,9 @@ class ApiService:
             "metrics": facts.tables.get(own_table, {}) if own_table else {},
             "tables": [{"table": name, "metrics": numbers} for name, numbers in sorted(facts.tables.items())],
             "errorMessage": facts.error,
+            # Lost commit races: `table`'s (its message naming the commit that won), and every table's.
+            "conflict": facts.conflicts.get(own_table) if own_table else None,
+            "conflicts": [{"table": name, "conflict": message} for name, message in sorted(facts.conflicts.items())],
         }
 
     def readiness(self) -> tuple[bool, list[dict[str, str]]]:
@@ -288,7 +314,7 @@ class ApiService:
         trigger_id = str(uuid.uuid4())
         skipped_results = [
             {"operationType": op.value, "status": "SKIPPED", "runId": None, "startTime": None, "endTime": None,
-             "durationMs": None, "metrics": {}, "errorMessage": why}
+             "durationMs": None, "metrics": {}, "errorMessage": why, "conflict": None}
             for op, why in prepared.skipped.items()
         ]
 
@@ -298,9 +324,11 @@ class ApiService:
             duration = None
             if end is not None:
                 duration = int(round((datetime.fromisoformat(end) - start).total_seconds() * 1000))
+            conflicts = [{"operationType": r["operationType"], "runId": r["runId"], "conflict": r["conflict"]}
+                         for r in ordered if r["status"] == CONFLICT]
             return {"orchestrationId": trigger_id, "status": status, "table": table.qualified,
                     "policyName": policy.name, "startTime": iso(start), "endTime": end, "durationMs": duration,
-                    "operationResults": ordered, "message": message, "dryRun": dry_run}
+                    "operationResults": ordered, "message": message, "dryRun": dry_run, "conflicts": conflicts}
 
         if not to_run:
             why = (f"policy '{policy.name}' configures no operation for this table" if not wanted
@@ -314,8 +342,8 @@ class ApiService:
                 raise ApiError(409, "TABLE_BUSY", f"{table.qualified} is being maintained by {what}", busy)
             if body.get("dryRun"):
                 results = [{"operationType": op.value, "status": "WOULD_RUN", "runId": None, "startTime": None,
-                            "endTime": None, "durationMs": None, "metrics": {}, "errorMessage": None}
-                           for op in to_run]
+                            "endTime": None, "durationMs": None, "metrics": {}, "errorMessage": None,
+                            "conflict": None} for op in to_run]
                 names = ", ".join(op.value for op in to_run)
                 return 200, response("DRY_RUN", f"Would queue {len(to_run)} run(s): {names}; nothing was launched",
                                      results, dry_run=True), {}
@@ -351,7 +379,14 @@ class ApiService:
             return 202, response(status, message, results), {"Location": follow}
         messages = {"SUCCESS": "All operations completed successfully", "PARTIAL_FAILURE": "Some operations failed",
                     "FAILED": "Maintenance failed", "CANCELLED": "The runs were cancelled"}
-        return 200, response(status, messages[status], results, end), {"Location": follow}
+        message = messages[status]
+        lost = [r["operationType"] for r in results if r["status"] == CONFLICT]
+        if lost:
+            message = (("All operations completed" if status == "SUCCESS" else message) +
+                       f"; {', '.join(lost)} lost a commit race to another writer and changed nothing (see "
+                       "conflicts): not a failure (no backoff); the automation runs it again when it is due, 5 to 15 "
+                       "minutes after the race at the earliest")
+        return 200, response(status, message, results, end), {"Location": follow}
 
     def queue_daemon_live(self) -> bool:
         """Whether a dagster-daemon dequeues this instance's runs (a heartbeat within two minutes);
@@ -374,17 +409,21 @@ class ApiService:
         for run_id in run_ids:
             facts = run_facts(self.instance, records[run_id])
             op = facts.tags.get(T.OPERATION, "")
+            table = facts.tags.get(T.TABLE, "")
+            conflict = facts.conflicts.get(table) if facts.status == "SUCCEEDED" else None
             results.append({
-                "operationType": op, "status": facts.status, "runId": run_id, "startTime": iso(facts.start),
-                "endTime": iso(facts.end), "durationMs": facts.duration_ms,
-                "metrics": facts.tables.get(facts.tags.get(T.TABLE, ""), {}), "errorMessage": facts.error,
+                "operationType": op, "status": CONFLICT if conflict is not None else facts.status, "runId": run_id,
+                "startTime": iso(facts.start), "endTime": iso(facts.end), "durationMs": facts.duration_ms,
+                "metrics": facts.tables.get(table, {}), "errorMessage": facts.error, "conflict": conflict,
             })
         statuses = [r["status"] for r in results]
         if any(s in ("PENDING", "RUNNING") for s in statuses):
             return results, "RUNNING" if "RUNNING" in statuses else "PENDING", None
-        succeeded, failed = statuses.count("SUCCEEDED"), statuses.count("FAILED")
-        status = ("PARTIAL_FAILURE" if succeeded and failed else "FAILED" if failed
-                  else "SUCCESS" if succeeded else "CANCELLED")
+        # A lost race completed without failing and changed nothing, as a run with nothing to do does:
+        # it counts with the successes for Floe's record status (docs/http-api.md, "Lost commit races").
+        completed, failed = statuses.count("SUCCEEDED") + statuses.count(CONFLICT), statuses.count("FAILED")
+        status = ("PARTIAL_FAILURE" if completed and failed else "FAILED" if failed
+                  else "SUCCESS" if completed else "CANCELLED")
         ends = [r["endTime"] for r in results if r["endTime"]]
         return results, status, max(ends) if ends else iso(utc_now())
 

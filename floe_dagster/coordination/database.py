@@ -13,6 +13,7 @@ the Dagster instance. Reading all history is one query per tick, whatever the nu
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from typing import Iterable
 
@@ -26,6 +27,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
+    Text,
     UniqueConstraint,
     and_,
     create_engine,
@@ -43,6 +45,7 @@ from floe_dagster.coordination.locks import Locks, locks_for
 from floe_dagster.core.history import OUTAGE, OperationHistory, Outcome, fold_outcome
 from floe_dagster.core.localtime import naive_as_utc
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.partition_scope import PartitionSelection
 from floe_dagster.core.run_decision import LedgerRow, RunDecision
 from floe_dagster.instance import default_coordination_url
 
@@ -68,6 +71,8 @@ ledger = Table(
     # over several tables) the item was admitted in; the run carries it as the run tag
     # dagster/floe.run-key. A batch of one has the item's own key.
     Column("batch_key", String(1200)),
+    # A partition-scoped rewrite (core/partition_scope.py): the partitions chosen and the backlog, as JSON.
+    Column("scope", Text),
     UniqueConstraint("table_name", "operation", "slot", "attempt", name="floe_ledger_item"),
 )
 
@@ -104,6 +109,9 @@ history = Table(
     Column("last_snapshot_after", BigInteger),
     Column("runs", Integer, nullable=False, default=0),
     Column("failures", Integer, nullable=False, default=0),
+    Column("consecutive_conflicts", Integer, nullable=False, default=0),
+    Column("last_conflict_at", DateTime(timezone=True)),
+    Column("last_conflict_writer", String(32)),
 )
 
 # An admission whose run was never created (the daemon failed to launch it) expires after this.
@@ -136,6 +144,7 @@ class Coordination:
                         attempt=item.attempt, run_key=item.item_key, trigger=item.trigger, reason=item.reason[:2000],
                         debt_score=item.debt_score, estimated_bytes=item.estimated_bytes,
                         admitted_at=naive_as_utc(now), launcher=launcher, batch_key=item.batch_key or item.item_key,
+                        scope=json.dumps(item.scope.to_json()) if item.scope is not None else None,
                     ))
                 admitted.append(item)
             except IntegrityError:
@@ -282,14 +291,28 @@ def _add_missing_columns(engine: Engine) -> None:
                 index.create(engine, checkfirst=True)
             except DBAPIError:  # another process created it first
                 pass
-    present = {column["name"] for column in inspect(engine).get_columns(ledger.name)}
-    if "batch_key" not in present:
+    # (table, column, its SQL type): added to databases created before the column existed.
+    for table, column, sql_type in ((ledger, "batch_key", "VARCHAR(1200)"),
+                                    (ledger, "scope", "TEXT"),
+                                    (history, "consecutive_conflicts", "INTEGER NOT NULL DEFAULT 0"),
+                                    (history, "last_conflict_at", _timestamp_type(engine)),
+                                    (history, "last_conflict_writer", "VARCHAR(32)")):
+        if column in _columns(engine, table):
+            continue
         try:
             with engine.begin() as connection:
-                connection.execute(text(f"ALTER TABLE {ledger.name} ADD COLUMN batch_key VARCHAR(1200)"))
+                connection.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {column} {sql_type}"))
         except DBAPIError:  # another process added it first
-            if "batch_key" not in {column["name"] for column in inspect(engine).get_columns(ledger.name)}:
+            if column not in _columns(engine, table):
                 raise
+
+
+def _columns(engine: Engine, table: Table) -> set[str]:
+    return {column["name"] for column in inspect(engine).get_columns(table.name)}
+
+
+def _timestamp_type(engine: Engine) -> str:
+    return "TIMESTAMP WITH TIME ZONE" if engine.dialect.name == "postgresql" else "DATETIME"
 
 
 def _ledger_row(row) -> LedgerRow:
@@ -299,6 +322,7 @@ def _ledger_row(row) -> LedgerRow:
         debt_score=float(row["debt_score"] or 0.0), estimated_bytes=int(row["estimated_bytes"] or 0),
         admitted_at=naive_as_utc(row["admitted_at"]), launcher=row["launcher"] or "", run_id=row["run_id"],
         batch_key=row["batch_key"] or row["run_key"],
+        scope=PartitionSelection.from_json(row.get("scope")),
     )
 
 

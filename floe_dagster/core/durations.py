@@ -45,3 +45,16 @@ def format_iso_duration(duration: timedelta) -> str:
     text = "P" + (f"{days}D" if days else "")
     time_part = (f"{hours}H" if hours else "") + (f"{minutes}M" if minutes else "") + (f"{seconds}S" if seconds else "")
     return text + ("T" + time_part if time_part else "")
+
+
+def format_wait(duration: timedelta) -> str:
+    """A wait as people read it, the two largest units: ``4m 10s``, ``5h 50m``, ``2d 3h``, ``12s``
+    (whole seconds; a negative wait reads ``0s``)."""
+    total = max(0, int(duration.total_seconds()))
+    parts = []
+    for unit, seconds in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, total = divmod(total, seconds)
+        if count or parts:
+            parts.append(f"{count}{unit}")
+    parts = [p for p in parts[:2] if not p.startswith("0")] or ["0s"]
+    return " ".join(parts)

@@ -193,6 +193,14 @@ class RewriteEstimate:
         return {"bytes": self.bytes, "files": self.files, "groups": self.groups, "partitions": self.partitions}
 
 
+def estimate_error_pct(estimated_bytes: int, actual_bytes: int) -> float | None:
+    """How far the estimate was from what Iceberg rewrote, in % of the actual bytes (positive: the
+    estimate was high); None when nothing was estimated or rewritten to compare."""
+    if estimated_bytes <= 0 or actual_bytes <= 0:
+        return None
+    return round((estimated_bytes - actual_bytes) * 100.0 / actual_bytes, 2)
+
+
 # -- planning -----------------------------------------------------------------------------------------
 
 
@@ -239,6 +247,12 @@ def _partition_groups(sizes: Sequence[int], delete_hits: Sequence[bool] | None, 
     """The groups (lists of file sizes) a rewrite takes from one partition's files, in scan order.
     ``delete_hits[i]``: file i meets a delete rule (None: no file does, as for delete files). Plain
     numbers, no per-file objects: a cold planner tick estimates every file of every table."""
+    return [[sizes[i] for i in group] for group in partition_group_indexes(sizes, delete_hits, rules)]
+
+
+def partition_group_indexes(sizes: Sequence[int], delete_hits: Sequence[bool] | None,
+                            rules: RewriteRules) -> list[list[int]]:
+    """:func:`_partition_groups` as indexes into ``sizes`` (which files, not only how large)."""
     low, high = rules.min_file_size_bytes, rules.max_file_size_bytes
     if rules.rewrite_all:
         picked = list(range(len(sizes)))
@@ -252,7 +266,7 @@ def _partition_groups(sizes: Sequence[int], delete_hits: Sequence[bool] | None, 
         chosen = [candidates[j] for j in group]
         if rules.rewrite_all or _keep_by_size(chosen, rules) or (
                 delete_hits is not None and any(delete_hits[picked[j]] for j in group)):
-            selected.append(chosen)
+            selected.append([picked[j] for j in group])
     return selected
 
 

@@ -29,7 +29,7 @@ warning, else ``healthy``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from enum import Enum
 from functools import cached_property
@@ -130,6 +130,14 @@ class IssueType(str, Enum):
     PARTITION_SKEW = "PARTITION_SKEW"
     LARGE_MANIFEST_LIST = "LARGE_MANIFEST_LIST"
     STALE_METADATA = "STALE_METADATA"
+    # Not a measurement: an operation lost CONFLICT_STREAK_ISSUE commit races in a row
+    # (core/commit_conflicts.conflict_issues, from the history).
+    COMMIT_CONFLICTS = "COMMIT_CONFLICTS"
+
+
+# Issues that come from the maintenance history, not from the table's metadata: they are shown with
+# the others but owe no debt (the planner's score is the table's, and a busy writer is not debt).
+HISTORY_ISSUES = frozenset({IssueType.COMMIT_CONFLICTS})
 
 
 @dataclass(frozen=True)
@@ -139,10 +147,15 @@ class HealthIssue:
     message: str
     measured: float | None = None
     threshold: float | None = None
+    # More facts of an issue that is not a threshold check (COMMIT_CONFLICTS: operation, writer...).
+    details: Mapping[str, Any] | None = field(default=None, hash=False)
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": self.type.value, "severity": self.severity.value.lower(), "message": self.message,
-                "measured": self.measured, "threshold": self.threshold}
+        found = {"type": self.type.value, "severity": self.severity.value.lower(), "message": self.message,
+                 "measured": self.measured, "threshold": self.threshold}
+        if self.details:
+            found.update(self.details)
+        return found
 
 
 HEALTHY, WARNING, CRITICAL = "healthy", "warning", "critical"

@@ -16,11 +16,20 @@ score: issues and days since write, with no failure inputs.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Mapping
 
+from floe_dagster.core.commit_conflicts import conflict_issues
 from floe_dagster.core.debt import DebtWeights, debt_score
-from floe_dagster.core.health_assessment import HealthAssessment, HealthThresholds, Severity
+from floe_dagster.core.health_assessment import (
+    HISTORY_ISSUES,
+    HealthAssessment,
+    HealthThresholds,
+    Severity,
+    assess_health,
+    health_status,
+)
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.localtime import as_utc
 from floe_dagster.core.measurements import TableMetrics
@@ -35,6 +44,23 @@ def thresholds_for(policies: PolicySet, table: TableName) -> tuple[Policy | None
     return policy, (policy.health_thresholds if policy is not None else HealthThresholds())
 
 
+def assess_table(metrics: TableMetrics, thresholds: HealthThresholds | None, now: datetime,
+                 history: Mapping[tuple[str, Operation], OperationHistory] | None) -> HealthAssessment:
+    """:func:`~floe_dagster.core.health_assessment.assess_health`, then the issues the history raises
+    (an operation's long streak of lost commit races: ``COMMIT_CONFLICTS``), with the status again.
+    What every health view shows: ``floe-dagster health``, the HTTP API and Dagit."""
+    return with_history_issues(assess_health(metrics, thresholds, now), history)
+
+
+def with_history_issues(report: HealthAssessment,
+                        history: Mapping[tuple[str, Operation], OperationHistory] | None) -> HealthAssessment:
+    extra = conflict_issues(report.qualified_name, history)
+    if not extra:
+        return report
+    issues = (*report.issues, *extra)
+    return replace(report, issues=issues, status=health_status(issues))
+
+
 def table_debt(
     policy: Policy | None,
     report: HealthAssessment,
@@ -47,10 +73,11 @@ def table_debt(
     metrics = report.metrics
     now_ms = int(as_utc(now).timestamp() * 1000)
     days = TableMetrics.age_days(metrics.newest_snapshot_ms, now_ms)
+    owed = [issue for issue in report.issues if issue.type not in HISTORY_ISSUES]  # the planner's issues
     inputs = {
-        "critical_issues": report.count(Severity.CRITICAL),
-        "warning_issues": report.count(Severity.WARNING),
-        "info_issues": report.count(Severity.INFO),
+        "critical_issues": sum(1 for issue in owed if issue.severity is Severity.CRITICAL),
+        "warning_issues": sum(1 for issue in owed if issue.severity is Severity.WARNING),
+        "info_issues": sum(1 for issue in owed if issue.severity is Severity.INFO),
         "days_since_write": None if days is None else round(days, 6),
     }
     operations: dict[str, Any] = {}
@@ -59,7 +86,7 @@ def table_debt(
         past = (history or {}).get((report.qualified_name, op))
         failure_rate = past.failure_rate if past is not None else 0.0
         consecutive = past.consecutive_failures if past is not None else 0
-        score = debt_score(report.issues, days_since_write=days, failure_rate=failure_rate,
+        score = debt_score(owed, days_since_write=days, failure_rate=failure_rate,
                            consecutive_failures=consecutive, weights=weights)
         operations[op.value] = {
             "score": score.score,
@@ -72,7 +99,7 @@ def table_debt(
         if worst is None or score.score > worst[0]:
             worst = (score.score, op.value, dict(score.breakdown))
     if worst is None:  # no policy, or nothing configured: the table-level score, no failure inputs
-        score = debt_score(report.issues, days_since_write=days, weights=weights)
+        score = debt_score(owed, days_since_write=days, weights=weights)
         worst = (score.score, None, dict(score.breakdown))
         method = "table level: issues and days since write (no configured operation, so no failure inputs)"
     else:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from floe_dagster.core.localtime import naive_as_utc
@@ -24,6 +24,13 @@ class OperationHistory:
     last_snapshot_after: int | None = None
     runs: int = 0
     failures: int = 0
+    # Lost commit races in a row (core/commit_conflicts.py): never failures, so never backoff; the
+    # next attempt waits a short jittered delay after the last one.
+    consecutive_conflicts: int = 0
+    last_conflict_at: datetime | None = None
+    # The snapshot operation of the commit that won the streak's latest race whose winner is known
+    # (``overwrite``, ``delete``, ``append``...): what the health issue of a long streak names.
+    last_conflict_writer: str | None = None
 
     @property
     def failure_rate(self) -> float:
@@ -36,6 +43,9 @@ class OperationHistory:
 LOCK_HELD = "lock_held"
 OUTAGE = "outage"
 NOT_THE_TABLES_FAULT = (LOCK_HELD, OUTAGE)
+# The commit lost a race with another writer: the run happened and changed nothing, through no
+# fault of the table's; it does not use the slot and does not count toward backoff.
+CONFLICT = "conflict"
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,8 @@ class Outcome:
     changed: bool | None = None
     bytes_rewritten: int = 0
     snapshot_after: int | None = None
+    # A conflict: the snapshot operation of the commit that won (core/commit_conflicts.winning_operation).
+    conflict_writer: str | None = None
 
 
 def fold_outcome(state: OperationHistory, outcome: Outcome) -> OperationHistory:
@@ -59,6 +71,8 @@ def fold_outcome(state: OperationHistory, outcome: Outcome) -> OperationHistory:
     change nothing: they neither use a slot nor count toward backoff."""
     if not outcome.succeeded and outcome.failure_kind in NOT_THE_TABLES_FAULT:
         return state
+    if not outcome.succeeded and outcome.failure_kind == CONFLICT:
+        return _fold_conflict(state, outcome)
     started = naive_as_utc(outcome.started_at)
     newer = state.last_run_start is None or started >= state.last_run_start
     common = dict(
@@ -76,6 +90,9 @@ def fold_outcome(state: OperationHistory, outcome: Outcome) -> OperationHistory:
             consecutive_zero_change=0 if outcome.changed else state.consecutive_zero_change + 1,
             last_snapshot_after=outcome.snapshot_after if outcome.snapshot_after is not None else state.last_snapshot_after,
             failures=state.failures,
+            consecutive_conflicts=0,
+            last_conflict_at=state.last_conflict_at,
+            last_conflict_writer=state.last_conflict_writer,
         )
     return OperationHistory(
         **common,
@@ -85,4 +102,26 @@ def fold_outcome(state: OperationHistory, outcome: Outcome) -> OperationHistory:
         consecutive_zero_change=state.consecutive_zero_change,  # failures are not zero-change runs
         last_snapshot_after=state.last_snapshot_after,
         failures=state.failures + 1,
+        consecutive_conflicts=0,
+        last_conflict_at=state.last_conflict_at,
+        last_conflict_writer=state.last_conflict_writer,
+    )
+
+
+def _fold_conflict(state: OperationHistory, outcome: Outcome) -> OperationHistory:
+    """A lost race is a run that happened (the execution record shows it) but neither a success nor
+    a failure: the failure streak, the zero-change streak and the slot stay as they were."""
+    started = naive_as_utc(outcome.started_at)
+    newer = state.last_run_start is None or started >= state.last_run_start
+    return replace(
+        state,
+        last_run_start=started if newer else state.last_run_start,
+        last_run_succeeded=False if newer else state.last_run_succeeded,
+        last_run_trigger=outcome.trigger if newer else state.last_run_trigger,
+        runs=state.runs + 1,
+        consecutive_conflicts=state.consecutive_conflicts + 1,
+        last_conflict_at=naive_as_utc(outcome.finished_at),
+        # A new streak forgets the last one's writer; within a streak an unknown winner keeps the known one.
+        last_conflict_writer=outcome.conflict_writer or (
+            state.last_conflict_writer if state.consecutive_conflicts else None),
     )

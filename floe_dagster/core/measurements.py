@@ -44,6 +44,11 @@ class TableMetrics:
     snapshot_count: int = 0
     oldest_snapshot_ms: int | None = None
     newest_snapshot_ms: int | None = None  # also the last write
+    # The newest snapshot another writer committed (operation not ``replace``: append, overwrite,
+    # delete; floe's own commits are all ``replace``), and its operation: the quiet period
+    # (core/quiet.py). Both tiers, from the metadata file; None: no such snapshot is retained.
+    newest_foreign_commit_ms: int | None = None
+    newest_foreign_commit_operation: str | None = None
 
     manifest_count: int | None = None  # full tier only
     manifest_total_bytes: int | None = None  # full tier only

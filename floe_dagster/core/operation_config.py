@@ -75,6 +75,7 @@ ICEBERG_OPTIONS = {
     "min_input_files": "min-input-files",
     "delete_file_threshold": "delete-file-threshold",
     "rewrite_all": "rewrite-all",
+    "max_files_to_rewrite": "max-files-to-rewrite",
 }
 
 
@@ -149,6 +150,10 @@ class RewriteDataFilesConfig(OperationConfig):
     min_input_files: int | None = None
     delete_file_threshold: int | None = None
     rewrite_all: bool | None = None
+    max_files_to_rewrite: int | None = None  # Iceberg's max-files-to-rewrite (1.10+): first files in planning order
+    # Floe's own cap on the estimated bytes one run rewrites (never sent to Iceberg): above it, the
+    # planner scopes the run to the partitions with the most benefit per byte (core/partition_scope.py).
+    max_bytes_per_run: int | None = None
 
     @property
     def effective_strategy(self) -> str:
@@ -175,6 +180,13 @@ class OrphanCleanupConfig(OperationConfig):
     equal_schemes: tuple[tuple[str, str], ...] | None = None  # a mapping's items, in the policy's order
     equal_authorities: tuple[tuple[str, str], ...] | None = None
     dry_run: bool | None = None
+    # Unset: on with Iceberg 1.11 and later (the driver holds at most a sample of 20,000 paths, not every
+    # orphan's); Iceberg 1.10's procedure has no such argument.
+    stream_results: bool | None = None
+    max_concurrent_deletes: int | None = None  # ignored by FileIOs that bulk-delete (S3, Hadoop, Resolving)
+    # A per-run cap: the run deletes at most this many files, the rest stays as backlog for later runs
+    # (docs/operations.md, "Orphan cleanup at millions of files"). Unset: no cap.
+    max_files_to_delete: int | None = None
 
 
 @dataclass(frozen=True)
@@ -308,6 +320,8 @@ _READERS: dict[str, Reader] = {
     "min_input_files": _int(1),
     "delete_file_threshold": _int(0),
     "rewrite_all": _bool,
+    "max_files_to_rewrite": _int(1),
+    "max_bytes_per_run": _int(1),
     "retain_last": _int(1),
     "max_snapshot_age": _duration,
     "clean_expired_metadata": _bool,
@@ -318,6 +332,8 @@ _READERS: dict[str, Reader] = {
     "equal_schemes": _str_map,
     "equal_authorities": _str_map,
     "dry_run": _bool,
+    "max_concurrent_deletes": _int(1),
+    "max_files_to_delete": _int(1),
     "spec_id": _int(0),
     "use_caching": _bool,
 }

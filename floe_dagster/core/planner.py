@@ -4,8 +4,8 @@ docs/automation.md describes. Pure: the launchers (schedules, the debt-score sen
 
 Gates, in order; a skipped decision's reasons start with the first gate that blocked it:
 schedule_disabled, gc_disabled; table_missing, not_loaded; window_closed, day_not_allowed; not_due;
-failure_backoff; zero_change_throttle; conditions_unmet, min_interval, no_health; in_flight; the
-budgets budget_tables, budget_operations, budget_bytes, tick_cap.
+failure_backoff; conflict_retry; zero_change_throttle; conditions_unmet, min_interval, no_health; not_quiet
+(core/quiet.py); in_flight; the budgets budget_tables, budget_operations, budget_bytes, tick_cap.
 
 Admitted decisions are grouped into batches (core/batches.py): one run per batch. The table and
 operation budgets and the byte budget count (table, operation) items; ``max-run-requests-per-tick``
@@ -20,14 +20,18 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from floe_dagster.core.batches import ONE_TABLE_PER_RUN, BatchPacker, BatchSettings, RunClass
+from floe_dagster.core.commit_conflicts import conflict_retry_delay
 from floe_dagster.core.conditions import ConditionResult
 from floe_dagster.core.debt import DebtWeights, TableDebt
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled
+from floe_dagster.core.partition_scope import Backlog, PartitionSelection, partition_costs, select_partitions
 from floe_dagster.core.policy import Policy, PolicySet
+from floe_dagster.core.quiet import QuietVerdict, due_since, quiet_verdict
 from floe_dagster.core.run_decision import item_key
+from floe_dagster.core.estimates import EstimateOptionError, RewriteRules
 from floe_dagster.core.schedule import schedule_due
 from floe_dagster.core.tables import TableName
 from floe_dagster.core.validation import setting
@@ -75,12 +79,16 @@ class Decision:
     policy_priority: int = 0
     schedule_priority: int = 0
     condition_result: ConditionResult | None = None  # the trigger-condition gate's verdict, once reached
+    quiet: QuietVerdict | None = None  # the quiet gate's verdict, once reached (a schedule with quietFor)
     backoff_until: datetime | None = None
     throttled_until: datetime | None = None
     max_runtime_s: float | None = None
     enabled: bool = True
     run_class: RunClass | None = None  # what its run shares with the batch's other tables (a run decision)
     batch: int | None = None  # the batch (one run) it was admitted into this tick: 1, 2, …
+    # A partition-scoped rewrite: the partitions it takes and the backlog it leaves (None: the whole table).
+    scope: PartitionSelection | None = None
+    backlog: Backlog | None = None  # what an earlier admission left to do (the ledger's), while open
 
     @property
     def conditions(self) -> dict[str, Any]:
@@ -104,6 +112,7 @@ class Decision:
             "estimated_bytes": self.estimated_bytes,
             "next_eligible": self.next_eligible.isoformat() if self.next_eligible else None,
             "rank": self.rank,
+            **({"scope": self.scope.to_json()} if self.scope is not None else {}),
         }
 
 
@@ -127,6 +136,8 @@ class PlanInput:
     launcher_filter: Callable[["Decision"], bool] | None = None
     estimate_bytes: Callable[[TableName, Operation, TableMetrics | None, OperationConfig | None], int] | None = None
     batching: BatchSettings = ONE_TABLE_PER_RUN
+    # The backlog the newest admission of each (table, operation) left (scheduling/inputs.ledger_state).
+    backlogs: Mapping[tuple[str, Operation], Backlog] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -295,6 +306,11 @@ def _gate(
 
     # The windows and allowed days come first (window_closed, day_not_allowed), then not_due.
     due = schedule_due(schedule, history.last_success_start, now)
+    backlog = data.backlogs.get((table.qualified, op)) if data.backlogs else None
+    if backlog is not None and backlog.open_after(history.last_success_start):
+        base = _replace(base, backlog=backlog)
+        if not due.due and due.blocked in (None, "not_due"):  # the window and the days still hold
+            due = _backlog_due(backlog)
     if not due.due:
         return _skip(base, due.blocked or "not_due", due.detail, next_eligible=due.next_eligible)
     # What the gates below learn accumulates here and goes into the one copy they return.
@@ -305,6 +321,13 @@ def _gate(
         until = history.last_failure_at + backoff
         return _skip(base, "failure_backoff", f"{history.consecutive_failures} consecutive failure(s); retry at "
                      f"{until.isoformat()}", next_eligible=_open_from(schedule, until), backoff_until=until, **extra)
+
+    if history.consecutive_conflicts and history.last_conflict_at is not None:
+        until = history.last_conflict_at + conflict_retry_delay(table.qualified, op.value, history.consecutive_conflicts)
+        if now < until:
+            return _skip(base, "conflict_retry", f"{history.consecutive_conflicts} lost commit race(s) in a row "
+                         f"(not failures: no backoff); retry at {until.isoformat()}",
+                         next_eligible=_open_from(schedule, until), backoff_until=until, **extra)
 
     if limits.zero_change_threshold > 0 and history.consecutive_zero_change >= limits.zero_change_threshold:
         new_data = metrics is not None and metrics.current_snapshot_id is not None \
@@ -324,9 +347,17 @@ def _gate(
     extra["condition_result"] = conditions
     if conditions.forced:
         extra["trigger"] = "critical"
-    elif not conditions.passed:
+    elif not conditions.passed and extra["trigger"] != "backlog":  # a backlog was decided already
         return _skip(base, conditions.blocked_code, conditions.detail,
                      next_eligible=_open_from(schedule, conditions.next_eligible), **extra)
+
+    quiet_reason: tuple[str, ...] = ()
+    if schedule.quiet is not None:
+        quiet = extra["quiet"] = quiet_verdict(schedule.quiet, metrics, due_since(due, metrics), now)
+        if not quiet.passed:
+            return _skip(base, "not_quiet", quiet.detail, next_eligible=_open_from(schedule, quiet.next_eligible),
+                         **extra)
+        quiet_reason = (quiet.detail,)
 
     if (table.qualified, op) in data.in_flight:
         return _skip(base, "in_flight", "a run of this table and operation is queued or running", **extra)
@@ -338,8 +369,37 @@ def _gate(
     runtime = schedule.timeout_hours * 3600
     if window_end is not None:
         runtime = min(runtime, max(60.0, (window_end - now).total_seconds()))
-    return _replace(base, decision="run", reasons=(f"{due.trigger}: {due.detail}",), attempt=attempt,
+    return _replace(base, decision="run", reasons=(f"{due.trigger}: {due.detail}", *quiet_reason), attempt=attempt,
                    max_runtime_s=runtime, next_eligible=now, run_class=_run_class(schedule), **extra)
+
+
+@dataclass(frozen=True)
+class _BacklogDue:
+    """The schedule's verdict for a backlog's continuation: due now, in the backlog's own slot (so the
+    attempt number is the slot's next one)."""
+
+    slot_key: str
+    detail: str
+    due: bool = True
+    trigger: str = "backlog"
+    blocked: str | None = None
+    next_eligible: datetime | None = None
+    # What the quiet gate reads (core/quiet.due_since): a continuation has been due since its slot.
+    slot: datetime | None = None
+    last_success_start: datetime | None = None
+
+
+def _backlog_due(backlog: Backlog) -> _BacklogDue:
+    return _BacklogDue(backlog.slot, f"continues slot {backlog.slot}: {backlog.partitions} partition(s), "
+                                     f"{backlog.bytes} bytes left", slot=_slot_time(backlog.slot))
+
+
+def _slot_time(slot_key: str) -> datetime | None:
+    """A due slot's time (slot keys are ISO times, or ``manual:<id>`` for manual work: None)."""
+    try:
+        return datetime.fromisoformat(slot_key)
+    except ValueError:
+        return None
 
 
 def _run_class(schedule: Any) -> RunClass:
@@ -376,6 +436,7 @@ def _admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: li
             yield _skip(decision, "budget_operations", f"max-operations-per-poll {limits.max_operations_per_poll} reached",
                         more=decision.reasons)
             continue
+        decision = _scoped(data, decision, bytes_used)
         alone = False  # larger than the whole budget, into an empty window: noted once admitted
         if limits.max_bytes_per_hour and decision.operation.rewrites_data:
             if bytes_used + decision.estimated_bytes > limits.max_bytes_per_hour:
@@ -389,7 +450,9 @@ def _admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: li
         if packer.opens_new(kind, decision.estimated_bytes) and (packer.batches >= cap or packer.batches >= queue_room):
             yield _skip(decision, "tick_cap", tick_cap, more=decision.reasons)
             continue
-        if alone:
+        if decision.scope is not None and decision.scope.oversized:
+            notes.append(f"{decision.table.qualified} {decision.operation.value}: {decision.scope.describe()}")
+        elif alone:
             notes.append(f"{decision.table.qualified} {decision.operation.value}: estimated "
                          f"{decision.estimated_bytes} bytes exceed the whole hourly budget; admitted alone")
         rank += 1
@@ -398,3 +461,47 @@ def _admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: li
         if decision.operation.rewrites_data:
             bytes_used += decision.estimated_bytes
         yield _replace(decision, rank=rank, batch=packer.place(kind, decision.estimated_bytes))
+
+
+def run_allowance(data: PlanInput, decision: Decision, bytes_used: int) -> tuple[int, str] | None:
+    """What one rewrite run may take, and which limit says so: the rest of the hourly byte budget, the
+    batch's byte limit, the policy's ``maxBytesPerRun`` (the smallest that is set); None: unlimited."""
+    limits: list[tuple[int, str]] = []
+    if data.limits.max_bytes_per_hour:
+        limits.append((data.limits.max_bytes_per_hour - bytes_used, "the rest of max-bytes-per-hour"))
+    if data.batching.max_bytes:
+        limits.append((data.batching.max_bytes, "batching max-bytes"))
+    policy = data.policies.effective_policy(decision.table)
+    config = policy.config(decision.operation) if policy is not None else None
+    per_run = getattr(config, "max_bytes_per_run", None)
+    if per_run:
+        limits.append((per_run, "the policy's maxBytesPerRun"))
+    return min(limits) if limits else None
+
+
+def _scoped(data: PlanInput, decision: Decision, bytes_used: int) -> Decision:
+    """A rewrite whose estimate exceeds what the run may take, scoped to the partitions with the most
+    benefit per byte (core/partition_scope.py); unchanged when it fits, when the rest of the hourly
+    budget is used up (budget_bytes decides), or without the full health tier (whole, as before)."""
+    if decision.operation is not Operation.REWRITE_DATA_FILES or decision.estimated_bytes <= 0:
+        return decision
+    allowance = run_allowance(data, decision, bytes_used)
+    if allowance is None or decision.estimated_bytes <= allowance[0] or allowance[0] <= 0:
+        return decision
+    metrics = data.metrics.get(decision.table)
+    policy = data.policies.effective_policy(decision.table)
+    if metrics is None or policy is None:
+        return decision
+    try:
+        rules = RewriteRules.for_data_files(policy.config(decision.operation), metrics.properties)
+    except EstimateOptionError:
+        return decision
+    costs = partition_costs(metrics, rules)
+    if costs is None or len(costs) <= 1:  # no full tier, or one partition: nothing to choose between
+        return decision
+    selection = select_partitions(costs, allowance[0])
+    if selection is None:
+        return decision
+    reason = f"{selection.describe()}, under {allowance[1]}"
+    return _replace(decision, scope=selection, estimated_bytes=selection.bytes,
+                    reasons=(*decision.reasons, reason))

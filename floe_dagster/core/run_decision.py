@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.partition_scope import PartitionSelection
 from floe_dagster.core.tables import TableName
 
 if TYPE_CHECKING:  # the planner imports item_key from here; a Decision is only read
@@ -48,6 +49,7 @@ class LedgerRow:
     launcher: str
     run_id: str | None
     batch_key: str  # rows written before batches existed have none: their item key
+    scope: PartitionSelection | None = None  # a partition-scoped rewrite: its partitions and backlog
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ class RunDecision:
     max_runtime_s: float | None = None  # the planner's (the timeout, cut to the window's end)
     batch_key: str | None = None  # the batch it was admitted in; None: a batch of its own
     ledger_row: int | None = None  # its ledger row, once read back
+    scope: PartitionSelection | None = None  # a partition-scoped rewrite: its partitions and backlog
 
     @property
     def item_key(self) -> str:
@@ -76,14 +79,19 @@ class RunDecision:
         """What the ledger and the run's tags keep of an admitted planner decision."""
         return cls(decision.table, decision.operation, decision.trigger or "", "; ".join(decision.reasons),
                    decision.debt_score, decision.slot or "", decision.attempt, decision.estimated_bytes,
-                   decision.max_runtime_s, batch_key)
+                   decision.max_runtime_s, batch_key, scope=decision.scope)
 
     @classmethod
     def from_ledger(cls, table: TableName, row: LedgerRow) -> "RunDecision":
         return cls(table, row.operation, row.trigger, row.reason, row.debt_score, row.slot, row.attempt,
-                   row.estimated_bytes, batch_key=row.batch_key, ledger_row=row.id)
+                   row.estimated_bytes, batch_key=row.batch_key, ledger_row=row.id, scope=row.scope)
 
     def metadata(self) -> dict[str, Any]:
         """The materialization metadata of why the table ran (numbers as numbers; no row: null)."""
-        return {"trigger": self.trigger, "reason": self.reason, "debt_score": self.debt_score, "slot": self.slot,
+        data = {"trigger": self.trigger, "reason": self.reason, "debt_score": self.debt_score, "slot": self.slot,
                 "attempt": self.attempt, "estimated_bytes": self.estimated_bytes, "ledger_row": self.ledger_row}
+        if self.scope is not None:
+            data.update(scoped_partitions=len(self.scope.partitions), backlog_partitions=self.scope.backlog_partitions,
+                        backlog_bytes=self.scope.backlog_bytes, scope_cap_bytes=self.scope.cap,
+                        scope_oversized=self.scope.oversized)
+        return data

@@ -6,7 +6,7 @@ or Dagit's *Materialize*, whose runs get the missing tags at start): :func:`run_
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.run_decision import RunDecision
@@ -50,6 +50,10 @@ TRIGGER_KINDS = RUN_PAGE_PREFIX + "triggers"  # a batch's trigger kinds
 # Why a run failed without it being the table's fault ("lock_held", "outage"): history does not
 # count such failures toward backoff.
 FAILURE_KIND = RUN_PAGE_PREFIX + "failure-kind"
+# Tables whose commit lost a race with another writer in this run (a conflict, not a failure).
+CONFLICTS = RUN_PAGE_PREFIX + "conflicts"
+# A partition-scoped rewrite (core/partition_scope.py): its partitions and bytes, and the backlog left.
+PARTITIONS = RUN_PAGE_PREFIX + "partitions"
 POLICY_TAG_PREFIX = RUN_PAGE_PREFIX + "tag."  # + a policy's tag key: the policy's ``tags``
 
 # The keys of runs made before floe-dagster moved them to the run page (issue 16): read with
@@ -69,7 +73,7 @@ def tag_value(tags: Mapping[str, str], key: str, default: str | None = None) -> 
     return default if value is None else value
 
 
-TRIGGERS = ("cron", "interval", "condition", "critical", "manual", "backfill")
+TRIGGERS = ("cron", "interval", "condition", "critical", "manual", "backfill", "backlog")
 
 # dagster/priority bands (higher runs first in the queue): manual > critical > scheduled > backfill,
 # plus a debt bucket of 0..9 within the band.
@@ -138,11 +142,19 @@ def run_tags(
             ATTEMPT: str(decision.attempt),
             BATCH_KEY: decision.item_key,
         })
+        if decision.scope is not None:
+            tags[PARTITIONS] = scope_tag(decision.scope)
         max_runtime_s = decision.max_runtime_s or max_runtime_s
     if max_runtime_s:
         tags[DAGSTER_MAX_RUNTIME] = str(int(max_runtime_s))
     tags.update(policy.tags)
     return tags
+
+
+def scope_tag(scope: Any) -> str:
+    """A partition-scoped rewrite in a few words (the partitions themselves are in the ledger row)."""
+    return (f"{len(scope.partitions)} partition(s), {scope.bytes} bytes; backlog {scope.backlog_partitions} "
+            f"partition(s), {scope.backlog_bytes} bytes" + ("; one partition over the cap" if scope.oversized else ""))
 
 
 def shared_run_tags(tables: Sequence[TableName], op: Operation, origin: Origin) -> dict[str, str]:

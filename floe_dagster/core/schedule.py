@@ -14,6 +14,9 @@ Fields (Floe's names):
 - ``timezone``: IANA name (default UTC); windows, days and cron are read on this zone's clock.
 - ``timeout`` (hours, > 0, default 1), ``enforceWindowEnd`` (cut the run's maximum runtime to the
   window's end), ``priority`` (ranking among equally indebted work), ``enabled`` (default true).
+- ``quietFor`` (ISO-8601 duration): run only once the table has had no commit from another writer for
+  this long; ``maxQuietWait`` (ISO-8601 duration, default ``P1D``, needs ``quietFor``): run anyway this
+  long after the work became due (:mod:`floe_dagster.core.quiet`).
 
 Every datetime returned is aware and in UTC (comparisons inside one zone would ignore DST's ``fold``).
 """
@@ -36,6 +39,7 @@ from floe_dagster.core.localtime import (
     transitions_on,
     zone,
 )
+from floe_dagster.core.quiet import DEFAULT_MAX_QUIET_WAIT, QuietPeriod
 from floe_dagster.core.validation import (
     Location,
     check_mapping,
@@ -50,7 +54,7 @@ from floe_dagster.core.validation import (
 
 SCHEDULE_FIELDS = (
     "cronExpression", "interval", "windowStart", "windowEnd", "allowedDays", "timezone", "timeout",
-    "enforceWindowEnd", "priority", "enabled",
+    "enforceWindowEnd", "priority", "enabled", "quietFor", "maxQuietWait",
 )
 DEFAULT_TIMEOUT_HOURS = 1.0
 DAY_NAMES = ("MONDAY", "TUESDAY", "WEDNESDAY", "THURSDAY", "FRIDAY", "SATURDAY", "SUNDAY")  # weekday() order
@@ -71,6 +75,7 @@ class Schedule:
     timeout_hours: float = DEFAULT_TIMEOUT_HOURS
     enforce_window_end: bool = False
     priority: int = 0
+    quiet: QuietPeriod | None = None  # quietFor / maxQuietWait (core/quiet.py); None: no quiet period
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -277,6 +282,8 @@ class Schedule:
             data["allowedDays"] = [DAY_NAMES[d] for d in sorted(self.allowed_days)]
         data.update(timezone=self.timezone, timeout=self.timeout_hours, enforceWindowEnd=self.enforce_window_end,
                     priority=self.priority, kind=self.kind)
+        if self.quiet is not None:
+            data.update(self.quiet.to_json())
         return data
 
 
@@ -475,7 +482,47 @@ def parse_schedule(at: Location, raw: Any) -> Schedule:
         enabled=enabled, cron_expression=cron_expression, cron_5field=cron5, interval=interval,
         window_start=window_start, window_end=window_end, allowed_days=allowed_days, timezone=tz_name,
         timeout_hours=float(timeout), enforce_window_end=enforce, priority=priority,
+        quiet=_parse_quiet(at, mapping),
     )
+
+
+def _parse_quiet(at: Location, mapping: Mapping[str, Any]) -> QuietPeriod | None:
+    """``quietFor`` and ``maxQuietWait``; ``maxQuietWait`` alone is an error (there is nothing to wait for)."""
+    quiet_for = _parse_wait(at, mapping, "quietFor", "PT10M")
+    max_wait = _parse_wait(at, mapping, "maxQuietWait", "PT6H")
+    if mapping.get("maxQuietWait") is not None and mapping.get("quietFor") is None:
+        at.child("maxQuietWait").error("is set without quietFor: it limits how long a quiet period is waited for, "
+                                       "so set quietFor (such as PT10M) too, or remove it")
+    if quiet_for is None:
+        return None
+    if max_wait is None:
+        max_wait = DEFAULT_MAX_QUIET_WAIT
+    if quiet_for == timedelta(0):
+        at.child("quietFor").warn("is zero: every table is quiet, so it has no effect; remove it")
+    return QuietPeriod(quiet_for, max_wait)
+
+
+def _parse_wait(at: Location, mapping: Mapping[str, Any], key: str, example: str) -> timedelta | None:
+    """An ISO-8601 duration of the quiet period: zero or longer (``maxQuietWait`` longer than zero)."""
+    value = mapping.get(key)
+    if value is None:
+        return None
+    here = at.child(key)
+    if not isinstance(value, str):
+        here.error(f"expected an ISO-8601 duration such as {example}, got {describe(value)}")
+        return None
+    if value.strip().startswith("-"):
+        here.error(f"must not be negative, got {value!r}; write a duration such as {example}")
+        return None
+    try:
+        wait = parse_iso_duration(value)
+    except ValueError as exc:
+        here.error(str(exc))
+        return None
+    if key == "maxQuietWait" and wait <= timedelta(0):
+        here.error(f"must be longer than zero, got {value!r} (zero would force every run at once)")
+        return None
+    return wait
 
 
 def _parse_interval(at: Location, mapping: Mapping[str, Any]) -> timedelta | None:

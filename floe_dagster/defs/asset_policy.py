@@ -167,6 +167,9 @@ def operation_rule(policy: Policy, op: Operation, schedule_names: ScheduleNames)
         rule = f"every tick ({SENSOR_LABEL})"
     if not schedule.always_open:
         rule += f", window {schedule.describe_window()}"
+    if schedule.quiet is not None:
+        rule += (f", once quiet for {duration_text(schedule.quiet.quiet_for)} "
+                 f"(forced after {duration_text(schedule.quiet.max_wait)})")
     return rule
 
 

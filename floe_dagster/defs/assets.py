@@ -16,6 +16,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from dagster import (
     AssetExecutionContext,
+    AssetObservation,
     AssetOut,
     Failure,
     MaterializeResult,
@@ -25,13 +26,24 @@ from dagster import (
     multi_asset,
 )
 from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
 
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.locks import Locks, table_lock_name
 from floe_dagster.coordination.runs import run_lock_name
 from floe_dagster.core import run_tags as T
+from floe_dagster.core.commit_conflicts import (
+    PARTIAL,
+    PARTIAL_PROGRESS,
+    WINNER_PREFIX,
+    RewriteProgress,
+    winning_operation,
+)
+from floe_dagster.core.estimates import estimate_error_pct
 from floe_dagster.core.history import Outcome
+from floe_dagster.core.operation_config import RewriteDataFilesConfig
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled
+from floe_dagster.core.partition_scope import RewriteScope
 from floe_dagster.core.run_decision import RunDecision
 from floe_dagster.core.run_tags import Origin, decision_from_tags, tables_run_tags
 from floe_dagster.core.tables import TableName
@@ -47,11 +59,19 @@ from floe_dagster.defs.names import (
     unmappable_reason,
 )
 from floe_dagster.defs.table_metadata import definition_metadata, table_metadata
-from floe_dagster.errors import LOCK_HELD, FloeError, MaintenanceFailed, Outage, failure_kind
-from floe_dagster.iceberg.catalog import TableReads, open_catalog, row_count, schema_columns, table_counts
+from floe_dagster.errors import CONFLICT, LOCK_HELD, CommitConflict, FloeError, MaintenanceFailed, Outage, failure_kind
+from floe_dagster.iceberg.catalog import (
+    TableReads,
+    open_catalog,
+    partition_fields,
+    row_count,
+    schema_columns,
+    table_counts,
+)
+from floe_dagster.iceberg.rewrite_progress import rewrite_progress
 from floe_dagster.policies import ResolvedOperation, load_policy_set, resolve_operation
 from floe_dagster.settings import Settings
-from floe_dagster.spark.engine import IcebergSparkEngine
+from floe_dagster.spark.engine import EngineOutcome, IcebergSparkEngine
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +160,7 @@ def _maintain_selected(context: AssetExecutionContext, settings: Settings,
     catalog = open_catalog(settings.catalog)
     failures: list[str] = []
     skipped: list[str] = []
+    conflicts: list[str] = []
     decisions = _run_decisions(coordination, tables, op, run_tags)
     for decision in decisions:
         table = decision.table
@@ -160,15 +181,21 @@ def _maintain_selected(context: AssetExecutionContext, settings: Settings,
             if kind == LOCK_HELD:
                 context.log.warning(f"skipped {message}")
                 skipped.append(message)
+            elif kind == CONFLICT:
+                context.log.warning(f"conflict: {message}; a later tick retries it (no backoff)")
+                conflicts.append(table.qualified)
+                context.instance.add_run_tags(context.run.run_id, {T.CONFLICTS: ",".join(conflicts)[:T.MAX_TABLES_CHARS]})
+                yield _conflict_observation(table, op, decision, str(exc))
             else:
                 context.log.error(message)
                 failures.append(message)
-            if kind:
+            if kind and kind != CONFLICT:
                 context.instance.add_run_tags(context.run.run_id, {T.FAILURE_KIND: kind})
             coordination.record_outcome(Outcome(
                 run_id=context.run.run_id, table_name=table.qualified, operation=op, trigger=decision.trigger,
                 started_at=started, finished_at=datetime.now(timezone.utc), succeeded=False,
                 failure_kind=kind, message=str(exc),
+                conflict_writer=winning_operation(str(exc)) if kind == CONFLICT else None,
             ))
             if isinstance(exc, Outage):
                 break  # Spark or the catalog is down: the other tables would fail the same way
@@ -194,6 +221,15 @@ def _run_decisions(coordination: Coordination, tables: list[TableName], op: Oper
     return sorted(decisions, key=lambda d: (d.ledger_row or 0, d.table))
 
 
+def _conflict_observation(table: TableName, op: Operation, decision: RunDecision, message: str) -> AssetObservation:
+    """A lost commit race on the table's operation partition: the asset's page shows it beside the
+    materializations, and no materialization claims the table was maintained."""
+    return AssetObservation(asset_key=asset_key_for(table), partition=op.value, metadata={
+        "outcome": "conflict", "conflict": message, "writer_operation": winning_operation(message) or "",
+        **decision.metadata(),
+    })
+
+
 def _snapshot_id(value: Any) -> int | None:
     text = getattr(value, "value", value)
     return int(text) if text not in (None, "") else None
@@ -217,6 +253,13 @@ def _add_missing_run_tags(context: AssetExecutionContext, tables: list[TableName
     return {**existing, **missing}
 
 
+def rewrite_scope(iceberg_table: Any, decision: RunDecision) -> RewriteScope | None:
+    """A partition-scoped rewrite's partitions with the table's current spec (None: the whole table)."""
+    if decision.scope is None or decision.operation is not Operation.REWRITE_DATA_FILES:
+        return None
+    return RewriteScope(decision.scope.partitions, partition_fields(iceberg_table), decision.scope.files)
+
+
 def maintain_table(
     context: AssetExecutionContext, engine: IcebergSparkEngine, decision: RunDecision, resolved: ResolvedOperation,
     locks: Locks, catalog: Catalog,
@@ -238,9 +281,17 @@ def maintain_table(
         context.log.info(f"{op.value} on {table.qualified} (policy {resolved.policy_name})")
         outcome = engine.maintain(
             table, op, resolved.config, now, table_properties=properties, table_bytes=before["total_bytes"],
-            read_snapshots=reads.snapshots,
+            read_snapshots=reads.snapshots, scope=rewrite_scope(iceberg_table, decision),
         )
     after_table = reads.latest  # read after the procedure's commit (the row check's read)
+    progress = _rewrite_progress(iceberg_table, after_table, resolved, outcome, properties)
+    if progress is not None and progress.outcome == CONFLICT:
+        # Nothing of ours landed and a race took it: a conflict, as if Iceberg had thrown.
+        raise CommitConflict(f"{op.procedure} on '{table.qualified}' lost a commit race: {progress.describe()}; "
+                             f"{WINNER_PREFIX}{_newest_other_commit(iceberg_table, after_table)}")
+    if progress is not None and progress.outcome == PARTIAL:
+        context.log.warning(f"{op.value} on {table.qualified} landed partly: {progress.describe()}; "
+                            "the groups left are rewritten by a later run")
     after = table_counts(after_table)
     current = after_table.current_snapshot()
     metadata: dict[str, Any] = {name: value for name, value in outcome.result.numbers.items()}
@@ -260,11 +311,46 @@ def maintain_table(
         "procedure_call": MetadataValue.md(f"```sql\n{outcome.sql}\n```"),
         "arguments": MetadataValue.json(outcome.arguments),
     })
+    if op.rewrites_data:  # estimate accuracy over time: estimated_bytes (the decision's) against bytes_rewritten
+        metadata["estimate_error_pct"] = estimate_error_pct(decision.estimated_bytes, outcome.result.bytes_rewritten)
+        if decision.scope is not None:
+            scope = {"how": outcome.arguments.get("scope"), **decision.scope.to_json()}
+            scope["partitions"] = scope["partitions"][:100]  # the ledger row keeps them all
+            metadata["scope"] = MetadataValue.json(scope)
     if outcome.row_check.rows_after is not None:
         metadata["rows_checked"] = outcome.row_check.rows_after
+    if progress is not None:
+        metadata.update(progress.metadata())
     # Dagster's standard keys, from the metadata read after the commit (no Spark query).
     metadata.update(table_metadata(table.qualified, after_table.location(), row_count(current),
                                    schema_columns(after_table.schema())))
     if outcome.result.orphan_files:
         metadata["orphan_files_sample"] = MetadataValue.json(list(outcome.result.orphan_files[:20]))
     return MaterializeResult(asset_key=asset_key_for(table), metadata=metadata)
+
+
+def _rewrite_progress(before: Table, after: Table, resolved: ResolvedOperation, outcome: EngineOutcome,
+                      properties: Mapping[str, str]) -> RewriteProgress | None:
+    """What a data file rewrite landed, when something may have been lost silently: with partial
+    progress (the policy's or floe's default for merge-on-read tables) or failed groups; else None."""
+    if not isinstance(resolved.config, RewriteDataFilesConfig):
+        return None
+    options = outcome.arguments.get("options") or {}
+    partial = bool(options.get(PARTIAL_PROGRESS))
+    failed = int(outcome.result.numbers.get("failed_data_files_count", 0))
+    if not partial and not failed:
+        return None  # without partial progress a lost race throws (the engine's CommitConflict)
+    return rewrite_progress(before, after, resolved.config, partial, failed, properties)
+
+
+def _newest_other_commit(before: Table, after: Table) -> str:
+    known = {s.snapshot_id for s in before.metadata.snapshots}
+    others = [s for s in after.metadata.snapshots if s.snapshot_id not in known
+              and (s.summary is None or s.summary.operation.value != "replace")]
+    if not others:
+        return "unknown (no other commit is left in the table's history)"
+    newest = others[-1]
+    operation = newest.summary.operation.value if newest.summary is not None else "unknown operation"
+    at = datetime.fromtimestamp(newest.timestamp_ms / 1000, timezone.utc).isoformat()
+    more = f", and {len(others) - 1} more" if len(others) > 1 else ""
+    return f"snapshot {newest.snapshot_id} ({operation}) at {at}{more}"

@@ -27,8 +27,8 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (  # t
 )
 
 from floe_dagster.core.debt import DebtWeights
-from floe_dagster.core.health_assessment import CRITICAL, HEALTHY, HealthAssessment, assess_health
-from floe_dagster.core.health_record import health_record, thresholds_for
+from floe_dagster.core.health_assessment import CRITICAL, HEALTHY, HealthAssessment
+from floe_dagster.core.health_record import assess_table, health_record, thresholds_for
 from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.policy import PolicySet
 from floe_dagster.core.tables import TableName
@@ -104,8 +104,9 @@ def observation_metadata(record: Mapping[str, Any]) -> dict[str, Any]:
             metadata[key] = value
     debt = record["debt"]
     metadata["debt_score"] = MetadataValue.float(float(debt["score"]))
-    metadata["critical_issues"] = MetadataValue.int(debt["inputs"]["critical_issues"])
-    metadata["warning_issues"] = MetadataValue.int(debt["inputs"]["warning_issues"])
+    # Every issue, a lost-race streak's too (the debt's inputs leave that one out).
+    metadata["critical_issues"] = MetadataValue.int(sum(1 for i in record["issues"] if i["severity"] == "critical"))
+    metadata["warning_issues"] = MetadataValue.int(sum(1 for i in record["issues"] if i["severity"] == "warning"))
     metadata["status"] = MetadataValue.text(record["status"])
     metadata["tier"] = MetadataValue.text(record["tier"])
     metadata["policy"] = MetadataValue.text(record["policy"] or "")
@@ -168,7 +169,7 @@ def table_health_events(
     debt_weights: DebtWeights | None = None,
 ) -> TableHealthEvents:
     policy, thresholds = thresholds_for(policies, table)
-    report = assess_health(metrics, thresholds, now)
+    report = assess_table(metrics, thresholds, now, history)
     return assessment_events(table, report, policy, now, history, debt_weights)
 
 

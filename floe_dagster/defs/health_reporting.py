@@ -26,8 +26,8 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (  # t
 )
 
 from floe_dagster.core.debt import DebtWeights
-from floe_dagster.core.health_assessment import CRITICAL, HEALTHY, WARNING, HealthAssessment, assess_health
-from floe_dagster.core.health_record import thresholds_for
+from floe_dagster.core.health_assessment import CRITICAL, HEALTHY, WARNING, HealthAssessment
+from floe_dagster.core.health_record import assess_table, thresholds_for
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.localtime import naive_as_utc
 from floe_dagster.core.measurements import TableMetrics
@@ -129,7 +129,7 @@ def report_health_events(
     awaiting: list[_Candidate] = []
     for table in candidates:
         policy, thresholds = thresholds_for(policies, table)
-        report = assess_health(metrics_by_table[table], thresholds, now)
+        report = assess_table(metrics_by_table[table], thresholds, now, history)
         last = stored.get(table.qualified, Reported())
         state = Reported(fingerprint(report), last.run)
         newest_run = successes.get(table.qualified)

@@ -7,6 +7,8 @@ PyIceberg catalog type works and ``.pyiceberg.yaml`` / ``PYICEBERG_CATALOG__...`
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import os
 from typing import Any
 
@@ -20,6 +22,7 @@ from pyiceberg.types import IcebergType, ListType, MapType, StructType
 from sqlalchemy import text
 
 from floe_dagster.core.measurements import ColumnFacts
+from floe_dagster.core.partition_scope import PartitionField
 from floe_dagster.core.object_storage import FORCE_VIRTUAL_ADDRESSING, s3_path_style, storage_description, uses_s3
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import CatalogUnavailable, UnknownTable
@@ -125,6 +128,7 @@ def snapshot_facts(table: Table) -> list[dict[str, Any]]:
     return [
         {"snapshot_id": s.snapshot_id, "parent_id": s.parent_snapshot_id,
          "operation": s.summary.operation.value if s.summary else None,
+         "committed_at": datetime.fromtimestamp(s.timestamp_ms / 1000, timezone.utc),
          "summary": dict(s.summary.additional_properties) if s.summary else {}}
         for s in table.metadata.snapshots
     ]
@@ -175,6 +179,14 @@ def row_count(snapshot: Snapshot | None) -> int | None:
     if snapshot is None:
         return 0
     return summary_total(snapshot.summary, TOTAL_RECORDS)
+
+
+def partition_fields(table: Table) -> tuple[PartitionField, ...]:
+    """The table's current partition spec as the engine's partition predicates need it (source column
+    path, transform, the source column's Iceberg type), in the order of the health collector's keys."""
+    schema = table.schema()
+    return tuple(PartitionField(schema.find_column_name(f.source_id) or "", str(f.transform),
+                                str(schema.find_field(f.source_id).field_type)) for f in table.spec().fields)
 
 
 def schema_columns(schema: Schema) -> tuple[ColumnFacts, ...]:

@@ -26,9 +26,11 @@ from uuid import UUID
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import DataFileContent, ManifestContent, ManifestEntry, ManifestFile
 from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.snapshots import Snapshot
 
 from floe_dagster.core.manifest_reduction import PartitionSpecs, full_tier_fields
 from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.quiet import OWN_OPERATION
 from floe_dagster.core.tables import TableName
 from floe_dagster.iceberg.catalog import schema_columns
 from floe_dagster.iceberg.snapshot_summary import (
@@ -114,13 +116,35 @@ def summarize_manifest(manifest: ManifestFile, entries: list[ManifestEntry]) -> 
     }
 
 
+def _operation(snapshot: Snapshot) -> str:
+    """A snapshot's operation as Iceberg writes it (``append``, ``replace``, ...); ``unknown`` when its
+    summary is missing (old format 1 writers)."""
+    summary = snapshot.summary
+    if summary is None or summary.operation is None:
+        return "unknown"
+    return getattr(summary.operation, "value", str(summary.operation))
+
+
+def newest_foreign_commit(snapshots: Iterable[Snapshot]) -> tuple[int | None, str | None]:
+    """(time in ms, operation) of the newest snapshot another writer committed: any operation but
+    ``replace``, which is every commit of floe's own (core/quiet.py); (None, None) when none is retained."""
+    newest: Snapshot | None = None
+    for snapshot in snapshots:
+        if (newest is None or snapshot.timestamp_ms > newest.timestamp_ms) and _operation(snapshot) != OWN_OPERATION:
+            newest = snapshot
+    return (newest.timestamp_ms, _operation(newest)) if newest is not None else (None, None)
+
+
 def _base_fields(metadata: TableMetadata) -> dict[str, Any]:
     snapshots = metadata.snapshots
     current = metadata.current_snapshot()
+    foreign_ms, foreign_operation = newest_foreign_commit(snapshots)
     return {
         "snapshot_count": len(snapshots),
         "oldest_snapshot_ms": min((s.timestamp_ms for s in snapshots), default=None),
         "newest_snapshot_ms": max((s.timestamp_ms for s in snapshots), default=None),
+        "newest_foreign_commit_ms": foreign_ms,
+        "newest_foreign_commit_operation": foreign_operation,
         "current_snapshot_id": current.snapshot_id if current else None,
         "properties": dict(metadata.properties),
         "location": metadata.location,

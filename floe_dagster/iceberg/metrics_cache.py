@@ -22,8 +22,8 @@ log = logging.getLogger(__name__)
 ALGORITHM_VERSION = 1
 # Bump when a metrics record gains or changes a field: older records are collected again (their
 # metadata file and manifest list), while the manifest summaries (ALGORITHM_VERSION) stay valid.
-# 2: the table's location and columns.
-RECORD_VERSION = ALGORITHM_VERSION * 1000 + 2
+# 2: the table's location and columns. 3: the newest commit by another writer (the quiet period).
+RECORD_VERSION = ALGORITHM_VERSION * 1000 + 3
 CACHE_SCHEMA_VERSION = 1
 CACHE_FILE = "health.sqlite3"
 

@@ -30,16 +30,20 @@ def summary_total(summary: Mapping[str, Any] | Any | None, key: str, missing: in
         return None
 
 
-def live_rows(summary: Mapping[str, Any] | None) -> int | None:
-    """Records minus position and equality deletes (a delete total left out counts 0); None without
-    ``total-records`` or with a total that is no integer."""
-    totals = (summary_total(summary, TOTAL_RECORDS), summary_total(summary, TOTAL_POSITION_DELETES, 0),
-              summary_total(summary, TOTAL_EQUALITY_DELETES, 0))
-    if any(total is None for total in totals):
+def exact_live_rows(summary: Mapping[str, Any] | None) -> int | None:
+    """The snapshot's rows when its summary alone decides them: ``total-records`` of a snapshot with
+    no delete files; None otherwise. With delete files the summary cannot decide: a position delete
+    (or a deletion vector) stays counted while the data file it points at is gone (a dangling delete
+    after a rewrite), two deletes may remove the same row, an equality delete counts its delete
+    records, not the rows it removes. Worse, a rewrite that dropped a concurrent DELETE (the row
+    resurrected, the delete left dangling) keeps ``total-records - total-position-deletes`` equal:
+    the difference agrees while the rows are wrong. Such snapshots are counted with Spark."""
+    deletes = [summary_total(summary, key, 0) for key in (TOTAL_DELETE_FILES, TOTAL_POSITION_DELETES,
+                                                          TOTAL_EQUALITY_DELETES)]
+    if any(total != 0 for total in deletes):  # None (no integer) or some deletes
         return None
-    records, position_deletes, equality_deletes = totals
-    return records - position_deletes - equality_deletes
+    return summary_total(summary, TOTAL_RECORDS)
 
 
-__all__ = ["summary_total", "live_rows", "TOTAL_DATA_FILES", "TOTAL_DELETE_FILES", "TOTAL_EQUALITY_DELETES",
+__all__ = ["summary_total", "exact_live_rows", "TOTAL_DATA_FILES", "TOTAL_DELETE_FILES", "TOTAL_EQUALITY_DELETES",
            "TOTAL_FILE_SIZE", "TOTAL_POSITION_DELETES", "TOTAL_RECORDS"]

@@ -32,6 +32,8 @@ from floe_dagster.policies import load_policy_set, run_tags_for
 from floe_dagster.settings import Settings
 
 SUCCEEDED, FAILED, CANCELLED, SKIPPED = "SUCCEEDED", "FAILED", "CANCELLED", "SKIPPED"
+# The commit lost a race with another writer: nothing changed, no backoff; a later run retries it.
+CONFLICT = "CONFLICT"
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ class PreparedTrigger:
 @dataclass
 class OperationOutcome:
     operation: Operation
-    status: str  # SUCCEEDED, FAILED, CANCELLED, SKIPPED
+    status: str  # SUCCEEDED, CONFLICT, FAILED, CANCELLED, SKIPPED
     run_id: str | None = None
     message: str = ""
     metadata: dict = field(default_factory=dict)
@@ -63,7 +65,7 @@ class TriggerSummary:
     @property
     def succeeded(self) -> bool:
         ran = [o for o in self.outcomes if o.status != SKIPPED]
-        return bool(ran) and all(o.status == SUCCEEDED for o in ran)
+        return bool(ran) and all(o.status in (SUCCEEDED, CONFLICT) for o in ran)  # a lost race is no failure
 
     def lines(self) -> list[str]:
         head = f"{self.table.qualified} (policy {self.policy_name}, trigger id {self.trigger_id})"
@@ -158,7 +160,9 @@ def run_in_process(settings: Settings, prepared: PreparedTrigger, origin: Origin
         tags = run_tags_for(settings, table, op, origin)
         result = job.execute_in_process(instance=instance, partition_key=op.value, tags=tags, raise_on_error=False)
         ran = run_outcome(result.all_events)
-        if result.success:
+        if result.success and ran.conflicts and not ran.tables:
+            outcomes.append(OperationOutcome(op, CONFLICT, result.run_id, message=" | ".join(ran.conflicts.values())))
+        elif result.success:
             metadata = {key: value for values in ran.tables.values() for key, value in values.items()}
             outcomes.append(OperationOutcome(op, SUCCEEDED, result.run_id, metadata=metadata))
         else:

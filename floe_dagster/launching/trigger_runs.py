@@ -14,7 +14,7 @@ from floe_dagster.defs.names import table_for_asset_key
 # The events an outcome is read from (a filter for the event log).
 RESULT_EVENTS = frozenset({
     DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.STEP_FAILURE, DagsterEventType.RUN_FAILURE,
-    DagsterEventType.RUN_CANCELED,
+    DagsterEventType.RUN_CANCELED, DagsterEventType.ASSET_OBSERVATION,
 })
 
 
@@ -26,6 +26,8 @@ class RunOutcome:
     # The first line of the first step failure (a dagster Failure's description, else its error),
     # else of the run's failure or cancellation; None when nothing failed.
     error: str | None = None
+    # Tables whose commit lost a race with another writer (outcome ``conflict``), with the message.
+    conflicts: dict[str, str] = field(default_factory=dict)
 
 
 def _first_line(text: str | None) -> str | None:
@@ -44,6 +46,15 @@ def run_outcome(events: Iterable[DagsterEvent]) -> RunOutcome:
             except ValueError:
                 name = "/".join(materialization.asset_key.path)
             outcome.tables[name] = {key: getattr(entry, "value", entry) for key, entry in materialization.metadata.items()}
+        elif event.event_type == DagsterEventType.ASSET_OBSERVATION:
+            observation = event.event_specific_data.asset_observation
+            values = {key: getattr(entry, "value", entry) for key, entry in observation.metadata.items()}
+            if values.get("outcome") == "conflict":
+                try:
+                    name = table_for_asset_key(observation.asset_key).qualified
+                except ValueError:
+                    name = "/".join(observation.asset_key.path)
+                outcome.conflicts[name] = str(values.get("conflict", ""))
         elif event.event_type == DagsterEventType.STEP_FAILURE and step_error is None:
             data = event.event_specific_data
             user = getattr(data, "user_failure_data", None)  # a dagster Failure: its description

@@ -6,13 +6,19 @@ stay under ``metConditionDetails`` and ``unmetConditionDetails``."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
+from dagster import AssetRecordsFilter, DagsterInstance
+
 from floe_dagster.coordination.database import Coordination
+from floe_dagster.core.commit_conflicts import conflict_retry_delay
 from floe_dagster.core.conditions import NO_MATCHING_POLICY, OPERATION_DISABLED, floe_condition_strings
+from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.planner import plan
+from floe_dagster.core.tables import TableName
+from floe_dagster.defs.names import asset_key_for
 from floe_dagster.iceberg.catalog import existing_table
 from floe_dagster.iceberg.table_cache import read_cached_tables
 from floe_dagster.instance import get_instance
@@ -24,7 +30,8 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
                   instance=None) -> dict[str, Any]:
     table = existing_table(settings.catalog, table_text)
     cached = read_cached_tables(settings)
-    data = gather(settings, instance or get_instance(), coordination, now,
+    instance = instance or get_instance()
+    data = gather(settings, instance, coordination, now,
                   frozenset(cached) if cached is not None else None).plan_input
     policy = data.policies.effective_policy(table)
     decisions = {d.operation: d for d in plan(data).decisions if d.table == table}
@@ -53,6 +60,7 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
             "metConditionDetails": [c.to_json() for c in result.met] if result is not None else [],
             "unmetConditionDetails": [c.to_json() for c in result.unmet] if result is not None else [],
             "forcedByCriticalPipeline": bool(result is not None and result.forced),
+            "quiet": _quiet(decision, policy),
             "nextEligibleTime": decision.next_eligible.isoformat() if decision.next_eligible else None,
             "debtScore": decision.debt_score,
             "debtBreakdown": dict(decision.debt_breakdown),
@@ -60,10 +68,12 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
                 "consecutiveFailures": history.consecutive_failures if history else 0,
                 "until": decision.backoff_until.isoformat() if decision.backoff_until else None,
             },
+            "conflicts": _conflicts(table, op, history),
             "throttle": {
                 "consecutiveZeroChangeRuns": history.consecutive_zero_change if history else 0,
                 "until": decision.throttled_until.isoformat() if decision.throttled_until else None,
             },
+            "backlog": _orphan_backlog(instance, table) if op is Operation.ORPHAN_CLEANUP else _backlog(decision),
             "lastRun": {
                 "start": history.last_run_start.isoformat() if history and history.last_run_start else None,
                 "succeeded": history.last_run_succeeded if history else None,
@@ -82,14 +92,73 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
     }
 
 
+def _quiet(decision, policy) -> dict[str, Any] | None:
+    """The quiet gate's state: its verdict once the decision reached it, else only the period (an earlier
+    gate decided); None when the operation's schedule has no quiet period."""
+    if decision.quiet is not None:
+        return {"evaluated": True, **decision.quiet.to_json()}
+    schedule = policy.schedule(decision.operation) if policy is not None else None
+    if schedule is None or schedule.quiet is None:
+        return None
+    return {"evaluated": False, **schedule.quiet.to_json(),
+            "detail": "not checked yet: an earlier gate decided (the quiet period is checked after the conditions)"}
+
+
+def _backlog(decision: Any) -> dict[str, Any] | None:
+    """A partition-scoped rewrite's backlog: what this decision would leave (when it scopes now), else
+    what the newest admission left while it is open; None: no backlog."""
+    if decision.scope is not None:
+        scope = decision.scope
+        return {"partitions": scope.backlog_partitions, "bytes": scope.backlog_bytes,
+                "scopedPartitions": len(scope.partitions), "scopedBytes": scope.bytes, "capBytes": scope.cap,
+                "oversized": scope.oversized}
+    if decision.backlog is not None:
+        return {"partitions": decision.backlog.partitions, "bytes": decision.backlog.bytes,
+                "slot": decision.backlog.slot}
+    return None
+
+
+def _orphan_backlog(instance: DagsterInstance, table: TableName) -> dict[str, Any] | None:
+    """The orphans the table's last cleanup left on disk (a per-run cap cut it, or a dry run deleted
+    nothing): its materialization's ``orphan_backlog_files``; the next run lists them again and deletes
+    them first. None: no cleanup yet, or it left none."""
+    key = asset_key_for(table)
+    records = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=key, asset_partitions=[Operation.ORPHAN_CLEANUP.value]), limit=1).records
+    if not records or records[0].asset_materialization is None:
+        return None
+    record = records[0]
+    found = {name: getattr(value, "value", value) for name, value in record.asset_materialization.metadata.items()}
+    files = found.get("orphan_backlog_files")
+    if not isinstance(files, int) or isinstance(files, bool) or files <= 0:
+        return None
+    cap = found.get("orphan_cap")
+    return {"files": files, "exact": bool(found.get("orphan_backlog_exact", True)),
+            "cap": cap if isinstance(cap, int) and not isinstance(cap, bool) else None,
+            "capReached": bool(found.get("orphan_cap_reached", False)), "runId": record.run_id,
+            "at": datetime.fromtimestamp(record.timestamp, timezone.utc).isoformat()}
+
+
 def _not_decided(op: Operation, why: str) -> dict[str, Any]:
     """An operation the planner makes no decision for, in Floe's shape: disabled, never triggers."""
     return {
         "operationType": op.value, "shouldTrigger": False, "enabled": False, "reasons": [why], "trigger": None,
         "conditionsMet": False, "metConditions": [], "unmetConditions": [why], "metConditionDetails": [],
-        "unmetConditionDetails": [], "forcedByCriticalPipeline": False, "nextEligibleTime": None,
+        "unmetConditionDetails": [], "forcedByCriticalPipeline": False, "quiet": None, "nextEligibleTime": None,
         "debtScore": 0.0, "debtBreakdown": {},
         "backoff": {"consecutiveFailures": 0, "until": None},
+        "conflicts": {"consecutiveConflicts": 0, "lastConflictAt": None, "retryAt": None, "writerOperation": None},
         "throttle": {"consecutiveZeroChangeRuns": 0, "until": None},
+        "backlog": None,
         "lastRun": {"start": None, "succeeded": None, "trigger": None},
     }
+
+
+def _conflicts(table: TableName, op: Operation, history: OperationHistory | None) -> dict[str, Any]:
+    """Lost commit races in a row (never failures: no backoff) and when the next attempt may start."""
+    streak = history.consecutive_conflicts if history else 0
+    last = history.last_conflict_at if history else None
+    retry = last + conflict_retry_delay(table.qualified, op.value, streak) if streak and last else None
+    return {"consecutiveConflicts": streak, "lastConflictAt": last.isoformat() if last else None,
+            "retryAt": retry.isoformat() if retry else None,
+            "writerOperation": history.last_conflict_writer if history and streak else None}

@@ -10,8 +10,7 @@ from typing import Any, Mapping
 from dagster import DagsterInstance
 
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core.health_assessment import assess_health
-from floe_dagster.core.health_record import health_record, thresholds_for
+from floe_dagster.core.health_record import assess_table, health_record, thresholds_for
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.errors import UnknownTable
@@ -47,8 +46,8 @@ def health_report(settings: Settings, coordination: Coordination, table: TableNa
         except UnknownTable as exc:
             raise UnknownTable(f"{exc} (`floe-dagster tables --refresh` lists the catalog's tables)", name) from None
     policy, thresholds = thresholds_for(policies, name)
-    assessed = assess_health(metrics, thresholds, now)
     history = coordination.all_history()
+    assessed = assess_table(metrics, thresholds, now, history)
     return health_record(assessed, policy, history, now, settings.debt)
 
 

@@ -6,7 +6,7 @@ The ledger's arithmetic (:func:`ledger_state`) is pure, so it is tested without 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Callable, Iterable, Mapping
 
@@ -16,6 +16,7 @@ from floe_dagster.coordination.database import ADMISSION_TTL, Coordination
 from floe_dagster.coordination.runs import QUEUED_STATUSES, RunInFlight, mark_dead_runs, runs_in_flight
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.partition_scope import Backlog
 from floe_dagster.core.planner import Decision, PlanInput
 from floe_dagster.core.run_decision import LedgerRow
 from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
@@ -40,6 +41,8 @@ class LedgerState:
     in_flight: frozenset[tuple[str, Operation]]  # queued or running runs, and fresh admissions
     last_attempts: Mapping[tuple[str, Operation, str], int]  # (table, operation, slot) -> last attempt
     bytes_in_flight: int  # estimated bytes of admissions not finished yet (byte budget)
+    # (table, operation) -> what its newest admission left to do (a partition-scoped rewrite's backlog)
+    backlogs: Mapping[tuple[str, Operation], Backlog] = field(default_factory=dict)
 
 
 def ledger_state(rows: Iterable[LedgerRow], now: datetime,
@@ -49,6 +52,7 @@ def ledger_state(rows: Iterable[LedgerRow], now: datetime,
     An admission whose run is not created yet holds its (table, operation) in flight and its bytes
     in the budget until :data:`ADMISSION_TTL` (the daemon failed to launch it); an admission whose
     run exists counts its estimate while that run is in flight."""
+    rows = list(rows)
     in_flight = set(running)
     last_attempts: dict[tuple[str, Operation, str], int] = {}
     pending_bytes = 0
@@ -64,7 +68,20 @@ def ledger_state(rows: Iterable[LedgerRow], now: datetime,
         else:
             created.append((item, row.estimated_bytes))
     estimated_running = sum(estimate for item, estimate in created if item in in_flight)
-    return LedgerState(frozenset(in_flight), last_attempts, pending_bytes + estimated_running)
+    return LedgerState(frozenset(in_flight), last_attempts, pending_bytes + estimated_running, backlogs_of(rows))
+
+
+def backlogs_of(rows: Iterable[LedgerRow]) -> dict[tuple[str, Operation], Backlog]:
+    """The backlog of each (table, operation) whose newest admission was partition-scoped or continued
+    a backlog (the planner decides whether it is still open, from the history)."""
+    newest: dict[tuple[str, Operation], LedgerRow] = {}
+    for row in rows:
+        item = (row.table_name, row.operation)
+        if item not in newest or (row.admitted_at, row.id) > (newest[item].admitted_at, newest[item].id):
+            newest[item] = row
+    return {item: Backlog(row.slot, row.admitted_at, row.scope.backlog_partitions if row.scope else 0,
+                          row.scope.backlog_bytes if row.scope else 0, row.trigger == "backlog")
+            for item, row in newest.items() if row.scope is not None or row.trigger == "backlog"}
 
 
 @dataclass(frozen=True)
@@ -120,6 +137,7 @@ def gather(
         launcher_filter=launcher_filter,
         estimate_bytes=estimate_operation_bytes,
         batching=settings.batching,
+        backlogs=ledger.backlogs,
     )
     return TickInputs(data, dead, len(health.missing))
 

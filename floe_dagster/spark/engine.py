@@ -16,8 +16,9 @@ import logging
 import os
 import socket
 import time
+import uuid
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
@@ -28,19 +29,25 @@ from dagster_pyspark import LazyPySparkResource
 from pydantic import PrivateAttr
 
 from floe_dagster.coordination.locks import file_locks
-from floe_dagster.core.operation_config import OperationConfig
+from floe_dagster.core.commit_conflicts import commit_race
+from floe_dagster.core.operation_config import OperationConfig, OrphanCleanupConfig
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.partition_scope import RewriteScope
 from floe_dagster.core.tables import TableName
-from floe_dagster.errors import EngineUnavailable, FloeError, MaintenanceFailed, RowCountMismatch
-from floe_dagster.iceberg.snapshot_summary import live_rows
+from floe_dagster.errors import CommitConflict, EngineUnavailable, FloeError, MaintenanceFailed, RowCountMismatch
+from floe_dagster.iceberg.snapshot_summary import exact_live_rows
 from floe_dagster.settings import Settings
 from floe_dagster.spark.catalog_conf import spark_catalog_conf
 from floe_dagster.spark.jars import jar_file_name, resolve_jars
 from floe_dagster.spark.runtime import spark_packages
 from floe_dagster.spark.procedures import (
+    OrphanRound,
     ProcedureResult,
     build_procedure_call,
+    orphan_cleanup_calls,
     spark_table_reference,
+    summarize_capped_orphan_cleanup,
+    summarize_orphan_cleanup,
     summarize_result,
 )
 
@@ -129,6 +136,8 @@ class IcebergSparkEngine(ConfigurableResource):
     session_conf: dict[str, str] = {}
     # The catalog's FileIO class in Spark (io-impl; None: Iceberg's default): how orphan cleanup lists.
     file_io: str | None = None
+    # The Iceberg Spark runtime's version (spark.iceberg-version): orphan cleanup streams from 1.11 on.
+    iceberg_version: str | None = None
 
     _started: bool = PrivateAttr(default=False)
 
@@ -145,6 +154,7 @@ class IcebergSparkEngine(ConfigurableResource):
             remote=settings.spark.remote,
             session_conf=connect_session_conf(settings),
             file_io=spark_catalog_conf(settings.catalog)[0].get(f"spark.sql.catalog.{settings.catalog.name}.io-impl"),
+            iceberg_version=settings.spark.iceberg_version,
         )
 
     # -- session and catalog lifecycle ---------------------------------------------------------
@@ -304,13 +314,18 @@ class IcebergSparkEngine(ConfigurableResource):
         table_properties: Mapping[str, str] | None = None,
         table_bytes: int = 0,
         read_snapshots: Callable[[], list[dict[str, Any]]] | None = None,
+        scope: RewriteScope | None = None,
     ) -> EngineOutcome:
         """Run one operation on one table; verify rows after rewrites; always release the catalog.
 
         ``read_snapshots``: the table's snapshots (snapshot_id, parent_id, operation, summary) from
         Iceberg's metadata (iceberg.catalog.snapshot_facts through PyIceberg), so the only Spark
-        query is the procedure itself; without it, Spark's ``snapshots`` metadata table is read."""
-        call = build_procedure_call(op, table, config, now, table_properties, self.file_io)  # the policy's config as SQL
+        query is the procedure itself; without it, Spark's ``snapshots`` metadata table is read.
+        ``scope``: a partition-scoped rewrite's partitions and the table's spec (the CALL's ``where``)."""
+        call = build_procedure_call(op, table, config, now, table_properties, self.file_io,  # the policy's config as SQL
+                                    scope=scope, iceberg_version=self.iceberg_version)
+        capped = (isinstance(config, OrphanCleanupConfig) and config.max_files_to_delete is not None
+                  and not config.dry_run)
         started = time.monotonic()
         with self.unit_of_work() as spark:
             snapshots_of = read_snapshots or (lambda: self._snapshots(spark, table))
@@ -321,13 +336,27 @@ class IcebergSparkEngine(ConfigurableResource):
             except Exception as exc:
                 raise _classify(exc, table) from exc
             try:
-                rows = [row.asDict() for row in spark.sql(call.sql).collect()]
+                if capped:
+                    assert isinstance(config, OrphanCleanupConfig)
+                    result, sql = self._capped_orphan_cleanup(spark, table, config, now, table_properties)
+                    call = replace(call, sql=sql)
+                else:
+                    rows = [row.asDict() for row in spark.sql(call.sql).collect()]
             except Exception as exc:
                 missing = _missing_iceberg_runtime(spark, exc)
                 if missing:
                     raise MaintenanceFailed(f"{op.procedure} on '{table.qualified}' failed: {missing}") from exc
+                race = commit_race(_error_text(exc))
+                if race is not None:
+                    raise CommitConflict(f"{op.procedure} on '{table.qualified}' "
+                                         f"{race.describe(_winner(snapshots_of, before))}") from exc
                 raise _classify(exc, table, op) from exc
-            result = summarize_result(op, rows)
+            if op is Operation.ORPHAN_CLEANUP and not capped:
+                assert isinstance(config, OrphanCleanupConfig)
+                result = summarize_orphan_cleanup(rows, streamed=call.arguments.get("stream_results") is True,
+                                                  dry_run=bool(config.dry_run))
+            elif not capped:
+                result = summarize_result(op, rows)
             snapshots = snapshots_of()
             new = [s for s in snapshots if s["snapshot_id"] not in before]
             row_check = RowCheck("not-applicable")
@@ -344,6 +373,38 @@ class IcebergSparkEngine(ConfigurableResource):
             duration_s=time.monotonic() - started,
         )
 
+    def _capped_orphan_cleanup(self, spark: Any, table: TableName, config: OrphanCleanupConfig, now: datetime,
+                               table_properties: Mapping[str, str] | None) -> tuple[ProcedureResult, str]:
+        """Orphan cleanup that deletes at most ``max_files_to_delete`` files (procedures.py, "orphan cleanup
+        under a per-run cap"): rounds of a streamed dry run, then the deletion of the listed paths still
+        within the cap through a temp view. A new round only while the last listing returned a full
+        sample (more orphans may lie beyond it) and the cap has room. Returns the result and the SQL."""
+        cap = int(config.max_files_to_delete or 0)
+        view = f"floe_orphans_{uuid.uuid4().hex[:12]}"
+        calls = orphan_cleanup_calls(table, config, now, table_properties, self.file_io, self.iceberg_version, view)
+        rounds: list[OrphanRound] = []
+        while True:
+            listed = [str(row["orphan_file_location"]) for row in spark.sql(calls.listing.sql).collect()]
+            room = cap - sum(len(r.deleted) for r in rounds)
+            batch = listed[:room]
+            if not batch:
+                rounds.append(OrphanRound(len(listed), ()))
+                break
+            frame = spark.createDataFrame([(path, calls.last_modified) for path in batch],
+                                          "file_path string, last_modified timestamp")
+            frame.createOrReplaceTempView(view)
+            deletion = calls.deletion(batch)
+            try:
+                deleted = tuple(str(row["orphan_file_location"]) for row in spark.sql(deletion.sql).collect())
+            finally:
+                spark.catalog.dropTempView(view)
+            rounds.append(OrphanRound(len(listed), deleted))
+            full_sample = calls.sample_limit is not None and len(listed) >= calls.sample_limit
+            if not full_sample or not deleted or len(deleted) >= room:
+                break
+        sql = f"-- {len(rounds)} round(s) of:\n{calls.listing.sql};\n{calls.deletion(['<the listed paths>']).sql}"
+        return summarize_capped_orphan_cleanup(rounds, cap, calls.sample_limit), sql
+
     def verify_rows(
         self, spark: Any, table: TableName, new: list[dict], snapshots: list[dict], table_bytes: int
     ) -> RowCheck:
@@ -356,15 +417,17 @@ class IcebergSparkEngine(ConfigurableResource):
         if not ours:
             return RowCheck("not-applicable")
         by_id = {s["snapshot_id"]: s for s in snapshots}
-        # Iceberg's snapshot summaries count the rows exactly: Spark counts only where they cannot
-        # decide (missing or disagreeing), or for tables up to row_count_check_max_bytes (opt-in).
+        # Iceberg's snapshot summaries count the rows exactly when neither snapshot has delete files:
+        # Spark counts wherever they cannot decide (delete files, missing or disagreeing totals), and
+        # for tables up to row_count_check_max_bytes.
         method = "snapshot-summary" if table_bytes > self.row_count_check_max_bytes else "spark-count"
         first_before = last_after = None
         for snapshot in ours:
             parent = snapshot["parent_id"]
             after = before = None
             if method == "snapshot-summary" and parent in by_id:
-                after, before = live_rows(snapshot.get("summary")), live_rows(by_id[parent].get("summary"))
+                after = exact_live_rows(snapshot.get("summary"))
+                before = exact_live_rows(by_id[parent].get("summary"))
             if after is None or before is None or after != before:
                 # The summary cannot tell (or disagrees): count for real rather than fail on a guess.
                 after, before = self._count(spark, table, snapshot["snapshot_id"]), self._count(spark, table, parent)
@@ -388,15 +451,39 @@ def _sqlite_catalog_lock(settings: Settings) -> str | None:
     return f"floe-sqlite-catalog:{uri.split('?', 1)[0]}" if uri.startswith("jdbc:sqlite:") else None
 
 
-def _classify(exc: Exception, table: TableName, op: Operation | None = None) -> Exception:
-    """Tell an outage (Spark or the catalog unreachable) from a failure of this table's operation."""
+def _error_text(exc: Exception, with_causes: bool = True) -> str:
+    """The Java error's own message (Py4J's is only "An error occurred while calling o51.sql"),
+    followed, ``with_causes``, by Py4J's text, which carries the Java cause chain ("Caused by: …")."""
     text = str(exc)
     java = getattr(exc, "java_exception", None)
-    if java is not None:  # Py4J's own message is only "An error occurred while calling o51.sql"
-        try:
-            text = str(java.toString())
-        except Exception:  # the JVM may be gone: keep Py4J's message
-            pass
+    if java is None:
+        return text
+    try:
+        own = str(java.toString())
+    except Exception:  # the JVM may be gone: keep Py4J's message
+        return text
+    return f"{own}\n{text}" if with_causes else own
+
+
+def _winner(snapshots_of: Callable[[], list[dict[str, Any]]], before: set[int]) -> str | None:
+    """The newest commit that landed while the operation ran (ours failed, so it is another writer's),
+    for the conflict's message; None when it cannot be read."""
+    try:
+        landed = [s for s in snapshots_of() if s["snapshot_id"] not in before]
+    except Exception:  # the message is still right without it
+        return None
+    if not landed:
+        return None
+    newest = landed[-1]
+    at = newest.get("committed_at")
+    when = f" at {at.isoformat()}" if hasattr(at, "isoformat") else ""
+    more = f", and {len(landed) - 1} more" if len(landed) > 1 else ""
+    return f"snapshot {newest['snapshot_id']} ({newest.get('operation') or 'unknown operation'}){when}{more}"
+
+
+def _classify(exc: Exception, table: TableName, op: Operation | None = None) -> Exception:
+    """Tell an outage (Spark or the catalog unreachable) from a failure of this table's operation."""
+    text = _error_text(exc, with_causes=False)
     first_line = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     outage_markers = ("Connection refused", "Py4JNetworkError", "could not connect", "Unable to connect",
                       "SparkContext was shut down", "Failed to get a connection", "Communications link failure",

@@ -7,10 +7,12 @@ reach SQL only as back-quoted identifiers inside an escaped string literal, and 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+import os
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from typing import Any, Mapping
 
+from floe_dagster.core.commit_conflicts import race_options
 from floe_dagster.core.durations import parse_iso_duration
 from floe_dagster.core.object_storage import S3_FILE_IO
 from floe_dagster.core.operation_config import (
@@ -27,8 +29,10 @@ from floe_dagster.core.operation_config import (
     RewritePositionDeleteFilesConfig,
 )
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.partition_scope import RewriteScope
 from floe_dagster.core.tables import TableName
-from floe_dagster.errors import ProcedureOptionError
+from floe_dagster.spark.partition_predicates import partition_predicate
+from floe_dagster.spark.sql_literals import quote_identifier, quote_literal, timestamp_literal
 
 # FileIOs of object stores that list a prefix themselves (Iceberg's SupportsPrefixOperations). Iceberg's
 # orphan cleanup lists with Hadoop's FileSystem unless told to use the FileIO (``prefix_listing``), and
@@ -36,21 +40,6 @@ from floe_dagster.errors import ProcedureOptionError
 PREFIX_LISTING_FILE_IOS = frozenset({
     S3_FILE_IO, "org.apache.iceberg.gcp.gcs.GCSFileIO", "org.apache.iceberg.azure.adlsv2.ADLSFileIO",
 })
-
-
-def quote_identifier(part: str) -> str:
-    """One identifier part in Spark SQL back quotes; a back quote inside is doubled."""
-    if part == "" or "\x00" in part:
-        raise ProcedureOptionError(f"identifier part {part!r} is empty or has a NUL character")
-    return "`" + part.replace("`", "``") + "`"
-
-
-def quote_literal(value: str) -> str:
-    """A Spark SQL string literal. Spark reads backslash escapes by default, so both the quote and
-    the backslash are escaped; nothing inside can end the literal."""
-    if "\x00" in value:
-        raise ProcedureOptionError("string values must not contain a NUL character")
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def table_argument(table: TableName) -> str:
@@ -64,14 +53,6 @@ def table_argument(table: TableName) -> str:
 def spark_table_reference(table: TableName) -> str:
     """The table as a Spark SQL identifier, catalog included, for queries such as ``SELECT count(*)``."""
     return ".".join(quote_identifier(p) for p in (table.catalog, *table.identifier))
-
-
-def timestamp_literal(moment: datetime) -> str:
-    """A timestamp literal with an explicit UTC zone, whatever the session time zone is."""
-    if moment.tzinfo is None:
-        raise ProcedureOptionError("timestamps must carry a time zone")
-    utc = moment.astimezone(timezone.utc)
-    return "TIMESTAMP " + quote_literal(utc.strftime("%Y-%m-%d %H:%M:%S.%f") + "Z")
 
 
 def _options_map(options: Mapping[str, Any]) -> str:
@@ -91,13 +72,33 @@ class ProcedureCall:
     arguments: dict[str, Any] = field(default_factory=dict)  # what was decided, for the run's metadata
 
 
+# With ``stream_results``, Iceberg 1.11's remove_orphan_files returns only the first 20,000 paths it
+# deleted (DeleteOrphanFilesSparkAction.MAX_ORPHAN_FILE_SAMPLE_SIZE_DEFAULT; the exact count goes to its
+# log only): a streamed result of this many rows means "at least this many".
+ORPHAN_SAMPLE_LIMIT = 20_000
+
+
+def supports_streamed_orphans(iceberg_version: str | None) -> bool:
+    """Whether remove_orphan_files has ``stream_results`` (Iceberg 1.11 and later; None: the default, 1.11)."""
+    if not iceberg_version:
+        return True
+    try:
+        major, minor = (int(part) for part in iceberg_version.split(".")[:2])
+    except ValueError:
+        return True
+    return (major, minor) >= (1, 11)
+
+
 class _Arguments:
     """A ``CALL``'s named arguments as SQL text, and what was decided (the call's ``arguments``)."""
 
-    def __init__(self, table: TableName, file_io: str | None):
+    def __init__(self, table: TableName, file_io: str | None, scope: RewriteScope | None = None,
+                 iceberg_version: str | None = None):
         self.sql: list[tuple[str, str]] = [("table", table_argument(table))]
         self.decided: dict[str, Any] = {}
         self.file_io = file_io  # the catalog's FileIO class in Spark (io-impl); None: Iceberg's default
+        self.scope = scope  # rewrite_data_files: the partitions the planner chose (None: the whole table)
+        self.iceberg_version = iceberg_version  # the Iceberg Spark runtime's (None: floe-dagster's default)
 
     def add(self, name: str, value: Any) -> None:
         """A typed value as the argument ``name``, rendered by its type (true/false, a number, a string
@@ -135,8 +136,28 @@ def _rewrite_data_files(call: _Arguments, config: RewriteDataFilesConfig, now: d
         if strategy == "SORT" and config.sort_order:  # without one, Iceberg sorts by the table's own sort order
             call.sql.append(("sort_order", quote_literal(", ".join(config.sort_order))))
             call.decided["sort_order"] = list(config.sort_order)
-    call.add("options", config.iceberg_options())
-    call.add("where", config.filter)
+    options = config.iceberg_options()
+    options, where = {**options, **race_options(options, table_properties)}, config.filter  # core/commit_conflicts.py
+    if call.scope is not None:
+        options, where = _scoped(call, options, where)
+    call.add("options", options)
+    call.add("where", where)
+
+
+def _scoped(call: _Arguments, options: dict[str, Any], where: str | None) -> tuple[dict[str, Any], str | None]:
+    """A partition-scoped rewrite: ``where`` limited to the chosen partitions (ANDed with the policy's
+    ``filter``), or, when the spec has a transform ``where`` cannot express (bucket: Iceberg 1.11's
+    ``where`` refuses ``system.bucket``), ``max-files-to-rewrite`` bounded by the files chosen."""
+    scope = call.scope
+    predicate = partition_predicate(scope.fields, scope.partitions)
+    call.decided["scoped_partitions"] = len(scope.partitions)
+    if predicate is None:
+        limit = max(1, scope.files)
+        options = {**options, "max-files-to-rewrite": min(limit, options.get("max-files-to-rewrite") or limit)}
+        call.decided["scope"] = "max-files-to-rewrite (the partition spec has a transform where cannot express)"
+        return options, where
+    call.decided["scope"] = "where"
+    return options, f"({where}) AND ({predicate})" if where else predicate
 
 
 _MIN_SNAPSHOTS_TO_KEEP = "history.expire.min-snapshots-to-keep"
@@ -170,6 +191,11 @@ def _orphan_cleanup(call: _Arguments, config: OrphanCleanupConfig, now: datetime
     call.add("equal_schemes", config.equal_schemes)
     call.add("equal_authorities", config.equal_authorities)
     call.add("dry_run", config.dry_run)
+    call.add("max_concurrent_deletes", config.max_concurrent_deletes)
+    streamed = config.stream_results
+    if streamed is None and supports_streamed_orphans(call.iceberg_version):
+        streamed = True  # bounded driver memory by default: at millions of files this is what is needed
+    call.add("stream_results", streamed)
     if call.file_io in PREFIX_LISTING_FILE_IOS:
         call.add("prefix_listing", True)
 
@@ -182,7 +208,8 @@ def _rewrite_manifests(call: _Arguments, config: RewriteManifestsConfig, now: da
 
 def _rewrite_position_delete_files(call: _Arguments, config: RewritePositionDeleteFilesConfig, now: datetime,
                                    table_properties: Mapping[str, str]) -> None:
-    call.add("options", config.iceberg_options())
+    options = config.iceberg_options()
+    call.add("options", {**options, **race_options(options, table_properties)})
 
 
 _RENDERERS = {
@@ -201,14 +228,22 @@ def build_procedure_call(
     now: datetime,
     table_properties: Mapping[str, str] | None = None,
     file_io: str | None = None,
+    *,
+    scope: RewriteScope | None = None,
+    iceberg_version: str | None = None,
+    file_list_view: str | None = None,
 ) -> ProcedureCall:
     """The ``CALL`` statement for one operation on one table, rendered from the policy's typed config
     (the core validated it when the policy was loaded: nothing is checked again here). ``file_io``:
-    the catalog's FileIO class in Spark (``io-impl``), which decides how orphan cleanup lists files."""
+    the catalog's FileIO class in Spark (``io-impl``), which decides how orphan cleanup lists files;
+    ``iceberg_version``: the Iceberg Spark runtime's, which decides orphan cleanup's default streaming;
+    ``file_list_view``: orphan cleanup compares that view's files instead of listing (capped runs)."""
     if not isinstance(config, CONFIG_TYPES[op]):
         raise TypeError(f"{op.policy_key}: expected a {CONFIG_TYPES[op].__name__}, got {type(config).__name__}")
-    call = _Arguments(table, file_io)
+    call = _Arguments(table, file_io, scope if op is Operation.REWRITE_DATA_FILES else None, iceberg_version)
     _RENDERERS[op](call, config, now, table_properties or {})
+    if file_list_view is not None:
+        call.add("file_list_view", file_list_view)
     procedure = f"{quote_identifier(table.catalog)}.`system`.{op.procedure}"
     sql = f"CALL {procedure}(" + ", ".join(f"{name} => {value}" for name, value in call.sql) + ")"
     return ProcedureCall(operation=op, table=table, sql=sql, arguments=call.decided)
@@ -241,9 +276,8 @@ _RESULT_COLUMNS = {
 
 def summarize_result(op: Operation, rows: list[Mapping[str, Any]]) -> ProcedureResult:
     """Turn the procedure's output rows into numbers, and say whether the run changed anything."""
-    if op is Operation.ORPHAN_CLEANUP:
-        files = tuple(str(r["orphan_file_location"]) for r in rows)
-        return ProcedureResult(op, {"orphan_files_count": len(files)}, bool(files), 0, files)
+    if op is Operation.ORPHAN_CLEANUP:  # unstreamed: every path comes back (see summarize_orphan_cleanup)
+        return summarize_orphan_cleanup(rows, streamed=False)
     numbers = {column: 0 for column in _RESULT_COLUMNS[op]}
     for row in rows:
         for column in numbers:
@@ -258,3 +292,94 @@ def summarize_result(op: Operation, rows: list[Mapping[str, Any]]) -> ProcedureR
     else:
         changed = numbers["rewritten_delete_files_count"] > 0
     return ProcedureResult(op, numbers, changed, numbers.get("rewritten_bytes_count", 0))
+
+
+# -- orphan cleanup under a per-run cap ----------------------------------------------------------------
+# Iceberg's procedure has no cap on deletions. A capped run (``maxFilesToDelete``) goes in rounds of two
+# calls: a streamed dry run lists the orphans, returning at most ORPHAN_SAMPLE_LIMIT of their paths (so
+# the driver never holds more); then the real call deletes only the first paths still within the cap,
+# given to Iceberg as a ``file_list_view`` instead of a listing. Iceberg checks those paths against the
+# table's metadata again, at that moment, and against the same ``older_than``: a file that became
+# referenced in between survives. Orphans beyond the cap stay on disk: the backlog the next run lists.
+
+
+@dataclass(frozen=True)
+class OrphanCalls:
+    """A capped run's calls: ``listing`` finds orphans (a dry run); ``deletion(paths)`` deletes the listed
+    ``paths``, given in ``view`` (file_path string, last_modified timestamp), after Iceberg checked them again."""
+
+    listing: ProcedureCall
+    view: str
+    last_modified: datetime  # the view's last_modified for every path (see orphan_cleanup_calls)
+    sample_limit: int | None  # the most paths a listing returns (None: all of them, unstreamed)
+    _deletion: Any  # paths → ProcedureCall
+
+    def deletion(self, paths: list[str]) -> ProcedureCall:
+        return self._deletion(paths)
+
+
+def orphan_cleanup_calls(table: TableName, config: OrphanCleanupConfig, now: datetime,
+                         table_properties: Mapping[str, str] | None = None, file_io: str | None = None,
+                         iceberg_version: str | None = None, view: str = "floe_orphan_batch") -> OrphanCalls:
+    """The two calls of a capped run's round. The listing is a dry run, streamed where Iceberg can
+    (``streamResults: false`` is honoured, at the price of every orphan path in the driver). The view's
+    ``last_modified`` is one second before ``older_than``: every path in it was listed older than that
+    cutoff a moment before, and Iceberg never writes a new file under an existing path.
+
+    The deletion's ``location`` is the paths' common prefix: Iceberg keeps only the view's paths that
+    start with ``location`` (the table's by default), and its listing spells paths its own way
+    (``file:/wh/t/…`` for a table at ``/wh/t``). It only filters the view, never widens it: the paths
+    are the listing's, and what decides whether one is deleted is the check against the table's
+    metadata and the cutoff."""
+    streamed = config.stream_results is not False and supports_streamed_orphans(iceberg_version)
+    listing_config = replace(config, dry_run=True, stream_results=streamed if streamed else config.stream_results,
+                             max_concurrent_deletes=None, max_files_to_delete=None)
+    listing = build_procedure_call(Operation.ORPHAN_CLEANUP, table, listing_config, now, table_properties,
+                                   file_io, iceberg_version=iceberg_version)
+
+    def deletion(paths: list[str]) -> ProcedureCall:
+        # At most the cap's paths come back: all of them fit in the driver, so no streaming is needed.
+        deletion_config = replace(config, dry_run=None, stream_results=False if streamed else config.stream_results,
+                                  max_files_to_delete=None, location=os.path.commonprefix(paths) or None)
+        return build_procedure_call(Operation.ORPHAN_CLEANUP, table, deletion_config, now, table_properties,
+                                    file_io, iceberg_version=iceberg_version, file_list_view=view)
+
+    cutoff = datetime.fromisoformat(listing.arguments["older_than"])
+    return OrphanCalls(listing, view, cutoff - timedelta(seconds=1), ORPHAN_SAMPLE_LIMIT if streamed else None,
+                       deletion)
+
+
+@dataclass(frozen=True)
+class OrphanRound:
+    listed: int  # orphan paths the round's listing returned (at most the sample limit)
+    deleted: tuple[str, ...]  # the paths the round's deletion call deleted
+
+
+def summarize_orphan_cleanup(rows: list[Mapping[str, Any]], streamed: bool, dry_run: bool = False) -> ProcedureResult:
+    """One uncapped call's rows. Streamed, Iceberg returns at most ORPHAN_SAMPLE_LIMIT paths: a full
+    sample means at least that many files (``orphan_files_count_exact`` false)."""
+    files = tuple(str(r["orphan_file_location"]) for r in rows)
+    exact = not (streamed and len(files) >= ORPHAN_SAMPLE_LIMIT)
+    numbers: dict[str, int] = {"orphan_files_count": len(files), "orphan_files_count_exact": exact}
+    if dry_run:  # nothing was deleted: every orphan found is still there
+        numbers.update(orphan_backlog_files=len(files), orphan_backlog_exact=exact)
+    else:
+        numbers.update(orphan_backlog_files=0, orphan_backlog_exact=True)
+    return ProcedureResult(Operation.ORPHAN_CLEANUP, numbers, bool(files) and not dry_run, 0, files)
+
+
+def summarize_capped_orphan_cleanup(rounds: list[OrphanRound], cap: int, sample_limit: int | None) -> ProcedureResult:
+    """A capped run's rounds: the deleted files (exact: each deletion call returns all its paths), whether
+    the cap cut the run, and the backlog: the orphans listed and not deleted, exact unless the last
+    listing returned a full sample (then at least that many; more may lie beyond it)."""
+    deleted = tuple(path for r in rounds for path in r.deleted)
+    last = rounds[-1] if rounds else OrphanRound(0, ())
+    full_sample = sample_limit is not None and last.listed >= sample_limit
+    backlog = last.listed - len(last.deleted)
+    numbers: dict[str, int] = {
+        "orphan_files_count": len(deleted), "orphan_files_count_exact": True,
+        "orphan_cap": cap, "orphan_cap_reached": len(deleted) >= cap and (backlog > 0 or full_sample),
+        "orphan_backlog_files": backlog, "orphan_backlog_exact": not full_sample,
+        "orphan_rounds": len(rounds),
+    }
+    return ProcedureResult(Operation.ORPHAN_CLEANUP, numbers, bool(deleted), 0, deleted)

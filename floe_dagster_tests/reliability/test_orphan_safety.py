@@ -38,6 +38,11 @@ POLICIES = """
   priority: 5
   orphanCleanup: {retentionPeriodInDays: 3, prefixMismatchMode: IGNORE}
   orphanCleanupSchedule: {interval: P1D}
+- name: capped
+  tablePattern: "demo.ops.capped"
+  priority: 5
+  orphanCleanup: {retentionPeriodInDays: 3, maxFilesToDelete: 3}
+  orphanCleanupSchedule: {interval: P1D}
 """
 TEN_DAYS_AGO = time.time() - 10 * 86400
 
@@ -113,6 +118,48 @@ def test_every_referenced_file_and_every_young_file_survives(lake):
     assert [s.snapshot_id for s in after.metadata.snapshots] == [s.snapshot_id for s in table.metadata.snapshots]
     assert checksum(after.scan().to_arrow()) == before["current"]
     assert checksum(after.scan(snapshot_id=oldest).to_arrow()) == before["oldest"]  # time travel still reads
+
+
+def test_a_capped_run_leaves_a_backlog_that_the_next_run_finishes(lake):
+    """maxFilesToDelete: the first run deletes 3 of 5 old orphans and says the cap cut it, with 2 left;
+    the next run deletes those 2. Referenced and young files survive both."""
+    settings, instance = lake
+    name = TableName.parse("ops.capped", "demo")
+    reference = spark_table_reference(name)
+    with IcebergSparkEngine.from_settings(settings).unit_of_work() as spark:
+        spark.sql(f"CREATE TABLE {reference} (id BIGINT, kind STRING) USING iceberg")
+        for start in (0, 100):
+            spark.sql(f"INSERT INTO {reference} SELECT id, 'k' || id FROM range({start}, {start + 100})")
+    table = load_table(open_catalog(settings.catalog), name)
+    referenced = referenced_files(table)
+    before = checksum(table.scan().to_arrow())
+    age_everything(table)
+    old_orphans, young_orphans = plant_orphans(table, "orphan", old=5, young=2)
+
+    first = cleanup(settings, instance, name.qualified)
+    assert first.status == "SUCCEEDED", first.message
+    on_disk = files_under(load_table(open_catalog(settings.catalog), name))
+    assert len(old_orphans - on_disk) == 3 and (old_orphans - on_disk) == set(
+        str(local_path(p)) for p in first.metadata["orphan_files_sample"])
+    assert first.metadata["orphan_files_count"] == 3 and first.metadata["orphan_files_count_exact"] is True
+    assert first.metadata["orphan_cap_reached"] is True
+    assert first.metadata["orphan_backlog_files"] == 2 and first.metadata["orphan_backlog_exact"] is True
+    assert "file_list_view" in first.metadata["procedure_call"] and "dry_run => true" in first.metadata["procedure_call"]
+
+    summary = trigger_table(settings, name.qualified, ["ORPHAN_CLEANUP"], reason="orphans", actor="test",
+                            trigger_id="orphans-capped-2", instance=instance)
+    second = summary.outcomes[0]
+    assert second.status == "SUCCEEDED", second.message
+    assert second.metadata["orphan_files_count"] == 2 and second.metadata["orphan_cap_reached"] is False
+    assert second.metadata["orphan_backlog_files"] == 0
+    after = load_table(open_catalog(settings.catalog), name)
+    on_disk = files_under(after)
+    assert not old_orphans & on_disk  # the backlog is done
+    assert young_orphans <= on_disk
+    assert referenced["data"] and referenced["manifest"] and referenced["metadata"]
+    for kind, files in referenced.items():
+        assert files <= on_disk, f"referenced {kind} files were deleted: {sorted(files - on_disk)}"
+    assert checksum(after.scan().to_arrow()) == before
 
 
 def referenced_with_other_authority(settings, name: TableName, cwd: Path, monkeypatch) -> str:

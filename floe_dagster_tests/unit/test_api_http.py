@@ -11,6 +11,7 @@ import shutil
 import socket
 import threading
 import time
+from contextlib import contextmanager
 from datetime import datetime
 
 import pytest
@@ -66,12 +67,13 @@ def start_server(app) -> tuple[uvicorn.Server, threading.Thread, str]:
     return server, thread, f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
-@pytest.fixture(scope="module")
-def api(tmp_path_factory):
-    root = tmp_path_factory.mktemp("api")
-    keys = root / "keys.txt"
-    keys.write_text(f"ops-bot:OPERATOR:{hash_key(OPERATOR_KEY)}\ndash:VIEWER:{hash_key(VIEWER_KEY)}\n")
-    config = write_settings(root, POLICIES, extra=f"api:\n  keys-file: {keys}\n")
+@contextmanager
+def serving(root, policies: str, keys: str, build_catalog):
+    """The API on a lakehouse under ``root``: ``keys`` is the keys file's text, ``build_catalog(settings)``
+    makes the tables; yields what the tests need (url, settings, instance, root)."""
+    keys_file = root / "keys.txt"
+    keys_file.write_text(keys)
+    config = write_settings(root, policies, extra=f"api:\n  keys-file: {keys_file}\n")
     home = root / "dagster_home"
     home.mkdir()
     shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
@@ -79,17 +81,7 @@ def api(tmp_path_factory):
         patch.setenv("DAGSTER_HOME", str(home))
         patch.setenv("FLOE_CONFIG", str(config))
         settings = load_settings(config, environ={})
-        catalog = open_catalog(settings.catalog)
-        for namespace in ("sales", "lake", ("lake", "raw"), "misc", "empty"):
-            catalog.create_namespace(namespace)
-        orders = _create(catalog, "sales.orders")
-        for i in range(5):
-            orders.append(rows(i * 10, 10))
-        _create(catalog, ("lake", "raw", "clicks")).append(rows(0, 10))
-        _create(catalog, "misc.loose").append(rows(0, 10))
-        _create(catalog, "empty.things").append(rows(0, 10))
-        refresh_table_cache(settings)
-        _create(catalog, "sales.late").append(rows(0, 10))  # in the catalog, not an asset yet
+        build_catalog(settings)
         with DagsterInstance.get() as instance:
             app = create_app(settings, KeyStore(settings.api), instance)
             server, thread, url = start_server(app)
@@ -98,6 +90,27 @@ def api(tmp_path_factory):
             finally:
                 server.should_exit = True
                 thread.join(20)
+
+
+def _lakehouse(settings) -> None:
+    catalog = open_catalog(settings.catalog)
+    for namespace in ("sales", "lake", ("lake", "raw"), "misc", "empty"):
+        catalog.create_namespace(namespace)
+    orders = _create(catalog, "sales.orders")
+    for i in range(5):
+        orders.append(rows(i * 10, 10))
+    _create(catalog, ("lake", "raw", "clicks")).append(rows(0, 10))
+    _create(catalog, "misc.loose").append(rows(0, 10))
+    _create(catalog, "empty.things").append(rows(0, 10))
+    refresh_table_cache(settings)
+    _create(catalog, "sales.late").append(rows(0, 10))  # in the catalog, not an asset yet
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory):
+    keys = f"ops-bot:OPERATOR:{hash_key(OPERATOR_KEY)}\ndash:VIEWER:{hash_key(VIEWER_KEY)}\n"
+    with serving(tmp_path_factory.mktemp("api"), POLICIES, keys, _lakehouse) as served:
+        yield served
 
 
 def call(api, method, path, key=OPERATOR_KEY, **kwargs):

@@ -1,6 +1,6 @@
 """Lost commit races told apart from the table's own failures, from the error texts Iceberg raises."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -64,3 +64,151 @@ def test_the_retry_delay_is_jittered_within_bounds_and_deterministic():
     assert max(delays) - min(delays) > timedelta(minutes=8)
     assert conflict_retry_delay("c.ns.t", "rewrite_data_files", 3) == conflict_retry_delay("c.ns.t", "rewrite_data_files", 3)
     assert conflict_retry_delay("c.ns.t", "rewrite_data_files", 3) != conflict_retry_delay("c.ns.u", "rewrite_data_files", 3)
+
+
+def _outcome(minute: int, succeeded: bool, kind: str | None = None):
+    from floe_dagster.core.history import Outcome
+    from floe_dagster.core.operations import Operation
+
+    at = datetime(2026, 11, 24, 12, minute, tzinfo=timezone.utc)
+    return Outcome(run_id=f"r{minute}", table_name="c.ns.t", operation=Operation.REWRITE_DATA_FILES, started_at=at,
+                   finished_at=at + timedelta(seconds=30), succeeded=succeeded, trigger="interval",
+                   failure_kind=kind, changed=succeeded)
+
+
+def test_conflicts_fold_apart_from_failures():
+    from floe_dagster.core.history import CONFLICT, OperationHistory, fold_outcome
+
+    state = OperationHistory()
+    state = fold_outcome(state, _outcome(0, False))  # a real failure
+    for minute in (10, 20, 30):
+        state = fold_outcome(state, _outcome(minute, False, CONFLICT))
+    assert state.consecutive_failures == 1 and state.failures == 1  # conflicts never count as failures
+    assert state.consecutive_conflicts == 3 and state.runs == 4
+    assert state.last_conflict_at == datetime(2026, 11, 24, 12, 30, 30, tzinfo=timezone.utc)
+    assert state.last_run_succeeded is False and state.last_success_start is None  # the slot is not used
+    state = fold_outcome(state, _outcome(40, True))
+    assert state.consecutive_conflicts == 0 and state.consecutive_failures == 0
+    assert state.last_success_start == datetime(2026, 11, 24, 12, 40, tzinfo=timezone.utc)
+    state = fold_outcome(state, _outcome(50, False, CONFLICT))
+    state = fold_outcome(state, _outcome(55, False))
+    assert state.consecutive_conflicts == 0 and state.consecutive_failures == 1  # "in a row" means in a row
+
+
+# -- losing fewer races, and what a partial-progress rewrite landed -----------------------------------------
+
+from floe_dagster.core.commit_conflicts import RewriteProgress, race_options  # noqa: E402
+
+MOR = {"write.delete.mode": "merge-on-read"}
+
+
+def test_partial_progress_by_default_only_for_merge_on_read_writers_and_never_against_the_policy():
+    assert race_options({}, MOR) == {"partial-progress.enabled": True}
+    assert race_options({}, {"write.merge.mode": "MERGE-ON-READ"}) == {"partial-progress.enabled": True}
+    assert race_options({}, {"write.delete.mode": "copy-on-write"}) == {}
+    assert race_options({}, {}) == {}
+    assert race_options({"partial-progress.enabled": False}, MOR) == {}
+
+
+def test_a_rewrite_whose_every_commit_lost_is_a_conflict():
+    progress = RewriteProgress(True, commits=0, concurrent_commits=3, failed_data_files=0, groups_planned=4,
+                               groups_left=4, files_left=20)
+    assert progress.outcome == "conflict" and progress.commits_lost == 4
+    assert "4 commit(s) lost" in progress.describe()
+
+
+def test_some_commits_landed_is_a_partial_success_that_says_what_was_lost():
+    progress = RewriteProgress(True, commits=3, concurrent_commits=2, failed_data_files=0, groups_planned=4,
+                               groups_left=1, files_left=5)
+    assert progress.outcome == "partial"
+    assert progress.metadata() | {} == {
+        "outcome": "partial", "partial_progress": True, "commits": 3, "commits_lost": 1, "concurrent_commits": 2,
+        "failed_data_files_count": 0, "file_groups_planned": 4, "file_groups_left": 1, "file_groups_rewritten": 3,
+        "data_files_left": 5}
+
+
+def test_commits_batch_groups_beyond_max_commits():
+    # 30 groups over 10 commits: 3 groups a commit, so 4 groups left are 2 lost commits.
+    progress = RewriteProgress(True, commits=8, concurrent_commits=1, failed_data_files=0, groups_planned=30,
+                               groups_left=4)
+    assert progress.commits_lost == 2
+
+
+def test_groups_left_without_another_writer_are_no_race():
+    # Nothing else committed: a group left is the estimate's miss, not a lost race.
+    progress = RewriteProgress(True, commits=0, concurrent_commits=0, failed_data_files=0, groups_planned=2,
+                               groups_left=2)
+    assert progress.outcome == "succeeded" and progress.commits_lost == 0
+
+
+def test_failed_files_while_writers_committed_and_nothing_landed_is_a_conflict():
+    progress = RewriteProgress(False, commits=0, concurrent_commits=1, failed_data_files=6)
+    assert progress.outcome == "conflict"
+    assert RewriteProgress(False, commits=1, concurrent_commits=1, failed_data_files=6).outcome == "partial"
+
+
+# -- a long streak: the writer that won, and the health issue ---------------------------------------------
+
+
+def test_the_winning_writers_operation_is_read_from_the_conflicts_message():
+    from floe_dagster.core.commit_conflicts import winning_operation
+
+    race = commit_race(PY4J_REWRITE)
+    assert winning_operation(race.describe("snapshot 7 (delete) at 2026-11-24T12:00:00+00:00, and 2 more")) == "delete"
+    assert winning_operation("lost a commit race: 1 commit(s) lost; the commit that won: snapshot -3 (overwrite)") \
+        == "overwrite"
+    assert winning_operation(race.describe(None)) is None  # the winner could not be read
+    assert winning_operation("the commit that won: snapshot 7 (unknown operation) at now") is None
+    assert winning_operation(None) is None
+
+
+def test_the_streaks_writer_is_the_last_known_one_and_a_new_streak_forgets_it():
+    from dataclasses import replace
+
+    from floe_dagster.core.history import CONFLICT, OperationHistory, fold_outcome
+
+    state = OperationHistory()
+    for minute, writer in ((0, "delete"), (10, "overwrite"), (20, None)):
+        state = fold_outcome(state, replace(_outcome(minute, False, CONFLICT), conflict_writer=writer))
+    assert state.consecutive_conflicts == 3 and state.last_conflict_writer == "overwrite"
+    state = fold_outcome(state, _outcome(30, True))
+    assert state.consecutive_conflicts == 0 and state.last_conflict_writer == "overwrite"
+    state = fold_outcome(state, _outcome(40, False, CONFLICT))  # the winner unknown: not the old streak's
+    assert state.consecutive_conflicts == 1 and state.last_conflict_writer is None
+
+
+def test_ten_in_a_row_are_a_warning_naming_the_operation_the_streak_and_the_writer():
+    from floe_dagster.core.commit_conflicts import CONFLICT_STREAK_ISSUE, conflict_issues
+    from floe_dagster.core.health_assessment import HealthAssessment, IssueType, Severity, assess_health
+    from floe_dagster.core.health_record import health_record, with_history_issues
+    from floe_dagster.core.history import OperationHistory
+    from floe_dagster.core.operations import Operation
+    from floe_dagster_tests.unit.test_health import NOW, healthy
+
+    last = datetime(2026, 6, 10, 11, tzinfo=timezone.utc)
+    history = {
+        ("demo.sales.orders", Operation.REWRITE_DATA_FILES): OperationHistory(
+            consecutive_conflicts=CONFLICT_STREAK_ISSUE, last_conflict_at=last, last_conflict_writer="delete"),
+        ("demo.sales.orders", Operation.REWRITE_MANIFESTS): OperationHistory(
+            consecutive_conflicts=CONFLICT_STREAK_ISSUE - 1, last_conflict_at=last, last_conflict_writer="append"),
+        ("demo.sales.other", Operation.REWRITE_DATA_FILES): OperationHistory(consecutive_conflicts=50),
+    }
+    [issue] = conflict_issues("demo.sales.orders", history)
+    assert (issue.type, issue.severity) == (IssueType.COMMIT_CONFLICTS, Severity.WARNING)
+    assert (issue.measured, issue.threshold) == (CONFLICT_STREAK_ISSUE, CONFLICT_STREAK_ISSUE)
+    assert issue.message.startswith(f"REWRITE_DATA_FILES lost {CONFLICT_STREAK_ISSUE} commit races in a row "
+                                    "to another writer's delete commits, the last at 2026-06-10T11:00:00+00:00")
+    assert issue.to_json()["writer_operation"] == "delete" and issue.to_json()["operation"] == "REWRITE_DATA_FILES"
+    [unknown] = conflict_issues("demo.sales.other", history)
+    assert "another writer (its operation was not read)" in unknown.message
+
+    # A healthy table turns warning; its debt owes nothing for it (the planner's score).
+    plain = assess_health(healthy(), None, NOW)
+    assert plain.status == "healthy"
+    assessed = with_history_issues(plain, history)
+    assert isinstance(assessed, HealthAssessment) and assessed.status == "warning"
+    assert [i.type for i in assessed.issues] == [IssueType.COMMIT_CONFLICTS]
+    assert with_history_issues(plain, {}) is plain
+    record = health_record(assessed, None, history, NOW)
+    assert record["status"] == "warning" and record["issues"][0]["type"] == "COMMIT_CONFLICTS"
+    assert record["debt"] == health_record(plain, None, history, NOW)["debt"]

@@ -1,5 +1,6 @@
 """The trigger ledger and the history fold, on a real SQLite coordination database."""
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 from dagster import build_resources
@@ -106,3 +107,21 @@ def test_a_resource_built_again_sees_a_database_recreated_under_the_same_url(tmp
     new = CoordinationResource.from_settings(settings).coordination
     assert new is not old and new.all_history() == {}
     assert new.record_outcome(outcome("r1", True, T0))
+
+
+def test_a_database_from_before_conflicts_gets_their_columns_and_keeps_its_history(tmp_path):
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    c = Coordination(url)
+    c.record_outcome(outcome("r1", False, T0))
+    with c.engine.begin() as connection:  # as a database created before the conflict columns existed
+        connection.execute(text("ALTER TABLE floe_history DROP COLUMN consecutive_conflicts"))
+        connection.execute(text("ALTER TABLE floe_history DROP COLUMN last_conflict_at"))
+        connection.execute(text("ALTER TABLE floe_history DROP COLUMN last_conflict_writer"))
+    reopened = Coordination(url)
+    assert reopened.all_history()[("demo.t", RDF)].consecutive_failures == 1
+    lost = replace(outcome("r2", False, T0 + timedelta(hours=1), kind="conflict"), conflict_writer="delete")
+    reopened.record_outcome(lost)
+    state = reopened.all_history()[("demo.t", RDF)]
+    assert state.consecutive_failures == 1 and state.consecutive_conflicts == 1
+    assert state.last_conflict_writer == "delete"
+    assert state.last_conflict_at == T0 + timedelta(hours=1, minutes=1)

@@ -25,7 +25,7 @@ from floe_dagster.api.prometheus import AdmissionWindow, OutcomeTally, SinceStar
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.conditions import ConditionResult
-from floe_dagster.core.history import LOCK_HELD, OUTAGE, Outcome
+from floe_dagster.core.history import CONFLICT, LOCK_HELD, OUTAGE, Outcome
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.planner import Decision, Plan
 from floe_dagster.core.run_decision import RunDecision
@@ -71,6 +71,7 @@ DESIGN_TYPES = {
     "floe_run_queue_wait_seconds": "summary",
     "floe_bytes_rewritten": "counter",
     "floe_operation_failures": "counter",
+    "floe_operation_conflicts": "counter",
     "floe_metrics_source_up": "gauge",
 }
 
@@ -251,6 +252,9 @@ def test_counters_move_when_a_tick_admits_work_and_never_go_down(api, monkeypatc
     coordination.record_outcome(Outcome("run-outage", CLICKS.qualified, Operation.REWRITE_MANIFESTS,
                                         begun + timedelta(seconds=87), begun + timedelta(seconds=90), False,
                                         "interval", failure_kind=OUTAGE))
+    coordination.record_outcome(Outcome("run-conflict", CLICKS.qualified, Operation.REWRITE_MANIFESTS,
+                                        begun + timedelta(seconds=88), begun + timedelta(seconds=90), False,
+                                        "interval", failure_kind=CONFLICT, message="lost a commit race"))
     done = scrape(url)
     op = first.operation.value.lower()
 
@@ -265,6 +269,10 @@ def test_counters_move_when_a_tick_admits_work_and_never_go_down(api, monkeypatc
     assert grew("floe_bytes_rewritten", operation=op) == (4096 if first.operation == RDF else 0)
     assert grew("floe_operation_failures", operation="rewrite_manifests", kind="outage") == 1
     assert grew("floe_operation_failures", operation="rewrite_manifests", kind="error") == 0
+    # A lost commit race is a conflict, not a failure.
+    assert grew("floe_operation_conflicts", operation="rewrite_manifests") == 1
+    assert grew("floe_operation_executions", operation="rewrite_manifests", status="conflict") == 1
+    assert grew("floe_operation_failures", operation="rewrite_manifests", kind="conflict") == 0
 
     # Retention deletes the rows: the stored totals drop, the counters do not.
     coordination.prune(datetime.now(timezone.utc) + timedelta(days=1), datetime.now(timezone.utc) - timedelta(days=30))

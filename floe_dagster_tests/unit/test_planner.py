@@ -1037,3 +1037,30 @@ def test_a_tick_pauses_the_cyclic_collector_only_while_it_plans():
         assert not gc.isenabled()  # left as the caller had it
     finally:
         gc.enable()
+
+
+# -- lost commit races (core/commit_conflicts.py) -----------------------------------------------------
+
+
+def test_a_conflict_waits_a_short_jittered_delay_and_never_backs_off():
+    from floe_dagster.core.commit_conflicts import conflict_retry_delay
+
+    delay = conflict_retry_delay(A.qualified, RDF.value, 3)
+    schedules = {RDF: {"interval": "PT1H"}}
+    for lost_at, expected in ((NOW - delay, "run"), (NOW - delay + timedelta(seconds=1), "skip")):
+        # Three lost races after a success 30 days ago: no failures, so no failure backoff.
+        history = {(A.qualified, RDF): hist(last_success_start=NOW - timedelta(days=30), consecutive_conflicts=3,
+                                            last_conflict_at=lost_at, last_run_succeeded=False, runs=4)}
+        d = decision(run(policies(policy(schedules=schedules)), history=history), A)
+        assert d.decision == expected
+        if expected == "skip":
+            assert code(d) == "conflict_retry"
+            assert d.reasons[0].startswith("conflict_retry: 3 lost commit race(s) in a row (not failures: no backoff)")
+            assert d.next_eligible == d.backoff_until == lost_at + delay
+    assert timedelta(minutes=5) <= delay <= timedelta(minutes=15)
+
+
+def test_failures_still_back_off_after_conflicts():
+    history = {(A.qualified, RDF): hist(last_failure_at=NOW - timedelta(minutes=1), consecutive_failures=1,
+                                        consecutive_conflicts=0, last_conflict_at=NOW - timedelta(hours=2))}
+    assert code(decision(run(policies(policy()), history=history), A)) == "failure_backoff"

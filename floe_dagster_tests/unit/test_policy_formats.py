@@ -208,6 +208,12 @@ def test_unknown_kebab_keys_are_named_as_written(body, message):
      "rewrite-data-files.target-file-size-bytes"),
     ("orphanCleanup: {retentionPeriodInDays: 0.5}", "orphan-cleanup: {retention-period-days: 0.5}",
      "orphan-cleanup.retention-period-days"),
+    ("orphanCleanup: {maxFilesToDelete: 0}", "orphan-cleanup: {max-files-to-delete: 0}",
+     "orphan-cleanup.max-files-to-delete"),
+    ("orphanCleanup: {maxConcurrentDeletes: 0}", "orphan-cleanup: {max-concurrent-deletes: 0}",
+     "orphan-cleanup.max-concurrent-deletes"),
+    ("orphanCleanup: {streamResults: sometimes}", "orphan-cleanup: {stream-results: sometimes}",
+     "orphan-cleanup.stream-results"),
     ("rewriteDataFilesSchedule: {cronExpression: '0 0 2 15W * ?'}",
      "rewrite-data-files-schedule: {cron-expression: '0 0 2 15W * ?'}", "rewrite-data-files-schedule.cron-expression"),
     ("rewriteDataFilesSchedule: {windowStart: '25:00'}", "rewrite-data-files-schedule: {window-start: '25:00'}",
@@ -452,3 +458,14 @@ def test_validate_names_each_files_format(tmp_path, capsys):
     assert out == (f"{tmp_path / 'd.yaml'}: policy 'd': rewrite-data-files.stratgy: unknown field; "
                    "did you mean 'strategy'?\n")
     assert err.endswith("1 error(s)\n")
+
+
+def test_orphan_cleanup_at_scale_keys_in_both_formats():
+    camel = parse_policies_text("- name: p\n  tablePattern: '*'\n  orphanCleanup: {streamResults: false, "
+                                "maxConcurrentDeletes: 16, maxFilesToDelete: 100000}\n")
+    loader = kebab_policies("- name: p\n  pattern: '*'\n  orphan-cleanup: {stream-results: false, "
+                            "max-concurrent-deletes: 16, max-files-to-delete: 100000}\n")
+    config = loader.get("p").config(ORPHAN)
+    assert config == camel.get("p").config(ORPHAN)
+    assert (config.stream_results, config.max_concurrent_deletes, config.max_files_to_delete) == (False, 16, 100_000)
+    assert config.to_json() == {"streamResults": False, "maxConcurrentDeletes": 16, "maxFilesToDelete": 100_000}

@@ -7,15 +7,24 @@ import pytest
 
 from floe_dagster.core.estimates import RewriteRules, estimate_rewrite_data_files
 from floe_dagster.core.measurements import TableMetrics
-from floe_dagster.core.operation_config import CONFIG_TYPES, ExpireSnapshotsConfig, RewriteDataFilesConfig
+from floe_dagster.core.operation_config import (
+    CONFIG_TYPES,
+    ExpireSnapshotsConfig,
+    OrphanCleanupConfig,
+    RewriteDataFilesConfig,
+)
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.policy import parse_policies_text
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import ProcedureOptionError
+from floe_dagster.spark.sql_literals import quote_identifier, quote_literal
 from floe_dagster.spark.procedures import (
+    ORPHAN_SAMPLE_LIMIT,
+    OrphanRound,
     build_procedure_call,
-    quote_identifier,
-    quote_literal,
+    orphan_cleanup_calls,
+    summarize_capped_orphan_cleanup,
+    summarize_orphan_cleanup,
     summarize_result,
     table_argument,
 )
@@ -90,7 +99,80 @@ def test_orphan_cleanup_options_and_retention_floor():
     assert "dry_run => true" in sql
     assert call(Operation.ORPHAN_CLEANUP, {"equalSchemes": {}}) == (
         "CALL `demo`.`system`.remove_orphan_files(table => '`demo`.`sales`.`orders`', "
-        "older_than => TIMESTAMP '2026-11-19 12:00:00.000000Z', prefix_mismatch_mode => 'ERROR')")
+        "older_than => TIMESTAMP '2026-11-19 12:00:00.000000Z', prefix_mismatch_mode => 'ERROR', "
+        "stream_results => true)")
+
+
+def test_orphan_cleanup_streams_by_default_from_iceberg_1_11_and_passes_deletes_concurrency():
+    config = OrphanCleanupConfig.from_mapping({"maxConcurrentDeletes": 8})
+    sql = build_procedure_call(Operation.ORPHAN_CLEANUP, T, config, NOW).sql
+    assert "max_concurrent_deletes => 8, stream_results => true" in sql
+    assert "stream_results => true" in build_procedure_call(Operation.ORPHAN_CLEANUP, T, config, NOW,
+                                                            iceberg_version="1.11.0").sql
+    # Iceberg 1.10's procedure has no stream_results: unset, it is not sent; a policy's false always is.
+    assert "stream_results" not in build_procedure_call(Operation.ORPHAN_CLEANUP, T, config, NOW,
+                                                        iceberg_version="1.10.1").sql
+    off = OrphanCleanupConfig.from_mapping({"streamResults": False})
+    assert "stream_results => false" in build_procedure_call(Operation.ORPHAN_CLEANUP, T, off, NOW).sql
+    # The cap is Floe's own: never an argument of the procedure.
+    capped = OrphanCleanupConfig.from_mapping({"maxFilesToDelete": 10})
+    assert "max_files" not in build_procedure_call(Operation.ORPHAN_CLEANUP, T, capped, NOW).sql
+
+
+def test_a_capped_run_lists_with_a_streamed_dry_run_and_deletes_only_the_given_view():
+    config = OrphanCleanupConfig.from_mapping({"maxFilesToDelete": 10, "maxConcurrentDeletes": 4,
+                                               "location": "file:/wh/t/data", "retentionPeriodInDays": 3})
+    calls = orphan_cleanup_calls(T, config, NOW, view="floe_orphans_x")
+    deletion = calls.deletion(["file:/wh/t/data/a/1.parquet", "file:/wh/t/data/a/2.parquet"]).sql
+    assert "dry_run => true" in calls.listing.sql and "stream_results => true" in calls.listing.sql
+    assert "max_concurrent_deletes" not in calls.listing.sql and "file_list_view" not in calls.listing.sql
+    # The deletion: the same cutoff and location, only the view's paths, all of them returned (at most the cap).
+    assert "file_list_view => 'floe_orphans_x'" in deletion
+    assert "dry_run" not in deletion and "stream_results => false" in deletion
+    assert "max_concurrent_deletes => 4" in deletion
+    for sql in (calls.listing.sql, deletion):
+        assert "older_than => TIMESTAMP '2026-11-19 12:00:00.000000Z'" in sql
+    assert "location => 'file:/wh/t/data'" in calls.listing.sql
+    # Iceberg keeps the view's paths under location: the paths' own prefix, as the listing spelled them.
+    assert "location => 'file:/wh/t/data/a/'" in deletion
+    assert calls.last_modified == datetime(2026, 11, 19, 11, 59, 59, tzinfo=timezone.utc)  # older than the cutoff
+    assert calls.sample_limit == ORPHAN_SAMPLE_LIMIT
+    # Iceberg 1.10: no streaming, so every listed path comes back.
+    old = orphan_cleanup_calls(T, config, NOW, iceberg_version="1.10.0")
+    assert "stream_results" not in old.listing.sql + old.deletion(["file:/a"]).sql and old.sample_limit is None
+
+
+def test_streamed_orphan_results_are_a_sample_and_say_so():
+    few = summarize_orphan_cleanup([{"orphan_file_location": f"file:/o{i}"} for i in range(3)], streamed=True)
+    assert few.numbers["orphan_files_count"] == 3 and few.numbers["orphan_files_count_exact"] is True
+    assert few.numbers["orphan_backlog_files"] == 0 and few.changed
+    full = [{"orphan_file_location": f"file:/o{i}"} for i in range(ORPHAN_SAMPLE_LIMIT)]
+    streamed = summarize_orphan_cleanup(full, streamed=True)
+    assert streamed.numbers["orphan_files_count"] == ORPHAN_SAMPLE_LIMIT
+    assert streamed.numbers["orphan_files_count_exact"] is False  # at least 20,000: Iceberg returns no more
+    assert summarize_orphan_cleanup(full, streamed=False).numbers["orphan_files_count_exact"] is True
+    dry = summarize_orphan_cleanup(full[:5], streamed=True, dry_run=True)
+    assert not dry.changed and dry.numbers["orphan_backlog_files"] == 5  # a dry run deletes nothing
+
+
+def test_a_capped_runs_summary_reports_deletions_the_cap_and_the_backlog():
+    cut = summarize_capped_orphan_cleanup([OrphanRound(7, ("a", "b", "c"))], cap=3, sample_limit=ORPHAN_SAMPLE_LIMIT)
+    assert cut.numbers == {"orphan_files_count": 3, "orphan_files_count_exact": True, "orphan_cap": 3,
+                           "orphan_cap_reached": True, "orphan_backlog_files": 4, "orphan_backlog_exact": True,
+                           "orphan_rounds": 1}
+    assert cut.orphan_files == ("a", "b", "c") and cut.changed
+    done = summarize_capped_orphan_cleanup([OrphanRound(2, ("a", "b"))], cap=3, sample_limit=ORPHAN_SAMPLE_LIMIT)
+    assert not done.numbers["orphan_cap_reached"] and done.numbers["orphan_backlog_files"] == 0
+    exactly = summarize_capped_orphan_cleanup([OrphanRound(3, ("a", "b", "c"))], cap=3, sample_limit=ORPHAN_SAMPLE_LIMIT)
+    assert not exactly.numbers["orphan_cap_reached"]  # the cap deleted the last orphan: nothing was cut
+    # Two rounds: the first listing was a full sample, the second one too: the backlog is a lower bound.
+    big = [OrphanRound(ORPHAN_SAMPLE_LIMIT, tuple(f"x{i}" for i in range(ORPHAN_SAMPLE_LIMIT))),
+           OrphanRound(ORPHAN_SAMPLE_LIMIT, tuple(f"y{i}" for i in range(5_000)))]
+    many = summarize_capped_orphan_cleanup(big, cap=25_000, sample_limit=ORPHAN_SAMPLE_LIMIT)
+    assert many.numbers["orphan_files_count"] == 25_000 and many.numbers["orphan_cap_reached"]
+    assert many.numbers["orphan_backlog_files"] == 15_000 and many.numbers["orphan_backlog_exact"] is False
+    none = summarize_capped_orphan_cleanup([OrphanRound(0, ())], cap=3, sample_limit=None)
+    assert not none.changed and none.numbers["orphan_files_count"] == 0
 
 
 def test_rewrite_manifests_options():
@@ -164,7 +246,7 @@ def test_result_parsing_and_zero_change():
     assert rewrite.changed and rewrite.bytes_rewritten == 500 and rewrite.numbers["added_data_files_count"] == 1
     assert not summarize_result(Operation.REWRITE_DATA_FILES, [{"rewritten_data_files_count": 0}]).changed
     orphans = summarize_result(Operation.ORPHAN_CLEANUP, [{"orphan_file_location": "file:/a"}])
-    assert orphans.changed and orphans.numbers == {"orphan_files_count": 1}
+    assert orphans.changed and orphans.numbers["orphan_files_count"] == 1
     assert not summarize_result(Operation.ORPHAN_CLEANUP, []).changed
     assert not summarize_result(Operation.EXPIRE_SNAPSHOTS, [{"deleted_data_files_count": 0}]).changed
     assert summarize_result(Operation.REWRITE_MANIFESTS, [{"rewritten_manifests_count": 2}]).changed

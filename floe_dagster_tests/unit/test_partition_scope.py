@@ -1,0 +1,295 @@
+"""Partition-scoped rewrites (issue 21, item 3): which partitions a capped run takes (benefit per byte,
+the cap, one oversized partition), how the planner scopes a decision and continues its backlog (same
+slot, next attempt), and the where predicates the engine sends. Pure: ``now`` injected, no Spark."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from floe_dagster.core.estimates import RewriteRules
+from floe_dagster.core.history import OperationHistory
+from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.operations import Operation
+from floe_dagster.core.partition_scope import (
+    Backlog,
+    PartitionCost,
+    PartitionField,
+    PartitionSelection,
+    RewriteScope,
+    partition_costs,
+    select_partitions,
+)
+from floe_dagster.core.planner import PlanInput, SchedulerSettings, plan
+from floe_dagster.core.policy import parse_policies_text
+from floe_dagster.core.tables import TableName
+from floe_dagster.spark.partition_predicates import partition_predicate
+from floe_dagster.spark.procedures import build_procedure_call
+from floe_dagster.core.operation_config import RewriteDataFilesConfig
+
+UTC = timezone.utc
+NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+RDF = Operation.REWRITE_DATA_FILES
+T = TableName("demo", ("sales",), "big")
+MB = 1024 * 1024
+
+
+# -- selection -------------------------------------------------------------------------------------------
+
+
+def test_selection_prefers_benefit_per_byte_and_respects_the_cap():
+    costs = [
+        PartitionCost("[1]", bytes=100, files=2, output_files=1),  # 1 file removed per 100 bytes
+        PartitionCost("[2]", bytes=100, files=11, output_files=1),  # 10 per 100 bytes: second best
+        PartitionCost("[3]", bytes=200, files=6, output_files=1),  # 5 per 200
+        PartitionCost("[4]", bytes=50, files=3, delete_files=4, output_files=1),  # 2 + 4 per 50: the best
+    ]
+    chosen = select_partitions(costs, cap=160)
+    assert chosen.partitions == ("[4]", "[2]")
+    assert chosen.bytes == 150 <= 160
+    assert (chosen.backlog_partitions, chosen.backlog_bytes) == (2, 300)
+    assert not chosen.oversized
+
+
+def test_selection_passes_over_a_partition_that_does_not_fit_for_smaller_ones():
+    costs = [PartitionCost("[big]", 300, 100, output_files=1), PartitionCost("[a]", 60, 3, output_files=1),
+             PartitionCost("[b]", 60, 2, output_files=1)]
+    chosen = select_partitions(costs, cap=130)
+    assert chosen.partitions == ("[a]", "[b]") and chosen.bytes == 120
+
+
+def test_everything_fits_means_no_scope():
+    assert select_partitions([PartitionCost("[1]", 10, 5), PartitionCost("[2]", 10, 5)], cap=20) is None
+    assert select_partitions([], cap=20) is None
+
+
+def test_one_partition_larger_than_the_cap_is_taken_alone_and_said_so():
+    costs = [PartitionCost("[1]", 500, 50, output_files=1), PartitionCost("[2]", 300, 2, output_files=1)]
+    chosen = select_partitions(costs, cap=100)
+    assert chosen.oversized and chosen.partitions == ("[2]",)  # the smallest: the least over the cap
+    assert chosen.backlog_bytes == 500
+    assert "larger than the cap" in chosen.describe()
+
+
+def test_partition_costs_follow_icebergs_planner_rules():
+    rules = RewriteRules.sized(100 * MB)  # small files: under 75 MB
+    record = TableMetrics(
+        qualified_name=T.qualified, metadata_location="m", tier="full", collected_at_ms=0, data_file_count=9,
+        total_data_bytes=0, record_count=0, partition_count=3,
+        data_file_groups=(
+            ('["a"]', (MB,) * 6, ()),  # six small files: rewritten
+            ('["b"]', (90 * MB, 90 * MB), ()),  # well sized: nothing taken
+            ('["c"]', (MB, MB), ((0, 3, 0, 10), (1, 2, 0, 10))),  # 2 files (< min-input-files) but deletes
+        ),
+    )
+    rules = RewriteRules.sized(100 * MB, delete_file_threshold=2)
+    costs = {c.key: c for c in partition_costs(record, rules)}
+    assert set(costs) == {'["a"]', '["c"]'}
+    assert (costs['["a"]'].bytes, costs['["a"]'].files, costs['["a"]'].benefit) == (6 * MB, 6, 5)
+    assert costs['["c"]'].delete_files == 5 and costs['["c"]'].benefit == 1 + 5
+    summary_only = TableMetrics(qualified_name=T.qualified, metadata_location="m", tier="summary",
+                                collected_at_ms=0, data_file_count=1, total_data_bytes=1, record_count=1)
+    assert partition_costs(summary_only, rules) is None
+
+
+def test_backlog_is_open_until_a_run_succeeds_without_one():
+    at = NOW - timedelta(hours=1)
+    left = Backlog("slot", at, partitions=3, bytes=300, continuation=False)
+    assert left.open_after(None)  # the scoped run has not succeeded yet: still open
+    assert left.open_after(at + timedelta(minutes=1))  # it succeeded, bytes left: continue
+    done = Backlog("slot", at, partitions=0, bytes=0, continuation=True)
+    assert done.open_after(at - timedelta(minutes=5))  # the continuation failed: retry it
+    assert not done.open_after(at + timedelta(minutes=1))  # the last continuation succeeded: done
+
+
+# -- the planner -----------------------------------------------------------------------------------------
+
+
+def _policy(options: dict | None = None, schedule: dict | None = None) -> str:
+    return json.dumps([{"name": "p", "tablePattern": "demo.sales.*", "rewriteDataFiles": options or {},
+                        "rewriteDataFilesSchedule": {"cronExpression": "0 0 * * *", **(schedule or {})}}])
+
+
+def _record() -> TableMetrics:
+    """Ten day partitions; partition i holds 2 + i small files of 1 MB (later ones gain more per byte)."""
+    groups = tuple((f"[{19000 + i}]", (MB,) * (2 + i), ()) for i in range(10))
+    total = sum(len(sizes) for _, sizes, _ in groups) * MB
+    return TableMetrics(qualified_name=T.qualified, metadata_location="m", tier="full", collected_at_ms=0,
+                        data_file_count=total // MB, total_data_bytes=total, record_count=1000,
+                        partition_count=10, data_file_groups=groups, current_snapshot_id=1)
+
+
+def _plan(options: dict | None = None, *, history=None, backlogs=None, last_attempts=None, limits=None,
+          now: datetime = NOW, schedule: dict | None = None, record: TableMetrics | None = None):
+    record = record or _record()
+    from floe_dagster.core.estimates import estimate_rewrite_data_files
+
+    data = PlanInput(
+        now=now, catalog_tables=(T,), loaded_tables=frozenset({T}),
+        policies=parse_policies_text(_policy(options, schedule)), limits=limits or SchedulerSettings(),
+        metrics={T: record}, history=history or {}, last_attempts=last_attempts or {},
+        backlogs=backlogs or {},
+        estimate_bytes=lambda table, op, m, config: estimate_rewrite_data_files(m, config).bytes,
+    )
+    return [d for d in plan(data).decisions if d.operation is RDF][0]
+
+
+def test_a_rewrite_over_the_policy_cap_is_scoped_to_the_best_partitions():
+    decision = _plan({"maxBytesPerRun": 40 * MB, "minInputFiles": 2})
+    assert decision.decision == "run"
+    scope = decision.scope
+    assert scope is not None and scope.bytes <= 40 * MB
+    assert decision.estimated_bytes == scope.bytes
+    # the partitions with the most files removed per byte are the largest ones here (11, 10, 9, ...)
+    assert scope.partitions[0] == "[19009]"
+    assert scope.backlog_bytes == 65 * MB - scope.bytes and scope.backlog_partitions == 10 - len(scope.partitions)
+    assert any("partition-scoped" in r and "maxBytesPerRun" in r for r in decision.reasons)
+
+
+def test_the_rest_of_the_hourly_budget_caps_the_run_too():
+    limits = SchedulerSettings(max_bytes_per_hour=30 * MB)
+    decision = _plan({"minInputFiles": 2}, limits=limits)
+    assert decision.scope is not None and decision.scope.bytes <= 30 * MB
+    assert "max-bytes-per-hour" in decision.reasons[-1]
+
+
+def test_a_rewrite_that_fits_is_not_scoped():
+    decision = _plan({"maxBytesPerRun": 100 * MB, "minInputFiles": 2})
+    assert decision.decision == "run" and decision.scope is None and decision.estimated_bytes == 65 * MB
+
+
+def test_the_backlog_continues_in_the_same_slot_with_the_next_attempt_and_no_backoff():
+    slot = "2026-11-23T00:00:00+00:00"
+    admitted = NOW - timedelta(minutes=30)
+    history = {(T.qualified, RDF): OperationHistory(last_success_start=admitted + timedelta(minutes=1),
+                                                   last_run_start=admitted + timedelta(minutes=1))}
+    backlogs = {(T.qualified, RDF): Backlog(slot, admitted, partitions=6, bytes=40 * MB, continuation=False)}
+    decision = _plan({"maxBytesPerRun": 40 * MB, "minInputFiles": 2}, history=history, backlogs=backlogs,
+                     last_attempts={(T.qualified, RDF, slot): 0})
+    assert decision.decision == "run", decision.reasons
+    assert (decision.trigger, decision.slot, decision.attempt) == ("backlog", slot, 1)
+    assert decision.scope is not None
+    # Without the backlog, the slot's successful run means: not due.
+    done = _plan({"maxBytesPerRun": 40 * MB, "minInputFiles": 2}, history=history)
+    assert done.decision == "skip" and done.reasons[0].startswith("not_due")
+
+
+def test_a_finished_backlog_is_not_continued():
+    slot = "2026-11-23T00:00:00+00:00"
+    admitted = NOW - timedelta(minutes=30)
+    history = {(T.qualified, RDF): OperationHistory(last_success_start=admitted + timedelta(minutes=1))}
+    backlogs = {(T.qualified, RDF): Backlog(slot, admitted, partitions=0, bytes=0, continuation=True)}
+    decision = _plan({"maxBytesPerRun": 40 * MB}, history=history, backlogs=backlogs)
+    assert decision.decision == "skip" and decision.reasons[0].startswith("not_due")
+
+
+def test_selection_round_trips_through_json():
+    chosen = PartitionSelection(("[1]", '["a\'b"]'), 10, 3, 2, 20, 12, oversized=True)
+    assert PartitionSelection.from_json(json.dumps(chosen.to_json())) == chosen
+    assert PartitionSelection.from_json(None) is None
+
+
+# -- where predicates ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fields, keys, expected", [
+    ([PartitionField("region", "identity", "string")], ['["eu"]', '["us"]'], "`region` IN ('eu', 'us')"),
+    ([PartitionField("region", "identity", "string")], ["[\"it's\\\\\"]"], "`region` = 'it\\'s\\\\'"),
+    ([PartitionField("n", "identity", "long")], ["[3]", "[null]"], "(`n` = 3) OR (`n` IS NULL)"),
+    ([PartitionField("d", "identity", "date")], ["[19786]"], "`d` = DATE '2024-03-04'"),
+    ([PartitionField("ts", "day", "timestamptz")], ["[19786]", "[19787]"],
+     "`ts` >= TIMESTAMP '2024-03-04 00:00:00.000000Z' AND `ts` < TIMESTAMP '2024-03-06 00:00:00.000000Z'"),
+    ([PartitionField("tn", "hour", "timestamp")], ["[474874]"],
+     "`tn` >= TIMESTAMP_NTZ '2024-03-04 10:00:00.000000' AND `tn` < TIMESTAMP_NTZ '2024-03-04 11:00:00.000000'"),
+    ([PartitionField("d", "month", "date")], ["[650]"], "`d` >= DATE '2024-03-01' AND `d` < DATE '2024-04-01'"),
+    ([PartitionField("d", "month", "date")], ["[659]"], "`d` >= DATE '2024-12-01' AND `d` < DATE '2025-01-01'"),
+    ([PartitionField("d", "year", "date")], ["[54]"], "`d` >= DATE '2024-01-01' AND `d` < DATE '2025-01-01'"),
+    ([PartitionField("n", "truncate[10]", "int")], ["[20]"], "`n` >= 20 AND `n` < 30"),
+    ([PartitionField("s", "truncate[2]", "string")], ['["ab"]', '["a"]'], "(`s` = 'a') OR (`s` LIKE 'ab%')"),
+    ([PartitionField("a.b", "identity", "int")], ["[1]"], "`a`.`b` = 1"),
+    ([PartitionField("r", "identity", "string"), PartitionField("x", "void", "int")], ['["eu",null]'],
+     "`r` = 'eu'"),
+    ([PartitionField("r", "identity", "string"), PartitionField("d", "day", "date")],
+     ['["eu",19786]', '["us",null]'],
+     "(`r` = 'eu' AND `d` >= DATE '2024-03-04' AND `d` < DATE '2024-03-05') OR (`r` = 'us' AND `d` IS NULL)"),
+])
+def test_partition_predicates(fields, keys, expected):
+    assert partition_predicate(fields, keys) == expected
+
+
+@pytest.mark.parametrize("fields, keys", [
+    ([PartitionField("id", "bucket[16]", "long")], ["[3]"]),  # Iceberg 1.11's where refuses system.bucket
+    ([PartitionField("r", "identity", "string"), PartitionField("id", "bucket[4]", "long")], ['["eu",1]']),
+    ([PartitionField("s", "truncate[2]", "string")], ['["a%"]']),  # LIKE would not become startsWith
+    ([PartitionField("b", "identity", "binary")], ['["0x00"]']),
+    ([PartitionField("f", "identity", "double")], ["[NaN]"]),
+    ([PartitionField("x", "void", "int")], ["[null]"]),
+])
+def test_inexpressible_partitions_give_no_predicate(fields, keys):
+    assert partition_predicate(fields, keys) is None
+
+
+def test_a_scoped_call_ands_the_policy_filter_and_escapes_values():
+    config = RewriteDataFilesConfig(filter="amount > 0", min_input_files=2)
+    scope = RewriteScope(("[\"x') OR (1=1\"]",), (PartitionField("region", "identity", "string"),), files=4)
+    call = build_procedure_call(RDF, T, config, NOW, scope=scope)
+    assert "where => '(amount > 0) AND (`region` = \\'x\\\\\\') OR (1=1\\')'" in call.sql
+    assert call.arguments["scope"] == "where" and call.arguments["scoped_partitions"] == 1
+
+
+def test_a_scope_the_where_cannot_express_bounds_the_files_instead():
+    scope = RewriteScope(("[3]",), (PartitionField("id", "bucket[8]", "long"),), files=7)
+    call = build_procedure_call(RDF, T, RewriteDataFilesConfig(), NOW, scope=scope)
+    assert "'max-files-to-rewrite', '7'" in call.sql and "where" not in call.sql
+    tighter = build_procedure_call(RDF, T, RewriteDataFilesConfig(max_files_to_rewrite=3), NOW, scope=scope)
+    assert "'max-files-to-rewrite', '3'" in tighter.sql
+
+
+def test_max_files_to_rewrite_reaches_iceberg_and_max_bytes_per_run_does_not():
+    config = RewriteDataFilesConfig.from_mapping({"maxFilesToRewrite": 100, "maxBytesPerRun": 10**9})
+    call = build_procedure_call(RDF, T, config, NOW)
+    assert "'max-files-to-rewrite', '100'" in call.sql
+    assert "bytes-per-run" not in call.sql and "BytesPerRun" not in call.sql
+    with pytest.raises(ValueError, match="maxBytesPerRun"):
+        RewriteDataFilesConfig.from_mapping({"maxBytesPerRun": 0})
+
+
+def test_both_policy_formats_spell_the_new_keys(tmp_path):
+    from floe_dagster.core.policy import validate_policy_paths
+
+    (tmp_path / "kebab.yaml").write_text(
+        "policies:\n  - name: big\n    pattern: 'demo.sales.*'\n"
+        "    rewrite-data-files: {max-bytes-per-run: 1000, max-files-to-rewrite: 50}\n"
+        "    rewrite-data-files-schedule: {interval-hours: 1}\n")
+    (tmp_path / "camel.yaml").write_text(
+        "- name: big2\n  tablePattern: 'demo.other.*'\n"
+        "  rewriteDataFiles: {maxBytesPerRun: 1000, maxFilesToRewrite: 50}\n"
+        "  rewriteDataFilesSchedule: {interval: PT1H}\n")
+    for name in ("kebab.yaml", "camel.yaml"):
+        result = validate_policy_paths([str(tmp_path / name)])
+        assert result.errors == [], result.errors
+        [policy] = list(result.policies)
+        config = policy.config(RDF)
+        assert (config.max_bytes_per_run, config.max_files_to_rewrite) == (1000, 50)
+
+
+def test_a_backlog_continuation_waits_for_quiet_and_is_forced_from_its_slot():
+    slot = "2026-11-23T00:00:00+00:00"
+    admitted = NOW - timedelta(minutes=30)
+    history = {(T.qualified, RDF): OperationHistory(last_success_start=admitted + timedelta(minutes=1),
+                                                   last_run_start=admitted + timedelta(minutes=1))}
+    backlogs = {(T.qualified, RDF): Backlog(slot, admitted, partitions=6, bytes=40 * MB, continuation=False)}
+    busy = replace(_record(), newest_foreign_commit_ms=int((NOW - timedelta(minutes=1)).timestamp() * 1000),
+                   newest_foreign_commit_operation="overwrite")
+    options = {"maxBytesPerRun": 40 * MB, "minInputFiles": 2}
+    held = _plan(options, history=history, backlogs=backlogs, last_attempts={(T.qualified, RDF, slot): 0},
+                 schedule={"quietFor": "PT10M", "maxQuietWait": "P2D"}, record=busy)
+    assert held.decision == "skip" and held.reasons[0].startswith("not_quiet: quiet in 9m")
+    # Due since its slot (a day and more ago): a shorter limit forces it.
+    forced = _plan(options, history=history, backlogs=backlogs, last_attempts={(T.qualified, RDF, slot): 0},
+                   schedule={"quietFor": "PT10M", "maxQuietWait": "PT12H"}, record=busy)
+    assert forced.decision == "run" and forced.trigger == "backlog"
+    assert any(r.startswith("forced after PT12H") for r in forced.reasons), forced.reasons
