@@ -190,7 +190,7 @@ def build_health_table(files: int) -> None:
 
 
 # -- copies (before every run) ----------------------------------------------------------------------------
-def make_copies(driver_memory: str) -> None:
+def make_copies(driver_memory: str, copies: dict[str, str] = COPIES) -> None:
     """Each copy: drop the last one, rewrite_table_path from its master into a staging folder, move the
     rewritten metadata into the copy's folder, hard-link the data and delete files, register it."""
     from floe_dagster.demo import local_path
@@ -202,7 +202,7 @@ def make_copies(driver_memory: str) -> None:
     catalog = open_catalog(settings.catalog)
     engine = IcebergSparkEngine.from_settings(settings)
     facts = {}
-    for copy, master in COPIES.items():
+    for copy, master in copies.items():
         t0 = time.perf_counter()
         source = load_table(catalog, name_of(master)).metadata.location  # as written in the metadata
         target = source.rsplit("/", 1)[0] + "/" + copy
@@ -294,7 +294,8 @@ def sensor_and_run(settings, instance, table_name: str):
             "rewritten_data_files_count", "added_data_files_count", "data_files_before", "data_files_after",
             "delete_files_before", "delete_files_after", "total_bytes_before", "scoped_partitions",
             "backlog_partitions", "backlog_bytes", "scope_cap_bytes", "scope_oversized", "procedure_call",
-            "failed_data_files_count")
+            "failed_data_files_count", "outcome", "partial_progress", "commits", "commits_lost", "new_snapshots",
+            "file_groups_planned", "file_groups_left", "file_groups_rewritten", "data_files_left")
     facts = {k: meta[k] for k in keep if k in meta}
     facts.update(sensor_s=sensor_s, run_s=run_s, trigger=request.tags.get(T.TRIGGER),
                  attempt=request.tags.get(T.ATTEMPT))
