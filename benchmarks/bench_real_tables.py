@@ -419,6 +419,7 @@ def phase_health(files: int) -> None:
 
 # -- the driver ---------------------------------------------------------------------------------------------
 def run_phase(*args: str) -> dict:
+    load = "/".join(f"{x:.1f}" for x in os.getloadavg())
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, __file__, "--phase", *args], capture_output=True, text=True)
     lines = [line for line in done.stdout.splitlines() if not line.startswith("RESULT ")]
@@ -427,7 +428,8 @@ def run_phase(*args: str) -> dict:
     result = next((line[7:] for line in reversed(done.stdout.splitlines()) if line.startswith("RESULT ")), None)
     if done.returncode != 0 or result is None:
         raise RuntimeError(f"phase {args} failed (exit {done.returncode}):\n{done.stderr[-5000:]}")
-    print(f"  phase {' '.join(args[:2])}: {time.perf_counter() - t0:.0f} s", flush=True)
+    print(f"  phase {' '.join(args[:2])}: {time.perf_counter() - t0:.0f} s (load average at its start {load})",
+          flush=True)
     return json.loads(result)
 
 
