@@ -422,6 +422,13 @@ class IcebergSparkEngine(ConfigurableResource):
         # for tables up to row_count_check_max_bytes.
         method = "snapshot-summary" if table_bytes > self.row_count_check_max_bytes else "spark-count"
         first_before = last_after = None
+        counted: dict[int, int] = {}  # partial progress commits a chain: each snapshot is counted once
+
+        def count(snapshot_id: int) -> int:
+            if snapshot_id not in counted:
+                counted[snapshot_id] = self._count(spark, table, snapshot_id)
+            return counted[snapshot_id]
+
         for snapshot in ours:
             parent = snapshot["parent_id"]
             after = before = None
@@ -430,7 +437,7 @@ class IcebergSparkEngine(ConfigurableResource):
                 before = exact_live_rows(by_id[parent].get("summary"))
             if after is None or before is None or after != before:
                 # The summary cannot tell (or disagrees): count for real rather than fail on a guess.
-                after, before = self._count(spark, table, snapshot["snapshot_id"]), self._count(spark, table, parent)
+                after, before = count(snapshot["snapshot_id"]), count(parent)
                 if method == "snapshot-summary":
                     method = "snapshot-summary+spark-count"
             if after != before:

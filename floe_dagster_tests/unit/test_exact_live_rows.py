@@ -19,3 +19,29 @@ def test_a_summary_that_cannot_be_read_decides_nothing():
     assert exact_live_rows(None) is None
     assert exact_live_rows({"total-records": "many"}) is None
     assert exact_live_rows({"total-records": "30", "total-delete-files": "x"}) is None
+
+
+def test_a_chain_of_partial_progress_commits_counts_each_snapshot_once():
+    """Partial progress commits one ``replace`` per file group, each the parent of the next: with delete
+    files every snapshot is counted with Spark, once (N + 1 counts for N commits, not 2N)."""
+    from dagster_pyspark import LazyPySparkResource
+
+    from floe_dagster.core.tables import TableName
+    from floe_dagster.spark.engine import IcebergSparkEngine
+
+    counted: list[int] = []
+
+    class CountingEngine(IcebergSparkEngine):
+        def _count(self, spark, table, snapshot_id):
+            counted.append(snapshot_id)
+            return 30
+
+    with_deletes = {"total-records": "31", "total-delete-files": "1", "total-position-deletes": "1"}
+    snapshots = [{"snapshot_id": 1, "parent_id": None, "operation": "overwrite", "summary": with_deletes}]
+    snapshots += [{"snapshot_id": i, "parent_id": i - 1, "operation": "replace", "summary": with_deletes}
+                  for i in (2, 3, 4)]
+    engine = CountingEngine(pyspark=LazyPySparkResource(spark_config={}), catalog_name="demo")
+    check = engine.verify_rows(None, TableName("demo", ("sales",), "orders"), snapshots[1:], snapshots, 10**9)
+    assert sorted(counted) == [1, 2, 3, 4]
+    assert (check.method, check.checked_snapshots, check.rows_before, check.rows_after) == (
+        "snapshot-summary+spark-count", (2, 3, 4), 30, 30)
