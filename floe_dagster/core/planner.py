@@ -395,11 +395,14 @@ def _backlog_due(backlog: Backlog) -> _BacklogDue:
 
 
 def _slot_time(slot_key: str) -> datetime | None:
-    """A due slot's time (slot keys are ISO times, or ``manual:<id>`` for manual work: None)."""
-    try:
-        return datetime.fromisoformat(slot_key)
-    except ValueError:
-        return None
+    """A due slot's time, read back from its key (``Due.slot_key``: a cron slot's ISO time,
+    ``interval:<ISO>``, ``condition:<ISO>``); None for ``...:first``, ``cron:none`` and manual work."""
+    for text in (slot_key, slot_key.partition(":")[2]):
+        try:
+            return datetime.fromisoformat(text)
+        except ValueError:
+            continue
+    return None
 
 
 def _run_class(schedule: Any) -> RunClass:

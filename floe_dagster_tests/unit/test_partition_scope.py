@@ -293,3 +293,15 @@ def test_a_backlog_continuation_waits_for_quiet_and_is_forced_from_its_slot():
                    schedule={"quietFor": "PT10M", "maxQuietWait": "PT12H"}, record=busy)
     assert forced.decision == "run" and forced.trigger == "backlog"
     assert any(r.startswith("forced after PT12H") for r in forced.reasons), forced.reasons
+
+
+@pytest.mark.parametrize("key, expected", [
+    ("2026-11-23T00:00:00+00:00", datetime(2026, 11, 23, tzinfo=UTC)),
+    ("interval:2026-11-23T06:00:00+00:00", datetime(2026, 11, 23, 6, tzinfo=UTC)),
+    ("condition:2026-11-22T12:00:00+00:00", datetime(2026, 11, 22, 12, tzinfo=UTC)),
+    ("interval:first", None), ("cron:none", None), ("manual:abc", None),
+])
+def test_a_backlogs_slot_time_is_read_back_from_every_kind_of_slot_key(key, expected):
+    from floe_dagster.core.planner import _slot_time
+
+    assert _slot_time(key) == expected
