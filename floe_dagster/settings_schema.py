@@ -217,8 +217,8 @@ def read_value(reading: Reading, key: Key, raw: Mapping[str, Any]) -> Any:
         at, base, value = reading.at(*filter(None, (key.section, key.name))), reading.base, raw.get(key.name)
     if value is not UNREAD:
         value = key.default if value is None else _read(at, key, value)
-    if value is UNREAD or value is None:
-        return key.default if value is UNREAD else None
+    if value is UNREAD or value is None:  # unreadable (reported) or empty: the default
+        return key.default
     return _checked(at, key, _resolved(at, key, base, value))
 
 

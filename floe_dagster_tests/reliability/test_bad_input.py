@@ -173,6 +173,16 @@ def test_settings_errors_name_the_field(tmp_path, text, field):
         load_settings(path, environ={})
 
 
+def test_an_empty_data_dir_is_the_default(tmp_path):
+    """Found by the property above in CI: ``data-dir: ""`` was read as None and the embedded
+    catalog's paths then failed with a TypeError instead of using the default folder."""
+    path = tmp_path / "floe.yaml"
+    path.write_text('data-dir: ""\n')
+    settings = load_settings(path, environ={})
+    assert settings.data_dir == ".floe"
+    assert settings.catalog.properties["uri"].startswith("sqlite:///")
+
+
 @pytest.mark.parametrize("schedule, message", [
     ("{interval: 1000000000}", "interval: must be at most 36500 days, got 1000000000"),  # was OverflowError
     ("{interval: P99999999999D}", "interval: 'P99999999999D' is longer than 36500 days"),  # was OverflowError
