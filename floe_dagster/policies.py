@@ -12,6 +12,7 @@ from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.policy import Policy, PolicySet, load_policies
+from floe_dagster.core.refs import RefRetentionRule
 from floe_dagster.core.run_tags import Origin, PolicyFacts, run_tags
 from floe_dagster.core.tables import TableName
 from floe_dagster.settings import Settings
@@ -76,6 +77,8 @@ class ResolvedOperation:
     policy: PolicyFacts  # name None: no enabled policy matches the table
     config: OperationConfig | None  # None: nothing configures this operation for this table
     why_not: str = ""
+    # EXPIRE_SNAPSHOTS: the policy's refRetention, set on the table's refs before the expiry.
+    ref_retention: tuple[RefRetentionRule, ...] = ()
 
     @property
     def policy_name(self) -> str | None:
@@ -98,7 +101,8 @@ def resolve_operation(settings: Settings, table: TableName, op: Operation,
     config = policy.config(op)
     if config is None:
         return ResolvedOperation(facts, None, f"policy '{policy.name}' does not configure {op.value} ({op.policy_key})")
-    return ResolvedOperation(facts, config)
+    return ResolvedOperation(facts, config,
+                             ref_retention=policy.ref_retention if op is Operation.EXPIRE_SNAPSHOTS else ())
 
 
 def policy_facts(settings: Settings, policy: Policy | None, op: Operation) -> PolicyFacts:

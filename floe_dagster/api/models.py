@@ -194,6 +194,8 @@ class OperationTriggerStatus(_Open):
     conflicts: ConflictState | None = None
     throttle: ThrottleState
     backlog: Backlog | None = None
+    refs: dict[str, Any] | None = Field(default=None, description="EXPIRE_SNAPSHOTS only: the policy's refRetention "
+                                        "rules and each branch and tag with its age, limit and what it alone keeps")
     lastRun: LastRun
 
 

@@ -133,6 +133,8 @@ class IssueType(str, Enum):
     # Not a measurement: an operation lost CONFLICT_STREAK_ISSUE commit races in a row
     # (core/commit_conflicts.conflict_issues, from the history).
     COMMIT_CONFLICTS = "COMMIT_CONFLICTS"
+    # A branch or tag older than its maximum age (core/refs.ref_issues): it pins snapshots and files.
+    STALE_REF = "STALE_REF"
 
 
 # Issues that come from the maintenance history, not from the table's metadata: they are shown with

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from floe_dagster.core.commit_conflicts import conflict_issues
 from floe_dagster.core.debt import DebtWeights, debt_score
 from floe_dagster.core.health_assessment import (
     HISTORY_ISSUES,
     HealthAssessment,
+    HealthIssue,
     HealthThresholds,
     Severity,
     assess_health,
@@ -35,6 +36,7 @@ from floe_dagster.core.localtime import as_utc
 from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.policy import Policy, PolicySet
+from floe_dagster.core.refs import PINNED_METHOD, RefRetentionRule, ref_issues, ref_report
 from floe_dagster.core.tables import TableName
 
 
@@ -45,16 +47,25 @@ def thresholds_for(policies: PolicySet, table: TableName) -> tuple[Policy | None
 
 
 def assess_table(metrics: TableMetrics, thresholds: HealthThresholds | None, now: datetime,
-                 history: Mapping[tuple[str, Operation], OperationHistory] | None) -> HealthAssessment:
-    """:func:`~floe_dagster.core.health_assessment.assess_health`, then the issues the history raises
+                 history: Mapping[tuple[str, Operation], OperationHistory] | None,
+                 policy: Policy | None = None) -> HealthAssessment:
+    """:func:`~floe_dagster.core.health_assessment.assess_health`, then the stale branches and tags
+    (``STALE_REF``, under ``policy``'s ``refRetention``: core/refs.py) and the issues the history raises
     (an operation's long streak of lost commit races: ``COMMIT_CONFLICTS``), with the status again.
     What every health view shows: ``floe-dagster health``, the HTTP API and Dagit."""
-    return with_history_issues(assess_health(metrics, thresholds, now), history)
+    report = assess_health(metrics, thresholds, now)
+    stale = ref_issues(metrics.refs, _ref_rules(policy), metrics.properties, now)
+    return with_history_issues(report, history, stale)
+
+
+def _ref_rules(policy: Policy | None) -> Sequence[RefRetentionRule]:
+    return policy.ref_retention if policy is not None else ()
 
 
 def with_history_issues(report: HealthAssessment,
-                        history: Mapping[tuple[str, Operation], OperationHistory] | None) -> HealthAssessment:
-    extra = conflict_issues(report.qualified_name, history)
+                        history: Mapping[tuple[str, Operation], OperationHistory] | None,
+                        more: Sequence[HealthIssue] = ()) -> HealthAssessment:
+    extra = (*more, *conflict_issues(report.qualified_name, history))
     if not extra:
         return report
     issues = (*report.issues, *extra)
@@ -136,4 +147,7 @@ def health_record(
         "derived": dict(report.derived),
         "thresholds": report.thresholds.to_json(),
         "debt": table_debt(policy, report, history, now, weights),
+        # Branches and tags other than main: age, limit, what each alone keeps (core/refs.py).
+        "refs": ref_report(metrics.refs, _ref_rules(policy), metrics.properties, now),
+        "refs_method": PINNED_METHOD,
     }

@@ -24,6 +24,22 @@ class ColumnFacts(NamedTuple):
     doc: str | None = None
 
 
+class RefFacts(NamedTuple):
+    """One branch or tag other than main as the metadata says (raw values, the same for every policy;
+    core/refs.py says how ``pinned_*`` are computed)."""
+
+    name: str
+    type: str  # branch or tag
+    snapshot_id: int
+    head_timestamp_ms: int | None  # None: its snapshot is missing from the metadata
+    max_ref_age_ms: int | None  # the ref's own settings (None: the table's default applies)
+    max_snapshot_age_ms: int | None
+    min_snapshots_to_keep: int | None
+    pinned_snapshots: int  # the snapshots it alone keeps beyond main's retention
+    pinned_files: int | None = None  # full tier only: the files only those snapshots reference ...
+    pinned_bytes: int | None = None  # ... and their bytes
+
+
 @dataclass(frozen=True)
 class TableMetrics:
     qualified_name: str  # catalog.namespace.table
@@ -71,6 +87,10 @@ class TableMetrics:
     # position_delete_groups: (partition key, position delete file sizes).
     position_delete_groups: tuple[tuple[str, tuple[int, ...]], ...] | None = None
 
+    # The branches and tags other than main, with what each alone keeps alive (core/refs.py; bytes in
+    # the full tier only). None: not measured (a record cached before refs were).
+    refs: tuple[RefFacts, ...] | None = None
+
     @property
     def delete_file_ratio(self) -> float:
         return self.delete_file_count / self.data_file_count if self.data_file_count else 0.0
@@ -117,16 +137,16 @@ class TableMetrics:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        for key in ("data_file_sizes", "data_file_groups", "position_delete_groups", "columns"):
+        for key in ("data_file_sizes", "data_file_groups", "position_delete_groups", "columns", "refs"):
             data[key] = _lists(data[key])
         return data
 
     def report_json(self) -> dict[str, Any]:
         """For reports and asset metadata: the record without its per-file lists (which grow with the
-        table) and its columns (asset metadata has them as Dagster's column schema), plus the derived
-        values."""
+        table), its columns (asset metadata has them as Dagster's column schema) and its refs (the
+        health record lists them under ``refs``), plus the derived values."""
         data = self.to_json()
-        for key in ("data_file_sizes", "data_file_groups", "position_delete_groups", "columns"):
+        for key in ("data_file_sizes", "data_file_groups", "position_delete_groups", "columns", "refs"):
             del data[key]
         data.update(
             min_file_bytes=self.min_file_bytes,
@@ -144,7 +164,19 @@ class TableMetrics:
             data[key] = _tuples(data.get(key))
         columns = data.get("columns")
         data["columns"] = tuple(ColumnFacts(*column) for column in columns) if columns is not None else None
+        refs = data.get("refs")
+        data["refs"] = tuple(RefFacts(*ref) for ref in refs) if refs is not None else None
         return cls(**data)
+
+
+def format_bytes(value: int | float) -> str:
+    """A size as people read it: ``512 B``, ``1.4 GiB``."""
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(size) < 1024:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"
 
 
 def _lists(value: Any) -> Any:

@@ -10,8 +10,9 @@ them first and checked the same way (:mod:`floe_dagster.core.policy_formats`). F
 warning), ``enabled`` (default true), ``priority`` (int, default 0), ``tags`` (text → text, become
 run tags ``dagster/floe.tag.<key>``; ``owner`` and ``team`` also name the table assets' owners), the
 operation configs ``rewriteDataFiles``, ``expireSnapshots``, ``orphanCleanup``, ``rewriteManifests``,
-``rewritePositionDeleteFiles`` each with its schedule ``<operation>Schedule``, ``triggerConditions``
-and ``healthThresholds``.
+``rewritePositionDeleteFiles`` each with its schedule ``<operation>Schedule``, ``triggerConditions``,
+``healthThresholds`` and ``refRetention`` (the maximum age of branches and tags by name, which
+``expireSnapshots`` runs apply: core/refs.py).
 
 An operation is *configured* when it has a config, and *enabled* when it also has a schedule whose
 ``enabled`` is not false. Each table gets one effective policy: the enabled matching policy with the
@@ -65,6 +66,7 @@ from floe_dagster.core.policy_formats import (
     policy_label,
     translate_policy,
 )
+from floe_dagster.core.refs import RefRetentionRule, parse_ref_retention, ref_issues
 from floe_dagster.core.run_tags import POLICY_TAG_PREFIX
 from floe_dagster.core.schedule import Schedule, parse_schedule
 from floe_dagster.core.tables import TableName
@@ -108,6 +110,7 @@ class Policy:
     schedules: Mapping[Operation, Schedule] = field(default_factory=dict)
     trigger_conditions: TriggerConditions | None = None
     health_thresholds: HealthThresholds = field(default_factory=HealthThresholds)
+    ref_retention: tuple[RefRetentionRule, ...] = ()  # refRetention, in the policy's order
     source: str = ""  # the file it came from
     version: str = ""  # a hash of its definition (run tag core.run_tags.POLICY_VERSION)
 
@@ -168,7 +171,9 @@ class Policy:
         return assess_health(metrics, self.health_thresholds, now)
 
     def health_issues(self, metrics: TableMetrics, now: datetime) -> tuple[HealthIssue, ...]:
-        return health_issues(metrics, self.health_thresholds, now)
+        """The planner's issues: the thresholds' and the stale refs' (both owe debt)."""
+        stale = ref_issues(metrics.refs, self.ref_retention, metrics.properties, now)
+        return (*health_issues(metrics, self.health_thresholds, now), *stale)
 
     def run_tags(self) -> dict[str, str]:
         return policy_tags_as_run_tags(self.tags)
@@ -188,6 +193,8 @@ class Policy:
         if self.trigger_conditions is not None:
             data["triggerConditions"] = self.trigger_conditions.to_json()
         data["healthThresholds"] = self.health_thresholds.to_json()
+        if self.ref_retention:
+            data["refRetention"] = [rule.to_json() for rule in self.ref_retention]
         return data
 
 
@@ -520,6 +527,10 @@ def parse_policy(raw: Any, source: str, index: int, problems: Problems) -> Polic
     if raw.get("triggerConditions") is not None:
         conditions = parse_trigger_conditions(at.child("triggerConditions"), raw["triggerConditions"])
     thresholds = parse_health_thresholds(at.child("healthThresholds"), raw.get("healthThresholds"))
+    ref_retention = parse_ref_retention(at.child("refRetention"), raw.get("refRetention"))
+    if ref_retention and Operation.EXPIRE_SNAPSHOTS not in configs:
+        at.child("refRetention").warn(f"is applied by {Operation.EXPIRE_SNAPSHOTS.policy_key} runs, which this policy "
+                                      "does not configure: stale refs are reported, never removed")
     for op, schedule in schedules.items():
         rules = [k for k in ("cronExpression", "interval") if isinstance(raw[op.schedule_key], Mapping)
                  and raw[op.schedule_key].get(k) is not None]
@@ -532,7 +543,7 @@ def parse_policy(raw: Any, source: str, index: int, problems: Problems) -> Polic
     return Policy(
         name=name, table_pattern=pattern, description=description, enabled=enabled, priority=priority,
         tags=tags, configs=configs, schedules=schedules, trigger_conditions=conditions,
-        health_thresholds=thresholds, source=source, version=_version(raw),
+        health_thresholds=thresholds, ref_retention=ref_retention, source=source, version=_version(raw),
     )
 
 

@@ -46,6 +46,7 @@ from floe_dagster.core.durations import MAX_DURATION, format_iso_duration
 from floe_dagster.core.health_assessment import HEALTH_THRESHOLD_FIELDS
 from floe_dagster.core.operation_config import FIELDS, REFUSED
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
+from floe_dagster.core.refs import RULE_FIELDS
 from floe_dagster.core.schedule import SCHEDULE_FIELDS
 from floe_dagster.core.validation import Location, Problems, check_mapping, check_unknown, describe, get_int
 
@@ -55,7 +56,7 @@ FORMAT_NAMES = {API_FORMAT: "Floe API format, camelCase", LOADER_FORMAT: "Floe P
 TOP_LEVEL_FIELDS = (
     "name", "description", "tablePattern", "enabled", "priority", "tags",
     *(op.policy_key for op in ALL_OPERATIONS), *(op.schedule_key for op in ALL_OPERATIONS),
-    "triggerConditions", "healthThresholds",
+    "triggerConditions", "healthThresholds", "refRetention",
 )
 
 
@@ -222,6 +223,7 @@ _POLICY = _Section(
         **{kebab(op.schedule_key): _SCHEDULE for op in ALL_OPERATIONS},
         "trigger-conditions": _Section(_spelled(TRIGGER_CONDITION_FIELDS)),
         "health-thresholds": _Section(_spelled(HEALTH_THRESHOLD_FIELDS)),
+        "ref-retention": _Section(_spelled(RULE_FIELDS)),  # a list of these mappings
     },
     ignored=("created-at", "updated-at"),
 )
@@ -268,6 +270,10 @@ def _translate(at: Location, raw: Any, section: _Section, api: str, written: str
             continue
         if key in section.nested and isinstance(value, Mapping):
             value = _translate(at.child(key), value, section.nested[key], f"{api}{api_key}.", f"{written}{key}.", paths)
+        elif key in section.nested and isinstance(value, list):  # a list of mappings (ref-retention)
+            value = [_translate(at.child(key).child(i), item, section.nested[key], f"{api}{api_key}.",
+                                f"{written}{key}.", paths) if isinstance(item, Mapping) else item
+                     for i, item in enumerate(value)]
         result[api_key] = value
     for api_key, (keys, combine) in section.combined.items():
         given = [k for k in keys if mapping.get(k) is not None]
@@ -291,7 +297,7 @@ def kebab_lines(lines: list[str], prefix: str, paths: Mapping[str, str]) -> list
                     None)
         if path is not None:
             tail, sep, message = rest[len(path):].partition(": ")
-            line = head + paths[path] + tail + sep + _kebab_words(message)
+            line = head + paths[path] + _kebab_words(tail) + sep + _kebab_words(message)
         renamed.append(line)
     return renamed
 

@@ -68,6 +68,7 @@ from floe_dagster.iceberg.catalog import (
     schema_columns,
     table_counts,
 )
+from floe_dagster.iceberg.ref_retention import apply_ref_retention
 from floe_dagster.iceberg.rewrite_progress import rewrite_progress
 from floe_dagster.policies import ResolvedOperation, load_policy_set, resolve_operation
 from floe_dagster.settings import Settings
@@ -279,6 +280,10 @@ def maintain_table(
     now = datetime.now(timezone.utc)
     with locks.hold(table_lock_name(table)):
         context.log.info(f"{op.value} on {table.qualified} (policy {resolved.policy_name})")
+        # Before the expiry, under the lock: the refs' max-ref-age from refRetention, so the expiry removes
+        # the refs older than that (iceberg/ref_retention.py).
+        refs = apply_ref_retention(iceberg_table, table, resolved.ref_retention) \
+            if op is Operation.EXPIRE_SNAPSHOTS else None
         outcome = engine.maintain(
             table, op, resolved.config, now, table_properties=properties, table_bytes=before["total_bytes"],
             read_snapshots=reads.snapshots, scope=rewrite_scope(iceberg_table, decision),
@@ -317,6 +322,12 @@ def maintain_table(
             scope = {"how": outcome.arguments.get("scope"), **decision.scope.to_json()}
             scope["partitions"] = scope["partitions"][:100]  # the ledger row keeps them all
             metadata["scope"] = MetadataValue.json(scope)
+    if refs is not None:
+        # A ref the expiry removed (older than its max-ref-age) is a change, for the zero-change throttle too.
+        removed = refs.removed(after_table)
+        metadata["changed"] = outcome.result.changed or bool(removed)
+        metadata.update(refs_removed_count=len(removed), refs_removed=MetadataValue.json(removed),
+                        ref_retention_set=MetadataValue.json(refs.changes_json()))
     if outcome.row_check.rows_after is not None:
         metadata["rows_checked"] = outcome.row_check.rows_after
     if progress is not None:

@@ -71,8 +71,8 @@ class TableHealthEvents:
 
 
 # Part of every fingerprint: bumped when the observation gains keys, so that each table is reported
-# once more with them. 2: Dagster's standard table metadata.
-OBSERVATION_FORMAT = 2
+# once more with them. 2: Dagster's standard table metadata. 3: the branches and tags (refs).
+OBSERVATION_FORMAT = 3
 
 
 def fingerprint(report: HealthAssessment) -> str:
@@ -122,6 +122,14 @@ def observation_metadata(record: Mapping[str, Any]) -> dict[str, Any]:
     metadata["issues"] = MetadataValue.json(
         [{"type": i["type"], "severity": i["severity"], "message": i["message"]} for i in record["issues"]])
     metadata["thresholds"] = MetadataValue.json(record["thresholds"])
+    refs = record.get("refs") or []
+    if refs:  # branches and tags other than main: how many are stale, what they keep (core/refs.py)
+        metadata["stale_refs"] = MetadataValue.int(sum(1 for ref in refs if ref["stale"]))
+        metadata["ref_pinned_snapshots"] = MetadataValue.int(sum(ref["pinned_snapshots"] for ref in refs))
+        measured = [ref["pinned_bytes"] for ref in refs if ref["pinned_bytes"] is not None]
+        if measured:
+            metadata["ref_pinned_bytes"] = MetadataValue.int(sum(measured))
+        metadata["refs"] = MetadataValue.json(refs)
     return metadata
 
 
@@ -169,7 +177,7 @@ def table_health_events(
     debt_weights: DebtWeights | None = None,
 ) -> TableHealthEvents:
     policy, thresholds = thresholds_for(policies, table)
-    report = assess_table(metrics, thresholds, now, history)
+    report = assess_table(metrics, thresholds, now, history, policy)
     return assessment_events(table, report, policy, now, history, debt_weights)
 
 

@@ -129,7 +129,7 @@ def report_health_events(
     awaiting: list[_Candidate] = []
     for table in candidates:
         policy, thresholds = thresholds_for(policies, table)
-        report = assess_table(metrics_by_table[table], thresholds, now, history)
+        report = assess_table(metrics_by_table[table], thresholds, now, history, policy)
         last = stored.get(table.qualified, Reported())
         state = Reported(fingerprint(report), last.run)
         newest_run = successes.get(table.qualified)

@@ -35,16 +35,18 @@ from typing import Any, Callable, Iterable, Literal, Mapping
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.io import FileIO, load_file_io
+from pyiceberg.manifest import ManifestFile
 from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 
 from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.refs import data_file_hashes, pinned_file_bytes
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import CatalogUnavailable, HealthError, UnknownTable
 from floe_dagster.iceberg.catalog import list_table_metadata_locations, list_tables, load_table, storage_context
 from floe_dagster.iceberg.counting_file_io import CountingFileIO
-from floe_dagster.iceberg.metadata_reduction import full_metrics, summarize_manifest, summary_metrics
+from floe_dagster.iceberg.metadata_reduction import full_metrics, pinned_by_ref, summarize_manifest, summary_metrics
 from floe_dagster.iceberg.metrics_cache import CACHE_FILE, MetricsCache
 
 log = logging.getLogger(__name__)
@@ -102,6 +104,10 @@ def forget_parsed_records() -> None:
     """Drop the in-memory copies (as a new process would start); the on-disk cache stays."""
     _PARSED.clear()
 
+
+# A ref pinning more snapshots than this has its snapshots counted but its files not measured (each
+# snapshot costs a manifest-list read): an active branch, not a forgotten one.
+MAX_PINNED_SNAPSHOTS_READ = 100
 
 _METADATA_KEPT = 5_000  # parsed metadata files a collector keeps (a cold tick of a large shard reads more)
 
@@ -358,8 +364,16 @@ class HealthCollector:
     ) -> TableMetrics:
         current = metadata.current_snapshot()
         manifests = current.manifests(io) if current is not None else []
-        paths = [m.manifest_path for m in manifests]
-        summaries = self.cache.manifests(paths)
+        summaries = self._summaries(table, io, manifests, deadline)
+        pinned_files, ref_paths = self._pinned_files(table, metadata, io, manifests, summaries, now_ms, deadline)
+        metrics = full_metrics(table, location, metadata, manifests, summaries, now_ms, pinned_files)
+        self.cache.put(metrics, manifest_paths=[*(m.manifest_path for m in manifests), *ref_paths])
+        return metrics
+
+    def _summaries(self, table: TableName, io: FileIO, manifests: list[ManifestFile], deadline: float | None
+                   ) -> dict[str, dict[str, Any]]:
+        """Each manifest reduced (core/manifest_reduction.py), from the cache or read and cached now."""
+        summaries = self.cache.manifests([m.manifest_path for m in manifests])
         read_here = 0
         for manifest in manifests:
             if manifest.manifest_path in summaries:
@@ -371,6 +385,30 @@ class HealthCollector:
             self.cache.put_manifest(table.qualified, manifest.manifest_path, reduced)
             summaries[manifest.manifest_path] = reduced
             read_here += 1
-        metrics = full_metrics(table, location, metadata, manifests, summaries, now_ms)
-        self.cache.put(metrics, manifest_paths=paths)
-        return metrics
+        return summaries
+
+    def _pinned_files(self, table: TableName, metadata: TableMetadata, io: FileIO, main_manifests: list[ManifestFile],
+                      main_summaries: Mapping[str, Mapping[str, Any]], now_ms: int, deadline: float | None
+                      ) -> tuple[dict[str, tuple[int, int]], list[str]]:
+        """Each non-main ref that pins snapshots → (files, bytes) only they reference (core/refs.py), and
+        the manifests read for it (kept in the cache with the table's). No read for a table without such
+        refs; a ref pinning more than ``MAX_PINNED_SNAPSHOTS_READ`` snapshots is not measured."""
+        pinned = {name: ids for name, ids in pinned_by_ref(metadata, now_ms).items()
+                  if ids and len(ids) <= MAX_PINNED_SNAPSHOTS_READ}
+        if not pinned:
+            return {}, []
+        main_paths = {m.manifest_path for m in main_manifests}
+        main_data = data_file_hashes(main_summaries.values())
+        found: dict[str, tuple[int, int]] = {}
+        paths: dict[str, None] = {}
+        for name, ids in sorted(pinned.items()):
+            own: dict[str, ManifestFile] = {}
+            for snapshot_id in sorted(ids):
+                snapshot = metadata.snapshot_by_id(snapshot_id)
+                for manifest in snapshot.manifests(io) if snapshot is not None else []:
+                    if manifest.manifest_path not in main_paths:
+                        own.setdefault(manifest.manifest_path, manifest)
+            summaries = self._summaries(table, io, list(own.values()), deadline)
+            found[name] = pinned_file_bytes(summaries.values(), main_data)
+            paths.update(dict.fromkeys(own))
+        return found, list(paths)

@@ -29,7 +29,8 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 
 from floe_dagster.core.manifest_reduction import PartitionSpecs, full_tier_fields
-from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.measurements import RefFacts, TableMetrics
+from floe_dagster.core.refs import MAIN, RefHead, SnapshotNode, pinned_snapshots
 from floe_dagster.core.quiet import OWN_OPERATION
 from floe_dagster.core.tables import TableName
 from floe_dagster.iceberg.catalog import schema_columns
@@ -135,7 +136,40 @@ def newest_foreign_commit(snapshots: Iterable[Snapshot]) -> tuple[int | None, st
     return (newest.timestamp_ms, _operation(newest)) if newest is not None else (None, None)
 
 
-def _base_fields(metadata: TableMetadata) -> dict[str, Any]:
+def ref_heads(metadata: TableMetadata) -> dict[str, RefHead]:
+    """Every ref (main too) as the retention rules need it."""
+    return {name: RefHead(getattr(ref.snapshot_ref_type, "value", str(ref.snapshot_ref_type)), ref.snapshot_id,
+                          ref.max_snapshot_age_ms, ref.min_snapshots_to_keep)
+            for name, ref in metadata.refs.items()}
+
+
+def pinned_by_ref(metadata: TableMetadata, now_ms: int) -> dict[str, set[int]]:
+    """Each non-main ref → the snapshots it alone keeps beyond main's retention (core/refs.py)."""
+    nodes = {s.snapshot_id: SnapshotNode(s.parent_snapshot_id, s.timestamp_ms) for s in metadata.snapshots}
+    return pinned_snapshots(nodes, ref_heads(metadata), now_ms, metadata.properties)
+
+
+def measured_refs(metadata: TableMetadata, now_ms: int,
+                  pinned_files: Mapping[str, tuple[int, int]] | None = None) -> tuple[RefFacts, ...]:
+    """The non-main refs, by name, with their pinned snapshots; ``pinned_files``: name → (files, bytes)
+    where the full tier measured them."""
+    pinned = pinned_by_ref(metadata, now_ms)
+    facts = []
+    for name, ref in sorted(metadata.refs.items()):
+        if name == MAIN:
+            continue
+        head = metadata.snapshot_by_id(ref.snapshot_id)
+        files, size = (pinned_files or {}).get(name, (None, None))
+        facts.append(RefFacts(
+            name, getattr(ref.snapshot_ref_type, "value", str(ref.snapshot_ref_type)), ref.snapshot_id,
+            head.timestamp_ms if head is not None else None, ref.max_ref_age_ms, ref.max_snapshot_age_ms,
+            ref.min_snapshots_to_keep, len(pinned.get(name, ())), files, size,
+        ))
+    return tuple(facts)
+
+
+def _base_fields(metadata: TableMetadata, collected_at_ms: int,
+                 pinned_files: Mapping[str, tuple[int, int]] | None = None) -> dict[str, Any]:
     snapshots = metadata.snapshots
     current = metadata.current_snapshot()
     foreign_ms, foreign_operation = newest_foreign_commit(snapshots)
@@ -149,6 +183,7 @@ def _base_fields(metadata: TableMetadata) -> dict[str, Any]:
         "properties": dict(metadata.properties),
         "location": metadata.location,
         "columns": schema_columns(metadata.schema()),
+        "refs": measured_refs(metadata, collected_at_ms, pinned_files),
     }
 
 
@@ -185,7 +220,7 @@ def summary_metrics(
         total_data_bytes=totals[TOTAL_FILE_SIZE] or 0,
         record_count=totals[TOTAL_RECORDS] or 0,
         delete_file_count=totals[TOTAL_DELETE_FILES] or 0,
-        **_base_fields(metadata),
+        **_base_fields(metadata, collected_at_ms),
     )
 
 
@@ -196,8 +231,10 @@ def full_metrics(
     manifests: list[ManifestFile],
     summaries: Mapping[str, Mapping[str, Any]],
     collected_at_ms: int,
+    pinned_files: Mapping[str, tuple[int, int]] | None = None,
 ) -> TableMetrics:
-    """The full tier, from the current snapshot's manifests (reduced by :func:`summarize_manifest`)."""
+    """The full tier, from the current snapshot's manifests (reduced by :func:`summarize_manifest`);
+    ``pinned_files``: each ref's (files, bytes) it alone keeps (the collector reads them)."""
     specs = metadata.specs()
     layout = PartitionSpecs(
         field_ids={spec_id: [f.field_id for f in spec.fields] for spec_id, spec in specs.items()},
@@ -212,5 +249,5 @@ def full_metrics(
         tier="full",
         collected_at_ms=collected_at_ms,
         **full_tier_fields(reduced, layout),
-        **_base_fields(metadata),
+        **_base_fields(metadata, collected_at_ms, pinned_files),
     )

@@ -17,6 +17,7 @@ from floe_dagster.core.conditions import NO_MATCHING_POLICY, OPERATION_DISABLED,
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.planner import plan
+from floe_dagster.core.refs import ref_report
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.iceberg.catalog import existing_table
@@ -74,6 +75,7 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
                 "until": decision.throttled_until.isoformat() if decision.throttled_until else None,
             },
             "backlog": _orphan_backlog(instance, table) if op is Operation.ORPHAN_CLEANUP else _backlog(decision),
+            "refs": _refs(policy, data.metrics.get(table), now) if op is Operation.EXPIRE_SNAPSHOTS else None,
             "lastRun": {
                 "start": history.last_run_start.isoformat() if history and history.last_run_start else None,
                 "succeeded": history.last_run_succeeded if history else None,
@@ -102,6 +104,17 @@ def _quiet(decision, policy) -> dict[str, Any] | None:
         return None
     return {"evaluated": False, **schedule.quiet.to_json(),
             "detail": "not checked yet: an earlier gate decided (the quiet period is checked after the conditions)"}
+
+
+def _refs(policy: Any, metrics: Any, now: datetime) -> dict[str, Any] | None:
+    """What the next snapshot expiry does to the branches and tags: the policy's ``refRetention`` rules,
+    and each ref with its age and limit (``stale``: the run removes it, once the rule is set as its
+    max-ref-age; core/refs.py). None: no rules and no refs measured."""
+    rules = policy.ref_retention if policy is not None else ()
+    refs = ref_report(metrics.refs if metrics is not None else None, rules, metrics.properties if metrics else {}, now)
+    if not rules and not refs:
+        return None
+    return {"rules": [rule.to_json() for rule in rules], "refs": refs}
 
 
 def _backlog(decision: Any) -> dict[str, Any] | None:
@@ -150,6 +163,7 @@ def _not_decided(op: Operation, why: str) -> dict[str, Any]:
         "conflicts": {"consecutiveConflicts": 0, "lastConflictAt": None, "retryAt": None, "writerOperation": None},
         "throttle": {"consecutiveZeroChangeRuns": 0, "until": None},
         "backlog": None,
+        "refs": None,
         "lastRun": {"start": None, "succeeded": None, "trigger": None},
     }
 

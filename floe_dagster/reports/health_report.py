@@ -11,6 +11,8 @@ from dagster import DagsterInstance
 
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.health_record import assess_table, health_record, thresholds_for
+from floe_dagster.core.measurements import format_bytes
+from floe_dagster.core.refs import format_age
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.errors import UnknownTable
@@ -47,7 +49,7 @@ def health_report(settings: Settings, coordination: Coordination, table: TableNa
             raise UnknownTable(f"{exc} (`floe-dagster tables --refresh` lists the catalog's tables)", name) from None
     policy, thresholds = thresholds_for(policies, name)
     history = coordination.all_history()
-    assessed = assess_table(metrics, thresholds, now, history)
+    assessed = assess_table(metrics, thresholds, now, history, policy)
     return health_record(assessed, policy, history, now, settings.debt)
 
 
@@ -120,6 +122,8 @@ def floe_health_json(record: Mapping[str, Any]) -> dict[str, Any]:
         "derived": record["derived"],
         "metrics": record["metrics"],
         "debt": record["debt"],
+        "refs": record["refs"],
+        "refsMethod": record["refs_method"],
     }
 
 
@@ -156,14 +160,7 @@ def _observed_report(table: TableName, record: Any) -> dict[str, Any]:
 
 
 def _bytes(value: Any) -> str:
-    if value is None:
-        return "-"
-    size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(size) < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} TiB"  # pragma: no cover
+    return "-" if value is None else format_bytes(value)
 
 
 def _num(value: Any, digits: int = 2) -> str:
@@ -204,6 +201,12 @@ def format_health_text(report: Mapping[str, Any]) -> str:
     ]
     if report["tier"] == "summary":
         lines.append("    (summary tier: no manifests read, so file sizes, manifests and partitions are unknown)")
+    for ref in report.get("refs") or []:
+        limit = f"max {format_age(ref['max_age_ms'])} from {ref['max_age_from']}" if ref["max_age_ms"] is not None \
+            else "no maximum age"
+        age = "?" if ref["age_days"] is None else format_age(int(ref["age_days"] * 86_400_000))
+        lines.append(f"    {ref['type']:<6} {ref['name']!r}: {age} old ({limit}){' STALE' if ref['stale'] else ''}; "
+                     f"alone keeps {ref['pinned_snapshots']} snapshot(s), {_bytes(ref['pinned_bytes'])}")
     breakdown = ", ".join(f"{k} {_num(v)}" for k, v in debt["breakdown"].items() if v)
     worst = f" (worst operation {debt['operation']})" if debt.get("operation") else ""
     lines.append(f"  debt score {_num(debt['score'])}{worst}: {breakdown or 'nothing owed'}")
