@@ -393,13 +393,13 @@ class HealthCollector:
         """Each non-main ref that pins snapshots → (files, bytes) only they reference (core/refs.py), and
         the manifests read for it (kept in the cache with the table's). No read for a table without such
         refs; a ref pinning more than ``MAX_PINNED_SNAPSHOTS_READ`` snapshots is not measured."""
-        pinned = {name: ids for name, ids in pinned_by_ref(metadata, now_ms).items()
-                  if ids and len(ids) <= MAX_PINNED_SNAPSHOTS_READ}
+        by_ref = pinned_by_ref(metadata, now_ms)
+        found: dict[str, tuple[int, int]] = {name: (0, 0) for name, ids in by_ref.items() if not ids}
+        pinned = {name: ids for name, ids in by_ref.items() if ids and len(ids) <= MAX_PINNED_SNAPSHOTS_READ}
         if not pinned:
-            return {}, []
+            return found, []
         main_paths = {m.manifest_path for m in main_manifests}
         main_data = data_file_hashes(main_summaries.values())
-        found: dict[str, tuple[int, int]] = {}
         paths: dict[str, None] = {}
         for name, ids in sorted(pinned.items()):
             own: dict[str, ManifestFile] = {}

@@ -1,0 +1,170 @@
+"""Branches and tags through the real stack (issue 22, refs): the health collector measures what each ref
+alone keeps against the files on disk (PyIceberg SQLite catalog), health, Dagit's observation and
+explain show a stale branch with its reason, and an EXPIRE_SNAPSHOTS run (real Spark and Iceberg, a
+real Dagster instance, the CLI's in-process run path) sets the policy's refRetention and removes the
+old branch while the young branch, the tag and main stay, main's snapshot and rows unchanged."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from datetime import datetime, timezone
+
+import pytest
+from dagster import DagsterInstance
+from pyiceberg.schema import Schema
+from pyiceberg.types import LongType, NestedField, StringType
+
+from floe_dagster.coordination.database import Coordination
+from floe_dagster.core.measurements import format_bytes
+from floe_dagster.core.refs import MAX_SNAPSHOT_AGE_MS
+from floe_dagster.core.tables import TableName
+from floe_dagster.defs.health_reporting import report_health_events
+from floe_dagster.defs.names import asset_key_for
+from floe_dagster.demo import local_path
+from floe_dagster.iceberg.catalog import load_table, open_catalog
+from floe_dagster.iceberg.health_collector import HealthCollector
+from floe_dagster.launching.manual import trigger_table
+from floe_dagster.policies import load_policy_set
+from floe_dagster.reports.explain import explain_table
+from floe_dagster.reports.health_report import format_health_text, health_report
+from floe_dagster.settings import load_settings
+from floe_dagster_tests.conftest import write_settings
+from floe_dagster_tests.integration._health_tables import data_files_on_disk, lakehouse, rows
+
+SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=False),
+    NestedField(2, "region", StringType(), required=False),
+    NestedField(3, "payload", StringType(), required=False),
+)
+DAY_MS = 86_400_000
+POLICIES = """
+- name: refs
+  tablePattern: "demo.ns.*"
+  expireSnapshots: {retainLast: 1, maxSnapshotAge: PT0S}
+  expireSnapshotsSchedule: {interval: PT1H}
+  refRetention:
+    - {pattern: "scratch-*", maxAge: PT2S, type: branch}
+    - {pattern: "audit-*", maxAge: P30D}
+    - {pattern: "*", maxAge: P1D, type: tag}
+    - {pattern: "*", maxAge: PT1S, type: branch}  # would match main too: main is never touched
+"""
+
+
+def new_files(table, before: set[str]) -> dict[str, int]:
+    return {path: size for path, size in data_files_on_disk(table).items() if path not in before}
+
+
+def test_the_collector_measures_what_each_ref_alone_keeps_against_the_files_on_disk(tmp_path):
+    settings, catalog = lakehouse(tmp_path / "lake")
+    catalog.create_namespace("ns")
+    # Main keeps only its newest snapshot (1 ms, at least 1): a tag on an older snapshot pins it.
+    table = catalog.create_table("ns.t", schema=SCHEMA, properties={MAX_SNAPSHOT_AGE_MS: "1"})
+    table.append(rows(0, 10))
+    first = table.current_snapshot().snapshot_id
+    first_file = data_files_on_disk(table)
+    table.manage_snapshots().create_tag(first, "v1").create_branch(first, "audit").commit()
+    table.append(rows(100, 7), branch="audit")
+    audit_file = new_files(table, set(first_file))
+    before = set(data_files_on_disk(table))
+    table.overwrite(rows(500, 3))  # main drops the first file: only the tag and the branch still need it
+    table = catalog.load_table("ns.t")
+    assert set(first_file) <= before and len(audit_file) == 1
+
+    name = TableName.parse("ns.t", catalog.name)
+    with HealthCollector(catalog, settings) as collector:
+        summary = {ref.name: ref for ref in collector.collect([name], tier="summary").metrics[name].refs}
+        full = {ref.name: ref for ref in collector.collect([name], tier="full").metrics[name].refs}
+    refs = table.metadata.refs
+    assert set(full) == {"audit", "v1"}  # main is not listed
+    v1, audit = full["v1"], full["audit"]
+    assert (v1.type, v1.snapshot_id, v1.pinned_snapshots) == ("tag", first, 1)
+    assert (v1.pinned_files, v1.pinned_bytes) == (1, sum(first_file.values()))
+    assert (audit.type, audit.snapshot_id, audit.pinned_snapshots) == ("branch", refs["audit"].snapshot_id, 1)
+    # The branch's head lists its own file and the first one (main no longer has it): both counted.
+    assert (audit.pinned_files, audit.pinned_bytes) == (2, sum(first_file.values()) + sum(audit_file.values()))
+    assert audit.head_timestamp_ms == table.metadata.snapshot_by_id(refs["audit"].snapshot_id).timestamp_ms
+    assert summary["audit"].pinned_snapshots == 1 and summary["audit"].pinned_bytes is None  # no manifests read
+
+
+@pytest.fixture
+def instance(dagster_home):
+    with DagsterInstance.get() as instance:
+        yield instance
+
+
+@pytest.mark.spark
+def test_expiry_removes_the_stale_branch_that_health_showed_and_keeps_the_rest(tmp_path, instance):
+    settings = load_settings(write_settings(tmp_path, POLICIES), environ={})
+    catalog = open_catalog(settings.catalog)
+    catalog.create_namespace("ns")
+    table = catalog.create_table("ns.t", schema=SCHEMA)
+    table.append(rows(0, 10))
+    first = table.current_snapshot().snapshot_id
+    table.manage_snapshots().create_tag(first, "release-1").create_branch(first, "scratch-1").commit()
+    before = set(data_files_on_disk(table))
+    table.append(rows(100, 7), branch="scratch-1")
+    scratch_file = new_files(table, before)
+    time.sleep(2.2)  # scratch-1's head is now older than its rule's 2 s
+    table.append(rows(10, 10))
+    table.manage_snapshots().create_branch(table.current_snapshot().snapshot_id, "audit-2026").commit()
+    before = set(data_files_on_disk(table))
+    table.append(rows(200, 3), branch="audit-2026")
+    audit_file = new_files(table, before)
+    table.append(rows(20, 5))
+    table = catalog.load_table("ns.t")
+    main_before = table.current_snapshot().snapshot_id
+    rows_before = table.scan().to_arrow().sort_by("id")
+    name = TableName.parse("ns.t", "demo")
+
+    # Health, before: the stale branch with its reason; the young branch and the tag are listed, not stale.
+    now = datetime.now(timezone.utc)
+    record = health_report(settings, Coordination(settings.coordination_url), name, now)
+    (issue,) = [i for i in record["issues"] if i["type"] == "STALE_REF"]
+    assert re.fullmatch(rf"branch 'scratch-1' is \d+s old \(policy max 2s\) and alone keeps 1 snapshot, "
+                        rf"{re.escape(format_bytes(sum(scratch_file.values())))}", issue["message"]), issue["message"]
+    assert issue["severity"] == "warning" and issue["ref"] == "scratch-1"
+    listed = {ref["name"]: ref for ref in record["refs"]}
+    assert set(listed) == {"scratch-1", "audit-2026", "release-1"}
+    assert listed["audit-2026"]["stale"] is False and listed["audit-2026"]["max_age_ms"] == 30 * DAY_MS
+    assert listed["audit-2026"]["pinned_bytes"] == sum(audit_file.values())
+    assert listed["release-1"]["stale"] is False and listed["release-1"]["pinned_snapshots"] == 0
+    assert "scratch-1" in format_health_text(record) and "STALE" in format_health_text(record)
+    # ... in Dagit's health observation ...
+    with HealthCollector(catalog, settings) as collector:
+        snapshot = collector.collect([name], tier="full")
+    assert report_health_events(instance, snapshot, load_policy_set(settings), now) == 1
+    observed = instance.fetch_observations(asset_key_for(name), limit=1).records[0].asset_observation.metadata
+    assert observed["stale_refs"].value == 1 and observed["ref_pinned_snapshots"].value == 2
+    assert {ref["name"] for ref in observed["refs"].value if ref["stale"]} == {"scratch-1"}
+    # ... and in explain, under the expiry
+    refs_plan = explain_table(settings, Coordination(settings.coordination_url), "demo.ns.t", now,
+                              instance)["operationStatuses"]["EXPIRE_SNAPSHOTS"]["refs"]
+    assert refs_plan["rules"][0] == {"pattern": "scratch-*", "maxAge": "PT2S", "type": "branch"}
+    assert [ref["name"] for ref in refs_plan["refs"] if ref["stale"]] == ["scratch-1"]
+
+    summary = trigger_table(settings, "demo.ns.t", ["EXPIRE_SNAPSHOTS"], reason="refs test", actor="tester",
+                            trigger_id="t-refs", instance=instance)
+    assert summary.succeeded, summary.lines()
+    metadata = summary.outcomes[0].metadata
+    table = load_table(open_catalog(settings.catalog), name)
+    refs = table.metadata.refs
+    assert set(refs) == {"main", "audit-2026", "release-1"}
+    assert refs["main"].snapshot_id == main_before and refs["main"].max_ref_age_ms is None
+    assert refs["audit-2026"].max_ref_age_ms == 30 * DAY_MS and refs["release-1"].max_ref_age_ms == DAY_MS
+    assert table.scan().to_arrow().sort_by("id").equals(rows_before)
+    assert not any(os.path.exists(path) for path in scratch_file)  # the branch's own file is deleted
+    assert all(os.path.exists(path) for path in audit_file)
+    assert table.scan(snapshot_id=refs["audit-2026"].snapshot_id).to_arrow().num_rows == 10 + 10 + 3
+    assert metadata["refs_removed"] == [{"name": "scratch-1", "type": "branch"}] and metadata["refs_removed_count"] == 1
+    assert [(c["name"], c["max_ref_age_ms"], c["max_ref_age_ms_before"]) for c in metadata["ref_retention_set"]] == [
+        ("audit-2026", 30 * DAY_MS, None), ("release-1", DAY_MS, None), ("scratch-1", 2000, None)]
+    assert metadata["changed"] is True and metadata["deleted_data_files_count"] >= 1
+    assert local_path(table.location()).exists()
+
+    # Again: every ref already has its rule's age and none is old enough, so nothing is set or removed.
+    again = trigger_table(settings, "demo.ns.t", ["EXPIRE_SNAPSHOTS"], reason="refs test", actor="tester",
+                          trigger_id="t-refs-2", instance=instance).outcomes[0].metadata
+    assert again["ref_retention_set"] == [] and again["refs_removed"] == [] and again["changed"] is False
+    assert set(load_table(open_catalog(settings.catalog), name).metadata.refs) == {"main", "audit-2026", "release-1"}
