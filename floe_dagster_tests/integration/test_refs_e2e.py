@@ -23,8 +23,10 @@ from floe_dagster.core.tables import TableName
 from floe_dagster.defs.health_reporting import report_health_events
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.demo import local_path
+from floe_dagster.errors import CommitConflict
 from floe_dagster.iceberg.catalog import load_table, open_catalog
 from floe_dagster.iceberg.health_collector import HealthCollector
+from floe_dagster.iceberg.ref_retention import apply_ref_retention
 from floe_dagster.launching.manual import trigger_table
 from floe_dagster.policies import load_policy_set
 from floe_dagster.reports.explain import explain_table
@@ -168,3 +170,27 @@ def test_expiry_removes_the_stale_branch_that_health_showed_and_keeps_the_rest(t
                           trigger_id="t-refs-2", instance=instance).outcomes[0].metadata
     assert again["ref_retention_set"] == [] and again["refs_removed"] == [] and again["changed"] is False
     assert set(load_table(open_catalog(settings.catalog), name).metadata.refs) == {"main", "audit-2026", "release-1"}
+
+
+def test_a_branch_a_writer_moves_meanwhile_is_never_moved_back(tmp_path):
+    """The retention commit asserts each ref still points where it was read: a writer's commit to the
+    branch in between makes it a conflict (retried later), and the branch keeps the writer's snapshot."""
+    settings, catalog = lakehouse(tmp_path / "lake")
+    catalog.create_namespace("ns")
+    table = catalog.create_table("ns.t", schema=SCHEMA)
+    table.append(rows(0, 10))
+    table.manage_snapshots().create_branch(table.current_snapshot().snapshot_id, "audit-1").commit()
+    ours = catalog.load_table("ns.t")  # what the expiry run read
+    writer = catalog.load_table("ns.t")
+    writer.append(rows(10, 5), branch="audit-1")
+    moved = catalog.load_table("ns.t").metadata.refs["audit-1"].snapshot_id
+    rules = load_policy_set(load_settings(write_settings(tmp_path / "p", POLICIES), environ={})).get("refs").ref_retention
+    with pytest.raises(CommitConflict, match="audit-1 on 'demo.ns.t' lost a commit race"):
+        apply_ref_retention(ours, TableName.parse("ns.t", "demo"), rules)
+    after = catalog.load_table("ns.t").metadata.refs["audit-1"]
+    assert after.snapshot_id == moved and after.max_ref_age_ms is None
+    # Read again, the ref is set in place, at the writer's snapshot.
+    applied = apply_ref_retention(catalog.load_table("ns.t"), TableName.parse("ns.t", "demo"), rules)
+    assert [(c.name, c.snapshot_id, c.max_ref_age_ms) for c in applied.changes] == [("audit-1", moved, 30 * DAY_MS)]
+    after = catalog.load_table("ns.t").metadata.refs["audit-1"]
+    assert after.snapshot_id == moved and after.max_ref_age_ms == 30 * DAY_MS
