@@ -50,16 +50,17 @@ def apply_ref_retention(table: Table, name: TableName, rules: Sequence[RefRetent
                for ref_name, ref in table.metadata.refs.items() if ref_name != MAIN}
     changes = tuple(retention_changes(current, rules))
     if changes:
+        manage = table.manage_snapshots()
+        for change in changes:  # the same ref at the same snapshot, with the rule's age
+            ref = table.metadata.refs[change.name]
+            if change.type == TAG:
+                manage.create_tag(ref.snapshot_id, change.name, max_ref_age_ms=change.max_ref_age_ms)
+            else:  # a branch keeps its own snapshot retention
+                manage.create_branch(ref.snapshot_id, change.name, max_ref_age_ms=change.max_ref_age_ms,
+                                     max_snapshot_age_ms=ref.max_snapshot_age_ms,
+                                     min_snapshots_to_keep=ref.min_snapshots_to_keep)
         try:
-            with table.manage_snapshots() as manage:
-                for change in changes:
-                    ref = table.metadata.refs[change.name]
-                    if change.type == TAG:
-                        manage.create_tag(ref.snapshot_id, change.name, max_ref_age_ms=change.max_ref_age_ms)
-                    else:  # a branch keeps its own snapshot retention
-                        manage.create_branch(ref.snapshot_id, change.name, max_ref_age_ms=change.max_ref_age_ms,
-                                             max_snapshot_age_ms=ref.max_snapshot_age_ms,
-                                             min_snapshots_to_keep=ref.min_snapshots_to_keep)
+            manage.commit()
         except CommitFailedException as exc:
             raise CommitConflict(f"setting the refRetention max-ref-age of {', '.join(c.name for c in changes)} on "
                                  f"'{name.qualified}' lost a commit race (a ref moved meanwhile): {exc}") from exc

@@ -189,8 +189,11 @@ def test_a_branch_a_writer_moves_meanwhile_is_never_moved_back(tmp_path):
         apply_ref_retention(ours, TableName.parse("ns.t", "demo"), rules)
     after = catalog.load_table("ns.t").metadata.refs["audit-1"]
     assert after.snapshot_id == moved and after.max_ref_age_ms is None
-    # Read again, the ref is set in place, at the writer's snapshot.
+    # Read again, the ref is set in place, at the writer's snapshot, keeping its own snapshot retention.
+    catalog.load_table("ns.t").manage_snapshots().create_branch(moved, "audit-1", min_snapshots_to_keep=3,
+                                                                max_snapshot_age_ms=DAY_MS).commit()
     applied = apply_ref_retention(catalog.load_table("ns.t"), TableName.parse("ns.t", "demo"), rules)
     assert [(c.name, c.snapshot_id, c.max_ref_age_ms) for c in applied.changes] == [("audit-1", moved, 30 * DAY_MS)]
     after = catalog.load_table("ns.t").metadata.refs["audit-1"]
     assert after.snapshot_id == moved and after.max_ref_age_ms == 30 * DAY_MS
+    assert (after.min_snapshots_to_keep, after.max_snapshot_age_ms) == (3, DAY_MS)  # its own retention kept
