@@ -201,6 +201,8 @@ def format_health_text(report: Mapping[str, Any]) -> str:
     ]
     if report["tier"] == "summary":
         lines.append("    (summary tier: no manifests read, so file sizes, manifests and partitions are unknown)")
+    if report.get("refs"):
+        lines.append("  branches and tags (what each alone keeps beyond main's retention):")
     for ref in report.get("refs") or []:
         limit = f"max {format_age(ref['max_age_ms'])} from {ref['max_age_from']}" if ref["max_age_ms"] is not None \
             else "no maximum age"
