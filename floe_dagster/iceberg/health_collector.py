@@ -107,7 +107,7 @@ def forget_parsed_records() -> None:
 
 # A ref pinning more snapshots than this has its snapshots counted but its files not measured (each
 # snapshot costs a manifest-list read): an active branch, not a forgotten one.
-MAX_PINNED_SNAPSHOTS_READ = 100
+MAX_PINNED_SNAPSHOTS_READ = 20
 
 _METADATA_KEPT = 5_000  # parsed metadata files a collector keeps (a cold tick of a large shard reads more)
 

@@ -145,6 +145,8 @@ def ref_heads(metadata: TableMetadata) -> dict[str, RefHead]:
 
 def pinned_by_ref(metadata: TableMetadata, now_ms: int) -> dict[str, set[int]]:
     """Each non-main ref → the snapshots it alone keeps beyond main's retention (core/refs.py)."""
+    if all(name == MAIN for name in metadata.refs):  # most tables: no walk over the snapshots
+        return {}
     nodes = {s.snapshot_id: SnapshotNode(s.parent_snapshot_id, s.timestamp_ms) for s in metadata.snapshots}
     return pinned_snapshots(nodes, ref_heads(metadata), now_ms, metadata.properties)
 
