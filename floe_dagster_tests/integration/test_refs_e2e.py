@@ -49,6 +49,7 @@ POLICIES = """
   refRetention:
     - {pattern: "scratch-*", maxAge: PT2S, type: branch}
     - {pattern: "audit-*", maxAge: P30D}
+    - {pattern: "tmp-*", maxAge: PT1S, type: tag}
     - {pattern: "*", maxAge: P1D, type: tag}
     - {pattern: "*", maxAge: PT1S, type: branch}  # would match main too: main is never touched
 """
@@ -146,10 +147,7 @@ def test_expiry_removes_the_stale_branch_that_health_showed_and_keeps_the_rest(t
     assert refs_plan["rules"][0] == {"pattern": "scratch-*", "maxAge": "PT2S", "type": "branch"}
     assert [ref["name"] for ref in refs_plan["refs"] if ref["stale"]] == ["scratch-1"]
 
-    summary = trigger_table(settings, "demo.ns.t", ["EXPIRE_SNAPSHOTS"], reason="refs test", actor="tester",
-                            trigger_id="t-refs", instance=instance)
-    assert summary.succeeded, summary.lines()
-    metadata = summary.outcomes[0].metadata
+    metadata = expire(settings, instance, "t-refs")
     table = load_table(open_catalog(settings.catalog), name)
     refs = table.metadata.refs
     assert set(refs) == {"main", "audit-2026", "release-1"}
@@ -165,11 +163,25 @@ def test_expiry_removes_the_stale_branch_that_health_showed_and_keeps_the_rest(t
     assert metadata["changed"] is True and metadata["deleted_data_files_count"] >= 1
     assert local_path(table.location()).exists()
 
-    # Again: every ref already has its rule's age and none is old enough, so nothing is set or removed.
-    again = trigger_table(settings, "demo.ns.t", ["EXPIRE_SNAPSHOTS"], reason="refs test", actor="tester",
-                          trigger_id="t-refs-2", instance=instance).outcomes[0].metadata
+    # A tag on main's head, older than its rule's 1 s: removing it deletes no file, and is still a change.
+    table.manage_snapshots().create_tag(main_before, "tmp-1").commit()
+    time.sleep(1.1)
+    removed_only = expire(settings, instance, "t-refs-2")
+    assert [c["name"] for c in removed_only["ref_retention_set"]] == ["tmp-1"]  # the others have their age already
+    assert removed_only["refs_removed"] == [{"name": "tmp-1", "type": "tag"}]
+    assert removed_only["deleted_data_files_count"] == 0 and removed_only["deleted_manifest_lists_count"] == 0
+    assert removed_only["changed"] is True
+    # Again: every ref has its rule's age and none is old enough, so nothing is set or removed: no change.
+    again = expire(settings, instance, "t-refs-3")
     assert again["ref_retention_set"] == [] and again["refs_removed"] == [] and again["changed"] is False
     assert set(load_table(open_catalog(settings.catalog), name).metadata.refs) == {"main", "audit-2026", "release-1"}
+
+
+def expire(settings, instance, trigger_id: str) -> dict:
+    summary = trigger_table(settings, "demo.ns.t", ["EXPIRE_SNAPSHOTS"], reason="refs test", actor="tester",
+                            trigger_id=trigger_id, instance=instance)
+    assert summary.succeeded, summary.lines()
+    return summary.outcomes[0].metadata
 
 
 def test_a_branch_a_writer_moves_meanwhile_is_never_moved_back(tmp_path):
