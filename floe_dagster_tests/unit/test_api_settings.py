@@ -89,7 +89,7 @@ def test_the_keys_file_is_reread_when_it_changes_and_fails_closed(tmp_path):
 @pytest.mark.parametrize("text, message", [
     ("alice:OPERATOR\n", "entry 1: expected name:role:sha256hex"),
     (f"al ice:OPERATOR:{'a' * 64}\n", "entry 1: name 'al ice'"),
-    (f"alice:ADMIN:{'a' * 64}\n", "entry 1: role 'ADMIN': expected VIEWER or OPERATOR"),
+    (f"alice:ROOT:{'a' * 64}\n", "entry 1: role 'ROOT': expected VIEWER, OPERATOR or ADMIN"),
     ("alice:VIEWER:floe_secretkey\n", "not the key itself"),
     (f"# c\nalice:VIEWER:{'a' * 64}\nalice:OPERATOR:{'b' * 64}\n", "entry 3: name 'alice' is used by entry 2 too"),
     (f"a:VIEWER:{'a' * 64}\nb:OPERATOR:{'A' * 64}\n", "entry 2: the same key as entry 1"),

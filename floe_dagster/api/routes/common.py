@@ -24,6 +24,20 @@ _DESCRIPTIONS = {
 }
 
 
+MAX_LIMIT = 100
+MAX_OFFSET = 10000  # our own bound (Floe has none): a page past it would read that many runs first
+
+
+def check_page(limit: int, offset: int) -> None:
+    """Floe's pagination check (its PaginationValidator), with its messages."""
+    if not 1 <= limit <= MAX_LIMIT:
+        raise ApiError(400, "VALIDATION_FAILED", f"Limit must be between 1 and {MAX_LIMIT}", {"field": "limit"})
+    if offset < 0:
+        raise ApiError(400, "VALIDATION_FAILED", "Offset must be non-negative", {"field": "offset"})
+    if offset > MAX_OFFSET:
+        raise ApiError(400, "VALIDATION_FAILED", f"Offset must be at most {MAX_OFFSET}", {"field": "offset"})
+
+
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     """The OpenAPI ``responses`` of these error statuses, all in the one error shape."""
     return {code: {"model": M.ErrorResponse, "description": _DESCRIPTIONS[code]} for code in codes}

@@ -20,7 +20,7 @@ from floe_dagster.api import models as M
 from floe_dagster.api.auth import Principal
 from floe_dagster.api.policy_models import PolicyPage, PolicyResponse, policy_response
 from floe_dagster.api.routes.access import api_service, operator, reader
-from floe_dagster.api.routes.common import error_responses
+from floe_dagster.api.routes.common import check_page, error_responses
 from floe_dagster.api.service import ApiService
 from floe_dagster.errors import ApiError
 from floe_dagster.policy_store import PolicyStore
@@ -29,7 +29,6 @@ log = logging.getLogger(__name__)
 router = APIRouter(tags=["policies"])
 
 COLLECTION = "/api/v1/policies"
-MAX_LIMIT = 100
 
 _WRITE_ERRORS = {
     405: {"model": M.ErrorResponse, "description": "No api.policy-directory in floe.yaml: policies are read-only"},
@@ -69,10 +68,7 @@ def list_policies(
     who: Principal = Depends(reader),
     service: ApiService = Depends(api_service),
 ) -> JSONResponse:
-    if not 1 <= limit <= MAX_LIMIT:
-        raise ApiError(400, "VALIDATION_FAILED", f"Limit must be between 1 and {MAX_LIMIT}", {"field": "limit"})
-    if offset < 0:
-        raise ApiError(400, "VALIDATION_FAILED", "Offset must be non-negative", {"field": "offset"})
+    check_page(limit, offset)
     stored = store(service).all()
     if enabled == "true":
         stored = [entry for entry in stored if entry.policy.enabled]
@@ -114,7 +110,7 @@ def create_policy(
     who: Principal = Depends(operator),
     service: ApiService = Depends(api_service),
 ) -> JSONResponse:
-    created = store(service).create(body)
+    created = store(service).create(body, check=service.check_policy_tables)
     log.info("policy '%s' created by %s in %s", created.name, who.name, created.file)
     return JSONResponse(policy_response(created), status_code=201,
                         headers={"Location": f"{COLLECTION}/{created.id}"})
@@ -135,7 +131,7 @@ def update_policy(
     who: Principal = Depends(operator),
     service: ApiService = Depends(api_service),
 ) -> JSONResponse:
-    updated = store(service).update(policy_id, body)
+    updated = store(service).update(policy_id, body, check=service.check_policy_tables)
     log.info("policy '%s' (%s) updated by %s", updated.name, policy_id, who.name)
     return JSONResponse(policy_response(updated))
 
