@@ -141,15 +141,14 @@ def health_history(settings: Settings, instance: DagsterInstance, table: TableNa
 def latest_health(settings: Settings, instance: DagsterInstance, tables: list[TableName], limit: int
                   ) -> dict[str, Any]:
     """Floe's ``/tables/health/latest``: each table's newest health report, newest first, ``limit`` at most,
-    from the observations the debt-score sensor records (the asset records' last observation: one query,
-    no assessment). Tables never observed are left out, as Floe leaves out tables never assessed."""
-    by_key = {asset_key_for(table): table for table in tables}
+    from the observations the debt-score sensor records (each table's newest: one indexed query a table,
+    no assessment; the SQL event log keeps no last observation in its asset records). Tables never
+    observed are left out, as Floe leaves out tables never assessed."""
     observed = []
-    for record in instance.get_asset_records(list(by_key)) if by_key else []:
-        last = record.asset_entry.last_observation_record
-        table = by_key.get(record.asset_entry.asset_key)
-        if last is not None and table is not None:
-            observed.append(_observed_report(table, last))
+    for table in tables:
+        records = instance.fetch_observations(asset_key_for(table), limit=1).records
+        if records:
+            observed.append(_observed_report(table, records[0]))
     observed.sort(key=lambda report: report["assessedAt"] or "", reverse=True)
     reports = observed[:limit]
     return {"catalog": settings.catalog.name, "reports": reports, "total": len(reports)}

@@ -68,12 +68,13 @@ def start_server(app) -> tuple[uvicorn.Server, threading.Thread, str]:
 
 
 @contextmanager
-def serving(root, policies: str, keys: str, build_catalog):
+def serving(root, policies: str, keys: str, build_catalog, extra: str = ""):
     """The API on a lakehouse under ``root``: ``keys`` is the keys file's text, ``build_catalog(settings)``
-    makes the tables; yields what the tests need (url, settings, instance, root)."""
+    makes the tables, ``extra`` follows the keys file in floe.yaml (more ``api`` keys, other sections);
+    yields what the tests need (url, settings, instance, root)."""
     keys_file = root / "keys.txt"
     keys_file.write_text(keys)
-    config = write_settings(root, policies, extra=f"api:\n  keys-file: {keys_file}\n")
+    config = write_settings(root, policies, extra=f"api:\n  keys-file: {keys_file}\n{extra}")
     home = root / "dagster_home"
     home.mkdir()
     shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
