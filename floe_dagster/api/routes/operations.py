@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from floe_dagster.api import models as M
 from floe_dagster.api.auth import Principal
 from floe_dagster.api.routes.access import api_service, reader
-from floe_dagster.api.routes.common import check_page, error_responses, namespace_path, table_path
+from floe_dagster.api.routes.common import Page, check_page, error_responses, namespace_path, paging, table_path
 from floe_dagster.api.service import ApiService, parse_window
 from floe_dagster.api.table_names import table_name
 
@@ -32,13 +32,11 @@ def operations(
         description="PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED, or Floe's record statuses SUCCESS, "
                     "PARTIAL_FAILURE (a failed run that maintained some of its tables), NO_POLICY and "
                     "NO_OPERATIONS (never a run here: such triggers are refused before any run); any case"),
-    limit: int = Query(20, description="1..100"),
-    offset: int = Query(0, description="0..10000"),
+    page: Page = Depends(paging()),
     who: Principal = Depends(reader),
     service: ApiService = Depends(api_service),
 ) -> JSONResponse:
-    check_page(limit, offset)
-    return JSONResponse(service.operations(table, triggerId, status, limit, offset))
+    return JSONResponse(service.operations(table, triggerId, status, page.limit, page.offset))
 
 
 # The fixed paths come before /{id}, which would match them too.
@@ -49,13 +47,11 @@ def operations(
     responses=error_responses(400, 401, 403, 503),
 )
 def running(
-    limit: int = Query(50, description="1..100 (Floe's default 50)"),
-    offset: int = Query(0, description="0..10000"),
+    page: Page = Depends(paging(50)),  # Floe's default 50
     who: Principal = Depends(reader),
     service: ApiService = Depends(api_service),
 ) -> JSONResponse:
-    check_page(limit, offset)
-    return JSONResponse(service.operations(None, None, "RUNNING", limit, offset))
+    return JSONResponse(service.operations(None, None, "RUNNING", page.limit, page.offset))
 
 
 @router.get(

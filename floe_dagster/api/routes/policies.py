@@ -20,9 +20,8 @@ from floe_dagster.api import models as M
 from floe_dagster.api.auth import Principal
 from floe_dagster.api.policy_models import PolicyPage, PolicyResponse, policy_response
 from floe_dagster.api.routes.access import api_service, operator, reader
-from floe_dagster.api.routes.common import check_page, error_responses
+from floe_dagster.api.routes.common import Page, error_responses, paging
 from floe_dagster.api.service import ApiService
-from floe_dagster.errors import ApiError
 from floe_dagster.policy_store import PolicyStore
 
 log = logging.getLogger(__name__)
@@ -63,12 +62,11 @@ def store(service: ApiService) -> PolicyStore:
 )
 def list_policies(
     enabled: str | None = Query(None, description="true: only enabled policies"),
-    limit: int = Query(20, description="1..100"),
-    offset: int = Query(0, description="≥ 0"),
+    page: Page = Depends(paging()),
     who: Principal = Depends(reader),
     service: ApiService = Depends(api_service),
 ) -> JSONResponse:
-    check_page(limit, offset)
+    limit, offset = page.limit, page.offset
     stored = store(service).all()
     if enabled == "true":
         stored = [entry for entry in stored if entry.policy.enabled]

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse, Response
 from floe_dagster.api import models as M
 from floe_dagster.api.auth import Principal
 from floe_dagster.api.routes.access import api_service, reader
-from floe_dagster.api.routes.common import check_page, error_responses, namespace_path, parse_at, table_path
+from floe_dagster.api.routes.common import Page, error_responses, namespace_path, paging, parse_at, table_path
 from floe_dagster.api.service import ApiService
 from floe_dagster.api.table_names import table_name
 
@@ -32,13 +32,11 @@ _PAGE = "`limit` 1..100 (default 20), `offset` ≥ 0; Floe's 400 `Limit must be 
     description=_PAGE,
 )
 def list_tables(
-    limit: int = Query(20, description="1..100"),
-    offset: int = Query(0, description="≥ 0"),
+    page: Page = Depends(paging()),
     who: Principal = Depends(reader),
     service: ApiService = Depends(api_service),
 ) -> JSONResponse:
-    check_page(limit, offset)
-    return JSONResponse(service.catalog_reads.tables(limit, offset))
+    return JSONResponse(service.catalog_reads.tables(page.limit, page.offset))
 
 
 @router.get(
@@ -60,13 +58,11 @@ def list_namespaces(who: Principal = Depends(reader), service: ApiService = Depe
 )
 def list_namespace_tables(
     namespace: str = namespace_path,
-    limit: int = Query(20, description="1..100"),
-    offset: int = Query(0, description="≥ 0"),
+    page: Page = Depends(paging()),
     who: Principal = Depends(reader),
     service: ApiService = Depends(api_service),
 ) -> JSONResponse:
-    check_page(limit, offset)
-    return JSONResponse(service.catalog_reads.tables_in(namespace, limit, offset))
+    return JSONResponse(service.catalog_reads.tables_in(namespace, page.limit, page.offset))
 
 
 @router.get(
@@ -101,8 +97,9 @@ def table_detail(
 
 @router.head(
     "/api/v1/tables/{namespace}/{table}",
-    summary="Whether the table exists: 200, or 404 (no body)",
-    responses={200: {"description": "The table exists"}, 404: {"description": "No such table"}},
+    summary="Whether the table exists: 200, or 404 (a HEAD answer has no body)",
+    response_class=Response,
+    responses={200: {"description": "The table exists"}, **error_responses(400, 401, 403, 404, 503)},
 )
 def table_exists(
     namespace: str = namespace_path,
