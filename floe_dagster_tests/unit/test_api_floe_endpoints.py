@@ -8,21 +8,26 @@ cron schedule in its trigger status."""
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
 import yaml
-from dagster import DagsterRun, DagsterRunStatus
+from dagster import DagsterInstance, DagsterRun, DagsterRunStatus
 from sqlalchemy import select
 
-from floe_dagster.api.auth import hash_key
+from floe_dagster.api.app import create_app
+from floe_dagster.api.auth import KeyStore, hash_key
 from floe_dagster.coordination.api_keys import api_keys
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.history import Outcome
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
+from floe_dagster.instance import project_file
+from floe_dagster.settings import load_settings
+from floe_dagster_tests.conftest import write_settings
 from floe_dagster_tests.unit.test_api_http import (
     OPERATOR_KEY,
     POLICIES,
@@ -31,6 +36,7 @@ from floe_dagster_tests.unit.test_api_http import (
     assert_error,
     call,
     serving,
+    start_server,
 )
 
 ADMIN_KEY = "floe_adminAdminAdminAdminAdmin0001"
@@ -366,3 +372,30 @@ def test_a_policy_whose_exact_pattern_names_no_table_is_floes_400(tmp_path):
         renamed = call(api, "PUT", f"/api/v1/policies/{wildcard.json()['id']}", json={"tablePattern": "demo.x.y"})
         assert_error(renamed, 400, "VALIDATION_FAILED", "Table not found: demo.x.y")
         assert call(api, "PUT", f"/api/v1/policies/{wildcard.json()['id']}", json={"priority": 3}).status_code == 200
+
+
+def test_without_keys_the_first_key_created_over_http_closes_the_api(tmp_path, monkeypatch):
+    """Bootstrap: a loopback server without keys lets anyone in (as before); an ADMIN key created over
+    HTTP then makes every call need a key, and the new key manages keys."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    settings = load_settings(write_settings(tmp_path, POLICIES), environ={})
+    with DagsterInstance.get() as instance:
+        keys = KeyStore(settings.api)
+        server, thread, url = start_server(create_app(settings, keys, instance))
+        api = {"url": url}
+        try:
+            assert call(api, "GET", "/api/v1/operations", key=None).status_code == 200
+            assert call(api, "GET", "/api/v1/auth/keys/me", key=None).json()["authMethod"] == "NONE"
+            created = call(api, "POST", "/api/v1/auth/keys", key=None, json={"name": "first-admin", "role": "ADMIN"})
+            assert created.status_code == 201, created.text
+            assert created.json()["apiKey"]["createdBy"] is None and keys.configured
+            assert_error(call(api, "GET", "/api/v1/operations", key=None), 401, "UNAUTHORIZED")
+            admin = created.json()["key"]
+            assert call(api, "GET", "/api/v1/auth/keys", key=admin).json()["total"] == 1
+            assert "1 created over HTTP" in keys.describe()
+        finally:
+            server.should_exit = True
+            thread.join(20)
