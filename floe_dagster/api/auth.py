@@ -29,7 +29,7 @@ import string
 import sys
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from enum import Enum
 from pathlib import Path
 from typing import Mapping
@@ -44,6 +44,7 @@ KEY_PREFIX = "floe_"
 _NAME = re.compile(r"[A-Za-z0-9_.@-]{1,100}")
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 _ENV_SEPARATORS = re.compile(r"[\n,;]")
+LAST_USE_RESOLUTION = timedelta(minutes=1)  # how stale a key's lastUsedAt may be
 
 
 class Permission(str, Enum):
@@ -277,7 +278,8 @@ class KeyStore:
         now = datetime.now(timezone.utc)
         if stored is None or not stored.usable(now):
             return None
-        self.database.touch(stored.id, now)
+        if stored.last_used_at is None or now - stored.last_used_at >= LAST_USE_RESOLUTION:
+            self.database.touch(stored.id, now)  # not a write per request
         return Principal(stored.name, Role(stored.role), stored.id)
 
     def __repr__(self) -> str:

@@ -39,7 +39,7 @@ from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.errors import ApiError, CatalogUnavailable, LaunchFailed
 from floe_dagster.iceberg.catalog import list_tables, open_catalog
-from floe_dagster.launching.manual import prepare_trigger, submit_queued
+from floe_dagster.launching.manual import PreparedTrigger, prepare_trigger, submit_queued
 from floe_dagster.reports.explain import explain_table
 from floe_dagster.reports.health_report import floe_health_json, health_history, health_report
 from floe_dagster.settings import Settings
@@ -439,8 +439,7 @@ class ApiService:
         reply = TriggerReply(prepared)
         dry_run = bool(body.get("dryRun"))
         if not prepared.to_run:
-            wanted = [*prepared.to_run, *prepared.skipped]
-            why = (f"policy '{prepared.policy.name}' configures no operation for this table" if not wanted
+            why = (f"policy '{prepared.policy.name}' configures no operation for this table" if not prepared.skipped
                    else "every requested operation deletes files and the table sets gc.enabled=false")
             return 200, reply.body("NO_OPERATIONS", why, [], dry_run=dry_run), {}
         with self._table_lock(prepared.table.qualified):
@@ -455,7 +454,7 @@ class ApiService:
             self._wait(watch, timeout_s)
         return self._answer(reply, run_ids, wait, no_daemon, timeout_s)
 
-    def _prepare_trigger(self, body: dict[str, Any]):
+    def _prepare_trigger(self, body: dict[str, Any]) -> PreparedTrigger:
         """The checked trigger: the catalog served here, the table, its effective policy and what runs.
         The catalog down is Floe's 500 (its trigger answers any failure so), not our usual 503."""
         settings = self.settings
@@ -486,7 +485,7 @@ class ApiService:
         return reply.body("DRY_RUN", f"Would queue {len(to_run)} run(s): {names}; nothing was launched", results,
                           dry_run=True)
 
-    def _queue(self, prepared, origin: Origin) -> list[str]:
+    def _queue(self, prepared: PreparedTrigger, origin: Origin) -> list[str]:
         try:
             return submit_queued(self.settings, prepared, origin, self.instance)
         except LaunchFailed as exc:
@@ -586,7 +585,7 @@ class TriggerReply:
     """A trigger's answer in Floe's shape: one trigger id and start time, the skipped operations (with
     why) among the results, in Floe's operation order."""
 
-    def __init__(self, prepared):
+    def __init__(self, prepared: PreparedTrigger):
         self.prepared = prepared
         self.trigger_id = str(uuid.uuid4())
         self.start = utc_now()
