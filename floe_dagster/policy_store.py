@@ -26,7 +26,7 @@ from collections import Counter
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from floe_dagster.core.patterns import MAX_PATTERN_LENGTH
 from floe_dagster.core.policy import TOP_LEVEL_FIELDS, Policy, PolicyError, parse_policy, validate_policy_paths
@@ -123,9 +123,9 @@ class PolicyStore:
 
     # -- writes -------------------------------------------------------------------------------------
 
-    def create(self, body: Mapping[str, Any]) -> StoredPolicy:
+    def create(self, body: Mapping[str, Any], check: Callable[[Policy], None] | None = None) -> StoredPolicy:
         """A new policy: 400 problems first (nothing is read or written), then its name against the
-        policies on disk, under the lock."""
+        policies on disk, under the lock, then ``check`` (the API's: the tables it matches), as Floe orders them."""
         self._require_directory()
         document = _request_fields(body)
         pattern = document.get("tablePattern")
@@ -135,11 +135,15 @@ class PolicyStore:
         with self._locked():
             current = self._fresh()
             self._check_name_free(current, policy.name, replacing=None)
+            if check is not None:
+                check(policy)
             return self._write(document, policy, warnings)
 
-    def update(self, key: str, body: Mapping[str, Any]) -> StoredPolicy:
+    def update(self, key: str, body: Mapping[str, Any], check: Callable[[Policy], None] | None = None
+               ) -> StoredPolicy:
         """Floe's partial update: a field absent or null keeps its value; one given replaces it whole.
-        Checked in Floe's order: the policy (404, or 409 when not managed), the body (400), the name (409)."""
+        Checked in Floe's order: the policy (404, or 409 when not managed), the body (400), the name (409),
+        then ``check`` when the body gives a tablePattern."""
         self._require_directory()
         changes = {k: v for k, v in _request_fields(body).items() if v is not None}
         with self._locked():
@@ -148,6 +152,8 @@ class PolicyStore:
             document = {**_read_document(target.file), **changes}
             policy, warnings = _checked(document)
             self._check_name_free(current, policy.name, replacing=target)
+            if check is not None and "tablePattern" in changes:
+                check(policy)
             stored = self._write(document, policy, warnings)
             if policy.name != target.name:  # a rename: the new file is in place, then the old one goes
                 self._remove(Path(target.file))

@@ -128,9 +128,9 @@ class ApiSettings:
     """The HTTP API's keys (``floe-dagster serve``), from a file, an environment variable, or both.
 
     Each key is one entry ``name:role:sha256hex``: the key holder's name (letters, digits, ``_.@-``;
-    it becomes the ``dagster/floe.actor`` of the runs the key triggers), the role ``VIEWER`` (read) or
-    ``OPERATOR`` (read and trigger), and the SHA-256 of the key in hex (the key itself is never
-    stored). In the file: one entry a line, blank lines and ``#`` comments ignored; in the variable:
+    it becomes the ``dagster/floe.actor`` of the runs the key triggers), the role ``VIEWER`` (read),
+    ``OPERATOR`` (read and trigger) or ``ADMIN`` (everything, API keys over HTTP too), and the SHA-256
+    of the key in hex (the key itself is never stored). In the file: one entry a line, blank lines and ``#`` comments ignored; in the variable:
     entries separated by newlines, commas or semicolons. The server reads them when it starts and
     re-reads the file when it changes. With neither set the API needs no key and only listens on
     the loopback interface (127.0.0.1, localhost, ::1).

@@ -1,15 +1,18 @@
 """API keys and roles for the HTTP API.
 
 Keys come from floe.yaml's ``api`` section (see :class:`floe_dagster.settings.ApiSettings`): entries
-``name:role:sha256hex``. A client sends the key itself in the ``X-API-Key`` header; the server hashes
+``name:role:sha256hex``; and from the coordination database (coordination/api_keys.py), where an ADMIN
+creates, changes and revokes keys over HTTP (``/api/v1/auth/keys``, api/key_admin.py). A client sends the key itself in the ``X-API-Key`` header; the server hashes
 it with SHA-256 and compares the hash with the stored ones, so the keys are never stored, logged or
 put in run tags (runs carry the key's *name* as ``dagster/floe.actor``).
 
 Roles (Floe's): ``VIEWER`` reads (trigger status, health, operations, pattern validation, the OpenAPI
-document); ``OPERATOR`` reads and triggers maintenance.
+document); ``OPERATOR`` reads, triggers maintenance and writes policies; ``ADMIN`` does everything, and
+is the only role that manages API keys.
 
-With no keys configured the API needs none (every caller is ``anonymous`` with every permission), and
-:func:`check_bind` refuses any address that is not loopback.
+With no keys configured (none in floe.yaml, none in the database) the API needs none (every caller is
+``anonymous`` with every permission), and :func:`check_bind` refuses any address that is not loopback.
+The first key created over HTTP then closes the API to callers without a key.
 
 ``python -m floe_dagster.api.auth NAME ROLE`` prints a new random key once and the entry to store.
 """
@@ -26,10 +29,12 @@ import string
 import sys
 import threading
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from enum import Enum
 from pathlib import Path
 from typing import Mapping
 
+from floe_dagster.coordination.api_keys import ApiKeyTable
 from floe_dagster.errors import BindRefused, KeysError
 from floe_dagster.settings import ApiSettings
 
@@ -39,16 +44,19 @@ KEY_PREFIX = "floe_"
 _NAME = re.compile(r"[A-Za-z0-9_.@-]{1,100}")
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 _ENV_SEPARATORS = re.compile(r"[\n,;]")
+LAST_USE_RESOLUTION = timedelta(minutes=1)  # how stale a key's lastUsedAt may be
 
 
 class Permission(str, Enum):
     READ = "read"
     TRIGGER = "trigger"
+    MANAGE_KEYS = "manage-keys"
 
 
 class Role(str, Enum):
-    VIEWER = "VIEWER"
+    ADMIN = "ADMIN"
     OPERATOR = "OPERATOR"
+    VIEWER = "VIEWER"
 
     @property
     def permissions(self) -> frozenset[Permission]:
@@ -56,8 +64,15 @@ class Role(str, Enum):
 
 
 _PERMISSIONS = {
-    Role.VIEWER: frozenset({Permission.READ}),
+    Role.ADMIN: frozenset(Permission),
     Role.OPERATOR: frozenset({Permission.READ, Permission.TRIGGER}),
+    Role.VIEWER: frozenset({Permission.READ}),
+}
+# Floe's permission names of each of ours (an OPERATOR writes policies here, where Floe's needs ADMIN).
+FLOE_PERMISSIONS = {
+    Permission.READ: ("READ_POLICIES", "READ_TABLES", "READ_OPERATIONS"),
+    Permission.TRIGGER: ("TRIGGER_MAINTENANCE", "WRITE_POLICIES", "DELETE_POLICIES"),
+    Permission.MANAGE_KEYS: ("MANAGE_API_KEYS",),
 }
 
 
@@ -75,7 +90,7 @@ class ApiKey:
 class Principal:
     name: str
     role: Role | None  # None: anonymous on a server without keys (every permission)
-
+    key_id: str | None = None  # the database key's id, or file:<name> / env:<name>
     @property
     def anonymous(self) -> bool:
         return self.role is None
@@ -113,7 +128,7 @@ def parse_entries(lines: list[tuple[int, str]], where: str) -> list[ApiKey]:
         try:
             parsed_role = Role(role.upper())
         except ValueError:
-            raise KeysError(f"{at}: role {role!r}: expected VIEWER or OPERATOR") from None
+            raise KeysError(f"{at}: role {role!r}: expected VIEWER, OPERATOR or ADMIN") from None
         if not _SHA256.fullmatch(digest):
             raise KeysError(f"{at}: the third field must be the key's SHA-256 in hex (64 characters), "
                             "not the key itself; `python -m floe_dagster.api.auth NAME ROLE` prints one")
@@ -141,9 +156,11 @@ class KeyStore:
     """The configured keys. The file is re-read when it changes (a removed key stops working without
     a restart); when it becomes unreadable or invalid every authenticated call fails (closed)."""
 
-    def __init__(self, settings: ApiSettings, environ: Mapping[str, str] | None = None):
+    def __init__(self, settings: ApiSettings, environ: Mapping[str, str] | None = None,
+                 database: ApiKeyTable | None = None):
         environ = os.environ if environ is None else environ
         self.settings = settings
+        self.database = database  # the keys created over HTTP (create_app attaches the coordination database's)
         self._lock = threading.Lock()
         self._env_keys: list[ApiKey] = []
         if settings.keys_env:
@@ -167,7 +184,16 @@ class KeyStore:
 
     @property
     def configured(self) -> bool:
-        return self.settings.keys_configured
+        """Keys are needed: floe.yaml configures some, or the database holds one."""
+        return self.settings.keys_configured or (self.database is not None and self.database.count() > 0)
+
+    def configured_keys(self) -> list[tuple[str, ApiKey]]:
+        """floe.yaml's keys with where each comes from (``file`` or ``env``), file first."""
+        if self.settings.keys_file:
+            with self._lock:
+                self._reload_file()
+        env = {key.name for key in self._env_keys}
+        return [("env" if key.name in env else "file", key) for key in self._keys.values()]
 
     def _where(self) -> str:
         parts = []
@@ -239,7 +265,22 @@ class KeyStore:
         for stored, key in self._keys.items():
             if hmac.compare_digest(stored, digest):
                 found = key
-        return Principal(found.name, found.role) if found else None
+        if found is not None:
+            source = "env" if any(k.name == found.name for k in self._env_keys) else "file"
+            return Principal(found.name, found.role, f"{source}:{found.name}")
+        return self._database_key(digest)
+
+    def _database_key(self, digest: str) -> Principal | None:
+        """A key created over HTTP: enabled and not expired; its last use is recorded."""
+        if self.database is None:
+            return None
+        stored = self.database.by_hash(digest)
+        now = datetime.now(timezone.utc)
+        if stored is None or not stored.usable(now):
+            return None
+        if stored.last_used_at is None or now - stored.last_used_at >= LAST_USE_RESOLUTION:
+            self.database.touch(stored.id, now)  # not a write per request
+        return Principal(stored.name, Role(stored.role), stored.id)
 
     def __repr__(self) -> str:
         return f"KeyStore({self.describe()})"
@@ -247,7 +288,11 @@ class KeyStore:
     def describe(self) -> str:
         if not self.configured:
             return "no API keys (loopback only, every caller is 'anonymous')"
-        return f"{len(self._keys)} API key(s) from {self._where()}"
+        stored = self.database.count() if self.database is not None else 0
+        sources = [f"{len(self._keys)} API key(s) from {self._where()}"] if self.settings.keys_configured else []
+        if stored:
+            sources.append(f"{stored} created over HTTP (coordination database)")
+        return "; ".join(sources)
 
 
 def is_loopback(host: str) -> bool:
@@ -266,7 +311,7 @@ def check_bind(host: str, keys_configured: bool) -> None:
     raise BindRefused(
         f"refusing to listen on {host}: no API keys are configured, so anyone who can reach the server "
         "could trigger maintenance. Listen on 127.0.0.1, localhost or ::1, or configure keys in floe.yaml "
-        "(api: {keys-file: FILE} or api: {keys-env: VARIABLE}, entries name:VIEWER|OPERATOR:sha256hex; "
+        "(api: {keys-file: FILE} or api: {keys-env: VARIABLE}, entries name:VIEWER|OPERATOR|ADMIN:sha256hex; "
         "`python -m floe_dagster.api.auth NAME OPERATOR` makes one)"
     )
 
@@ -274,7 +319,7 @@ def check_bind(host: str, keys_configured: bool) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2 or args[1].upper() not in Role.__members__ or not _NAME.fullmatch(args[0]):
-        print("usage: python -m floe_dagster.api.auth NAME VIEWER|OPERATOR", file=sys.stderr)
+        print("usage: python -m floe_dagster.api.auth NAME VIEWER|OPERATOR|ADMIN", file=sys.stderr)
         return 2
     key = new_key()
     print(f"key (give it to {args[0]}; it is not stored anywhere): {key}")

@@ -7,6 +7,7 @@ fields: a field added there appears here without breaking a client.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -281,7 +282,10 @@ class TableConflict(BaseModel):
     conflict: str
 
 
-class OperationRun(BaseModel):
+class OperationRun(_Open):
+    """A maintenance run: Floe's OperationResponse keys (id, catalog, namespace, tableName, qualifiedTableName,
+    startedAt, completedAt, results, normalizedMetrics...; extra fields here), then floe-dagster's."""
+
     runId: str
     jobName: str
     table: str | None = Field(description="The table it maintained (null for a run over several tables)")
@@ -323,3 +327,159 @@ class ServiceHealth(BaseModel):
     status: Literal["UP", "DOWN"]
     checks: list[HealthCheck]
     timestamp: str = Field(json_schema_extra={"format": "date-time"})
+
+
+# -- Floe's table browsing and catalog ---------------------------------------------------------------
+
+
+class TableSummary(BaseModel):
+    catalog: str
+    namespace: str = Field(description="Dotted when nested")
+    name: str
+    qualifiedName: str
+
+
+class TablesPage(BaseModel):
+    catalog: str
+    tables: list[TableSummary]
+    total: int
+    limit: int
+    offset: int
+    hasMore: bool
+
+
+class NamespaceTablesPage(TablesPage):
+    namespace: str
+
+
+class NamespacesResponse(BaseModel):
+    catalog: str
+    namespaces: list[str]
+    total: int
+
+
+class TableDetail(_Open):
+    """Floe's TableDetailResponse."""
+
+    catalog: str
+    namespace: str
+    name: str
+    qualifiedName: str
+    location: str | None
+    snapshotCount: int
+    currentSnapshotId: int | None
+    currentSnapshotTimestamp: str | None
+    oldestSnapshotTimestamp: str | None
+    dataFileCount: int
+    totalDataFileSizeBytes: int
+    totalDataSizeFormatted: str | None
+    averageFileSizeMb: float
+    deleteFileCount: int
+    positionDeleteFileCount: int | None = Field(description="From the health cache's full tier (null before)")
+    equalityDeleteFileCount: int | None = Field(description="From the health cache's full tier (null before)")
+    totalRecordCount: int
+    manifestCount: int
+    totalManifestSizeBytes: int
+    formatVersion: int
+    partitionSpec: str
+    sortOrder: str
+    lastModified: str | None
+
+
+class LatestHealthResponse(BaseModel):
+    catalog: str
+    reports: list[dict[str, Any]]
+    total: int
+
+
+class CatalogResponse(BaseModel):
+    """Floe's CatalogConfigResponse: floe.yaml's catalog section, secrets masked."""
+
+    id: str
+    name: str
+    type: str
+    uri: str | None
+    warehouse: str | None
+    properties: dict[str, Any]
+    createdAt: str | None
+    updatedAt: str | None
+    active: bool
+
+
+class OperationStats(BaseModel):
+    """Floe's StatsResponse."""
+
+    totalOperations: int
+    successCount: int
+    failedCount: int
+    partialFailureCount: int
+    runningCount: int
+    noPolicyCount: int
+    noOperationsCount: int
+    withFailuresCount: int
+    completedCount: int
+    successRate: float
+    windowStart: str
+    windowEnd: str
+    windowDuration: str
+
+
+class TableRef(BaseModel):
+    catalog: str
+    namespace: str
+    name: str
+    qualified: str
+
+
+class TableOperations(BaseModel):
+    operations: list[OperationRun]
+    total: int
+    table: TableRef
+
+
+# -- API keys ------------------------------------------------------------------------------------------
+
+RoleName = Literal["ADMIN", "OPERATOR", "VIEWER"]
+
+
+class ApiKeyRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"name": "ci-bot", "role": "OPERATOR"}, {"name": "dashboard", "expiresAt": "2027-01-01T00:00:00Z"}]})
+
+    name: str = Field(min_length=1, max_length=255, pattern=r"\S", description="Unique among all keys")
+    role: RoleName = Field("VIEWER", description="Floe's default VIEWER")
+    expiresAt: datetime | None = Field(None, description="RFC 3339; without an offset, UTC; null: never expires")
+
+
+class UpdateApiKeyRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"enabled": False}]})
+
+    name: str | None = Field(None, min_length=1, max_length=255, pattern=r"\S")
+    role: RoleName | None = None
+    enabled: bool | None = None
+
+
+class ApiKeyResponse(BaseModel):
+    """Floe's ApiKeyResponse (never the key or its hash), and where the key lives: ``database`` (created
+    over HTTP), or ``file`` / ``env`` (floe.yaml's api section: ids ``file:<name>``, ``env:<name>``)."""
+
+    id: str
+    name: str
+    role: RoleName
+    permissions: list[str]
+    enabled: bool
+    createdAt: str | None
+    expiresAt: str | None
+    lastUsedAt: str | None
+    createdBy: str | None
+    source: Literal["database", "file", "env"]
+
+
+class CreateApiKeyResponse(BaseModel):
+    key: str = Field(description="The new key, shown this once: only its SHA-256 is stored")
+    apiKey: ApiKeyResponse
+
+
+class ApiKeysPage(BaseModel):
+    keys: list[ApiKeyResponse]
+    total: int

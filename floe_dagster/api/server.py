@@ -31,8 +31,9 @@ def build_app(settings: Settings, environ: Mapping[str, str] | None = None, host
     """The application for these settings, after the key and bind checks (raises ``KeysError`` or
     ``BindRefused``, both ``ValueError``s with a clear message)."""
     keys = KeyStore(settings.api, environ)
+    app = create_app(settings, keys, get_instance())  # attaches the keys created over HTTP; binds nothing
     check_bind(host, keys.configured)
-    return create_app(settings, keys, get_instance()), keys
+    return app, keys
 
 
 def serve(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
@@ -43,7 +44,7 @@ def serve(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT
     app, keys = build_app(settings, environ, host)
     shown = f"[{host}]" if ":" in host else host
     print(f"floe-dagster API on http://{shown}:{port} ({keys.describe()}); "
-          f"OpenAPI document at /api/v1/openapi.json", flush=True)
+          f"OpenAPI document at /api/v1/openapi.json and /api/openapi, Swagger UI at /api", flush=True)
     service = app.state.service
 
     class Server(uvicorn.Server):

@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
+from floe_dagster.api.catalog_reads import CatalogReads
 from floe_dagster.api.regex_matching import regex_matches
-from floe_dagster.api.run_facts import DAGSTER_STATUSES, RunFacts, run_facts
+from floe_dagster.api.run_facts import DAGSTER_STATUSES, FLOE_STATUS, RunFacts, run_facts
 from floe_dagster.api.table_names import table_name
 from floe_dagster.api.timestamps import iso, utc_now
 from floe_dagster.api.trigger_watch import WATCH_POLL_S, TriggerWatch
@@ -35,9 +37,9 @@ from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.run_tags import Origin
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
-from floe_dagster.errors import ApiError, LaunchFailed
+from floe_dagster.errors import ApiError, CatalogUnavailable, LaunchFailed
 from floe_dagster.iceberg.catalog import list_tables, open_catalog
-from floe_dagster.launching.manual import prepare_trigger, submit_queued
+from floe_dagster.launching.manual import PreparedTrigger, prepare_trigger, submit_queued
 from floe_dagster.reports.explain import explain_table
 from floe_dagster.reports.health_report import floe_health_json, health_history, health_report
 from floe_dagster.settings import Settings
@@ -56,6 +58,77 @@ _RECORD_STATUSES = ["PENDING", "RUNNING", "SUCCESS", "PARTIAL_FAILURE", "FAILED"
 CONFLICT = "CONFLICT"
 
 
+MAX_WINDOW = timedelta(days=3650)
+
+
+def parse_window(text: str | None) -> timedelta:
+    """Floe's stats window: ``24h``, ``7d``, ``30m`` or a number of hours (default 24h); 400 otherwise, with
+    Floe's message (a window over ten years is refused too: the run query would start before any run)."""
+    value = (text or "").strip().lower() or "24h"
+    match = re.fullmatch(r"(\d{1,9})([hdm]?)", value)
+    window = None
+    if match:
+        amount, unit = int(match.group(1)), match.group(2) or "h"
+        window = {"h": timedelta(hours=amount), "d": timedelta(days=amount), "m": timedelta(minutes=amount)}[unit]
+    if window is None or window > MAX_WINDOW:
+        raise ApiError(400, "VALIDATION_FAILED", f"Invalid window format: {text}. Use format like '24h', '7d', '1h'",
+                       {"field": "window"})
+    return window
+
+
+def window_text(window: timedelta) -> str:
+    """Floe's windowDuration: whole days as ``7d``, else hours (``30m`` for a window under whole hours)."""
+    minutes = int(window.total_seconds() // 60)
+    if minutes % 60:
+        return f"{minutes}m"
+    hours = minutes // 60
+    return f"{hours // 24}d" if hours >= 24 and hours % 24 == 0 else f"{hours}h"
+
+
+_STATUS_DESCRIPTIONS = {"PENDING": "Queued for the daemon", "RUNNING": "Running", "SUCCEEDED": "Completed successfully",
+                        "FAILED": "Failed", "CANCELLED": "Cancelled"}
+
+
+def _floe_record_keys(facts: RunFacts, table: str | None) -> dict[str, Any]:
+    """Floe's OperationResponse keys for one run (ours follow beside them; ``status`` stays the run's own)."""
+    name = None
+    if table:
+        try:
+            name = TableName.parse(table, table.split(".", 1)[0])
+        except ValueError:
+            name = None
+    numbers = facts.tables.get(table, {}) if table else {}
+    operation = facts.tags.get(T.OPERATION) or facts.tags.get("dagster/partition")
+    succeeded = facts.status == "SUCCEEDED"
+    return {
+        "id": facts.run_id,
+        "catalog": name.catalog if name else None,
+        "namespace": name.namespace_str if name else None,
+        "tableName": name.name if name else None,
+        "qualifiedTableName": table,
+        "policyId": None,
+        "engineType": "SPARK",
+        "executionId": facts.run_id,
+        "scheduleId": None,
+        "policyVersion": None,
+        "statusDescription": _STATUS_DESCRIPTIONS.get(facts.status, facts.status),
+        "startedAt": iso(facts.start) or iso(facts.created),
+        "completedAt": iso(facts.end),
+        "results": {
+            "operations": [{"operationType": operation, "status": facts.status, "metrics": numbers,
+                            "errorMessage": facts.error}] if operation else [],
+            "successCount": int(succeeded), "failedCount": int(facts.status == "FAILED"), "skippedCount": 0,
+            "totalDurationMs": facts.duration_ms or 0,
+        },
+        "normalizedMetrics": numbers,
+    }
+
+
+def _exact(parsed: TablePattern, text: str) -> bool:
+    """A pattern naming one table (no wildcard, no regex): matching nothing is an error, not a warning."""
+    return parsed.regex is None and "*" not in text and "?" not in text
+
+
 def _record_status(status: str | None) -> str | None:
     """A ``status`` filter in any case, Floe's SUCCESS read as SUCCEEDED; 400 with Floe's message otherwise."""
     if status is None or not status.strip():
@@ -72,6 +145,7 @@ class ApiService:
         self.settings = settings
         self.instance = instance
         self.coordination = CoordinationResource.from_settings(settings).coordination
+        self.catalog_reads = CatalogReads(settings, instance)
         self._guard = threading.Lock()
         self._table_locks: dict[str, threading.Lock] = {}
         self._watches: dict[str, TriggerWatch] = {}
@@ -105,19 +179,35 @@ class ApiService:
             parsed = TablePattern.parse(text)
         except ValueError as exc:
             raise ApiError(400, "INVALID_PATTERN", f"Invalid pattern: {exc}", {"pattern": text}) from None
-        tables = list_tables(open_catalog(self.settings.catalog))
-        if parsed.regex is None:
-            matched = [t.qualified for t in tables if parsed.matches(t)]
-        else:
-            matched = regex_matches(text, tables)
+        matched = self._matching_tables(parsed, text)
         if matched:
             return {"valid": True, "message": f"Pattern matches {len(matched)} table(s)", "matchedTables": matched,
                     "matchCount": len(matched)}
-        exact = parsed.regex is None and "*" not in text and "?" not in text
-        if exact:
+        if _exact(parsed, text):
             return {"valid": False, "message": f"Table not found: {text}", "matchedTables": [], "matchCount": 0}
         return {"valid": True, "message": f"Warning: No tables currently match pattern '{text}'", "matchedTables": [],
                 "matchCount": 0}
+
+    def _matching_tables(self, parsed: TablePattern, text: str) -> list[str]:
+        """The catalog's tables the pattern matches, listed now (CatalogUnavailable when it is down)."""
+        tables = list_tables(open_catalog(self.settings.catalog))
+        if parsed.regex is None:
+            return [t.qualified for t in tables if parsed.matches(t)]
+        return regex_matches(text, tables)
+
+    def check_policy_tables(self, policy) -> None:
+        """Floe's check before it stores a policy: the catalog must answer (400 when down), and an exact
+        pattern must name a table that exists (400); a wildcard matching nothing is allowed, as in Floe."""
+        text = policy.table_pattern.text
+        try:
+            matched = self._matching_tables(policy.table_pattern, text)
+        except CatalogUnavailable:
+            log.warning("policy '%s' refused: the catalog cannot be reached to check its pattern", policy.name)
+            raise ApiError(400, "VALIDATION_FAILED", "Catalog unavailable - cannot validate table pattern",
+                           {"error": "Catalog connection failed. Check catalog configuration."}) from None
+        if not matched and _exact(policy.table_pattern, text):
+            raise ApiError(400, "VALIDATION_FAILED", f"Table not found: {text}",
+                           {"pattern": text, "suggestion": "Verify the table exists in the catalog"})
 
     def operations(self, table: str | None, trigger_id: str | None, status: str | None, limit: int,
                    offset: int) -> dict[str, Any]:
@@ -150,6 +240,52 @@ class ApiService:
         items = [self._operation_item(run_facts(self.instance, record), qualified) for record in page]
         return {"operations": items, "total": total, "limit": limit, "offset": offset,
                 "hasMore": offset + len(items) < total}
+
+    def operation(self, operation_id: str) -> dict[str, Any]:
+        """Floe's ``/operations/{id}``: one maintenance run by its run id (Floe's ids are UUIDs, as run ids)."""
+        try:
+            uuid.UUID(operation_id)
+        except ValueError:
+            raise ApiError(400, "VALIDATION_FAILED", f"Invalid UUID: {operation_id}", {"id": operation_id}) from None
+        records = list(self.instance.get_run_records(RunsFilter(run_ids=[operation_id]), limit=1))
+        if not records or T.TRIGGER not in records[0].dagster_run.tags:  # not a maintenance run
+            raise ApiError(404, "NOT_FOUND", f"Operation not found: {operation_id}",
+                           {"resourceType": "Operation", "id": operation_id})
+        return self._operation_item(run_facts(self.instance, records[0]), None)
+
+    def table_operations(self, catalog: str, table: TableName, limit: int) -> dict[str, Any]:
+        """Floe's ``/operations/table/{catalog}/{namespace}/{table}``: the table's newest runs (none for a
+        catalog not served here, as Floe's store has none)."""
+        items = [] if catalog != self.settings.catalog.name else \
+            self.operations(table.qualified, None, None, limit, 0)["operations"]
+        return {"operations": items, "total": len(items),
+                "table": {"catalog": catalog, "namespace": table.namespace_str, "name": table.name,
+                          "qualified": f"{catalog}.{table.namespace_str}.{table.name}"}}
+
+    def stats(self, window: timedelta, now: datetime | None = None) -> dict[str, Any]:
+        """Floe's StatsResponse over the maintenance runs created in the window (Floe's record counts:
+        a failed run that maintained some of its tables is a partial failure)."""
+        end = now or utc_now()
+        start = end - window
+        records = list(self.instance.get_run_records(
+            RunsFilter(tags={T.TRIGGER: list(T.TRIGGERS)}, created_after=start)))
+        counts = {"SUCCEEDED": 0, "FAILED": 0, "RUNNING": 0, "PARTIAL_FAILURE": 0}
+        for record in records:
+            status = FLOE_STATUS.get(record.dagster_run.status, "PENDING")
+            if status == "FAILED" and run_facts(self.instance, record).tables:
+                status = "PARTIAL_FAILURE"
+            if status in counts:
+                counts[status] += 1
+        total = len(records)
+        completed = total - counts["RUNNING"]
+        return {
+            "totalOperations": total, "successCount": counts["SUCCEEDED"], "failedCount": counts["FAILED"],
+            "partialFailureCount": counts["PARTIAL_FAILURE"], "runningCount": counts["RUNNING"],
+            "noPolicyCount": 0, "noOperationsCount": 0,  # refused before any run: never a run here
+            "withFailuresCount": counts["FAILED"] + counts["PARTIAL_FAILURE"], "completedCount": completed,
+            "successRate": counts["SUCCEEDED"] * 100.0 / completed if completed else 0.0,
+            "windowStart": iso(start), "windowEnd": iso(end), "windowDuration": window_text(window),
+        }
 
     def _trigger_id_key(self, trigger_id: str) -> str:
         """The tag key a trigger's runs carry its id under: runs made before the key moved to the run
@@ -225,6 +361,7 @@ class ApiService:
         if own_table is None and len(facts.tables) == 1:
             own_table = next(iter(facts.tables))
         return {
+            **_floe_record_keys(facts, own_table),
             "runId": facts.run_id,
             "jobName": facts.job_name,
             "table": own_table,
@@ -298,6 +435,28 @@ class ApiService:
                 ) -> tuple[int, dict[str, Any], dict[str, str]]:
         """Queue a table's operations (launching.manual, as ``floe-dagster trigger`` runs them in process),
         then follow the runs; ``wait`` waits up to ``timeout_s`` for them to finish."""
+        prepared = self._prepare_trigger(body)
+        reply = TriggerReply(prepared)
+        dry_run = bool(body.get("dryRun"))
+        if not prepared.to_run:
+            why = (f"policy '{prepared.policy.name}' configures no operation for this table" if not prepared.skipped
+                   else "every requested operation deletes files and the table sets gc.enabled=false")
+            return 200, reply.body("NO_OPERATIONS", why, [], dry_run=dry_run), {}
+        with self._table_lock(prepared.table.qualified):
+            self._refuse_if_busy(prepared.table)
+            if dry_run:
+                return 200, self._dry_run(reply, prepared.to_run), {}
+            origin = Origin("manual", body.get("reason") or API_REASON, actor, reply.trigger_id)
+            run_ids = self._queue(prepared, origin)
+        watch = self._watch(reply.trigger_id, run_ids)
+        no_daemon = not self.queue_daemon_live()
+        if wait and not no_daemon:
+            self._wait(watch, timeout_s)
+        return self._answer(reply, run_ids, wait, no_daemon, timeout_s)
+
+    def _prepare_trigger(self, body: dict[str, Any]) -> PreparedTrigger:
+        """The checked trigger: the catalog served here, the table, its effective policy and what runs.
+        The catalog down is Floe's 500 (its trigger answers any failure so), not our usual 503."""
         settings = self.settings
         if body["catalog"] != settings.catalog.name:
             raise ApiError(404, "TABLE_NOT_FOUND",
@@ -307,63 +466,50 @@ class ApiService:
         operations = [Operation(name) for name in body.get("operations") or []]
         # A blank policyName ("" or spaces) means no specific policy, as in Floe.
         policy_name = (body.get("policyName") or "").strip() or None
-        prepared = prepare_trigger(settings, table, operations or None, policy_name, queued=True)
-        policy, to_run = prepared.policy, prepared.to_run
-        wanted = [*to_run, *prepared.skipped]
-        start = utc_now()
-        trigger_id = str(uuid.uuid4())
-        skipped_results = [
-            {"operationType": op.value, "status": "SKIPPED", "runId": None, "startTime": None, "endTime": None,
-             "durationMs": None, "metrics": {}, "errorMessage": why, "conflict": None}
-            for op, why in prepared.skipped.items()
-        ]
+        try:
+            return prepare_trigger(settings, table, operations or None, policy_name, queued=True)
+        except CatalogUnavailable as exc:
+            raise ApiError(500, "CATALOG_UNAVAILABLE", f"Internal error: {exc}", {"table": table.qualified}) from None
 
-        def response(status: str, message: str, results: list[dict[str, Any]], end: str | None = None,
-                     dry_run: bool = False) -> dict[str, Any]:
-            ordered = sorted([*results, *skipped_results], key=lambda r: Operation(r["operationType"]).order)
-            duration = None
-            if end is not None:
-                duration = int(round((datetime.fromisoformat(end) - start).total_seconds() * 1000))
-            conflicts = [{"operationType": r["operationType"], "runId": r["runId"], "conflict": r["conflict"]}
-                         for r in ordered if r["status"] == CONFLICT]
-            return {"orchestrationId": trigger_id, "status": status, "table": table.qualified,
-                    "policyName": policy.name, "startTime": iso(start), "endTime": end, "durationMs": duration,
-                    "operationResults": ordered, "message": message, "dryRun": dry_run, "conflicts": conflicts}
+    def _refuse_if_busy(self, table: TableName) -> None:
+        busy = self.busy(table)
+        if busy:
+            what = (f"run {busy['runId']} ({busy['runStatus']})" if busy.get("runId")
+                    else f"the holder of lock {busy['lock']}")
+            raise ApiError(409, "TABLE_BUSY", f"{table.qualified} is being maintained by {what}", busy)
 
-        if not to_run:
-            why = (f"policy '{policy.name}' configures no operation for this table" if not wanted
-                   else "every requested operation deletes files and the table sets gc.enabled=false")
-            return 200, response("NO_OPERATIONS", why, [], dry_run=bool(body.get("dryRun"))), {}
-        with self._table_lock(table.qualified):
-            busy = self.busy(table)
-            if busy:
-                what = (f"run {busy['runId']} ({busy['runStatus']})" if busy.get("runId")
-                        else f"the holder of lock {busy['lock']}")
-                raise ApiError(409, "TABLE_BUSY", f"{table.qualified} is being maintained by {what}", busy)
-            if body.get("dryRun"):
-                results = [{"operationType": op.value, "status": "WOULD_RUN", "runId": None, "startTime": None,
-                            "endTime": None, "durationMs": None, "metrics": {}, "errorMessage": None,
-                            "conflict": None} for op in to_run]
-                names = ", ".join(op.value for op in to_run)
-                return 200, response("DRY_RUN", f"Would queue {len(to_run)} run(s): {names}; nothing was launched",
-                                     results, dry_run=True), {}
-            origin = Origin("manual", body.get("reason") or API_REASON, actor, trigger_id)
-            try:
-                run_ids = submit_queued(settings, prepared, origin, self.instance)
-            except LaunchFailed as exc:
-                raise ApiError(503, "LAUNCH_FAILED", f"the runs could not be queued: {exc}",
-                               {"table": table.qualified}) from None
+    @staticmethod
+    def _dry_run(reply: "TriggerReply", to_run: list[Operation]) -> dict[str, Any]:
+        results = [_result(op.value, "WOULD_RUN") for op in to_run]
+        names = ", ".join(op.value for op in to_run)
+        return reply.body("DRY_RUN", f"Would queue {len(to_run)} run(s): {names}; nothing was launched", results,
+                          dry_run=True)
+
+    def _queue(self, prepared: PreparedTrigger, origin: Origin) -> list[str]:
+        try:
+            return submit_queued(self.settings, prepared, origin, self.instance)
+        except LaunchFailed as exc:
+            raise ApiError(503, "LAUNCH_FAILED", f"the runs could not be queued: {exc}",
+                           {"table": prepared.table.qualified}) from None
+
+    def _watch(self, trigger_id: str, run_ids: list[str]) -> TriggerWatch:
+        """Follow the runs (cancelling the queued ones after a failure); watches finished an hour ago go."""
         watch = TriggerWatch(self.instance, trigger_id, run_ids).start()
         with self._guard:
             self._watches = {k: w for k, w in self._watches.items()
                              if w.finished_at is None or time.monotonic() - w.finished_at < 3600}
             self._watches[trigger_id] = watch
-        follow = f"/api/v1/operations?triggerId={trigger_id}"
-        no_daemon = not self.queue_daemon_live()
-        if wait and not no_daemon:
-            deadline = time.monotonic() + timeout_s
-            while not watch.done.is_set() and not self.stopping.is_set() and time.monotonic() < deadline:
-                watch.done.wait(min(WATCH_POLL_S, max(0.0, deadline - time.monotonic())))
+        return watch
+
+    def _wait(self, watch: TriggerWatch, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not watch.done.is_set() and not self.stopping.is_set() and time.monotonic() < deadline:
+            watch.done.wait(min(WATCH_POLL_S, max(0.0, deadline - time.monotonic())))
+
+    def _answer(self, reply: "TriggerReply", run_ids: list[str], wait: bool, no_daemon: bool, timeout_s: float
+                ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        """202 while runs are queued or running (saying why it did not wait), else 200 with the outcome."""
+        follow = f"/api/v1/operations?triggerId={reply.trigger_id}"
         results, status, end = self._results(run_ids)
         if status in ("PENDING", "RUNNING"):
             if self.stopping.is_set():
@@ -376,7 +522,7 @@ class ApiService:
                 message = f"{len(run_ids)} run(s) queued for the daemon; GET {follow} follows them"
             else:
                 message = f"still {status.lower()} after {timeout_s:g} s; GET {follow} follows the runs"
-            return 202, response(status, message, results), {"Location": follow}
+            return 202, reply.body(status, message, results), {"Location": follow}
         messages = {"SUCCESS": "All operations completed successfully", "PARTIAL_FAILURE": "Some operations failed",
                     "FAILED": "Maintenance failed", "CANCELLED": "The runs were cancelled"}
         message = messages[status]
@@ -386,7 +532,7 @@ class ApiService:
                        f"; {', '.join(lost)} lost a commit race to another writer and changed nothing (see "
                        "conflicts): not a failure (no backoff); the automation runs it again when it is due, 5 to 15 "
                        "minutes after the race at the earliest")
-        return 200, response(status, message, results, end), {"Location": follow}
+        return 200, reply.body(status, message, results, end), {"Location": follow}
 
     def queue_daemon_live(self) -> bool:
         """Whether a dagster-daemon dequeues this instance's runs (a heartbeat within two minutes);
@@ -427,3 +573,33 @@ class ApiService:
         ends = [r["endTime"] for r in results if r["endTime"]]
         return results, status, max(ends) if ends else iso(utc_now())
 
+
+
+def _result(operation: str, status: str, error: str | None = None) -> dict[str, Any]:
+    """A per-operation result that has no run (yet): skipped, or what a dry run would queue."""
+    return {"operationType": operation, "status": status, "runId": None, "startTime": None, "endTime": None,
+            "durationMs": None, "metrics": {}, "errorMessage": error, "conflict": None}
+
+
+class TriggerReply:
+    """A trigger's answer in Floe's shape: one trigger id and start time, the skipped operations (with
+    why) among the results, in Floe's operation order."""
+
+    def __init__(self, prepared: PreparedTrigger):
+        self.prepared = prepared
+        self.trigger_id = str(uuid.uuid4())
+        self.start = utc_now()
+        self.skipped = [_result(op.value, "SKIPPED", why) for op, why in prepared.skipped.items()]
+
+    def body(self, status: str, message: str, results: list[dict[str, Any]], end: str | None = None,
+             dry_run: bool = False) -> dict[str, Any]:
+        ordered = sorted([*results, *self.skipped], key=lambda r: Operation(r["operationType"]).order)
+        duration = None
+        if end is not None:
+            duration = int(round((datetime.fromisoformat(end) - self.start).total_seconds() * 1000))
+        conflicts = [{"operationType": r["operationType"], "runId": r["runId"], "conflict": r["conflict"]}
+                     for r in ordered if r["status"] == CONFLICT]
+        return {"orchestrationId": self.trigger_id, "status": status, "table": self.prepared.table.qualified,
+                "policyName": self.prepared.policy.name, "startTime": iso(self.start), "endTime": end,
+                "durationMs": duration, "operationResults": ordered, "message": message, "dryRun": dry_run,
+                "conflicts": conflicts}

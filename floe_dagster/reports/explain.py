@@ -46,6 +46,13 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
             continue
         history = data.history.get((table.qualified, op))
         result = decision.condition_result
+        if result is None and policy is not None and decision.enabled:
+            # An earlier gate (the schedule not due yet, a backoff...) stopped the planner before the
+            # conditions; Floe's trigger status evaluates them regardless of schedules (its minimum
+            # interval, for one): the view evaluates them too, the decision stays the planner's.
+            result = policy.evaluate_conditions(op, data.metrics.get(table),
+                                                history.last_success_start if history else None, now,
+                                                data.limits.condition_based_triggering_enabled)
         met, unmet = floe_condition_strings(result, now)
         if not decision.enabled:
             met, unmet = [], [OPERATION_DISABLED]

@@ -56,7 +56,7 @@ def health_report(settings: Settings, coordination: Coordination, table: TableNa
 # -- Floe's shape (the HTTP API) -------------------------------------------------------------------------
 
 
-def _formatted(size: Any) -> str | None:
+def formatted_size(size: Any) -> str | None:
     """Floe's size text: bytes below 1 KiB, then KB and MB with one decimal, GB with two."""
     if size is None:
         return None
@@ -85,11 +85,11 @@ def _floe_report(qualified: str, assessed_at: str, status: str | None, numbers: 
         "snapshotCount": numbers.get("snapshot_count"),
         "dataFileCount": numbers.get("data_file_count"),
         "totalDataSizeBytes": numbers.get("total_data_bytes"),
-        "totalDataSizeFormatted": _formatted(numbers.get("total_data_bytes")),
+        "totalDataSizeFormatted": formatted_size(numbers.get("total_data_bytes")),
         "minFileSizeBytes": numbers.get("min_file_bytes"),
         "maxFileSizeBytes": numbers.get("max_file_bytes"),
         "avgFileSizeBytes": numbers.get("avg_file_bytes"),
-        "avgFileSizeFormatted": _formatted(numbers.get("avg_file_bytes")),
+        "avgFileSizeFormatted": formatted_size(numbers.get("avg_file_bytes")),
         "smallFileCount": numbers.get("small_file_count"),
         "largeFileCount": numbers.get("large_file_count"),
         "deleteFileCount": numbers.get("delete_file_count"),
@@ -98,7 +98,7 @@ def _floe_report(qualified: str, assessed_at: str, status: str | None, numbers: 
         "deleteFileRatio": numbers.get("delete_file_ratio"),
         "manifestCount": numbers.get("manifest_count"),
         "totalManifestSizeBytes": numbers.get("manifest_total_bytes"),
-        "totalManifestSizeFormatted": _formatted(numbers.get("manifest_total_bytes")),
+        "totalManifestSizeFormatted": formatted_size(numbers.get("manifest_total_bytes")),
         "partitionCount": numbers.get("partition_count"),
         "oldestSnapshotAgeDays": _whole_days(numbers.get("oldest_snapshot_age_days")),
         "newestSnapshotAgeDays": _whole_days(numbers.get("newest_snapshot_age_days")),
@@ -140,6 +140,22 @@ def health_history(settings: Settings, instance: DagsterInstance, table: TableNa
     history = [_observed_report(table, record) for record in records]
     return {"catalog": table.catalog, "namespace": table.namespace_str, "table": table.name, "history": history,
             "total": len(history)}
+
+
+def latest_health(settings: Settings, instance: DagsterInstance, tables: list[TableName], limit: int
+                  ) -> dict[str, Any]:
+    """Floe's ``/tables/health/latest``: each table's newest health report, newest first, ``limit`` at most,
+    from the observations the debt-score sensor records (each table's newest: one indexed query a table,
+    no assessment; the SQL event log keeps no last observation in its asset records). Tables never
+    observed are left out, as Floe leaves out tables never assessed."""
+    observed = []
+    for table in tables:
+        records = instance.fetch_observations(asset_key_for(table), limit=1).records
+        if records:
+            observed.append(_observed_report(table, records[0]))
+    observed.sort(key=lambda report: report["assessedAt"] or "", reverse=True)
+    reports = observed[:limit]
+    return {"catalog": settings.catalog.name, "reports": reports, "total": len(reports)}
 
 
 def _observed_report(table: TableName, record: Any) -> dict[str, Any]:

@@ -68,12 +68,13 @@ def start_server(app) -> tuple[uvicorn.Server, threading.Thread, str]:
 
 
 @contextmanager
-def serving(root, policies: str, keys: str, build_catalog):
+def serving(root, policies: str, keys: str, build_catalog, extra: str = ""):
     """The API on a lakehouse under ``root``: ``keys`` is the keys file's text, ``build_catalog(settings)``
-    makes the tables; yields what the tests need (url, settings, instance, root)."""
+    makes the tables, ``extra`` follows the keys file in floe.yaml (more ``api`` keys, other sections);
+    yields what the tests need (url, settings, instance, root)."""
     keys_file = root / "keys.txt"
     keys_file.write_text(keys)
-    config = write_settings(root, policies, extra=f"api:\n  keys-file: {keys_file}\n")
+    config = write_settings(root, policies, extra=f"api:\n  keys-file: {keys_file}\n{extra}")
     home = root / "dagster_home"
     home.mkdir()
     shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
@@ -155,7 +156,7 @@ def test_every_endpoint_but_health_needs_a_valid_key(api, method, path):
     assert call(api, method, path, key=OPERATOR_KEY, json=body).status_code == 200
     viewer = call(api, method, path, key=VIEWER_KEY, json=body)
     if "trigger" in path and method == "POST":
-        details = assert_error(viewer, 403, "FORBIDDEN", "dash", "VIEWER")["details"]
+        details = assert_error(viewer, 403, "FORBIDDEN", "Insufficient permissions")["details"]  # Floe's words
         assert details == {"key": "dash", "role": "VIEWER", "needs": "trigger"}
     else:
         assert viewer.status_code == 200, viewer.text
@@ -190,7 +191,11 @@ def test_malformed_json_and_bad_query_values_are_400s(api):
     response = call(api, "POST", "/api/v1/maintenance/trigger", data="{not json",
                     headers={"Content-Type": "application/json"})
     assert_error(response, 400, "VALIDATION_FAILED", "body")
-    assert_error(call(api, "GET", "/api/v1/operations?limit=0"), 400, "VALIDATION_FAILED", "query.limit")
+    # Floe's pagination messages, not pydantic's
+    for query, message in (("limit=0", "Limit must be between 1 and 100"), ("limit=101", "Limit must be between 1 and 100"),
+                           ("offset=-1", "Offset must be non-negative")):
+        error = assert_error(call(api, "GET", f"/api/v1/operations?{query}"), 400, "VALIDATION_FAILED", message)
+        assert error["error"] == message
     assert_error(call(api, "GET", "/api/v1/operations?status=DONE"), 400, "VALIDATION_FAILED",
                  "Invalid status: DONE. Valid values: [PENDING, RUNNING, SUCCESS, PARTIAL_FAILURE, FAILED, NO_POLICY")
     for floe_status in ("SUCCESS", "partial_failure", "NO_POLICY", "No_Operations", "succeeded"):  # Floe's, any case

@@ -19,6 +19,8 @@ from dagster import DagsterInstance
 from floe_dagster.api.app import create_app
 from floe_dagster.api.auth import KeyStore, hash_key
 from floe_dagster.core.policy import validate_policy_paths
+from floe_dagster.demo import _create, rows
+from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.errors import SettingsError
 from floe_dagster.instance import project_file
 from floe_dagster.policies import load_policy_set, policy_paths
@@ -63,6 +65,9 @@ def api(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DAGSTER_HOME", str(home))
         settings = load_settings(config, environ={})
+        catalog = open_catalog(settings.catalog)  # an exact pattern must name a table, as in Floe
+        catalog.create_namespace("sales")
+        _create(catalog, "sales.orders").append(rows(0, 3))
         with DagsterInstance.get() as instance:
             server, thread, url = start_server(create_app(settings, KeyStore(settings.api), instance))
             try:
@@ -285,7 +290,7 @@ def test_roles_viewer_reads_operator_writes(api):
     url = f"{COLLECTION}/{created['id']}"
     for method, path, kwargs in (("POST", COLLECTION, {"json": {"name": "other", "tablePattern": "x"}}),
                                  ("PUT", url, {"json": {"priority": 3}}), ("DELETE", url, {})):
-        details = assert_error(call(api, method, path, key=VIEWER_KEY, **kwargs), 403, "FORBIDDEN", "VIEWER")["details"]
+        details = assert_error(call(api, method, path, key=VIEWER_KEY, **kwargs), 403, "FORBIDDEN", "Insufficient permissions")["details"]
         assert details["needs"] == "trigger"
         assert_error(call(api, method, path, key=None, **kwargs), 401, "UNAUTHORIZED")
     assert_error(call(api, "GET", COLLECTION, key=None), 401, "UNAUTHORIZED")

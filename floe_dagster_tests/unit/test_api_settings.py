@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from floe_dagster.api.auth import KeyStore, Permission, Role, check_bind, hash_key, is_loopback, new_key
+from floe_dagster.api.auth import KeyStore, Permission, Principal, Role, check_bind, hash_key, is_loopback, new_key
 from floe_dagster.api.auth import main as auth_main
 from floe_dagster.errors import BindRefused, KeysError, SettingsError
 from floe_dagster.settings import ApiSettings, load_settings
@@ -89,7 +89,7 @@ def test_the_keys_file_is_reread_when_it_changes_and_fails_closed(tmp_path):
 @pytest.mark.parametrize("text, message", [
     ("alice:OPERATOR\n", "entry 1: expected name:role:sha256hex"),
     (f"al ice:OPERATOR:{'a' * 64}\n", "entry 1: name 'al ice'"),
-    (f"alice:ADMIN:{'a' * 64}\n", "entry 1: role 'ADMIN': expected VIEWER or OPERATOR"),
+    (f"alice:ROOT:{'a' * 64}\n", "entry 1: role 'ROOT': expected VIEWER, OPERATOR or ADMIN"),
     ("alice:VIEWER:floe_secretkey\n", "not the key itself"),
     (f"# c\nalice:VIEWER:{'a' * 64}\nalice:OPERATOR:{'b' * 64}\n", "entry 3: name 'alice' is used by entry 2 too"),
     (f"a:VIEWER:{'a' * 64}\nb:OPERATOR:{'A' * 64}\n", "entry 2: the same key as entry 1"),
@@ -135,3 +135,17 @@ def test_new_keys_follow_floes_format_and_the_helper_prints_an_entry(capsys):
     printed_key = out.split("): ")[1].splitlines()[0].strip()
     assert f"ci-bot:OPERATOR:{hash_key(printed_key)}" in out
     assert auth_main(["ci bot", "OPERATOR"]) == 2
+
+
+def test_the_helper_makes_an_admin_entry_that_manages_keys(capsys, tmp_path):
+    assert auth_main(["root", "admin"]) == 0
+    out = capsys.readouterr().out
+    key = out.split("): ")[1].splitlines()[0].strip()
+    entry = out.split("entry for the keys file:")[1].strip()
+    assert entry == f"root:ADMIN:{hash_key(key)}"
+    keys_file = tmp_path / "keys"
+    keys_file.write_text(entry + "\n")
+    who = KeyStore(ApiSettings(keys_file=str(keys_file))).authenticate(key)
+    assert (who.name, who.role, who.key_id) == ("root", Role.ADMIN, "file:root")
+    assert all(who.can(permission) for permission in Permission)
+    assert not Principal("v", Role.OPERATOR).can(Permission.MANAGE_KEYS)

@@ -1,4 +1,5 @@
-"""What the routes need from the application: the key check and the ``ApiService``.
+"""What the routes need from the application: the key check (``reader``, ``operator``, ``admin``), the
+``ApiService`` and the ``KeyAdmin``.
 
 ``create_app`` puts the ``KeyStore`` (``app.state.keys``) and the ``ApiService`` (``app.state.service``)
 on the application, so the routers read them from the request and need no closure.
@@ -13,6 +14,7 @@ from fastapi import Request, Security
 from fastapi.security import APIKeyHeader
 
 from floe_dagster.api.auth import HEADER, KeyStore, Permission, Principal
+from floe_dagster.api.key_admin import KeyAdmin
 from floe_dagster.api.service import ApiService
 from floe_dagster.errors import ApiError
 
@@ -39,9 +41,8 @@ def allowed(permission: Permission) -> Callable[..., Principal]:
                        else "the API key is not valid")
             raise ApiError(401, "UNAUTHORIZED", message)
         if not who.can(permission):
-            raise ApiError(403, "FORBIDDEN",
-                           f"API key '{who.name}' has role {who.role.value if who.role else '-'}, "
-                           f"which does not allow '{permission.value}'",
+            # Floe's words; which key, role and permission in the details.
+            raise ApiError(403, "FORBIDDEN", "Insufficient permissions",
                            {"key": who.name, "role": who.role.value if who.role else None,
                             "needs": permission.value})
         return who
@@ -51,8 +52,13 @@ def allowed(permission: Permission) -> Callable[..., Principal]:
 
 reader = allowed(Permission.READ)
 operator = allowed(Permission.TRIGGER)
+admin = allowed(Permission.MANAGE_KEYS)
 
 
 async def api_service(request: Request) -> ApiService:
     """The application's ``ApiService`` (async: a plain attribute read needs no worker thread)."""
     return request.app.state.service
+
+
+async def key_admin(request: Request) -> KeyAdmin:
+    return request.app.state.key_admin

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Callable
 
-from fastapi import Path
+from fastapi import Path, Query
 
 from floe_dagster.api import models as M
 from floe_dagster.errors import ApiError
@@ -22,6 +23,37 @@ _DESCRIPTIONS = {
     500: "Internal error (for example invalid policy files)",
     503: "The catalog, the health metadata or the run queue cannot be reached",
 }
+
+
+MAX_LIMIT = 100
+MAX_OFFSET = 10000  # our own bound (Floe has none): a page past it would read that many runs first
+
+
+def check_page(limit: int, offset: int) -> None:
+    """Floe's pagination check (its PaginationValidator), with its messages."""
+    if not 1 <= limit <= MAX_LIMIT:
+        raise ApiError(400, "VALIDATION_FAILED", f"Limit must be between 1 and {MAX_LIMIT}", {"field": "limit"})
+    if offset < 0:
+        raise ApiError(400, "VALIDATION_FAILED", "Offset must be non-negative", {"field": "offset"})
+    if offset > MAX_OFFSET:
+        raise ApiError(400, "VALIDATION_FAILED", f"Offset must be at most {MAX_OFFSET}", {"field": "offset"})
+
+
+@dataclass(frozen=True)
+class Page:
+    limit: int
+    offset: int
+
+
+def paging(default_limit: int = 20) -> Callable[..., Page]:
+    """A dependency reading ``limit`` and ``offset`` and checking them as Floe does (``check_page``)."""
+
+    def dependency(limit: int = Query(default_limit, description=f"1..{MAX_LIMIT} (default {default_limit})"),
+                   offset: int = Query(0, description=f"0..{MAX_OFFSET}")) -> Page:
+        check_page(limit, offset)
+        return Page(limit, offset)
+
+    return dependency
 
 
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:

@@ -20,16 +20,14 @@ from floe_dagster.api import models as M
 from floe_dagster.api.auth import Principal
 from floe_dagster.api.policy_models import PolicyPage, PolicyResponse, policy_response
 from floe_dagster.api.routes.access import api_service, operator, reader
-from floe_dagster.api.routes.common import error_responses
+from floe_dagster.api.routes.common import Page, error_responses, paging
 from floe_dagster.api.service import ApiService
-from floe_dagster.errors import ApiError
 from floe_dagster.policy_store import PolicyStore
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["policies"])
 
 COLLECTION = "/api/v1/policies"
-MAX_LIMIT = 100
 
 _WRITE_ERRORS = {
     405: {"model": M.ErrorResponse, "description": "No api.policy-directory in floe.yaml: policies are read-only"},
@@ -64,15 +62,11 @@ def store(service: ApiService) -> PolicyStore:
 )
 def list_policies(
     enabled: str | None = Query(None, description="true: only enabled policies"),
-    limit: int = Query(20, description="1..100"),
-    offset: int = Query(0, description="≥ 0"),
+    page: Page = Depends(paging()),
     who: Principal = Depends(reader),
     service: ApiService = Depends(api_service),
 ) -> JSONResponse:
-    if not 1 <= limit <= MAX_LIMIT:
-        raise ApiError(400, "VALIDATION_FAILED", f"Limit must be between 1 and {MAX_LIMIT}", {"field": "limit"})
-    if offset < 0:
-        raise ApiError(400, "VALIDATION_FAILED", "Offset must be non-negative", {"field": "offset"})
+    limit, offset = page.limit, page.offset
     stored = store(service).all()
     if enabled == "true":
         stored = [entry for entry in stored if entry.policy.enabled]
@@ -114,7 +108,7 @@ def create_policy(
     who: Principal = Depends(operator),
     service: ApiService = Depends(api_service),
 ) -> JSONResponse:
-    created = store(service).create(body)
+    created = store(service).create(body, check=service.check_policy_tables)
     log.info("policy '%s' created by %s in %s", created.name, who.name, created.file)
     return JSONResponse(policy_response(created), status_code=201,
                         headers={"Location": f"{COLLECTION}/{created.id}"})
@@ -135,7 +129,7 @@ def update_policy(
     who: Principal = Depends(operator),
     service: ApiService = Depends(api_service),
 ) -> JSONResponse:
-    updated = store(service).update(policy_id, body)
+    updated = store(service).update(policy_id, body, check=service.check_policy_tables)
     log.info("policy '%s' (%s) updated by %s", updated.name, policy_id, who.name)
     return JSONResponse(policy_response(updated))
 

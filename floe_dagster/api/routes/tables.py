@@ -1,19 +1,114 @@
-"""One table's trigger status and health: ``/api/v1/tables/{namespace}/{table}/...``."""
+"""Floe's ``/api/v1/tables``: the tables, the namespaces, the latest health of every table (api/catalog_reads.py,
+from the cached table list and the recorded health), one table's details and existence, its trigger status,
+health and health history.
+
+The fixed paths (``namespaces``, ``health/latest``) are declared before ``/{namespace}/{table}``, which would
+match them too: the first route that matches answers.
+"""
 
 from __future__ import annotations
 
 from typing import Literal
 
 from fastapi import APIRouter, Depends, Query
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from floe_dagster.api import models as M
 from floe_dagster.api.auth import Principal
 from floe_dagster.api.routes.access import api_service, reader
-from floe_dagster.api.routes.common import error_responses, namespace_path, parse_at, table_path
+from floe_dagster.api.routes.common import Page, error_responses, namespace_path, paging, parse_at, table_path
 from floe_dagster.api.service import ApiService
+from floe_dagster.api.table_names import table_name
 
 router = APIRouter(tags=["tables"])
+_PAGE = "`limit` 1..100 (default 20), `offset` ≥ 0; Floe's 400 `Limit must be between 1 and 100` otherwise."
+
+
+@router.get(
+    "/api/v1/tables",
+    summary="Every table (the cached table list the code location is built from)",
+    response_model=M.TablesPage,
+    responses=error_responses(400, 401, 403, 503),
+    description=_PAGE,
+)
+def list_tables(
+    page: Page = Depends(paging()),
+    who: Principal = Depends(reader),
+    service: ApiService = Depends(api_service),
+) -> JSONResponse:
+    return JSONResponse(service.catalog_reads.tables(page.limit, page.offset))
+
+
+@router.get(
+    "/api/v1/tables/namespaces",
+    summary="The namespaces holding tables (dotted when nested)",
+    response_model=M.NamespacesResponse,
+    responses=error_responses(401, 403, 503),
+)
+def list_namespaces(who: Principal = Depends(reader), service: ApiService = Depends(api_service)) -> JSONResponse:
+    return JSONResponse(service.catalog_reads.namespaces())
+
+
+@router.get(
+    "/api/v1/tables/namespaces/{namespace}",
+    summary="The tables of one namespace (none for an unknown namespace, as in Floe)",
+    response_model=M.NamespaceTablesPage,
+    responses=error_responses(400, 401, 403, 503),
+    description=_PAGE,
+)
+def list_namespace_tables(
+    namespace: str = namespace_path,
+    page: Page = Depends(paging()),
+    who: Principal = Depends(reader),
+    service: ApiService = Depends(api_service),
+) -> JSONResponse:
+    return JSONResponse(service.catalog_reads.tables_in(namespace, page.limit, page.offset))
+
+
+@router.get(
+    "/api/v1/tables/health/latest",
+    summary="Each table's latest health report, newest first (recorded by the debt-score sensor)",
+    response_model=M.LatestHealthResponse,
+    responses=error_responses(400, 401, 403, 503),
+    description="Served from the health observations the sensor records; tables never observed are left out.",
+)
+def latest_health(
+    limit: int = Query(20, ge=1, le=1000, description="How many reports at most (Floe's default 20)"),
+    who: Principal = Depends(reader),
+    service: ApiService = Depends(api_service),
+) -> JSONResponse:
+    return JSONResponse(service.catalog_reads.latest_health(limit))
+
+
+@router.get(
+    "/api/v1/tables/{namespace}/{table}",
+    summary="One table's details (Floe's TableDetailResponse)",
+    response_model=M.TableDetail,
+    responses=error_responses(400, 401, 403, 404, 503),
+)
+def table_detail(
+    namespace: str = namespace_path,
+    table: str = table_path,
+    who: Principal = Depends(reader),
+    service: ApiService = Depends(api_service),
+) -> JSONResponse:
+    return JSONResponse(service.catalog_reads.table(table_name(service.settings, namespace, table)))
+
+
+@router.head(
+    "/api/v1/tables/{namespace}/{table}",
+    summary="Whether the table exists: 200, or 404 (a HEAD answer has no body)",
+    response_class=Response,
+    responses={200: {"description": "The table exists"}, **error_responses(400, 401, 403, 404, 503)},
+)
+def table_exists(
+    namespace: str = namespace_path,
+    table: str = table_path,
+    who: Principal = Depends(reader),
+    service: ApiService = Depends(api_service),
+) -> Response:
+    service.catalog_reads.exists(table_name(service.settings, namespace, table))
+    return Response(status_code=200)
 
 
 @router.get(
