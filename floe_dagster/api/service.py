@@ -54,6 +54,9 @@ MAX_OUTCOME_RUNS = 1000
 _NEVER_A_RUN = {"NO_POLICY", "NO_OPERATIONS"}
 _RECORD_STATUSES = ["PENDING", "RUNNING", "SUCCESS", "PARTIAL_FAILURE", "FAILED", "NO_POLICY", "NO_OPERATIONS",
                     "SUCCEEDED", "CANCELLED", "CONFLICT"]
+# An operation record's status as Floe words it: Floe has no cancelled record (a cancelled run did not
+# maintain its table, so it is FAILED there; runStatus still says CANCELED).
+FLOE_RECORD_STATUS = {"SUCCEEDED": "SUCCESS", "CANCELLED": "FAILED"}
 # A per-operation result whose table lost a commit race: the run succeeded, the table was not maintained.
 CONFLICT = "CONFLICT"
 
@@ -366,7 +369,8 @@ class ApiService:
             "jobName": facts.job_name,
             "table": own_table,
             "operation": tags.get(T.OPERATION) or tags.get("dagster/partition"),
-            "status": facts.status,
+            # Floe's record status (a script checks SUCCESS); the run's own is runStatus.
+            "status": FLOE_RECORD_STATUS.get(facts.status, facts.status),
             "runStatus": facts.dagster_status.value,
             "trigger": tags.get(T.TRIGGER),
             "triggerId": T.tag_value(tags, T.TRIGGER_ID),

@@ -146,7 +146,7 @@ def test_an_operation_by_id_with_floes_keys(api):
         body = call(api, "GET", f"/api/v1/operations/{run.run_id}", key=VIEWER_KEY).json()
         assert (body["id"], body["runId"], body["qualifiedTableName"], body["catalog"], body["namespace"],
                 body["tableName"]) == (run.run_id, run.run_id, "demo.sales.orders", "demo", "sales", "orders")
-        assert body["status"] == "SUCCEEDED" and body["results"]["operations"][0]["operationType"] == "REWRITE_DATA_FILES"
+        assert (body["status"], body["runStatus"]) == ("SUCCESS", "SUCCESS") and body["results"]["operations"][0]["operationType"] == "REWRITE_DATA_FILES"
         assert {"startedAt", "completedAt", "normalizedMetrics", "statusDescription", "createdAt"} <= set(body)
     finally:
         api["instance"].delete_run(run.run_id)
