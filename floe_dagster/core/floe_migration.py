@@ -94,11 +94,11 @@ def policy_file_text(policy: ImportedPolicy) -> PolicyFileText:
     """The policy's file, in the PolicyLoader format when it loads back to the same policy; raises
     PolicyError when the policy itself is invalid (every problem listed)."""
     api_text = json.dumps(policy.document, indent=2, ensure_ascii=False) + "\n"
-    expected = _meaning(parse_policies_text(api_text, f"policy '{policy.name}' as read"))
+    expected = policy_meaning(parse_policies_text(api_text, f"policy '{policy.name}' as read"))
     try:
         loader = yaml.safe_dump({"policies": [to_loader_policy(policy.document)]}, sort_keys=False,
                                 allow_unicode=True, width=100)
-        if _meaning(parse_policies_text(loader, "PolicyLoader format")) == expected:
+        if policy_meaning(parse_policies_text(loader, "PolicyLoader format")) == expected:
             return PolicyFileText(loader, ".yaml")
         why = "the PolicyLoader format reads it back differently"
     except (ValueError, PolicyError) as exc:
@@ -106,8 +106,9 @@ def policy_file_text(policy: ImportedPolicy) -> PolicyFileText:
     return PolicyFileText(api_text, ".json", f"kept in Floe's API format (JSON): {why}")
 
 
-def _meaning(policies: Any) -> list[dict[str, Any]]:
-    """What a policy set means, whatever file it came from."""
+def policy_meaning(policies: Any) -> list[dict[str, Any]]:
+    """What a policy set means, whatever file and format it came from (its JSON without the file and
+    the version, which hashes the policy as written)."""
     return [{k: v for k, v in p.to_json().items() if k not in ("source", "version")} for p in policies]
 
 
@@ -141,4 +142,5 @@ def file_names(names: Sequence[str], suffixes: Sequence[str]) -> list[tuple[str,
     return result
 
 
-__all__ = ["ImportedPolicy", "imported_policy", "PolicyFileText", "policy_file_text", "file_names", "RECORD_FIELDS"]
+__all__ = ["ImportedPolicy", "imported_policy", "PolicyFileText", "policy_file_text", "policy_meaning", "file_names",
+           "RECORD_FIELDS"]

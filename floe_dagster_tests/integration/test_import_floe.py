@@ -14,7 +14,7 @@ import requests
 
 from floe_dagster import migration
 from floe_dagster.cli import main
-from floe_dagster.core.floe_migration import _meaning
+from floe_dagster.core.floe_migration import policy_meaning
 from floe_dagster.core.policy import load_policies, validate_policy_paths
 from floe_dagster.core.tables import TableName
 from floe_dagster.iceberg.table_cache import refresh_table_cache
@@ -97,7 +97,7 @@ def test_import_floe_writes_every_policy_as_a_file_that_loads_to_the_same_policy
     written = validate_policy_paths([target])
     assert written.errors == []
     assert [f.format for f in written.files] == ["loader", "api", "loader"]
-    assert _meaning(written.policies) == _meaning(load_policies([api_directory]))
+    assert policy_meaning(written.policies) == policy_meaning(load_policies([api_directory]))
     assert main(["validate", str(target)]) == 0
     capsys.readouterr()
 
