@@ -265,6 +265,31 @@ def cmd_serve(args) -> int:
     return serve(_settings(args), args.host, args.port)
 
 
+def cmd_import_floe(args) -> int:
+    """Every policy of a running Floe server (or floe-dagster serve) as one policy file each."""
+    from floe_dagster.migration import MigrationError, fetch_policies, import_policies
+
+    try:
+        responses = fetch_policies(args.url, args.key or os.environ.get("FLOE_API_KEY"))
+        report = import_policies(responses, Path(args.to), overwrite=args.overwrite)
+    except MigrationError as exc:
+        print(f"floe-dagster import-floe: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    source = "floe-dagster's full definitions" if report.full else "Floe's policy summaries"
+    print(f"read {len(responses)} polic{'y' if len(responses) == 1 else 'ies'} from {args.url} ({source})")
+    for file, what in report.written:
+        print(f"wrote {file}: {what}")
+    for line in report.lost:
+        print(f"not carried over: {line}")
+    for line in report.warnings:
+        print(f"warning: {line}", file=sys.stderr)
+    for line in report.invalid:
+        print(line, file=sys.stderr)
+    print(f"{len(report.written)} policy file(s) in {args.to}; list it under policies: in floe.yaml"
+          + (f"; {len(report.invalid)} problem(s) kept policies out" if report.invalid else ""))
+    return EXIT_FAILED if report.invalid else EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="floe-dagster", description="Automatic Iceberg table maintenance on Dagster")
     parser.add_argument("--config", help="settings file (default: $FLOE_CONFIG or ./floe.yaml)")
@@ -336,6 +361,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="address to listen on (default 127.0.0.1; beyond loopback only with API keys configured)")
     serve.add_argument("--port", type=int, default=9091, help="port (default 9091)")
     serve.set_defaults(func=cmd_serve)
+
+    migrate = sub.add_parser("import-floe", help="write every policy of a running Floe server as policy files")
+    migrate.add_argument("--url", required=True, help="the server's address, e.g. http://floe.example.com:9091")
+    migrate.add_argument("--key", help="an API key, sent as X-API-Key (default: $FLOE_API_KEY)")
+    migrate.add_argument("--to", required=True, help="the folder to write the policy files to")
+    migrate.add_argument("--overwrite", action="store_true", help="replace files that already exist")
+    migrate.set_defaults(func=cmd_import_floe)
     return parser
 
 

@@ -4,6 +4,7 @@ CLI call), and resolved to the config of one operation on one table."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -18,6 +19,7 @@ from floe_dagster.core.tables import TableName
 from floe_dagster.settings import Settings
 
 _cache: dict[tuple, PolicySet] = {}
+_log = logging.getLogger(__name__)
 
 
 def _fingerprint(paths: Sequence[str]) -> tuple:
@@ -55,12 +57,15 @@ def _same_path(a: str, b: str) -> bool:
 
 
 def load_policy_set(settings: Settings) -> PolicySet:
-    """The policy set (PolicyError listing every problem when a file is bad: never a half-read set)."""
+    """The policy set (PolicyError listing every problem when a file is bad: never a half-read set). Its
+    warnings are logged when the files are read, so once per change of the files in each process."""
     paths = policy_paths(settings)
     key = (paths, _fingerprint(paths))
     found = _cache.get(key)  # one read: another thread (an API write) may clear the cache meanwhile
     if found is None:
         found = load_policies(paths)
+        for warning in found.warnings:
+            _log.warning("policy warning: %s", warning)
         _cache.clear()
         _cache[key] = found
     return found

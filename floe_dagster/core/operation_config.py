@@ -26,6 +26,7 @@ from floe_dagster.core.validation import (
     Location,
     check_mapping,
     check_unknown,
+    describe,
     get_bool,
     get_enum,
     get_int,
@@ -113,6 +114,8 @@ class OperationConfig:
                 continue
             if _READERS.get(f.name) is _str_map:
                 value = dict(value)
+            elif _READERS.get(f.name) is _manifest_filter:
+                value = {k: [dict(s) for s in v] if k == "partitionSummaries" else v for k, v in value}
             elif isinstance(value, tuple):
                 value = list(value)
             data[_policy_key(f.name)] = value
@@ -168,6 +171,7 @@ class ExpireSnapshotsConfig(OperationConfig):
     max_snapshot_age: str | None = None  # an ISO-8601 duration, upper-cased (``PT0S``)
     clean_expired_metadata: bool | None = None
     stream_results: bool | None = None
+    expire_snapshot_id: int | None = None  # Floe's: kept, never sent (IGNORED)
 
 
 @dataclass(frozen=True)
@@ -195,6 +199,18 @@ class RewriteManifestsConfig(OperationConfig):
 
     spec_id: int | None = None
     use_caching: bool | None = None
+    # Floe's fields of Iceberg's Java action (IGNORED says what becomes of each): ``sort_by`` is the
+    # procedure's sort_by where it has one (Iceberg 1.11 on Spark 4.1, spark/procedures.py);
+    # ``rewrite_if`` (Floe's manifest filter, its fields in their policy's order) reaches the procedure
+    # only through its specId; ``staging_location`` is kept and ignored.
+    sort_by: tuple[str, ...] | None = None
+    staging_location: str | None = None
+    rewrite_if: tuple[tuple[str, Any], ...] | None = None
+
+    @property
+    def effective_spec_id(self) -> int | None:
+        """``specId``, else ``rewriteIf.specId`` (a filter on one spec is the procedure's spec_id)."""
+        return self.spec_id if self.spec_id is not None else dict(self.rewrite_if or ()).get("specId")
 
 
 @dataclass(frozen=True)
@@ -217,16 +233,27 @@ FIELDS: dict[Operation, tuple[str, ...]] = {
     op: tuple(_policy_key(f.name) for f in fields(cls)) for op, cls in CONFIG_TYPES.items()
 }
 
-_JAVA_ONLY = ("exists only on Iceberg's Java RewriteManifests action, not on the rewrite_manifests Spark "
-              "procedure this engine calls; remove it")
-REFUSED: dict[Operation, dict[str, str]] = {
+# Floe's fields that floe-dagster accepts and cannot (fully) pass on: each is kept (the policy's JSON shows
+# it) and loading warns once with what becomes of it. ``rewriteIf``'s warning names its ignored fields.
+IGNORED: dict[Operation, dict[str, str]] = {
     Operation.EXPIRE_SNAPSHOTS: {
-        "expireSnapshotId": "is not supported: Floe stored it but never sent it to the engine, and Iceberg's "
-                            "expire_snapshots procedure targets snapshots by a snapshot_ids list; remove it and "
-                            "use retainLast and maxSnapshotAge",
+        "expireSnapshotId": "ignored: Floe stored it and never sent it to the engine (Iceberg's expire_snapshots "
+                            "procedure takes a snapshot_ids list); retainLast and maxSnapshotAge decide",
     },
-    Operation.REWRITE_MANIFESTS: {"stagingLocation": _JAVA_ONLY, "sortBy": _JAVA_ONLY, "rewriteIf": _JAVA_ONLY},
+    Operation.REWRITE_MANIFESTS: {
+        "stagingLocation": "ignored: it only says where Iceberg's Java action stages the new manifests; the "
+                           "rewrite_manifests procedure writes them to the table's metadata location",
+        "sortBy": "passed as the procedure's sort_by on Spark 4.1 (Iceberg 1.11 has it there only); ignored on "
+                  "Spark 3.5 and 4.0, whose rewrite_manifests has no sort_by",
+    },
 }
+REFUSED: dict[Operation, dict[str, str]] = {}  # Floe's fields refused with a reason (none at present)
+MANIFEST_FILTER_FIELDS = (  # Floe's rewriteIf: one per ManifestFile field, compared for equality (AND)
+    "path", "length", "specId", "content", "sequenceNumber", "minSequenceNumber", "snapshotId", "addedFilesCount",
+    "existingFilesCount", "deletedFilesCount", "addedRowsCount", "existingRowsCount", "deletedRowsCount",
+    "firstRowId", "keyMetadata", "partitionSummaries",
+)
+PARTITION_SUMMARY_FIELDS = ("containsNull", "containsNan", "lowerBound", "upperBound")
 
 
 # -- parsing ---------------------------------------------------------------------------------------------
@@ -245,7 +272,31 @@ def parse_operation_config(at: Location, operation: Operation, raw: Any) -> Oper
         value = read(at, mapping, _policy_key(f.name)) if read is not None else None
         if value is not None:
             values[f.name] = value
-    return cls(**values)
+    for key, why in IGNORED.get(operation, {}).items():
+        if mapping.get(key) is not None:
+            at.child(key).warn(why)
+    config = cls(**values)
+    if isinstance(config, RewriteManifestsConfig) and config.rewrite_if is not None:
+        _warn_manifest_filter(at.child("rewriteIf"), config)
+    return config
+
+
+def _warn_manifest_filter(at: Location, config: RewriteManifestsConfig) -> None:
+    """What becomes of Floe's rewriteIf: the procedure takes no manifest filter, so only a specId
+    reaches it (as spec_id); every other field is named as ignored."""
+    given = dict(config.rewrite_if or ())
+    ignored = [key for key in given if key != "specId"]
+    spec = given.get("specId")
+    if spec is not None and config.spec_id is not None and spec != config.spec_id:
+        at.child("specId").warn(f"{spec} differs from specId {config.spec_id}: specId {config.spec_id} is used "
+                                "(Floe's Java action would have matched no manifest)")
+    elif spec is not None:
+        at.warn(f"the rewrite_manifests procedure takes no manifest filter: specId {spec} is passed as its spec_id"
+                + (f"; ignored: {', '.join(ignored)}" if ignored else ""))
+        return
+    if ignored:
+        at.warn(f"ignored: {', '.join(ignored)} (the rewrite_manifests procedure takes no manifest filter; it "
+                "rewrites every manifest of the spec)")
 
 
 Reader = Callable[[Location, Mapping[str, Any], str], Any]
@@ -279,6 +330,56 @@ def _text(at: Location, raw: Mapping[str, Any], key: str) -> str | None:
 def _str_map(at: Location, raw: Mapping[str, Any], key: str) -> tuple[tuple[str, str], ...] | None:
     value = get_str_map(at, raw, key, None)
     return tuple(value.items()) if value is not None else None
+
+
+def _texts(at: Location, raw: Mapping[str, Any], key: str) -> tuple[str, ...] | None:
+    value = get_str_list(at, raw, key, None)
+    if value == []:
+        at.child(key).error("must not be empty (leave it out instead)")
+        return None
+    return tuple(value) if value is not None else None
+
+
+def _manifest_filter(at: Location, raw: Mapping[str, Any], key: str) -> tuple[tuple[str, Any], ...] | None:
+    """Floe's ``rewriteIf``: its fields checked by type, kept in the policy's order (the partition
+    summaries as tuples of their fields)."""
+    here = at.child(key)
+    mapping = check_mapping(here, raw.get(key)) if raw.get(key) is not None else None
+    if not mapping:
+        return None
+    check_unknown(here, mapping, MANIFEST_FILTER_FIELDS)
+    kept: list[tuple[str, Any]] = []
+    for name, value in mapping.items():
+        if name not in MANIFEST_FILTER_FIELDS or value is None:
+            continue
+        if name == "partitionSummaries":
+            value = _partition_summaries(here.child(name), value)
+        elif name in ("path", "keyMetadata"):
+            value = get_str(here, mapping, name, None, non_empty=False)
+        elif name == "content":
+            value = get_enum(here, mapping, name, ("DATA", "DELETES"), None)
+        else:
+            value = get_int(here, mapping, name, None)
+        if value is not None:
+            kept.append((name, value))
+    return tuple(kept) or None
+
+
+def _partition_summaries(at: Location, raw: Any) -> tuple[tuple[tuple[str, Any], ...], ...] | None:
+    if not isinstance(raw, (list, tuple)):
+        at.error(f"expected a list of partition summaries, got {describe(raw)}")
+        return None
+    summaries = []
+    for index, item in enumerate(raw):
+        here = at.child(index)
+        mapping = check_mapping(here, item, "a partition summary (a mapping)")
+        if mapping is None:
+            continue
+        check_unknown(here, mapping, PARTITION_SUMMARY_FIELDS)
+        read = {name: get_bool(here, mapping, name, None) if name.startswith("contains")
+                else get_str(here, mapping, name, None, non_empty=False) for name in PARTITION_SUMMARY_FIELDS}
+        summaries.append(tuple((name, value) for name, value in read.items() if value is not None))
+    return tuple(summaries)
 
 
 def _duration(at: Location, raw: Mapping[str, Any], key: str) -> str | None:
@@ -336,13 +437,18 @@ _READERS: dict[str, Reader] = {
     "max_files_to_delete": _int(1),
     "spec_id": _int(0),
     "use_caching": _bool,
+    "expire_snapshot_id": lambda at, raw, key: get_int(at, raw, key, None),
+    "sort_by": _texts,
+    "staging_location": _text,
+    "rewrite_if": _manifest_filter,
 }
 
 
 def _strategy_fields(at: Location, raw: Mapping[str, Any]) -> dict[str, Any]:
-    """``strategy``, ``sortOrder`` and ``zOrderColumns``: a sort order only with SORT; ZORDER needs its
-    columns, and with another strategy they are kept but ignored, with a warning (Floe stores them and its
-    Spark job ignores them: its own e2e test sends SORT with zOrderColumns)."""
+    """``strategy``, ``sortOrder`` and ``zOrderColumns``: ZORDER needs its columns; a sort order with
+    another strategy than SORT, or columns with another than ZORDER, are kept but ignored, with a warning
+    (Floe stores them and its Spark job ignores them: its e2e test sends SORT with zOrderColumns, its
+    comprehensive example BINPACK with both)."""
     values: dict[str, Any] = {}
     strategy = get_enum(at, raw, "strategy", STRATEGIES, None)
     if strategy is not None:
@@ -350,8 +456,9 @@ def _strategy_fields(at: Location, raw: Mapping[str, Any]) -> dict[str, Any]:
     effective = strategy or DEFAULT_STRATEGY
     sort_order = get_str_list(at, raw, "sortOrder", None)
     if sort_order is not None:
-        if effective != "SORT":
-            at.child("sortOrder").error(f"only applies with strategy SORT (the strategy is {effective})")
+        if effective != "SORT":  # kept, never rendered (Floe's comprehensive example sends it with BINPACK)
+            at.child("sortOrder").warn(f"ignored with strategy {effective} (Floe stores and ignores it too; only SORT "
+                                       "uses it)")
         for index, term in enumerate(sort_order):
             if not _SORT_TERM.match(term):
                 at.child("sortOrder").child(index).error(
@@ -375,7 +482,7 @@ def _strategy_fields(at: Location, raw: Mapping[str, Any]) -> dict[str, Any]:
 __all__ = [
     "OperationConfig", "RewriteDataFilesConfig", "ExpireSnapshotsConfig", "OrphanCleanupConfig",
     "RewriteManifestsConfig", "RewritePositionDeleteFilesConfig", "CONFIG_TYPES", "parse_operation_config",
-    "FIELDS", "REFUSED", "DEFAULTS", "ICEBERG_OPTIONS", "STRATEGIES", "REWRITE_JOB_ORDERS",
+    "FIELDS", "REFUSED", "IGNORED", "MANIFEST_FILTER_FIELDS", "PARTITION_SUMMARY_FIELDS", "DEFAULTS", "ICEBERG_OPTIONS", "STRATEGIES", "REWRITE_JOB_ORDERS",
     "PREFIX_MISMATCH_MODES", "DEFAULT_STRATEGY", "DEFAULT_RETAIN_LAST", "DEFAULT_MAX_SNAPSHOT_AGE",
     "DEFAULT_ORPHAN_RETENTION_DAYS", "DEFAULT_PREFIX_MISMATCH_MODE",
 ]

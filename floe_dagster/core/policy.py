@@ -19,15 +19,15 @@ An operation is *configured* when it has a config, and *enabled* when it also ha
 highest ``priority × 1000 + specificity`` (what Floe documents), ties broken by name.
 
 Every problem is reported, as ``<file>: policy '<name>': <field.path>: <message>``; loading raises
-:class:`PolicyError` rather than return a partly read set, and logs the warnings (logger
-``floe_dagster.core.policy``, level WARNING, each once per load).
+:class:`PolicyError` rather than return a partly read set. The warnings (a Floe field accepted and
+ignored, an operation without a schedule, ...) come with the set (``PolicySet.warnings``): the CLI's
+``validate`` prints them and :mod:`floe_dagster.policies` logs them once per load.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import re
 import threading
 from dataclasses import dataclass, field
@@ -87,7 +87,6 @@ RUN_TAG_PREFIX = POLICY_TAG_PREFIX  # a policy tag's run tag: this + its key
 # 63 characters after the '/'.
 MAX_TAG_KEY_CHARS = 63 - len(RUN_TAG_PREFIX.split("/", 1)[1])
 _TAG_KEY = re.compile(r"^[A-Za-z0-9_.\-]{1,%d}$" % MAX_TAG_KEY_CHARS)
-_log = logging.getLogger(__name__)
 
 
 class PolicyError(ValueError):
@@ -212,8 +211,9 @@ _EFFECTIVE_LOCK = threading.Lock()
 class PolicySet:
     """All loaded policies; answers which one governs a table."""
 
-    def __init__(self, policies: Iterable[Policy] = ()):
+    def __init__(self, policies: Iterable[Policy] = (), warnings: Iterable[str] = ()):
         self._policies = tuple(sorted(policies, key=lambda p: p.name))
+        self.warnings = tuple(warnings)  # what loading them warned about, one line each
         self._by_name = {p.name: p for p in self._policies}
         if len(self._by_name) != len(self._policies):
             raise ValueError("policy names must be unique")
@@ -305,12 +305,11 @@ class ValidationResult:
 
 
 def load_policies(paths: Iterable[str | Path]) -> PolicySet:
-    """Every policy under ``paths`` (files or folders); raises PolicyError listing every problem."""
+    """Every policy under ``paths`` (files or folders), with its warnings; raises PolicyError listing
+    every problem."""
     result = validate_policy_paths(paths)
     if result.errors:
         raise PolicyError(result.errors)
-    for warning in result.warnings:
-        _log.warning("policy warning: %s", warning)
     assert result.policies is not None
     return result.policies
 
@@ -327,7 +326,7 @@ def validate_policy_paths(paths: Iterable[str | Path]) -> ValidationResult:
         _collect(entries, file, problems, seen, policies)
     if problems.errors:
         return ValidationResult(problems.errors, problems.warnings, None, tuple(files))
-    return ValidationResult([], problems.warnings, PolicySet(policies), tuple(files))
+    return ValidationResult([], problems.warnings, PolicySet(policies, problems.warnings), tuple(files))
 
 
 def parse_policies_text(text: str, source: str = "<text>") -> PolicySet:
@@ -337,7 +336,7 @@ def parse_policies_text(text: str, source: str = "<text>") -> PolicySet:
     _collect(_parse_text(text, source, problems, json_file=False), source, problems, {}, policies)
     if problems.errors:
         raise PolicyError(problems.errors)
-    return PolicySet(policies)
+    return PolicySet(policies, problems.warnings)
 
 
 def _collect(entries: list[PolicyEntry], source: str, problems: Problems, seen: dict[str, str],

@@ -42,9 +42,9 @@ from datetime import timedelta
 from typing import Any, Callable, Mapping
 
 from floe_dagster.core.conditions import TRIGGER_CONDITION_FIELDS
-from floe_dagster.core.durations import MAX_DURATION, format_iso_duration
+from floe_dagster.core.durations import MAX_DURATION, format_iso_duration, parse_iso_duration
 from floe_dagster.core.health_assessment import HEALTH_THRESHOLD_FIELDS
-from floe_dagster.core.operation_config import FIELDS, REFUSED
+from floe_dagster.core.operation_config import FIELDS, MANIFEST_FILTER_FIELDS, PARTITION_SUMMARY_FIELDS, REFUSED
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.refs import RULE_FIELDS
 from floe_dagster.core.schedule import SCHEDULE_FIELDS
@@ -206,11 +206,16 @@ _LOADER_SPELLINGS: dict[Operation, tuple[dict[str, str], dict[str, str], _Combin
 }
 
 
+_MANIFEST_FILTER = _Section(_spelled(MANIFEST_FILTER_FIELDS),
+                            nested={"partition-summaries": _Section(_spelled(PARTITION_SUMMARY_FIELDS))})
+
+
 def _operation_section(op: Operation) -> _Section:
     keys, refused, combined = _LOADER_SPELLINGS.get(op, ({}, {}, {}))
     return _Section(
         keys={**_spelled(FIELDS[op], *keys.values(), *combined), **keys},
         refused={**{kebab(k): why for k, why in REFUSED.get(op, {}).items()}, **refused},
+        nested={"rewrite-if": _MANIFEST_FILTER} if op is Operation.REWRITE_MANIFESTS else {},
         combined=combined,
     )
 
@@ -270,9 +275,11 @@ def _translate(at: Location, raw: Any, section: _Section, api: str, written: str
             continue
         if key in section.nested and isinstance(value, Mapping):
             value = _translate(at.child(key), value, section.nested[key], f"{api}{api_key}.", f"{written}{key}.", paths)
-        elif key in section.nested and isinstance(value, list):  # a list of mappings (ref-retention)
-            value = [_translate(at.child(key).child(i), item, section.nested[key], f"{api}{api_key}.",
-                                f"{written}{key}.", paths) if isinstance(item, Mapping) else item
+        elif key in section.nested and isinstance(value, list):  # a list of mappings (partition-summaries, ref-retention)
+            for i in range(len(value)):
+                paths.update(_paths(section.nested[key], f"{api}{api_key}[{i}].", f"{written}{key}[{i}]."))
+            value = [_translate(at.child(key).child(i), item, section.nested[key], f"{api}{api_key}[{i}].",
+                                f"{written}{key}[{i}].", paths) if isinstance(item, Mapping) else item
                      for i, item in enumerate(value)]
         result[api_key] = value
     for api_key, (keys, combine) in section.combined.items():
@@ -306,3 +313,56 @@ __all__ = [
     "API_FORMAT", "LOADER_FORMAT", "FORMAT_NAMES", "TOP_LEVEL_FIELDS", "PolicyEntry", "policy_entries",
     "file_format", "policy_label", "translate_policy", "kebab_lines", "kebab",
 ]
+
+
+# -- the other way: an API-format policy in the PolicyLoader format (floe-dagster import-floe) -------------
+
+
+def to_loader_policy(document: Mapping[str, Any]) -> dict[str, Any]:
+    """An API-format policy's mapping with the PolicyLoader format's keys (the translation above, the
+    other way); ValueError naming the field when a value has no spelling there (a ``maxSnapshotAge``
+    that is not whole days, an interval with seconds) or a key is unknown."""
+    return _untranslate(document, _POLICY, "")
+
+
+def _whole(value: Any, where: str, unit: timedelta) -> int:
+    try:  # ISO-8601, or whole days as Floe's API writes an interval
+        amount = (parse_iso_duration(value) if isinstance(value, str) else timedelta(days=value)
+                  if isinstance(value, int) and not isinstance(value, bool) else None)
+    except (ValueError, OverflowError):
+        amount = None
+    if amount is None or amount % unit:
+        raise ValueError(f"{where}: {value!r} is not a whole number of {'days' if unit.days else 'minutes'}, "
+                         "which the PolicyLoader format needs")
+    return amount // unit
+
+
+def _split_interval(value: Any, where: str) -> dict[str, int]:
+    minutes = _whole(value, where, timedelta(minutes=1))
+    parts = {"interval-days": minutes // 1440, "interval-hours": minutes % 1440 // 60, "interval-minutes": minutes % 60}
+    return {key: amount for key, amount in parts.items() if amount} or {"interval-minutes": 0}
+
+
+_SPLIT: dict[str, Callable[[Any, str], dict[str, Any]]] = {
+    "maxSnapshotAge": lambda value, where: {"max-snapshot-age-days": _whole(value, where, timedelta(days=1))},
+    "interval": _split_interval,
+}
+
+
+def _untranslate(mapping: Mapping[str, Any], section: _Section, where: str) -> dict[str, Any]:
+    spelled = {api_key: key for key, api_key in section.keys.items()}
+    result: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if key in section.combined:
+            result.update(_SPLIT[key](value, where + key))
+            continue
+        if key not in spelled:
+            raise ValueError(f"{where}{key}: no PolicyLoader spelling")
+        written, nested = spelled[key], section.nested.get(spelled[key])
+        if nested is not None and isinstance(value, Mapping):
+            value = _untranslate(value, nested, f"{where}{key}.")
+        elif nested is not None and isinstance(value, list):
+            value = [_untranslate(v, nested, f"{where}{key}[{i}].") if isinstance(v, Mapping) else v
+                     for i, v in enumerate(value)]
+        result[written] = value
+    return result

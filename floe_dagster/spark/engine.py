@@ -39,7 +39,7 @@ from floe_dagster.iceberg.snapshot_summary import exact_live_rows
 from floe_dagster.settings import Settings
 from floe_dagster.spark.catalog_conf import spark_catalog_conf
 from floe_dagster.spark.jars import jar_file_name, resolve_jars
-from floe_dagster.spark.runtime import spark_packages
+from floe_dagster.spark.runtime import installed_spark_line, spark_packages
 from floe_dagster.spark.procedures import (
     OrphanRound,
     ProcedureResult,
@@ -138,6 +138,8 @@ class IcebergSparkEngine(ConfigurableResource):
     file_io: str | None = None
     # The Iceberg Spark runtime's version (spark.iceberg-version): orphan cleanup streams from 1.11 on.
     iceberg_version: str | None = None
+    # The Spark line the procedures run on ("3.5", "4.1"): rewrite_manifests takes sort_by on 4.1 only.
+    spark_line: str | None = None
 
     _started: bool = PrivateAttr(default=False)
 
@@ -155,6 +157,7 @@ class IcebergSparkEngine(ConfigurableResource):
             session_conf=connect_session_conf(settings),
             file_io=spark_catalog_conf(settings.catalog)[0].get(f"spark.sql.catalog.{settings.catalog.name}.io-impl"),
             iceberg_version=settings.spark.iceberg_version,
+            spark_line=installed_spark_line(),
         )
 
     # -- session and catalog lifecycle ---------------------------------------------------------
@@ -323,7 +326,7 @@ class IcebergSparkEngine(ConfigurableResource):
         query is the procedure itself; without it, Spark's ``snapshots`` metadata table is read.
         ``scope``: a partition-scoped rewrite's partitions and the table's spec (the CALL's ``where``)."""
         call = build_procedure_call(op, table, config, now, table_properties, self.file_io,  # the policy's config as SQL
-                                    scope=scope, iceberg_version=self.iceberg_version)
+                                    scope=scope, iceberg_version=self.iceberg_version, spark_line=self.spark_line)
         capped = (isinstance(config, OrphanCleanupConfig) and config.max_files_to_delete is not None
                   and not config.dry_run)
         started = time.monotonic()

@@ -80,25 +80,38 @@ ORPHAN_SAMPLE_LIMIT = 20_000
 
 def supports_streamed_orphans(iceberg_version: str | None) -> bool:
     """Whether remove_orphan_files has ``stream_results`` (Iceberg 1.11 and later; None: the default, 1.11)."""
-    if not iceberg_version:
-        return True
+    release = _release(iceberg_version)
+    return release is None or release >= (1, 11)
+
+
+def _release(version: str | None) -> tuple[int, int] | None:
+    """``major.minor`` of a version (None: unset or unreadable)."""
     try:
-        major, minor = (int(part) for part in iceberg_version.split(".")[:2])
+        major, minor = (int(part) for part in (version or "").split(".")[:2])
     except ValueError:
-        return True
-    return (major, minor) >= (1, 11)
+        return None
+    return major, minor
+
+
+def supports_manifest_sort_by(iceberg_version: str | None, spark_line: str | None) -> bool:
+    """Whether rewrite_manifests has ``sort_by``: Iceberg 1.11 added it to the Spark 4.1 runtime only
+    (its 3.5 and 4.0 runtimes' RewriteManifestsProcedure take table, use_caching and spec_id). An
+    unknown Spark line: no (the procedure refuses a parameter it does not have)."""
+    line, iceberg = _release(spark_line), _release(iceberg_version)
+    return line is not None and line >= (4, 1) and (iceberg is None or iceberg >= (1, 11))
 
 
 class _Arguments:
     """A ``CALL``'s named arguments as SQL text, and what was decided (the call's ``arguments``)."""
 
     def __init__(self, table: TableName, file_io: str | None, scope: RewriteScope | None = None,
-                 iceberg_version: str | None = None):
+                 iceberg_version: str | None = None, spark_line: str | None = None):
         self.sql: list[tuple[str, str]] = [("table", table_argument(table))]
         self.decided: dict[str, Any] = {}
         self.file_io = file_io  # the catalog's FileIO class in Spark (io-impl); None: Iceberg's default
         self.scope = scope  # rewrite_data_files: the partitions the planner chose (None: the whole table)
         self.iceberg_version = iceberg_version  # the Iceberg Spark runtime's (None: floe-dagster's default)
+        self.spark_line = spark_line  # "3.5", "4.1" (None: unknown)
 
     def add(self, name: str, value: Any) -> None:
         """A typed value as the argument ``name``, rendered by its type (true/false, a number, a string
@@ -113,6 +126,8 @@ class _Arguments:
             text = str(value)
         elif isinstance(value, str):
             text = quote_literal(value)
+        elif isinstance(value, list):
+            text = "array(" + ", ".join(quote_literal(str(item)) for item in value) + ")"
         else:
             text = _options_map(value)
         self.sql.append((name, text))
@@ -202,8 +217,14 @@ def _orphan_cleanup(call: _Arguments, config: OrphanCleanupConfig, now: datetime
 
 def _rewrite_manifests(call: _Arguments, config: RewriteManifestsConfig, now: datetime,
                        table_properties: Mapping[str, str]) -> None:
-    call.add("spec_id", config.spec_id)
+    call.add("spec_id", config.effective_spec_id)  # rewriteIf's specId too
     call.add("use_caching", config.use_caching)
+    if config.sort_by:
+        if supports_manifest_sort_by(call.iceberg_version, call.spark_line):
+            call.add("sort_by", list(config.sort_by))
+        else:  # the policy's warning says so too; the run's metadata shows it
+            call.decided["sort_by_ignored"] = (f"{list(config.sort_by)}: rewrite_manifests has no sort_by on Spark "
+                                               f"{call.spark_line or '(unknown)'} (Iceberg 1.11: Spark 4.1 only)")
 
 
 def _rewrite_position_delete_files(call: _Arguments, config: RewritePositionDeleteFilesConfig, now: datetime,
@@ -232,15 +253,18 @@ def build_procedure_call(
     scope: RewriteScope | None = None,
     iceberg_version: str | None = None,
     file_list_view: str | None = None,
+    spark_line: str | None = None,
 ) -> ProcedureCall:
     """The ``CALL`` statement for one operation on one table, rendered from the policy's typed config
     (the core validated it when the policy was loaded: nothing is checked again here). ``file_io``:
     the catalog's FileIO class in Spark (``io-impl``), which decides how orphan cleanup lists files;
     ``iceberg_version``: the Iceberg Spark runtime's, which decides orphan cleanup's default streaming;
+    ``spark_line``: the engine's Spark (``4.1``), which decides whether rewrite_manifests takes sort_by;
     ``file_list_view``: orphan cleanup compares that view's files instead of listing (capped runs)."""
     if not isinstance(config, CONFIG_TYPES[op]):
         raise TypeError(f"{op.policy_key}: expected a {CONFIG_TYPES[op].__name__}, got {type(config).__name__}")
-    call = _Arguments(table, file_io, scope if op is Operation.REWRITE_DATA_FILES else None, iceberg_version)
+    call = _Arguments(table, file_io, scope if op is Operation.REWRITE_DATA_FILES else None, iceberg_version,
+                      spark_line)
     _RENDERERS[op](call, config, now, table_properties or {})
     if file_list_view is not None:
         call.add("file_list_view", file_list_view)

@@ -16,6 +16,7 @@ from floe_dagster.demo import DemoSizes, build_demo_lakehouse, local_path, rows
 from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.launching.manual import trigger_table
 from floe_dagster.settings import load_settings
+from floe_dagster.spark.runtime import installed_spark_line
 from floe_dagster_tests.conftest import write_settings
 
 pytestmark = pytest.mark.spark
@@ -35,6 +36,10 @@ POLICIES = """
   tablePattern: "demo.ops.*"
   orphanCleanup: {retentionPeriodInDays: 3}
   orphanCleanupSchedule: {interval: P1D}
+- name: metrics-manifests            # Floe's Java-action fields (issue 23): accepted, passed where possible
+  tablePattern: "demo.ops.metrics"
+  rewriteManifests: {sortBy: [region], stagingLocation: /tmp/floe-staging, rewriteIf: {specId: 0, content: DATA}}
+  rewriteManifestsSchedule: {interval: P1D}
 """
 SIZES = DemoSizes(small_files=40, snapshots=12, position_delete_commits=6, old_orphans=3, young_orphans=2,
                   skewed_files=6, other_partition_files=1)
@@ -128,6 +133,34 @@ def test_rewrite_manifests(lake, instance):
     assert table_counts(table)["manifests"] == 1
     assert outcome.metadata["rewritten_manifests_count"] > 1
     assert contents(lake, "sales.events").equals(before_rows)
+
+
+@pytest.mark.spark4_smoke  # sort_by exists on Spark 4.1 only: passed there, noted as ignored on 3.5
+def test_rewrite_manifests_with_floes_sort_by_staging_location_and_rewrite_if(lake, instance):
+    name = TableName.parse("ops.metrics", "demo")
+    for start, region in ((500_000, "us"), (500_100, "eu")):  # two more commits: three manifests
+        load_table(open_catalog(lake.catalog), name).append(rows(start, 5, region))
+
+    def rows_of() -> list[dict]:  # every row, in an order that does not depend on the files
+        return sorted(load_table(open_catalog(lake.catalog), name).scan().to_arrow().to_pylist(), key=repr)
+
+    before_rows = rows_of()
+    before = table_counts(load_table(open_catalog(lake.catalog), name))["manifests"]
+    assert before >= 3
+    trigger(lake, instance, "ops.metrics", "REWRITE_MANIFESTS")
+    table = load_table(open_catalog(lake.catalog), name)
+    assert table_counts(table)["manifests"] < before
+    assert rows_of() == before_rows
+    event = instance.get_latest_materialization_event(asset_key_for(name))
+    sql = event.asset_materialization.metadata["procedure_call"].value
+    arguments = event.asset_materialization.metadata["arguments"].value
+    assert "spec_id => 0" in sql and "floe-staging" not in sql  # rewriteIf's specId; stagingLocation ignored
+    if installed_spark_line() == "4.1":
+        assert "sort_by => array('region')" in sql and arguments["sort_by"] == ["region"]
+    else:
+        assert "sort_by" not in sql
+        assert arguments["sort_by_ignored"] == (f"['region']: rewrite_manifests has no sort_by on Spark "
+                                                f"{installed_spark_line()} (Iceberg 1.11: Spark 4.1 only)")
 
 
 @pytest.mark.spark4_smoke

@@ -24,7 +24,7 @@ LAYERS = {
     "defs": 4,
     "launching": 5,
     "reports": 6,
-    "api": 7, "cli": 7, "definitions": 7, "component": 7, "shards": 7, "demo": 7,
+    "api": 7, "cli": 7, "migration": 7, "definitions": 7, "component": 7, "shards": 7, "demo": 7,
 }
 # Within layer 1, what each foundation module may import besides the core.
 FOUNDATION = {"errors": set(), "file_locks": {"errors"}, "instance": set(), "settings_schema": set(),

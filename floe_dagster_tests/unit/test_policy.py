@@ -162,7 +162,8 @@ def test_the_version_hashes_the_policy_as_written():
 def test_a_config_parses_on_its_own():
     assert RewriteDataFilesConfig.from_mapping({"strategy": "zorder", "zOrderColumns": ["a"]}).z_order_columns == ("a",)
     assert ExpireSnapshotsConfig.from_mapping({}) == ExpireSnapshotsConfig()
-    with pytest.raises(ValueError, match=r"rewriteManifests config: .*sortBy: exists only on Iceberg's Java"):
+    assert RewriteManifestsConfig.from_mapping({"sortBy": ["day"]}).sort_by == ("day",)
+    with pytest.raises(ValueError, match=r"rewriteManifests config: sortBy: expected a list of text"):
         RewriteManifestsConfig.from_mapping({"sortBy": "x"})
 
 
@@ -300,7 +301,6 @@ def test_unknown_field_suggests_the_closest_name():
     ("rewriteDataFiles: {strategy: binpak}", "rewriteDataFiles.strategy: must be one of BINPACK, SORT, ZORDER, got 'binpak'"),
     ("rewriteDataFiles: {strategy: ZORDER}", "rewriteDataFiles.zOrderColumns: strategy ZORDER needs a non-empty list"),
     ("rewriteDataFiles: {strategy: ZORDER, zOrderColumns: []}", "needs a non-empty list"),
-    ("rewriteDataFiles: {sortOrder: [id]}", "rewriteDataFiles.sortOrder: only applies with strategy SORT"),
     ("rewriteDataFiles: {zOrderColumns: ['a,b']}", "zOrderColumns[0]: 'a,b' is not a column name"),  # ignored, checked
     ("rewriteDataFiles: {strategy: SORT, sortOrder: ['id SIDEWAYS']}", "sortOrder[0]: 'id SIDEWAYS' is not"),
     ("rewriteDataFiles: {strategy: SORT, sortOrder: ['id) ; DROP TABLE x; --']}",
@@ -314,13 +314,18 @@ def test_unknown_field_suggests_the_closest_name():
     ("rewriteDataFiles: {filter: ''}", "filter: must not be empty"),
     ("expireSnapshots: {retainLast: 0}", "expireSnapshots.retainLast: must be at least 1"),
     ("expireSnapshots: {maxSnapshotAge: 7d}", "maxSnapshotAge: '7d' is not an ISO-8601 duration"),
-    ("expireSnapshots: {expireSnapshotId: 1}", "expireSnapshotId: is not supported"),
+    ("expireSnapshots: {expireSnapshotId: latest}", "expireSnapshotId: expected a whole number"),
     ("orphanCleanup: {retentionPeriodInDays: 0.5}", "retentionPeriodInDays: must be at least 1 day"),
     ("orphanCleanup: {prefixMismatchMode: NEVER}", "prefixMismatchMode: must be one of ERROR, IGNORE, DELETE"),
     ("orphanCleanup: {equalSchemes: {s3a: 1}}", "equalSchemes.s3a: expected text"),
-    ("rewriteManifests: {stagingLocation: /tmp}", "stagingLocation: exists only on Iceberg's Java"),
-    ("rewriteManifests: {rewriteIf: {}}", "rewriteIf: exists only on Iceberg's Java"),
-    ("rewriteManifests: {sortBy: x}", "sortBy: exists only on Iceberg's Java"),
+    ("rewriteManifests: {stagingLocation: ''}", "stagingLocation: must not be empty"),
+    ("rewriteManifests: {rewriteIf: {length: big}}", "rewriteManifests.rewriteIf.length: expected a whole number"),
+    ("rewriteManifests: {rewriteIf: {content: INDEX}}", "rewriteIf.content: must be one of DATA, DELETES"),
+    ("rewriteManifests: {rewriteIf: {lenght: 1}}", "rewriteIf.lenght: unknown field; did you mean 'length'?"),
+    ("rewriteManifests: {rewriteIf: {partitionSummaries: [{containsNull: no}]}}",
+     "rewriteIf.partitionSummaries[0].containsNull: expected true or false"),
+    ("rewriteManifests: {sortBy: x}", "sortBy: expected a list of text"),
+    ("rewriteManifests: {sortBy: []}", "sortBy: must not be empty (leave it out instead)"),
     ("rewriteManifests: {specId: -1}", "specId: must be at least 0"),
     ("rewritePositionDeleteFiles: {filter: x}", "rewritePositionDeleteFiles.filter: unknown field"),
     ("rewriteDataFiles: []", "rewriteDataFiles: expected a mapping"),
@@ -424,7 +429,7 @@ def test_the_broken_policy_set_lists_every_error_with_file_policy_and_field():
         f"{a}: policy 'nightly': orphanCleanup.retentionPeriodInDays: must be at least 1 day, got 0.5",
         f"{a}: policy 'nightly': orphanCleanup.prefixMismatchMode: must be one of ERROR, IGNORE, DELETE, got 'MAYBE'",
         f"{a}: policy 'nightly': orphanCleanupSchedule.allowedDays: unknown day 'FUNDAY'",
-        f"{a}: policy 'nightly': rewriteManifests.sortBy: exists only on Iceberg's Java RewriteManifests action",
+        f"{a}: policy 'nightly': rewriteManifests.sortBy: must not be empty (leave it out instead)",
         f"{a}: policy 'nightly': triggerConditions.smallFilePercentageAbove: must be at most 100, got 120",
         f"{a}: policy 'nightly': triggerConditions.perOperationMinIntervalMinutes.COMPACT_EVERYTHING: unknown "
         "operation 'COMPACT_EVERYTHING'",
@@ -434,7 +439,7 @@ def test_the_broken_policy_set_lists_every_error_with_file_policy_and_field():
         f"{a}: policy 'nightly': healthThresholds.fileCountWarning: the warning threshold 60000 is above the "
         "critical one",
         f"{b}: policy 'nightly': name: duplicate policy name, already defined in {a}",
-        f"{b}: policy 'nightly': expireSnapshots.expireSnapshotId: is not supported",
+        f"{b}: policy 'nightly': expireSnapshots.expireSnapshotId: expected a whole number, got '42'",
         f"{b}: policy 'regex-typo': tablePattern: regex 'demo\\\\.(sales' does not compile",
         f"{b}: policy 'regex-typo': priority: expected a whole number, got 'high'",
         f"{c}: line 5, column 23: invalid YAML: mapping values are not allowed here",

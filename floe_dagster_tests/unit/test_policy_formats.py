@@ -25,7 +25,10 @@ from floe_dagster.core.policy import (
     validate_policy_paths,
 )
 from floe_dagster.core.policy_formats import API_FORMAT, LOADER_FORMAT, kebab
+from floe_dagster.policies import load_policy_set
+from floe_dagster.settings import load_settings
 from floe_dagster.spark.procedures import build_procedure_call
+from floe_dagster_tests.conftest import write_settings
 from floe_dagster_tests.unit.test_planner import NOW, metrics, run, table
 
 RDF, EXPIRE, ORPHAN, MANIFESTS = (Operation.REWRITE_DATA_FILES, Operation.EXPIRE_SNAPSHOTS,
@@ -183,11 +186,11 @@ def test_interval_parts_are_summed(schedule, interval):
      "rewrite-data-files-schedule.interval: is written interval-days, interval-hours or interval-minutes"),
     ("pattern: '*'\nrewrite-data-files-schedule: {timeout: 1}",
      "rewrite-data-files-schedule.timeout: is written timeout-hours"),
-    ("pattern: '*'\nexpire-snapshots: {expire-snapshot-id: 1}",
-     "expire-snapshots.expire-snapshot-id: is not supported: Floe stored it but never sent it to the engine, and "
-     "Iceberg's expire_snapshots procedure targets snapshots by a snapshot_ids list; remove it and use retain-last "
-     "and max-snapshot-age-days"),
-    ("pattern: '*'\nrewrite-manifests: {sort-by: [a]}", "rewrite-manifests.sort-by: exists only on Iceberg's Java"),
+    ("pattern: '*'\nexpire-snapshots: {expire-snapshot-id: latest}",
+     "expire-snapshots.expire-snapshot-id: expected a whole number, got 'latest'"),
+    ("pattern: '*'\nrewrite-manifests: {sort-by: []}", "rewrite-manifests.sort-by: must not be empty"),
+    ("pattern: '*'\nrewrite-manifests: {rewrite-if: {snapshotId: 1}}",
+     "rewrite-manifests.rewrite-if.snapshotId: unknown field; did you mean 'snapshot-id'?"),
     ("pattern: '*'\ntrigger-conditions: {small-file-count: 1}",
      "trigger-conditions.small-file-count: unknown field; did you mean 'small-file-count-above'?"),
 ])
@@ -198,7 +201,11 @@ def test_unknown_kebab_keys_are_named_as_written(body, message):
 
 @pytest.mark.parametrize("camel, loader, path", [
     ("expireSnapshots: {retainLast: 0}", "expire-snapshots: {retain-last: 0}", "expire-snapshots.retain-last"),
-    ("rewriteDataFiles: {sortOrder: [id]}", "rewrite-data-files: {sort-order: [id]}", "rewrite-data-files.sort-order"),
+    ("rewriteDataFiles: {strategy: SORT, sortOrder: ['id UP']}", "rewrite-data-files: {strategy: SORT, sort-order: ['id UP']}",
+     "rewrite-data-files.sort-order[0]"),
+    ("rewriteManifests: {rewriteIf: {partitionSummaries: [{lowerBound: 1}]}}",
+     "rewrite-manifests: {rewrite-if: {partition-summaries: [{lower-bound: 1}]}}",
+     "rewrite-manifests.rewrite-if.partition-summaries[0].lower-bound"),
     ("rewriteDataFiles: {strategy: SORT, sortOrder: ['id SIDEWAYS']}",
      "rewrite-data-files: {strategy: sort, sort-order: ['id SIDEWAYS']}", "rewrite-data-files.sort-order[0]"),
     ("rewriteDataFiles: {strategy: zorder}", "rewrite-data-files: {strategy: zorder}",
@@ -378,10 +385,17 @@ def test_zorder_columns_with_another_strategy_are_kept_ignored_and_warned(tmp_pa
     assert err == f"warning: {result.warnings[0]}\n"
 
 
-def test_sort_order_still_needs_sort():
-    with pytest.raises(PolicyError, match=r"rewriteDataFiles\.sortOrder: only applies with strategy SORT"):
-        parse_policies_text("name: p\ntablePattern: '*'\nrewriteDataFiles: {strategy: ZORDER, zOrderColumns: [a], "
-                            "sortOrder: [b]}\n")
+def test_a_sort_order_without_sort_is_kept_ignored_and_warned(tmp_path):
+    """Floe's comprehensive example sends BINPACK with a sortOrder: kept, never rendered, warned."""
+    path = write(tmp_path, "p.yaml", "name: p\ntablePattern: '*'\nrewriteDataFiles: {strategy: ZORDER, "
+                                     "zOrderColumns: [a], sortOrder: [b]}\n")
+    result = validate_policy_paths([path])
+    assert f"{path}: policy 'p': rewriteDataFiles.sortOrder: ignored with strategy ZORDER (Floe stores and ignores " \
+           "it too; only SORT uses it)" in result.warnings
+    config = result.policies.get("p").config(RDF)
+    assert config.sort_order == ("b",)
+    sql = build_procedure_call(RDF, table("demo.s.t"), config, NOW).sql
+    assert "zorder(a)" in sql and "'b'" not in sql
 
 
 def test_the_zorder_warning_in_the_loader_format(tmp_path):
@@ -426,18 +440,20 @@ def test_floes_e2e_body_is_accepted(tmp_path):
     assert "'rewrite-job-order', 'files-desc'" in sql and "'output-spec-id', '1'" in sql
 
 
-def test_loading_logs_the_warnings_once(tmp_path, caplog):
-    path = write(tmp_path, "p.yaml", "name: p\ntablePattern: '*'\nrewriteDataFiles: {strategy: SORT, "
-                                     "zOrderColumns: [a]}\n")
-    with caplog.at_level(logging.WARNING, logger="floe_dagster.core.policy"):
-        load_policies([path])
-    records = [r for r in caplog.records if r.name == "floe_dagster.core.policy"]
+def test_the_warnings_come_with_the_policies_and_are_logged_once_per_load(tmp_path, caplog):
+    text = "name: p\ntablePattern: '*'\nrewriteDataFiles: {strategy: SORT, zOrderColumns: [a]}\n"
+    settings = load_settings(write_settings(tmp_path, text), environ={})
+    path = tmp_path / "policies" / "policies.yaml"
+    expected = [f"{path}: policy 'p': rewriteDataFiles.zOrderColumns: " + ZORDER_IGNORED.format("SORT"),
+                f"{path}: policy 'p': rewriteDataFiles: has no rewriteDataFilesSchedule: it runs only when triggered "
+                "by hand"]
+    assert list(load_policies([path]).warnings) == expected  # a pure value: the core logs nothing
+    with caplog.at_level(logging.WARNING, logger="floe_dagster.policies"):
+        load_policy_set(settings)
+        load_policy_set(settings)  # unchanged files: read once, logged once
+    records = [r for r in caplog.records if r.name == "floe_dagster.policies"]
     assert [(r.levelno, r.getMessage()) for r in records] == [
-        (logging.WARNING, f"policy warning: {path}: policy 'p': rewriteDataFiles.zOrderColumns: "
-                          + ZORDER_IGNORED.format("SORT")),
-        (logging.WARNING, f"policy warning: {path}: policy 'p': rewriteDataFiles: has no rewriteDataFilesSchedule: "
-                          "it runs only when triggered by hand"),
-    ]
+        (logging.WARNING, f"policy warning: {line}") for line in expected]
 
 
 def test_validate_names_each_files_format(tmp_path, capsys):
