@@ -10,6 +10,7 @@ Import the fixtures into a test module: ``from floe_dagster_tests.servers import
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -296,6 +297,18 @@ class NessieServer:
     warehouse: str
     s3: S3Server
     log: Path
+    api: str  # Nessie's own REST API, v2 (branches and commits)
+
+    def create_branch(self, name: str, source: str = "main") -> None:
+        """A new branch at the source branch's current commit (Nessie's API v2)."""
+        with urllib.request.urlopen(f"{self.api}/trees/{source}", timeout=30) as response:
+            reference = json.load(response)["reference"]
+        request = urllib.request.Request(
+            f"{self.api}/trees?name={name}&type=BRANCH", method="POST",
+            data=json.dumps({"type": "BRANCH", "name": source, "hash": reference["hash"]}).encode(),
+            headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 200
 
 
 @contextmanager
@@ -337,7 +350,7 @@ def run_nessie(root: Path, s3: S3Server, bucket: str = "nessie") -> Iterator[Nes
     command = [nessie_java(), "-Xmx384m", *(f"-D{key}={value}" for key, value in properties.items()), "-jar", str(jar)]
     # Quarkus starts in about 20 s on 2 idle cores; a loaded machine (the whole suite) may take longer.
     with _server(command, dict(os.environ), log, "Nessie's server", ready, timeout_s=3 * START_TIMEOUT_S):
-        yield NessieServer(uri=uri, warehouse=warehouse, s3=s3, log=log)
+        yield NessieServer(uri=uri, warehouse=warehouse, s3=s3, log=log, api=f"http://127.0.0.1:{port}/api/v2")
 
 
 @pytest.fixture

@@ -42,10 +42,11 @@ GC_REASON = ("its catalog (e.g. Nessie) manages garbage collection, and gc.enabl
              "maintenance to delete files")
 
 
-def nessie_floe_yaml(root: Path, server, namespace: str) -> Path:
+def nessie_floe_yaml(root: Path, server, namespace: str, branch: str | None = None) -> Path:
     """floe.yaml for Nessie as docs/catalogs.md shows it: its Iceberg REST endpoint and the S3 keys the
     clients (PyIceberg, Spark's S3FileIO) read and write data files with; the warehouse is Nessie's
-    default. Policies for this test's namespace only (the server is shared)."""
+    default, the branch its default (main) or ``branch``, as the REST ``prefix``. Policies for this
+    test's namespace only (the server is shared)."""
     (root / "policies").mkdir(parents=True, exist_ok=True)
     (root / "policies" / "nessie.yaml").write_text(textwrap.dedent(f"""
         - name: on-nessie
@@ -65,6 +66,7 @@ def nessie_floe_yaml(root: Path, server, namespace: str) -> Path:
           properties:
             type: rest
             uri: {server.uri}
+            {f"prefix: {branch}" if branch else ""}
             s3.endpoint: {server.s3.endpoint}
             s3.access-key-id: {server.s3.access_key_id}
             s3.secret-access-key: {server.s3.secret_access_key}
@@ -151,9 +153,17 @@ def test_nessie_tables_health_plan_and_explain(nessie_lake, nessie, capsys, monk
 
 
 @pytest.mark.spark
-def test_compaction_on_nessie_through_spark(nessie_lake, nessie):  # noqa: F811
-    settings, config, name = nessie_lake
+def test_compaction_on_a_nessie_branch_through_spark(nessie_lake, nessie, tmp_path):  # noqa: F811
+    """The compaction runs on a branch of its own (``prefix: <branch>``, for PyIceberg and Spark alike):
+    the branch gets the new commit, main keeps its table as it was."""
+    main_settings, _, name = nessie_lake
+    main_before = load_table(open_catalog(main_settings.catalog), name)
+    branch = f"floe-{name.namespace[0]}".replace("_", "-")
+    nessie.create_branch(branch)
+    config = nessie_floe_yaml(tmp_path / "on-branch", nessie, name.namespace[0], branch=branch)
+    settings = load_settings(config, environ={})
     before = load_table(open_catalog(settings.catalog), name)
+    assert before.metadata_location == main_before.metadata_location  # the branch starts at main's commit
     before_files = {task.file.file_path for task in before.scan().plan_files()}
     before_rows = checksum(before.scan().to_arrow())
     assert len(before_files) == APPENDS
@@ -178,6 +188,10 @@ def test_compaction_on_nessie_through_spark(nessie_lake, nessie):  # noqa: F811
     assert checksum(after.scan().to_arrow()) == before_rows
     # Spark wrote through S3FileIO with its requests signed by Nessie (its default client auth mode).
     assert nessie.log.read_text(errors="replace").count("/s3sign/") > signed_before
+    # Main is untouched: the same metadata, the six files.
+    main_after = load_table(open_catalog(main_settings.catalog), name)
+    assert main_after.metadata_location == main_before.metadata_location
+    assert {task.file.file_path for task in main_after.scan().plan_files()} == before_files
 
     with DagsterInstance.get() as instance:
         event = instance.get_latest_materialization_event(asset_key_for(name))
