@@ -108,12 +108,13 @@ def cmd_setup(args) -> int:
     settings = _settings(args)
     for path in resolve_jars(spark_packages(settings), settings.spark.jars_cache):
         print(f"jar: {path}")
-    if args.test_servers:  # what the tests start: a REST catalog, a Spark Connect server, an S3 server (s3proxy)
-        from floe_dagster.spark.jars import S3PROXY_PACKAGE, rest_fixture_classpath
+    if args.test_servers:  # what the tests start: REST catalogs (Iceberg's, Nessie), Spark Connect, an S3 server
+        from floe_dagster.spark.jars import NESSIE_SERVER_PACKAGE, S3PROXY_PACKAGE, rest_fixture_classpath
         from floe_dagster.spark.runtime import iceberg_aws_bundle, spark_connect_server_packages
 
         # The object storage tests' Spark also loads Iceberg's AWS bundle (S3FileIO's AWS SDK).
-        test_packages = [*spark_connect_server_packages(), S3PROXY_PACKAGE, iceberg_aws_bundle(settings.spark.iceberg_version)]
+        test_packages = [*spark_connect_server_packages(), S3PROXY_PACKAGE, NESSIE_SERVER_PACKAGE,
+                         iceberg_aws_bundle(settings.spark.iceberg_version)]
         for path in resolve_jars(test_packages, settings.spark.jars_cache):
             print(f"jar: {path}")
         classpath = rest_fixture_classpath(settings.spark.jars_cache)
@@ -298,7 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     setup = sub.add_parser("setup", help="fetch the Iceberg Spark runtime and JDBC jars into the cache")
     setup.add_argument("--test-servers", action="store_true",
                        help="also fetch the servers the tests start: Iceberg's REST catalog fixture, Spark Connect, "
-                            "s3proxy (S3) and Iceberg's AWS bundle")
+                            "s3proxy (S3), the Nessie server and Iceberg's AWS bundle")
     setup.set_defaults(func=cmd_setup)
 
     validate = sub.add_parser("validate", help="check policy files; exit 2 listing every error")

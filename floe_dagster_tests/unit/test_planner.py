@@ -200,7 +200,9 @@ def test_gc_disabled_only_for_expire_and_orphan_cleanup(value):
     result = run(policies(policy(schedules=schedules)), health={A: metrics(A, properties={"gc.enabled": value})})
     assert code(decision(result, A, EXP)) == "gc_disabled"
     assert code(decision(result, A, ORPH)) == "gc_disabled"
-    assert decision(result, A, EXP).reasons == ("gc_disabled: the table sets gc.enabled=false",)
+    assert decision(result, A, EXP).reasons == (
+        "gc_disabled: the table sets gc.enabled=false: its catalog (e.g. Nessie) manages garbage collection, and "
+        "gc.enabled=false forbids table maintenance to delete files, so EXPIRE_SNAPSHOTS never runs on it",)
     assert [d.operation for d in result.admitted] == [RDF, MAN, RPDF]
 
 
