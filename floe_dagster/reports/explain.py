@@ -2,7 +2,10 @@
 the planner's decision now for each operation, with conditions, debt, backoff and throttle state.
 Every operation is listed, as Floe does: one that no policy matches or the policy does not
 configure is disabled, with Floe's message. Conditions are Floe's strings; the structured checks
-stay under ``metConditionDetails`` and ``unmetConditionDetails``."""
+stay under ``metConditionDetails`` and ``unmetConditionDetails``.
+
+A shadow policy's operation never triggers (``shouldTrigger`` false): ``shadow`` is true and
+``shadowDecision`` says whether it would run now, and when the ledger last recorded it."""
 
 from __future__ import annotations
 
@@ -16,7 +19,8 @@ from floe_dagster.core.commit_conflicts import conflict_retry_delay
 from floe_dagster.core.conditions import NO_MATCHING_POLICY, OPERATION_DISABLED, floe_condition_strings
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
-from floe_dagster.core.planner import plan
+from floe_dagster.core.planner import Decision, plan
+from floe_dagster.core.run_decision import LedgerRow, shadow_summary
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.iceberg.catalog import existing_table
@@ -35,6 +39,10 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
                   frozenset(cached) if cached is not None else None).plan_input
     policy = data.policies.effective_policy(table)
     decisions = {d.operation: d for d in plan(data).decisions if d.table == table}
+    recorded: dict[Operation, LedgerRow] = {}
+    if any(d.shadow for d in decisions.values()):
+        for row in coordination.shadow_rows(table.qualified, limit=len(ALL_OPERATIONS) * 20)[1]:  # newest first
+            recorded.setdefault(row.operation, row)
     statuses: dict[str, Any] = {}
     # Every operation, as Floe lists them: the ones no policy configures are shown disabled (a view:
     # the planner decides only for configured operations).
@@ -50,7 +58,7 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
             met, unmet = [], [OPERATION_DISABLED]
         statuses[op.value] = {
             "operationType": op.value,
-            "shouldTrigger": decision.decision == "run",
+            "shouldTrigger": decision.decision == "run" and not decision.shadow,
             "enabled": decision.enabled,
             "reasons": list(decision.reasons),
             "trigger": decision.trigger if decision.decision == "run" else None,
@@ -79,6 +87,8 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
                 "succeeded": history.last_run_succeeded if history else None,
                 "trigger": history.last_run_trigger if history else None,
             },
+            "shadow": decision.shadow,
+            "shadowDecision": _shadow(decision, recorded.get(op), now) if decision.shadow else None,
         }
     return {
         "catalog": table.catalog,
@@ -89,6 +99,19 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
         "conditionBasedTriggeringEnabled": data.limits.condition_based_triggering_enabled,
         "at": now.isoformat(),
         "operationStatuses": statuses,
+    }
+
+
+def _shadow(decision: Decision, last: LedgerRow | None, now: datetime) -> dict[str, Any]:
+    """A shadow policy's decision: whether it would run now and why, and the ledger's last record of it."""
+    would_run = decision.decision == "run"
+    return {
+        "wouldRun": would_run,
+        "wouldRunAt": now.isoformat() if would_run else None,
+        "summary": shadow_summary("; ".join(decision.reasons), now) if would_run else None,
+        "lastRecordedAt": last.admitted_at.isoformat() if last else None,
+        "lastRecordedSlot": last.slot if last else None,
+        "lastRecordedReason": last.reason if last else None,
     }
 
 
@@ -151,6 +174,7 @@ def _not_decided(op: Operation, why: str) -> dict[str, Any]:
         "throttle": {"consecutiveZeroChangeRuns": 0, "until": None},
         "backlog": None,
         "lastRun": {"start": None, "succeeded": None, "trigger": None},
+        "shadow": False, "shadowDecision": None,
     }
 
 
