@@ -199,3 +199,18 @@ def test_an_older_ledger_gets_the_shadow_columns(tmp_path):
     item = _shadow_item(run(policies(shadow(policy()))))
     assert coordination.admit([item], NOW) == [item]
     assert coordination.all_history()[(A.qualified, RDF)].last_shadow_at == NOW
+
+
+# -- the tick's summary (GET /metrics) --------------------------------------------------------------
+
+
+def test_the_tick_summary_counts_recorded_shadow_decisions_by_operation_never_as_admitted_or_refused():
+    from floe_dagster.scheduling.tick import TickResult
+    from floe_dagster.scheduling.tick_stats import summarize
+
+    schedules = {RDF: {"interval": "PT6H"}, EXP: {"interval": "PT6H"}}
+    result = run(policies(shadow(policy(schedules=schedules))), (A, B))
+    recorded = [d for d in result.shadowed if d.table == A]  # B's rows were there already
+    record = summarize(TickResult(result, admitted=[], shadow=recorded), NOW)
+    assert record["shadow"] == {"rewrite_data_files": 1, "expire_snapshots": 1}
+    assert (record["admitted"], record["refused"], record["runs_requested"]) == ({}, 0, 0)
