@@ -214,3 +214,11 @@ def test_the_tick_summary_counts_recorded_shadow_decisions_by_operation_never_as
     record = summarize(TickResult(result, admitted=[], shadow=recorded), NOW)
     assert record["shadow"] == {"rewrite_data_files": 1, "expire_snapshots": 1}
     assert (record["admitted"], record["refused"], record["runs_requested"]) == ({}, 0, 0)
+
+
+def test_the_assets_description_says_the_policy_is_in_shadow_mode():
+    from floe_dagster.defs.asset_policy import policy_summary
+
+    text = policy_summary(policies(shadow(policy())).get("p"), SchedulerSettings(), {})
+    assert text.startswith("Policy 'p'. **Shadow mode**: what would run is recorded")
+    assert "Shadow" not in policy_summary(policies(policy()).get("p"), SchedulerSettings(), {})
