@@ -159,3 +159,43 @@ def test_a_shadow_policy_records_what_would_run_and_runs_nothing_until_switched_
     assert run.tags[T.TABLE] == "demo.sales.orders"
     assert len(shadow_rows(coordination)) == 12
     assert len([r for r in coordination.ledger_rows() if not r.shadow]) == 6
+
+
+@pytest.mark.postgres
+def test_a_postgresql_ledger_of_an_older_version_gets_the_shadow_columns_and_records_once_per_slot():
+    """The column migration on PostgreSQL (its own throwaway database: other tests share the fixed ones)."""
+    import os
+
+    import sqlalchemy
+
+    from floe_dagster.coordination.database import Coordination
+    from floe_dagster.core.operations import Operation
+    from floe_dagster.core.run_decision import RunDecision
+    from floe_dagster_tests.conftest import postgres_url
+
+    admin = sqlalchemy.create_engine(postgres_url("floe_coordination"), isolation_level="AUTOCOMMIT")
+    name = f"floe_shadow_{os.getpid()}"
+    with admin.connect() as connection:
+        connection.execute(sqlalchemy.text(f"DROP DATABASE IF EXISTS {name}"))
+        connection.execute(sqlalchemy.text(f"CREATE DATABASE {name}"))
+    url = postgres_url(name)
+    try:
+        old = Coordination(url)
+        with old.engine.begin() as connection:  # as a version before shadow policies left it
+            connection.execute(sqlalchemy.text("ALTER TABLE floe_ledger DROP COLUMN shadow"))
+            connection.execute(sqlalchemy.text("ALTER TABLE floe_history DROP COLUMN last_shadow_at"))
+        old.engine.dispose()
+        coordination = Coordination(url)
+        at = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
+        item = RunDecision(ORDERS, Operation.REWRITE_DATA_FILES, "interval", "would run: interval: due", slot="s",
+                           attempt=SHADOW_ATTEMPT, shadow=True)
+        live = RunDecision(ORDERS, Operation.REWRITE_DATA_FILES, "interval", "interval: due", slot="s", attempt=0)
+        assert coordination.admit([item, item, live], at) == [item, live]
+        assert [(r.shadow, r.attempt) for r in coordination.ledger_rows()] == [(True, SHADOW_ATTEMPT), (False, 0)]
+        assert coordination.all_history()[(ORDERS.qualified, Operation.REWRITE_DATA_FILES)].last_shadow_at == at
+        assert coordination.shadow_counts_since(at) == {"REWRITE_DATA_FILES": (1, at)}
+        coordination.engine.dispose()
+    finally:
+        with admin.connect() as connection:
+            connection.execute(sqlalchemy.text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        admin.dispose()
