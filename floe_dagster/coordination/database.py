@@ -160,11 +160,15 @@ class Coordination:
                 continue
         return admitted
 
-    def shadow_rows(self, table_name: str | None = None, limit: int = 100, offset: int = 0) -> tuple[int, list[LedgerRow]]:
-        """The recorded shadow decisions (of one table, when given), newest first: (how many, a page)."""
+    def shadow_rows(self, table_name: str | None = None, limit: int = 100, offset: int = 0,
+                    operation: Operation | None = None) -> tuple[int, list[LedgerRow]]:
+        """The recorded shadow decisions (of one table, and one operation, when given), newest first:
+        (how many, a page)."""
         where = ledger.c.shadow.is_(True)
         if table_name:
             where = and_(where, ledger.c.table_name == table_name)
+        if operation is not None:
+            where = and_(where, ledger.c.operation == operation.value)
         with self.engine.connect() as connection:
             total = connection.execute(select(func.count()).select_from(ledger).where(where)).scalar_one()
             rows = connection.execute(select(ledger).where(where).order_by(ledger.c.admitted_at.desc(), ledger.c.id.desc())

@@ -39,10 +39,12 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
                   frozenset(cached) if cached is not None else None).plan_input
     policy = data.policies.effective_policy(table)
     decisions = {d.operation: d for d in plan(data).decisions if d.table == table}
-    recorded: dict[Operation, LedgerRow] = {}
-    if any(d.shadow for d in decisions.values()):
-        for row in coordination.shadow_rows(table.qualified, limit=len(ALL_OPERATIONS) * 20)[1]:  # newest first
-            recorded.setdefault(row.operation, row)
+    recorded: dict[Operation, LedgerRow] = {}  # each shadow decision's newest ledger row
+    for op, decision in decisions.items():
+        if decision.shadow:
+            newest = coordination.shadow_rows(table.qualified, limit=1, operation=op)[1]
+            if newest:
+                recorded[op] = newest[0]
     statuses: dict[str, Any] = {}
     # Every operation, as Floe lists them: the ones no policy configures are shown disabled (a view:
     # the planner decides only for configured operations).
