@@ -19,15 +19,16 @@ from floe_dagster.cli import main as floe_cli
 from floe_dagster.coordination.resource import CoordinationResource
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.run_decision import SHADOW_ATTEMPT
+from floe_dagster.core.tables import TableName
 from floe_dagster.defs.build import build_definitions
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.demo import DemoSizes, build_demo_lakehouse
 from floe_dagster.iceberg.table_cache import read_cached_tables, refresh_table_cache
-from floe_dagster.core.tables import TableName
+from floe_dagster.policies import load_policy_set
 from floe_dagster.scheduling.tick import run_tick
 from floe_dagster.settings import load_settings
 from floe_dagster_tests.conftest import write_settings
-from floe_dagster_tests.integration.test_automation import evaluate_sensor, execute
+from floe_dagster_tests.integration.test_automation import evaluate_schedule, evaluate_sensor, execute
 from floe_dagster_tests.unit.test_api_http import VIEWER_KEY, start_server
 
 pytestmark = pytest.mark.spark
@@ -40,7 +41,13 @@ POLICY = """
   rewriteDataFilesSchedule: {{interval: PT1H}}
   expireSnapshots: {{retainLast: 2, maxSnapshotAge: PT0S}}
   expireSnapshotsSchedule: {{interval: PT1H}}
+- name: ops-cron-onboarding
+  tablePattern: "demo.ops.*"
+  mode: shadow
+  rewriteManifests: {{}}
+  rewriteManifestsSchedule: {{cronExpression: "* * * * *"}}
 """
+OPS_CRON_SCHEDULE = "floe_ops_cron_onboarding_rewrite_manifests"  # its cron rule's schedule
 SALES = ("customers", "events", "orders")
 OPS = ("EXPIRE_SNAPSHOTS", "REWRITE_DATA_FILES")
 ORDERS = TableName("demo", ("sales",), "orders")
@@ -62,8 +69,8 @@ def lake(tmp_path, dagster_home, monkeypatch):
         yield settings, instance, tmp_path / "policies" / "policies.yaml"
 
 
-def shadow_rows(coordination):
-    return [row for row in coordination.ledger_rows() if row.shadow]
+def shadow_rows(coordination, prefix="demo.sales."):
+    return [row for row in coordination.ledger_rows() if row.shadow and row.table_name.startswith(prefix)]
 
 
 def test_a_shadow_policy_records_what_would_run_and_runs_nothing_until_switched_to_live(lake, capsys):
@@ -81,7 +88,13 @@ def test_a_shadow_policy_records_what_would_run_and_runs_nothing_until_switched_
         (f"demo.sales.{t}", op) for t in SALES for op in OPS)
     assert all(r.attempt == SHADOW_ATTEMPT and r.run_id is None and r.reason.startswith("would run: interval: ")
                and r.reason.endswith("(shadow policy 'sales-onboarding')") for r in rows)
-    assert coordination.ledger_rows() == rows  # nothing live was admitted
+    assert [r for r in coordination.ledger_rows() if not r.shadow] == []  # nothing live was admitted
+
+    # A shadow cron rule's schedule records its slot's decisions too, and requests no run.
+    cron = evaluate_schedule(defs, instance, OPS_CRON_SCHEDULE, datetime.now(timezone.utc))
+    assert not cron.run_requests and "3 shadow decision(s) recorded (no run)" in cron.skip_message
+    assert {(r.table_name, r.trigger) for r in shadow_rows(coordination, "demo.ops.")} == {
+        (f"demo.ops.{t}", "cron") for t in ("audit_log", "healthy", "metrics")}
 
     # Dagit: an observation on the table's asset, in the operation's partition.
     observations = [r.asset_observation for r in instance.fetch_observations(
@@ -139,7 +152,7 @@ def test_a_shadow_policy_records_what_would_run_and_runs_nothing_until_switched_
         thread.join(20)
     assert floe_cli(["plan", "--at", when.isoformat()]) == 0
     printed = capsys.readouterr().out
-    assert "0 to run, 6 shadow (recorded by the tick, never run)" in printed
+    assert "0 to run, 9 shadow (recorded by the tick, never run)" in printed  # the ops cron rule's 3 too
     assert re.search(r"#\d+\s+shadow demo\.sales\.orders REWRITE_DATA_FILES \[interval\] debt \d+: shadow: would run "
                      rf"at {re.escape(when.isoformat())} because interval: ", printed), printed
     assert floe_cli(["explain", "demo.sales.orders", "--at", when.isoformat()]) == 0
@@ -147,12 +160,14 @@ def test_a_shadow_policy_records_what_would_run_and_runs_nothing_until_switched_
 
     # Switched to live: the next tick requests the runs (the shadow rows were never runs), the same
     # policy version; a real run maintains the table.
-    policy_file.write_text(POLICY.format(mode="live"))
+    shadow_version = load_policy_set(settings).get("sales-onboarding").version
+    policy_file.write_text(POLICY.format(mode="live"))  # the ops policy stays in shadow
     live = evaluate_sensor(defs, instance)
     requests_by_item = {(r.tags[T.TABLE], r.tags[T.OPERATION]): r for r in live.run_requests}
     assert set(requests_by_item) == {(f"demo.sales.{t}", op) for t in SALES for op in OPS}
     request = requests_by_item[("demo.sales.orders", "REWRITE_DATA_FILES")]
     assert request.tags[T.TRIGGER] == "interval" and request.run_key.endswith("|attempt-0")
+    assert request.tags[T.POLICY_VERSION] == shadow_version
     result = execute(defs, instance, request)
     assert result.success
     [run] = instance.get_runs()
