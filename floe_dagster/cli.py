@@ -143,6 +143,7 @@ def _at(text: str | None):
 def cmd_plan(args) -> int:
     """A dry run of the next tick: plans with the same inputs as the sensor, admits nothing."""
     from floe_dagster.core.planner import plan
+    from floe_dagster.core.run_decision import shadow_summary
     from floe_dagster.iceberg.table_cache import read_cached_tables
     from floe_dagster.instance import get_instance
     from floe_dagster.scheduling.inputs import gather
@@ -156,12 +157,19 @@ def cmd_plan(args) -> int:
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
         return EXIT_OK
+    shadowed = len(result.shadowed)
     print(f"plan at {result.at.isoformat()}: {len(result.admitted)} to run, "
-          f"{len(result.decisions) - len(result.admitted)} skipped" + (f", {missing} tables without health yet" if missing else ""))
+          + (f"{shadowed} shadow (recorded by the tick, never run), " if shadowed else "")
+          + f"{len(result.decisions) - len(result.admitted) - shadowed} skipped"
+          + (f", {missing} tables without health yet" if missing else ""))
     for decision in result.decisions:
-        mark = f"#{decision.rank:<3} run " if decision.decision == "run" else "     skip"
+        why = "; ".join(decision.reasons)
+        if decision.decision == "run" and decision.shadow:
+            mark, why = f"#{decision.rank:<3} shadow", shadow_summary(why, result.at)
+        else:
+            mark = f"#{decision.rank:<3} run " if decision.decision == "run" else "     skip"
         print(f"{mark} {decision.table.qualified} {decision.operation.value} "
-              f"[{decision.trigger or '-'}] debt {decision.debt_score:.0f}: {'; '.join(decision.reasons)}")
+              f"[{decision.trigger or '-'}] debt {decision.debt_score:.0f}: {why}")
     for note in result.notes:
         print(f"note: {note}")
     return EXIT_OK
@@ -178,7 +186,15 @@ def cmd_explain(args) -> int:
     print(f"{report['table']}: policy {report['policyName']}, condition-based triggering "
           f"{'on' if report['conditionBasedTriggeringEnabled'] else 'off'}")
     for op, status in report["operationStatuses"].items():
-        print(f"  {op}: {'TRIGGER' if status['shouldTrigger'] else 'wait'} - {'; '.join(status['reasons'])}")
+        shadow = status.get("shadowDecision")
+        if shadow and shadow["wouldRun"]:
+            print(f"  {op}: SHADOW - {shadow['summary']}")
+        else:
+            print(f"  {op}: {'TRIGGER' if status['shouldTrigger'] else 'wait'} - {'; '.join(status['reasons'])}"
+                  + (" (shadow policy)" if shadow else ""))
+        if shadow and shadow["lastRecordedAt"]:
+            print(f"    last shadow decision recorded at {shadow['lastRecordedAt']} (slot {shadow['lastRecordedSlot']}): "
+                  f"{shadow['lastRecordedReason']}")
         print(f"    next eligible {status['nextEligibleTime']}, debt {status['debtScore']:.0f} {status['debtBreakdown']}")
         if status.get("quiet"):
             print(f"    quiet period {status['quiet']['quietFor']} (forced after {status['quiet']['maxQuietWait']}): "

@@ -21,7 +21,7 @@ assert set(OperationName.__args__) == {op.value for op in Operation}  # type: ig
 
 # Per-operation statuses (Floe's SUCCEEDED, FAILED, CANCELLED, SKIPPED; PENDING while queued, RUNNING
 # while it runs; WOULD_RUN in a dry run).
-OperationStatus = Literal["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "SKIPPED", "WOULD_RUN"]
+OperationStatus = Literal["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "SKIPPED", "WOULD_RUN", "SHADOW"]
 # A trigger's per-operation result adds CONFLICT: its commit lost a race with another writer (the run
 # succeeded and changed nothing; `conflict` names the commit that won). Not a failure.
 OperationResultStatus = Literal[
@@ -175,6 +175,17 @@ class ConflictState(_Open):
     writerOperation: str | None = None
 
 
+class ShadowDecision(_Open):
+    wouldRun: bool = Field(description="The decision now would run (it passed every gate and the shadow budgets)")
+    wouldRunAt: str | None = Field(json_schema_extra={"format": "date-time"})
+    summary: str | None = Field(description="shadow: would run at <time> because <reason>")
+    lastRecordedAt: str | None = Field(json_schema_extra={"format": "date-time"},
+                                       description="When the ledger last recorded a shadow decision (it stands "
+                                                   "in for a successful run for the due rules)")
+    lastRecordedSlot: str | None
+    lastRecordedReason: str | None
+
+
 class OperationTriggerStatus(_Open):
     operationType: str
     shouldTrigger: bool
@@ -198,6 +209,10 @@ class OperationTriggerStatus(_Open):
     refs: dict[str, Any] | None = Field(default=None, description="EXPIRE_SNAPSHOTS only: the policy's refRetention "
                                         "rules and each branch and tag with its age, limit and what it alone keeps")
     lastRun: LastRun
+    shadow: bool = Field(False, description="The policy's mode is shadow: decisions are recorded, never run "
+                                            "(shouldTrigger stays false)")
+    shadowDecision: ShadowDecision | None = Field(None, description="A shadow policy's: what would run now, and "
+                                                                    "its last recorded decision")
 
 
 class TriggerStatusResponse(_Open):
@@ -284,14 +299,16 @@ class TableConflict(BaseModel):
 
 class OperationRun(_Open):
     """A maintenance run: Floe's OperationResponse keys (id, catalog, namespace, tableName, qualifiedTableName,
-    startedAt, completedAt, results, normalizedMetrics...; extra fields here), then floe-dagster's."""
+    startedAt, completedAt, results, normalizedMetrics...; extra fields here), then floe-dagster's. With
+    ``?status=SHADOW``, a shadow policy's recorded decision (``shadow`` true: no run, so ``runId``,
+    ``jobName`` and ``runStatus`` are null)."""
 
-    runId: str
-    jobName: str
+    runId: str | None
+    jobName: str | None
     table: str | None = Field(description="The table it maintained (null for a run over several tables)")
     operation: str | None
     status: OperationStatus
-    runStatus: str = Field(description="Dagster's run status")
+    runStatus: str | None = Field(description="Dagster's run status")
     trigger: str | None
     triggerId: str | None
     policyName: str | None
@@ -308,6 +325,12 @@ class OperationRun(_Open):
                                                    "status stays SUCCEEDED): the race, naming the commit that won")
     conflicts: list[TableConflict] = Field(default_factory=list,
                                            description="Every table of the run that lost a commit race")
+    shadow: bool = Field(False, description="A shadow policy's decision (status SHADOW), never a run")
+    recordedAt: str | None = Field(None, json_schema_extra={"format": "date-time"},
+                                   description="A shadow decision: when the ledger recorded it (when it would have run)")
+    slot: str | None = Field(None, description="A shadow decision: the due slot it was recorded for (once per slot)")
+    debtScore: float | None = Field(None, description="A shadow decision: its debt score")
+    estimatedBytes: int | None = Field(None, description="A shadow decision: the bytes it would have rewritten")
 
 
 class OperationsPage(BaseModel):

@@ -4,7 +4,8 @@ Its sources, a few aggregate queries each (``GROUP BY``: no Python loop over tab
 
 - the coordination database: ``floe_outcomes`` (one row per table a run maintained: executions,
   durations, bytes rewritten, failures by kind) and ``floe_ledger`` (the last day's admissions with
-  their run, read from the day's first row by id: trigger-to-run latency);
+  their run, read from the day's first row by id: trigger-to-run latency; the last day's shadow
+  rows by operation: what shadow policies would have run);
 - the Dagster instance's run storage: floe runs queued and running, manual-trigger runs by status,
   the last day's runs (queue wait), and the debt-score sensor's last-tick summary per scope in its
   key-value store (:mod:`floe_dagster.scheduling.tick_stats`);
@@ -315,12 +316,15 @@ class FloeCollector(Collector):
         engine = self.coordination.engine
         done = read("coordination", lambda: self.outcomes.read(engine, now))
         admissions = read("coordination", lambda: self.admissions.read(engine, now - WINDOW - ADMISSION_TTL))
+        shadow = read("coordination", lambda: self.coordination.shadow_counts_since(now - WINDOW))
         runs = read("instance", lambda: run_totals(self.instance, now - WINDOW))
         ticks = read("instance", lambda: read_tick_stats(self.instance))
         policies = read("policies", lambda: load_policy_set(self.settings))
 
         if done is not None:
             yield from self._outcomes(done)
+        if shadow is not None:
+            yield from self._shadow(shadow)
         if runs is not None:
             yield from self._runs(runs, admissions)
         if ticks is not None:
@@ -351,6 +355,19 @@ class FloeCollector(Collector):
         yield _counter("floe_operation_conflicts", "Operation executions whose commit lost a race with another "
                        "writer (outcome conflict: not failures, no backoff; retried 5-15 minutes later)",
                        ["operation"], counted)
+
+    # -- the ledger's shadow rows ---------------------------------------------------------------------------------
+    @staticmethod
+    def _shadow(counts: Mapping[str, tuple[int, datetime]]) -> Iterator[Metric]:
+        """What the shadow policies would have run: every operation's series from the start (0)."""
+        ops = [_op(op.value) for op in ALL_OPERATIONS]
+        found = {_op(op): value for op, value in counts.items()}
+        yield _gauge("floe_shadow_decisions", "Shadow policies' decisions the ledger recorded in the last day "
+                     "(what would have run; no run is created)", labels=["operation"],
+                     values={(op,): float(found[op][0]) if op in found else 0.0 for op in ops})
+        yield _gauge("floe_shadow_last_decision_timestamp_seconds", "When the newest shadow decision of the last "
+                     "day was recorded (when it would have run; Unix time)", labels=["operation"],
+                     values={(op,): found[op][1].timestamp() for op in ops if op in found})
 
     # -- the instance's runs ----------------------------------------------------------------------------------
     def _runs(self, runs: dict[str, Any], admissions: dict[str, datetime] | None) -> Iterator[Metric]:
@@ -396,6 +413,8 @@ class FloeCollector(Collector):
             if "admitted" in record:  # a tick planned
                 for trigger, n in record["admitted"].items():
                     decisions[(scope, "admitted", trigger)] = float(n)
+                for operation, n in (record.get("shadow") or {}).items():
+                    decisions[(scope, "shadow", operation)] = float(n)
                 for code, n in record.get("skipped", {}).items():
                     decisions[(scope, "skipped", code)] = float(n)
                 decisions[(scope, "refused", "duplicate")] = float(record.get("refused", 0))
@@ -411,7 +430,8 @@ class FloeCollector(Collector):
                     totals[("floe_trigger_evaluations_by_operation_total", (operation, result))] += n
         counted = self.since_start.counted("ticks", totals)
         yield _gauge("floe_tick_decisions", "The debt-score sensor's last planned tick: decisions by outcome "
-                     "(admitted: by trigger; skipped: by reason code; refused: the ledger already had them)",
+                     "(admitted: by trigger; shadow: recorded shadow decisions, by operation; skipped: by reason "
+                     "code; refused: the ledger already had them)",
                      labels=["scope", "outcome", "reason"], values=decisions)
         yield _gauge("floe_tick_timestamp_seconds", "When the debt-score sensor's last tick ran (Unix time)",
                      labels=["scope"], values=at)

@@ -53,12 +53,14 @@ MAX_OUTCOME_RUNS = 1000
 # runs in which a table lost a commit race, a filter only, as PARTIAL_FAILURE is; docs/http-api.md).
 _NEVER_A_RUN = {"NO_POLICY", "NO_OPERATIONS"}
 _RECORD_STATUSES = ["PENDING", "RUNNING", "SUCCESS", "PARTIAL_FAILURE", "FAILED", "NO_POLICY", "NO_OPERATIONS",
-                    "SUCCEEDED", "CANCELLED", "CONFLICT"]
+                    "SUCCEEDED", "CANCELLED", "CONFLICT", "SHADOW"]
 # An operation record's status as Floe words it: Floe has no cancelled record (a cancelled run did not
 # maintain its table, so it is FAILED there; runStatus still says CANCELED).
 FLOE_RECORD_STATUS = {"SUCCEEDED": "SUCCESS", "CANCELLED": "FAILED"}
 # A per-operation result whose table lost a commit race: the run succeeded, the table was not maintained.
 CONFLICT = "CONFLICT"
+# A shadow policy's recorded decisions (the ledger's shadow rows): what would have run, never a run.
+SHADOW = "SHADOW"
 
 
 MAX_WINDOW = timedelta(days=3650)
@@ -231,6 +233,8 @@ class ApiService:
             return self._partial_failures(tags, qualified, trigger_id, limit, offset)
         if status == CONFLICT:
             return self._conflicts(tags, qualified, trigger_id, limit, offset)
+        if status == SHADOW:
+            return self._shadow_decisions(qualified, trigger_id, limit, offset)
         statuses = DAGSTER_STATUSES[status] if status else None
         filters = RunsFilter(tags=tags, statuses=statuses)
         total = self.instance.get_runs_count(filters)
@@ -330,6 +334,24 @@ class ApiService:
         return {"operations": items, "total": len(lost), "limit": limit, "offset": offset,
                 "hasMore": offset + len(items) < len(lost)}
 
+    def _shadow_decisions(self, qualified: str | None, trigger_id: str | None, limit: int,
+                          offset: int) -> dict[str, Any]:
+        """The shadow policies' recorded decisions (of ``table``, when given), newest first: no run, no
+        trigger id; each says what would have run, when (``recordedAt``) and why."""
+        if trigger_id:  # a trigger's runs are real runs: no shadow decision belongs to one
+            return {"operations": [], "total": 0, "limit": limit, "offset": offset, "hasMore": False}
+        total, rows = self.coordination.shadow_rows(qualified, limit, offset)
+        items = [{
+            "runId": None, "jobName": None, "table": row.table_name, "operation": row.operation.value,
+            "status": SHADOW, "runStatus": None, "trigger": row.trigger, "triggerId": None, "policyName": None,
+            "actor": None, "reason": row.reason, "createdAt": iso(row.admitted_at), "startTime": None,
+            "endTime": None, "durationMs": None, "metrics": {}, "tables": [], "errorMessage": None,
+            "conflict": None, "conflicts": [], "shadow": True, "recordedAt": iso(row.admitted_at),
+            "slot": row.slot, "debtScore": row.debt_score, "estimatedBytes": row.estimated_bytes,
+        } for row in rows]
+        return {"operations": items, "total": total, "limit": limit, "offset": offset,
+                "hasMore": offset + len(items) < total}
+
     def _multi_table_runs(self, qualified: str, trigger_id: str | None, statuses) -> list:
         """Runs that maintained the table without being tagged with it (a backfill over a namespace
         job): finished ones from the coordination database's outcomes, running ones by asset."""
@@ -387,6 +409,7 @@ class ApiService:
             # Lost commit races: `table`'s (its message naming the commit that won), and every table's.
             "conflict": facts.conflicts.get(own_table) if own_table else None,
             "conflicts": [{"table": name, "conflict": message} for name, message in sorted(facts.conflicts.items())],
+            "shadow": False,  # a run; ?status=SHADOW lists the shadow policies' decisions, never runs
         }
 
     def readiness(self) -> tuple[bool, list[dict[str, str]]]:

@@ -5,7 +5,8 @@ One database shared by every launcher and every run that maintains the same lake
 the Dagster instance. Reading all history is one query per tick, whatever the number of tables.
 
 - ``floe_ledger``: one row per admitted (table, operation, slot, attempt); the unique key makes a
-  double admission impossible across launchers and replicas.
+  double admission impossible across launchers and replicas. A shadow policy's decision has a row of
+  its own (``shadow`` true, attempt ``SHADOW_ATTEMPT``), once per (table, operation, slot), never a run.
 - ``floe_outcomes``: one row per table a run maintained (a backfill run maintains many), written by
   the run itself as each table finishes, or by the tick that finds the run dead.
 - ``floe_history``: the fold of the outcomes per (table, operation) that the planner reads.
@@ -73,6 +74,8 @@ ledger = Table(
     Column("batch_key", String(1200)),
     # A partition-scoped rewrite (core/partition_scope.py): the partitions chosen and the backlog, as JSON.
     Column("scope", Text),
+    # A shadow policy's decision: recorded, never run (no run id, never in flight, no budget of live work).
+    Column("shadow", Boolean, nullable=False, default=False),
     UniqueConstraint("table_name", "operation", "slot", "attempt", name="floe_ledger_item"),
 )
 
@@ -112,6 +115,8 @@ history = Table(
     Column("consecutive_conflicts", Integer, nullable=False, default=0),
     Column("last_conflict_at", DateTime(timezone=True)),
     Column("last_conflict_writer", String(32)),
+    # The newest shadow decision's admission: a shadow policy's due rules read it as a success.
+    Column("last_shadow_at", DateTime(timezone=True)),
 )
 
 # An admission whose run was never created (the daemon failed to launch it) expires after this.
@@ -134,7 +139,8 @@ class Coordination:
 
     # -- ledger -------------------------------------------------------------------------------
     def admit(self, items: Iterable[RunDecision], now: datetime, launcher: str = "") -> list[RunDecision]:
-        """Insert each admission; the ones another launcher already admitted are left out."""
+        """Insert each admission; the ones another launcher already admitted are left out. A shadow
+        decision's row is recorded with its history's ``last_shadow_at``, in one transaction."""
         admitted = []
         for item in items:
             try:
@@ -145,11 +151,38 @@ class Coordination:
                         debt_score=item.debt_score, estimated_bytes=item.estimated_bytes,
                         admitted_at=naive_as_utc(now), launcher=launcher, batch_key=item.batch_key or item.item_key,
                         scope=json.dumps(item.scope.to_json()) if item.scope is not None else None,
+                        shadow=item.shadow,
                     ))
+                    if item.shadow:
+                        _record_shadow_in_history(connection, item.table.qualified, item.operation, now)
                 admitted.append(item)
             except IntegrityError:
                 continue
         return admitted
+
+    def shadow_rows(self, table_name: str | None = None, limit: int = 100, offset: int = 0,
+                    operation: Operation | None = None) -> tuple[int, list[LedgerRow]]:
+        """The recorded shadow decisions (of one table, and one operation, when given), newest first:
+        (how many, a page)."""
+        where = ledger.c.shadow.is_(True)
+        if table_name:
+            where = and_(where, ledger.c.table_name == table_name)
+        if operation is not None:
+            where = and_(where, ledger.c.operation == operation.value)
+        with self.engine.connect() as connection:
+            total = connection.execute(select(func.count()).select_from(ledger).where(where)).scalar_one()
+            rows = connection.execute(select(ledger).where(where).order_by(ledger.c.admitted_at.desc(), ledger.c.id.desc())
+                                      .limit(limit).offset(offset)).mappings().all()
+        return int(total), [_ledger_row(row) for row in rows]
+
+    def shadow_counts_since(self, since: datetime) -> dict[str, tuple[int, datetime]]:
+        """Shadow decisions recorded since then by operation: (how many, the newest's admission)."""
+        with self.engine.connect() as connection:
+            rows = connection.execute(
+                select(ledger.c.operation, func.count(), func.max(ledger.c.admitted_at))
+                .where(ledger.c.shadow.is_(True), ledger.c.admitted_at >= naive_as_utc(since))
+                .group_by(ledger.c.operation)).all()
+        return {operation: (int(n), naive_as_utc(newest)) for operation, n, newest in rows}
 
     def attach_run(self, batch_key: str, run_id: str) -> None:
         """The run the daemon created for a batch: every item of it (rows of older versions, without a
@@ -294,6 +327,8 @@ def _add_missing_columns(engine: Engine) -> None:
     # (table, column, its SQL type): added to databases created before the column existed.
     for table, column, sql_type in ((ledger, "batch_key", "VARCHAR(1200)"),
                                     (ledger, "scope", "TEXT"),
+                                    (ledger, "shadow", "BOOLEAN NOT NULL DEFAULT FALSE"),
+                                    (history, "last_shadow_at", _timestamp_type(engine)),
                                     (history, "consecutive_conflicts", "INTEGER NOT NULL DEFAULT 0"),
                                     (history, "last_conflict_at", _timestamp_type(engine)),
                                     (history, "last_conflict_writer", "VARCHAR(32)")):
@@ -305,6 +340,15 @@ def _add_missing_columns(engine: Engine) -> None:
         except DBAPIError:  # another process added it first
             if column not in _columns(engine, table):
                 raise
+
+
+def _record_shadow_in_history(connection, table_name: str, operation: Operation, at: datetime) -> None:
+    """The history's ``last_shadow_at`` (never pruned, unlike the ledger, so a long interval still
+    counts from it), created with the row when the table has no history yet."""
+    key = and_(history.c.table_name == table_name, history.c.operation == operation.value)
+    if connection.execute(update(history).where(key).values(last_shadow_at=naive_as_utc(at))).rowcount == 0:
+        connection.execute(history.insert().values(table_name=table_name, operation=operation.value,
+                                                   last_shadow_at=naive_as_utc(at)))
 
 
 def _columns(engine: Engine, table: Table) -> set[str]:
@@ -323,6 +367,7 @@ def _ledger_row(row) -> LedgerRow:
         admitted_at=naive_as_utc(row["admitted_at"]), launcher=row["launcher"] or "", run_id=row["run_id"],
         batch_key=row["batch_key"] or row["run_key"],
         scope=PartitionSelection.from_json(row.get("scope")),
+        shadow=bool(row.get("shadow")),
     )
 
 

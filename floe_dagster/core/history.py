@@ -31,6 +31,18 @@ class OperationHistory:
     # The snapshot operation of the commit that won the streak's latest race whose winner is known
     # (``overwrite``, ``delete``, ``append``...): what the health issue of a long streak names.
     last_conflict_writer: str | None = None
+    # When a shadow policy's newest decision was recorded (its ledger row's admitted_at): for that
+    # policy's due rules it stands in for a successful run's start (:meth:`as_shadow_sees_it`).
+    last_shadow_at: datetime | None = None
+
+    def as_shadow_sees_it(self) -> "OperationHistory":
+        """This history for a shadow decision: the newest shadow row counts as a successful run that
+        started when it was recorded, so an interval comes due one interval after it and a cron slot
+        is used up. Live decisions never read it: a table switched to live still needs a real run."""
+        shadow = self.last_shadow_at
+        if shadow is None or (self.last_success_start is not None and self.last_success_start >= shadow):
+            return self
+        return replace(self, last_success_start=shadow)
 
     @property
     def failure_rate(self) -> float:
@@ -93,6 +105,7 @@ def fold_outcome(state: OperationHistory, outcome: Outcome) -> OperationHistory:
             consecutive_conflicts=0,
             last_conflict_at=state.last_conflict_at,
             last_conflict_writer=state.last_conflict_writer,
+            last_shadow_at=state.last_shadow_at,
         )
     return OperationHistory(
         **common,
@@ -105,6 +118,7 @@ def fold_outcome(state: OperationHistory, outcome: Outcome) -> OperationHistory:
         consecutive_conflicts=0,
         last_conflict_at=state.last_conflict_at,
         last_conflict_writer=state.last_conflict_writer,
+        last_shadow_at=state.last_shadow_at,
     )
 
 

@@ -10,12 +10,19 @@ failure_backoff; conflict_retry; zero_change_throttle; conditions_unmet, min_int
 Admitted decisions are grouped into batches (core/batches.py): one run per batch. The table and
 operation budgets and the byte budget count (table, operation) items; ``max-run-requests-per-tick``
 and ``max-queued-runs`` count runs, so a new batch is what a tick cap stops.
+
+A shadow policy's decisions (``mode: shadow``) pass the same gates, reading a history in which their
+newest recorded shadow decision stands in for a successful run; the ones that would run are ranked
+in a budget pass of their own, after the live pass, with budgets of their own (their bytes are the
+shadow rows' of the last hour, no run of theirs is ever queued), so they never take budget from live
+work. They come out as ``run`` decisions with ``shadow`` set, ranked after every live one:
+:attr:`Plan.admitted` is the live work, :attr:`Plan.shadowed` what would have run.
 """
 
 from __future__ import annotations
 
 import gc
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -30,7 +37,7 @@ from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled,
 from floe_dagster.core.partition_scope import Backlog, PartitionSelection, partition_costs, select_partitions
 from floe_dagster.core.policy import Policy, PolicySet
 from floe_dagster.core.quiet import QuietVerdict, due_since, quiet_verdict
-from floe_dagster.core.run_decision import item_key
+from floe_dagster.core.run_decision import SHADOW_ATTEMPT, SHADOW_PREFIX, item_key
 from floe_dagster.core.estimates import EstimateOptionError, RewriteRules
 from floe_dagster.core.schedule import schedule_due
 from floe_dagster.core.tables import TableName
@@ -89,6 +96,7 @@ class Decision:
     # A partition-scoped rewrite: the partitions it takes and the backlog it leaves (None: the whole table).
     scope: PartitionSelection | None = None
     backlog: Backlog | None = None  # what an earlier admission left to do (the ledger's), while open
+    shadow: bool = False  # its policy's mode is shadow: a "run" decision is recorded, never run
 
     @property
     def conditions(self) -> dict[str, Any]:
@@ -112,6 +120,7 @@ class Decision:
             "estimated_bytes": self.estimated_bytes,
             "next_eligible": self.next_eligible.isoformat() if self.next_eligible else None,
             "rank": self.rank,
+            **({"shadow": True} if self.shadow else {}),  # a shadow policy's: recorded, never run
             **({"scope": self.scope.to_json()} if self.scope is not None else {}),
         }
 
@@ -138,6 +147,8 @@ class PlanInput:
     batching: BatchSettings = ONE_TABLE_PER_RUN
     # The backlog the newest admission of each (table, operation) left (scheduling/inputs.ledger_state).
     backlogs: Mapping[tuple[str, Operation], Backlog] = field(default_factory=dict)
+    # The shadow pass's own rolling hour: estimated bytes of the shadow rows recorded in the last hour.
+    shadow_bytes_last_hour: int = 0
 
 
 @dataclass(frozen=True)
@@ -148,7 +159,13 @@ class Plan:
 
     @property
     def admitted(self) -> list[Decision]:
-        return sorted((d for d in self.decisions if d.decision == "run"), key=lambda d: d.rank or 0)
+        """The live decisions admitted: the work that runs, in rank order."""
+        return sorted((d for d in self.decisions if d.decision == "run" and not d.shadow), key=lambda d: d.rank or 0)
+
+    @property
+    def shadowed(self) -> list[Decision]:
+        """The shadow policies' decisions that would run, in rank order (after every live one)."""
+        return sorted((d for d in self.decisions if d.decision == "run" and d.shadow), key=lambda d: d.rank or 0)
 
     def batches(self, admitted: Iterable[Decision] | None = None) -> list[list[Decision]]:
         """The admitted decisions (or the given subset of them) by batch, each in rank order, the
@@ -252,6 +269,8 @@ def _plan(data: PlanInput) -> Plan:
         qualified = table.qualified
         for op in policy.configured_operations():
             history = history_of((qualified, op)) or _NO_HISTORY
+            if policy.shadow:
+                history = history.as_shadow_sees_it()
             score, breakdown = table_debt.with_history(history.failure_rate, history.consecutive_failures)
             schedule = policy.schedule(op)
             estimate = estimate_bytes(table, op, metrics, policy.config(op)) if estimate_bytes and op.rewrites_data else 0
@@ -260,16 +279,35 @@ def _plan(data: PlanInput) -> Plan:
                 trigger=None, debt_score=score, debt_breakdown=breakdown, estimated_bytes=estimate,
                 next_eligible=None, rank=None, policy_priority=policy.priority,
                 schedule_priority=schedule.priority if schedule else 0, enabled=bool(schedule and schedule.enabled),
+                shadow=policy.shadow,
             )
             decision = _gate(data, catalog_tables, table, op, policy, schedule, metrics, history, base)
             (candidates if decision.decision == "run" else decisions).append(decision)
 
     candidates.sort(key=lambda d: (
         -d.debt_score, -d.policy_priority, -d.schedule_priority, d.table.qualified, d.operation.order))
-    decisions.extend(_admit_within_budgets(data, candidates, notes))
+    live = list(_admit_within_budgets(data, [d for d in candidates if not d.shadow], notes))
+    decisions.extend(live)
+    decisions.extend(_shadow_pass(data, [d for d in candidates if d.shadow], live, notes))
     unranked = 10**9
     decisions.sort(key=lambda d: (unranked if d.rank is None else d.rank, d.table.qualified, d.operation.order))
     return Plan(now, decisions, notes)
+
+
+def _shadow_pass(data: PlanInput, candidates: list[Decision], live: list[Decision],
+                 notes: list[str]) -> list[Decision]:
+    """The shadow decisions through the same budgets with a fresh state of their own (nothing admitted
+    yet, their own hour of bytes, no queued run), ranked and batched after the live ones."""
+    if not candidates:
+        return []
+    shadow_notes: list[str] = []
+    own_budgets = replace(data, bytes_last_hour=data.shadow_bytes_last_hour, queued_runs=0)
+    passed = list(_admit_within_budgets(own_budgets, candidates, shadow_notes))
+    ranks = max((d.rank for d in live if d.rank is not None), default=0)
+    batches = max((d.batch for d in live if d.batch is not None), default=0)
+    notes.extend(f"shadow: {note}" for note in shadow_notes)
+    return [d if d.rank is None else _replace(d, rank=d.rank + ranks, batch=(d.batch or 0) + batches)
+            for d in passed]
 
 
 def _skip(base: Decision, code: str, detail: str = "", **changes: Any) -> Decision:
@@ -306,7 +344,9 @@ def _gate(
 
     # The windows and allowed days come first (window_closed, day_not_allowed), then not_due.
     due = schedule_due(schedule, history.last_success_start, now)
-    backlog = data.backlogs.get((table.qualified, op)) if data.backlogs else None
+    # A shadow decision never continues a backlog: a continuation is the same slot's next attempt, and
+    # shadow decisions are recorded once per slot.
+    backlog = data.backlogs.get((table.qualified, op)) if data.backlogs and not base.shadow else None
     if backlog is not None and backlog.open_after(history.last_success_start):
         base = _replace(base, backlog=backlog)
         if not due.due and due.blocked in (None, "not_due"):  # the window and the days still hold
@@ -364,12 +404,17 @@ def _gate(
     if table.qualified in data.busy_tables:
         return _skip(base, "in_flight", "another run maintains this table (one run per table at a time)", **extra)
 
-    attempt = data.last_attempts.get((table.qualified, op, due.slot_key), -1) + 1
+    reason = f"{due.trigger}: {due.detail}"
+    if base.shadow:
+        attempt = SHADOW_ATTEMPT
+        reason = f"{SHADOW_PREFIX}{reason} (shadow policy '{policy.name}')"
+    else:
+        attempt = data.last_attempts.get((table.qualified, op, due.slot_key), -1) + 1
     window_end = schedule.window_end_after(now) if schedule.enforce_window_end else None
     runtime = schedule.timeout_hours * 3600
     if window_end is not None:
         runtime = min(runtime, max(60.0, (window_end - now).total_seconds()))
-    return _replace(base, decision="run", reasons=(f"{due.trigger}: {due.detail}", *quiet_reason), attempt=attempt,
+    return _replace(base, decision="run", reasons=(reason, *quiet_reason), attempt=attempt,
                    max_runtime_s=runtime, next_eligible=now, run_class=_run_class(schedule), **extra)
 
 

@@ -7,7 +7,8 @@ file in Floe's PolicyLoader format (a ``policies:`` list of kebab-case policies)
 them first and checked the same way (:mod:`floe_dagster.core.policy_formats`). Fields:
 
 ``name`` (required, unique across all files), ``description``, ``tablePattern`` (default ``*``, with a
-warning), ``enabled`` (default true), ``priority`` (int, default 0), ``tags`` (text → text, become
+warning), ``enabled`` (default true), ``mode`` (``live``, the default, or ``shadow``: the planner decides and
+the ledger records, but no run is created; docs/automation.md), ``priority`` (int, default 0), ``tags`` (text → text, become
 run tags ``dagster/floe.tag.<key>``; ``owner`` and ``team`` also name the table assets' owners), the
 operation configs ``rewriteDataFiles``, ``expireSnapshots``, ``orphanCleanup``, ``rewriteManifests``,
 ``rewritePositionDeleteFiles`` each with its schedule ``<operation>Schedule``, ``triggerConditions``,
@@ -76,12 +77,14 @@ from floe_dagster.core.validation import (
     check_unknown,
     describe,
     get_bool,
+    get_enum,
     get_int,
     get_str,
     one_line,
 )
 
 POLICY_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+LIVE, SHADOW = "live", "shadow"  # a policy's ``mode``: its decisions create runs, or are only recorded
 RUN_TAG_PREFIX = POLICY_TAG_PREFIX  # a policy tag's run tag: this + its key
 # Dagster tag keys allow letters, digits, '_', '-', '.' and one '/' namespace (the prefix takes it):
 # 63 characters after the '/'.
@@ -105,6 +108,7 @@ class Policy:
     enabled: bool = True
     priority: int = 0
     tags: Mapping[str, str] = field(default_factory=dict)
+    mode: str = LIVE  # LIVE or SHADOW
     configs: Mapping[Operation, OperationConfig] = field(default_factory=dict)
     schedules: Mapping[Operation, Schedule] = field(default_factory=dict)
     trigger_conditions: TriggerConditions | None = None
@@ -115,6 +119,11 @@ class Policy:
 
     def __hash__(self) -> int:
         return hash((self.name, self.version))
+
+    @property
+    def shadow(self) -> bool:
+        """Its decisions are recorded as shadow (what would have run), never run."""
+        return self.mode == SHADOW
 
     # -- operations -----------------------------------------------------------------------------
 
@@ -180,7 +189,7 @@ class Policy:
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "name": self.name, "description": self.description, "tablePattern": self.table_pattern.text,
-            "enabled": self.enabled, "priority": self.priority, "tags": dict(self.tags),
+            "enabled": self.enabled, "mode": self.mode, "priority": self.priority, "tags": dict(self.tags),
             "specificity": self.specificity, "effectivePriority": self.effective_priority,
             "source": self.source, "version": self.version,
         }
@@ -500,6 +509,7 @@ def parse_policy(raw: Any, source: str, index: int, problems: Problems) -> Polic
         except ValueError as exc:
             at.child("tablePattern").error(str(exc))
     enabled = get_bool(at, raw, "enabled", True)
+    mode = get_enum(at, raw, "mode", (LIVE.upper(), SHADOW.upper()), LIVE.upper()).lower()
     priority = get_int(at, raw, "priority", 0)
     tags = _parse_tags(at, raw.get("tags"))
 
@@ -541,7 +551,7 @@ def parse_policy(raw: Any, source: str, index: int, problems: Problems) -> Polic
         return None
     return Policy(
         name=name, table_pattern=pattern, description=description, enabled=enabled, priority=priority,
-        tags=tags, configs=configs, schedules=schedules, trigger_conditions=conditions,
+        tags=tags, mode=mode, configs=configs, schedules=schedules, trigger_conditions=conditions,
         health_thresholds=thresholds, ref_retention=ref_retention, source=source, version=_version(raw),
     )
 
@@ -566,6 +576,9 @@ def _parse_tags(at: Location, raw: Any) -> dict[str, str]:
 
 
 def _version(raw: Mapping[str, Any]) -> str:
+    """A hash of the definition, without ``mode``: switching a policy from shadow to live changes what
+    creates runs, not what they do, so the live runs carry the version the shadow decisions were made by."""
+    raw = {k: v for k, v in raw.items() if k != "mode"}
     canonical = json.dumps(raw, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
@@ -576,5 +589,5 @@ def _version(raw: Mapping[str, Any]) -> str:
 __all__ = [
     "Policy", "PolicySet", "PolicyError", "PolicyFile", "ValidationResult", "load_policies", "validate_policy_paths",
     "parse_policies_text", "parse_policy", "policy_tags_as_run_tags",
-    "TOP_LEVEL_FIELDS", "RUN_TAG_PREFIX",
+    "TOP_LEVEL_FIELDS", "RUN_TAG_PREFIX", "LIVE", "SHADOW",
 ]

@@ -16,8 +16,8 @@
    mapping is one policy, a list holds policies.
 2. Each mapping entry of a policy list is read by its own top-level keys: *kebab-case* when one of them
    contains ``-`` or is ``pattern``; *camelCase* when one has an upper-case letter (``tablePattern``);
-   an entry with neither (only ``name``, ``description``, ``enabled``, ``priority``, ``tags``, spelled the
-   same in both) is read in the API format, which for those keys is the same thing. An entry with both
+   an entry with neither (only ``name``, ``description``, ``enabled``, ``mode``, ``priority``, ``tags``,
+   spelled the same in both) is read in the API format, which for those keys is the same thing. An entry with both
    kinds of key is an error (and is read as kebab-case, so its camelCase keys are named too).
 3. A file with a kebab-case entry and a camelCase one (in any of its documents) is an error: one file,
    one format. Each entry is still checked in its own format, so every other error is listed too.
@@ -54,7 +54,7 @@ API_FORMAT, LOADER_FORMAT = "api", "loader"
 FORMAT_NAMES = {API_FORMAT: "Floe API format, camelCase", LOADER_FORMAT: "Floe PolicyLoader format, kebab-case"}
 
 TOP_LEVEL_FIELDS = (
-    "name", "description", "tablePattern", "enabled", "priority", "tags",
+    "name", "description", "tablePattern", "enabled", "mode", "priority", "tags",
     *(op.policy_key for op in ALL_OPERATIONS), *(op.schedule_key for op in ALL_OPERATIONS),
     "triggerConditions", "healthThresholds", "refRetention",
 )

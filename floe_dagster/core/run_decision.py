@@ -9,6 +9,10 @@ run's tags (core/run_tags.py) and the table's materialization metadata are built
 Keys: an *item key* names one admitted (table, operation, slot, attempt), the ledger's unique key;
 a *batch key* names the batch (one run over several tables) and is the run's Dagster run key. A
 batch of one has its item's key as its batch key.
+
+A shadow policy's decision (``mode: shadow``) is recorded too, once per (table, operation, slot): its
+row has ``shadow`` set, the attempt :data:`SHADOW_ATTEMPT` and an item key ending in ``|shadow``, and
+no run ever carries its keys.
 """
 
 from __future__ import annotations
@@ -25,9 +29,25 @@ if TYPE_CHECKING:  # the planner imports item_key from here; a Decision is only 
     from floe_dagster.core.planner import Decision
 
 
+# A shadow row's attempt: never a live attempt number (0, 1, …), so the ledger's unique (table,
+# operation, slot, attempt) holds one shadow row per slot, and a live admission of the same slot
+# (the policy switched to live) is never refused as its duplicate.
+SHADOW_ATTEMPT = -1
+SHADOW_PREFIX = "would run: "  # how a shadow decision's reason begins
+
+
+def shadow_summary(reason: str, at: datetime) -> str:
+    """A shadow decision as ``plan``, ``explain`` and Dagit say it: ``shadow: would run at <time>
+    because <reason>``."""
+    return f"shadow: would run at {at.isoformat()} because {reason.removeprefix(SHADOW_PREFIX)}"
+
+
 def item_key(table_qualified: str, operation: Operation, slot: str | None, attempt: int) -> str:
     """The key of one admitted (table, operation, slot, attempt): the ledger's unique key, and the
-    run key of a batch of one, so Dagster never creates the same run twice either."""
+    run key of a batch of one, so Dagster never creates the same run twice either. A shadow
+    decision's (attempt :data:`SHADOW_ATTEMPT`) ends in ``|shadow``."""
+    if attempt == SHADOW_ATTEMPT:
+        return f"{table_qualified}|{operation.value}|{slot}|shadow"
     return f"{table_qualified}|{operation.value}|{slot}|attempt-{attempt}"
 
 
@@ -50,6 +70,7 @@ class LedgerRow:
     run_id: str | None
     batch_key: str  # rows written before batches existed have none: their item key
     scope: PartitionSelection | None = None  # a partition-scoped rewrite: its partitions and backlog
+    shadow: bool = False  # a shadow policy's decision: recorded, never run
 
 
 @dataclass(frozen=True)
@@ -69,6 +90,7 @@ class RunDecision:
     batch_key: str | None = None  # the batch it was admitted in; None: a batch of its own
     ledger_row: int | None = None  # its ledger row, once read back
     scope: PartitionSelection | None = None  # a partition-scoped rewrite: its partitions and backlog
+    shadow: bool = False  # a shadow policy's decision (attempt SHADOW_ATTEMPT): the ledger records it, nothing runs
 
     @property
     def item_key(self) -> str:
@@ -79,7 +101,7 @@ class RunDecision:
         """What the ledger and the run's tags keep of an admitted planner decision."""
         return cls(decision.table, decision.operation, decision.trigger or "", "; ".join(decision.reasons),
                    decision.debt_score, decision.slot or "", decision.attempt, decision.estimated_bytes,
-                   decision.max_runtime_s, batch_key, scope=decision.scope)
+                   decision.max_runtime_s, batch_key, scope=decision.scope, shadow=decision.shadow)
 
     @classmethod
     def from_ledger(cls, table: TableName, row: LedgerRow) -> "RunDecision":

@@ -129,6 +129,9 @@ def policy_tag_value(name: str | None) -> str:
 def policy_summary(policy: Policy, scheduler: SchedulerSettings, schedule_names: ScheduleNames) -> str:
     """The policy and when each of its configured operations runs, as Markdown."""
     head = f"Policy '{policy.name}'" + (f": {policy.description.strip()}" if policy.description.strip() else "") + "."
+    if policy.shadow:
+        head += (" **Shadow mode**: what would run is recorded (an observation per decision, in Events), "
+                 "no run is created.")
     if not scheduler.enabled:
         head += " Automatic maintenance is off (`scheduler.enabled: false`): operations run only when triggered."
     lines = [f"- {op.value}: {operation_rule(policy, op, schedule_names)}" for op in ALL_OPERATIONS

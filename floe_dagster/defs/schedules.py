@@ -15,6 +15,7 @@ from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import schedule_names_for
 from floe_dagster.defs.run_requests import run_requests, skip_reason
+from floe_dagster.defs.shadow_events import report_shadow_decisions
 from floe_dagster.policies import load_policy_set
 from floe_dagster.scheduling.tick import run_tick
 from floe_dagster.settings import Settings
@@ -49,6 +50,7 @@ def _cron_schedule(settings: Settings, job, loaded: frozenset[TableName], shard:
         now = max(now.astimezone(timezone.utc), datetime.now(timezone.utc))
         result = run_tick(settings, context.instance, floe_coordination.coordination, now, launcher, loaded,
                           its_rule, shard=shard)
+        report_shadow_decisions(context.instance, result.shadow, now)  # a shadow policy's cron rule
         if not result.admitted:
             yield skip_reason(result)
             return

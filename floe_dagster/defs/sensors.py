@@ -22,6 +22,7 @@ from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.health_reporting import report_health_events
 from floe_dagster.defs.run_requests import run_requests, skip_reason
+from floe_dagster.defs.shadow_events import report_shadow_decisions
 from floe_dagster.scheduling.retention import Pruned, prune_if_due
 from floe_dagster.scheduling.tick import TickResult, run_tick
 from floe_dagster.scheduling.tick_stats import record_tick
@@ -61,6 +62,7 @@ def build_sensor(settings: Settings, job, loaded_tables: Sequence[TableName], sh
         # After the scheduler lock is released: Dagit's view of table health (the sensor only), and
         # once a day the retention of floe's finished runs.
         result.health_reported = report_tick_health(settings, context.instance, result, now)
+        report_shadow_decisions(context.instance, result.shadow, now)
         record_tick(context.instance, shard.name, result, now)  # for GET /metrics; never fails
         context.log.info(result.summary())
         pruned = prune_quietly(settings, context.instance, coordination, now, shard)

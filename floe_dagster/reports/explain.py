@@ -2,7 +2,10 @@
 the planner's decision now for each operation, with conditions, debt, backoff and throttle state.
 Every operation is listed, as Floe does: one that no policy matches or the policy does not
 configure is disabled, with Floe's message. Conditions are Floe's strings; the structured checks
-stay under ``metConditionDetails`` and ``unmetConditionDetails``."""
+stay under ``metConditionDetails`` and ``unmetConditionDetails``.
+
+A shadow policy's operation never triggers (``shouldTrigger`` false): ``shadow`` is true and
+``shadowDecision`` says whether it would run now, and when the ledger last recorded it."""
 
 from __future__ import annotations
 
@@ -16,8 +19,9 @@ from floe_dagster.core.commit_conflicts import conflict_retry_delay
 from floe_dagster.core.conditions import NO_MATCHING_POLICY, OPERATION_DISABLED, floe_condition_strings
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
-from floe_dagster.core.planner import plan
+from floe_dagster.core.planner import Decision, plan
 from floe_dagster.core.refs import ref_report
+from floe_dagster.core.run_decision import LedgerRow, shadow_summary
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.iceberg.catalog import existing_table
@@ -36,6 +40,12 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
                   frozenset(cached) if cached is not None else None).plan_input
     policy = data.policies.effective_policy(table)
     decisions = {d.operation: d for d in plan(data).decisions if d.table == table}
+    recorded: dict[Operation, LedgerRow] = {}  # each shadow decision's newest ledger row
+    for op, decision in decisions.items():
+        if decision.shadow:
+            newest = coordination.shadow_rows(table.qualified, limit=1, operation=op)[1]
+            if newest:
+                recorded[op] = newest[0]
     statuses: dict[str, Any] = {}
     # Every operation, as Floe lists them: the ones no policy configures are shown disabled (a view:
     # the planner decides only for configured operations).
@@ -58,7 +68,7 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
             met, unmet = [], [OPERATION_DISABLED]
         statuses[op.value] = {
             "operationType": op.value,
-            "shouldTrigger": decision.decision == "run",
+            "shouldTrigger": decision.decision == "run" and not decision.shadow,
             "enabled": decision.enabled,
             "reasons": list(decision.reasons),
             "trigger": decision.trigger if decision.decision == "run" else None,
@@ -88,6 +98,8 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
                 "succeeded": history.last_run_succeeded if history else None,
                 "trigger": history.last_run_trigger if history else None,
             },
+            "shadow": decision.shadow,
+            "shadowDecision": _shadow(decision, recorded.get(op), now) if decision.shadow else None,
         }
     return {
         "catalog": table.catalog,
@@ -98,6 +110,19 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
         "conditionBasedTriggeringEnabled": data.limits.condition_based_triggering_enabled,
         "at": now.isoformat(),
         "operationStatuses": statuses,
+    }
+
+
+def _shadow(decision: Decision, last: LedgerRow | None, now: datetime) -> dict[str, Any]:
+    """A shadow policy's decision: whether it would run now and why, and the ledger's last record of it."""
+    would_run = decision.decision == "run"
+    return {
+        "wouldRun": would_run,
+        "wouldRunAt": now.isoformat() if would_run else None,
+        "summary": shadow_summary("; ".join(decision.reasons), now) if would_run else None,
+        "lastRecordedAt": last.admitted_at.isoformat() if last else None,
+        "lastRecordedSlot": last.slot if last else None,
+        "lastRecordedReason": last.reason if last else None,
     }
 
 
@@ -172,6 +197,7 @@ def _not_decided(op: Operation, why: str) -> dict[str, Any]:
         "backlog": None,
         "refs": None,
         "lastRun": {"start": None, "succeeded": None, "trigger": None},
+        "shadow": False, "shadowDecision": None,
     }
 
 

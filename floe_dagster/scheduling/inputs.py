@@ -43,6 +43,7 @@ class LedgerState:
     bytes_in_flight: int  # estimated bytes of admissions not finished yet (byte budget)
     # (table, operation) -> what its newest admission left to do (a partition-scoped rewrite's backlog)
     backlogs: Mapping[tuple[str, Operation], Backlog] = field(default_factory=dict)
+    shadow_bytes_last_hour: int = 0  # the shadow pass's budget: estimated bytes of the last hour's shadow rows
 
 
 def ledger_state(rows: Iterable[LedgerRow], now: datetime,
@@ -51,8 +52,13 @@ def ledger_state(rows: Iterable[LedgerRow], now: datetime,
 
     An admission whose run is not created yet holds its (table, operation) in flight and its bytes
     in the budget until :data:`ADMISSION_TTL` (the daemon failed to launch it); an admission whose
-    run exists counts its estimate while that run is in flight."""
+    run exists counts its estimate while that run is in flight. Shadow rows never have a run: they
+    hold nothing in flight, are no attempt and leave no backlog; their estimates of the last hour
+    are the shadow pass's own byte budget."""
     rows = list(rows)
+    shadow_bytes = sum(row.estimated_bytes for row in rows
+                       if row.shadow and row.operation.rewrites_data and now - row.admitted_at < timedelta(hours=1))
+    rows = [row for row in rows if not row.shadow]
     in_flight = set(running)
     last_attempts: dict[tuple[str, Operation, str], int] = {}
     pending_bytes = 0
@@ -68,7 +74,8 @@ def ledger_state(rows: Iterable[LedgerRow], now: datetime,
         else:
             created.append((item, row.estimated_bytes))
     estimated_running = sum(estimate for item, estimate in created if item in in_flight)
-    return LedgerState(frozenset(in_flight), last_attempts, pending_bytes + estimated_running, backlogs_of(rows))
+    return LedgerState(frozenset(in_flight), last_attempts, pending_bytes + estimated_running, backlogs_of(rows),
+                       shadow_bytes)
 
 
 def backlogs_of(rows: Iterable[LedgerRow]) -> dict[tuple[str, Operation], Backlog]:
@@ -138,6 +145,7 @@ def gather(
         estimate_bytes=estimate_operation_bytes,
         batching=settings.batching,
         backlogs=ledger.backlogs,
+        shadow_bytes_last_hour=ledger.shadow_bytes_last_hour,
     )
     return TickInputs(data, dead, len(health.missing))
 
@@ -151,7 +159,7 @@ def _attach_created_runs(instance: DagsterInstance, coordination: Coordination,
                          recent: list[LedgerRow]) -> list[LedgerRow]:
     """The rows with the run id of admissions whose run the daemon has created since (one query),
     recorded in the ledger: a run carries its batch's key as the run tag dagster/floe.run-key."""
-    pending = {row.batch_key for row in recent if row.run_id is None}
+    pending = {row.batch_key for row in recent if row.run_id is None and not row.shadow}
     if not pending:
         return recent
     created: dict[str, str] = {}

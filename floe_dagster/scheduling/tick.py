@@ -1,6 +1,9 @@
 """One scheduling tick, shared by the debt-score sensor and the cron schedules: under the scheduler
 lock, gather the planner's inputs (scheduling/inputs.py), plan, and admit the decisions into the
 trigger ledger. ``floe-dagster plan`` and ``explain`` gather and plan the same way without admitting.
+
+The shadow policies' decisions that would run are recorded in the ledger as shadow rows
+(:attr:`TickResult.shadow`) and are in no batch: no run request is ever made of them.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ class TickResult:
     seconds: float = 0.0
     inputs: PlanInput | None = None  # what was planned from (the sensor reports health from it)
     batches: list[RunBatch] = field(default_factory=list)  # the admitted decisions, one run each
+    shadow: list[Decision] = field(default_factory=list)  # shadow decisions this tick recorded (no run)
 
     def summary(self) -> str:
         if self.skipped_tick:
@@ -66,6 +70,8 @@ class TickResult:
         text = f"considered {considered}, admitted {len(self.admitted)}"
         if self.batches and len(self.batches) != len(self.admitted):
             text += f" in {len(self.batches)} run(s)"
+        if self.shadow:
+            text += f", {len(self.shadow)} shadow decision(s) recorded (no run)"
         if self.health_reported:
             text += f", health recorded for {self.health_reported} changed table(s)"
         return text + (f"; skipped: {top}" if top else "")
@@ -101,9 +107,10 @@ def run_tick(
                                       seconds=time.monotonic() - started)
                 result = Plan(result.at, _only_first_admitted(result.decisions), result.notes
                               + ["circuit half-open after an outage: one run probes"])
-            admissions = {d.item_key: d for d in result.admitted}
+            admissions = {d.item_key: d for d in (*result.admitted, *result.shadowed)}
             accepted = {item.item_key: item for item in coordination.admit(_admissions(result), now, launcher)}
-            admitted = [admissions[key] for key in accepted]
+            admitted = [admissions[key] for key in accepted if not admissions[key].shadow]
+            shadow = [admissions[key] for key in accepted if admissions[key].shadow]
             # What another launcher admitted first is left out; each batch keeps its key.
             policies = inputs.plan_input.policies
             batches = [_run_batch([accepted[d.item_key] for d in members], members, settings, policies)
@@ -113,16 +120,17 @@ def run_tick(
     except CatalogUnavailable as exc:
         return TickResult(None, skipped_tick=f"catalog_unavailable: {exc}")
     return TickResult(result, admitted, dead_runs=dead, health_missing=inputs.health_missing,
-                      seconds=time.monotonic() - started, inputs=inputs.plan_input, batches=batches)
+                      seconds=time.monotonic() - started, inputs=inputs.plan_input, batches=batches, shadow=shadow)
 
 
 def _admissions(result: Plan) -> list[RunDecision]:
-    """The admitted decisions as the ledger records them, each with its batch's key."""
+    """The admitted decisions as the ledger records them, each with its batch's key; then the shadow
+    decisions, each its own key (no run ever carries it)."""
     admissions = []
     for members in result.batches():
         key = batch_key([d.item_key for d in members])
         admissions += [RunDecision.admitted(d, key) for d in members]
-    return admissions
+    return admissions + [RunDecision.admitted(d) for d in result.shadowed]
 
 
 def _run_batch(admitted: list[RunDecision], members: list[Decision], settings: Settings,
@@ -135,7 +143,7 @@ def _run_batch(admitted: list[RunDecision], members: list[Decision], settings: S
 
 
 def _only_first_admitted(decisions: list[Decision]) -> list[Decision]:
-    return [d if d.decision != "run" or d.rank == 1 else
+    return [d if d.decision != "run" or (d.rank == 1 and not d.shadow) else
             replace(d, decision="skip", rank=None, reasons=("circuit_open: probing with one run after an outage",
                                                            *d.reasons))
             for d in decisions]

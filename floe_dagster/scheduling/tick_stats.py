@@ -51,13 +51,15 @@ def summarize(result: TickResult, now: datetime, previous: Mapping[str, Any] | N
     record: dict[str, Any] = {"version": VERSION, "at": now.isoformat(), "seconds": round(result.seconds, 6),
                               "skipped_tick": skipped_tick}
     if result.plan is None:  # lock held, catalog down, scheduler off: the last plan's decisions stay
-        for name in ("planned_at", "admitted", "skipped", "refused", "runs_requested", "tables_in_backoff",
+        for name in ("planned_at", "admitted", "shadow", "skipped", "refused", "runs_requested", "tables_in_backoff",
                      "tables_throttled"):
             if name in previous:
                 record[name] = previous[name]
     else:
         accepted = {d.item_key for d in result.admitted}
+        recorded_shadow = {d.item_key for d in result.shadow}
         admitted: Counter[str] = Counter()
+        shadow: Counter[str] = Counter()  # shadow decisions recorded this tick, by operation
         skipped: Counter[str] = Counter()
         refused = 0
         backoff: set[str] = set()
@@ -78,6 +80,9 @@ def summarize(result: TickResult, now: datetime, previous: Mapping[str, Any] | N
                     backoff.add(decision.table.qualified)
                 elif code == THROTTLE:
                     throttled.add(decision.table.qualified)
+            elif decision.shadow:  # recorded now, or already (the slot's row exists): never a run
+                if decision.item_key in recorded_shadow:
+                    shadow[decision.operation.value.lower()] += 1
             elif decision.item_key in accepted:
                 admitted[decision.trigger or "unknown"] += 1
             elif skipped_tick:  # the circuit is open: nothing was offered to the ledger
@@ -85,7 +90,8 @@ def summarize(result: TickResult, now: datetime, previous: Mapping[str, Any] | N
             else:  # offered to the ledger, which already had it: another launcher admitted it first
                 refused += 1
         totals["duplicates_refused"] += refused
-        record.update(planned_at=now.isoformat(), admitted=dict(admitted), skipped=dict(skipped), refused=refused,
+        record.update(planned_at=now.isoformat(), admitted=dict(admitted), shadow=dict(shadow),
+                      skipped=dict(skipped), refused=refused,
                       runs_requested=len(result.batches), tables_in_backoff=len(backoff),
                       tables_throttled=len(throttled))
     totals["by_operation"] = {op: dict(counts) for op, counts in sorted(by_operation.items())}

@@ -260,6 +260,19 @@ def test_update_is_floes_partial_update(api):
     assert call(api, "DELETE", f"{COLLECTION}/{renamed['id']}").status_code == 204
 
 
+def test_a_policy_created_and_updated_over_http_carries_its_mode(api):
+    created = create(api, {**NEW, "name": "orders-onboarding", "mode": "shadow"})
+    assert created["floe"]["mode"] == "shadow" and "mode" not in created  # floe-dagster's own, under floe
+    assert load_policy_set(api["settings"]).get("orders-onboarding").shadow
+    url = f"{COLLECTION}/{created['id']}"
+    assert_error(call(api, "PUT", url, json={"mode": "dry-run"}), 400, "VALIDATION_FAILED", "body.mode")
+    switched = call(api, "PUT", url, json={"mode": "live"}).json()
+    assert switched["floe"]["mode"] == "live" and switched["floe"]["version"] == created["floe"]["version"]
+    assert json.loads((api["directory"] / "orders-onboarding.json").read_text())["mode"] == "live"
+    assert not load_policy_set(api["settings"]).get("orders-onboarding").shadow
+    remove(api, "orders-onboarding")
+
+
 def test_delete_removes_the_file(api):
     created = create(api, {"name": "short-lived", "tablePattern": "demo.tmp.*"})
     assert files(api) == ["short-lived.json"]

@@ -35,7 +35,7 @@ _WRITE_ERRORS = {
 }
 _BODY = Body(
     description="A policy in Floe's camelCase JSON, as a policy file holds it (name, description, tablePattern, "
-                "enabled, priority, tags, the operation configs and their <operation>Schedule, triggerConditions, "
+                "enabled, mode (live or shadow), priority, tags, the operation configs and their <operation>Schedule, triggerConditions, "
                 "healthThresholds). Unknown fields are refused; id, createdAt and updatedAt are ignored.",
     openapi_examples={"compaction": {"value": {
         "name": "sales-compaction", "tablePattern": "demo.sales.*", "priority": 10,
