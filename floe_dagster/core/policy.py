@@ -10,8 +10,8 @@ them first and checked the same way (:mod:`floe_dagster.core.policy_formats`). F
 warning), ``enabled`` (default true), ``priority`` (int, default 0), ``tags`` (text → text, become
 run tags ``dagster/floe.tag.<key>``; ``owner`` and ``team`` also name the table assets' owners), the
 operation configs ``rewriteDataFiles``, ``expireSnapshots``, ``orphanCleanup``, ``rewriteManifests``,
-``rewritePositionDeleteFiles`` each with its schedule ``<operation>Schedule``, ``triggerConditions``
-and ``healthThresholds``.
+``rewritePositionDeleteFiles``, ``computeStatistics`` each with its schedule ``<operation>Schedule``,
+``triggerConditions`` and ``healthThresholds``.
 
 An operation is *configured* when it has a config, and *enabled* when it also has a schedule whose
 ``enabled`` is not false. Each table gets one effective policy: the enabled matching policy with the

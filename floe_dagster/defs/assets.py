@@ -69,6 +69,7 @@ from floe_dagster.iceberg.catalog import (
     table_counts,
 )
 from floe_dagster.iceberg.rewrite_progress import rewrite_progress
+from floe_dagster.iceberg.table_statistics import statistics_facts, statistics_state
 from floe_dagster.policies import ResolvedOperation, load_policy_set, resolve_operation
 from floe_dagster.settings import Settings
 from floe_dagster.spark.engine import EngineOutcome, IcebergSparkEngine
@@ -282,6 +283,7 @@ def maintain_table(
         outcome = engine.maintain(
             table, op, resolved.config, now, table_properties=properties, table_bytes=before["total_bytes"],
             read_snapshots=reads.snapshots, scope=rewrite_scope(iceberg_table, decision),
+            statistics=statistics_state(iceberg_table.metadata) if op is Operation.COMPUTE_STATISTICS else None,
         )
     after_table = reads.latest  # read after the procedure's commit (the row check's read)
     progress = _rewrite_progress(iceberg_table, after_table, resolved, outcome, properties)
@@ -324,9 +326,26 @@ def maintain_table(
     # Dagster's standard keys, from the metadata read after the commit (no Spark query).
     metadata.update(table_metadata(table.qualified, after_table.location(), row_count(current),
                                    schema_columns(after_table.schema())))
+    if op is Operation.COMPUTE_STATISTICS:
+        metadata.update(_statistics_metadata(after_table, current, outcome))
     if outcome.result.orphan_files:
         metadata["orphan_files_sample"] = MetadataValue.json(list(outcome.result.orphan_files[:20]))
     return MaterializeResult(asset_key=asset_key_for(table), metadata=metadata)
+
+
+def _statistics_metadata(after: Table, current: Any, outcome: EngineOutcome) -> dict[str, Any]:
+    """What the current snapshot's statistics files hold after the run (written now or before): the
+    Puffin file, its columns and their NDVs, the partition statistics file; and why the run did what it did."""
+    facts = statistics_facts(after.metadata, current.snapshot_id if current else None)
+    metadata: dict[str, Any] = {"statistics_reasons": MetadataValue.json(outcome.extra.get("statistics_reasons", []))}
+    for key in ("statistics_file", "partition_statistics_file"):
+        if key in facts:
+            metadata[key] = MetadataValue.path(facts[key])
+    if "statistics_snapshot_id" in facts:
+        metadata["statistics_snapshot_id"] = MetadataValue.text(str(facts["statistics_snapshot_id"]))
+        metadata["statistics_columns"] = MetadataValue.json(facts["statistics_columns"])
+        metadata["ndv"] = MetadataValue.json(facts["ndv"])
+    return metadata
 
 
 def _rewrite_progress(before: Table, after: Table, resolved: ResolvedOperation, outcome: EngineOutcome,

@@ -40,6 +40,7 @@ from floe_dagster.iceberg.snapshot_summary import (
     TOTAL_RECORDS,
     summary_total,
 )
+from floe_dagster.iceberg.table_statistics import statistics_fields
 
 PATH_FIELD_ID = 2147483546  # the file_path column of position delete files
 
@@ -149,6 +150,7 @@ def _base_fields(metadata: TableMetadata) -> dict[str, Any]:
         "properties": dict(metadata.properties),
         "location": metadata.location,
         "columns": schema_columns(metadata.schema()),
+        **statistics_fields(metadata),
     }
 
 

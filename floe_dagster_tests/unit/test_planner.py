@@ -201,7 +201,7 @@ def test_gc_disabled_only_for_expire_and_orphan_cleanup(value):
     assert code(decision(result, A, EXP)) == "gc_disabled"
     assert code(decision(result, A, ORPH)) == "gc_disabled"
     assert decision(result, A, EXP).reasons == ("gc_disabled: the table sets gc.enabled=false",)
-    assert [d.operation for d in result.admitted] == [RDF, MAN, RPDF]
+    assert [d.operation for d in result.admitted] == [RDF, MAN, RPDF, Operation.COMPUTE_STATISTICS]
 
 
 def test_gc_enabled_true_does_not_block():
