@@ -217,3 +217,22 @@ def test_a_statistics_file_written_is_a_change():
     nothing = summarize_statistics([], [])
     assert not nothing.changed and nothing.bytes_rewritten == 0
     assert summarize_result(STATS, [{"statistics_file": "x"}]).numbers["statistics_files_written"] == 1
+
+
+# -- the planner: stale statistics admit the operation like any other condition ------------------------------
+
+
+def test_the_planner_admits_compute_statistics_when_the_statistics_are_stale():
+    from floe_dagster_tests.unit import test_planner as P
+
+    stats_policy = P.policies(P.policy(schedules={STATS: {"interval": "PT6H"}},
+                                       conditions={"statsStaleSnapshots": 3}))
+    lagging = P.metrics(P.A, statistics_snapshot_id=90, statistics_snapshots_behind=3, statistics_rows_changed=40)
+    admitted = P.decision(P.run(stats_policy, health={P.A: lagging}), P.A, STATS)
+    assert admitted.decision == "run" and admitted.trigger == "interval"
+    current = P.metrics(P.A, statistics_snapshot_id=100, statistics_snapshots_behind=0, statistics_rows_changed=0)
+    skipped = P.decision(P.run(stats_policy, health={P.A: current}), P.A, STATS)
+    assert P.code(skipped) == "conditions_unmet"
+    assert skipped.reasons[0] == "conditions_unmet: conditions not met (OR): statsStaleSnapshots 0 < 3"
+    never = P.metrics(P.A)  # data, and no statistics at all
+    assert P.decision(P.run(stats_policy, health={P.A: never}), P.A, STATS).decision == "run"
