@@ -41,7 +41,7 @@ from floe_dagster.core.commit_conflicts import (
 )
 from floe_dagster.core.estimates import estimate_error_pct
 from floe_dagster.core.history import Outcome
-from floe_dagster.core.operation_config import RewriteDataFilesConfig
+from floe_dagster.core.operation_config import ComputeStatisticsConfig, RewriteDataFilesConfig
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled
 from floe_dagster.core.partition_scope import RewriteScope
 from floe_dagster.core.run_decision import RunDecision
@@ -69,7 +69,7 @@ from floe_dagster.iceberg.catalog import (
     table_counts,
 )
 from floe_dagster.iceberg.rewrite_progress import rewrite_progress
-from floe_dagster.iceberg.table_statistics import statistics_facts, statistics_state
+from floe_dagster.iceberg.table_statistics import statistics_facts, statistics_state, unknown_columns
 from floe_dagster.policies import ResolvedOperation, load_policy_set, resolve_operation
 from floe_dagster.settings import Settings
 from floe_dagster.spark.engine import EngineOutcome, IcebergSparkEngine
@@ -272,6 +272,13 @@ def maintain_table(
     reads = TableReads(catalog, table)
     iceberg_table = reads.latest
     properties = dict(iceberg_table.properties)
+    if isinstance(resolved.config, ComputeStatisticsConfig):
+        missing = unknown_columns(iceberg_table.metadata, resolved.config.columns)
+        if missing:  # before any Spark work: Iceberg's own message would print the whole schema
+            raise MaintenanceFailed(
+                f"policy '{resolved.policy_name}': computeStatistics.columns names {', '.join(map(repr, missing))}, "
+                f"which table '{table.qualified}' does not have (its columns: "
+                f"{', '.join(iceberg_table.schema().column_names)})")
     if op.needs_gc and gc_disabled(properties):
         raise MaintenanceFailed(
             f"table '{table.qualified}' sets gc.enabled=false, so {op.value} (which deletes files) never runs on it"

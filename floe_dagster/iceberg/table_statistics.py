@@ -51,6 +51,17 @@ def _column_names(metadata: TableMetadata, field_ids: list[int]) -> list[str]:
     return [schema.find_column_name(field_id) or str(field_id) for field_id in field_ids]  # id: a dropped column
 
 
+def unknown_columns(metadata: TableMetadata, columns: tuple[str, ...] | None) -> list[str]:
+    """The policy's ``columns`` the table's current schema lacks (checked before Spark starts)."""
+    missing = []
+    for column in columns or ():
+        try:
+            metadata.schema().find_field(column)
+        except ValueError:
+            missing.append(column)
+    return missing
+
+
 def statistics_state(metadata: TableMetadata) -> StatisticsState:
     """What a ``COMPUTE_STATISTICS`` run starts from."""
     lineage = _lineage(metadata)

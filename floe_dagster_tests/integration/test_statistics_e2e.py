@@ -35,8 +35,11 @@ POLICIES = """
   computeStatistics: {}
   computeStatisticsSchedule: {interval: P1D}
   triggerConditions: {statsStaleSnapshots: 2}
+- name: stats-typo
+  tablePattern: "demo.lake.typo"
+  computeStatistics: {columns: [id, regoin]}
 """
-PARTITIONED, PLAIN = TableName("demo", ("lake",), "events"), TableName("demo", ("lake",), "plain")
+PARTITIONED, PLAIN, TYPO = (TableName("demo", ("lake",), name) for name in ("events", "plain", "typo"))
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +53,7 @@ def lake(tmp_path_factory):
     for start in (0, 30):
         events.append(rows(start, 30))  # 4 regions, 60 distinct ids
     catalog.create_table("lake.plain", schema=EVENT_SCHEMA).append(rows(0, 20))
+    catalog.create_table("lake.typo", schema=EVENT_SCHEMA).append(rows(0, 5))
     return settings
 
 
@@ -80,6 +84,7 @@ def stale(settings, name: TableName) -> bool:
     return policy.evaluate_conditions(STATS, metrics(settings, name), None, datetime.now(timezone.utc)).passed
 
 
+@pytest.mark.spark4_smoke  # the procedures on both Spark lines
 def test_statistics_are_written_registered_and_readable(lake, instance):
     assert metrics(lake, PARTITIONED).statistics_snapshot_id is None
     assert stale(lake, PARTITIONED)  # data and no statistics at all: stale, whatever the threshold
@@ -147,3 +152,14 @@ def test_an_unpartitioned_table_gets_table_statistics_only(lake, instance):
     after = table(lake, PLAIN)
     assert [f.snapshot_id for f in after.metadata.statistics] == [after.current_snapshot().snapshot_id]
     assert after.metadata.partition_statistics == []
+
+
+def test_a_column_the_table_lacks_fails_naming_the_policy_field_and_table(lake, instance):
+    before = table(lake, TYPO).metadata_location
+    summary = trigger_table(lake, TYPO.qualified, [STATS], reason="test", actor="tester", trigger_id="t-typo",
+                            instance=instance)
+    assert not summary.succeeded
+    (outcome,) = summary.outcomes
+    assert ("policy 'stats-typo': computeStatistics.columns names 'regoin', which table 'demo.lake.typo' does not "
+            "have (its columns: id, kind, amount, region, at)") in outcome.message
+    assert table(lake, TYPO).metadata_location == before  # nothing written
