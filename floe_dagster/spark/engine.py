@@ -43,6 +43,7 @@ from floe_dagster.spark.jars import jar_file_name, resolve_jars
 from floe_dagster.spark.runtime import spark_packages
 from floe_dagster.spark.procedures import (
     OrphanRound,
+    ProcedureCall,
     ProcedureResult,
     build_procedure_call,
     orphan_cleanup_calls,
@@ -386,7 +387,7 @@ class IcebergSparkEngine(ConfigurableResource):
         )
 
     def _compute_statistics(self, spark: Any, table: TableName, config: ComputeStatisticsConfig, now: datetime,
-                            statistics: StatisticsState | None) -> tuple[ProcedureResult, Any, dict[str, Any]]:
+                            statistics: StatisticsState | None) -> tuple[ProcedureResult, ProcedureCall, dict[str, Any]]:
         """compute_table_stats, then compute_partition_stats on a partitioned table, each only where the
         current snapshot lacks its file (core/statistics.statistics_work: neither is the no-change run).
         Neither commits a snapshot: Iceberg registers the files in the table metadata, so no rows change

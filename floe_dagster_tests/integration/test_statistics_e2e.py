@@ -16,6 +16,7 @@ from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.table.puffin import PuffinFile
 from pyiceberg.transforms import IdentityTransform
 
+from floe_dagster.core.operation_config import ComputeStatisticsConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.policy import load_policies
 from floe_dagster.core.tables import TableName
@@ -24,6 +25,7 @@ from floe_dagster.iceberg.catalog import load_table, open_catalog
 from floe_dagster.iceberg.health_collector import HealthCollector
 from floe_dagster.launching.manual import trigger_table
 from floe_dagster.settings import load_settings
+from floe_dagster.spark.engine import IcebergSparkEngine
 from floe_dagster_tests.conftest import write_settings
 
 pytestmark = pytest.mark.spark
@@ -39,7 +41,7 @@ POLICIES = """
   tablePattern: "demo.lake.typo"
   computeStatistics: {columns: [id, regoin]}
 """
-PARTITIONED, PLAIN, TYPO = (TableName("demo", ("lake",), name) for name in ("events", "plain", "typo"))
+PARTITIONED, PLAIN, TYPO, DIRECT = (TableName("demo", ("lake",), name) for name in ("events", "plain", "typo", "direct"))
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +56,7 @@ def lake(tmp_path_factory):
         events.append(rows(start, 30))  # 4 regions, 60 distinct ids
     catalog.create_table("lake.plain", schema=EVENT_SCHEMA).append(rows(0, 20))
     catalog.create_table("lake.typo", schema=EVENT_SCHEMA).append(rows(0, 5))
+    catalog.create_table("lake.direct", schema=EVENT_SCHEMA, partition_spec=events.spec()).append(rows(0, 8))
     return settings
 
 
@@ -163,3 +166,19 @@ def test_a_column_the_table_lacks_fails_naming_the_policy_field_and_table(lake, 
     assert ("policy 'stats-typo': computeStatistics.columns names 'regoin', which table 'demo.lake.typo' does not "
             "have (its columns: id, kind, amount, region, at)") in outcome.message
     assert table(lake, TYPO).metadata_location == before  # nothing written
+
+
+def test_the_engine_without_the_tables_metadata_reads_what_it_needs_through_spark(lake):
+    """Called without PyIceberg's view (benchmarks, scripts): Spark's ``history`` gives the current snapshot
+    and the ``partitions`` table the partitioning; both statistics are computed."""
+    engine = IcebergSparkEngine.from_settings(lake)
+    try:
+        outcome = engine.maintain(DIRECT, STATS, ComputeStatisticsConfig(columns=("id",)), datetime.now(timezone.utc))
+    finally:
+        engine.release_catalog()
+    current = table(lake, DIRECT).current_snapshot().snapshot_id
+    assert outcome.result.numbers == {"statistics_files_written": 1, "partition_statistics_files_written": 1}
+    assert outcome.new_snapshot_ids == () and f"snapshot_id => {current}, columns => array('id')" in outcome.sql
+    after = table(lake, DIRECT).metadata
+    assert [f.snapshot_id for f in after.statistics] == [current] == [f.snapshot_id for f in after.partition_statistics]
+    assert [blob.fields for blob in after.statistics[0].blob_metadata] == [[1]]  # id only
