@@ -1,6 +1,6 @@
 """Operation configs (``rewriteDataFiles``, ``expireSnapshots``, ``orphanCleanup``, ``rewriteManifests``,
-``rewritePositionDeleteFiles``, ``computeStatistics``): validated here into one frozen dataclass per operation, the only form
-the rest of Floe reads. The Spark procedures render it to SQL (``spark/procedures.py``) and the byte
+``rewritePositionDeleteFiles``, ``computeStatistics``): validated here into one frozen dataclass per
+operation, the only form the rest of Floe reads. The Spark procedures render it to SQL (``spark/procedures.py``) and the byte
 estimates read its rewrite options (``core/estimates.py``); nothing parses a policy's options again.
 
 A field is None when the policy leaves it unset (enumerations are upper-cased, text trimmed, lists and
@@ -410,7 +410,8 @@ def _strategy_fields(at: Location, raw: Mapping[str, Any]) -> dict[str, Any]:
 
 __all__ = [
     "OperationConfig", "RewriteDataFilesConfig", "ExpireSnapshotsConfig", "OrphanCleanupConfig",
-    "RewriteManifestsConfig", "RewritePositionDeleteFilesConfig", "ComputeStatisticsConfig", "CONFIG_TYPES", "parse_operation_config",
+    "RewriteManifestsConfig", "RewritePositionDeleteFilesConfig", "ComputeStatisticsConfig", "CONFIG_TYPES",
+    "parse_operation_config",
     "FIELDS", "REFUSED", "DEFAULTS", "ICEBERG_OPTIONS", "STRATEGIES", "REWRITE_JOB_ORDERS",
     "PREFIX_MISMATCH_MODES", "DEFAULT_STRATEGY", "DEFAULT_RETAIN_LAST", "DEFAULT_MAX_SNAPSHOT_AGE",
     "DEFAULT_ORPHAN_RETENTION_DAYS", "DEFAULT_PREFIX_MISMATCH_MODE",

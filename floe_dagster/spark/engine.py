@@ -386,8 +386,10 @@ class IcebergSparkEngine(ConfigurableResource):
             extra=extra,
         )
 
-    def _compute_statistics(self, spark: Any, table: TableName, config: ComputeStatisticsConfig, now: datetime,
-                            statistics: StatisticsState | None) -> tuple[ProcedureResult, ProcedureCall, dict[str, Any]]:
+    def _compute_statistics(
+        self, spark: Any, table: TableName, config: ComputeStatisticsConfig, now: datetime,
+        statistics: StatisticsState | None,
+    ) -> tuple[ProcedureResult, ProcedureCall, dict[str, Any]]:
         """compute_table_stats, then compute_partition_stats on a partitioned table, each only where the
         current snapshot lacks its file (core/statistics.statistics_work: neither is the no-change run).
         Neither commits a snapshot: Iceberg registers the files in the table metadata, so no rows change

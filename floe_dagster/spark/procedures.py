@@ -17,11 +17,11 @@ from floe_dagster.core.durations import parse_iso_duration
 from floe_dagster.core.object_storage import S3_FILE_IO
 from floe_dagster.core.operation_config import (
     CONFIG_TYPES,
-    ComputeStatisticsConfig,
     DEFAULT_MAX_SNAPSHOT_AGE,
     DEFAULT_ORPHAN_RETENTION_DAYS,
     DEFAULT_PREFIX_MISMATCH_MODE,
     DEFAULT_RETAIN_LAST,
+    ComputeStatisticsConfig,
     ExpireSnapshotsConfig,
     OperationConfig,
     OrphanCleanupConfig,
@@ -325,7 +325,8 @@ def summarize_result(op: Operation, rows: list[Mapping[str, Any]]) -> ProcedureR
     return ProcedureResult(op, numbers, changed, numbers.get("rewritten_bytes_count", 0))
 
 
-def summarize_statistics(table_rows: list[Mapping[str, Any]], partition_rows: list[Mapping[str, Any]]) -> ProcedureResult:
+def summarize_statistics(table_rows: list[Mapping[str, Any]],
+                         partition_rows: list[Mapping[str, Any]]) -> ProcedureResult:
     """compute_table_stats' rows (``statistics_file``) and compute_partition_stats' (``partition_statistics_file``),
     each empty when it was not called: a file written is a change (the no-change rule: the engine calls
     neither when the current snapshot's statistics exist, core/statistics.statistics_work)."""

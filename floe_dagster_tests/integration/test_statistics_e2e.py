@@ -41,7 +41,8 @@ POLICIES = """
   tablePattern: "demo.lake.typo"
   computeStatistics: {columns: [id, regoin]}
 """
-PARTITIONED, PLAIN, TYPO, DIRECT = (TableName("demo", ("lake",), name) for name in ("events", "plain", "typo", "direct"))
+PARTITIONED, PLAIN, TYPO, DIRECT = (TableName("demo", ("lake",), name)
+                                    for name in ("events", "plain", "typo", "direct"))
 
 
 @pytest.fixture(scope="module")

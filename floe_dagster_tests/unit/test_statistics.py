@@ -152,7 +152,8 @@ def test_compute_statistics_in_both_policy_formats():
     camel = parse_policies_text("- name: p\n  tablePattern: '*'\n  computeStatistics: {columns: [id, k], "
                                 "partitionStats: false}\n  computeStatisticsSchedule: {interval: PT6H}\n"
                                 "  triggerConditions: {statsStaleSnapshots: 5, statsStaleRowsPercent: 10}\n")
-    loader = kebab_policies("- name: p\n  pattern: '*'\n  compute-statistics: {columns: [id, k], partition-stats: false}\n"
+    loader = kebab_policies("- name: p\n  pattern: '*'\n"
+                            "  compute-statistics: {columns: [id, k], partition-stats: false}\n"
                             "  compute-statistics-schedule: {interval-hours: 6}\n"
                             "  trigger-conditions: {stats-stale-snapshots: 5, stats-stale-rows-percent: 10}\n")
     for policy in (camel.get("p"), loader.get("p")):
