@@ -4,9 +4,10 @@ policy becomes one.
 Floe's fields come first, with Floe's types: an operation is summarised as ``{enabled, schedule}``
 (``enabled`` is the policy's flag, as in Floe; ``schedule`` the interval as an ISO-8601 duration, else
 the cron expression, else null), ``healthThresholds`` is null while every threshold is the default,
-``triggerConditions`` lists all 15 of Floe's fields. What floe-dagster knows beyond Floe (the full
-operation configs and schedules, ``rewritePositionDeleteFiles``, the ``mode`` (live or shadow), the source file, the version, whether
-the API may write it) is under ``floe``.
+``triggerConditions`` lists all 15 of Floe's fields and floe-dagster's two stale-statistics thresholds.
+What floe-dagster knows beyond Floe (the full operation configs and schedules, ``rewritePositionDeleteFiles``,
+``computeStatistics``, the ``mode`` (live or shadow), the source file, the version, whether the API may
+write it) is under ``floe``.
 """
 
 from __future__ import annotations
@@ -55,10 +56,11 @@ class PolicyResponse(BaseModel):
     orphanCleanup: OperationSummary | None
     rewriteManifests: OperationSummary | None
     healthThresholds: dict[str, Any] | None = Field(description="All 26 thresholds; null when all are defaults")
-    triggerConditions: dict[str, Any] | None = Field(description="Floe's 15 fields; null: always trigger")
+    triggerConditions: dict[str, Any] | None = Field(description="Floe's 15 fields, then statsStaleSnapshots "
+                                                      "and statsStaleRowsPercent; null: always trigger")
     floe: dict[str, Any] = Field(description="floe-dagster's full view: every operation's config and schedule "
-                                 "(rewritePositionDeleteFiles too), mode (live or shadow), source file, version, "
-                                 "managed")
+                                 "(rewritePositionDeleteFiles and computeStatistics too), mode (live or shadow), "
+                                 "source file, version, managed")
 
 
 class PolicyPage(BaseModel):

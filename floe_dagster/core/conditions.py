@@ -13,6 +13,8 @@ Evaluated in Floe's order (``TriggerEvaluator``):
    lack it → blocked ``no_health``;
 6. each threshold is met when measured ≥ threshold (despite the "Above" names, as in Floe), combined
    by ``triggerLogic`` OR (default: any met) or AND (all met) → else blocked ``conditions_unmet``.
+   The stale-statistics thresholds (``statsStaleSnapshots``, ``statsStaleRowsPercent``) are also met
+   by a table that has data and no statistics file at all.
 
 Small files are files below the policy's ``healthThresholds.smallFileSizeBytes``.
 """
@@ -49,6 +51,8 @@ class _Threshold:
     full_tier: bool  # needs a value that only a full health scan (manifests read) provides
     maximum: float | None
     measure: Callable[[TableMetrics, int, datetime], float | None]
+    # Met whatever the threshold when this holds (a table with data and no statistics at all is stale).
+    met_anyway: Callable[[TableMetrics], bool] | None = None
 
 
 def _small_count(m: TableMetrics, small: int, now: datetime) -> float | None:
@@ -66,6 +70,22 @@ def _oldest_age(m: TableMetrics, small: int, now: datetime) -> float | None:
     return TableMetrics.age_days(m.oldest_snapshot_ms, int(now.timestamp() * 1000))
 
 
+def _without_statistics(m: TableMetrics) -> bool:
+    return m.statistics_snapshot_id is None and (m.data_file_count > 0 or m.record_count > 0)
+
+
+def _stats_snapshots_behind(m: TableMetrics, small: int, now: datetime) -> float | None:
+    """Commits since the newest statistics file; without one, every snapshot is behind."""
+    return m.snapshot_count if m.statistics_snapshot_id is None else m.statistics_snapshots_behind
+
+
+def _stats_rows_percent(m: TableMetrics, small: int, now: datetime) -> float | None:
+    """Rows changed since the newest statistics file, % of the table's rows; without one, all of them."""
+    if m.statistics_snapshot_id is None:
+        return 100.0 if _without_statistics(m) else 0.0
+    return m.statistics_rows_changed_percent
+
+
 THRESHOLDS: dict[str, _Threshold] = {
     "smallFilePercentageAbove": _Threshold("small files %", True, 100, _small_percent),
     "smallFileCountAbove": _Threshold("small files", True, None, _small_count),
@@ -77,6 +97,12 @@ THRESHOLDS: dict[str, _Threshold] = {
     "partitionCountAbove": _Threshold("partitions", True, None, lambda m, s, n: m.partition_count),
     "partitionSkewAbove": _Threshold("partition skew", True, None, lambda m, s, n: m.partition_skew),
     "manifestSizeAboveBytes": _Threshold("manifest bytes", True, None, lambda m, s, n: m.manifest_total_bytes),
+    # Stale statistics (core/statistics.py): met at this many commits, or this % of rows changed, since
+    # the newest statistics file, and always on a table with data and no statistics at all.
+    "statsStaleSnapshots": _Threshold("snapshots since the statistics", False, None, _stats_snapshots_behind,
+                                      _without_statistics),
+    "statsStaleRowsPercent": _Threshold("rows changed since the statistics (%)", False, None, _stats_rows_percent,
+                                        _without_statistics),
 }
 # The raw field a full-tier threshold reads: None there means "not collected", not "nothing".
 _FULL_TIER_SOURCES = {
@@ -223,16 +249,20 @@ def evaluate_conditions(
                                detail=f"{', '.join(missing)} need(s) a full health scan; only the "
                                       f"{metrics.tier} tier was collected")
 
-    met, unmet, skipped = [], [], []
+    met, unmet, skipped, unconditional = [], [], [], set()
     for name, threshold in conditions.thresholds.items():
-        measured = THRESHOLDS[name].measure(metrics, small_file_size_bytes, now)
+        spec = THRESHOLDS[name]
+        measured = spec.measure(metrics, small_file_size_bytes, now)
         if measured is None:
             skipped.append(name)
             continue
         check = ConditionCheck(name, round(float(measured), 6), threshold)
-        (met if measured >= threshold else unmet).append(check)
+        if measured < threshold and spec.met_anyway is not None and spec.met_anyway(metrics):
+            unconditional.add(name)
+        (met if measured >= threshold or name in unconditional else unmet).append(check)
     passed = bool(met) if logic == "OR" else not unmet
-    summary = ", ".join(f"{c.name} {c.measured:g} ≥ {c.threshold:g}" for c in met) or "none"
+    summary = ", ".join(f"{c.name}: the table has data and no statistics" if c.name in unconditional
+                        else f"{c.name} {c.measured:g} ≥ {c.threshold:g}" for c in met) or "none"
     if passed:
         return ConditionResult(True, logic=logic, met=tuple(met), unmet=tuple(unmet), skipped=tuple(skipped),
                                detail=f"conditions met ({logic}): {summary}")
@@ -305,6 +335,8 @@ _FLOE_FORMATS = {
     "partitionCountAbove": "Partition count: {m:.0f} {op} {t:.0f}",
     "partitionSkewAbove": "Partition skew: {m:.2f}x {op} {t:.2f}x",
     "manifestSizeAboveBytes": "Manifest size: {m:.0f} bytes {op} {t:.0f} bytes",
+    "statsStaleSnapshots": "Snapshots since statistics: {m:.0f} {op} {t:.0f}",
+    "statsStaleRowsPercent": "Rows changed since statistics: {m:.1f}% {op} {t:.1f}%",
 }
 
 

@@ -251,6 +251,7 @@ _DERIVED_ORDER = (
     "large_file_percent", "min_file_bytes", "max_file_bytes", "avg_file_bytes", "snapshot_count",
     "oldest_snapshot_age_days", "newest_snapshot_age_days", "delete_file_count", "delete_file_ratio",
     "manifest_count", "manifest_total_bytes", "partition_count", "partition_skew",
+    "statistics_snapshots_behind", "statistics_rows_changed_percent",
 )
 _AGE_KEYS = frozenset({"oldest_snapshot_age_days", "newest_snapshot_age_days"})
 
@@ -291,6 +292,9 @@ def _static_assessment(metrics: TableMetrics, thresholds: HealthThresholds
         "manifest_total_bytes": metrics.manifest_total_bytes,
         "partition_count": metrics.partition_count,
         "partition_skew": _round(metrics.partition_skew),
+        # how stale the newest statistics file is (the trigger conditions statsStale*; None: no statistics)
+        "statistics_snapshots_behind": metrics.statistics_snapshots_behind,
+        "statistics_rows_changed_percent": _round(metrics.statistics_rows_changed_percent),
     }
     verdicts = tuple(None if check.derived_key in _AGE_KEYS else _issue(check, critical, warning, derived)
                      for check, critical, warning in thresholds._limits)

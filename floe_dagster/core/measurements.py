@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any, Literal, NamedTuple
 
+from floe_dagster.core.statistics import rows_changed_percent
+
 Tier = Literal["summary", "full"]
 
 
@@ -75,6 +77,13 @@ class TableMetrics:
     max_files_per_partition: int | None = None  # full tier only
 
     current_snapshot_id: int | None = None
+    # Both tiers, from the metadata file: the newest table statistics file of the current lineage
+    # (core/statistics.py), the commits since it and the rows they added or deleted (None: no statistics
+    # file covers the lineage), and the newest partition statistics file's snapshot.
+    statistics_snapshot_id: int | None = None
+    statistics_snapshots_behind: int | None = None
+    statistics_rows_changed: int | None = None
+    partition_statistics_snapshot_id: int | None = None
     properties: dict[str, str] = field(default_factory=dict)
     location: str | None = None  # the table's base location (``file:/...``, ``s3://...``)
     columns: tuple[ColumnFacts, ...] | None = None  # the current schema's columns (None: not read)
@@ -101,6 +110,10 @@ class TableMetrics:
         if not self.partition_count or self.max_files_per_partition is None or not self.data_file_count:
             return None
         return self.max_files_per_partition / (self.data_file_count / self.partition_count)
+
+    @property
+    def statistics_rows_changed_percent(self) -> float | None:
+        return rows_changed_percent(self.statistics_rows_changed, self.record_count)
 
     @cached_property
     def _sorted_sizes(self) -> list[int] | None:
@@ -154,6 +167,7 @@ class TableMetrics:
             avg_file_bytes=self.avg_file_bytes,
             delete_file_ratio=self.delete_file_ratio,
             partition_skew=self.partition_skew,
+            statistics_rows_changed_percent=self.statistics_rows_changed_percent,
         )
         return data
 

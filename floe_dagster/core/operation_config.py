@@ -1,6 +1,6 @@
 """Operation configs (``rewriteDataFiles``, ``expireSnapshots``, ``orphanCleanup``, ``rewriteManifests``,
-``rewritePositionDeleteFiles``): validated here into one frozen dataclass per operation, the only form
-the rest of Floe reads. The Spark procedures render it to SQL (``spark/procedures.py``) and the byte
+``rewritePositionDeleteFiles``, ``computeStatistics``): validated here into one frozen dataclass per
+operation, the only form the rest of Floe reads. The Spark procedures render it to SQL (``spark/procedures.py``) and the byte
 estimates read its rewrite options (``core/estimates.py``); nothing parses a policy's options again.
 
 A field is None when the policy leaves it unset (enumerations are upper-cased, text trimmed, lists and
@@ -59,6 +59,7 @@ DEFAULTS: dict[Operation, dict[str, Any]] = {  # for display
                                "prefixMismatchMode": DEFAULT_PREFIX_MISMATCH_MODE},
     Operation.REWRITE_MANIFESTS: {},
     Operation.REWRITE_POSITION_DELETE_FILES: {},
+    Operation.COMPUTE_STATISTICS: {"partitionStats": True},
 }
 
 # The rewriting procedures' ``options`` map: each field's name there, as Iceberg spells it.
@@ -225,9 +226,24 @@ class RewritePositionDeleteFilesConfig(OperationConfig):
     rewrite_all: bool | None = None
 
 
+@dataclass(frozen=True)
+class ComputeStatisticsConfig(OperationConfig):
+    operation: ClassVar[Operation] = Operation.COMPUTE_STATISTICS
+
+    columns: tuple[str, ...] | None = None  # compute_table_stats' columns (unset: every column)
+    # compute_partition_stats too (unset: yes); only ever on partitioned tables, where Iceberg refuses
+    # nothing (on an unpartitioned table it fails, so the engine never calls it there).
+    partition_stats: bool | None = None
+
+    @property
+    def wants_partition_stats(self) -> bool:
+        return self.partition_stats is not False
+
+
 CONFIG_TYPES: dict[Operation, type[OperationConfig]] = {
     cls.operation: cls for cls in (RewriteDataFilesConfig, ExpireSnapshotsConfig, OrphanCleanupConfig,
-                                   RewriteManifestsConfig, RewritePositionDeleteFilesConfig)
+                                   RewriteManifestsConfig, RewritePositionDeleteFilesConfig,
+                                   ComputeStatisticsConfig)
 }
 FIELDS: dict[Operation, tuple[str, ...]] = {
     op: tuple(_policy_key(f.name) for f in fields(cls)) for op, cls in CONFIG_TYPES.items()
@@ -404,6 +420,24 @@ def _retention_days(at: Location, raw: Mapping[str, Any], key: str) -> int | flo
     return get_number(at, raw, key, None, minimum=1)
 
 
+def _columns(at: Location, raw: Mapping[str, Any], key: str) -> tuple[str, ...] | None:
+    """A non-empty list of column names (``a``, ``nested.field``), each once."""
+    columns = get_str_list(at, raw, key, None)
+    if columns is None:
+        return None
+    if not columns:
+        at.child(key).error("must name at least one column; leave it out to compute statistics of every column")
+    seen: set[str] = set()
+    for index, column in enumerate(columns):
+        name = column.strip()
+        if any(ch in name for ch in ",()`'\""):
+            at.child(key).child(index).error(f"{column!r} is not a column name")
+        elif name in seen:
+            at.child(key).child(index).error(f"{column!r} is listed twice")
+        seen.add(name)
+    return tuple(c.strip() for c in columns)
+
+
 # How each field is read and checked, by field name (the same name means the same option in every
 # operation). The strategy fields are read together (_strategy_fields).
 _READERS: dict[str, Reader] = {
@@ -441,6 +475,8 @@ _READERS: dict[str, Reader] = {
     "sort_by": _texts,
     "staging_location": _text,
     "rewrite_if": _manifest_filter,
+    "columns": _columns,
+    "partition_stats": _bool,
 }
 
 
@@ -481,8 +517,9 @@ def _strategy_fields(at: Location, raw: Mapping[str, Any]) -> dict[str, Any]:
 
 __all__ = [
     "OperationConfig", "RewriteDataFilesConfig", "ExpireSnapshotsConfig", "OrphanCleanupConfig",
-    "RewriteManifestsConfig", "RewritePositionDeleteFilesConfig", "CONFIG_TYPES", "parse_operation_config",
-    "FIELDS", "REFUSED", "IGNORED", "MANIFEST_FILTER_FIELDS", "PARTITION_SUMMARY_FIELDS", "DEFAULTS", "ICEBERG_OPTIONS", "STRATEGIES", "REWRITE_JOB_ORDERS",
+    "RewriteManifestsConfig", "RewritePositionDeleteFilesConfig", "ComputeStatisticsConfig", "CONFIG_TYPES",
+    "parse_operation_config", "FIELDS", "REFUSED", "IGNORED", "MANIFEST_FILTER_FIELDS", "PARTITION_SUMMARY_FIELDS",
+    "DEFAULTS", "ICEBERG_OPTIONS", "STRATEGIES", "REWRITE_JOB_ORDERS",
     "PREFIX_MISMATCH_MODES", "DEFAULT_STRATEGY", "DEFAULT_RETAIN_LAST", "DEFAULT_MAX_SNAPSHOT_AGE",
     "DEFAULT_ORPHAN_RETENTION_DAYS", "DEFAULT_PREFIX_MISMATCH_MODE",
 ]

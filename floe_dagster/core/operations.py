@@ -14,10 +14,13 @@ class Operation(str, Enum):
     ORPHAN_CLEANUP = "ORPHAN_CLEANUP"
     REWRITE_MANIFESTS = "REWRITE_MANIFESTS"
     REWRITE_POSITION_DELETE_FILES = "REWRITE_POSITION_DELETE_FILES"
+    # Not one of Floe's: NDV sketches (a Puffin file) and partition statistics for the current snapshot.
+    COMPUTE_STATISTICS = "COMPUTE_STATISTICS"
 
     @property
     def order(self) -> int:
-        """Floe's order within a table: compaction first, manifests and deletes last."""
+        """Floe's order within a table: compaction first, manifests and deletes last; statistics after
+        them, so they describe the files the other operations left."""
         return _ORDER[self]
 
     @property
@@ -81,6 +84,7 @@ _POLICY_KEYS = {
     Operation.ORPHAN_CLEANUP: "orphanCleanup",
     Operation.REWRITE_MANIFESTS: "rewriteManifests",
     Operation.REWRITE_POSITION_DELETE_FILES: "rewritePositionDeleteFiles",
+    Operation.COMPUTE_STATISTICS: "computeStatistics",
 }
 _SNAKE_POLICY_KEYS = {
     Operation.REWRITE_DATA_FILES: "rewrite_data_files",
@@ -88,6 +92,7 @@ _SNAKE_POLICY_KEYS = {
     Operation.ORPHAN_CLEANUP: "orphan_cleanup",
     Operation.REWRITE_MANIFESTS: "rewrite_manifests",
     Operation.REWRITE_POSITION_DELETE_FILES: "rewrite_position_delete_files",
+    Operation.COMPUTE_STATISTICS: "compute_statistics",
 }
 _PROCEDURES = {
     Operation.REWRITE_DATA_FILES: "rewrite_data_files",
@@ -95,4 +100,6 @@ _PROCEDURES = {
     Operation.ORPHAN_CLEANUP: "remove_orphan_files",
     Operation.REWRITE_MANIFESTS: "rewrite_manifests",
     Operation.REWRITE_POSITION_DELETE_FILES: "rewrite_position_delete_files",
+    # and, on a partitioned table, compute_partition_stats (spark/procedures.py)
+    Operation.COMPUTE_STATISTICS: "compute_table_stats",
 }

@@ -11,9 +11,9 @@ warning), ``enabled`` (default true), ``mode`` (``live``, the default, or ``shad
 the ledger records, but no run is created; docs/automation.md), ``priority`` (int, default 0), ``tags`` (text → text, become
 run tags ``dagster/floe.tag.<key>``; ``owner`` and ``team`` also name the table assets' owners), the
 operation configs ``rewriteDataFiles``, ``expireSnapshots``, ``orphanCleanup``, ``rewriteManifests``,
-``rewritePositionDeleteFiles`` each with its schedule ``<operation>Schedule``, ``triggerConditions``,
-``healthThresholds`` and ``refRetention`` (the maximum age of branches and tags by name, which
-``expireSnapshots`` runs apply: core/refs.py).
+``rewritePositionDeleteFiles``, ``computeStatistics`` each with its schedule ``<operation>Schedule``,
+``triggerConditions``, ``healthThresholds`` and ``refRetention`` (the maximum age of branches and tags
+by name, which ``expireSnapshots`` runs apply: core/refs.py).
 
 An operation is *configured* when it has a config, and *enabled* when it also has a schedule whose
 ``enabled`` is not false. Each table gets one effective policy: the enabled matching policy with the

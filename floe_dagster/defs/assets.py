@@ -41,7 +41,7 @@ from floe_dagster.core.commit_conflicts import (
 )
 from floe_dagster.core.estimates import estimate_error_pct
 from floe_dagster.core.history import Outcome
-from floe_dagster.core.operation_config import RewriteDataFilesConfig
+from floe_dagster.core.operation_config import ComputeStatisticsConfig, RewriteDataFilesConfig
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled, gc_disabled_reason
 from floe_dagster.core.partition_scope import RewriteScope
 from floe_dagster.core.run_decision import RunDecision
@@ -70,6 +70,7 @@ from floe_dagster.iceberg.catalog import (
 )
 from floe_dagster.iceberg.ref_retention import apply_ref_retention
 from floe_dagster.iceberg.rewrite_progress import rewrite_progress
+from floe_dagster.iceberg.table_statistics import statistics_facts, statistics_state, unknown_columns
 from floe_dagster.policies import ResolvedOperation, load_policy_set, resolve_operation
 from floe_dagster.settings import Settings
 from floe_dagster.spark.engine import EngineOutcome, IcebergSparkEngine
@@ -272,6 +273,13 @@ def maintain_table(
     reads = TableReads(catalog, table)
     iceberg_table = reads.latest
     properties = dict(iceberg_table.properties)
+    if isinstance(resolved.config, ComputeStatisticsConfig):
+        missing = unknown_columns(iceberg_table.metadata, resolved.config.columns)
+        if missing:  # before any Spark work: Iceberg's own message would print the whole schema
+            raise MaintenanceFailed(
+                f"policy '{resolved.policy_name}': computeStatistics.columns names {', '.join(map(repr, missing))}, "
+                f"which table '{table.qualified}' does not have (its columns: "
+                f"{', '.join(iceberg_table.schema().column_names)})")
     if op.needs_gc and gc_disabled(properties):
         raise MaintenanceFailed(f"table '{table.qualified}': {gc_disabled_reason(op)}")
     before = table_counts(iceberg_table)
@@ -285,6 +293,7 @@ def maintain_table(
         outcome = engine.maintain(
             table, op, resolved.config, now, table_properties=properties, table_bytes=before["total_bytes"],
             read_snapshots=reads.snapshots, scope=rewrite_scope(iceberg_table, decision),
+            statistics=statistics_state(iceberg_table.metadata) if op is Operation.COMPUTE_STATISTICS else None,
         )
     after_table = reads.latest  # read after the procedure's commit (the row check's read)
     progress = _rewrite_progress(iceberg_table, after_table, resolved, outcome, properties)
@@ -333,9 +342,26 @@ def maintain_table(
     # Dagster's standard keys, from the metadata read after the commit (no Spark query).
     metadata.update(table_metadata(table.qualified, after_table.location(), row_count(current),
                                    schema_columns(after_table.schema())))
+    if op is Operation.COMPUTE_STATISTICS:
+        metadata.update(_statistics_metadata(after_table, current, outcome))
     if outcome.result.orphan_files:
         metadata["orphan_files_sample"] = MetadataValue.json(list(outcome.result.orphan_files[:20]))
     return MaterializeResult(asset_key=asset_key_for(table), metadata=metadata)
+
+
+def _statistics_metadata(after: Table, current: Any, outcome: EngineOutcome) -> dict[str, Any]:
+    """What the current snapshot's statistics files hold after the run (written now or before): the
+    Puffin file, its columns and their NDVs, the partition statistics file; and why the run did what it did."""
+    facts = statistics_facts(after.metadata, current.snapshot_id if current else None)
+    metadata: dict[str, Any] = {"statistics_reasons": MetadataValue.json(outcome.extra.get("statistics_reasons", []))}
+    for key in ("statistics_file", "partition_statistics_file"):
+        if key in facts:
+            metadata[key] = MetadataValue.path(facts[key])
+    if "statistics_snapshot_id" in facts:
+        metadata["statistics_snapshot_id"] = MetadataValue.text(str(facts["statistics_snapshot_id"]))
+        metadata["statistics_columns"] = MetadataValue.json(facts["statistics_columns"])
+        metadata["ndv"] = MetadataValue.json(facts["ndv"])
+    return metadata
 
 
 def _rewrite_progress(before: Table, after: Table, resolved: ResolvedOperation, outcome: EngineOutcome,

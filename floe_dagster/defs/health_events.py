@@ -58,6 +58,8 @@ OBSERVED_NUMBERS: tuple[tuple[str, str], ...] = (
     ("derived", "manifest_total_bytes"),
     ("derived", "partition_count"),
     ("derived", "partition_skew"),
+    ("derived", "statistics_snapshots_behind"),
+    ("derived", "statistics_rows_changed_percent"),
 )
 
 
@@ -72,7 +74,8 @@ class TableHealthEvents:
 
 # Part of every fingerprint: bumped when the observation gains keys, so that each table is reported
 # once more with them. 2: Dagster's standard table metadata. 3: the branches and tags (refs).
-OBSERVATION_FORMAT = 3
+# 4: the statistics' staleness.
+OBSERVATION_FORMAT = 4
 
 
 def fingerprint(report: HealthAssessment) -> str:

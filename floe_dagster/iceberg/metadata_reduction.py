@@ -41,6 +41,7 @@ from floe_dagster.iceberg.snapshot_summary import (
     TOTAL_RECORDS,
     summary_total,
 )
+from floe_dagster.iceberg.table_statistics import statistics_fields
 
 PATH_FIELD_ID = 2147483546  # the file_path column of position delete files
 
@@ -186,6 +187,7 @@ def _base_fields(metadata: TableMetadata, collected_at_ms: int,
         "location": metadata.location,
         "columns": schema_columns(metadata.schema()),
         "refs": measured_refs(metadata, collected_at_ms, pinned_files),
+        **statistics_fields(metadata),
     }
 
 

@@ -24,7 +24,8 @@ ALGORITHM_VERSION = 1
 # metadata file and manifest list), while the manifest summaries (ALGORITHM_VERSION) stay valid.
 # 2: the table's location and columns. 3: the newest commit by another writer (the quiet period).
 # 4: the branches and tags other than main (core/refs.py).
-RECORD_VERSION = ALGORITHM_VERSION * 1000 + 4
+# 5: the statistics files (core/statistics.py).
+RECORD_VERSION = ALGORITHM_VERSION * 1000 + 5
 CACHE_SCHEMA_VERSION = 1
 CACHE_FILE = "health.sqlite3"
 

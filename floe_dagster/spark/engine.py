@@ -30,9 +30,10 @@ from pydantic import PrivateAttr
 
 from floe_dagster.coordination.locks import file_locks
 from floe_dagster.core.commit_conflicts import commit_race
-from floe_dagster.core.operation_config import OperationConfig, OrphanCleanupConfig
+from floe_dagster.core.operation_config import ComputeStatisticsConfig, OperationConfig, OrphanCleanupConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.partition_scope import RewriteScope
+from floe_dagster.core.statistics import StatisticsState, statistics_work
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import CommitConflict, EngineUnavailable, FloeError, MaintenanceFailed, RowCountMismatch
 from floe_dagster.iceberg.snapshot_summary import commit_rows, exact_live_rows
@@ -42,13 +43,16 @@ from floe_dagster.spark.jars import jar_file_name, resolve_jars
 from floe_dagster.spark.runtime import installed_spark_line, spark_packages
 from floe_dagster.spark.procedures import (
     OrphanRound,
+    ProcedureCall,
     ProcedureResult,
     build_procedure_call,
     orphan_cleanup_calls,
+    partition_statistics_call,
     spark_table_reference,
     summarize_capped_orphan_cleanup,
     summarize_orphan_cleanup,
     summarize_result,
+    summarize_statistics,
 )
 
 log = logging.getLogger(__name__)
@@ -320,15 +324,21 @@ class IcebergSparkEngine(ConfigurableResource):
         table_bytes: int = 0,
         read_snapshots: Callable[[], list[dict[str, Any]]] | None = None,
         scope: RewriteScope | None = None,
+        statistics: StatisticsState | None = None,
     ) -> EngineOutcome:
         """Run one operation on one table; verify rows after rewrites; always release the catalog.
 
         ``read_snapshots``: the table's snapshots (snapshot_id, parent_id, operation, summary) from
         Iceberg's metadata (iceberg.catalog.snapshot_facts through PyIceberg), so the only Spark
         query is the procedure itself; without it, Spark's ``snapshots`` metadata table is read.
-        ``scope``: a partition-scoped rewrite's partitions and the table's spec (the CALL's ``where``)."""
+        ``scope``: a partition-scoped rewrite's partitions and the table's spec (the CALL's ``where``).
+        ``statistics``: for COMPUTE_STATISTICS, the table's statistics files as its metadata registers them
+        (iceberg.table_statistics through PyIceberg); without it, Spark reads the current snapshot and
+        the partitioning, and the statistics are computed whatever exists."""
         call = build_procedure_call(op, table, config, now, table_properties, self.file_io,  # the policy's config as SQL
-                                    scope=scope, iceberg_version=self.iceberg_version, spark_line=self.spark_line)
+                                    scope=scope, iceberg_version=self.iceberg_version, spark_line=self.spark_line,
+                                    snapshot_id=statistics.current_snapshot_id if statistics else None)
+        extra: dict[str, Any] = {}
         capped = (isinstance(config, OrphanCleanupConfig) and config.max_files_to_delete is not None
                   and not config.dry_run)
         started = time.monotonic()
@@ -345,6 +355,8 @@ class IcebergSparkEngine(ConfigurableResource):
                     assert isinstance(config, OrphanCleanupConfig)
                     result, sql = self._capped_orphan_cleanup(spark, table, config, now, table_properties)
                     call = replace(call, sql=sql)
+                elif isinstance(config, ComputeStatisticsConfig):
+                    result, call, extra = self._compute_statistics(spark, table, config, now, statistics)
                 else:
                     rows = [row.asDict() for row in spark.sql(call.sql).collect()]
             except Exception as exc:
@@ -360,7 +372,7 @@ class IcebergSparkEngine(ConfigurableResource):
                 assert isinstance(config, OrphanCleanupConfig)
                 result = summarize_orphan_cleanup(rows, streamed=call.arguments.get("stream_results") is True,
                                                   dry_run=bool(config.dry_run))
-            elif not capped:
+            elif not capped and op is not Operation.COMPUTE_STATISTICS:
                 result = summarize_result(op, rows)
             snapshots = snapshots_of()
             new = [s for s in snapshots if s["snapshot_id"] not in before]
@@ -376,7 +388,44 @@ class IcebergSparkEngine(ConfigurableResource):
             new_snapshot_ids=tuple(s["snapshot_id"] for s in new),
             row_check=row_check,
             duration_s=time.monotonic() - started,
+            extra=extra,
         )
+
+    def _compute_statistics(
+        self, spark: Any, table: TableName, config: ComputeStatisticsConfig, now: datetime,
+        statistics: StatisticsState | None,
+    ) -> tuple[ProcedureResult, ProcedureCall, dict[str, Any]]:
+        """compute_table_stats, then compute_partition_stats on a partitioned table, each only where the
+        current snapshot lacks its file (core/statistics.statistics_work: neither is the no-change run).
+        Neither commits a snapshot: Iceberg registers the files in the table metadata, so no rows change
+        and the row check does not apply. Returns the result, the call (SQL of what ran) and the reasons."""
+        state = statistics or self._statistics_state(spark, table)
+        work = statistics_work(state, config.columns, config.wants_partition_stats)
+        call = build_procedure_call(Operation.COMPUTE_STATISTICS, table, config, now,
+                                    snapshot_id=state.current_snapshot_id)
+        statements: list[str] = []
+        table_rows: list[dict[str, Any]] = []
+        partition_rows: list[dict[str, Any]] = []
+        if work.table_stats:
+            table_rows = [row.asDict() for row in spark.sql(call.sql).collect()]
+            statements.append(call.sql)
+        if work.partition_stats:
+            partitions = partition_statistics_call(table, state.current_snapshot_id)
+            partition_rows = [row.asDict() for row in spark.sql(partitions.sql).collect()]
+            statements.append(partitions.sql)
+        sql = ";\n".join(statements) if statements else "-- nothing to compute: " + "; ".join(work.reasons)
+        arguments = {**call.arguments, "partition_stats": work.partition_stats}
+        return (summarize_statistics(table_rows, partition_rows), replace(call, sql=sql, arguments=arguments),
+                {"statistics_reasons": list(work.reasons)})
+
+    def _statistics_state(self, spark: Any, table: TableName) -> StatisticsState:
+        """Without the table's metadata from PyIceberg: the current snapshot (``history``) and whether the
+        table is partitioned (its ``partitions`` table has a ``partition`` column only then)."""
+        reference = spark_table_reference(table)
+        current = spark.sql(f"SELECT snapshot_id FROM {reference}.history WHERE is_current_ancestor "
+                            "ORDER BY made_current_at DESC LIMIT 1").collect()
+        partitioned = "partition" in spark.table(f"{reference}.partitions").columns
+        return StatisticsState(current[0]["snapshot_id"] if current else None, partitioned, None, None, None)
 
     def _capped_orphan_cleanup(self, spark: Any, table: TableName, config: OrphanCleanupConfig, now: datetime,
                                table_properties: Mapping[str, str] | None) -> tuple[ProcedureResult, str]:

@@ -21,6 +21,7 @@ from floe_dagster.core.operation_config import (
     DEFAULT_ORPHAN_RETENTION_DAYS,
     DEFAULT_PREFIX_MISMATCH_MODE,
     DEFAULT_RETAIN_LAST,
+    ComputeStatisticsConfig,
     ExpireSnapshotsConfig,
     OperationConfig,
     OrphanCleanupConfig,
@@ -105,17 +106,20 @@ class _Arguments:
     """A ``CALL``'s named arguments as SQL text, and what was decided (the call's ``arguments``)."""
 
     def __init__(self, table: TableName, file_io: str | None, scope: RewriteScope | None = None,
-                 iceberg_version: str | None = None, spark_line: str | None = None):
+                 iceberg_version: str | None = None, spark_line: str | None = None,
+                 snapshot_id: int | None = None):
         self.sql: list[tuple[str, str]] = [("table", table_argument(table))]
         self.decided: dict[str, Any] = {}
         self.file_io = file_io  # the catalog's FileIO class in Spark (io-impl); None: Iceberg's default
         self.scope = scope  # rewrite_data_files: the partitions the planner chose (None: the whole table)
         self.iceberg_version = iceberg_version  # the Iceberg Spark runtime's (None: floe-dagster's default)
         self.spark_line = spark_line  # "3.5", "4.1" (None: unknown)
+        self.snapshot_id = snapshot_id  # compute_table_stats: the snapshot described (None: the current one)
 
     def add(self, name: str, value: Any) -> None:
         """A typed value as the argument ``name``, rendered by its type (true/false, a number, a string
-        literal, a ``map(...)`` for a mapping or its items); unset (None, or an empty mapping): none."""
+        literal, a ``map(...)`` for a mapping or its items, an ``array(...)`` of literals for a list);
+        unset (None, or an empty mapping): none."""
         if isinstance(value, tuple):
             value = dict(value)
         if value is None or (isinstance(value, Mapping) and not value):
@@ -233,12 +237,35 @@ def _rewrite_position_delete_files(call: _Arguments, config: RewritePositionDele
     call.add("options", {**options, **race_options(options, table_properties)})
 
 
+def _compute_statistics(call: _Arguments, config: ComputeStatisticsConfig, now: datetime,
+                        table_properties: Mapping[str, str]) -> None:
+    call.add("snapshot_id", call.snapshot_id)
+    call.add("columns", list(config.columns) if config.columns else None)
+
+
+def partition_statistics_call(table: TableName, snapshot_id: int | None) -> ProcedureCall:
+    """``compute_partition_stats`` (Iceberg 1.10 and later) for ``snapshot_id`` (None: the current
+    snapshot). Iceberg refuses it on an unpartitioned table ("Table must be partitioned"), so the engine
+    makes this call only on partitioned ones; for a snapshot that already has its file, Iceberg returns
+    that file and writes nothing."""
+    call = _Arguments(table, None, snapshot_id=snapshot_id)
+    call.add("snapshot_id", snapshot_id)
+    return ProcedureCall(Operation.COMPUTE_STATISTICS, table, _call_sql(table, "compute_partition_stats", call),
+                         call.decided)
+
+
+def _call_sql(table: TableName, procedure: str, call: _Arguments) -> str:
+    name = f"{quote_identifier(table.catalog)}.`system`.{procedure}"
+    return f"CALL {name}(" + ", ".join(f"{arg} => {value}" for arg, value in call.sql) + ")"
+
+
 _RENDERERS = {
     Operation.REWRITE_DATA_FILES: _rewrite_data_files,
     Operation.EXPIRE_SNAPSHOTS: _expire_snapshots,
     Operation.ORPHAN_CLEANUP: _orphan_cleanup,
     Operation.REWRITE_MANIFESTS: _rewrite_manifests,
     Operation.REWRITE_POSITION_DELETE_FILES: _rewrite_position_delete_files,
+    Operation.COMPUTE_STATISTICS: _compute_statistics,
 }
 
 
@@ -254,23 +281,23 @@ def build_procedure_call(
     iceberg_version: str | None = None,
     file_list_view: str | None = None,
     spark_line: str | None = None,
+    snapshot_id: int | None = None,
 ) -> ProcedureCall:
     """The ``CALL`` statement for one operation on one table, rendered from the policy's typed config
     (the core validated it when the policy was loaded: nothing is checked again here). ``file_io``:
     the catalog's FileIO class in Spark (``io-impl``), which decides how orphan cleanup lists files;
     ``iceberg_version``: the Iceberg Spark runtime's, which decides orphan cleanup's default streaming;
     ``spark_line``: the engine's Spark (``4.1``), which decides whether rewrite_manifests takes sort_by;
-    ``file_list_view``: orphan cleanup compares that view's files instead of listing (capped runs)."""
+    ``file_list_view``: orphan cleanup compares that view's files instead of listing (capped runs);
+    ``snapshot_id``: the snapshot compute_table_stats describes (None: the current one)."""
     if not isinstance(config, CONFIG_TYPES[op]):
         raise TypeError(f"{op.policy_key}: expected a {CONFIG_TYPES[op].__name__}, got {type(config).__name__}")
     call = _Arguments(table, file_io, scope if op is Operation.REWRITE_DATA_FILES else None, iceberg_version,
-                      spark_line)
+                      spark_line, snapshot_id if op is Operation.COMPUTE_STATISTICS else None)
     _RENDERERS[op](call, config, now, table_properties or {})
     if file_list_view is not None:
         call.add("file_list_view", file_list_view)
-    procedure = f"{quote_identifier(table.catalog)}.`system`.{op.procedure}"
-    sql = f"CALL {procedure}(" + ", ".join(f"{name} => {value}" for name, value in call.sql) + ")"
-    return ProcedureCall(operation=op, table=table, sql=sql, arguments=call.decided)
+    return ProcedureCall(operation=op, table=table, sql=_call_sql(table, op.procedure, call), arguments=call.decided)
 
 
 @dataclass(frozen=True)
@@ -302,6 +329,8 @@ def summarize_result(op: Operation, rows: list[Mapping[str, Any]]) -> ProcedureR
     """Turn the procedure's output rows into numbers, and say whether the run changed anything."""
     if op is Operation.ORPHAN_CLEANUP:  # unstreamed: every path comes back (see summarize_orphan_cleanup)
         return summarize_orphan_cleanup(rows, streamed=False)
+    if op is Operation.COMPUTE_STATISTICS:
+        return summarize_statistics(rows, [])
     numbers = {column: 0 for column in _RESULT_COLUMNS[op]}
     for row in rows:
         for column in numbers:
@@ -316,6 +345,17 @@ def summarize_result(op: Operation, rows: list[Mapping[str, Any]]) -> ProcedureR
     else:
         changed = numbers["rewritten_delete_files_count"] > 0
     return ProcedureResult(op, numbers, changed, numbers.get("rewritten_bytes_count", 0))
+
+
+def summarize_statistics(table_rows: list[Mapping[str, Any]],
+                         partition_rows: list[Mapping[str, Any]]) -> ProcedureResult:
+    """compute_table_stats' rows (``statistics_file``) and compute_partition_stats' (``partition_statistics_file``),
+    each empty when it was not called: a file written is a change (the no-change rule: the engine calls
+    neither when the current snapshot's statistics exist, core/statistics.statistics_work)."""
+    written = sum(1 for row in table_rows if row.get("statistics_file"))
+    partition_written = sum(1 for row in partition_rows if row.get("partition_statistics_file"))
+    numbers = {"statistics_files_written": written, "partition_statistics_files_written": partition_written}
+    return ProcedureResult(Operation.COMPUTE_STATISTICS, numbers, bool(written or partition_written), 0)
 
 
 # -- orphan cleanup under a per-run cap ----------------------------------------------------------------

@@ -171,7 +171,7 @@ def test_create_writes_one_file_that_every_reader_sees(api):
     assert body["rewriteDataFiles"] == {"enabled": True, "schedule": "PT6H"}
     assert body["triggerConditions"]["smallFileCountAbove"] == 20
     assert body["triggerConditions"]["perOperationMinIntervalMinutes"] == {"REWRITE_DATA_FILES": 30}
-    assert body["triggerConditions"]["deleteFileCountAbove"] is None and len(body["triggerConditions"]) == 15
+    assert body["triggerConditions"]["deleteFileCountAbove"] is None and len(body["triggerConditions"]) == 17
     assert body["healthThresholds"]["smallFilePercentWarning"] == 10 and len(body["healthThresholds"]) == 26
     assert body["floe"]["rewritePositionDeleteFiles"] == {}  # floe-dagster's fifth operation, under floe
     assert body["floe"]["rewritePositionDeleteFilesSchedule"]["cronExpression"] == "0 3 * * *"

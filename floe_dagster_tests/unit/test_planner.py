@@ -203,7 +203,7 @@ def test_gc_disabled_only_for_expire_and_orphan_cleanup(value):
     assert decision(result, A, EXP).reasons == (
         "gc_disabled: the table sets gc.enabled=false: its catalog (e.g. Nessie) manages garbage collection, and "
         "gc.enabled=false forbids table maintenance to delete files, so EXPIRE_SNAPSHOTS never runs on it",)
-    assert [d.operation for d in result.admitted] == [RDF, MAN, RPDF]
+    assert [d.operation for d in result.admitted] == [RDF, MAN, RPDF, Operation.COMPUTE_STATISTICS]
 
 
 def test_gc_enabled_true_does_not_block():

@@ -1,0 +1,185 @@
+"""COMPUTE_STATISTICS through the real stack: Iceberg's compute_table_stats and compute_partition_stats
+run by Spark in a Dagster run on tiny PyIceberg tables. Asserts the Puffin file on disk, its registration
+in the table metadata (PyIceberg's ``statistics`` for the current snapshot, with an ``ndv`` per column),
+that Iceberg's Puffin reader and Parquet read the files back, the partition statistics file, the no-change
+rerun, and the health collector's staleness as new snapshots land."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from dagster import DagsterInstance
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.table.puffin import PuffinFile
+from pyiceberg.transforms import IdentityTransform
+
+from floe_dagster.core.operation_config import ComputeStatisticsConfig
+from floe_dagster.core.operations import Operation
+from floe_dagster.core.policy import load_policies
+from floe_dagster.core.tables import TableName
+from floe_dagster.demo import EVENT_SCHEMA, local_path, rows
+from floe_dagster.iceberg.catalog import load_table, open_catalog
+from floe_dagster.iceberg.health_collector import HealthCollector
+from floe_dagster.launching.manual import trigger_table
+from floe_dagster.settings import load_settings
+from floe_dagster.spark.engine import IcebergSparkEngine
+from floe_dagster_tests.conftest import write_settings
+
+pytestmark = pytest.mark.spark
+
+STATS = Operation.COMPUTE_STATISTICS
+POLICIES = """
+- name: stats
+  tablePattern: "demo.lake.*"
+  computeStatistics: {}
+  computeStatisticsSchedule: {interval: P1D}
+  triggerConditions: {statsStaleSnapshots: 2}
+- name: stats-typo
+  tablePattern: "demo.lake.typo"
+  computeStatistics: {columns: [id, regoin]}
+"""
+PARTITIONED, PLAIN, TYPO, DIRECT = (TableName("demo", ("lake",), name)
+                                    for name in ("events", "plain", "typo", "direct"))
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory):
+    root = tmp_path_factory.mktemp("stats")
+    settings = load_settings(write_settings(root, POLICIES), environ={})
+    catalog = open_catalog(settings.catalog)
+    catalog.create_namespace("lake")
+    events = catalog.create_table("lake.events", schema=EVENT_SCHEMA,
+                                  partition_spec=PartitionSpec(PartitionField(4, 1000, IdentityTransform(), "region")))
+    for start in (0, 30):
+        events.append(rows(start, 30))  # 4 regions, 60 distinct ids
+    catalog.create_table("lake.plain", schema=EVENT_SCHEMA).append(rows(0, 20))
+    catalog.create_table("lake.typo", schema=EVENT_SCHEMA).append(rows(0, 5))
+    catalog.create_table("lake.direct", schema=EVENT_SCHEMA, partition_spec=events.spec()).append(rows(0, 8))
+    return settings
+
+
+@pytest.fixture
+def instance(dagster_home):
+    with DagsterInstance.get() as instance:
+        yield instance
+
+
+def table(settings, name: TableName):
+    return load_table(open_catalog(settings.catalog), name)
+
+
+def trigger(settings, instance, name: TableName):
+    summary = trigger_table(settings, name.qualified, [STATS], reason="test", actor="tester",
+                            trigger_id=f"t-{name.name}-{datetime.now().timestamp()}", instance=instance)
+    assert summary.succeeded, summary.lines()
+    return summary.outcomes[0]
+
+
+def metrics(settings, name: TableName):
+    with HealthCollector(open_catalog(settings.catalog), settings) as collector:
+        return collector.metrics_for(name)
+
+
+def stale(settings, name: TableName) -> bool:
+    policy = load_policies(settings.policies).effective_policy(name)
+    return policy.evaluate_conditions(STATS, metrics(settings, name), None, datetime.now(timezone.utc)).passed
+
+
+@pytest.mark.spark4_smoke  # the procedures on both Spark lines
+def test_statistics_are_written_registered_and_readable(lake, instance):
+    assert metrics(lake, PARTITIONED).statistics_snapshot_id is None
+    assert stale(lake, PARTITIONED)  # data and no statistics at all: stale, whatever the threshold
+    before = table(lake, PARTITIONED)
+    current = before.current_snapshot().snapshot_id
+
+    outcome = trigger(lake, instance, PARTITIONED)
+    meta = outcome.metadata
+    assert meta["changed"] is True and meta["statistics_files_written"] == 1
+    assert meta["partition_statistics_files_written"] == 1
+    assert meta["new_snapshots"] == 0 and meta["row_check"] == "not-applicable"  # no commit, rows untouched
+    assert meta["statistics_snapshot_id"] == str(current)
+    assert meta["ndv"]["id"] == 60 and meta["ndv"]["region"] == 4  # theta sketches: exact at this size
+    assert f"snapshot_id => {current}" in meta["procedure_call"] and "compute_partition_stats" in meta["procedure_call"]
+
+    after = table(lake, PARTITIONED)
+    assert after.current_snapshot().snapshot_id == current and len(after.metadata.snapshots) == 2
+    (registered,) = [f for f in after.metadata.statistics if f.snapshot_id == current]
+    assert registered.statistics_path == meta["statistics_file"]
+    puffin = Path(local_path(registered.statistics_path))
+    assert puffin.is_file() and puffin.stat().st_size > 0
+    ndv = {after.schema().find_column_name(blob.fields[0]): int(blob.properties["ndv"])
+           for blob in registered.blob_metadata}
+    assert ndv == meta["ndv"] and set(ndv) == {"id", "kind", "amount", "region", "at"}
+    # Iceberg's Puffin reader (PyIceberg's) reads the footer back: one theta sketch per column, with a payload
+    read = PuffinFile(puffin.read_bytes())
+    assert {blob.type for blob in read.footer.blobs} == {"apache-datasketches-theta-v1"}
+    assert sorted(blob.fields[0] for blob in read.footer.blobs) == sorted(b.fields[0] for b in registered.blob_metadata)
+    assert all(len(read.get_blob_payload(blob)) > 0 for blob in read.footer.blobs)
+
+    (partition_stats,) = [f for f in after.metadata.partition_statistics if f.snapshot_id == current]
+    assert partition_stats.statistics_path == meta["partition_statistics_file"]
+    parquet = pq.read_table(local_path(partition_stats.statistics_path))
+    assert parquet.num_rows == 4 and sum(parquet.column("data_record_count").to_pylist()) == 60
+
+    # health: current right after the run
+    fresh = metrics(lake, PARTITIONED)
+    assert (fresh.statistics_snapshot_id, fresh.statistics_snapshots_behind, fresh.statistics_rows_changed) == (
+        current, 0, 0)
+    assert fresh.partition_statistics_snapshot_id == current
+    assert not stale(lake, PARTITIONED)
+
+    # the same snapshot again: nothing to compute, no new file
+    again = trigger(lake, instance, PARTITIONED)
+    assert again.metadata["changed"] is False and again.metadata["statistics_files_written"] == 0
+    assert again.metadata["procedure_call"].startswith("```sql\n-- nothing to compute")
+    assert table(lake, PARTITIONED).metadata.statistics == after.metadata.statistics
+
+    # two new snapshots: stale at statsStaleSnapshots 2
+    events = table(lake, PARTITIONED)
+    events.append(rows(100, 5))
+    assert not stale(lake, PARTITIONED)
+    table(lake, PARTITIONED).append(rows(200, 5))
+    lagging = metrics(lake, PARTITIONED)
+    assert (lagging.statistics_snapshot_id, lagging.statistics_snapshots_behind, lagging.statistics_rows_changed) == (
+        current, 2, 10)
+    assert stale(lake, PARTITIONED)
+
+
+def test_an_unpartitioned_table_gets_table_statistics_only(lake, instance):
+    outcome = trigger(lake, instance, PLAIN)
+    assert outcome.metadata["statistics_files_written"] == 1
+    assert outcome.metadata["partition_statistics_files_written"] == 0
+    assert "compute_partition_stats" not in outcome.metadata["procedure_call"]
+    after = table(lake, PLAIN)
+    assert [f.snapshot_id for f in after.metadata.statistics] == [after.current_snapshot().snapshot_id]
+    assert after.metadata.partition_statistics == []
+
+
+def test_a_column_the_table_lacks_fails_naming_the_policy_field_and_table(lake, instance):
+    before = table(lake, TYPO).metadata_location
+    summary = trigger_table(lake, TYPO.qualified, [STATS], reason="test", actor="tester", trigger_id="t-typo",
+                            instance=instance)
+    assert not summary.succeeded
+    (outcome,) = summary.outcomes
+    assert ("policy 'stats-typo': computeStatistics.columns names 'regoin', which table 'demo.lake.typo' does not "
+            "have (its columns: id, kind, amount, region, at)") in outcome.message
+    assert table(lake, TYPO).metadata_location == before  # nothing written
+
+
+def test_the_engine_without_the_tables_metadata_reads_what_it_needs_through_spark(lake):
+    """Called without PyIceberg's view (benchmarks, scripts): Spark's ``history`` gives the current snapshot
+    and the ``partitions`` table the partitioning; both statistics are computed."""
+    engine = IcebergSparkEngine.from_settings(lake)
+    try:
+        outcome = engine.maintain(DIRECT, STATS, ComputeStatisticsConfig(columns=("id",)), datetime.now(timezone.utc))
+    finally:
+        engine.release_catalog()
+    current = table(lake, DIRECT).current_snapshot().snapshot_id
+    assert outcome.result.numbers == {"statistics_files_written": 1, "partition_statistics_files_written": 1}
+    assert outcome.new_snapshot_ids == () and f"snapshot_id => {current}, columns => array('id')" in outcome.sql
+    after = table(lake, DIRECT).metadata
+    assert [f.snapshot_id for f in after.statistics] == [current] == [f.snapshot_id for f in after.partition_statistics]
+    assert [blob.fields for blob in after.statistics[0].blob_metadata] == [[1]]  # id only
