@@ -15,6 +15,7 @@ from floe_dagster.core.operations import Operation
 
 OperationName = Literal[
     "REWRITE_DATA_FILES", "EXPIRE_SNAPSHOTS", "ORPHAN_CLEANUP", "REWRITE_MANIFESTS", "REWRITE_POSITION_DELETE_FILES",
+    "APPLY_TABLE_PROPERTIES",
 ]
 assert set(OperationName.__args__) == {op.value for op in Operation}  # type: ignore[attr-defined]
 

@@ -14,6 +14,8 @@ class Operation(str, Enum):
     ORPHAN_CLEANUP = "ORPHAN_CLEANUP"
     REWRITE_MANIFESTS = "REWRITE_MANIFESTS"
     REWRITE_POSITION_DELETE_FILES = "REWRITE_POSITION_DELETE_FILES"
+    # Not a procedure: one metadata commit setting the properties the policy declares (tableProperties).
+    APPLY_TABLE_PROPERTIES = "APPLY_TABLE_PROPERTIES"
 
     @property
     def order(self) -> int:
@@ -32,7 +34,7 @@ class Operation(str, Enum):
 
     @property
     def procedure(self) -> str:
-        """Iceberg's Spark procedure that performs it."""
+        """Iceberg's Spark procedure that performs it (for APPLY_TABLE_PROPERTIES, the statement)."""
         return _PROCEDURES[self]
 
     @property
@@ -72,6 +74,7 @@ _POLICY_KEYS = {
     Operation.ORPHAN_CLEANUP: "orphanCleanup",
     Operation.REWRITE_MANIFESTS: "rewriteManifests",
     Operation.REWRITE_POSITION_DELETE_FILES: "rewritePositionDeleteFiles",
+    Operation.APPLY_TABLE_PROPERTIES: "tableProperties",
 }
 _SNAKE_POLICY_KEYS = {
     Operation.REWRITE_DATA_FILES: "rewrite_data_files",
@@ -79,6 +82,7 @@ _SNAKE_POLICY_KEYS = {
     Operation.ORPHAN_CLEANUP: "orphan_cleanup",
     Operation.REWRITE_MANIFESTS: "rewrite_manifests",
     Operation.REWRITE_POSITION_DELETE_FILES: "rewrite_position_delete_files",
+    Operation.APPLY_TABLE_PROPERTIES: "table_properties",
 }
 _PROCEDURES = {
     Operation.REWRITE_DATA_FILES: "rewrite_data_files",
@@ -86,4 +90,5 @@ _PROCEDURES = {
     Operation.ORPHAN_CLEANUP: "remove_orphan_files",
     Operation.REWRITE_MANIFESTS: "rewrite_manifests",
     Operation.REWRITE_POSITION_DELETE_FILES: "rewrite_position_delete_files",
+    Operation.APPLY_TABLE_PROPERTIES: "alter_table_set_tblproperties",
 }

@@ -23,7 +23,8 @@ ALGORITHM_VERSION = 1
 # Bump when a metrics record gains or changes a field: older records are collected again (their
 # metadata file and manifest list), while the manifest summaries (ALGORITHM_VERSION) stay valid.
 # 2: the table's location and columns. 3: the newest commit by another writer (the quiet period).
-RECORD_VERSION = ALGORITHM_VERSION * 1000 + 3
+# 4: the metadata file counts.
+RECORD_VERSION = ALGORITHM_VERSION * 1000 + 4
 CACHE_SCHEMA_VERSION = 1
 CACHE_FILE = "health.sqlite3"
 

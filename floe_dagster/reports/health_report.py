@@ -120,6 +120,7 @@ def floe_health_json(record: Mapping[str, Any]) -> dict[str, Any]:
         "derived": record["derived"],
         "metrics": record["metrics"],
         "debt": record["debt"],
+        "tableProperties": record.get("table_properties"),
     }
 
 
@@ -201,9 +202,18 @@ def format_health_text(report: Mapping[str, Any]) -> str:
         f"newest {_num(d['newest_snapshot_age_days'])} d ago)",
         f"    manifests       {_num(d['manifest_count'])} ({_bytes(d['manifest_total_bytes'])})",
         f"    partitions      {_num(d['partition_count'])} (skew {_num(d['partition_skew'])})",
+        f"    metadata files  {_num(d.get('metadata_file_count'))} written, {_num(m.get('metadata_files_tracked'))} "
+        f"tracked (delete-after-commit {'on' if d.get('metadata_delete_after_commit') else 'off'})",
     ]
     if report["tier"] == "summary":
         lines.append("    (summary tier: no manifests read, so file sizes, manifests and partitions are unknown)")
+    declared = report.get("table_properties")
+    if declared is not None:
+        drift = declared["drift"]
+        lines.append(f"  table properties: {len(declared['declared'])} declared, "
+                     + (f"{len(drift)} drifted:" if drift else "no drift"))
+        lines += [f"    {item['key']}: declared {item['declared']!r}, table has "
+                  f"{'unset' if item['current'] is None else repr(item['current'])}" for item in drift]
     breakdown = ", ".join(f"{k} {_num(v)}" for k, v in debt["breakdown"].items() if v)
     worst = f" (worst operation {debt['operation']})" if debt.get("operation") else ""
     lines.append(f"  debt score {_num(debt['score'])}{worst}: {breakdown or 'nothing owed'}")

@@ -45,6 +45,7 @@ from floe_dagster.spark.procedures import (
     ProcedureResult,
     build_procedure_call,
     orphan_cleanup_calls,
+    set_properties_sql,
     spark_table_reference,
     summarize_capped_orphan_cleanup,
     summarize_orphan_cleanup,
@@ -372,6 +373,22 @@ class IcebergSparkEngine(ConfigurableResource):
             row_check=row_check,
             duration_s=time.monotonic() - started,
         )
+
+    def set_table_properties(self, table: TableName, properties: Mapping[str, str]) -> tuple[str, float]:
+        """Set exactly ``properties`` on the table in one metadata commit (APPLY_TABLE_PROPERTIES; the
+        caller holds the table lock). Returns the statement and its duration in seconds."""
+        sql = set_properties_sql(table, properties)
+        started = time.monotonic()
+        with self.unit_of_work() as spark:
+            try:
+                spark.sql(sql).collect()
+            except Exception as exc:
+                race = commit_race(_error_text(exc))
+                if race is not None:
+                    raise CommitConflict(f"{Operation.APPLY_TABLE_PROPERTIES.procedure} on '{table.qualified}' "
+                                         f"{race.describe()}") from exc
+                raise _classify(exc, table, Operation.APPLY_TABLE_PROPERTIES) from exc
+        return sql, time.monotonic() - started
 
     def _capped_orphan_cleanup(self, spark: Any, table: TableName, config: OrphanCleanupConfig, now: datetime,
                                table_properties: Mapping[str, str] | None) -> tuple[ProcedureResult, str]:

@@ -249,6 +249,15 @@ def build_procedure_call(
     return ProcedureCall(operation=op, table=table, sql=sql, arguments=call.decided)
 
 
+def set_properties_sql(table: TableName, properties: Mapping[str, str]) -> str:
+    """``ALTER TABLE ... SET TBLPROPERTIES``: one metadata commit (Iceberg's UpdateProperties) setting
+    exactly these properties and no other; names and values only as escaped string literals."""
+    if not properties:
+        raise ValueError("no table properties to set")
+    pairs = ", ".join(f"{quote_literal(name)} = {quote_literal(value)}" for name, value in properties.items())
+    return f"ALTER TABLE {spark_table_reference(table)} SET TBLPROPERTIES ({pairs})"
+
+
 @dataclass(frozen=True)
 class ProcedureResult:
     operation: Operation
