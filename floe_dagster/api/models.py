@@ -196,6 +196,9 @@ class OperationTriggerStatus(_Open):
     throttle: ThrottleState
     backlog: Backlog | None = None
     lastRun: LastRun
+    # APPLY_TABLE_PROPERTIES only: each declared key whose table value differs ({key, declared, current});
+    # null before health was collected.
+    propertyDrift: list[dict[str, Any]] | None = None
 
 
 class TriggerStatusResponse(_Open):
@@ -246,6 +249,8 @@ class HealthResponse(_Open):
     newestSnapshotAgeDays: int | None
     issues: list[HealthIssue]
     thresholds: dict[str, Any]
+    # The effective policy's declared table properties and the drift ({declared, drift}); null: none declared.
+    tableProperties: dict[str, Any] | None = None
 
 
 class HealthHistoryResponse(_Open):
