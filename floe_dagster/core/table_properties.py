@@ -15,6 +15,7 @@ Two values are the same when Iceberg reads them the same (booleans and modes wit
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -115,6 +116,14 @@ _POSITIVE = frozenset({
 } - _NON_NEGATIVE)
 
 
+# Iceberg reads sizes and ages as Java longs, the other numbers as ints: a larger value would make every
+# reader of the property fail.
+_LONGS = ("-bytes", "-size", "-age-ms", "open-file-cost", "total-timeout-ms", "status-check.min-wait-ms",
+          "status-check.max-wait-ms")
+_INT_MAX, _LONG_MAX = 2**31 - 1, 2**63 - 1
+_WHOLE = re.compile(r"-?[0-9]+")  # ASCII digits only (str.isdigit accepts '²', which int() refuses)
+
+
 def property_family(name: str) -> str | None:
     """The column family a name belongs to (``write.metadata.metrics.column.``), or None."""
     return next((prefix for prefix in COLUMN_FAMILIES if name.startswith(prefix) and len(name) > len(prefix)), None)
@@ -175,9 +184,11 @@ def _checked(at: Location, name: str, value: Any) -> str | None:
         return text.strip().lower()
     if name in _POSITIVE or name in _NON_NEGATIVE:
         minimum = 0 if name in _NON_NEGATIVE else 1
-        whole = value if isinstance(value, int) else (int(text.strip()) if text.strip().isdigit() else None)
-        if whole is None or whole < minimum:
-            at.error(f"expected a whole number of at least {minimum}, got {describe(value)}")
+        whole = int(text.strip()) if not isinstance(value, bool) and _WHOLE.fullmatch(text.strip()) else None
+        maximum = _LONG_MAX if name.endswith(_LONGS) else _INT_MAX
+        if whole is None or not minimum <= whole <= maximum:
+            at.error(f"expected a whole number from {minimum} to {maximum}, got {describe(value)}"
+                     + (" (Iceberg reads it as a Java int)" if maximum == _INT_MAX else ""))
             return None
         return str(whole)
     return text

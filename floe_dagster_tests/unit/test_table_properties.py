@@ -20,7 +20,8 @@ from floe_dagster.core.policy import parse_policies_text, validate_policy_paths
 from floe_dagster.core.table_properties import PROPERTIES, PropertyDrift, is_table_property, property_drift
 from floe_dagster.core.tables import TableName
 from floe_dagster.iceberg.metadata_reduction import metadata_files_written
-from floe_dagster.spark.procedures import set_properties_sql
+from floe_dagster.errors import ProcedureOptionError
+from floe_dagster.spark.procedures import build_procedure_call, set_properties_sql
 from floe_dagster_tests.unit.test_planner import A, NOW, metrics, run
 
 APPLY = Operation.APPLY_TABLE_PROPERTIES
@@ -84,9 +85,13 @@ def test_the_loader_format_keeps_property_names_as_written():
     (DAC, "yes", "expected true or false, got 'yes' (Iceberg reads anything but true as false)"),
     ("write.delete.mode", "mor", "expected one of copy-on-write, merge-on-read, got 'mor'"),
     ("write.merge.mode", True, "expected one of copy-on-write, merge-on-read, got true"),
-    ("write.metadata.previous-versions-max", 0, "expected a whole number of at least 1, got 0"),
-    ("history.expire.min-snapshots-to-keep", "-3", "expected a whole number of at least 1, got '-3'"),
-    ("write.target-file-size-bytes", 1.5, "expected a whole number of at least 1, got 1.5"),
+    ("write.metadata.previous-versions-max", 0, "expected a whole number from 1 to 2147483647, got 0"),
+    ("history.expire.min-snapshots-to-keep", "-3", "expected a whole number from 1 to 2147483647, got '-3'"),
+    ("write.metadata.previous-versions-max", 2**31, "got 2147483648 (Iceberg reads it as a Java int)"),
+    ("write.target-file-size-bytes", 1.5, "expected a whole number from 1 to 9223372036854775807, got 1.5"),
+    ("history.expire.max-snapshot-age-ms", 2**63, "expected a whole number from 1 to 9223372036854775807"),
+    ("write.target-file-size-bytes", True, "got true"),
+    ("commit.retry.num-retries", "²", "expected a whole number from 0 to 2147483647, got '²'"),
     ("write.target-file-size-bytes", [1], "expected a value (text, a number or true/false), got a list"),
     ("write.metadata.metrics.column.", "full", "is not an Iceberg table property"),
     ("read.anything", "x", "is not an Iceberg table property"),
@@ -247,6 +252,9 @@ def test_the_statement_sets_exactly_the_given_properties_with_safe_literals():
     sql = set_properties_sql(table, {"comment": "it's a \\ test", DAC: "true"})
     assert sql == ("ALTER TABLE `demo`.`sales`.`o``rders` SET TBLPROPERTIES "
                    "('comment' = 'it\\'s a \\\\ test', 'write.metadata.delete-after-commit.enabled' = 'true')")
-    with pytest.raises(ValueError):
+    with pytest.raises(ProcedureOptionError, match="tableProperties: no table properties to set"):
         set_properties_sql(table, {})
-    assert replace(TablePropertiesConfig(), properties=((DAC, "true"),)).to_json() == {DAC: "true"}
+    config = replace(TablePropertiesConfig(), properties=((DAC, "true"),))
+    assert config.to_json() == {DAC: "true"}
+    call = build_procedure_call(APPLY, table, config, NOW)  # what the run sends when every key drifts
+    assert call.sql == f"ALTER TABLE `demo`.`sales`.`o``rders` SET TBLPROPERTIES ('{DAC}' = 'true')"
