@@ -58,6 +58,7 @@ OBSERVED_NUMBERS: tuple[tuple[str, str], ...] = (
     ("derived", "manifest_total_bytes"),
     ("derived", "partition_count"),
     ("derived", "partition_skew"),
+    ("derived", "metadata_file_count"),
 )
 
 
@@ -71,8 +72,8 @@ class TableHealthEvents:
 
 
 # Part of every fingerprint: bumped when the observation gains keys, so that each table is reported
-# once more with them. 2: Dagster's standard table metadata.
-OBSERVATION_FORMAT = 2
+# once more with them. 2: Dagster's standard table metadata. 3: metadata.json files, declared properties.
+OBSERVATION_FORMAT = 3
 
 
 def fingerprint(report: HealthAssessment) -> str:
@@ -122,6 +123,10 @@ def observation_metadata(record: Mapping[str, Any]) -> dict[str, Any]:
     metadata["issues"] = MetadataValue.json(
         [{"type": i["type"], "severity": i["severity"], "message": i["message"]} for i in record["issues"]])
     metadata["thresholds"] = MetadataValue.json(record["thresholds"])
+    declared = record.get("table_properties")
+    if declared is not None:  # the policy's tableProperties: how many keys drift, and which
+        metadata["property_drift"] = MetadataValue.int(len(declared["drift"]))
+        metadata["table_properties"] = MetadataValue.json(declared)
     return metadata
 
 

@@ -258,3 +258,18 @@ def test_the_statement_sets_exactly_the_given_properties_with_safe_literals():
     assert config.to_json() == {DAC: "true"}
     call = build_procedure_call(APPLY, table, config, NOW)  # what the run sends when every key drifts
     assert call.sql == f"ALTER TABLE `demo`.`sales`.`o``rders` SET TBLPROPERTIES ('{DAC}' = 'true')"
+
+
+def test_dagits_health_observation_plots_metadata_files_and_counts_the_drift():
+    from floe_dagster.core.health_record import health_record
+    from floe_dagster.defs.health_events import observation_metadata
+
+    policy = parse_policies_text(api_policy(f"{{{DAC}: true, write.delete.mode: merge-on-read}}")).get("props")
+    table = metrics(A, metadata_files_tracked=101, metadata_files_written=1500,
+                    properties={"write.delete.mode": "merge-on-read"})
+    record = health_record(assess_health(table, policy.health_thresholds, NOW), policy, {}, NOW)
+    observed = observation_metadata(record)
+    assert observed["metadata_file_count"].value == 1500
+    assert observed["property_drift"].value == 1
+    assert observed["table_properties"].value["drift"] == [{"key": DAC, "declared": "true", "current": None}]
+    assert [i["type"] for i in record["issues"]] == ["TOO_MANY_METADATA_FILES"]
