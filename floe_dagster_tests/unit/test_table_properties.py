@@ -273,3 +273,11 @@ def test_dagits_health_observation_plots_metadata_files_and_counts_the_drift():
     assert observed["property_drift"].value == 1
     assert observed["table_properties"].value["drift"] == [{"key": DAC, "declared": "true", "current": None}]
     assert [i["type"] for i in record["issues"]] == ["TOO_MANY_METADATA_FILES"]
+
+
+def test_the_assets_description_says_it_runs_on_drift():
+    from floe_dagster.defs.asset_policy import operation_rule
+
+    policy = parse_policies_text(api_policy(f"{{{DAC}: true}}", extra="triggerConditions: {snapshotCountAbove: 5}\n"))
+    assert operation_rule(policy.get("props"), APPLY, {}) == \
+        "when the table drifts from the declared properties (debt-score sensor)"
