@@ -116,10 +116,16 @@ _POSITIVE = frozenset({
 } - _NON_NEGATIVE)
 
 
-# Iceberg reads sizes and ages as Java longs, the other numbers as ints: a larger value would make every
-# reader of the property fail.
-_LONGS = ("-bytes", "-size", "-age-ms", "open-file-cost", "total-timeout-ms", "status-check.min-wait-ms",
-          "status-check.max-wait-ms")
+# The numbers Iceberg reads as Java longs (their defaults in TableProperties are longs); it reads the
+# others as ints, and a larger value would make every reader of the property fail.
+_LONGS = frozenset({
+    "commit.manifest.target-size-bytes", "commit.status-check.min-wait-ms", "commit.status-check.max-wait-ms",
+    "commit.status-check.total-timeout-ms", "history.expire.max-ref-age-ms", "history.expire.max-snapshot-age-ms",
+    "read.split.target-size", "read.split.metadata-target-size", "read.split.open-file-cost",
+    "write.orc.stripe-size-bytes", "write.orc.block-size-bytes", "write.delete.orc.stripe-size-bytes",
+    "write.delete.orc.block-size-bytes", "write.target-file-size-bytes", "write.delete.target-file-size-bytes",
+    "write.spark.advisory-partition-size-bytes",
+})
 _INT_MAX, _LONG_MAX = 2**31 - 1, 2**63 - 1
 _WHOLE = re.compile(r"-?[0-9]+")  # ASCII digits only (str.isdigit accepts '²', which int() refuses)
 
@@ -185,7 +191,7 @@ def _checked(at: Location, name: str, value: Any) -> str | None:
     if name in _POSITIVE or name in _NON_NEGATIVE:
         minimum = 0 if name in _NON_NEGATIVE else 1
         whole = int(text.strip()) if not isinstance(value, bool) and _WHOLE.fullmatch(text.strip()) else None
-        maximum = _LONG_MAX if name.endswith(_LONGS) else _INT_MAX
+        maximum = _LONG_MAX if name in _LONGS else _INT_MAX
         if whole is None or not minimum <= whole <= maximum:
             at.error(f"expected a whole number from {minimum} to {maximum}, got {describe(value)}"
                      + (" (Iceberg reads it as a Java int)" if maximum == _INT_MAX else ""))
