@@ -202,7 +202,7 @@ def format_health_text(report: Mapping[str, Any]) -> str:
         f"newest {_num(d['newest_snapshot_age_days'])} d ago)",
         f"    manifests       {_num(d['manifest_count'])} ({_bytes(d['manifest_total_bytes'])})",
         f"    partitions      {_num(d['partition_count'])} (skew {_num(d['partition_skew'])})",
-        f"    metadata files  {_num(d.get('metadata_file_count'))} written, {_num(m.get('metadata_files_tracked'))} "
+        f"    metadata files  {_num(m.get('metadata_files_written'))} written, {_num(m.get('metadata_files_tracked'))} "
         f"tracked (delete-after-commit {'on' if d.get('metadata_delete_after_commit') else 'off'})",
     ]
     if report["tier"] == "summary":
