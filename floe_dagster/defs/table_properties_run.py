@@ -43,7 +43,7 @@ def apply_table_properties(context: AssetExecutionContext, engine: IcebergSparkE
             changes = {d.name: d.declared for d in drift}
             context.log.info(f"APPLY_TABLE_PROPERTIES on {table.qualified} (policy {resolved.policy_name}): "
                              + "; ".join(d.describe() for d in drift))
-            statement, _ = engine.set_table_properties(table, changes)
+            statement = engine.set_table_properties(table, changes)
             after_table = load_table(catalog, table)
         else:
             context.log.info(f"APPLY_TABLE_PROPERTIES on {table.qualified}: the table has every declared property")

@@ -374,11 +374,10 @@ class IcebergSparkEngine(ConfigurableResource):
             duration_s=time.monotonic() - started,
         )
 
-    def set_table_properties(self, table: TableName, properties: Mapping[str, str]) -> tuple[str, float]:
+    def set_table_properties(self, table: TableName, properties: Mapping[str, str]) -> str:
         """Set exactly ``properties`` on the table in one metadata commit (APPLY_TABLE_PROPERTIES; the
-        caller holds the table lock). Returns the statement and its duration in seconds."""
+        caller holds the table lock). Returns the statement."""
         sql = set_properties_sql(table, properties)
-        started = time.monotonic()
         with self.unit_of_work() as spark:
             try:
                 spark.sql(sql).collect()
@@ -388,7 +387,7 @@ class IcebergSparkEngine(ConfigurableResource):
                     raise CommitConflict(f"{Operation.APPLY_TABLE_PROPERTIES.procedure} on '{table.qualified}' "
                                          f"{race.describe()}") from exc
                 raise _classify(exc, table, Operation.APPLY_TABLE_PROPERTIES) from exc
-        return sql, time.monotonic() - started
+        return sql
 
     def _capped_orphan_cleanup(self, spark: Any, table: TableName, config: OrphanCleanupConfig, now: datetime,
                                table_properties: Mapping[str, str] | None) -> tuple[ProcedureResult, str]:
