@@ -178,6 +178,9 @@ def _checked(at: Location, name: str, value: Any) -> str | None:
         at.error(f"expected a value (text, a number or true/false), got {describe(value)}")
         return None
     text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    if "\x00" in text:
+        at.error("must not contain a NUL character")
+        return None
     if name in _BOOLEANS or property_family(name) in _BOOLEAN_FAMILIES:
         if text.strip().lower() not in ("true", "false"):
             at.error(f"expected true or false, got {describe(value)} (Iceberg reads anything but true as false)")

@@ -95,6 +95,7 @@ def test_the_loader_format_keeps_property_names_as_written():
     ("write.target-file-size-bytes", [1], "expected a value (text, a number or true/false), got a list"),
     ("write.metadata.metrics.column.", "full", "is not an Iceberg table property"),
     ("read.anything", "x", "is not an Iceberg table property"),
+    ("comment", "a\x00b", "must not contain a NUL character"),
 ])
 def test_bad_names_and_values_are_refused_with_the_key(tmp_path, key, value, message):
     import json
