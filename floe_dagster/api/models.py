@@ -17,6 +17,7 @@ from floe_dagster.core.operations import Operation
 OperationName = Literal[
     "REWRITE_DATA_FILES", "EXPIRE_SNAPSHOTS", "ORPHAN_CLEANUP", "REWRITE_MANIFESTS", "REWRITE_POSITION_DELETE_FILES",
     "COMPUTE_STATISTICS",
+    "APPLY_TABLE_PROPERTIES",
 ]
 assert set(OperationName.__args__) == {op.value for op in Operation}  # type: ignore[attr-defined]
 
@@ -214,6 +215,9 @@ class OperationTriggerStatus(_Open):
                                             "(shouldTrigger stays false)")
     shadowDecision: ShadowDecision | None = Field(None, description="A shadow policy's: what would run now, and "
                                                                     "its last recorded decision")
+    # APPLY_TABLE_PROPERTIES only: each declared key whose table value differs ({key, declared, current});
+    # null before health was collected.
+    propertyDrift: list[dict[str, Any]] | None = None
 
 
 class TriggerStatusResponse(_Open):
@@ -264,6 +268,8 @@ class HealthResponse(_Open):
     newestSnapshotAgeDays: int | None
     issues: list[HealthIssue]
     thresholds: dict[str, Any]
+    # The effective policy's declared table properties and the drift ({declared, drift}); null: none declared.
+    tableProperties: dict[str, Any] | None = None
 
 
 class HealthHistoryResponse(_Open):

@@ -17,6 +17,11 @@ Evaluated in Floe's order (``TriggerEvaluator``):
    by a table that has data and no statistics file at all.
 
 Small files are files below the policy's ``healthThresholds.smallFileSizeBytes``.
+
+APPLY_TABLE_PROPERTIES has a condition of its own instead of the thresholds and the critical force: the
+table's drift from the policy's ``tableProperties`` (core/table_properties.py). Without drift it is
+blocked ``no_drift`` (nothing to apply); without health, ``no_health``; the minimum intervals still
+hold, and with the toggle off only the drift decides.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from floe_dagster.core.health_assessment import DEFAULT_SMALL_FILE_SIZE_BYTES
 from floe_dagster.core.localtime import as_utc
 from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.table_properties import PropertyDrift, property_drift
 from floe_dagster.core.validation import (
     Location,
     check_mapping,
@@ -186,6 +192,7 @@ class ConditionResult:
     next_eligible: datetime | None = None
     logic: str = "OR"
     evaluated: bool = True  # False when the toggle is off or there are no conditions
+    drift: tuple[PropertyDrift, ...] = ()  # APPLY_TABLE_PROPERTIES: the declared properties the table lacks
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -198,6 +205,7 @@ class ConditionResult:
             "unmet": [c.to_json() for c in self.unmet],
             "skipped": list(self.skipped),
             "next_eligible": self.next_eligible.isoformat() if self.next_eligible else None,
+            **({"drift": [d.to_json() for d in self.drift]} if self.drift else {}),
         }
 
 
@@ -210,13 +218,18 @@ def evaluate_conditions(
     *,
     small_file_size_bytes: int = DEFAULT_SMALL_FILE_SIZE_BYTES,
     enabled: bool = True,
+    declared_properties: tuple[tuple[str, str], ...] | None = None,
 ) -> ConditionResult:
     """The trigger-condition gate for one (table, operation); see the module docstring for the order.
 
     ``last_success_start``: when the last successful run of this (table, operation) started.
     ``enabled``: the scheduler's ``condition-based-triggering-enabled`` toggle.
+    ``declared_properties``: APPLY_TABLE_PROPERTIES' declared properties (its drift is its condition).
     """
     now = as_utc(now)
+    if declared_properties is not None:
+        return _drift_condition(conditions if enabled else None, operation, declared_properties, metrics,
+                                last_success_start, now)
     if not enabled:
         return ConditionResult(True, detail="condition-based triggering is disabled", evaluated=False)
     if conditions is None:
@@ -230,12 +243,9 @@ def evaluate_conditions(
                                detail=f"critical pipeline: last success {last.isoformat()} is more than "
                                       f"{conditions.critical_pipeline_max_delay_minutes:g} minutes ago")
 
-    min_interval = conditions.min_interval(operation)
-    if min_interval is not None and last is not None and last + min_interval > now:
-        until = last + min_interval
-        return ConditionResult(False, blocked_code="min_interval", next_eligible=until, logic=logic,
-                               detail=f"minimum interval {min_interval.total_seconds() / 60:g} min since the last "
-                                      f"success at {last.isoformat()}; eligible at {until.isoformat()}")
+    waiting = _min_interval_wait(conditions, operation, last, now)
+    if waiting is not None:
+        return waiting
 
     if not conditions.thresholds:
         return ConditionResult(True, logic=logic, detail="no thresholds")
@@ -270,6 +280,37 @@ def evaluate_conditions(
     return ConditionResult(False, blocked_code="conditions_unmet", next_eligible=now + CONDITION_RECHECK, logic=logic,
                            met=tuple(met), unmet=tuple(unmet), skipped=tuple(skipped),
                            detail=f"conditions not met ({logic}): {missed}")
+
+
+def _min_interval_wait(conditions: TriggerConditions, operation: Operation, last: datetime | None,
+                       now: datetime) -> ConditionResult | None:
+    """Blocked ``min_interval`` while the operation's minimum interval since its last success runs."""
+    min_interval = conditions.min_interval(operation)
+    if min_interval is None or last is None or last + min_interval <= now:
+        return None
+    until = last + min_interval
+    return ConditionResult(False, blocked_code="min_interval", next_eligible=until, logic=conditions.trigger_logic,
+                           detail=f"minimum interval {min_interval.total_seconds() / 60:g} min since the last "
+                                  f"success at {last.isoformat()}; eligible at {until.isoformat()}")
+
+
+def _drift_condition(conditions: TriggerConditions | None, operation: Operation,
+                     declared: tuple[tuple[str, str], ...], metrics: TableMetrics | None,
+                     last_success_start: datetime | None, now: datetime) -> ConditionResult:
+    """APPLY_TABLE_PROPERTIES' gate: the minimum intervals, then the table's drift from the declaration."""
+    if conditions is not None:
+        last = as_utc(last_success_start) if last_success_start is not None else None
+        waiting = _min_interval_wait(conditions, operation, last, now)
+        if waiting is not None:
+            return waiting
+    if metrics is None:
+        return ConditionResult(False, blocked_code="no_health", next_eligible=now + CONDITION_RECHECK,
+                               detail="the table's properties have not been read yet (no health collected)")
+    drift = property_drift(declared, metrics.properties)
+    if not drift:
+        return ConditionResult(False, blocked_code="no_drift", next_eligible=now + CONDITION_RECHECK,
+                               detail=f"the table has the {len(declared)} declared table properties")
+    return ConditionResult(True, drift=drift, detail=f"table property drift: {'; '.join(d.describe() for d in drift)}")
 
 
 def parse_trigger_conditions(at: Location, raw: Any) -> TriggerConditions | None:
@@ -322,6 +363,7 @@ OPERATION_DISABLED = "Operation disabled in policy"
 NO_CONDITIONS = "No conditions configured"
 CRITICAL_DEADLINE = "Critical pipeline deadline exceeded"
 NO_HEALTH = "No health data available"
+NO_DRIFT = "No table property drift"
 
 # Floe's format of each threshold check; the met form compares with ">=", the unmet with "<".
 _FLOE_FORMATS = {
@@ -360,6 +402,10 @@ def floe_condition_strings(result: ConditionResult | None, now: datetime) -> tup
         return [], [f"Min interval: {max(0, minutes)} minutes remaining"]
     if result.blocked_code == "no_health":
         return [], [NO_HEALTH]
+    if result.blocked_code == "no_drift":
+        return [], [NO_DRIFT]
+    if result.drift:
+        return [f"Table property drift: {d.describe()}" for d in result.drift], []
     met = [floe_condition_text(c, True) for c in result.met]
     unmet = [floe_condition_text(c, False) for c in result.unmet]
     return (met or ([] if unmet else [NO_CONDITIONS])), unmet

@@ -23,7 +23,12 @@ staleMetadataWarningDays / ...CriticalDays  7 / 30           days since the newe
 
 Issues (Floe's): an empty table (no data files) gets only ``TABLE_EMPTY`` (INFO). Otherwise each check
 compares with ≥, critical first. A value the metrics lack (None: the summary tier reads no manifests)
-raises no issue for that check. Status: ``critical`` if any critical issue, else ``warning`` if any
+raises no issue for that check. Beyond Floe's thresholds (fixed limits, so Floe's 26 fields keep their
+shape): ``TOO_MANY_METADATA_FILES`` counts the metadata.json files written (the version in the current
+file's name), else those tracked (current + metadata log): a warning from 1000 (ten times what Iceberg
+keeps by default), critical from 10000, raised only while ``write.metadata.delete-after-commit.enabled``
+is not true (with it, Iceberg deletes the files beyond ``write.metadata.previous-versions-max`` itself,
+so the count stays bounded). Status: ``critical`` if any critical issue, else ``warning`` if any
 warning, else ``healthy``.
 """
 
@@ -37,6 +42,7 @@ from typing import Any, Mapping
 
 from floe_dagster.core.localtime import as_utc
 from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.table_properties import DELETE_AFTER_COMMIT
 from floe_dagster.core.validation import (
     Location,
     check_mapping,
@@ -135,6 +141,8 @@ class IssueType(str, Enum):
     COMMIT_CONFLICTS = "COMMIT_CONFLICTS"
     # A branch or tag older than its maximum age (core/refs.ref_issues): it pins snapshots and files.
     STALE_REF = "STALE_REF"
+    # metadata.json files pile up: many written and write.metadata.delete-after-commit.enabled not true.
+    TOO_MANY_METADATA_FILES = "TOO_MANY_METADATA_FILES"
 
 
 # Issues that come from the maintenance history, not from the table's metadata: they are shown with
@@ -226,6 +234,7 @@ _CHECKS = (
     _Check(IssueType.STALE_METADATA, "newest_snapshot_age_days", "stale_metadata_warning_days",
            "stale_metadata_critical_days", "days since the newest snapshot"),
 )
+METADATA_FILES_WARNING, METADATA_FILES_CRITICAL = 1_000, 10_000
 
 
 def _derived(static: Mapping[str, Any], ages: Mapping[str, Any]) -> dict[str, Any]:
@@ -252,6 +261,7 @@ _DERIVED_ORDER = (
     "oldest_snapshot_age_days", "newest_snapshot_age_days", "delete_file_count", "delete_file_ratio",
     "manifest_count", "manifest_total_bytes", "partition_count", "partition_skew",
     "statistics_snapshots_behind", "statistics_rows_changed_percent",
+    "metadata_file_count", "metadata_delete_after_commit",
 )
 _AGE_KEYS = frozenset({"oldest_snapshot_age_days", "newest_snapshot_age_days"})
 
@@ -295,9 +305,12 @@ def _static_assessment(metrics: TableMetrics, thresholds: HealthThresholds
         # how stale the newest statistics file is (the trigger conditions statsStale*; None: no statistics)
         "statistics_snapshots_behind": metrics.statistics_snapshots_behind,
         "statistics_rows_changed_percent": _round(metrics.statistics_rows_changed_percent),
+        "metadata_file_count": max((n for n in (metrics.metadata_files_written, metrics.metadata_files_tracked)
+                                    if n is not None), default=None),
+        "metadata_delete_after_commit": metrics.properties.get(DELETE_AFTER_COMMIT, "").strip().lower() == "true",
     }
     verdicts = tuple(None if check.derived_key in _AGE_KEYS else _issue(check, critical, warning, derived)
-                     for check, critical, warning in thresholds._limits)
+                     for check, critical, warning in thresholds._limits) + (_metadata_files_issue(derived),)
     found = memo[thresholds] = (derived, verdicts)
     return found
 
@@ -329,6 +342,7 @@ def _issues(metrics: TableMetrics, thresholds: HealthThresholds, verdicts: tuple
             verdict = _issue(check, critical, warning, ages)
         if verdict is not None:
             issues.append(verdict)
+    issues.extend(v for v in verdicts[len(thresholds._limits):] if v is not None)  # the fixed-limit checks
     return tuple(issues)
 
 
@@ -344,6 +358,15 @@ def _issue(check: _Check, critical: float, warning: float, derived: Mapping[str,
                                f"{check.label}: {measured:g} ≥ {severity.value.lower()} threshold {threshold:g}",
                                measured, threshold)
     return None
+
+
+def _metadata_files_issue(derived: Mapping[str, Any]) -> HealthIssue | None:
+    """TOO_MANY_METADATA_FILES: many metadata.json files, and Iceberg does not delete the old ones."""
+    if derived.get("metadata_delete_after_commit"):
+        return None
+    check = _Check(IssueType.TOO_MANY_METADATA_FILES, "metadata_file_count", "", "",
+                   "metadata.json files (write.metadata.delete-after-commit.enabled is not true)")
+    return _issue(check, METADATA_FILES_CRITICAL, METADATA_FILES_WARNING, derived)
 
 
 def health_status(issues: Any) -> str:

@@ -12,6 +12,9 @@ operations the effective policy configures**, which is the score of the table's 
 the planner's ranking; each operation's score and failure inputs are listed under
 ``debt.operations``. A table with no policy (or a policy configuring nothing) gets the table-level
 score: issues and days since write, with no failure inputs.
+
+``table_properties``: when the effective policy declares ``tableProperties``, each declared value and
+the drift (the declared keys whose table value differs: declared against current); else None.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.localtime import as_utc
 from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.table_properties import property_drift
 from floe_dagster.core.policy import Policy, PolicySet
 from floe_dagster.core.refs import PINNED_METHOD, RefRetentionRule, ref_issues, ref_report
 from floe_dagster.core.tables import TableName
@@ -150,4 +154,15 @@ def health_record(
         # Branches and tags other than main: age, limit, what each alone keeps (core/refs.py).
         "refs": ref_report(metrics.refs, _ref_rules(policy), metrics.properties, now),
         "refs_method": PINNED_METHOD,
+        "table_properties": declared_properties_view(policy, metrics),
     }
+
+
+def declared_properties_view(policy: Policy | None, metrics: TableMetrics) -> dict[str, Any] | None:
+    """The policy's declared table properties and the table's drift from them (None: none declared)."""
+    config = policy.config(Operation.APPLY_TABLE_PROPERTIES) if policy is not None else None
+    declared = getattr(config, "properties", None)
+    if not declared:
+        return None
+    return {"declared": dict(declared),
+            "drift": [d.to_json() for d in property_drift(declared, metrics.properties)]}

@@ -84,6 +84,14 @@ class TableMetrics:
     statistics_snapshots_behind: int | None = None
     statistics_rows_changed: int | None = None
     partition_statistics_snapshot_id: int | None = None
+    # Both tiers, from the metadata file: the metadata.json files Iceberg tracks (the current one and its
+    # metadata log), and how many were ever written, from the version number in the current file's name
+    # (``00042-<uuid>.metadata.json``: Java's and PyIceberg's catalogs number each commit; ``v42.metadata.json``
+    # for Hadoop tables); None when the name carries no number. Without
+    # ``write.metadata.delete-after-commit.enabled`` every file written stays on storage until orphan
+    # cleanup removes the untracked ones.
+    metadata_files_tracked: int | None = None
+    metadata_files_written: int | None = None
     properties: dict[str, str] = field(default_factory=dict)
     location: str | None = None  # the table's base location (``file:/...``, ``s3://...``)
     columns: tuple[ColumnFacts, ...] | None = None  # the current schema's columns (None: not read)

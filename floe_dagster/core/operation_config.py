@@ -1,6 +1,6 @@
 """Operation configs (``rewriteDataFiles``, ``expireSnapshots``, ``orphanCleanup``, ``rewriteManifests``,
-``rewritePositionDeleteFiles``, ``computeStatistics``): validated here into one frozen dataclass per
-operation, the only form the rest of Floe reads. The Spark procedures render it to SQL (``spark/procedures.py``) and the byte
+``rewritePositionDeleteFiles``, ``computeStatistics``, ``tableProperties``): validated here into one frozen
+dataclass per operation, the only form the rest of Floe reads. The Spark procedures render it to SQL (``spark/procedures.py``) and the byte
 estimates read its rewrite options (``core/estimates.py``); nothing parses a policy's options again.
 
 A field is None when the policy leaves it unset (enumerations are upper-cased, text trimmed, lists and
@@ -22,6 +22,7 @@ from typing import Any, Callable, ClassVar, Mapping
 
 from floe_dagster.core.durations import parse_iso_duration
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.table_properties import parse_table_properties
 from floe_dagster.core.validation import (
     Location,
     check_mapping,
@@ -60,6 +61,7 @@ DEFAULTS: dict[Operation, dict[str, Any]] = {  # for display
     Operation.REWRITE_MANIFESTS: {},
     Operation.REWRITE_POSITION_DELETE_FILES: {},
     Operation.COMPUTE_STATISTICS: {"partitionStats": True},
+    Operation.APPLY_TABLE_PROPERTIES: {},
 }
 
 # The rewriting procedures' ``options`` map: each field's name there, as Iceberg spells it.
@@ -240,10 +242,22 @@ class ComputeStatisticsConfig(OperationConfig):
         return self.partition_stats is not False
 
 
+class TablePropertiesConfig(OperationConfig):
+    """``tableProperties``: Iceberg table property names → values (core/table_properties.py checks both);
+    the properties the table should have, and the only ones the operation ever sets."""
+
+    operation: ClassVar[Operation] = Operation.APPLY_TABLE_PROPERTIES
+
+    properties: tuple[tuple[str, str], ...] = ()  # (name, value as Iceberg stores it), the policy's order
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.properties)
+
+
 CONFIG_TYPES: dict[Operation, type[OperationConfig]] = {
     cls.operation: cls for cls in (RewriteDataFilesConfig, ExpireSnapshotsConfig, OrphanCleanupConfig,
                                    RewriteManifestsConfig, RewritePositionDeleteFilesConfig,
-                                   ComputeStatisticsConfig)
+                                   ComputeStatisticsConfig, TablePropertiesConfig)
 }
 FIELDS: dict[Operation, tuple[str, ...]] = {
     op: tuple(_policy_key(f.name) for f in fields(cls)) for op, cls in CONFIG_TYPES.items()
@@ -277,6 +291,9 @@ PARTITION_SUMMARY_FIELDS = ("containsNull", "containsNan", "lowerBound", "upperB
 
 def parse_operation_config(at: Location, operation: Operation, raw: Any) -> OperationConfig | None:
     """The typed config, or None when it is not a mapping (every problem is recorded at ``at``)."""
+    if operation is Operation.APPLY_TABLE_PROPERTIES:  # its keys are property names, not fields
+        declared = parse_table_properties(at, raw)
+        return TablePropertiesConfig(declared) if declared is not None else None
     mapping = check_mapping(at, raw)
     if mapping is None:
         return None

@@ -16,6 +16,8 @@ class Operation(str, Enum):
     REWRITE_POSITION_DELETE_FILES = "REWRITE_POSITION_DELETE_FILES"
     # Not one of Floe's: NDV sketches (a Puffin file) and partition statistics for the current snapshot.
     COMPUTE_STATISTICS = "COMPUTE_STATISTICS"
+    # Not a procedure: one metadata commit setting the properties the policy declares (tableProperties).
+    APPLY_TABLE_PROPERTIES = "APPLY_TABLE_PROPERTIES"
 
     @property
     def order(self) -> int:
@@ -35,7 +37,7 @@ class Operation(str, Enum):
 
     @property
     def procedure(self) -> str:
-        """Iceberg's Spark procedure that performs it."""
+        """Iceberg's Spark procedure that performs it (for APPLY_TABLE_PROPERTIES, the statement)."""
         return _PROCEDURES[self]
 
     @property
@@ -85,6 +87,7 @@ _POLICY_KEYS = {
     Operation.REWRITE_MANIFESTS: "rewriteManifests",
     Operation.REWRITE_POSITION_DELETE_FILES: "rewritePositionDeleteFiles",
     Operation.COMPUTE_STATISTICS: "computeStatistics",
+    Operation.APPLY_TABLE_PROPERTIES: "tableProperties",
 }
 _SNAKE_POLICY_KEYS = {
     Operation.REWRITE_DATA_FILES: "rewrite_data_files",
@@ -93,6 +96,7 @@ _SNAKE_POLICY_KEYS = {
     Operation.REWRITE_MANIFESTS: "rewrite_manifests",
     Operation.REWRITE_POSITION_DELETE_FILES: "rewrite_position_delete_files",
     Operation.COMPUTE_STATISTICS: "compute_statistics",
+    Operation.APPLY_TABLE_PROPERTIES: "table_properties",
 }
 _PROCEDURES = {
     Operation.REWRITE_DATA_FILES: "rewrite_data_files",
@@ -102,4 +106,5 @@ _PROCEDURES = {
     Operation.REWRITE_POSITION_DELETE_FILES: "rewrite_position_delete_files",
     # and, on a partitioned table, compute_partition_stats (spark/procedures.py)
     Operation.COMPUTE_STATISTICS: "compute_table_stats",
+    Operation.APPLY_TABLE_PROPERTIES: "alter_table_set_tblproperties",
 }

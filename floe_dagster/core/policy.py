@@ -11,9 +11,10 @@ warning), ``enabled`` (default true), ``mode`` (``live``, the default, or ``shad
 the ledger records, but no run is created; docs/automation.md), ``priority`` (int, default 0), ``tags`` (text → text, become
 run tags ``dagster/floe.tag.<key>``; ``owner`` and ``team`` also name the table assets' owners), the
 operation configs ``rewriteDataFiles``, ``expireSnapshots``, ``orphanCleanup``, ``rewriteManifests``,
-``rewritePositionDeleteFiles``, ``computeStatistics`` each with its schedule ``<operation>Schedule``,
-``triggerConditions``, ``healthThresholds`` and ``refRetention`` (the maximum age of branches and tags
-by name, which ``expireSnapshots`` runs apply: core/refs.py).
+``rewritePositionDeleteFiles``, ``computeStatistics``, ``tableProperties`` (Iceberg table property →
+value: core/table_properties.py) each with its schedule ``<operation>Schedule``, ``triggerConditions``,
+``healthThresholds`` and ``refRetention`` (the maximum age of branches and tags by name, which
+``expireSnapshots`` runs apply: core/refs.py).
 
 An operation is *configured* when it has a config, and *enabled* when it also has a schedule whose
 ``enabled`` is not false. Each table gets one effective policy: the enabled matching policy with the
@@ -169,10 +170,12 @@ class Policy:
     def evaluate_conditions(self, operation: Operation, metrics: TableMetrics | None,
                             last_success_start: datetime | None, now: datetime,
                             condition_based_triggering_enabled: bool = True) -> ConditionResult:
+        declared = self.configs.get(operation) if operation is Operation.APPLY_TABLE_PROPERTIES else None
         return evaluate_conditions(
             self.trigger_conditions, operation, metrics, last_success_start, now,
             small_file_size_bytes=self.health_thresholds.small_file_size_bytes,
             enabled=condition_based_triggering_enabled,
+            declared_properties=getattr(declared, "properties", None),
         )
 
     def assess_health(self, metrics: TableMetrics, now: datetime) -> HealthAssessment:
@@ -543,7 +546,9 @@ def parse_policy(raw: Any, source: str, index: int, problems: Problems) -> Polic
     for op, schedule in schedules.items():
         rules = [k for k in ("cronExpression", "interval") if isinstance(raw[op.schedule_key], Mapping)
                  and raw[op.schedule_key].get(k) is not None]
-        if op in configs and schedule.enabled and not rules and conditions is None:
+        # tableProperties' own condition is the table's drift from them (core/conditions.py): not every tick.
+        if op in configs and schedule.enabled and not rules and conditions is None \
+                and op is not Operation.APPLY_TABLE_PROPERTIES:
             at.child(op.schedule_key).warn("has neither cronExpression nor interval and the policy has no "
                                            "triggerConditions: it is due on every tick (every minute)")
 

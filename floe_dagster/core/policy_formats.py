@@ -224,7 +224,9 @@ _POLICY = _Section(
     keys={**_spelled(TOP_LEVEL_FIELDS, "tablePattern"), "pattern": "tablePattern"},
     refused={"table-pattern": _written_as("pattern")},
     nested={
-        **{kebab(op.policy_key): _operation_section(op) for op in ALL_OPERATIONS},
+        # tableProperties holds Iceberg's own property names: kept as written, never translated.
+        **{kebab(op.policy_key): _operation_section(op) for op in ALL_OPERATIONS
+           if op is not Operation.APPLY_TABLE_PROPERTIES},
         **{kebab(op.schedule_key): _SCHEDULE for op in ALL_OPERATIONS},
         "trigger-conditions": _Section(_spelled(TRIGGER_CONDITION_FIELDS)),
         "health-thresholds": _Section(_spelled(HEALTH_THRESHOLD_FIELDS)),

@@ -59,6 +59,7 @@ from floe_dagster.defs.names import (
     unmappable_reason,
 )
 from floe_dagster.defs.table_metadata import definition_metadata, table_metadata
+from floe_dagster.defs.table_properties_run import apply_table_properties
 from floe_dagster.errors import CONFLICT, LOCK_HELD, CommitConflict, FloeError, MaintenanceFailed, Outage, failure_kind
 from floe_dagster.iceberg.catalog import (
     TableReads,
@@ -270,6 +271,8 @@ def maintain_table(
     table, op = decision.table, decision.operation
     if resolved.config is None:
         raise MaintenanceFailed(f"table '{table.qualified}': {resolved.why_not}")
+    if op is Operation.APPLY_TABLE_PROPERTIES:  # a metadata commit, not a procedure
+        return apply_table_properties(context, engine, decision, resolved, locks, catalog)
     reads = TableReads(catalog, table)
     iceberg_table = reads.latest
     properties = dict(iceberg_table.properties)

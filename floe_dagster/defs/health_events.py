@@ -60,6 +60,7 @@ OBSERVED_NUMBERS: tuple[tuple[str, str], ...] = (
     ("derived", "partition_skew"),
     ("derived", "statistics_snapshots_behind"),
     ("derived", "statistics_rows_changed_percent"),
+    ("derived", "metadata_file_count"),
 )
 
 
@@ -74,8 +75,8 @@ class TableHealthEvents:
 
 # Part of every fingerprint: bumped when the observation gains keys, so that each table is reported
 # once more with them. 2: Dagster's standard table metadata. 3: the branches and tags (refs).
-# 4: the statistics' staleness.
-OBSERVATION_FORMAT = 4
+# 4: the statistics' staleness. 5: metadata.json files, declared properties.
+OBSERVATION_FORMAT = 5
 
 
 def fingerprint(report: HealthAssessment) -> str:
@@ -133,6 +134,10 @@ def observation_metadata(record: Mapping[str, Any]) -> dict[str, Any]:
         if measured:
             metadata["ref_pinned_bytes"] = MetadataValue.int(sum(measured))
         metadata["refs"] = MetadataValue.json(refs)
+    declared = record.get("table_properties")
+    if declared is not None:  # the policy's tableProperties: how many keys drift, and which
+        metadata["property_drift"] = MetadataValue.int(len(declared["drift"]))
+        metadata["table_properties"] = MetadataValue.json(declared)
     return metadata
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 from datetime import date, datetime
 from datetime import time as dt_time
 from decimal import Decimal
@@ -171,8 +172,24 @@ def measured_refs(metadata: TableMetadata, now_ms: int,
     return tuple(facts)
 
 
+_VERSIONED_NAME = re.compile(r"^(?:v)?(\d+)[-.]")  # 00042-<uuid>.metadata.json, v42.metadata.json
+
+
+def metadata_files_written(metadata_location: str | None) -> int | None:
+    """How many metadata.json files the table's commits wrote: the current file's version number + 1
+    (the first file is version 0, or v1 for Hadoop tables, whose numbering starts at 1); None when
+    the name carries no number."""
+    name = (metadata_location or "").rsplit("/", 1)[-1]
+    found = _VERSIONED_NAME.match(name)
+    if found is None:
+        return None
+    version = int(found.group(1))
+    return version if name.startswith("v") else version + 1
+
+
 def _base_fields(metadata: TableMetadata, collected_at_ms: int,
-                 pinned_files: Mapping[str, tuple[int, int]] | None = None) -> dict[str, Any]:
+                 pinned_files: Mapping[str, tuple[int, int]] | None = None,
+                 metadata_location: str | None = None) -> dict[str, Any]:
     snapshots = metadata.snapshots
     current = metadata.current_snapshot()
     foreign_ms, foreign_operation = newest_foreign_commit(snapshots)
@@ -183,6 +200,8 @@ def _base_fields(metadata: TableMetadata, collected_at_ms: int,
         "newest_foreign_commit_ms": foreign_ms,
         "newest_foreign_commit_operation": foreign_operation,
         "current_snapshot_id": current.snapshot_id if current else None,
+        "metadata_files_tracked": len(metadata.metadata_log) + 1,
+        "metadata_files_written": metadata_files_written(metadata_location),
         "properties": dict(metadata.properties),
         "location": metadata.location,
         "columns": schema_columns(metadata.schema()),
@@ -224,7 +243,7 @@ def summary_metrics(
         total_data_bytes=totals[TOTAL_FILE_SIZE] or 0,
         record_count=totals[TOTAL_RECORDS] or 0,
         delete_file_count=totals[TOTAL_DELETE_FILES] or 0,
-        **_base_fields(metadata, collected_at_ms),
+        **_base_fields(metadata, collected_at_ms, metadata_location=metadata_location),
     )
 
 
@@ -253,5 +272,5 @@ def full_metrics(
         tier="full",
         collected_at_ms=collected_at_ms,
         **full_tier_fields(reduced, layout),
-        **_base_fields(metadata, collected_at_ms, pinned_files),
+        **_base_fields(metadata, collected_at_ms, pinned_files, metadata_location),
     )

@@ -22,6 +22,7 @@ from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.planner import Decision, plan
 from floe_dagster.core.refs import ref_report
 from floe_dagster.core.run_decision import LedgerRow, shadow_summary
+from floe_dagster.core.table_properties import property_drift
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.iceberg.catalog import existing_table
@@ -78,6 +79,7 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
             "metConditionDetails": [c.to_json() for c in result.met] if result is not None else [],
             "unmetConditionDetails": [c.to_json() for c in result.unmet] if result is not None else [],
             "forcedByCriticalPipeline": bool(result is not None and result.forced),
+            **({"propertyDrift": _property_drift(table, policy, data)} if op is Operation.APPLY_TABLE_PROPERTIES else {}),
             "quiet": _quiet(decision, policy),
             "nextEligibleTime": decision.next_eligible.isoformat() if decision.next_eligible else None,
             "debtScore": decision.debt_score,
@@ -124,6 +126,16 @@ def _shadow(decision: Decision, last: LedgerRow | None, now: datetime) -> dict[s
         "lastRecordedSlot": last.slot if last else None,
         "lastRecordedReason": last.reason if last else None,
     }
+
+
+def _property_drift(table: TableName, policy, data) -> list[dict[str, Any]] | None:
+    """The declared properties whose table value differs (declared against current), from the health the
+    plan used; None when the table's health (its properties) has not been collected yet."""
+    metrics = data.metrics.get(table)
+    config = policy.config(Operation.APPLY_TABLE_PROPERTIES) if policy is not None else None
+    if metrics is None or config is None:
+        return None
+    return [d.to_json() for d in property_drift(config.properties, metrics.properties)]
 
 
 def _quiet(decision, policy) -> dict[str, Any] | None:

@@ -124,6 +124,7 @@ def floe_health_json(record: Mapping[str, Any]) -> dict[str, Any]:
         "debt": record["debt"],
         "refs": record["refs"],
         "refsMethod": record["refs_method"],
+        "tableProperties": record.get("table_properties"),
     }
 
 
@@ -214,6 +215,8 @@ def format_health_text(report: Mapping[str, Any]) -> str:
         f"newest {_num(d['newest_snapshot_age_days'])} d ago)",
         f"    manifests       {_num(d['manifest_count'])} ({_bytes(d['manifest_total_bytes'])})",
         f"    partitions      {_num(d['partition_count'])} (skew {_num(d['partition_skew'])})",
+        f"    metadata files  {_num(m.get('metadata_files_written'))} written, {_num(m.get('metadata_files_tracked'))} "
+        f"tracked (delete-after-commit {'on' if d.get('metadata_delete_after_commit') else 'off'})",
     ]
     if report["tier"] == "summary":
         lines.append("    (summary tier: no manifests read, so file sizes, manifests and partitions are unknown)")
@@ -225,6 +228,13 @@ def format_health_text(report: Mapping[str, Any]) -> str:
         age = "?" if ref["age_days"] is None else format_age(int(ref["age_days"] * 86_400_000))
         lines.append(f"    {ref['type']:<6} {ref['name']!r}: {age} old ({limit}){' STALE' if ref['stale'] else ''}; "
                      f"alone keeps {ref['pinned_snapshots']} snapshot(s), {_bytes(ref['pinned_bytes'])}")
+    declared = report.get("table_properties")
+    if declared is not None:
+        drift = declared["drift"]
+        lines.append(f"  table properties: {len(declared['declared'])} declared, "
+                     + (f"{len(drift)} drifted:" if drift else "no drift"))
+        lines += [f"    {item['key']}: declared {item['declared']!r}, table has "
+                  f"{'unset' if item['current'] is None else repr(item['current'])}" for item in drift]
     breakdown = ", ".join(f"{k} {_num(v)}" for k, v in debt["breakdown"].items() if v)
     worst = f" (worst operation {debt['operation']})" if debt.get("operation") else ""
     lines.append(f"  debt score {_num(debt['score'])}{worst}: {breakdown or 'nothing owed'}")

@@ -48,6 +48,7 @@ from floe_dagster.spark.procedures import (
     build_procedure_call,
     orphan_cleanup_calls,
     partition_statistics_call,
+    set_properties_sql,
     spark_table_reference,
     summarize_capped_orphan_cleanup,
     summarize_orphan_cleanup,
@@ -426,6 +427,21 @@ class IcebergSparkEngine(ConfigurableResource):
                             "ORDER BY made_current_at DESC LIMIT 1").collect()
         partitioned = "partition" in spark.table(f"{reference}.partitions").columns
         return StatisticsState(current[0]["snapshot_id"] if current else None, partitioned, None, None, None)
+
+    def set_table_properties(self, table: TableName, properties: Mapping[str, str]) -> str:
+        """Set exactly ``properties`` on the table in one metadata commit (APPLY_TABLE_PROPERTIES; the
+        caller holds the table lock). Returns the statement."""
+        sql = set_properties_sql(table, properties)
+        with self.unit_of_work() as spark:
+            try:
+                spark.sql(sql).collect()
+            except Exception as exc:
+                race = commit_race(_error_text(exc))
+                if race is not None:
+                    raise CommitConflict(f"{Operation.APPLY_TABLE_PROPERTIES.procedure} on '{table.qualified}' "
+                                         f"{race.describe()}") from exc
+                raise _classify(exc, table, Operation.APPLY_TABLE_PROPERTIES) from exc
+        return sql
 
     def _capped_orphan_cleanup(self, spark: Any, table: TableName, config: OrphanCleanupConfig, now: datetime,
                                table_properties: Mapping[str, str] | None) -> tuple[ProcedureResult, str]:

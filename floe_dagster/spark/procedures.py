@@ -28,11 +28,13 @@ from floe_dagster.core.operation_config import (
     RewriteDataFilesConfig,
     RewriteManifestsConfig,
     RewritePositionDeleteFilesConfig,
+    TablePropertiesConfig,
 )
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.partition_scope import RewriteScope
 from floe_dagster.core.tables import TableName
 from floe_dagster.spark.partition_predicates import partition_predicate
+from floe_dagster.errors import ProcedureOptionError
 from floe_dagster.spark.sql_literals import quote_identifier, quote_literal, timestamp_literal
 
 # FileIOs of object stores that list a prefix themselves (Iceberg's SupportsPrefixOperations). Iceberg's
@@ -292,12 +294,24 @@ def build_procedure_call(
     ``snapshot_id``: the snapshot compute_table_stats describes (None: the current one)."""
     if not isinstance(config, CONFIG_TYPES[op]):
         raise TypeError(f"{op.policy_key}: expected a {CONFIG_TYPES[op].__name__}, got {type(config).__name__}")
+    if isinstance(config, TablePropertiesConfig):  # not a CALL: the statement setting every declared property
+        declared = dict(config.properties)
+        return ProcedureCall(op, table, set_properties_sql(table, declared), arguments=declared)
     call = _Arguments(table, file_io, scope if op is Operation.REWRITE_DATA_FILES else None, iceberg_version,
                       spark_line, snapshot_id if op is Operation.COMPUTE_STATISTICS else None)
     _RENDERERS[op](call, config, now, table_properties or {})
     if file_list_view is not None:
         call.add("file_list_view", file_list_view)
     return ProcedureCall(operation=op, table=table, sql=_call_sql(table, op.procedure, call), arguments=call.decided)
+
+
+def set_properties_sql(table: TableName, properties: Mapping[str, str]) -> str:
+    """``ALTER TABLE ... SET TBLPROPERTIES``: one metadata commit (Iceberg's UpdateProperties) setting
+    exactly these properties and no other; names and values only as escaped string literals."""
+    if not properties:
+        raise ProcedureOptionError(f"{Operation.APPLY_TABLE_PROPERTIES.policy_key}: no table properties to set")
+    pairs = ", ".join(f"{quote_literal(name)} = {quote_literal(value)}" for name, value in properties.items())
+    return f"ALTER TABLE {spark_table_reference(table)} SET TBLPROPERTIES ({pairs})"
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from floe_dagster.core.conditions import TRIGGER_CONDITION_FIELDS
 from floe_dagster.core.health_assessment import HEALTH_THRESHOLD_FIELDS
 from floe_dagster.core.operation_config import FIELDS as OPERATION_FIELDS
-from floe_dagster.core.operations import ALL_OPERATIONS
+from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.policy import TOP_LEVEL_FIELDS, PolicyError, load_policies, validate_policy_paths
 from floe_dagster.core.schedule import SCHEDULE_FIELDS
 from floe_dagster.core.tables import TableName
@@ -48,6 +48,11 @@ def values(keys: tuple[str, ...] | None = None):
 
 NESTED = {
     **{op.policy_key: OPERATION_FIELDS[op] for op in ALL_OPERATIONS},
+    # tableProperties' keys are Iceberg's property names (a few of each kind, a family, a reserved one)
+    Operation.APPLY_TABLE_PROPERTIES.policy_key: (
+        "write.metadata.delete-after-commit.enabled", "write.metadata.previous-versions-max", "write.delete.mode",
+        "write.target-file-size-bytes", "history.expire.max-snapshot-age-ms", "commit.retry.num-retries", "comment",
+        "write.metadata.metrics.column.id", "format-version"),
     **{op.schedule_key: SCHEDULE_FIELDS for op in ALL_OPERATIONS},
     "triggerConditions": TRIGGER_CONDITION_FIELDS,
     "healthThresholds": HEALTH_THRESHOLD_FIELDS,

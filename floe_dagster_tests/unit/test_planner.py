@@ -26,6 +26,7 @@ from floe_dagster.core.planner import (
 )
 from floe_dagster.core.policy import PolicySet, parse_policies_text
 from floe_dagster.core.tables import TableName
+from floe_dagster.core.table_properties import DELETE_AFTER_COMMIT
 
 UTC = timezone.utc
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)  # a Monday, noon
@@ -67,10 +68,11 @@ def policy(
     thresholds: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A raw policy: each operation in ``schedules`` is configured ({}) with that schedule (None: no
-    schedule). Default: rewrite data files every 6 hours."""
+    schedule). Default: rewrite data files every 6 hours. APPLY_TABLE_PROPERTIES declares a property
+    the helper's tables (:func:`metrics`) do not set, so it has drift to apply."""
     raw: dict[str, Any] = {"name": name, "tablePattern": pattern, "priority": priority}
     for op, schedule in ({RDF: {"interval": "PT6H"}} if schedules is None else schedules).items():
-        raw[op.policy_key] = {}
+        raw[op.policy_key] = {DELETE_AFTER_COMMIT: True} if op is Operation.APPLY_TABLE_PROPERTIES else {}
         if schedule is not None:
             raw[op.schedule_key] = schedule
     if conditions is not None:
@@ -203,7 +205,8 @@ def test_gc_disabled_only_for_expire_and_orphan_cleanup(value):
     assert decision(result, A, EXP).reasons == (
         "gc_disabled: the table sets gc.enabled=false: its catalog (e.g. Nessie) manages garbage collection, and "
         "gc.enabled=false forbids table maintenance to delete files, so EXPIRE_SNAPSHOTS never runs on it",)
-    assert [d.operation for d in result.admitted] == [RDF, MAN, RPDF, Operation.COMPUTE_STATISTICS]
+    assert [d.operation for d in result.admitted] == [RDF, MAN, RPDF, Operation.COMPUTE_STATISTICS,
+                                                       Operation.APPLY_TABLE_PROPERTIES]
 
 
 def test_gc_enabled_true_does_not_block():
