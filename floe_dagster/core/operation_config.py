@@ -242,6 +242,7 @@ class ComputeStatisticsConfig(OperationConfig):
         return self.partition_stats is not False
 
 
+@dataclass(frozen=True)
 class TablePropertiesConfig(OperationConfig):
     """``tableProperties``: Iceberg table property names → values (core/table_properties.py checks both);
     the properties the table should have, and the only ones the operation ever sets."""
