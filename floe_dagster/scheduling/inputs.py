@@ -138,6 +138,7 @@ def gather(
         estimate_bytes=estimate_operation_bytes,
         batching=settings.batching,
         backlogs=ledger.backlogs,
+        fair_shares=settings.fair_shares,
     )
     return TickInputs(data, dead, len(health.missing))
 
