@@ -458,7 +458,7 @@ def _admit_fairly(data: PlanInput, admission: "_Admission", offered: list[Decisi
     queue = FairQueue(by_share, admission.capacity(), shares.weight, lambda d: order[id(d)])
     decided: list[tuple[str, Decision]] = []
     for share, decision in queue:
-        decision = admission.offer(decision, share)
+        decision = admission.offer(decision)
         queue.charge(share, admission.last_costs)
         decided.append((share, decision))
     if len(queue.shares) < 2:  # nothing was split
@@ -472,17 +472,21 @@ def _share_reason(data: PlanInput, admission: "_Admission", queue: FairQueue, sh
     if code not in BUDGET_CODES:
         return decision
     budget, limit, what = admission.budget_named(code)
-    used = int(queue.used(share, budget))
+    used = queue.used(share, budget)
     shares = data.fair_shares
-    detail = (f"{shares.describe(share)} used its share, {used} of {limit} {what}; "
-              f"weight {shares.weight(share):g} of {queue.total_weight:g}")
+    if budget == RUNS:  # counted in seats: a table is 1/max-tables of a run
+        part = f"{round(used * data.batching.max_tables)} tables of the {limit} {what}"
+    else:
+        part = f"{int(used)} of {limit} {what}"
+    detail = f"{shares.describe(share)} used its share, {part}; weight {shares.weight(share):g} of {queue.total_weight:g}"
     return _replace(decision, reasons=(f"budget_share: {detail}", *decision.reasons[1:]))
 
 
 class _Admission:
     """The budgets of one admission pass and what it admitted so far: decisions are offered one at a
     time, in the pass's order (rank order, or the fair shares' order), and each is admitted or
-    skipped with the first budget that stops it."""
+    skipped with the first budget that stops it. Batches are filled in that order, so with fair
+    shares a run may hold the tables of several shares."""
 
     def __init__(self, data: PlanInput, notes: list[str]) -> None:
         self.data, self.limits, self.notes = data, data.limits, notes
@@ -519,12 +523,11 @@ class _Admission:
                                   "operations this tick (max-operations-per-poll)"),
             "budget_bytes": (BYTES, max(0, limits.max_bytes_per_hour - self.bytes_before),
                              "bytes left of max-bytes-per-hour this tick"),
-            "tick_cap": (RUNS, self.runs_allowed, "run requests this tick (the tick cap)"),
+            "tick_cap": (RUNS, self.runs_allowed, "run requests of this tick (the tick cap)"),
         }[code]
 
-    def offer(self, decision: Decision, share: str | None = None) -> Decision:
-        """The decision admitted (ranked, in a batch) or skipped; ``share`` keeps a batch's tables in
-        one share, so each share's run requests are its own."""
+    def offer(self, decision: Decision) -> Decision:
+        """The decision admitted (ranked, in a batch) or skipped."""
         self.last_costs = {}
         limits = self.limits
         admitted_op = self.tables_admitted.get(decision.table)
@@ -548,8 +551,6 @@ class _Admission:
                     return _skip(decision, "budget_bytes", f"{self.bytes_used} of {limits.max_bytes_per_hour} bytes "
                                  f"used in the last hour", more=decision.reasons)
         kind = (decision.operation, *(decision.run_class or RunClass()).key(self.data.batching.group_by))
-        if share is not None:
-            kind = (share, *kind)
         opens_new = self.packer.opens_new(kind, decision.estimated_bytes)
         if opens_new and self.packer.batches >= self.runs_allowed:
             return _skip(decision, "tick_cap", self.tick_cap, more=decision.reasons)
@@ -563,7 +564,8 @@ class _Admission:
         self.operations_admitted += 1
         rewritten = decision.estimated_bytes if decision.operation.rewrites_data else 0
         self.bytes_used += rewritten
-        self.last_costs = {TABLES: 1, OPERATIONS: 1, BYTES: rewritten, RUNS: 1 if opens_new else 0}
+        # A run request is shared by the tables of its batch, whatever their share: each takes a seat.
+        self.last_costs = {TABLES: 1, OPERATIONS: 1, BYTES: rewritten, RUNS: 1 / self.data.batching.max_tables}
         return _replace(decision, rank=self.rank, batch=self.packer.place(kind, decision.estimated_bytes))
 
 

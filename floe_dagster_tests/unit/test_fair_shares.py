@@ -110,16 +110,17 @@ def test_the_byte_budget_is_split_by_bytes_not_by_tables():
                                 "max-bytes-per-hour this tick; weight 1 of 2")
 
 
-def test_the_tick_cap_is_split_and_a_run_holds_one_share():
+def test_the_tick_cap_is_split_in_seats_of_the_runs():
+    # 4 runs of up to 5 tables: 20 seats, 10 a namespace; the runs are filled in the fair order.
     limits = SchedulerSettings(max_run_requests_per_tick=4)
     result = tick(SALES + HR, limits=limits, batching=BatchSettings(max_tables=5))
-    batches = result.batches()
-    assert [len(b) for b in batches] == [5, 5, 5, 5]
-    assert all(len({d.table.namespace_str for d in b}) == 1 for b in batches)
+    assert [len(b) for b in result.batches()] == [5, 5, 5, 5]
     assert per_namespace(result) == {"sales": 10, "hr": 10}
     waits = [d for d in result.decisions if d.table == SALES[10]][0]
-    assert waits.reasons[0] == ("budget_share: namespace 'sales' used its share, 2 of 4 run requests this tick "
-                                "(the tick cap); weight 1 of 2")
+    assert waits.reasons[0] == ("budget_share: namespace 'sales' used its share, 10 tables of the 4 run requests "
+                                "of this tick (the tick cap); weight 1 of 2")
+    one_per_run = tick(SALES + HR[:3], limits=limits)
+    assert per_namespace(one_per_run) == {"sales": 2, "hr": 2}
 
 
 def test_shares_by_a_policy_tag():
