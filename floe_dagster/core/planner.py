@@ -5,7 +5,9 @@ docs/automation.md describes. Pure: the launchers (schedules, the debt-score sen
 Gates, in order; a skipped decision's reasons start with the first gate that blocked it:
 schedule_disabled, gc_disabled; table_missing, not_loaded; window_closed, day_not_allowed; not_due;
 failure_backoff; conflict_retry; zero_change_throttle; conditions_unmet, min_interval, no_health; not_quiet
-(core/quiet.py); in_flight; the budgets budget_tables, budget_operations, budget_bytes, tick_cap.
+(core/quiet.py); in_flight (a run of the table, or another of its operations admitted earlier in the
+same tick: one operation per table at a time); the budgets budget_tables, budget_operations,
+budget_bytes, tick_cap, or budget_share when fair shares split them (core/fair_shares.py).
 
 Admitted decisions are grouped into batches (core/batches.py): one run per batch. The table and
 operation budgets and the byte budget count (table, operation) items; ``max-run-requests-per-tick``
@@ -468,6 +470,7 @@ def _admit_fairly(data: PlanInput, admission: "_Admission", offered: list[Decisi
 
 def _share_reason(data: PlanInput, admission: "_Admission", queue: FairQueue, share: str,
                   decision: Decision) -> Decision:
+    """A decision a budget stopped, told as its share's: what the share took of that budget and its weight."""
     code = decision.reasons[0].split(":")[0] if decision.decision == "skip" and decision.reasons else None
     if code not in BUDGET_CODES:
         return decision
