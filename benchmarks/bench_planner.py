@@ -190,20 +190,20 @@ def forget_everything(data: PlanInput) -> PlanInput:
     return PlanInput(**{**data.__dict__, "metrics": {t: dataclasses.replace(m) for t, m in data.metrics.items()}})
 
 
-def time_plan(data: PlanInput, repeat: int, estimates: bool = True, cold: bool = True
+def time_plan(data: PlanInput, repeat: int, estimates: bool = True, cold: bool = True, policies: str = POLICIES
               ) -> tuple[list[float], list[float], object]:
-    """Wall and CPU seconds of ``repeat`` ticks; ``cold`` forgets everything before each
-    (:func:`forget_everything`, outside the timed call)."""
+    """Wall and CPU seconds of ``repeat`` ticks under ``policies`` (YAML); ``cold`` forgets everything
+    before each (:func:`forget_everything`, outside the timed call)."""
     times, cpu, result = [], [], None
     if not estimates:
         data = PlanInput(**{**data.__dict__, "estimate_bytes": None})
     if not cold:
-        plan(PlanInput(**{**data.__dict__, "policies": parse_policies_text(POLICIES, "bench")}))  # the tick before
+        plan(PlanInput(**{**data.__dict__, "policies": parse_policies_text(policies, "bench")}))  # the tick before
     for _ in range(repeat):
         if cold:
             data = forget_everything(data)
         # A fresh PolicySet each tick, as the sensor loads it.
-        data_i = PlanInput(**{**data.__dict__, "policies": parse_policies_text(POLICIES, "bench")})
+        data_i = PlanInput(**{**data.__dict__, "policies": parse_policies_text(policies, "bench")})
         t0, c0 = time.perf_counter(), time.process_time()
         result = plan(data_i)
         times.append(time.perf_counter() - t0)

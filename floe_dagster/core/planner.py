@@ -5,7 +5,9 @@ docs/automation.md describes. Pure: the launchers (schedules, the debt-score sen
 Gates, in order; a skipped decision's reasons start with the first gate that blocked it:
 schedule_disabled, gc_disabled; table_missing, not_loaded; window_closed, day_not_allowed; not_due;
 failure_backoff; conflict_retry; zero_change_throttle; conditions_unmet, min_interval, no_health; not_quiet
-(core/quiet.py); in_flight; the budgets budget_tables, budget_operations, budget_bytes, tick_cap.
+(core/quiet.py); in_flight (a run of the table, or another of its operations admitted earlier in the
+same tick: one operation per table at a time); the budgets budget_tables, budget_operations,
+budget_bytes, tick_cap, or budget_share when fair shares split them (core/fair_shares.py).
 
 Admitted decisions are grouped into batches (core/batches.py): one run per batch. The table and
 operation budgets and the byte budget count (table, operation) items; ``max-run-requests-per-tick``
@@ -39,6 +41,9 @@ from floe_dagster.core.policy import Policy, PolicySet
 from floe_dagster.core.quiet import QuietVerdict, due_since, quiet_verdict
 from floe_dagster.core.run_decision import SHADOW_ATTEMPT, SHADOW_PREFIX, item_key
 from floe_dagster.core.estimates import EstimateOptionError, RewriteRules
+from floe_dagster.core.fair_shares import (
+    BYTES, FAIR_SHARES_OFF, OPERATIONS, RUNS, TABLES, FairQueue, FairShareSettings,
+)
 from floe_dagster.core.schedule import schedule_due
 from floe_dagster.core.tables import TableName
 from floe_dagster.core.validation import setting
@@ -149,6 +154,7 @@ class PlanInput:
     backlogs: Mapping[tuple[str, Operation], Backlog] = field(default_factory=dict)
     # The shadow pass's own rolling hour: estimated bytes of the shadow rows recorded in the last hour.
     shadow_bytes_last_hour: int = 0
+    fair_shares: FairShareSettings = FAIR_SHARES_OFF  # settings.fair_shares (off: plain rank order)
 
 
 @dataclass(frozen=True)
@@ -459,56 +465,156 @@ def _run_class(schedule: Any) -> RunClass:
     )
 
 
-def _admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: list[str]) -> Iterable[Decision]:
-    limits = data.limits
-    tables_admitted: set[TableName] = set()
-    operations_admitted = 0
-    bytes_used = data.bytes_last_hour
-    cap = limits.max_run_requests_per_tick
-    queue_room = max(0, limits.max_queued_runs - data.queued_runs)
-    rank = 0
-    packer = BatchPacker(data.batching)
-    tick_cap = f"at most {min(cap, queue_room)} run requests this tick " \
-               f"(max-run-requests-per-tick {cap}, queued runs {data.queued_runs}/{limits.max_queued_runs})"
+BUDGET_CODES = ("budget_tables", "budget_operations", "budget_bytes", "tick_cap")
+
+
+def _admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: list[str]) -> list[Decision]:
+    """One admission pass: the ranked ``candidates`` (each passed every gate before ``in_flight``)
+    admitted or skipped against the budgets ``data`` gives (``limits``, ``bytes_last_hour``,
+    ``queued_runs``), one operation per table, split between shares when ``data.fair_shares`` is on.
+    Admitted decisions get their rank (1, 2, … in this pass) and batch; notes go to ``notes``. A
+    second pass over other candidates (shadow policies) calls it again with its own budgets."""
+    decisions: list[Decision] = []
+    offered: list[Decision] = []
     for decision in candidates:
         if data.launcher_filter is not None and not data.launcher_filter(decision):
-            yield _replace(decision, decision="skip", reasons=("out_of_scope: another launcher admits it",
-                                                               *decision.reasons), trigger=decision.trigger)
-            continue
-        if limits.max_tables_per_poll and decision.table not in tables_admitted \
-                and len(tables_admitted) >= limits.max_tables_per_poll:
-            yield _skip(decision, "budget_tables", f"max-tables-per-poll {limits.max_tables_per_poll} reached",
-                        more=decision.reasons)
-            continue
-        if limits.max_operations_per_poll and operations_admitted >= limits.max_operations_per_poll:
-            yield _skip(decision, "budget_operations", f"max-operations-per-poll {limits.max_operations_per_poll} reached",
-                        more=decision.reasons)
-            continue
-        decision = _scoped(data, decision, bytes_used)
+            decisions.append(_replace(decision, decision="skip", reasons=(
+                "out_of_scope: another launcher admits it", *decision.reasons), trigger=decision.trigger))
+        else:
+            offered.append(decision)
+    admission = _Admission(data, notes)
+    if not data.fair_shares.enabled:
+        decisions.extend(admission.offer(decision) for decision in offered)
+        return decisions
+    return decisions + _admit_fairly(data, admission, offered)
+
+
+def _admit_fairly(data: PlanInput, admission: "_Admission", offered: list[Decision]) -> list[Decision]:
+    """``offered`` in the fair order of core/fair_shares.py; a decision a budget stopped while
+    several shares wanted it skips with ``budget_share``, naming its share's part."""
+    shares = data.fair_shares
+    share_of: dict[TableName, str] = {}
+    by_share: dict[str, list[Decision]] = {}
+    for decision in offered:
+        table = decision.table
+        if table not in share_of:
+            policy = data.policies.effective_policy(table)
+            share_of[table] = shares.share_of(table.namespace_str, policy.tags if policy is not None else {})
+        by_share.setdefault(share_of[table], []).append(decision)
+    order = {id(decision): index for index, decision in enumerate(offered)}
+    queue = FairQueue(by_share, admission.capacity(), shares.weight, lambda d: order[id(d)])
+    decided: list[tuple[str, Decision]] = []
+    for share, decision in queue:
+        decision = admission.offer(decision)
+        queue.charge(share, admission.last_costs)
+        decided.append((share, decision))
+    if len(queue.shares) < 2:  # nothing was split
+        return [decision for _, decision in decided]
+    return [_share_reason(data, admission, queue, share, decision) for share, decision in decided]
+
+
+def _share_reason(data: PlanInput, admission: "_Admission", queue: FairQueue, share: str,
+                  decision: Decision) -> Decision:
+    """A decision a budget stopped, told as its share's: what the share took of that budget and its weight."""
+    code = decision.reasons[0].split(":")[0] if decision.decision == "skip" and decision.reasons else None
+    if code not in BUDGET_CODES:
+        return decision
+    budget, limit, what = admission.budget_named(code)
+    used = queue.used(share, budget)
+    shares = data.fair_shares
+    if budget == RUNS:  # counted in seats: a table is 1/max-tables of a run
+        part = f"{round(used * data.batching.max_tables)} tables of the {limit} {what}"
+    else:
+        part = f"{int(used)} of {limit} {what}"
+    detail = f"{shares.describe(share)} used its share, {part}; weight {shares.weight(share):g} of {queue.total_weight:g}"
+    return _replace(decision, reasons=(f"budget_share: {detail}", *decision.reasons[1:]))
+
+
+class _Admission:
+    """The budgets of one admission pass and what it admitted so far: decisions are offered one at a
+    time, in the pass's order (rank order, or the fair shares' order), and each is admitted or
+    skipped with the first budget that stops it. Batches are filled in that order, so with fair
+    shares a run may hold the tables of several shares."""
+
+    def __init__(self, data: PlanInput, notes: list[str]) -> None:
+        self.data, self.limits, self.notes = data, data.limits, notes
+        self.tables_admitted: dict[TableName, Operation] = {}  # one operation per table at a time
+        self.operations_admitted = 0
+        self.bytes_before = self.bytes_used = data.bytes_last_hour
+        self.runs_allowed = min(self.limits.max_run_requests_per_tick,
+                                max(0, self.limits.max_queued_runs - data.queued_runs))
+        self.rank = 0
+        self.packer = BatchPacker(data.batching)
+        self.last_costs: dict[str, float] = {}  # what the last decision offered took (fair_shares' names)
+        self.tick_cap = (f"at most {self.runs_allowed} run requests this tick (max-run-requests-per-tick "
+                         f"{self.limits.max_run_requests_per_tick}, queued runs {data.queued_runs}/"
+                         f"{self.limits.max_queued_runs})")
+
+    def capacity(self) -> dict[str, float]:
+        """The limited budgets of the pass, by fair_shares' names (unlimited ones left out)."""
+        limits = self.limits
+        capacity = {RUNS: float(self.runs_allowed)}
+        if limits.max_tables_per_poll:
+            capacity[TABLES] = float(limits.max_tables_per_poll)
+        if limits.max_operations_per_poll:
+            capacity[OPERATIONS] = float(limits.max_operations_per_poll)
+        if limits.max_bytes_per_hour:
+            capacity[BYTES] = float(max(0, limits.max_bytes_per_hour - self.bytes_before))
+        return capacity
+
+    def budget_named(self, code: str) -> tuple[str, int, str]:
+        """A budget reason code's budget: its fair_shares name, its amount in this pass, and its unit."""
+        limits = self.limits
+        return {
+            "budget_tables": (TABLES, limits.max_tables_per_poll, "tables this tick (max-tables-per-poll)"),
+            "budget_operations": (OPERATIONS, limits.max_operations_per_poll,
+                                  "operations this tick (max-operations-per-poll)"),
+            "budget_bytes": (BYTES, max(0, limits.max_bytes_per_hour - self.bytes_before),
+                             "bytes left of max-bytes-per-hour this tick"),
+            "tick_cap": (RUNS, self.runs_allowed, "run requests of this tick (the tick cap)"),
+        }[code]
+
+    def offer(self, decision: Decision) -> Decision:
+        """The decision admitted (ranked, in a batch) or skipped."""
+        self.last_costs = {}
+        limits = self.limits
+        admitted_op = self.tables_admitted.get(decision.table)
+        if admitted_op is not None:
+            # Its runs would meet at the table lock, and one would only skip the table.
+            return _skip(decision, "in_flight", f"{admitted_op.value} of this table was admitted this tick "
+                         f"(one operation per table at a time)", more=decision.reasons)
+        if limits.max_tables_per_poll and len(self.tables_admitted) >= limits.max_tables_per_poll:
+            return _skip(decision, "budget_tables", f"max-tables-per-poll {limits.max_tables_per_poll} reached",
+                         more=decision.reasons)
+        if limits.max_operations_per_poll and self.operations_admitted >= limits.max_operations_per_poll:
+            return _skip(decision, "budget_operations",
+                         f"max-operations-per-poll {limits.max_operations_per_poll} reached", more=decision.reasons)
+        decision = _scoped(self.data, decision, self.bytes_used)
         alone = False  # larger than the whole budget, into an empty window: noted once admitted
         if limits.max_bytes_per_hour and decision.operation.rewrites_data:
-            if bytes_used + decision.estimated_bytes > limits.max_bytes_per_hour:
-                if decision.estimated_bytes > limits.max_bytes_per_hour and bytes_used == 0:
+            if self.bytes_used + decision.estimated_bytes > limits.max_bytes_per_hour:
+                if decision.estimated_bytes > limits.max_bytes_per_hour and self.bytes_used == 0:
                     alone = True
                 else:
-                    yield _skip(decision, "budget_bytes", f"{bytes_used} of {limits.max_bytes_per_hour} bytes used in "
-                                f"the last hour", more=decision.reasons)
-                    continue
-        kind = (decision.operation, *(decision.run_class or RunClass()).key(data.batching.group_by))
-        if packer.opens_new(kind, decision.estimated_bytes) and (packer.batches >= cap or packer.batches >= queue_room):
-            yield _skip(decision, "tick_cap", tick_cap, more=decision.reasons)
-            continue
+                    return _skip(decision, "budget_bytes", f"{self.bytes_used} of {limits.max_bytes_per_hour} bytes "
+                                 f"used in the last hour", more=decision.reasons)
+        kind = (decision.operation, *(decision.run_class or RunClass()).key(self.data.batching.group_by))
+        opens_new = self.packer.opens_new(kind, decision.estimated_bytes)
+        if opens_new and self.packer.batches >= self.runs_allowed:
+            return _skip(decision, "tick_cap", self.tick_cap, more=decision.reasons)
         if decision.scope is not None and decision.scope.oversized:
-            notes.append(f"{decision.table.qualified} {decision.operation.value}: {decision.scope.describe()}")
+            self.notes.append(f"{decision.table.qualified} {decision.operation.value}: {decision.scope.describe()}")
         elif alone:
-            notes.append(f"{decision.table.qualified} {decision.operation.value}: estimated "
-                         f"{decision.estimated_bytes} bytes exceed the whole hourly budget; admitted alone")
-        rank += 1
-        tables_admitted.add(decision.table)
-        operations_admitted += 1
-        if decision.operation.rewrites_data:
-            bytes_used += decision.estimated_bytes
-        yield _replace(decision, rank=rank, batch=packer.place(kind, decision.estimated_bytes))
+            self.notes.append(f"{decision.table.qualified} {decision.operation.value}: estimated "
+                              f"{decision.estimated_bytes} bytes exceed the whole hourly budget; admitted alone")
+        self.rank += 1
+        self.tables_admitted[decision.table] = decision.operation
+        self.operations_admitted += 1
+        rewritten = decision.estimated_bytes if decision.operation.rewrites_data else 0
+        self.bytes_used += rewritten
+        # A run request is shared by the tables of its batch, whatever their share: each takes a seat.
+        self.last_costs = {TABLES: 1, OPERATIONS: 1, BYTES: rewritten, RUNS: 1 / self.data.batching.max_tables}
+        return _replace(decision, rank=self.rank, batch=self.packer.place(kind, decision.estimated_bytes))
 
 
 def run_allowance(data: PlanInput, decision: Decision, bytes_used: int) -> tuple[int, str] | None:

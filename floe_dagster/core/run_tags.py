@@ -47,9 +47,11 @@ ATTEMPT = RUN_PAGE_PREFIX + "attempt"
 BATCH_KEY = RUN_PAGE_PREFIX + "run-key"
 BATCH_SIZE = RUN_PAGE_PREFIX + "batch-size"
 TRIGGER_KINDS = RUN_PAGE_PREFIX + "triggers"  # a batch's trigger kinds
-# Why a run failed without it being the table's fault ("lock_held", "outage"): history does not
-# count such failures toward backoff.
+# Why a run failed without it being the table's fault ("lock_held" when every table's lock was held,
+# "outage"): history does not count such failures toward backoff.
 FAILURE_KIND = RUN_PAGE_PREFIX + "failure-kind"
+# Tables the run skipped because another run held their table lock (not a failure of the run).
+SKIPPED = RUN_PAGE_PREFIX + "skipped"
 # Tables whose commit lost a race with another writer in this run (a conflict, not a failure).
 CONFLICTS = RUN_PAGE_PREFIX + "conflicts"
 # A partition-scoped rewrite (core/partition_scope.py): its partitions and bytes, and the backlog left.

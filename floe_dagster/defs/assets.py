@@ -163,6 +163,7 @@ def _maintain_selected(context: AssetExecutionContext, settings: Settings,
     catalog = open_catalog(settings.catalog)
     failures: list[str] = []
     skipped: list[str] = []
+    skipped_tables: list[str] = []
     conflicts: list[str] = []
     decisions = _run_decisions(coordination, tables, op, run_tags)
     for decision in decisions:
@@ -181,9 +182,12 @@ def _maintain_selected(context: AssetExecutionContext, settings: Settings,
         except (FloeError, LookupError) as exc:  # LookupError: a KeyError of a bad record fails this table only
             kind = failure_kind(exc)
             message = str(exc) if table.qualified in str(exc) else f"{table.qualified}: {exc}"
-            if kind == LOCK_HELD:
+            if kind == LOCK_HELD:  # another run maintains it: skipped, not a failure of this run
                 context.log.warning(f"skipped {message}")
                 skipped.append(message)
+                skipped_tables.append(table.qualified)
+                context.instance.add_run_tags(context.run.run_id,
+                                              {T.SKIPPED: ",".join(skipped_tables)[:T.MAX_TABLES_CHARS]})
             elif kind == CONFLICT:
                 context.log.warning(f"conflict: {message}; a later tick retries it (no backoff)")
                 conflicts.append(table.qualified)
@@ -192,7 +196,7 @@ def _maintain_selected(context: AssetExecutionContext, settings: Settings,
             else:
                 context.log.error(message)
                 failures.append(message)
-            if kind and kind != CONFLICT:
+            if kind and kind not in (CONFLICT, LOCK_HELD):
                 context.instance.add_run_tags(context.run.run_id, {T.FAILURE_KIND: kind})
             coordination.record_outcome(Outcome(
                 run_id=context.run.run_id, table_name=table.qualified, operation=op, trigger=decision.trigger,
@@ -204,7 +208,10 @@ def _maintain_selected(context: AssetExecutionContext, settings: Settings,
                 break  # Spark or the catalog is down: the other tables would fail the same way
     if failures or (skipped and len(skipped) == len(decisions)):
         # Only the failed tables fail (their materializations are missing); the others' landed.
-        # A run none of whose tables could take its lock fails fast too, as a run of one table does.
+        # A run none of whose tables could take its lock fails fast too, as a run of one table does,
+        # and that failure is not the tables' fault.
+        if not failures:
+            context.instance.add_run_tags(context.run.run_id, {T.FAILURE_KIND: LOCK_HELD})
         what = f"{op.value} failed on {len(failures)} of {len(decisions)} table(s): " + " | ".join(failures) \
             if failures else f"{op.value}: every table's lock is held"
         if skipped:

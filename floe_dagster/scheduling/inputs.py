@@ -146,6 +146,7 @@ def gather(
         batching=settings.batching,
         backlogs=ledger.backlogs,
         shadow_bytes_last_hour=ledger.shadow_bytes_last_hour,
+        fair_shares=settings.fair_shares,
     )
     return TickInputs(data, dead, len(health.missing))
 

@@ -97,7 +97,8 @@ def test_a_policy_managed_over_http_drives_the_plan_and_the_tick(tmp_path, dagst
             assert waiting.decision == "skip" and waiting.reasons[0].startswith("window_closed"), waiting.reasons
             assert waiting.next_eligible == start
 
-            # Another interval, no window, and one more operation: both run.
+            # Another interval, no window, and one more operation: both due; the rewrite runs, expire
+            # waits for it (one operation per table at a time).
             changed = api("PUT", location, json={"rewriteDataFilesSchedule": {"interval": "PT6H"},
                                                  "expireSnapshots": {"retainLast": 2},
                                                  "expireSnapshotsSchedule": {"interval": "P1D"}})
@@ -105,7 +106,9 @@ def test_a_policy_managed_over_http_drives_the_plan_and_the_tick(tmp_path, dagst
             assert changed.json()["id"] == policy_id and changed.json()["rewriteDataFiles"]["schedule"] == "PT6H"
             planned = decisions(now)
             assert {op: d.decision for op, d in planned.items()} == {
-                Operation.REWRITE_DATA_FILES: "run", Operation.EXPIRE_SNAPSHOTS: "run"}
+                Operation.REWRITE_DATA_FILES: "run", Operation.EXPIRE_SNAPSHOTS: "skip"}
+            assert planned[Operation.EXPIRE_SNAPSHOTS].reasons[0] == (
+                "in_flight: REWRITE_DATA_FILES of this table was admitted this tick (one operation per table at a time)")
 
             # The sensor's tick admits the policy's work into the ledger.
             tick = run_tick(settings, instance, Coordination(settings.coordination_url), now, "sensor:test", None)

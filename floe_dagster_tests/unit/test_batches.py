@@ -65,15 +65,16 @@ def test_batches_are_kept_to_the_byte_limit_and_an_oversized_table_goes_alone():
 
 
 def test_operations_never_share_a_run_and_rank_order_holds_across_batches():
-    both = policies(policy(schedules={RDF: {"interval": "PT6H"}, EXP: {"interval": "PT6H"}}))
-    result = batched(BatchSettings(max_tables=3), tables=TABLES[:4], policy_set=both)
+    # One operation per table a tick, so tables alternate: t00 RDF, t01 EXP, t02 RDF, …
+    raws = [policy(f"p{i}", t.qualified, {(RDF, EXP)[i % 2]: {"interval": "PT6H"}}) for i, t in enumerate(TABLES[:7])]
+    result = batched(BatchSettings(max_tables=3), tables=TABLES[:7], policy_set=policies(*raws))
     batches = result.batches()
     for members in batches:
         assert len({d.operation for d in members}) == 1
         assert [d.rank for d in members] == sorted(d.rank for d in members)
     firsts = [members[0].rank for members in batches]
     assert firsts == sorted(firsts)
-    assert sorted(len(b) for b in batches) == [1, 1, 3, 3]
+    assert [(members[0].operation, len(members)) for members in batches] == [(RDF, 3), (EXP, 3), (RDF, 1)]
 
 
 def test_group_by_timeout_keeps_different_timeouts_apart():
@@ -129,4 +130,5 @@ def test_a_table_in_a_run_of_another_operation_waits_for_it():
     assert [(d.operation, d.decision, d.reasons[0].split(":")[0]) for d in busy] == [
         (RDF, "skip", "in_flight"), (EXP, "skip", "in_flight")]
     assert "one run per table at a time" in busy[1].reasons[0]
-    assert {d.operation for d in result.admitted} == {RDF, EXP}  # the other table's both run
+    # the other table's first operation runs (the second waits for it: one operation per table at a time)
+    assert [(d.table, d.operation) for d in result.admitted] == [(TABLES[1], RDF)]

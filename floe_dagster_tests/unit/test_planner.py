@@ -13,6 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from floe_dagster.core.batches import ONE_TABLE_PER_RUN, BatchSettings
+from floe_dagster.core.fair_shares import FAIR_SHARES_OFF, FairShareSettings
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
@@ -39,7 +41,7 @@ RPDF = Operation.REWRITE_POSITION_DELETE_FILES
 GATE_CODES = (
     "schedule_disabled", "gc_disabled", "table_missing", "not_loaded", "window_closed", "day_not_allowed",
     "not_due", "failure_backoff", "zero_change_throttle", "conditions_unmet", "min_interval", "no_health",
-    "in_flight", "budget_tables", "budget_operations", "budget_bytes", "tick_cap",
+    "in_flight", "budget_tables", "budget_operations", "budget_bytes", "tick_cap", "budget_share",
 )
 
 
@@ -167,12 +169,37 @@ def test_only_tables_matching_a_policy_get_decisions():
     assert [(d.table, d.operation) for d in result.decisions] == [(A, RDF)]
 
 
-def test_one_decision_per_configured_operation_ranked_in_floe_order():
+def test_one_decision_per_configured_operation_and_one_operation_per_table_a_tick():
+    # Two runs of one table admitted in one tick would meet at its table lock and one would skip it
+    # (a wasted run start, and a successful run tagged with a failure): the first in Floe's order runs,
+    # the others wait in_flight, naming it, and come one a tick after it.
     all_ops = {op: {"interval": "PT6H"} for op in ALL_OPERATIONS}
     result = run(policies(policy(schedules=all_ops)))
     assert [(d.operation, d.decision, d.rank) for d in result.decisions] == [
-        (op, "run", i) for i, op in enumerate(ALL_OPERATIONS, start=1)]
-    assert [d.operation for d in result.admitted] == list(ALL_OPERATIONS)
+        (op, "run" if op is RDF else "skip", 1 if op is RDF else None) for op in ALL_OPERATIONS]
+    for d in result.decisions[1:]:
+        assert d.reasons[0] == ("in_flight: REWRITE_DATA_FILES of this table was admitted this tick "
+                                "(one operation per table at a time)")
+        assert d.reasons[1].startswith("interval: ")  # why it was due is kept
+    then = run(policies(policy(schedules=all_ops)), in_flight=((A.qualified, RDF),),
+               history={(A.qualified, RDF): hist(last_success_start=NOW)})
+    assert [d.operation for d in then.admitted] == [EXP]
+
+
+def test_one_operation_per_table_leaves_other_tables_alone():
+    schedules = {RDF: {"interval": "PT1H"}, EXP: {"interval": "PT1H"}}
+    result = run(policies(policy(schedules=schedules)), (A, B))
+    assert admitted(result) == [("a", "REWRITE_DATA_FILES", 1), ("b", "REWRITE_DATA_FILES", 2)]
+    assert [code(d) for d in result.decisions if d.decision == "skip"] == ["in_flight", "in_flight"]
+
+
+def test_an_operation_a_budget_refuses_leaves_the_table_to_the_next_one():
+    # Only admitted work holds the table: a rewrite over the byte budget lets expire run this tick.
+    schedules = {RDF: {"interval": "PT1H"}, EXP: {"interval": "PT1H"}}
+    result = run(policies(policy(schedules=schedules)), limits=SchedulerSettings(max_bytes_per_hour=500),
+                 estimate=sized({A: 300}), bytes_last_hour=300)
+    assert code(decision(result, A, RDF)) == "budget_bytes"
+    assert admitted(result) == [("a", "EXPIRE_SNAPSHOTS", 1)]
 
 
 def test_a_due_operation_runs_and_a_not_due_one_does_not():
@@ -205,8 +232,9 @@ def test_gc_disabled_only_for_expire_and_orphan_cleanup(value):
     assert decision(result, A, EXP).reasons == (
         "gc_disabled: the table sets gc.enabled=false: its catalog (e.g. Nessie) manages garbage collection, and "
         "gc.enabled=false forbids table maintenance to delete files, so EXPIRE_SNAPSHOTS never runs on it",)
-    assert [d.operation for d in result.admitted] == [RDF, MAN, RPDF, Operation.COMPUTE_STATISTICS,
-                                                       Operation.APPLY_TABLE_PROPERTIES]
+    assert [d.operation for d in result.admitted] == [RDF]  # one operation per table a tick
+    assert [code(d) for d in result.decisions if d.rank is None] == ["gc_disabled", "gc_disabled", "in_flight",
+                                                                     "in_flight", "in_flight", "in_flight"]
 
 
 def test_gc_enabled_true_does_not_block():
@@ -690,8 +718,7 @@ def test_in_flight_blocks_only_that_table_and_operation():
     d = decision(result, A, RDF)
     assert d.reasons == ("in_flight: a run of this table and operation is queued or running",)
     assert d.to_json()["trigger"] is None and d.rank is None
-    assert admitted(result) == [("a", "EXPIRE_SNAPSHOTS", 1), ("b", "REWRITE_DATA_FILES", 2),
-                                ("b", "EXPIRE_SNAPSHOTS", 3)]
+    assert admitted(result) == [("a", "EXPIRE_SNAPSHOTS", 1), ("b", "REWRITE_DATA_FILES", 2)]
 
 
 def test_conditions_come_before_in_flight():
@@ -724,7 +751,8 @@ def test_max_tables_one_admits_one_table():
 def test_max_tables_counts_tables_not_operations():
     schedules = {RDF: {"interval": "PT1H"}, EXP: {"interval": "PT1H"}}
     result = run(policies(policy(schedules=schedules)), (A, B), limits=SchedulerSettings(max_tables_per_poll=1))
-    assert admitted(result) == [("a", "REWRITE_DATA_FILES", 1), ("a", "EXPIRE_SNAPSHOTS", 2)]
+    assert admitted(result) == [("a", "REWRITE_DATA_FILES", 1)]
+    assert code(decision(result, A, EXP)) == "in_flight"  # its table's one operation this tick, not a budget
     assert [code(d) for d in result.decisions if d.table == B] == ["budget_tables", "budget_tables"]
 
 
@@ -733,8 +761,7 @@ def test_max_operations_one_admits_one_operation():
     result = run(policies(policy(schedules=schedules)), (A, B), limits=SchedulerSettings(max_operations_per_poll=1))
     assert admitted(result) == [("a", "REWRITE_DATA_FILES", 1)]
     skipped = [(d.table.name, d.operation, code(d)) for d in result.decisions if d.decision == "skip"]
-    assert skipped == [("a", EXP, "budget_operations"), ("b", RDF, "budget_operations"),
-                       ("b", EXP, "budget_operations")]
+    assert skipped == [("a", EXP, "in_flight"), ("b", RDF, "budget_operations"), ("b", EXP, "budget_operations")]
     assert decision(result, B).reasons[0] == "budget_operations: max-operations-per-poll 1 reached"
 
 
@@ -743,8 +770,7 @@ def test_budget_tables_is_reported_before_budget_operations():
     limits = SchedulerSettings(max_tables_per_poll=1, max_operations_per_poll=1)
     result = run(policies(policy(schedules=schedules)), (A, B), limits=limits)
     assert [(d.table.name, d.operation, d.decision if d.rank else code(d)) for d in result.decisions] == [
-        ("a", RDF, "run"), ("a", EXP, "budget_operations"), ("b", RDF, "budget_tables"),
-        ("b", EXP, "budget_tables")]
+        ("a", RDF, "run"), ("a", EXP, "in_flight"), ("b", RDF, "budget_tables"), ("b", EXP, "budget_tables")]
 
 
 def sized(nbytes: dict[TableName, int]):
@@ -784,13 +810,21 @@ def test_the_byte_budget_applies_to_rewriting_operations_only():
     schedules = {RDF: {"interval": "PT1H"}, EXP: {"interval": "PT1H"}, MAN: {"interval": "PT1H"},
                  RPDF: {"interval": "PT1H"}}
     limits = SchedulerSettings(max_bytes_per_hour=500)
-    result = run(policies(policy(schedules=schedules)), limits=limits, estimate=sized({A: 300}),
+    tables = (A, B, C, table("d"))
+    result = run(policies(policy(schedules={op: schedules[op] for op in (RDF, EXP, MAN)})), (A, B),
+                 limits=limits, estimate=sized({A: 300, B: 300}), bytes_last_hour=150)
+    assert sorted((d.table.name, d.operation.order, d.estimated_bytes) for d in result.decisions) == [
+        ("a", 0, 300), ("a", 1, 0), ("a", 3, 0), ("b", 0, 300), ("b", 1, 0), ("b", 3, 0)]
+    # a's rewrite fits (450 of 500); b's does not, so b's next operation (expire, no bytes) runs instead
+    assert admitted(result) == [("a", "REWRITE_DATA_FILES", 1), ("b", "EXPIRE_SNAPSHOTS", 2)]
+    assert decision(result, B, RDF).reasons[0] == "budget_bytes: 450 of 500 bytes used in the last hour"
+    one_each = {t: {op: schedules[op]} for t, op in zip(tables, schedules)}
+    raws = [policy(f"p{t.name}", t.qualified, schedules=one_each[t]) for t in tables]
+    result = run(policies(*raws), tables, limits=limits, estimate=sized(dict.fromkeys(tables, 300)),
                  bytes_last_hour=150)
-    assert sorted((d.operation.order, d.operation, d.estimated_bytes) for d in result.decisions) == [
-        (0, RDF, 300), (1, EXP, 0), (3, MAN, 0), (4, RPDF, 300)]
-    assert admitted(result) == [("a", "REWRITE_DATA_FILES", 1), ("a", "EXPIRE_SNAPSHOTS", 2),
-                                ("a", "REWRITE_MANIFESTS", 3)]
-    assert decision(result, A, RPDF).reasons[0] == "budget_bytes: 450 of 500 bytes used in the last hour"
+    assert admitted(result) == [("a", "REWRITE_DATA_FILES", 1), ("b", "EXPIRE_SNAPSHOTS", 2),
+                                ("c", "REWRITE_MANIFESTS", 3)]
+    assert decision(result, table("d"), RPDF).reasons[0] == "budget_bytes: 450 of 500 bytes used in the last hour"
 
 
 def test_tick_cap_with_unlimited_budgets():
@@ -841,7 +875,8 @@ def test_debt_from_failures_ranks_within_a_table():
     history = {(A.qualified, EXP): hist(consecutive_failures=1, runs=4, failures=1,
                                         last_failure_at=NOW - timedelta(hours=1))}
     result = run(policies(policy(schedules=schedules)), history=history)
-    assert admitted(result) == [("a", "EXPIRE_SNAPSHOTS", 1), ("a", "REWRITE_DATA_FILES", 2)]
+    assert admitted(result) == [("a", "EXPIRE_SNAPSHOTS", 1)]  # then the rewrite, next tick
+    assert decision(result, A, RDF).reasons[0].startswith("in_flight: EXPIRE_SNAPSHOTS of this table was admitted")
     assert decision(result, A, EXP).debt_score == 45  # 25 % failure rate + 20 per consecutive failure
 
 
@@ -855,8 +890,7 @@ def test_policy_priority_breaks_debt_ties():
 def test_schedule_priority_breaks_policy_priority_ties():
     schedules = {RDF: {"interval": "PT1H"}, EXP: {"interval": "PT1H", "priority": 9}}
     result = run(policies(policy(schedules=schedules)), (A, B))
-    assert admitted(result) == [("a", "EXPIRE_SNAPSHOTS", 1), ("b", "EXPIRE_SNAPSHOTS", 2),
-                                ("a", "REWRITE_DATA_FILES", 3), ("b", "REWRITE_DATA_FILES", 4)]
+    assert admitted(result) == [("a", "EXPIRE_SNAPSHOTS", 1), ("b", "EXPIRE_SNAPSHOTS", 2)]
 
 
 def test_debt_outranks_priorities():
@@ -905,20 +939,21 @@ def test_reason_counts():
 # -- properties -------------------------------------------------------------------------------------
 
 PROPERTY_POLICIES = [
-    policies(policy(schedules={
+    policies(policy(pattern="demo.*.*", schedules={
         RDF: {"interval": "PT6H"}, EXP: {"cronExpression": "0 2 * * *"}, ORPH: {"interval": 1},
         MAN: {}, RPDF: {"cronExpression": "*/20 * * * *", "windowStart": "22:00", "windowEnd": "04:00"}})),
-    policies(policy(schedules={
+    policies(policy(pattern="demo.*.*", schedules={
         RDF: {"cronExpression": "30 1 * * 1-5", "timezone": "Europe/Berlin", "windowStart": "01:00",
               "windowEnd": "03:00", "allowedDays": ["MON", "WED", "FRI"]},
         EXP: {"interval": "PT30M", "allowedDays": "SAT,SUN"}, ORPH: {"interval": "P7D", "enabled": False}},
         conditions={"snapshotCountAbove": 100, "minIntervalMinutes": 45, "criticalPipeline": True,
                     "criticalPipelineMaxDelayMinutes": 600})),
-    policies(policy(schedules={RDF: {}, EXP: {"interval": "PT2H"}, MAN: {"cronExpression": "0 */4 * * *"}},
+    policies(policy(pattern="demo.*.*", schedules={RDF: {}, EXP: {"interval": "PT2H"},
+                                                   MAN: {"cronExpression": "0 */4 * * *"}},
                     conditions={"smallFileCountAbove": 3, "deleteFileCountAbove": 2, "triggerLogic": "AND",
                                 "perOperationMinIntervalMinutes": {"EXPIRE_SNAPSHOTS": 90}})),
 ]
-PROPERTY_TABLES = (A, B, C)
+PROPERTY_TABLES = (A, B, C, table("d", namespace="hr"), table("e", namespace="hr"))
 
 
 @st.composite
@@ -969,6 +1004,10 @@ def plan_inputs(draw):
         policies=draw(st.sampled_from(PROPERTY_POLICIES)), limits=limits, metrics=found,
         history=draw(histories(now)), in_flight=in_flight, bytes_last_hour=draw(st.sampled_from([0, 100, 600])),
         queued_runs=draw(st.integers(0, 8)), estimate_bytes=lambda t, op, m, config: sizes.get(t, 0),
+        fair_shares=draw(st.sampled_from([FAIR_SHARES_OFF, FairShareSettings(by="namespace"),
+                                          FairShareSettings(by="namespace", weights={"hr": 3}),
+                                          FairShareSettings(by="tag:team", default_weight=0.5)])),
+        batching=draw(st.sampled_from([ONE_TABLE_PER_RUN, BatchSettings(max_tables=2)])),
     )
 
 
@@ -986,21 +1025,26 @@ def test_plan_properties(data):
                 assert d.next_eligible > data.now
             if d.next_eligible is not None:  # a moment at which the work may start: window open, day allowed
                 assert data.policies.effective_policy(d.table).schedule(d.operation).is_open(d.next_eligible), d
-    # ranks are 1..n in admission order, which follows the ranking key
+    # ranks are 1..n in admission order, which follows the ranking key (within each share)
     runs = result.admitted
     assert [d.rank for d in runs] == list(range(1, len(runs) + 1))
     assert [d for d in result.decisions if d.decision == "run"] == runs  # admitted first, in rank order
-    keys = [(-d.debt_score, -d.policy_priority, -d.schedule_priority, d.table.qualified, d.operation.order)
-            for d in runs]
-    assert keys == sorted(keys)
+    shares = data.fair_shares
+    for share in {shares.share_of(d.table.namespace_str, {}) if shares.enabled else "" for d in runs}:
+        keys = [(-d.debt_score, -d.policy_priority, -d.schedule_priority, d.table.qualified, d.operation.order)
+                for d in runs if not shares.enabled or shares.share_of(d.table.namespace_str, {}) == share]
+        assert keys == sorted(keys)
+    assert len({d.table for d in runs}) == len(runs)  # one operation per table a tick
+    if any(code(d) == "budget_share" for d in result.decisions if d.decision == "skip"):
+        assert shares.enabled and shares.by == "namespace"  # every table shares the untagged share otherwise
     # one decision per (table, configured operation) of the table's effective policy
     expected = sorted((t.qualified, op.order) for t in {*data.catalog_tables, *data.loaded_tables}
                       if (p := data.policies.effective_policy(t)) for op in p.configured_operations())
     assert sorted((d.table.qualified, d.operation.order) for d in result.decisions) == expected
     # the budgets hold
     limits = data.limits
-    assert len(runs) <= limits.max_run_requests_per_tick
-    assert len(runs) <= max(0, limits.max_queued_runs - data.queued_runs)
+    assert len(result.batches()) <= limits.max_run_requests_per_tick
+    assert len(result.batches()) <= max(0, limits.max_queued_runs - data.queued_runs)
     if limits.max_operations_per_poll:
         assert len(runs) <= limits.max_operations_per_poll
     if limits.max_tables_per_poll:

@@ -24,6 +24,8 @@ SPECIAL = {
     "api.keys-env": ("MY_KEYS", "MY_KEYS"),
     "batching.group-by": ("window", ("window",)),
     "shards": ('[{"name": "east", "tables": "lake.east.*"}]', (("east", "lake.east.*"),)),
+    "fair-shares.by": ("tag:team", "tag:team"),
+    "fair-shares.weights": ('{"sales": 2, "a.b": "0.5"}', {"sales": 2.0, "a.b": 0.5}),
 }
 
 
