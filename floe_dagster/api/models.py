@@ -21,11 +21,9 @@ OperationName = Literal[
 ]
 assert set(OperationName.__args__) == {op.value for op in Operation}  # type: ignore[attr-defined]
 
-# Per-operation statuses (Floe's SUCCEEDED, FAILED, CANCELLED, SKIPPED; PENDING while queued, RUNNING
-# while it runs; WOULD_RUN in a dry run).
-OperationStatus = Literal["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "SKIPPED", "WOULD_RUN", "SHADOW"]
-# A trigger's per-operation result adds CONFLICT: its commit lost a race with another writer (the run
-# succeeded and changed nothing; `conflict` names the commit that won). Not a failure.
+# A trigger's per-operation result: Floe's SUCCEEDED, FAILED, CANCELLED, SKIPPED; PENDING while queued,
+# RUNNING while it runs; WOULD_RUN in a dry run; CONFLICT: its commit lost a race with another writer
+# (the run succeeded and changed nothing; `conflict` names the commit that won). Not a failure.
 OperationResultStatus = Literal[
     "PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "SKIPPED", "WOULD_RUN", "CONFLICT",
 ]
@@ -34,6 +32,9 @@ OperationResultStatus = Literal[
 TriggerStatus = Literal[
     "PENDING", "RUNNING", "SUCCESS", "PARTIAL_FAILURE", "FAILED", "CANCELLED", "NO_OPERATIONS", "DRY_RUN",
 ]
+# An operation record's status, as Floe's /operations words it (PENDING, RUNNING, SUCCESS, FAILED: a
+# cancelled run is FAILED), or SHADOW for a shadow policy's recorded decision.
+RecordStatus = Literal["PENDING", "RUNNING", "SUCCESS", "FAILED", "SHADOW"]
 Number = float | int | bool
 
 
@@ -314,7 +315,7 @@ class OperationRun(_Open):
     jobName: str | None
     table: str | None = Field(description="The table it maintained (null for a run over several tables)")
     operation: str | None
-    status: OperationStatus
+    status: RecordStatus = Field(description="Floe's record status; the run's own is runStatus")
     runStatus: str | None = Field(description="Dagster's run status")
     trigger: str | None
     triggerId: str | None
@@ -329,7 +330,7 @@ class OperationRun(_Open):
     tables: list[TableResult] = Field(description="Every table the run materialized, with its numbers")
     errorMessage: str | None
     conflict: str | None = Field(None, description="`table` lost a commit race with another writer (the run's "
-                                                   "status stays SUCCEEDED): the race, naming the commit that won")
+                                                   "status stays SUCCESS): the race, naming the commit that won")
     conflicts: list[TableConflict] = Field(default_factory=list,
                                            description="Every table of the run that lost a commit race")
     shadow: bool = Field(False, description="A shadow policy's decision (status SHADOW), never a run")
