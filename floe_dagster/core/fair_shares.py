@@ -135,6 +135,9 @@ class FairQueue(Generic[T]):
         self._weight_of = weight_of
         self._order_of = order_of
         self._used: dict[str, dict[str, float]] = {share: dict.fromkeys(capacity, 0.0) for share in self._pending}
+        # Each share's usage, computed again only when it is charged: most items offered are skipped
+        # (nothing charged), and the tick offers tens of thousands of them.
+        self._usage = dict.fromkeys(self._pending, 0.0)
         self._heap = [self._entry(share) for share in self._pending]
         heapq.heapify(self._heap)
 
@@ -157,13 +160,15 @@ class FairQueue(Generic[T]):
         return dominant / self._weight_of(share)
 
     def _entry(self, share: str) -> tuple[float, float, Any, str]:
-        return self.usage(share), -self._weight_of(share), self._order_of(self._pending[share][0]), share
+        return self._usage[share], -self._weight_of(share), self._order_of(self._pending[share][0]), share
 
     def charge(self, share: str, costs: Mapping[str, float]) -> None:
         used = self._used[share]
         for name, amount in costs.items():
             if name in used:
                 used[name] += amount
+        if costs:
+            self._usage[share] = self.usage(share)
 
     def __iter__(self) -> Iterator[tuple[str, T]]:
         while self._heap:
