@@ -79,13 +79,14 @@ def test_a_shadow_policy_records_what_would_run_and_runs_nothing_until_switched_
     coordination = CoordinationResource.from_settings(settings).coordination
     started = datetime.now(timezone.utc)
 
-    # Tick 1 (the sensor): every sales (table, operation) would run; none does.
+    # Tick 1 (the sensor): each sales table's first operation would run (one operation per table a
+    # tick, in the shadow pass too); none does.
     first = evaluate_sensor(defs, instance)
     assert not first.run_requests
-    assert "6 shadow decision(s) recorded (no run)" in first.skip_message
+    assert "3 shadow decision(s) recorded (no run)" in first.skip_message
     rows = shadow_rows(coordination)
     assert sorted((r.table_name, r.operation.value) for r in rows) == sorted(
-        (f"demo.sales.{t}", op) for t in SALES for op in OPS)
+        (f"demo.sales.{t}", "REWRITE_DATA_FILES") for t in SALES)
     assert all(r.attempt == SHADOW_ATTEMPT and r.run_id is None and r.reason.startswith("would run: interval: ")
                and r.reason.endswith("(shadow policy 'sales-onboarding')") for r in rows)
     assert [r for r in coordination.ledger_rows() if not r.shadow] == []  # nothing live was admitted
@@ -107,9 +108,14 @@ def test_a_shadow_policy_records_what_would_run_and_runs_nothing_until_switched_
     assert datetime.fromisoformat(meta["would_run_at"]) >= started
     assert shadowed[0].description.startswith("shadow: would run at ")
 
-    # Tick 2 (the sensor again): the shadow rows stand in for runs, so nothing is due, nothing recorded twice.
+    # Tick 2 (the sensor again): the shadow rows stand in for runs, so the rewrites are not due again
+    # (nothing recorded twice) and each table's expiry, which waited, is recorded now.
     second = evaluate_sensor(defs, instance)
-    assert not second.run_requests and "shadow decision" not in second.skip_message
+    assert not second.run_requests and "3 shadow decision(s) recorded (no run)" in second.skip_message
+    assert sorted((r.table_name, r.operation.value) for r in shadow_rows(coordination)) == sorted(
+        (f"demo.sales.{t}", op) for t in SALES for op in OPS)
+    third_now = evaluate_sensor(defs, instance)
+    assert not third_now.run_requests and "shadow decision" not in third_now.skip_message
     assert len(shadow_rows(coordination)) == 6
 
     # Tick 3, one interval later, through the tick the sensor plans with: recorded again, once.
@@ -152,7 +158,7 @@ def test_a_shadow_policy_records_what_would_run_and_runs_nothing_until_switched_
         thread.join(20)
     assert floe_cli(["plan", "--at", when.isoformat()]) == 0
     printed = capsys.readouterr().out
-    assert "0 to run, 9 shadow (recorded by the tick, never run)" in printed  # the ops cron rule's 3 too
+    assert "0 to run, 6 shadow (recorded by the tick, never run)" in printed  # one a table; the ops cron rule's 3 too
     assert re.search(r"#\d+\s+shadow demo\.sales\.orders REWRITE_DATA_FILES \[interval\] debt \d+: shadow: would run "
                      rf"at {re.escape(when.isoformat())} because interval: ", printed), printed
     assert floe_cli(["explain", "demo.sales.orders", "--at", when.isoformat()]) == 0
@@ -164,7 +170,7 @@ def test_a_shadow_policy_records_what_would_run_and_runs_nothing_until_switched_
     policy_file.write_text(POLICY.format(mode="live"))  # the ops policy stays in shadow
     live = evaluate_sensor(defs, instance)
     requests_by_item = {(r.tags[T.TABLE], r.tags[T.OPERATION]): r for r in live.run_requests}
-    assert set(requests_by_item) == {(f"demo.sales.{t}", op) for t in SALES for op in OPS}
+    assert set(requests_by_item) == {(f"demo.sales.{t}", "REWRITE_DATA_FILES") for t in SALES}  # one a table
     request = requests_by_item[("demo.sales.orders", "REWRITE_DATA_FILES")]
     assert request.tags[T.TRIGGER] == "interval" and request.run_key.endswith("|attempt-0")
     assert request.tags[T.POLICY_VERSION] == shadow_version
@@ -173,7 +179,7 @@ def test_a_shadow_policy_records_what_would_run_and_runs_nothing_until_switched_
     [run] = instance.get_runs()
     assert run.tags[T.TABLE] == "demo.sales.orders"
     assert len(shadow_rows(coordination)) == 12
-    assert len([r for r in coordination.ledger_rows() if not r.shadow]) == 6
+    assert len([r for r in coordination.ledger_rows() if not r.shadow]) == 3
 
 
 @pytest.mark.postgres
