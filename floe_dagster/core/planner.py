@@ -498,7 +498,7 @@ def _admit_fairly(data: PlanInput, admission: "_Admission", offered: list[Decisi
     for decision in offered:
         table = decision.table
         if table not in share_of:
-            policy = data.policies.effective_policy(table)
+            policy = data.policies.effective_policy(table) if shares.tag is not None else None  # by namespace: none needed
             share_of[table] = shares.share_of(table.namespace_str, policy.tags if policy is not None else {})
         by_share.setdefault(share_of[table], []).append(decision)
     order = {id(decision): index for index, decision in enumerate(offered)}
@@ -510,15 +510,25 @@ def _admit_fairly(data: PlanInput, admission: "_Admission", offered: list[Decisi
         decided.append((share, decision))
     if len(queue.shares) < 2:  # nothing was split
         return [decision for _, decision in decided]
-    return [_share_reason(data, admission, queue, share, decision) for share, decision in decided]
+    # The reasons are told once the pass is over (a share's final part), once per (share, budget): a
+    # tick may skip tens of thousands of decisions for a handful of shares.
+    told: dict[tuple[str, str], str] = {}
+    total_weight = queue.total_weight
+    decisions = []
+    for share, decision in decided:
+        code = decision.reasons[0].split(":")[0] if decision.decision == "skip" and decision.reasons else None
+        if code in BUDGET_CODES:
+            reason = told.get((share, code))
+            if reason is None:
+                reason = told[(share, code)] = _share_reason(data, admission, queue, share, code, total_weight)
+            decision = _replace(decision, reasons=(reason, *decision.reasons[1:]))
+        decisions.append(decision)
+    return decisions
 
 
-def _share_reason(data: PlanInput, admission: "_Admission", queue: FairQueue, share: str,
-                  decision: Decision) -> Decision:
-    """A decision a budget stopped, told as its share's: what the share took of that budget and its weight."""
-    code = decision.reasons[0].split(":")[0] if decision.decision == "skip" and decision.reasons else None
-    if code not in BUDGET_CODES:
-        return decision
+def _share_reason(data: PlanInput, admission: "_Admission", queue: FairQueue, share: str, code: str,
+                  total_weight: float) -> str:
+    """Why a budget stopped a decision, told as its share's: what the share took of that budget and its weight."""
     budget, limit, what = admission.budget_named(code)
     used = queue.used(share, budget)
     shares = data.fair_shares
@@ -526,8 +536,8 @@ def _share_reason(data: PlanInput, admission: "_Admission", queue: FairQueue, sh
         part = f"{round(used * data.batching.max_tables)} tables of the {limit} {what}"
     else:
         part = f"{int(used)} of {limit} {what}"
-    detail = f"{shares.describe(share)} used its share, {part}; weight {shares.weight(share):g} of {queue.total_weight:g}"
-    return _replace(decision, reasons=(f"budget_share: {detail}", *decision.reasons[1:]))
+    return (f"budget_share: {shares.describe(share)} used its share, {part}; "
+            f"weight {shares.weight(share):g} of {total_weight:g}")
 
 
 class _Admission:
