@@ -35,6 +35,7 @@ from floe_dagster.core.validation import (
     get_str,
     get_str_list,
     get_str_map,
+    mapping_items,
     raise_if_errors,
     standalone,
 )
@@ -404,12 +405,7 @@ def _partition_summaries(at: Location, raw: Any) -> tuple[tuple[tuple[str, Any],
         at.error(f"expected a list of partition summaries, got {describe(raw)}")
         return None
     summaries = []
-    for index, item in enumerate(raw):
-        here = at.child(index)
-        mapping = check_mapping(here, item, "a partition summary (a mapping)")
-        if mapping is None:
-            continue
-        check_unknown(here, mapping, PARTITION_SUMMARY_FIELDS)
+    for here, mapping in mapping_items(at, raw, PARTITION_SUMMARY_FIELDS, "a partition summary (a mapping)"):
         read = {name: get_bool(here, mapping, name, None) if name.startswith("contains")
                 else get_str(here, mapping, name, None, non_empty=False) for name in PARTITION_SUMMARY_FIELDS}
         summaries.append(tuple((name, value) for name, value in read.items() if value is not None))

@@ -47,7 +47,7 @@ from floe_dagster.core.durations import format_iso_duration, format_wait, parse_
 from floe_dagster.core.health_assessment import HealthIssue, IssueType, Severity
 from floe_dagster.core.localtime import as_utc
 from floe_dagster.core.measurements import RefFacts, format_bytes
-from floe_dagster.core.validation import Location, check_mapping, check_unknown, describe, get_str
+from floe_dagster.core.validation import Location, describe, get_str, mapping_items
 
 MAIN = "main"
 BRANCH, TAG, ANY = "branch", "tag", "any"
@@ -104,13 +104,8 @@ def parse_ref_retention(at: Location, raw: Any) -> tuple[RefRetentionRule, ...]:
         at.error(f"expected a list of rules such as [{{pattern: \"audit-*\", maxAge: P30D}}], got {describe(raw)}")
         return ()
     rules = []
-    for index, item in enumerate(raw):
-        here = at.child(index)
-        mapping = check_mapping(here, item, "a rule (pattern, maxAge, type)")
-        if mapping is None:
-            continue
+    for here, mapping in mapping_items(at, raw, RULE_FIELDS, "a rule (pattern, maxAge, type)"):
         before = len(here.problems.errors)
-        check_unknown(here, mapping, RULE_FIELDS)
         pattern = get_str(here, mapping, "pattern")
         if pattern is None and "pattern" not in mapping:
             here.child("pattern").error("is required: a glob over ref names, such as audit-*")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import MISSING, dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 _MISSING = object()
 
@@ -112,6 +112,20 @@ def check_mapping(at: Location, raw: Any, what: str = "a mapping") -> Mapping[st
     for key in bad:
         at.error(f"field names must be text, got {describe(key)}")
     return raw if not bad else {k: v for k, v in raw.items() if isinstance(k, str)}
+
+
+def mapping_items(at: Location, raw: list, allowed: Iterable[str], what: str
+                  ) -> Iterator[tuple[Location, Mapping[str, Any]]]:
+    """Each item of a list that must hold mappings of ``allowed`` keys, with its location; an item that
+    is not a mapping, and unknown keys, are reported (the item is then left out or read without them)."""
+    allowed = tuple(allowed)
+    for index, item in enumerate(raw):
+        here = at.child(index)
+        mapping = check_mapping(here, item, what)
+        if mapping is None:
+            continue
+        check_unknown(here, mapping, allowed)
+        yield here, mapping
 
 
 def check_unknown(at: Location, raw: Mapping[str, Any], allowed: Iterable[str],
