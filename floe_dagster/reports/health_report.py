@@ -131,11 +131,26 @@ def floe_health_json(record: Mapping[str, Any]) -> dict[str, Any]:
 # -- history: the observations the debt-score sensor records ------------------------------------------
 
 
+def health_observations(instance: DagsterInstance, table: TableName, limit: int) -> list[Any]:
+    """The table's newest health observations, ``limit`` at most. A table's asset also carries
+    observations of an operation partition (a lost commit race, a shadow policy's decision): those are
+    not health reports, so only the unpartitioned ones count, read page by page past the others."""
+    found: list[Any] = []
+    cursor = None
+    while len(found) < limit:
+        page = instance.fetch_observations(asset_key_for(table), limit=max(limit, 20), cursor=cursor)
+        found += [r for r in page.records if r.event_log_entry.asset_observation.partition is None]
+        if not page.has_more:
+            break
+        cursor = page.cursor
+    return found[:limit]
+
+
 def health_history(settings: Settings, instance: DagsterInstance, table: TableName, limit: int) -> dict[str, Any]:
     """Floe's ``/health/history``: the table's health reports, newest first, from the health
     observations the debt-score sensor records whenever the table's health changes (no new
     assessment). An unknown table with no history is UnknownTable."""
-    records = instance.fetch_observations(asset_key_for(table), limit=limit).records
+    records = health_observations(instance, table, limit)
     if not records:
         existing_table(settings.catalog, table.qualified)  # UnknownTable when it is not in the catalog
     history = [_observed_report(table, record) for record in records]
@@ -151,7 +166,7 @@ def latest_health(settings: Settings, instance: DagsterInstance, tables: list[Ta
     observed are left out, as Floe leaves out tables never assessed."""
     observed = []
     for table in tables:
-        records = instance.fetch_observations(asset_key_for(table), limit=1).records
+        records = health_observations(instance, table, 1)
         if records:
             observed.append(_observed_report(table, records[0]))
     observed.sort(key=lambda report: report["assessedAt"] or "", reverse=True)

@@ -136,6 +136,17 @@ def test_latest_health_of_every_table_from_the_recorded_observations(api):
     assert len(call(api, "GET", "/api/v1/tables/health/latest?limit=1").json()["reports"]) == 1
     assert_error(call(api, "GET", "/api/v1/tables/health/latest?limit=0"), 400, "VALIDATION_FAILED")
 
+    # A newer observation of an operation partition (a shadow decision, a lost race) is no health report.
+    from dagster import AssetObservation
+
+    from floe_dagster.defs.names import asset_key_for
+    api["instance"].report_runless_asset_event(AssetObservation(
+        asset_key=asset_key_for(tables[0]), partition="REWRITE_DATA_FILES", metadata={"shadow": True}))
+    again = call(api, "GET", "/api/v1/tables/health/latest", key=VIEWER_KEY).json()
+    assert next(r for r in again["reports"] if r["qualifiedName"] == "demo.misc.loose") == loose
+    history = call(api, "GET", "/api/v1/tables/misc/loose/health/history", key=VIEWER_KEY).json()["history"]
+    assert len(history) == 1 and history[0]["healthStatus"] == loose["healthStatus"]
+
 
 # -- operations ------------------------------------------------------------------------------------------
 
