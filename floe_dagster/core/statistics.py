@@ -7,6 +7,12 @@ table metadata's ``statistics`` and ``partition-statistics``. Spark's planner re
 snapshot it scans, so statistics help while they are the current snapshot's; every commit after them
 makes them one snapshot staler, and rows written since make their NDVs less true.
 
+Rows changed since the statistics count what each commit's summary says it added and deleted: whole
+rows (``added-records``, ``deleted-records``, a copy-on-write change) and, on merge-on-read tables, the
+rows its delete files delete (``added-position-deletes``, one a row; ``added-equality-deletes``, one a
+delete record, each deleting every row with its values, so at least one row). A merge-on-read DELETE
+or UPDATE writes no data file for the rows it removes: without the delete files it would count none.
+
 Pure: the snapshots and statistics files are passed in as plain values (iceberg/ reads them).
 """
 
@@ -23,7 +29,17 @@ class LineageSnapshot:
     snapshot_id: int
     operation: str  # append, overwrite, delete, replace (a rewrite: rows unchanged)
     rows_added: int = 0  # the summary's added-records
-    rows_deleted: int = 0  # the summary's deleted-records
+    rows_deleted: int = 0  # the summary's deleted-records (rows of the data files the commit removed)
+    position_deletes_added: int = 0  # the summary's added-position-deletes (merge-on-read: one a deleted row)
+    equality_deletes_added: int = 0  # the summary's added-equality-deletes (merge-on-read: delete records)
+
+    @property
+    def rows_changed(self) -> int:
+        """Rows the commit added or deleted, by data files or by delete files; a rewrite (``replace``:
+        compaction, rewritten delete files) changes none."""
+        if self.operation == "replace":
+            return 0
+        return self.rows_added + self.rows_deleted + self.position_deletes_added + self.equality_deletes_added
 
 
 @dataclass(frozen=True)
@@ -32,7 +48,7 @@ class StatisticsLag:
 
     snapshot_id: int | None  # None: no statistics file covers a snapshot of the current lineage
     snapshots_behind: int | None  # commits after it, up to and including the current snapshot
-    rows_changed: int | None  # rows added or deleted by those commits (rewrites, ``replace``, change none)
+    rows_changed: int | None  # rows added or deleted by those commits, delete files' rows too (rewrites change none)
 
 
 NO_STATISTICS = StatisticsLag(None, None, None)
@@ -46,8 +62,7 @@ def statistics_lag(lineage: Sequence[LineageSnapshot], statistics_snapshot_ids: 
     for behind, snapshot in enumerate(lineage):
         if snapshot.snapshot_id in covered:
             return StatisticsLag(snapshot.snapshot_id, behind, rows)
-        if snapshot.operation != "replace":
-            rows += snapshot.rows_added + snapshot.rows_deleted
+        rows += snapshot.rows_changed
     return NO_STATISTICS
 
 

@@ -13,7 +13,9 @@ from pyiceberg.table.statistics import StatisticsFile
 from floe_dagster.core.statistics import LineageSnapshot, StatisticsState, statistics_lag
 from floe_dagster.iceberg.snapshot_summary import summary_total
 
-NDV_PROPERTY = "ndv"  # the property Iceberg's theta-sketch blobs carry their distinct-value estimate in
+NDV_PROPERTY = "ndv"
+# A commit summary's counts of the rows it changed, in LineageSnapshot's order (core/statistics.py).
+_ROWS_CHANGED_KEYS = ("added-records", "deleted-records", "added-position-deletes", "added-equality-deletes")  # the property Iceberg's theta-sketch blobs carry their distinct-value estimate in
 
 
 def _lineage(metadata: TableMetadata) -> list[LineageSnapshot]:
@@ -21,8 +23,8 @@ def _lineage(metadata: TableMetadata) -> list[LineageSnapshot]:
     for snapshot in ancestors_of(metadata.current_snapshot(), metadata):
         summary = snapshot.summary
         operation = getattr(summary.operation, "value", str(summary.operation)) if summary is not None else "unknown"
-        found.append(LineageSnapshot(snapshot.snapshot_id, operation, summary_total(summary, "added-records", 0) or 0,
-                                     summary_total(summary, "deleted-records", 0) or 0))
+        found.append(LineageSnapshot(snapshot.snapshot_id, operation, *(
+            summary_total(summary, key, 0) or 0 for key in _ROWS_CHANGED_KEYS)))
     return found
 
 

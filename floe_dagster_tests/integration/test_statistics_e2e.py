@@ -40,9 +40,14 @@ POLICIES = """
 - name: stats-typo
   tablePattern: "demo.lake.typo"
   computeStatistics: {columns: [id, regoin]}
+- name: stats-mor
+  tablePattern: "demo.lake.mor"
+  computeStatistics: {}
+  computeStatisticsSchedule: {interval: P1D}
+  triggerConditions: {statsStaleRowsPercent: 18}
 """
-PARTITIONED, PLAIN, TYPO, DIRECT = (TableName("demo", ("lake",), name)
-                                    for name in ("events", "plain", "typo", "direct"))
+PARTITIONED, PLAIN, TYPO, DIRECT, MOR = (TableName("demo", ("lake",), name)
+                                         for name in ("events", "plain", "typo", "direct", "mor"))
 
 
 @pytest.fixture(scope="module")
@@ -183,3 +188,61 @@ def test_the_engine_without_the_tables_metadata_reads_what_it_needs_through_spar
     after = table(lake, DIRECT).metadata
     assert [f.snapshot_id for f in after.statistics] == [current] == [f.snapshot_id for f in after.partition_statistics]
     assert [blob.fields for blob in after.statistics[0].blob_metadata] == [[1]]  # id only
+
+
+def test_merge_on_read_deletes_make_the_statistics_stale_by_the_rows_they_delete(lake, instance):
+    """A format-v2 merge-on-read table: after its statistics are computed, Spark's DELETE writes position
+    delete files and no data file, and an equality delete file (Iceberg's RowDelta: Spark SQL writes none)
+    deletes by key. The rows they delete count as changed since the statistics (statsStaleRowsPercent)."""
+    engine = IcebergSparkEngine.from_settings(lake)
+    try:
+        with engine.unit_of_work() as spark:
+            spark.sql(f"CREATE TABLE {MOR.qualified} (id BIGINT, kind STRING) USING iceberg TBLPROPERTIES "
+                      "('format-version'='2', 'write.delete.mode'='merge-on-read')")
+            spark.sql(f"INSERT INTO {MOR.qualified} SELECT id, 'k' FROM range(0, 40, 1, 1)")
+        outcome = trigger(lake, instance, MOR)
+        assert outcome.metadata["statistics_files_written"] == 1
+        assert metrics(lake, MOR).statistics_rows_changed == 0 and not stale(lake, MOR)
+
+        with engine.unit_of_work() as spark:
+            spark.sql(f"DELETE FROM {MOR.qualified} WHERE id < 6")  # 6 rows: 15 % of the 40 the table records, under 18 %
+            assert spark.sql(f"SELECT count(*) FROM {MOR.qualified}").collect()[0][0] == 34
+        deleted = table(lake, MOR).current_snapshot()
+        assert deleted.summary["added-position-deletes"] == "6" and "added-data-files" not in deleted.summary.additional_properties
+        assert deleted.summary.get("deleted-records") is None  # no data file removed: only delete files
+        lagging = metrics(lake, MOR)
+        assert (lagging.statistics_snapshots_behind, lagging.statistics_rows_changed) == (1, 6)
+        assert lagging.statistics_rows_changed_percent == pytest.approx(15.0)
+        assert not stale(lake, MOR)
+
+        _commit_equality_delete(engine, lake, ids=[10, 11])  # 2 more rows: 8, 20 %
+        with engine.unit_of_work() as spark:
+            assert spark.sql(f"SELECT count(*) FROM {MOR.qualified}").collect()[0][0] == 32
+        assert table(lake, MOR).current_snapshot().summary["added-equality-deletes"] == "2"
+        stale_now = metrics(lake, MOR)
+        assert (stale_now.statistics_snapshots_behind, stale_now.statistics_rows_changed) == (2, 8)
+        assert stale_now.statistics_rows_changed_percent == pytest.approx(20.0)
+        assert stale(lake, MOR)
+    finally:
+        engine.release_catalog()
+
+
+def _commit_equality_delete(engine: IcebergSparkEngine, settings, ids: list[int]) -> None:
+    """An equality delete file on ``id`` written with pyarrow and committed with Iceberg's RowDelta."""
+    import os
+
+    import pyarrow as pa
+
+    folder = Path(local_path(table(settings, MOR).location())) / "data"
+    path = folder / "eq-deletes.parquet"
+    pq.write_table(pa.table({"id": ids}, schema=pa.schema([
+        pa.field("id", pa.int64(), metadata={"PARQUET:field_id": "1"})])), path)
+    with engine.unit_of_work() as spark:
+        jvm = spark._jvm
+        java_table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, MOR.qualified)
+        field_ids = spark.sparkContext._gateway.new_array(jvm.int, 1)
+        field_ids[0] = 1
+        delete_file = (jvm.org.apache.iceberg.FileMetadata.deleteFileBuilder(java_table.spec())
+                       .ofEqualityDeletes(field_ids).withPath(f"file:{path}").withFormat("parquet")
+                       .withFileSizeInBytes(os.path.getsize(path)).withRecordCount(len(ids)).build())
+        java_table.newRowDelta().addDeletes(delete_file).commit()

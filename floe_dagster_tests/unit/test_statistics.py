@@ -57,6 +57,21 @@ def test_the_lag_counts_commits_and_changed_rows_since_the_newest_statistics_fil
     assert statistics_lag([], []) == NO_STATISTICS
 
 
+def test_merge_on_read_deletes_count_the_rows_their_delete_files_delete():
+    """A merge-on-read DELETE or UPDATE writes delete files, no data file for the rows it removes: its
+    summary's added-position-deletes (a row each) and added-equality-deletes count as changed rows."""
+    history = [
+        LineageSnapshot(4, "overwrite", rows_added=3, position_deletes_added=3),  # an UPDATE of 3 rows
+        LineageSnapshot(3, "delete", equality_deletes_added=2),  # deletes by key from a streaming writer
+        LineageSnapshot(2, "overwrite", position_deletes_added=5),  # DELETE ... WHERE: 5 rows
+        LineageSnapshot(1, "replace", rows_added=40, rows_deleted=40, position_deletes_added=7),  # rewritten deletes
+        LineageSnapshot(0, "append", rows_added=100),
+    ]
+    assert statistics_lag(history, [0]) == StatisticsLag(0, 4, 3 + 3 + 2 + 5)
+    assert statistics_lag(history, [2]) == StatisticsLag(2, 2, 8)
+    assert history[1].rows_changed == 2 and history[3].rows_changed == 0
+
+
 def test_rows_changed_percent_is_of_the_rows_the_table_holds_now():
     assert rows_changed_percent(15, 200) == 7.5
     assert rows_changed_percent(0, 0) == 0.0 and rows_changed_percent(3, 0) == 100.0
