@@ -34,11 +34,22 @@ is never an issue.
 matching a ref's name and type gives its maximum age. ``main`` is never matched. An
 ``EXPIRE_SNAPSHOTS`` run sets each matching ref's ``max-ref-age-ms`` to the rule's age (only where it
 differs) before it calls ``expire_snapshots``, which then removes the refs older than that.
+
+**Undone when the rule goes** (:func:`retention_changes`, :func:`recorded_ages`). The ages floe set are
+recorded in the table's own property ``floe.ref-retention.set-ages`` (JSON: ref name → the age floe set
+and the one the ref had before), written in the same commit as the refs. It lives with the table, so it
+survives restarts, a new coordination database and another floe deployment, and the owner can read it.
+An expiry run whose policy has no rule for a ref any more puts back the age the ref had before floe
+set it (none: the ref keeps no age of its own, so it never expires by age) — but only while the ref
+still has the age floe set: an age the owner set since, or one floe never set, is never touched. A
+ref gone (removed by the expiry, or dropped) leaves the record at the next run. A record that does not
+parse is ignored: floe then forgets what it set and clears nothing (the owner's side of the doubt).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
@@ -329,30 +340,93 @@ def ref_issues(refs: Sequence[RefFacts] | None, rules: Sequence[RefRetentionRule
 # -- what an EXPIRE_SNAPSHOTS run sets -------------------------------------------------------------------
 
 
+SET = "set"  # a rule's age set on the ref
+CLEARED = "cleared"  # its rule gone: the age floe set taken back (the ref's earlier age, or none, put back)
+SET_AGES_PROPERTY = "floe.ref-retention.set-ages"  # the table property recording what floe set (docstring)
+
+
 class RefRetentionChange(NamedTuple):
     name: str
     type: str
     snapshot_id: int
     max_ref_age_ms_before: int | None
+    max_ref_age_ms: int | None  # None: the ref keeps no age of its own (a cleared one that had none)
+    rule: str | None  # the pattern that asked for it; None when its rule went (CLEARED)
+    action: str = SET
+
+
+class SetAge(NamedTuple):
+    """An age floe set on a ref, and the one the ref had before (put back when the rule goes)."""
+
     max_ref_age_ms: int
-    rule: str  # the pattern that asked for it
+    before: int | None
 
 
-def retention_changes(refs: Mapping[str, tuple[str, int, int | None]],
-                      rules: Sequence[RefRetentionRule]) -> list[RefRetentionChange]:
-    """The refs whose ``max-ref-age-ms`` the rules change: name → (type, snapshot id, current max-ref-age-ms).
-    ``main`` is never changed; a ref that already has the rule's age is left alone."""
+def parse_set_ages(text: str | None) -> dict[str, SetAge]:
+    """The table property's record; anything that does not parse is ignored (never clears an age)."""
+    try:
+        raw = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    ages = {}
+    for name, entry in (raw.items() if isinstance(raw, dict) else ()):
+        if not isinstance(entry, dict):
+            continue
+        age, before = entry.get("set"), entry.get("before")
+        if _is_ms(age) and (before is None or _is_ms(before)):
+            ages[str(name)] = SetAge(age, before)
+    return ages
+
+
+def _is_ms(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def format_set_ages(ages: Mapping[str, SetAge]) -> str | None:
+    """The property's value (None: no age of floe's left, the property is removed)."""
+    if not ages:
+        return None
+    return json.dumps({name: {"set": age.max_ref_age_ms, "before": age.before} for name, age in sorted(ages.items())},
+                      separators=(",", ":"), sort_keys=True)
+
+
+def retention_changes(refs: Mapping[str, tuple[str, int, int | None]], rules: Sequence[RefRetentionRule],
+                      set_ages: Mapping[str, SetAge] | None = None) -> list[RefRetentionChange]:
+    """The refs whose ``max-ref-age-ms`` an expiry run changes: name → (type, snapshot id, current
+    max-ref-age-ms). A matching rule's age is set where it differs; a ref no rule matches any more gets
+    back the age it had before floe set one, when ``set_ages`` records that floe did and the ref still
+    has that age (the owner's own ages are never touched). ``main`` is never changed."""
     changes = []
     for name, (ref_type, snapshot_id, current) in sorted(refs.items()):
         rule = rule_for(rules, name, ref_type)
-        if rule is not None and current != rule.max_age_ms:
-            changes.append(RefRetentionChange(name, ref_type, snapshot_id, current, rule.max_age_ms, rule.pattern))
+        recorded = (set_ages or {}).get(name)
+        if rule is not None:
+            if current != rule.max_age_ms:
+                changes.append(RefRetentionChange(name, ref_type, snapshot_id, current, rule.max_age_ms, rule.pattern))
+        elif name != MAIN and recorded is not None and current == recorded.max_ref_age_ms != recorded.before:
+            changes.append(RefRetentionChange(name, ref_type, snapshot_id, current, recorded.before, None, CLEARED))
     return changes
+
+
+def recorded_ages(refs: Mapping[str, tuple[str, int, int | None]], set_ages: Mapping[str, SetAge],
+                  changes: Sequence[RefRetentionChange]) -> dict[str, SetAge]:
+    """The record after ``changes``: what floe set and the refs still have (a ref gone, or whose age its
+    owner changed since, leaves it), each ref keeping the age it had before floe first set one."""
+    kept = {name: age for name, age in set_ages.items() if name in refs and refs[name][2] == age.max_ref_age_ms}
+    for change in changes:
+        if change.action == CLEARED or change.max_ref_age_ms is None:
+            kept.pop(change.name, None)
+            continue
+        earlier = kept.get(change.name)
+        kept[change.name] = SetAge(change.max_ref_age_ms,
+                                   earlier.before if earlier is not None else change.max_ref_age_ms_before)
+    return kept
 
 
 __all__ = [
     "MAIN", "BRANCH", "TAG", "ANY", "RefRetentionRule", "rule_for", "parse_ref_retention", "RefFacts",
     "SnapshotNode", "RefHead", "retained_by", "pinned_snapshots", "pinned_file_bytes", "data_file_hashes", "RefLimit", "ref_limit",
     "ref_report", "ref_issues", "format_age", "RefRetentionChange", "retention_changes",
-    "PINNED_METHOD",
+    "PINNED_METHOD", "SET", "CLEARED", "SET_AGES_PROPERTY", "SetAge", "parse_set_ages", "format_set_ages",
+    "recorded_ages",
 ]

@@ -8,6 +8,10 @@ branch meanwhile makes this commit fail, where Iceberg's Java transaction would 
 ``AS OF VERSION <old id>``, moving the branch back. And the age is kept to the millisecond, where
 Spark's ``RETAIN`` takes whole minutes, hours or days. ``main`` is never touched, and a ref that
 already has the rule's age is left alone (no commit when nothing differs).
+
+The ages floe set are recorded in the table property ``floe.ref-retention.set-ages`` in the same
+commit (one transaction: the refs' updates, each with its assertion, and the property), and taken
+back when their rule goes (core/refs.py).
 """
 
 from __future__ import annotations
@@ -17,8 +21,12 @@ from typing import Any, Sequence
 
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
+from pyiceberg.table.update.snapshot import ManageSnapshots
 
-from floe_dagster.core.refs import MAIN, TAG, RefRetentionChange, RefRetentionRule, retention_changes
+from floe_dagster.core.refs import (
+    MAIN, SET_AGES_PROPERTY, TAG, RefRetentionChange, RefRetentionRule, format_set_ages, parse_set_ages,
+    recorded_ages, retention_changes,
+)
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import CommitConflict
 
@@ -44,27 +52,43 @@ class RefRetentionApplied:
 
 
 def apply_ref_retention(table: Table, name: TableName, rules: Sequence[RefRetentionRule]) -> RefRetentionApplied:
-    """Set each matching ref's ``max-ref-age-ms`` in one commit (``table`` is updated in place). A ref that
-    moved or went away meanwhile fails the commit: CommitConflict (retried later, as any lost race)."""
+    """Set each matching ref's ``max-ref-age-ms``, and take back the ages floe set whose rule went, in one
+    commit with the record of what floe set (``table`` is updated in place). A ref that moved or went
+    away meanwhile fails the commit: CommitConflict (retried later, as any lost race)."""
     current = {ref_name: (_ref_type(ref), ref.snapshot_id, ref.max_ref_age_ms)
                for ref_name, ref in table.metadata.refs.items() if ref_name != MAIN}
-    changes = tuple(retention_changes(current, rules))
-    if changes:
-        manage = table.manage_snapshots()
-        for change in changes:  # the same ref at the same snapshot, with the rule's age
-            ref = table.metadata.refs[change.name]
-            if change.type == TAG:
-                manage.create_tag(ref.snapshot_id, change.name, max_ref_age_ms=change.max_ref_age_ms)
-            else:  # a branch keeps its own snapshot retention
-                manage.create_branch(ref.snapshot_id, change.name, max_ref_age_ms=change.max_ref_age_ms,
-                                     max_snapshot_age_ms=ref.max_snapshot_age_ms,
-                                     min_snapshots_to_keep=ref.min_snapshots_to_keep)
+    set_ages = parse_set_ages(table.properties.get(SET_AGES_PROPERTY))
+    changes = tuple(retention_changes(current, rules, set_ages))
+    record = format_set_ages(recorded_ages(current, set_ages, changes))
+    record_changed = record != table.properties.get(SET_AGES_PROPERTY)
+    if changes or record_changed:
+        transaction = table.transaction()
+        if changes:
+            manage = ManageSnapshots(transaction)
+            for change in changes:
+                _set_age(manage, table, change)
+            manage.commit()  # staged in the transaction, each ref asserted at the snapshot it points to
+        if record_changed:
+            if record is not None:
+                transaction.set_properties({SET_AGES_PROPERTY: record})
+            else:
+                transaction.remove_properties(SET_AGES_PROPERTY)
         try:
-            manage.commit()
+            transaction.commit_transaction()
         except CommitFailedException as exc:
-            raise CommitConflict(f"setting the refRetention max-ref-age of {', '.join(c.name for c in changes)} on "
-                                 f"'{name.qualified}' lost a commit race (a ref moved meanwhile): {exc}") from exc
+            refs = ", ".join(c.name for c in changes) or "(none)"
+            raise CommitConflict(f"setting the refRetention max-ref-age of {refs} on '{name.qualified}' lost a "
+                                 f"commit race (a ref moved meanwhile): {exc}") from exc
     return RefRetentionApplied(changes, {ref_name: kind for ref_name, (kind, _, _) in current.items()})
 
+
+def _set_age(manage: ManageSnapshots, table: Table, change: RefRetentionChange) -> None:
+    """The same ref at the same snapshot with the new age (None: none); a branch keeps its own snapshot retention."""
+    ref = table.metadata.refs[change.name]
+    if change.type == TAG:
+        manage.create_tag(ref.snapshot_id, change.name, max_ref_age_ms=change.max_ref_age_ms)
+    else:
+        manage.create_branch(ref.snapshot_id, change.name, max_ref_age_ms=change.max_ref_age_ms,
+                             max_snapshot_age_ms=ref.max_snapshot_age_ms, min_snapshots_to_keep=ref.min_snapshots_to_keep)
 
 __all__ = ["RefRetentionApplied", "apply_ref_retention"]

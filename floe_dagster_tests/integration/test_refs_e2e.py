@@ -18,7 +18,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.measurements import format_bytes
-from floe_dagster.core.refs import MAX_SNAPSHOT_AGE_MS
+from floe_dagster.core.refs import MAX_SNAPSHOT_AGE_MS, SET_AGES_PROPERTY
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.health_reporting import report_health_events
 from floe_dagster.defs.names import asset_key_for
@@ -177,6 +177,65 @@ def test_expiry_removes_the_stale_branch_that_health_showed_and_keeps_the_rest(t
     assert set(load_table(open_catalog(settings.catalog), name).metadata.refs) == {"main", "audit-2026", "release-1"}
 
 
+AUDIT_RULE = """
+- name: refs
+  tablePattern: "demo.ns.*"
+  expireSnapshots: {retainLast: 1}
+  expireSnapshotsSchedule: {interval: PT1H}
+  refRetention:
+    - {pattern: "audit-*", maxAge: P30D}
+"""
+NO_RULE = """
+- name: refs
+  tablePattern: "demo.ns.*"
+  expireSnapshots: {retainLast: 1}
+  expireSnapshotsSchedule: {interval: PT1H}
+"""
+
+
+@pytest.mark.spark
+def test_ages_floe_set_are_taken_back_when_the_rule_goes_and_the_owners_ages_stay(tmp_path, instance):
+    """Rule present: the expiry run sets audit-1's age (and records it on the table). The rule removed from
+    the policy file: the next expiry run takes it back, audit-1 survives with no age of its own, and the
+    ages the owner set (audit-2's before floe, keep-1's with no rule) are what they were."""
+    config = write_settings(tmp_path, AUDIT_RULE)
+    settings = load_settings(config, environ={})
+    catalog = open_catalog(settings.catalog)
+    catalog.create_namespace("ns")
+    table = catalog.create_table("ns.t", schema=SCHEMA)
+    table.append(rows(0, 10))
+    head = table.current_snapshot().snapshot_id
+    (table.manage_snapshots().create_branch(head, "audit-1").create_tag(head, "audit-2", max_ref_age_ms=90 * DAY_MS)
+     .create_tag(head, "keep-1", max_ref_age_ms=7 * DAY_MS).commit())
+    name = TableName.parse("ns.t", "demo")
+
+    first = expire(settings, instance, "t-rule")
+    refs = load_table(open_catalog(settings.catalog), name).metadata.refs
+    assert (refs["audit-1"].max_ref_age_ms, refs["audit-2"].max_ref_age_ms) == (30 * DAY_MS, 30 * DAY_MS)
+    assert refs["keep-1"].max_ref_age_ms == 7 * DAY_MS
+    assert [(c["name"], c["action"]) for c in first["ref_retention_set"]] == [("audit-1", "set"), ("audit-2", "set")]
+    recorded = load_table(open_catalog(settings.catalog), name).properties[SET_AGES_PROPERTY]
+    assert recorded == ('{"audit-1":{"before":null,"set":2592000000},'
+                        '"audit-2":{"before":7776000000,"set":2592000000}}')
+
+    (tmp_path / "policies" / "policies.yaml").write_text(NO_RULE)  # the rule is removed from the policy
+    second = expire(settings, instance, "t-no-rule")
+    after = load_table(open_catalog(settings.catalog), name)
+    refs = after.metadata.refs
+    assert set(refs) == {"main", "audit-1", "audit-2", "keep-1"}  # every ref survives, at its snapshot
+    assert all(ref.snapshot_id == head for ref in refs.values())
+    assert refs["audit-1"].max_ref_age_ms is None  # floe's age taken back: it had none
+    assert refs["audit-2"].max_ref_age_ms == 90 * DAY_MS  # the owner's age from before floe's, put back
+    assert refs["keep-1"].max_ref_age_ms == 7 * DAY_MS  # never floe's: untouched
+    assert SET_AGES_PROPERTY not in after.properties  # nothing of floe's left
+    assert [(c["name"], c["max_ref_age_ms"], c["action"], c["rule"]) for c in second["ref_retention_set"]] == [
+        ("audit-1", None, "cleared", None), ("audit-2", 90 * DAY_MS, "cleared", None)]
+    assert second["refs_removed"] == []
+    # Once more: nothing of floe's left to take back.
+    assert expire(settings, instance, "t-no-rule-2")["ref_retention_set"] == []
+    assert load_table(open_catalog(settings.catalog), name).metadata.refs["audit-2"].max_ref_age_ms == 90 * DAY_MS
+
+
 def expire(settings, instance, trigger_id: str) -> dict:
     summary = trigger_table(settings, "demo.ns.t", ["EXPIRE_SNAPSHOTS"], reason="refs test", actor="tester",
                             trigger_id=trigger_id, instance=instance)
@@ -209,3 +268,23 @@ def test_a_branch_a_writer_moves_meanwhile_is_never_moved_back(tmp_path):
     after = catalog.load_table("ns.t").metadata.refs["audit-1"]
     assert after.snapshot_id == moved and after.max_ref_age_ms == 30 * DAY_MS
     assert (after.min_snapshots_to_keep, after.max_snapshot_age_ms) == (3, DAY_MS)  # its own retention kept
+
+
+def test_every_ref_set_is_asserted_unchanged_not_only_the_first(tmp_path):
+    """Two refs set in one commit (with the record of floe's ages) and a writer that moves the second
+    meanwhile: the whole commit fails, the second ref is not moved back and nothing is recorded."""
+    settings, catalog = lakehouse(tmp_path / "lake")
+    catalog.create_namespace("ns")
+    table = catalog.create_table("ns.t", schema=SCHEMA)
+    table.append(rows(0, 10))
+    head = table.current_snapshot().snapshot_id
+    table.manage_snapshots().create_branch(head, "audit-1").create_branch(head, "audit-2").commit()
+    ours = catalog.load_table("ns.t")
+    catalog.load_table("ns.t").append(rows(10, 5), branch="audit-2")
+    moved = catalog.load_table("ns.t").metadata.refs["audit-2"].snapshot_id
+    rules = load_policy_set(load_settings(write_settings(tmp_path / "p", POLICIES), environ={})).get("refs").ref_retention
+    with pytest.raises(CommitConflict, match="audit-1, audit-2 on 'demo.ns.t' lost a commit race"):
+        apply_ref_retention(ours, TableName.parse("ns.t", "demo"), rules)
+    after = catalog.load_table("ns.t").metadata.refs
+    assert after["audit-2"].snapshot_id == moved and after["audit-1"].max_ref_age_ms is None
+    assert SET_AGES_PROPERTY not in catalog.load_table("ns.t").properties

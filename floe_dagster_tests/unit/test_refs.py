@@ -15,6 +15,12 @@ from floe_dagster.core.health_record import assess_table, health_record
 from floe_dagster.core.measurements import RefFacts, TableMetrics
 from floe_dagster.core.policy import PolicyError, parse_policies_text, validate_policy_paths
 from floe_dagster.core.refs import (
+    CLEARED,
+    SET,
+    SetAge,
+    format_set_ages,
+    parse_set_ages,
+    recorded_ages,
     MAX_REF_AGE_MS,
     MAX_SNAPSHOT_AGE_MS,
     MIN_SNAPSHOTS_TO_KEEP,
@@ -233,3 +239,56 @@ def test_only_refs_whose_max_ref_age_differs_are_changed_and_never_main():
     assert [(c.name, c.snapshot_id, c.max_ref_age_ms_before, c.max_ref_age_ms, c.rule) for c in changes] == [
         ("audit-a", 1, None, 30 * DAY_MS, "audit-*"), ("v1", 3, 5, DAY_MS, "*")]
     assert retention_changes(current, ()) == []
+
+
+def expiry_run(current, listed, record_text):
+    """What one expiry run changes and the record it leaves (iceberg/ref_retention.py's arithmetic)."""
+    set_ages = parse_set_ages(record_text)
+    changes = retention_changes(current, listed, set_ages)
+    return changes, format_set_ages(recorded_ages(current, set_ages, changes))
+
+
+def test_ages_floe_set_are_taken_back_when_their_rule_goes_and_the_owners_are_never_touched():
+    audit = rules(("audit-*", timedelta(days=30), "any"))
+    # audit-a has no age, audit-b its owner's 90 days, owned-c (no rule) its owner's 7 days
+    current = {"audit-a": ("branch", 1, None), "audit-b": ("tag", 2, 90 * DAY_MS), "owned-c": ("tag", 3, 7 * DAY_MS)}
+    changes, record = expiry_run(current, audit, None)
+    assert [(c.name, c.max_ref_age_ms, c.action) for c in changes] == [
+        ("audit-a", 30 * DAY_MS, SET), ("audit-b", 30 * DAY_MS, SET)]
+    assert parse_set_ages(record) == {"audit-a": SetAge(30 * DAY_MS, None), "audit-b": SetAge(30 * DAY_MS, 90 * DAY_MS)}
+
+    # The rule narrows to 10 days: set again, each ref still remembering its age from before floe.
+    current = {name: (kind, sid, 30 * DAY_MS if name != "owned-c" else age) for name, (kind, sid, age) in current.items()}
+    ten = rules(("audit-*", timedelta(days=10), "any"))
+    changes, record = expiry_run(current, ten, record)
+    assert [(c.name, c.max_ref_age_ms_before, c.max_ref_age_ms) for c in changes] == [
+        ("audit-a", 30 * DAY_MS, 10 * DAY_MS), ("audit-b", 30 * DAY_MS, 10 * DAY_MS)]
+    assert parse_set_ages(record) == {"audit-a": SetAge(10 * DAY_MS, None), "audit-b": SetAge(10 * DAY_MS, 90 * DAY_MS)}
+
+    # The rule goes: each ref gets back what it had before floe (no age; the owner's 90 days), owned-c untouched.
+    current = {**current, "audit-a": ("branch", 1, 10 * DAY_MS), "audit-b": ("tag", 2, 10 * DAY_MS)}
+    changes, record = expiry_run(current, (), record)
+    assert [(c.name, c.snapshot_id, c.max_ref_age_ms_before, c.max_ref_age_ms, c.rule, c.action) for c in changes] == [
+        ("audit-a", 1, 10 * DAY_MS, None, None, CLEARED), ("audit-b", 2, 10 * DAY_MS, 90 * DAY_MS, None, CLEARED)]
+    assert record is None  # nothing of floe's left: the property is removed
+    assert expiry_run({**current, "audit-a": ("branch", 1, None)}, (), record) == ([], None)
+
+
+def test_an_age_the_owner_changed_after_floe_set_it_is_theirs():
+    record = format_set_ages({"audit-a": SetAge(30 * DAY_MS, None), "gone": SetAge(DAY_MS, None)})
+    current = {"audit-a": ("branch", 1, 45 * DAY_MS)}  # the owner set 45 days since; "gone" was removed
+    changes, left = expiry_run(current, (), record)
+    assert changes == [] and left is None  # no rule: nothing changed, and the record forgets both
+    # With the rule still there, floe sets its age again and remembers the owner's 45 days for later.
+    changes, left = expiry_run(current, rules(("audit-*", timedelta(days=30), "any")), record)
+    assert [(c.name, c.max_ref_age_ms_before, c.max_ref_age_ms) for c in changes] == [("audit-a", 45 * DAY_MS, 30 * DAY_MS)]
+    assert parse_set_ages(left) == {"audit-a": SetAge(30 * DAY_MS, 45 * DAY_MS)}
+
+
+def test_a_record_that_does_not_parse_clears_nothing():
+    current = {"audit-a": ("branch", 1, 30 * DAY_MS)}
+    for text in ("{", "[]", '{"audit-a": 5}', '{"audit-a": {"set": "30"}}', '{"audit-a": {"set": true}}',
+                 '{"audit-a": {"set": 2592000000, "before": "x"}}'):
+        assert retention_changes(current, (), parse_set_ages(text)) == [], text
+    # main is never changed, even when a record names it
+    assert retention_changes({"main": ("branch", 1, 5)}, (), {"main": SetAge(5, None)}) == []
