@@ -1,12 +1,20 @@
 """``floe-dagster import-floe``: every policy of a running Floe server (or of ``floe-dagster serve``),
 read with ``GET /api/v1/policies`` page by page, written as one validated policy file each. What a
 policy becomes, and what it cannot carry, is :mod:`floe_dagster.core.floe_migration`'s; this module
-does the HTTP and the files."""
+does the HTTP and the files.
+
+The files are written into a staging folder beside the target first and validated there together
+with the policy files the target already holds (policy names unique across all of them, every file
+loads), as the code location would read the folder; only then are they moved in. On any problem the
+target is left as it was."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
+import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -15,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from floe_dagster.core.floe_migration import ImportedPolicy, file_names, imported_policy, policy_file_text
-from floe_dagster.core.policy import PolicyError, validate_policy_paths
+from floe_dagster.core.policy import PolicyError, folder_policy_files, validate_policy_paths
 
 API_KEY_HEADER = "X-API-Key"  # Floe's (and floe-dagster's) API key header
 PAGE_SIZE = 100  # Floe's largest page
@@ -92,8 +100,9 @@ def _error_text(exc: urllib.error.HTTPError) -> str:
 
 
 def import_policies(responses: list[dict[str, Any]], to: Path, overwrite: bool = False) -> ImportReport:
-    """One file per policy in ``to``. Nothing is written when a target exists and ``overwrite`` is false
-    (MigrationError naming them); a policy that does not validate is not written (``invalid``)."""
+    """One file per policy in ``to``. Nothing is written when a target exists and ``overwrite`` is false,
+    or when the files do not load together with the policy files already in ``to`` (MigrationError
+    naming them); a policy that does not validate on its own is not written (``invalid``)."""
     report = ImportReport(full=any(isinstance(r.get("floe"), dict) for r in responses))
     ready: list[tuple[ImportedPolicy, Any]] = []
     for response in responses:
@@ -109,16 +118,60 @@ def import_policies(responses: list[dict[str, Any]], to: Path, overwrite: bool =
     if existing and not overwrite:
         raise MigrationError(f"{len(existing)} file(s) already exist, nothing was written (pass --overwrite to "
                              f"replace them): {', '.join(existing)}")
-    to.mkdir(parents=True, exist_ok=True)
+    if not targets:
+        return report
+    staging = Path(tempfile.mkdtemp(prefix=f".{to.name}.import-floe-", dir=_nearest_folder(to.parent)))
+    try:
+        for (_, text), target in zip(ready, targets):
+            (staging / target.name).write_text(text.text, encoding="utf-8")
+        report.warnings = _validate_together(staging, to, targets)
+        to.mkdir(parents=True, exist_ok=True)
+        for target in targets:
+            _move_in(staging / target.name, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     for (policy, text), target, (_, renamed) in zip(ready, targets, names):
-        temporary = target.with_name(f".{target.name}.tmp")
-        temporary.write_text(text.text, encoding="utf-8")
-        os.replace(temporary, target)
-        notes = [n for n in (f"file name: {renamed}" if renamed else "", text.note) if n]
+        disabled = policy.disabled_operations
+        notes = [n for n in (f"file name: {renamed}" if renamed else "", text.note,
+                             f"{' and '.join(op.policy_key for op in disabled)} written disabled, commented out "
+                             "under the reason: Floe's API returns no options for operations that delete"
+                             if disabled else "") if n]
         report.written.append((str(target), f"policy '{policy.name}'" + (f" ({'; '.join(notes)})" if notes else "")))
-    if targets:
-        checked = validate_policy_paths(targets)  # the files as written, together: names unique, all load
-        if checked.errors:
-            raise MigrationError("the written files do not load: " + "; ".join(checked.errors))
-        report.warnings = checked.warnings
     return report
+
+
+def _nearest_folder(path: Path) -> Path:
+    """``path``, or its nearest ancestor that exists (the staging folder's place: the target's file system)."""
+    while not path.is_dir() and path.parent != path:
+        path = path.parent
+    return path
+
+
+def _validate_together(staging: Path, to: Path, targets: list[Path]) -> list[str]:
+    """The staged files checked with the policy files of ``to`` that stay (the ones not replaced), as the
+    code location will read the folder; the staged files' warnings, or MigrationError naming the files
+    at their places in ``to``."""
+    replaced = {target.name for target in targets}
+    staying = [p for p in folder_policy_files(to) if p.name not in replaced] if to.is_dir() else []
+    checked = validate_policy_paths([*staying, *(staging / target.name for target in targets)])
+
+    def placed(message: str) -> str:
+        return message.replace(str(staging) + os.sep, str(to) + os.sep)
+
+    if checked.errors:
+        what = f"together with the {len(staying)} policy file(s) already in {to}" if staying else "together"
+        raise MigrationError(f"the imported files do not load {what}, nothing was written: "
+                             + "; ".join(placed(error) for error in checked.errors))
+    return [placed(warning) for warning in checked.warnings if str(staging) in warning]
+
+
+def _move_in(staged: Path, target: Path) -> None:
+    """A staged file put in place in one step (a rename; across file systems, a copy beside it renamed)."""
+    try:
+        os.replace(staged, target)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        temporary = target.with_name(f".{target.name}.tmp")
+        shutil.copyfile(staged, temporary)
+        os.replace(temporary, target)

@@ -369,6 +369,13 @@ def _collect(entries: list[PolicyEntry], source: str, problems: Problems, seen: 
             policies.append(policy)
 
 
+def folder_policy_files(folder: Path) -> list[Path]:
+    """The policy files a folder holds, as loading reads them: ``*.yaml``, ``*.yml``, ``*.json``, not
+    recursively, hidden files skipped, by name."""
+    return sorted(p for p in folder.iterdir()
+                  if p.is_file() and p.suffix.lower() in POLICY_FILE_SUFFIXES and not p.name.startswith("."))
+
+
 def _policy_files(paths: Iterable[str | Path], problems: Problems) -> list[str]:
     files: list[str] = []
     seen: set[Path] = set()
@@ -377,8 +384,7 @@ def _policy_files(paths: Iterable[str | Path], problems: Problems) -> list[str]:
     for entry in paths:
         path = Path(entry)
         if path.is_dir():
-            found = sorted(p for p in path.iterdir()
-                           if p.is_file() and p.suffix.lower() in POLICY_FILE_SUFFIXES and not p.name.startswith("."))
+            found = folder_policy_files(path)
             if not found:
                 problems.warnings.append(f"{entry}: no policy files (*.yaml, *.yml, *.json) in this folder")
             candidates = found
@@ -593,6 +599,6 @@ def _version(raw: Mapping[str, Any]) -> str:
 
 __all__ = [
     "Policy", "PolicySet", "PolicyError", "PolicyFile", "ValidationResult", "load_policies", "validate_policy_paths",
-    "parse_policies_text", "parse_policy", "policy_tags_as_run_tags",
+    "parse_policies_text", "parse_policy", "policy_tags_as_run_tags", "folder_policy_files",
     "TOP_LEVEL_FIELDS", "RUN_TAG_PREFIX", "LIVE", "SHADOW",
 ]

@@ -40,32 +40,67 @@ def test_floes_summaries_carry_over_what_they_hold_and_name_the_rest():
     assert imported.document == {
         "name": "web-nightly", "tablePattern": "lake.web.*", "enabled": True, "priority": 4, "tags": {"team": "web"},
         "rewriteDataFiles": {}, "rewriteDataFilesSchedule": {"interval": "PT6H"},
-        "expireSnapshots": {}, "expireSnapshotsSchedule": {"cronExpression": "0 0 3 * * ?"},
-        "orphanCleanup": {},
         "healthThresholds": {"snapshotCountWarning": 40, "snapshotCountCritical": 400},
         "triggerConditions": {"smallFileCountAbove": 12, "criticalPipeline": False, "triggerLogic": "OR"},
     }
+    # The operations that delete are not enabled with the default options: written disabled, with their schedule.
+    assert imported.disabled == {"expireSnapshots": {}, "expireSnapshotsSchedule": {"cronExpression": "0 0 3 * * ?"},
+                                 "orphanCleanup": {}}
     assert imported.lost == (
         "rewriteDataFiles: Floe's API returns no operation options: written as {} (Iceberg's defaults); copy its "
         "options from the policy's definition in Floe",
         "rewriteDataFilesSchedule: Floe's API returns only its interval: its windowStart, windowEnd, allowedDays, "
         "timeout, priority and enabled are not carried over",
-        "expireSnapshots: Floe's API returns no operation options: written as {} (Iceberg's defaults); copy its "
-        "options from the policy's definition in Floe",
+        "expireSnapshots: written disabled (commented out in the file): Floe's API returns no options for it, and "
+        "with the default options it could delete snapshots that the policy's options in Floe keep; copy its options "
+        "from the policy's definition in Floe, then uncomment it",
         "expireSnapshotsSchedule: Floe's API returns only its cronExpression: its windowStart, windowEnd, "
         "allowedDays, timeout, priority and enabled are not carried over",
-        "orphanCleanup: Floe's API returns no operation options: written as {} (Iceberg's defaults); copy its "
-        "options from the policy's definition in Floe",
-        "orphanCleanupSchedule: Floe's API returns no interval or cron for it: written without a schedule (the "
-        "operation runs only when triggered); add one if Floe's had a window only",
+        "orphanCleanup: written disabled (commented out in the file): Floe's API returns no options for it, and "
+        "with the default options it could delete files that the policy's options in Floe keep; copy its options "
+        "from the policy's definition in Floe, then uncomment it",
+        "orphanCleanupSchedule: Floe's API returns no interval or cron for it: add one when you enable it",
         "lastAudit: no equivalent in floe-dagster's policies: not carried over",
     )
     written = policy_file_text(imported)
     assert written.suffix == ".yaml" and written.text.startswith("policies:\n- name: web-nightly\n  pattern: lake.web.*\n")
-    assert "interval-hours: 6" in written.text and "cron-expression: 0 0 3 * * ?" in written.text
+    assert "interval-hours: 6" in written.text
     policy = parse_policies_text(written.text).get("web-nightly")
-    assert policy.schedule(Operation.EXPIRE_SNAPSHOTS).cron_5field == "0 3 * * *"  # Quartz, as Floe wrote it
-    assert policy.schedule(Operation.ORPHAN_CLEANUP) is None and policy.config(Operation.ORPHAN_CLEANUP) is not None
+    assert policy.configured_operations() == [Operation.REWRITE_DATA_FILES]  # nothing that deletes runs, even by hand
+    assert written.text.endswith(
+        "  # expire-snapshots and orphan-cleanup: written disabled by floe-dagster import-floe. Floe's API\n"
+        "  # returns no options for operations that delete, and with the default options they could delete\n"
+        "  # snapshots or files that the policy's options in Floe keep. Copy the options from the policy's\n"
+        "  # definition in Floe, then uncomment:\n"
+        "  # expire-snapshots: {}\n"
+        "  # expire-snapshots-schedule:\n"
+        "  #   cron-expression: 0 0 3 * * ?\n"
+        "  # orphan-cleanup: {}\n")
+    # Uncommented (after filling in the options), the block is the policy's: indented as its keys are.
+    uncommented = written.text.replace("  # expire-snapshots: {}", "  expire-snapshots: {retain-last: 5}").replace(
+        "  # expire-snapshots-schedule:\n  #   cron", "  expire-snapshots-schedule:\n    cron")
+    enabled = parse_policies_text(uncommented).get("web-nightly")
+    assert enabled.config(Operation.EXPIRE_SNAPSHOTS).retain_last == 5
+    assert enabled.schedule(Operation.EXPIRE_SNAPSHOTS).cron_5field == "0 3 * * *"  # Quartz, as Floe wrote it
+
+
+def test_a_policy_kept_in_the_api_format_gets_its_disabled_operations_as_yaml_comments():
+    response = {**FLOE_RESPONSE, "rewriteDataFiles": {"enabled": True, "schedule": "PT1M30S"}}  # seconds: no loader spelling
+    written = policy_file_text(imported_policy(response))
+    assert written.suffix == ".yaml" and written.note.startswith(
+        "kept in Floe's API format (as YAML, for the comment on what is disabled): rewriteDataFilesSchedule.interval")
+    assert written.text.startswith("name: web-nightly\ntablePattern: lake.web.*\n")
+    assert "\n# expireSnapshots and orphanCleanup: written disabled by floe-dagster import-floe." in written.text
+    assert "\n# expireSnapshotsSchedule:\n#   cronExpression: 0 0 3 * * ?\n# orphanCleanup: {}\n" in written.text
+    assert parse_policies_text(written.text).get("web-nightly").configured_operations() == [Operation.REWRITE_DATA_FILES]
+    # A disabled operation's own schedule the PolicyLoader format cannot spell: the API format for the file
+    seconds = {**FLOE_RESPONSE, "expireSnapshots": {"enabled": True, "schedule": "PT1M30S"}}
+    written = policy_file_text(imported_policy(seconds))
+    assert written.suffix == ".yaml" and "expireSnapshotsSchedule.interval: 'PT1M30S'" in written.note
+    assert "\n# expireSnapshotsSchedule:\n#   interval: PT1M30S\n" in written.text
+    # floe-dagster's full definitions carry every option: nothing is disabled
+    full = imported_policy({"name": "f", "tablePattern": "*", "floe": {"expireSnapshots": {"retainLast": 3}}})
+    assert full.disabled == {} and full.document["expireSnapshots"] == {"retainLast": 3}
 
 
 @pytest.mark.parametrize("document, note", [
