@@ -15,6 +15,13 @@ proportion to its weight (as far as its items' sizes allow), and a share that ne
 part leaves the rest to the others in the same pass. With one share, or off, the order is the
 plain rank order: behaviour unchanged.
 
+**Memory across ticks.** A share's usage also counts what it was admitted in earlier ticks (the
+ledger's live admissions of the last :data:`USAGE_HORIZON`), each admission's costs weighed by
+``exp(-age / 1 h)`` (:func:`decayed_usage`): usage decays with a one-hour time constant. Without it
+every tick started from zero, so with room for one table a tick the heavier share, first at equal
+usage, won every tick and the other starved; with it the share that was just admitted has used more
+and the other goes next, and over many ticks the shares get the budgets in the ratio of their weights.
+
 Pure: :class:`FairQueue` knows nothing of decisions, only shares, items in order and costs.
 """
 
@@ -24,7 +31,8 @@ import heapq
 import math
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Iterator, Mapping, Sequence, TypeVar
+from datetime import datetime, timedelta
+from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from floe_dagster.core.validation import Location, describe, setting
 
@@ -36,6 +44,11 @@ UNTAGGED = ""  # the share of the tables whose effective policy lacks the tag (o
 TABLES, OPERATIONS, BYTES, RUNS = "tables", "operations", "bytes", "runs"
 
 T = TypeVar("T")
+
+# How long a share's admissions are remembered: usage decays as exp(-age / USAGE_TIME_CONSTANT), and an
+# admission older than USAGE_HORIZON (weighing under e^-6, 0.25 %) is left out.
+USAGE_TIME_CONSTANT = timedelta(hours=1)
+USAGE_HORIZON = timedelta(hours=6)
 
 
 def _read_weights(at: Location, raw: Any) -> Any:
@@ -118,26 +131,63 @@ class FairShareSettings:
 FAIR_SHARES_OFF = FairShareSettings()
 
 
+def admission_costs(rewritten_bytes: int, max_tables_per_run: int) -> dict[str, float]:
+    """What admitting one (table, operation) takes of each budget: a table, an operation, the bytes it
+    rewrites, and its seat of a run request (1/``max_tables_per_run``: a batch's tables share the run)."""
+    return {TABLES: 1.0, OPERATIONS: 1.0, BYTES: float(rewritten_bytes), RUNS: 1.0 / max_tables_per_run}
+
+
+@dataclass(frozen=True)
+class PastAdmission:
+    """A live admission of an earlier tick (a ledger row), as the shares' memory needs it."""
+
+    table: str  # qualified name
+    admitted_at: datetime
+    rewritten_bytes: int = 0  # its estimate when the operation rewrites data
+
+
+def decayed_usage(admissions: Iterable[PastAdmission], now: datetime, share_of: Callable[[str], str | None],
+                  max_tables_per_run: int) -> dict[str, dict[str, float]]:
+    """Each share's costs of its admissions before ``now``, each weighed by ``exp(-age / 1 h)`` (an
+    admission stamped after ``now``, a clock step, counts whole); ``share_of`` gives a table's share,
+    None for a table no longer listed (left out)."""
+    usage: dict[str, dict[str, float]] = {}
+    for admission in admissions:
+        age = max(timedelta(0), now - admission.admitted_at)
+        share = share_of(admission.table) if age < USAGE_HORIZON else None
+        if share is None:
+            continue
+        decay = math.exp(-(age / USAGE_TIME_CONSTANT))
+        costs = usage.setdefault(share, dict.fromkeys((TABLES, OPERATIONS, BYTES, RUNS), 0.0))
+        for name, amount in admission_costs(admission.rewritten_bytes, max_tables_per_run).items():
+            costs[name] += amount * decay
+    return usage
+
+
 class FairQueue(Generic[T]):
     """Items of several shares, each share's in its own order, offered one at a time in the fair order
     (see the module's docstring). Iterate it; after each item, :meth:`charge` what admitting it took
     (nothing for an item that was not admitted) before taking the next one.
 
     ``capacity`` holds the limited budgets of the pass (name → amount; unlimited budgets are left
-    out); ``weight_of`` a share's weight; ``order_of`` an item's place in the overall ranking. Between
-    shares of equal usage, the heavier one goes first (its usage grows less with the item), then the
-    one whose next item ranks first."""
+    out); ``weight_of`` a share's weight; ``order_of`` an item's place in the overall ranking;
+    ``prior`` each share's decayed costs of earlier ticks (:func:`decayed_usage`), counted in its usage
+    beside what it takes in this pass. Between shares of equal usage, the heavier one goes first (its
+    usage grows less with the item), then the one whose next item ranks first."""
 
     def __init__(self, items: Mapping[str, Sequence[T]], capacity: Mapping[str, float],
-                 weight_of: Callable[[str], float], order_of: Callable[[T], Any]) -> None:
+                 weight_of: Callable[[str], float], order_of: Callable[[T], Any],
+                 prior: Mapping[str, Mapping[str, float]] | None = None) -> None:
         self._pending = {share: deque(queue) for share, queue in items.items() if queue}
         self._capacity = {name: max(float(amount), 1.0) for name, amount in capacity.items()}
         self._weight_of = weight_of
         self._order_of = order_of
         self._used: dict[str, dict[str, float]] = {share: dict.fromkeys(capacity, 0.0) for share in self._pending}
+        self._prior = {share: {name: float((prior or {}).get(share, {}).get(name, 0.0)) for name in capacity}
+                       for share in self._pending}
         # Each share's usage, computed again only when it is charged: most items offered are skipped
         # (nothing charged), and the tick offers tens of thousands of them.
-        self._usage = dict.fromkeys(self._pending, 0.0)
+        self._usage = {share: self.usage(share) for share in self._pending}
         self._heap = [self._entry(share) for share in self._pending]
         heapq.heapify(self._heap)
 
@@ -151,12 +201,18 @@ class FairQueue(Generic[T]):
         return sum(self._weight_of(share) for share in self._used)
 
     def used(self, share: str, budget: str) -> float:
+        """What the share took of a budget in this pass."""
         return self._used.get(share, {}).get(budget, 0.0)
 
+    def used_before(self, share: str, budget: str) -> float:
+        """The share's decayed costs of earlier ticks for a budget (``prior``)."""
+        return self._prior.get(share, {}).get(budget, 0.0)
+
     def usage(self, share: str) -> float:
-        """The largest fraction of a budget the share took, divided by its weight."""
-        used = self._used[share]
-        dominant = max((used[name] / amount for name, amount in self._capacity.items()), default=0.0)
+        """The largest fraction of a budget the share took, earlier ticks' decayed costs included,
+        divided by its weight."""
+        used, prior = self._used[share], self._prior[share]
+        dominant = max(((used[name] + prior[name]) / amount for name, amount in self._capacity.items()), default=0.0)
         return dominant / self._weight_of(share)
 
     def _entry(self, share: str) -> tuple[float, float, Any, str]:

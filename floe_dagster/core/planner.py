@@ -42,7 +42,8 @@ from floe_dagster.core.quiet import QuietVerdict, due_since, quiet_verdict
 from floe_dagster.core.run_decision import SHADOW_ATTEMPT, SHADOW_PREFIX, item_key
 from floe_dagster.core.estimates import EstimateOptionError, RewriteRules
 from floe_dagster.core.fair_shares import (
-    BYTES, FAIR_SHARES_OFF, OPERATIONS, RUNS, TABLES, FairQueue, FairShareSettings,
+    BYTES, FAIR_SHARES_OFF, OPERATIONS, RUNS, TABLES, FairQueue, FairShareSettings, PastAdmission, admission_costs,
+    decayed_usage,
 )
 from floe_dagster.core.schedule import schedule_due
 from floe_dagster.core.tables import TableName
@@ -155,6 +156,8 @@ class PlanInput:
     # The shadow pass's own rolling hour: estimated bytes of the shadow rows recorded in the last hour.
     shadow_bytes_last_hour: int = 0
     fair_shares: FairShareSettings = FAIR_SHARES_OFF  # settings.fair_shares (off: plain rank order)
+    # The live admissions of the last hours (the ledger's): the fair shares' memory across ticks.
+    past_admissions: tuple[PastAdmission, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -307,7 +310,7 @@ def _shadow_pass(data: PlanInput, candidates: list[Decision], live: list[Decisio
     if not candidates:
         return []
     shadow_notes: list[str] = []
-    own_budgets = replace(data, bytes_last_hour=data.shadow_bytes_last_hour, queued_runs=0)
+    own_budgets = replace(data, bytes_last_hour=data.shadow_bytes_last_hour, queued_runs=0, past_admissions=())
     passed = list(_admit_within_budgets(own_budgets, candidates, shadow_notes))
     ranks = max((d.rank for d in live if d.rank is not None), default=0)
     batches = max((d.batch for d in live if d.batch is not None), default=0)
@@ -494,15 +497,21 @@ def _admit_fairly(data: PlanInput, admission: "_Admission", offered: list[Decisi
     several shares wanted it skips with ``budget_share``, naming its share's part."""
     shares = data.fair_shares
     share_of: dict[TableName, str] = {}
-    by_share: dict[str, list[Decision]] = {}
-    for decision in offered:
-        table = decision.table
+
+    def share(table: TableName) -> str:
         if table not in share_of:
             policy = data.policies.effective_policy(table) if shares.tag is not None else None  # by namespace: none needed
             share_of[table] = shares.share_of(table.namespace_str, policy.tags if policy is not None else {})
-        by_share.setdefault(share_of[table], []).append(decision)
+        return share_of[table]
+
+    by_share: dict[str, list[Decision]] = {}
+    for decision in offered:
+        by_share.setdefault(share(decision.table), []).append(decision)
     order = {id(decision): index for index, decision in enumerate(offered)}
-    queue = FairQueue(by_share, admission.capacity(), shares.weight, lambda d: order[id(d)])
+    listed = {table.qualified: table for table in data.catalog_tables} if data.past_admissions else {}
+    prior = decayed_usage(data.past_admissions, data.now, lambda name: share(listed[name]) if name in listed else None,
+                          data.batching.max_tables)
+    queue = FairQueue(by_share, admission.capacity(), shares.weight, lambda d: order[id(d)], prior)
     decided: list[tuple[str, Decision]] = []
     for share, decision in queue:
         decision = admission.offer(decision)
@@ -532,10 +541,16 @@ def _share_reason(data: PlanInput, admission: "_Admission", queue: FairQueue, sh
     budget, limit, what = admission.budget_named(code)
     used = queue.used(share, budget)
     shares = data.fair_shares
+    before = queue.used_before(share, budget)
     if budget == RUNS:  # counted in seats: a table is 1/max-tables of a run
         part = f"{round(used * data.batching.max_tables)} tables of the {limit} {what}"
+        before *= data.batching.max_tables
     else:
         part = f"{int(used)} of {limit} {what}"
+    if before >= 0.05:  # the earlier ticks' admissions it is charged with (fair_shares' memory)
+        earlier = f"{int(before)} bytes" if budget == BYTES else \
+            f"{before:.1f} {'operations' if budget == OPERATIONS else 'tables'}"
+        part += f", and {earlier} admitted in earlier ticks (decaying over an hour)"
     return (f"budget_share: {shares.describe(share)} used its share, {part}; "
             f"weight {shares.weight(share):g} of {total_weight:g}")
 
@@ -623,7 +638,7 @@ class _Admission:
         rewritten = decision.estimated_bytes if decision.operation.rewrites_data else 0
         self.bytes_used += rewritten
         # A run request is shared by the tables of its batch, whatever their share: each takes a seat.
-        self.last_costs = {TABLES: 1, OPERATIONS: 1, BYTES: rewritten, RUNS: 1 / self.data.batching.max_tables}
+        self.last_costs = admission_costs(rewritten, self.data.batching.max_tables)
         return _replace(decision, rank=self.rank, batch=self.packer.place(kind, decision.estimated_bytes))
 
 

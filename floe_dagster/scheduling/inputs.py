@@ -16,6 +16,7 @@ from floe_dagster.coordination.database import ADMISSION_TTL, Coordination
 from floe_dagster.coordination.runs import QUEUED_STATUSES, RunInFlight, mark_dead_runs, runs_in_flight
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.fair_shares import USAGE_HORIZON, PastAdmission
 from floe_dagster.core.partition_scope import Backlog
 from floe_dagster.core.planner import Decision, PlanInput
 from floe_dagster.core.run_decision import LedgerRow
@@ -44,6 +45,8 @@ class LedgerState:
     # (table, operation) -> what its newest admission left to do (a partition-scoped rewrite's backlog)
     backlogs: Mapping[tuple[str, Operation], Backlog] = field(default_factory=dict)
     shadow_bytes_last_hour: int = 0  # the shadow pass's budget: estimated bytes of the last hour's shadow rows
+    # The live admissions of the fair shares' memory (core/fair_shares.USAGE_HORIZON), oldest first.
+    recent_admissions: tuple[PastAdmission, ...] = ()
 
 
 def ledger_state(rows: Iterable[LedgerRow], now: datetime,
@@ -75,7 +78,15 @@ def ledger_state(rows: Iterable[LedgerRow], now: datetime,
             created.append((item, row.estimated_bytes))
     estimated_running = sum(estimate for item, estimate in created if item in in_flight)
     return LedgerState(frozenset(in_flight), last_attempts, pending_bytes + estimated_running, backlogs_of(rows),
-                       shadow_bytes)
+                       shadow_bytes, recent_admissions(rows, now))
+
+
+def recent_admissions(rows: Iterable[LedgerRow], now: datetime) -> tuple[PastAdmission, ...]:
+    """The live admissions the fair shares remember (every launcher's: each took its part of the budgets)."""
+    return tuple(PastAdmission(row.table_name, row.admitted_at,
+                               row.estimated_bytes if row.operation.rewrites_data else 0)
+                 for row in sorted(rows, key=lambda r: (r.admitted_at, r.id))
+                 if not row.shadow and now - row.admitted_at < USAGE_HORIZON)
 
 
 def backlogs_of(rows: Iterable[LedgerRow]) -> dict[tuple[str, Operation], Backlog]:
@@ -147,6 +158,7 @@ def gather(
         backlogs=ledger.backlogs,
         shadow_bytes_last_hour=ledger.shadow_bytes_last_hour,
         fair_shares=settings.fair_shares,
+        past_admissions=ledger.recent_admissions if settings.fair_shares.enabled else (),
     )
     return TickInputs(data, dead, len(health.missing))
 

@@ -34,18 +34,23 @@ BIG = [TableName("demo", ("big",), f"t{i:02d}") for i in range(12)]
 SMALL = [TableName("demo", ("small",), f"t{i}") for i in range(2)]
 
 
-@pytest.fixture
-def lakehouse(tmp_path, dagster_home, monkeypatch):
-    config = write_settings(tmp_path, POLICIES, """
-        scheduler: {max-tables-per-poll: 4}
-        batching: {max-tables: 1}
-        fair-shares: {by: namespace, weights: {big: 3}}
+def make_lakehouse(tmp_path, monkeypatch, tables_per_tick: int, tables: list[TableName]):
+    config = write_settings(tmp_path, POLICIES, f"""
+        scheduler: {{max-tables-per-poll: {tables_per_tick}}}
+        batching: {{max-tables: 1}}
+        fair-shares: {{by: namespace, weights: {{big: 3}}}}
         """)
     monkeypatch.setenv("FLOE_CONFIG", str(config))
     settings = load_settings(config, environ={})
-    for table in BIG + SMALL:
+    for table in tables:
         create_fragmented_table(settings, table, files=2, rows_per_file=3)
     refresh_table_cache(settings)
+    return settings
+
+
+@pytest.fixture
+def lakehouse(tmp_path, dagster_home, monkeypatch):
+    settings = make_lakehouse(tmp_path, monkeypatch, 4, BIG + SMALL)
     with DagsterInstance.get() as instance:
         yield settings, instance, build_definitions(settings)
 
@@ -79,3 +84,23 @@ def test_ticks_split_a_scarce_budget_between_namespaces_by_weight(lakehouse):
     # Every table was admitted exactly once (the ledger).
     admitted = Counter(row.table_name for row in coordination.ledger_rows())
     assert admitted == {t.qualified: 1 for t in BIG + SMALL}
+
+
+def test_with_room_for_one_table_a_tick_the_light_share_is_not_starved(tmp_path, dagster_home, monkeypatch):
+    """One table a tick, weights 3:1: each tick's admission is in the ledger, and the next tick's shares
+    remember it (decaying over an hour), so the light namespace is admitted on the second tick instead of
+    waiting until the heavy one has nothing left."""
+    settings = make_lakehouse(tmp_path, monkeypatch, 1, BIG[:4] + SMALL)
+    with DagsterInstance.get() as instance:
+        defs = build_definitions(settings)
+        admitted = [sensor_tick(defs, instance) for _ in range(4)]
+        assert admitted == [{"big": 1}, {"small": 1}, {"big": 1}, {"big": 1}]
+        # What the next tick plans, and why small waits: its admission is remembered.
+        coordination = Coordination(settings.coordination_url)
+        planned = plan(gather(settings, instance, coordination, datetime.now(timezone.utc), None).plan_input)
+        assert [d.table.namespace_str for d in planned.admitted] == ["big"]
+        waiting = next(d for d in planned.decisions if d.table == SMALL[1])
+        assert waiting.reasons[0].startswith("budget_share: namespace 'small' used its share, 0 of 1 tables this "
+                                             "tick (max-tables-per-poll), and 1.0 tables admitted in earlier ticks")
+        ledger = [row.table_name.split(".")[1] for row in sorted(coordination.ledger_rows(), key=lambda r: r.id)]
+        assert ledger == ["big", "small", "big", "big"]

@@ -6,12 +6,19 @@ share skips with ``budget_share``. Pure and fast, through the real planner, ``no
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from floe_dagster.core.batches import ONE_TABLE_PER_RUN, BatchSettings
-from floe_dagster.core.fair_shares import FAIR_SHARES_OFF, FairQueue, FairShareSettings
+from floe_dagster.core.fair_shares import (
+    FAIR_SHARES_OFF,
+    FairQueue,
+    FairShareSettings,
+    PastAdmission,
+    decayed_usage,
+)
 from floe_dagster.core.planner import Plan, PlanInput, SchedulerSettings, plan
 from floe_dagster.errors import SettingsError
 from floe_dagster.settings import load_settings
@@ -24,12 +31,12 @@ BY_NAMESPACE = FairShareSettings(by="namespace")
 
 
 def tick(tables, *, shares=BY_NAMESPACE, limits=SchedulerSettings(), policy_set=None, health=None,
-         estimate=None, batching=ONE_TABLE_PER_RUN, bytes_last_hour=0) -> Plan:
+         estimate=None, batching=ONE_TABLE_PER_RUN, bytes_last_hour=0, now=NOW, past=()) -> Plan:
     found = {t: metrics(t) for t in tables} | (health or {})
     return plan(PlanInput(
-        now=NOW, catalog_tables=list(tables), loaded_tables=frozenset(tables),
+        now=now, catalog_tables=list(tables), loaded_tables=frozenset(tables),
         policies=policy_set or policies(EVERY), limits=limits, metrics=found, estimate_bytes=estimate,
-        batching=batching, fair_shares=shares, bytes_last_hour=bytes_last_hour))
+        batching=batching, fair_shares=shares, bytes_last_hour=bytes_last_hour, past_admissions=tuple(past)))
 
 
 def per_namespace(result: Plan) -> Counter[str]:
@@ -149,6 +156,58 @@ def test_the_fair_queue_interleaves_by_weight_and_charges_only_what_was_admitted
         queue.charge(share, {"tables": 0 if item == 4 else 1})  # 4 was not admitted: it costs nothing
     assert order == [2, 1, 4, 6, 8, 3, 10, 5, 7, 9]  # equal usage: the heavier share first
     assert (queue.used("a", "tables"), queue.used("b", "tables"), queue.total_weight) == (5, 4, 3)
+
+
+def ticks(count: int, every: timedelta, *, remember: bool = True) -> list[str]:
+    """``count`` ticks ``every`` apart, one table a tick, weights sales 3 and hr 1; each tick's admission is
+    remembered as the ledger would hold it (or not: every tick starts from zero, as before the fix)."""
+    shares = FairShareSettings(by="namespace", weights={"sales": 3})
+    limits = SchedulerSettings(max_tables_per_poll=1)
+    past: list[PastAdmission] = []
+    winners = []
+    for number in range(count):
+        now = NOW + number * every
+        (admitted,) = tick(SALES[:20] + HR[:20], shares=shares, limits=limits, now=now,
+                           past=past if remember else ()).admitted
+        winners.append(admitted.table.namespace_str)
+        past.append(PastAdmission(admitted.table.qualified, now))
+    return winners
+
+
+def test_usage_decays_over_an_hour_so_no_share_starves():
+    """Room for one table a tick, weights 3:1: the light share is admitted on the second tick, and over 8
+    ticks the shares get about 3:1. Starting each tick from zero, the heavier share won them all."""
+    winners = ticks(8, timedelta(minutes=5))
+    assert winners[:2] == ["sales", "hr"]
+    assert Counter(winners) == {"sales": 6, "hr": 2}
+    assert Counter(ticks(8, timedelta(minutes=5), remember=False)) == {"sales": 8}  # no memory: hr starves
+    # Over four hours too (admissions an hour old weigh e^-1): about the weights' ratio, 35:13.
+    four_hours = Counter(ticks(48, timedelta(minutes=5)))
+    assert four_hours["sales"] + four_hours["hr"] == 48 and 2.5 <= four_hours["sales"] / four_hours["hr"] <= 3.5
+
+
+def test_the_skipped_share_is_told_what_it_was_admitted_before():
+    shares = FairShareSettings(by="namespace", weights={"sales": 3})
+    past = [PastAdmission(HR[0].qualified, NOW - timedelta(minutes=5))]
+    result = tick(SALES[:3] + HR[:3], shares=shares, limits=SchedulerSettings(max_tables_per_poll=1), past=past)
+    assert [d.table.namespace_str for d in result.admitted] == ["sales"]
+    waits = [d for d in result.decisions if d.table == HR[1]][0]
+    assert waits.reasons[0] == ("budget_share: namespace 'hr' used its share, 0 of 1 tables this tick "
+                                "(max-tables-per-poll), and 0.9 tables admitted in earlier ticks (decaying over an "
+                                "hour); weight 1 of 4")
+
+
+def test_decayed_usage_weighs_each_admission_by_its_age():
+    past = [PastAdmission("demo.sales.a", NOW - timedelta(hours=1), rewritten_bytes=1000),
+            PastAdmission("demo.sales.b", NOW, rewritten_bytes=10),
+            PastAdmission("demo.sales.c", NOW + timedelta(minutes=1)),  # a clock step: counts whole
+            PastAdmission("demo.hr.a", NOW - timedelta(hours=7)),  # past the horizon: forgotten
+            PastAdmission("demo.gone.t", NOW)]  # a table no longer listed: no share
+    usage = decayed_usage(past, NOW, lambda name: None if ".gone." in name else name.split(".")[1], 4)
+    assert set(usage) == {"sales"}
+    assert usage["sales"]["tables"] == pytest.approx(2 + 0.36788, abs=1e-4)
+    assert usage["sales"]["bytes"] == pytest.approx(10 + 367.88, abs=0.01)
+    assert usage["sales"]["runs"] == pytest.approx((2 + 0.36788) / 4, abs=1e-4)
 
 
 @pytest.mark.parametrize("section, message", [
