@@ -498,7 +498,7 @@ def _admit_fairly(data: PlanInput, admission: "_Admission", offered: list[Decisi
     shares = data.fair_shares
     share_of: dict[TableName, str] = {}
 
-    def share(table: TableName) -> str:
+    def table_share(table: TableName) -> str:
         if table not in share_of:
             policy = data.policies.effective_policy(table) if shares.tag is not None else None  # by namespace: none needed
             share_of[table] = shares.share_of(table.namespace_str, policy.tags if policy is not None else {})
@@ -506,11 +506,11 @@ def _admit_fairly(data: PlanInput, admission: "_Admission", offered: list[Decisi
 
     by_share: dict[str, list[Decision]] = {}
     for decision in offered:
-        by_share.setdefault(share(decision.table), []).append(decision)
+        by_share.setdefault(table_share(decision.table), []).append(decision)
     order = {id(decision): index for index, decision in enumerate(offered)}
     listed = {table.qualified: table for table in data.catalog_tables} if data.past_admissions else {}
-    prior = decayed_usage(data.past_admissions, data.now, lambda name: share(listed[name]) if name in listed else None,
-                          data.batching.max_tables)
+    prior = decayed_usage(data.past_admissions, data.now,
+                          lambda name: table_share(listed[name]) if name in listed else None, data.batching.max_tables)
     queue = FairQueue(by_share, admission.capacity(), shares.weight, lambda d: order[id(d)], prior)
     decided: list[tuple[str, Decision]] = []
     for share, decision in queue:
