@@ -120,6 +120,8 @@ def import_policies(responses: list[dict[str, Any]], to: Path, overwrite: bool =
                              f"replace them): {', '.join(existing)}")
     if not targets:
         return report
+    if to.exists() and not to.is_dir():
+        raise MigrationError(f"--to {to}: is a file, not a folder; nothing was written")
     staging = Path(tempfile.mkdtemp(prefix=f".{to.name}.import-floe-", dir=_nearest_folder(to.parent)))
     try:
         for (_, text), target in zip(ready, targets):
