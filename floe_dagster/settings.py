@@ -6,7 +6,8 @@ the sensors agree. Relative paths in the file are resolved against the file's fo
 floe.yaml is declared once, here: :class:`Settings`' fields are its top-level keys and sections (a
 field whose type is a dataclass is a section), each section's fields are its keys (kebab-case in the
 file), declared with :func:`~floe_dagster.core.validation.setting` (default, description, rules). The
-scheduler's, the safety envelope's, the batching's, the fair shares' and the debt's sections are the pure core's own dataclasses. The reader
+scheduler's, the safety envelope's, the batching's, the fair shares' and the debt's sections are the
+pure core's own dataclasses. The reader
 below, the component's attributes (component.py) and the tables of docs/configuration.md are all
 derived from these fields.
 """

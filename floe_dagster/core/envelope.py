@@ -274,7 +274,8 @@ class Verdict:
         """The run's failure: the policy, the operation, the table, each field and why."""
         on = f" on table '{self.table}'" if self.table else ""
         why = "; ".join(f"{r.field}: {r.why}" for r in self.refusals) or self.pending
-        return f"policy '{self.policy}': {self.operation.value}{on} refused by the safety envelope before any engine call: {why}"
+        return (f"policy '{self.policy}': {self.operation.value}{on} refused by the safety envelope before any "
+                f"engine call: {why}")
 
     def to_json(self) -> dict[str, Any]:
         return {"status": self.status, "policy": self.policy, "operation": self.operation.value,
@@ -289,7 +290,8 @@ def names_one_table(pattern: TablePattern) -> bool:
     """Whether a pattern names one table: ``ns.table`` or ``catalog.ns.table``, no wildcard, no regex."""
     if pattern.regex is not None or pattern.namespace is None or pattern.table is None:
         return False
-    return not any(ch in part for part in (pattern.catalog or "", *pattern.namespace, pattern.table) for ch in "*?")
+    parts = (pattern.catalog or "", *pattern.namespace, pattern.table)
+    return not any(ch in part for part in parts for ch in "*?")
 
 
 def single_table(pattern: TablePattern, catalog: str) -> TableName | None:
@@ -331,7 +333,8 @@ def _check_form(at: Location, value: str, pattern: TablePattern) -> None:
 
 def named_locations(op: Operation, config: Any) -> list[tuple[str, str]]:
     """(config field, value) of every location an operation's config gives."""
-    return [(name, getattr(config, name)) for name in LOCATION_FIELDS.get(op, ()) if getattr(config, name, None) is not None]
+    return [(name, getattr(config, name)) for name in LOCATION_FIELDS.get(op, ())
+            if getattr(config, name, None) is not None]
 
 
 def absolute_location_fields(configs: Mapping[Operation, Any]) -> list[tuple[Operation, str, str]]:
@@ -406,15 +409,16 @@ def _inside(where: str, name: str, value: str, table_location: str, table: str |
         return Refusal(where, str(exc))
     if not root.contains(wanted):
         of = f"table '{table}'" if table else "the table"
-        return Refusal(where, f"{value!r} lies outside {of}'s location {table_location!r}: {_WHAT_IT_DOES[name]}. "
-                              "Every location an operation lists, deletes or writes under must lie inside the table's "
-                              "own location")
+        return Refusal(where, f"{value!r} lies outside the location of {of}, {table_location!r}: "
+                              f"{_WHAT_IT_DOES[name]}. Every location an operation lists, deletes or writes under must "
+                              "lie inside the table's own location")
     return joined(table_location, wanted.segments[len(root.segments):])
 
 
 __all__ = [
-    "LOCATION_FIELDS", "WITHHELD_FIELDS", "EQUAL_SCHEMES", "REFUSED_PROPERTIES", "REFUSED_PREFIXES", "REFUSED_SUFFIXES", "ALLOW_SETTING",
-    "StorageLocation", "EnvelopeSettings", "Refusal", "Verdict", "policy_field", "is_relative", "parse_location",
-    "relative_segments", "joined", "property_refusal", "names_one_table", "single_table", "check_policy", "named_locations", "absolute_location_fields",
-    "catalog_refusals", "check_operation",
+    "LOCATION_FIELDS", "WITHHELD_FIELDS", "EQUAL_SCHEMES", "REFUSED_PROPERTIES", "REFUSED_PREFIXES",
+    "REFUSED_SUFFIXES", "ALLOW_SETTING", "StorageLocation", "EnvelopeSettings", "Refusal", "Verdict", "policy_field",
+    "is_relative", "parse_location", "relative_segments", "joined", "property_refusal", "names_one_table",
+    "single_table", "check_policy", "named_locations", "absolute_location_fields", "catalog_refusals",
+    "check_operation",
 ]

@@ -53,6 +53,7 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
             if newest:
                 recorded[op] = newest[0]
     statuses: dict[str, Any] = {}
+    allowed = settings.envelope.allowed_table_properties
     # Every operation, as Floe lists them: the ones no policy configures are shown disabled (a view:
     # the planner decides only for configured operations).
     for op in ALL_OPERATIONS:
@@ -107,7 +108,7 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
             },
             "shadow": decision.shadow,
             "shadowDecision": _shadow(decision, recorded.get(op), now) if decision.shadow else None,
-            "envelope": _json(envelope_verdict(data, table, op, decision.policy, settings.envelope.allowed_table_properties)),
+            "envelope": _json(envelope_verdict(data, table, op, decision.policy, allowed)),
         }
     return {
         "catalog": table.catalog,

@@ -130,7 +130,7 @@ def test_the_warehouse_root_location_is_refused_over_http_naming_the_field_and_b
     for location in (warehouse, warehouse_path, "file:" + warehouse_path, sales, hr + "/../../sales.db/orders",
                      hr + "2"):
         message = refused(call(url, "POST", COLLECTION, json=attack(location)), "orphanCleanup.location")
-        assert f"{location!r} lies outside table '{HR.qualified}''s location {hr!r}" in message, message
+        assert f"{location!r} lies outside the location of table '{HR.qualified}', {hr!r}" in message, message
         assert "delete every file under it that this table does not reference" in message
     # A pattern matching both tables: no absolute location can lie inside both.
     message = refused(call(url, "POST", COLLECTION, json=attack(warehouse, pattern="demo.*.orders")),
@@ -185,8 +185,8 @@ def test_validate_refuses_the_warehouse_root_in_both_formats(lake, tmp_path, cap
     for name, field in (("api.json", "orphanCleanup.location"), ("loader.yaml", "orphan-cleanup.location")):
         assert main(["--config", str(config), "validate", str(tmp_path / name)]) == 2
         out, _ = capsys.readouterr()
-        assert f"{tmp_path / name}: policy 'hr-orphans': {field}: {warehouse!r} lies outside table " \
-               f"'{HR.qualified}''s location {hr!r}" in out, out
+        assert f"{tmp_path / name}: policy 'hr-orphans': {field}: {warehouse!r} lies outside the location of " \
+               f"table '{HR.qualified}', {hr!r}" in out, out
     # The same file is fine when the location is the table's own folder.
     (tmp_path / "api.json").write_text(json.dumps(attack(hr + "/data")))
     assert main(["--config", str(config), "validate", str(tmp_path / "api.json")]) == 0
@@ -218,8 +218,8 @@ def test_a_policy_that_reaches_a_run_fails_before_the_call_and_the_other_table_k
             (outcome,) = summary.outcomes
             assert outcome.status == "FAILED", summary.lines()
             assert (f"policy 'hr-orphans': ORPHAN_CLEANUP on table '{HR.qualified}' refused by the safety envelope "
-                    f"before any engine call: orphanCleanup.location: {warehouse!r} lies outside table "
-                    f"'{HR.qualified}''s location {hr!r}") in outcome.message, outcome.message
+                    f"before any engine call: orphanCleanup.location: {warehouse!r} lies outside the location of "
+                    f"table '{HR.qualified}', {hr!r}") in outcome.message, outcome.message
 
             # Nothing was called: every file of both tables (the planted orphan too) is still there.
             assert files(local_path(warehouse)) == everything

@@ -41,7 +41,8 @@ ISSUE_KEYS = ("write.location-provider.impl", "write.data.path", "write.metadata
 
 
 def orphan_verdict(location: str, table_location: str = TABLE):
-    return check_operation("p", ORPHAN, OrphanCleanupConfig(location=location), table_location, table="lake.sales.orders")
+    return check_operation("p", ORPHAN, OrphanCleanupConfig(location=location), table_location,
+                           table="lake.sales.orders")
 
 
 # -- normalising ---------------------------------------------------------------------------------------------
@@ -96,7 +97,7 @@ def test_the_location_a_run_uses_is_spelled_from_the_tables(table, segments, spe
 
 
 @pytest.mark.parametrize("location, why", [
-    ("file:/wh", "lies outside table 'lake.sales.orders''s location 'file:/wh/sales/orders'"),  # the warehouse root
+    ("file:/wh", "lies outside the location of table 'lake.sales.orders', 'file:/wh/sales/orders'"),  # warehouse root
     ("/wh/sales", "lies outside"),
     ("file:///wh/sales/orders2", "lies outside"),  # a prefix sibling
     ("file:/wh/sales/orders/../customers", "lies outside"),
@@ -184,7 +185,8 @@ def test_a_relative_path_that_climbs_out_is_never_used(root, parts):
 def test_unknown_table_location_leaves_an_absolute_location_unchecked_and_a_run_refused():
     verdict = check_operation("p", ORPHAN, OrphanCleanupConfig(location="s3://b/t"), None)
     assert verdict.status == "unchecked" and not verdict.ok  # a run never goes ahead on it
-    assert verdict.describe() == "not checked yet: orphanCleanup.location is absolute and the table's location is not known yet"
+    assert verdict.describe() == ("not checked yet: orphanCleanup.location is absolute and the table's location is "
+                                  "not known yet")
     relative = check_operation("p", ORPHAN, OrphanCleanupConfig(location="data"), None)
     assert relative.ok  # inside whatever the table's location is
 
@@ -230,8 +232,8 @@ def test_a_refused_property_never_passes_the_run_check():
 
 
 def test_the_setting_names_only_keys_the_envelope_refuses():
-    allowed = settings_from_mapping({"envelope": {"allowed-table-properties": ["write.data.path", "encryption.key-id"]}},
-                                    Path("."), "floe.yaml", {})
+    allowed = settings_from_mapping(
+        {"envelope": {"allowed-table-properties": ["write.data.path", "encryption.key-id"]}}, Path("."), "floe.yaml", {})
     assert allowed.envelope == EnvelopeSettings(("write.data.path", "encryption.key-id"))
     with pytest.raises(SettingsError, match="envelope.allowed-table-properties: 'write.data-path': not refused"):
         settings_from_mapping({"envelope": {"allowed-table-properties": ["write.data-path"]}}, Path("."), "x", {})
