@@ -27,19 +27,54 @@ def _settings(args):
 def cmd_validate(args) -> int:
     from floe_dagster.core.policy import validate_policy_paths
 
-    result = validate_policy_paths(args.paths)
-    for line in result.warnings:
+    settings = _settings(args)  # the safety envelope's allowed table properties, the catalog
+    result = validate_policy_paths(args.paths, settings.envelope.allowed_table_properties)
+    errors, warnings = list(result.errors), list(result.warnings)
+    if result.policies is not None:
+        errors, warnings = _locations_against_catalog(settings, result, warnings)
+    for line in warnings:
         print(f"warning: {line}", file=sys.stderr)
-    for line in result.errors:
+    for line in errors:
         print(line)
-    if result.errors:
-        print(f"{len(result.errors)} error(s)", file=sys.stderr)
+    if errors:
+        print(f"{len(errors)} error(s)", file=sys.stderr)
         return EXIT_USAGE
     for file in result.files:  # which of Floe's two formats each file is in
         print(f"ok: {file.path} ({file.describe()})")
     if not result.files:
         print(f"ok: {', '.join(str(p) for p in args.paths)} (no policy files)")
     return EXIT_OK
+
+
+def _locations_against_catalog(settings, result, warnings: list[str]) -> tuple[list[str], list[str]]:
+    """The policies' absolute locations against their table's location in the settings' catalog
+    (core/envelope.py): an error for each outside it; a warning when it cannot be checked now (no floe.yaml,
+    the catalog down, no such table), since every run checks it again before any engine call."""
+    from floe_dagster.core.envelope import absolute_location_fields, catalog_refusals, single_table
+    from floe_dagster.core.policy_formats import LOADER_FORMAT, kebab
+    from floe_dagster.errors import CatalogUnavailable, UnknownTable
+    from floe_dagster.iceberg.catalog import load_table, open_catalog
+
+    loader_files = {file.path for file in result.files if file.format == LOADER_FORMAT}
+    errors, warnings, catalog = [], list(warnings), None
+    for policy in result.policies:
+        if not absolute_location_fields(policy.configs):
+            continue
+        table = single_table(policy.table_pattern, settings.catalog.name)
+        label = f"{policy.source}: policy '{policy.name}'"
+        try:
+            if settings.source == "<defaults>":
+                raise CatalogUnavailable("no floe.yaml names the catalog")
+            catalog = catalog or open_catalog(settings.catalog)
+            location = load_table(catalog, table).location() if table is not None else None
+        except (CatalogUnavailable, UnknownTable) as exc:
+            warnings.append(f"{label}: its absolute location is not checked against the table's location now ({exc}); "
+                            "every run checks it before any engine call")
+            continue
+        for refusal in catalog_refusals(policy.table_pattern, policy.configs, settings.catalog.name, lambda _: location):
+            field = ".".join(map(kebab, refusal.field.split("."))) if policy.source in loader_files else refusal.field
+            errors.append(f"{label}: {field}: {refusal.why}")
+    return errors, warnings
 
 
 def cmd_tables(args) -> int:
@@ -146,6 +181,7 @@ def cmd_plan(args) -> int:
     from floe_dagster.core.run_decision import shadow_summary
     from floe_dagster.iceberg.table_cache import read_cached_tables
     from floe_dagster.instance import get_instance
+    from floe_dagster.reports.explain import envelope_verdict
     from floe_dagster.scheduling.inputs import gather
 
     settings = _settings(args)
@@ -154,22 +190,28 @@ def cmd_plan(args) -> int:
                     frozenset(cached) if cached is not None else None)
     data, missing = inputs.plan_input, inputs.health_missing
     result = plan(data)
+    allowed = settings.envelope.allowed_table_properties
+    verdicts = [envelope_verdict(data, d.table, d.operation, d.policy, allowed) for d in result.decisions]
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        payload = result.to_json()
+        for item, verdict in zip(payload["decisions"], verdicts):
+            item["envelope"] = verdict.to_json() if verdict is not None else None
+        print(json.dumps(payload, indent=2))
         return EXIT_OK
     shadowed = len(result.shadowed)
     print(f"plan at {result.at.isoformat()}: {len(result.admitted)} to run, "
           + (f"{shadowed} shadow (recorded by the tick, never run), " if shadowed else "")
           + f"{len(result.decisions) - len(result.admitted) - shadowed} skipped"
           + (f", {missing} tables without health yet" if missing else ""))
-    for decision in result.decisions:
+    for decision, verdict in zip(result.decisions, verdicts):
         why = "; ".join(decision.reasons)
         if decision.decision == "run" and decision.shadow:
             mark, why = f"#{decision.rank:<3} shadow", shadow_summary(why, result.at)
         else:
             mark = f"#{decision.rank:<3} run " if decision.decision == "run" else "     skip"
         print(f"{mark} {decision.table.qualified} {decision.operation.value} "
-              f"[{decision.trigger or '-'}] debt {decision.debt_score:.0f}: {why}")
+              f"[{decision.trigger or '-'}] debt {decision.debt_score:.0f}: {why}"
+              + (f" | envelope: {verdict.describe()}" if verdict is not None else ""))
     for note in result.notes:
         print(f"note: {note}")
     return EXIT_OK
@@ -196,6 +238,8 @@ def cmd_explain(args) -> int:
             print(f"    last shadow decision recorded at {shadow['lastRecordedAt']} (slot {shadow['lastRecordedSlot']}): "
                   f"{shadow['lastRecordedReason']}")
         print(f"    next eligible {status['nextEligibleTime']}, debt {status['debtScore']:.0f} {status['debtBreakdown']}")
+        if status.get("envelope"):
+            print(f"    envelope: {status['envelope']['detail']}")
         if status.get("quiet"):
             print(f"    quiet period {status['quiet']['quietFor']} (forced after {status['quiet']['maxQuietWait']}): "
                   f"{status['quiet']['detail']}")

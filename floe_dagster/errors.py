@@ -78,6 +78,11 @@ class MaintenanceFailed(TableFailure):
     """The procedure ran and failed, or its result failed a safety check."""
 
 
+class EnvelopeViolation(MaintenanceFailed):
+    """A run would reach outside its table (a location outside the table's, a refused table property):
+    refused in the run's first step, before any engine call (core/envelope.py)."""
+
+
 class RowCountMismatch(MaintenanceFailed):
     """A rewrite committed a snapshot whose rows differ from its parent's."""
 
@@ -200,7 +205,7 @@ def failure_kind(exc: BaseException) -> str | None:
 
 __all__ = [
     "FloeError", "Outage", "CatalogUnavailable", "EngineUnavailable", "LockHeld", "CommitConflict", "TableFailure", "UnknownTable",
-    "MaintenanceFailed", "RowCountMismatch", "HealthError", "SettingsError", "KeysError", "BindRefused",
+    "MaintenanceFailed", "EnvelopeViolation", "RowCountMismatch", "HealthError", "SettingsError", "KeysError", "BindRefused",
     "ProcedureOptionError", "TriggerRefused", "LaunchFailed", "JarResolutionError", "PolicyError", "CronError", "EstimateOptionError",
     "PolicyStoreError", "PolicyNotFound", "PolicyConflict", "PolicyNotManaged", "PolicyWritesDisabled", "PolicyStoreBusy",
     "InvalidPolicyRequest", "ApiError", "failure_kind", "LOCK_HELD", "OUTAGE", "CONFLICT",

@@ -60,10 +60,11 @@ def load_policy_set(settings: Settings) -> PolicySet:
     """The policy set (PolicyError listing every problem when a file is bad: never a half-read set). Its
     warnings are logged when the files are read, so once per change of the files in each process."""
     paths = policy_paths(settings)
-    key = (paths, _fingerprint(paths))
+    allowed = settings.envelope.allowed_table_properties
+    key = (paths, allowed, _fingerprint(paths))
     found = _cache.get(key)  # one read: another thread (an API write) may clear the cache meanwhile
     if found is None:
-        found = load_policies(paths)
+        found = load_policies(paths, allowed)
         for warning in found.warnings:
             _log.warning("policy warning: %s", warning)
         _cache.clear()
@@ -84,6 +85,8 @@ class ResolvedOperation:
     why_not: str = ""
     # EXPIRE_SNAPSHOTS: the policy's refRetention, set on the table's refs before the expiry.
     ref_retention: tuple[RefRetentionRule, ...] = ()
+    # floe.yaml's envelope.allowed-table-properties: checked again before the run sets any (core/envelope.py).
+    allowed_properties: tuple[str, ...] = ()
 
     @property
     def policy_name(self) -> str | None:
@@ -107,7 +110,8 @@ def resolve_operation(settings: Settings, table: TableName, op: Operation,
     if config is None:
         return ResolvedOperation(facts, None, f"policy '{policy.name}' does not configure {op.value} ({op.policy_key})")
     return ResolvedOperation(facts, config,
-                             ref_retention=policy.ref_retention if op is Operation.EXPIRE_SNAPSHOTS else ())
+                             ref_retention=policy.ref_retention if op is Operation.EXPIRE_SNAPSHOTS else (),
+                             allowed_properties=settings.envelope.allowed_table_properties)
 
 
 def policy_facts(settings: Settings, policy: Policy | None, op: Operation) -> PolicyFacts:

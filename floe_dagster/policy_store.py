@@ -6,7 +6,9 @@ camelCase JSON as the API takes it. A policy from any other file (or from a file
 holds something else) is *not managed*: writing or deleting it is refused (:class:`PolicyNotManaged`).
 
 A write is checked with the real parser (:func:`floe_dagster.core.policy.parse_policy`, whose
-messages name the field) and against the other policies' names before anything is written; then, under
+messages name the field; the safety envelope's rules included, with floe.yaml's allowed table
+properties), an absolute location against its table's location in the catalog (``table_location``,
+core/envelope.py), and against the other policies' names before anything is written; then, under
 a lock file in the directory (``.floe-api.lock``, so two servers or threads never interleave their
 check-and-write), the file is written to a hidden temporary file in the same folder, synced and renamed
 over the target: a reader (the sensor's next tick, the CLI, this server) sees the old file or the new
@@ -28,8 +30,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
+from floe_dagster.core.envelope import Refusal, absolute_location_fields, catalog_refusals, policy_field
 from floe_dagster.core.patterns import MAX_PATTERN_LENGTH
 from floe_dagster.core.policy import TOP_LEVEL_FIELDS, Policy, PolicyError, parse_policy, validate_policy_paths
+from floe_dagster.core.tables import TableName
 from floe_dagster.core.validation import Problems
 from floe_dagster.errors import (
     POLICY_REQUEST_BODY,
@@ -40,6 +44,7 @@ from floe_dagster.errors import (
     PolicyNotManaged,
     PolicyStoreBusy,
     PolicyWritesDisabled,
+    UnknownTable,
 )
 from floe_dagster.file_locks import hold_file_lock, wait_for_lock
 from floe_dagster.policies import forget_loaded_policies, load_policy_set, policy_paths
@@ -82,10 +87,15 @@ def _mtime(file: str) -> float | None:
 
 
 class PolicyStore:
-    def __init__(self, settings: Settings):
+    """``table_location``: a table's location as the catalog has it (UnknownTable when it does not exist),
+    to check a policy's absolute locations against; without it, a policy giving one is refused."""
+
+    def __init__(self, settings: Settings, table_location: Callable[[TableName], str] | None = None):
         self.settings = settings
         directory = settings.api.policy_directory
         self.directory: Path | None = Path(directory) if directory else None
+        self.table_location = table_location
+        self.allowed_properties = settings.envelope.allowed_table_properties
 
     def managed_file(self, name: str) -> Path:
         assert self.directory is not None
@@ -131,12 +141,13 @@ class PolicyStore:
         pattern = document.get("tablePattern")
         if pattern is None or (isinstance(pattern, str) and not pattern.strip()):
             raise InvalidPolicyRequest([("tablePattern", "Table pattern is required")])
-        policy, warnings = _checked(document)
+        policy, warnings = _checked(document, self.allowed_properties)
         with self._locked():
             current = self._fresh()
             self._check_name_free(current, policy.name, replacing=None)
             if check is not None:
                 check(policy)
+            self._check_locations(policy)
             return self._write(document, policy, warnings)
 
     def update(self, key: str, body: Mapping[str, Any], check: Callable[[Policy], None] | None = None
@@ -150,10 +161,11 @@ class PolicyStore:
             current = self._fresh()
             target = self._writable_target(current, key)
             document = {**_read_document(target.file), **changes}
-            policy, warnings = _checked(document)
+            policy, warnings = _checked(document, self.allowed_properties)
             self._check_name_free(current, policy.name, replacing=target)
             if check is not None and "tablePattern" in changes:
                 check(policy)
+            self._check_locations(policy)  # whatever changed: the table may have moved meanwhile
             stored = self._write(document, policy, warnings)
             if policy.name != target.name:  # a rename: the new file is in place, then the old one goes
                 self._remove(Path(target.file))
@@ -173,9 +185,30 @@ class PolicyStore:
                 "api.policy-directory in floe.yaml (a folder; it is read with the other policies) and "
                 "restart the server")
 
+    def _check_locations(self, policy: Policy) -> None:
+        """The policy's absolute locations against its one table's location in the catalog (the parser
+        already refused them with any other pattern): 400 naming each field outside it, or when the
+        table cannot be found."""
+        if self.table_location is None:
+            refusals = tuple(Refusal(policy_field(op, name), f"{value!r} is absolute and cannot be checked here: write "
+                                     "it relative to the table's location (e.g. 'data')")
+                             for op, name, value in absolute_location_fields(policy.configs))
+        else:
+            refusals = catalog_refusals(policy.table_pattern, policy.configs, self.settings.catalog.name,
+                                        self._location_or_none)
+        if refusals:
+            raise InvalidPolicyRequest([(r.field, r.why) for r in refusals])
+
+    def _location_or_none(self, table: TableName) -> str | None:
+        assert self.table_location is not None
+        try:
+            return self.table_location(table)
+        except UnknownTable:
+            return None
+
     def _fresh(self) -> list[StoredPolicy]:
         """The policies on disk now (not this process's cached set); PolicyError when they are invalid."""
-        result = validate_policy_paths(policy_paths(self.settings))
+        result = validate_policy_paths(policy_paths(self.settings), self.allowed_properties)
         if result.errors:
             raise PolicyError(result.errors)
         assert result.policies is not None
@@ -255,7 +288,7 @@ def _check_request_rules(document: Mapping[str, Any]) -> None:
         raise InvalidPolicyRequest([("tablePattern", message)], message)
 
 
-def _checked(document: Mapping[str, Any]) -> tuple[Policy, tuple[str, ...]]:
+def _checked(document: Mapping[str, Any], allowed_properties: tuple[str, ...]) -> tuple[Policy, tuple[str, ...]]:
     """The policy the file will hold, parsed by the real parser from the very text to be written."""
     _check_request_rules(document)
     try:
@@ -263,7 +296,7 @@ def _checked(document: Mapping[str, Any]) -> tuple[Policy, tuple[str, ...]]:
     except ValueError as exc:  # NaN or Infinity: not JSON
         raise InvalidPolicyRequest([("", f"numbers must be finite ({exc})")]) from None
     problems = Problems()
-    policy = parse_policy(raw, POLICY_REQUEST_BODY, 1, problems)
+    policy = parse_policy(raw, POLICY_REQUEST_BODY, 1, problems, allowed_properties)
     name = raw.get("name")
     label = f"policy '{name}'" if isinstance(name, str) and name.strip() else "policy #1"
     if problems.errors or policy is None:

@@ -6,7 +6,8 @@ the sensors agree. Relative paths in the file are resolved against the file's fo
 floe.yaml is declared once, here: :class:`Settings`' fields are its top-level keys and sections (a
 field whose type is a dataclass is a section), each section's fields are its keys (kebab-case in the
 file), declared with :func:`~floe_dagster.core.validation.setting` (default, description, rules). The
-scheduler's, the batching's, the fair shares' and the debt's sections are the pure core's own dataclasses. The reader
+scheduler's, the safety envelope's, the batching's, the fair shares' and the debt's sections are the
+pure core's own dataclasses. The reader
 below, the component's attributes (component.py) and the tables of docs/configuration.md are all
 derived from these fields.
 """
@@ -23,6 +24,7 @@ import yaml
 
 from floe_dagster.core.batches import BatchSettings
 from floe_dagster.core.debt import DebtWeights
+from floe_dagster.core.envelope import EnvelopeSettings
 from floe_dagster.core.fair_shares import FairShareSettings
 from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.planner import SchedulerSettings
@@ -205,6 +207,8 @@ class Settings:
                                            older_env_prefix=ENV_PREFIX + "SCHEDULER_")
     maintenance: MaintenanceSettings = setting(default_factory=MaintenanceSettings,
                                                description=MaintenanceSettings.__doc__)
+    # Only floe.yaml (or the component's defs.yaml) sets it, the deployment owner's file: never the HTTP API.
+    envelope: EnvelopeSettings = setting(default_factory=EnvelopeSettings, description=EnvelopeSettings.__doc__)
     batching: BatchSettings = setting(default_factory=BatchSettings,
                                       description="Automated runs over several tables of one operation.")
     fair_shares: FairShareSettings = setting(default_factory=FairShareSettings,

@@ -189,6 +189,18 @@ class ShadowDecision(_Open):
     lastRecordedReason: str | None
 
 
+class EnvelopeVerdict(_Open):
+    """The safety envelope's verdict on the operation (core/envelope.py): ``ok``; ``refused`` (a run fails
+    before any engine call), each field and why; or ``unchecked`` (an absolute location while the table's
+    location is not known yet)."""
+
+    status: Literal["ok", "refused", "unchecked"]
+    policy: str | None
+    operation: str
+    refusals: list[dict[str, str]] = Field(description="{field, reason} for each refused field")
+    detail: str = Field(description="envelope: ok, refused: <field>: <why>, or not checked yet: <why>")
+
+
 class OperationTriggerStatus(_Open):
     operationType: str
     shouldTrigger: bool
@@ -219,6 +231,8 @@ class OperationTriggerStatus(_Open):
     # APPLY_TABLE_PROPERTIES only: each declared key whose table value differs ({key, declared, current});
     # null before health was collected.
     propertyDrift: list[dict[str, Any]] | None = None
+    envelope: EnvelopeVerdict | None = Field(None, description="The safety envelope's verdict; null for an operation "
+                                                              "no policy configures")
 
 
 class TriggerStatusResponse(_Open):

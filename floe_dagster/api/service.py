@@ -38,7 +38,7 @@ from floe_dagster.core.run_tags import Origin
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.errors import ApiError, CatalogUnavailable, LaunchFailed
-from floe_dagster.iceberg.catalog import list_tables, open_catalog
+from floe_dagster.iceberg.catalog import list_tables, load_table, open_catalog
 from floe_dagster.launching.manual import PreparedTrigger, prepare_trigger, submit_queued
 from floe_dagster.reports.explain import explain_table
 from floe_dagster.reports.health_report import floe_health_json, health_history, health_report
@@ -213,6 +213,11 @@ class ApiService:
         if not matched and _exact(policy.table_pattern, text):
             raise ApiError(400, "VALIDATION_FAILED", f"Table not found: {text}",
                            {"pattern": text, "suggestion": "Verify the table exists in the catalog"})
+
+    def table_location(self, table: TableName) -> str:
+        """A table's location from its metadata (UnknownTable, CatalogUnavailable): what a policy's absolute
+        location is checked against before it is written (core/envelope.py)."""
+        return load_table(open_catalog(self.settings.catalog), table).location()
 
     def operations(self, table: str | None, trigger_id: str | None, status: str | None, limit: int,
                    offset: int) -> dict[str, Any]:

@@ -274,7 +274,8 @@ IGNORED: dict[Operation, dict[str, str]] = {
     },
     Operation.REWRITE_MANIFESTS: {
         "stagingLocation": "ignored: it only says where Iceberg's Java action stages the new manifests; the "
-                           "rewrite_manifests procedure writes them to the table's metadata location",
+                           "rewrite_manifests procedure writes them to the table's metadata location, and the safety "
+                           "envelope never hands it to an engine",
         "sortBy": "passed as the procedure's sort_by on Spark 4.1 (Iceberg 1.11 has it there only); ignored on "
                   "Spark 3.5 and 4.0, whose rewrite_manifests has no sort_by",
     },

@@ -53,6 +53,7 @@ from floe_dagster.core.health_assessment import (
     health_issues,
     parse_health_thresholds,
 )
+from floe_dagster.core.envelope import check_policy as check_envelope
 from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operation_config import OperationConfig, parse_operation_config
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
@@ -316,18 +317,19 @@ class ValidationResult:
 # -- loading ----------------------------------------------------------------------------------------
 
 
-def load_policies(paths: Iterable[str | Path]) -> PolicySet:
+def load_policies(paths: Iterable[str | Path], allowed_properties: Iterable[str] = ()) -> PolicySet:
     """Every policy under ``paths`` (files or folders), with its warnings; raises PolicyError listing
-    every problem."""
-    result = validate_policy_paths(paths)
+    every problem. ``allowed_properties``: floe.yaml's ``envelope.allowed-table-properties``."""
+    result = validate_policy_paths(paths, allowed_properties)
     if result.errors:
         raise PolicyError(result.errors)
     assert result.policies is not None
     return result.policies
 
 
-def validate_policy_paths(paths: Iterable[str | Path]) -> ValidationResult:
+def validate_policy_paths(paths: Iterable[str | Path], allowed_properties: Iterable[str] = ()) -> ValidationResult:
     """Read and check the policies; never raises for a problem in them (see ``.errors``)."""
+    allowed = frozenset(allowed_properties)
     problems = Problems()
     policies: list[Policy] = []
     seen: dict[str, str] = {}
@@ -335,24 +337,25 @@ def validate_policy_paths(paths: Iterable[str | Path]) -> ValidationResult:
     for file in _policy_files(paths, problems):
         entries = _read_policy_file(file, problems)
         files.append(PolicyFile(file, file_format(entries), len(entries)))
-        _collect(entries, file, problems, seen, policies)
+        _collect(entries, file, problems, seen, policies, allowed)
     if problems.errors:
         return ValidationResult(problems.errors, problems.warnings, None, tuple(files))
     return ValidationResult([], problems.warnings, PolicySet(policies, problems.warnings), tuple(files))
 
 
-def parse_policies_text(text: str, source: str = "<text>") -> PolicySet:
+def parse_policies_text(text: str, source: str = "<text>", allowed_properties: Iterable[str] = ()) -> PolicySet:
     """Policies from YAML or JSON text (tests, the HTTP API); raises PolicyError."""
     problems = Problems()
     policies: list[Policy] = []
-    _collect(_parse_text(text, source, problems, json_file=False), source, problems, {}, policies)
+    _collect(_parse_text(text, source, problems, json_file=False), source, problems, {}, policies,
+             frozenset(allowed_properties))
     if problems.errors:
         raise PolicyError(problems.errors)
     return PolicySet(policies, problems.warnings)
 
 
 def _collect(entries: list[PolicyEntry], source: str, problems: Problems, seen: dict[str, str],
-             policies: list[Policy]) -> None:
+             policies: list[Policy], allowed: frozenset[str] = frozenset()) -> None:
     """Parse one file's policies; a name already taken (valid policy or not) is an error."""
     for index, entry in enumerate(entries, start=1):
         raw = entry.raw
@@ -362,7 +365,7 @@ def _collect(entries: list[PolicyEntry], source: str, problems: Problems, seen: 
             where = "earlier in this file" if seen[name] == source else f"in {seen[name]}"
             Location(problems, f"{source}: policy '{name}'", ("name",)).error(
                 f"duplicate policy name, already defined {where}")
-        policy = _parse_entry(entry, source, index, problems)
+        policy = _parse_entry(entry, source, index, problems, allowed)
         if isinstance(name, str) and not duplicate:
             seen[name] = source
         if policy is not None and not duplicate:
@@ -401,16 +404,17 @@ def _policy_files(paths: Iterable[str | Path], problems: Problems) -> list[str]:
     return files
 
 
-def _parse_entry(entry: PolicyEntry, source: str, index: int, problems: Problems) -> Policy | None:
+def _parse_entry(entry: PolicyEntry, source: str, index: int, problems: Problems,
+                 allowed: frozenset[str]) -> Policy | None:
     """A policy in either format: a PolicyLoader-format one is translated, parsed as the API format's
     mapping (its version hashes that mapping), and its messages name its keys as written."""
     if entry.format != LOADER_FORMAT or not isinstance(entry.raw, Mapping):
-        return parse_policy(entry.raw, source, index, problems)
+        return parse_policy(entry.raw, source, index, problems, allowed)
     prefix = f"{source}: {policy_label(entry.raw, index)}"
     translation_errors = len(problems.errors)
     translated, paths = translate_policy(entry.raw, Location(problems, prefix))  # messages as written
     parsed = Problems()
-    policy = parse_policy(translated, source, index, parsed)
+    policy = parse_policy(translated, source, index, parsed, allowed)
     problems.errors.extend(kebab_lines(parsed.errors, prefix, paths))
     problems.warnings.extend(kebab_lines(parsed.warnings, prefix, paths))
     return None if len(problems.errors) > translation_errors else policy
@@ -489,8 +493,11 @@ _PolicyLoader.add_implicit_resolver(
 )
 
 
-def parse_policy(raw: Any, source: str, index: int, problems: Problems) -> Policy | None:
-    """One policy from its raw mapping; problems are recorded and None is returned when any."""
+def parse_policy(raw: Any, source: str, index: int, problems: Problems,
+                 allowed_properties: Iterable[str] = ()) -> Policy | None:
+    """One policy from its raw mapping; problems are recorded and None is returned when any.
+    ``allowed_properties``: the table properties the safety envelope lets this deployment's policies
+    declare (floe.yaml's ``envelope.allowed-table-properties``; core/envelope.py)."""
     before = len(problems.errors)
     if not isinstance(raw, Mapping):
         problems.errors.append(f"{source}: policy #{index}: expected a policy (a mapping of fields), got "
@@ -541,6 +548,7 @@ def parse_policy(raw: Any, source: str, index: int, problems: Problems) -> Polic
         elif op in configs:
             at.child(op.policy_key).warn(f"has no {op.schedule_key}: it runs only when triggered by hand")
 
+    check_envelope(at, pattern, configs, allowed_properties)  # locations inside the table, properties allowed
     conditions = None
     if raw.get("triggerConditions") is not None:
         conditions = parse_trigger_conditions(at.child("triggerConditions"), raw["triggerConditions"])

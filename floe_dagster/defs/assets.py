@@ -48,6 +48,7 @@ from floe_dagster.core.run_decision import RunDecision
 from floe_dagster.core.run_tags import Origin, decision_from_tags, tables_run_tags
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.asset_policy import AssetPolicyFacts, asset_policy_facts
+from floe_dagster.defs.envelope_check import within_envelope
 from floe_dagster.defs.names import (
     COORDINATION_RESOURCE,
     ENGINE_RESOURCE,
@@ -278,6 +279,7 @@ def maintain_table(
     table, op = decision.table, decision.operation
     if resolved.config is None:
         raise MaintenanceFailed(f"table '{table.qualified}': {resolved.why_not}")
+    resolved = within_envelope(catalog, table, op, resolved)  # the safety envelope, before any engine call
     if op is Operation.APPLY_TABLE_PROPERTIES:  # a metadata commit, not a procedure
         return apply_table_properties(context, engine, decision, resolved, locks, catalog)
     reads = TableReads(catalog, table)

@@ -5,7 +5,11 @@ configure is disabled, with Floe's message. Conditions are Floe's strings; the s
 stay under ``metConditionDetails`` and ``unmetConditionDetails``.
 
 A shadow policy's operation never triggers (``shouldTrigger`` false): ``shadow`` is true and
-``shadowDecision`` says whether it would run now, and when the ledger last recorded it."""
+``shadowDecision`` says whether it would run now, and when the ledger last recorded it.
+
+``envelope`` is the safety envelope's verdict on each configured operation (core/envelope.py): ok,
+refused (each field and why: the run would fail before any engine call), or unchecked (an absolute
+location while the table's location is not known yet); ``floe-dagster plan`` shows the same per decision."""
 
 from __future__ import annotations
 
@@ -17,9 +21,10 @@ from dagster import AssetRecordsFilter, DagsterInstance
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.commit_conflicts import conflict_retry_delay
 from floe_dagster.core.conditions import NO_MATCHING_POLICY, OPERATION_DISABLED, floe_condition_strings
+from floe_dagster.core.envelope import Verdict, check_operation
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
-from floe_dagster.core.planner import Decision, plan
+from floe_dagster.core.planner import Decision, PlanInput, plan
 from floe_dagster.core.refs import ref_report
 from floe_dagster.core.run_decision import LedgerRow, shadow_summary
 from floe_dagster.core.table_properties import property_drift
@@ -48,6 +53,7 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
             if newest:
                 recorded[op] = newest[0]
     statuses: dict[str, Any] = {}
+    allowed = settings.envelope.allowed_table_properties
     # Every operation, as Floe lists them: the ones no policy configures are shown disabled (a view:
     # the planner decides only for configured operations).
     for op in ALL_OPERATIONS:
@@ -102,6 +108,7 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
             },
             "shadow": decision.shadow,
             "shadowDecision": _shadow(decision, recorded.get(op), now) if decision.shadow else None,
+            "envelope": _json(envelope_verdict(data, table, op, decision.policy, allowed)),
         }
     return {
         "catalog": table.catalog,
@@ -113,6 +120,23 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
         "at": now.isoformat(),
         "operationStatuses": statuses,
     }
+
+
+def envelope_verdict(data: PlanInput, table: TableName, op: Operation, policy_name: str | None,
+                     allowed_properties: tuple[str, ...]) -> Verdict | None:
+    """The safety envelope's verdict on a policy's operation for one table, against the table's location
+    as the plan's health read it (a run reads it again from the table's metadata); None: not configured."""
+    policy = data.policies.get(policy_name) if policy_name else None
+    config = policy.config(op) if policy is not None else None
+    if config is None:
+        return None
+    metrics = data.metrics.get(table)
+    return check_operation(policy.name, op, config, metrics.location if metrics else None, allowed_properties,
+                           table.qualified)
+
+
+def _json(verdict: Verdict | None) -> dict[str, Any] | None:
+    return verdict.to_json() if verdict is not None else None
 
 
 def _shadow(decision: Decision, last: LedgerRow | None, now: datetime) -> dict[str, Any]:
@@ -209,7 +233,7 @@ def _not_decided(op: Operation, why: str) -> dict[str, Any]:
         "backlog": None,
         "refs": None,
         "lastRun": {"start": None, "succeeded": None, "trigger": None},
-        "shadow": False, "shadowDecision": None,
+        "shadow": False, "shadowDecision": None, "envelope": None,
     }
 
 

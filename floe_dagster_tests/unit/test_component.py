@@ -18,7 +18,9 @@ from floe_dagster.component import (
     FloeMaintenanceComponent,
     keep_floe_state_beside_instance,
 )
+from floe_dagster.core.policy import PolicyError
 from floe_dagster.errors import SettingsError
+from floe_dagster.policies import load_policy_set
 from floe_dagster.settings import Settings, load_settings
 from floe_dagster.settings_schema import keys_of
 
@@ -145,3 +147,31 @@ def test_every_attribute_but_config_is_a_floe_yaml_section():
     sections = {field.alias or name for name, field in FloeMaintenanceComponent.model_fields.items()
                 if name != CONFIG_FIELD}
     assert sections == {key.name for key in keys_of(Settings)} - {"api", "shards"}
+
+
+ATTACK = """\
+- name: lake-orphans
+  tablePattern: "lake.*.*"
+  orphanCleanup: {location: "file:///wh", retentionPeriodInDays: 1}
+  tableProperties: {write.data.path: "file:///elsewhere"}
+"""
+
+
+def test_the_component_refuses_a_policy_outside_the_safety_envelope(dagster_home):
+    message = _load_error(DEFS, ATTACK)
+    assert ("<folder>/policies/lake.yaml: policy 'lake-orphans': orphanCleanup.location: 'file:///wh' is "
+            "absolute") in message
+    assert "tableProperties.write.data.path: 'write.data.path' is refused by the safety envelope" in message
+
+
+def test_the_components_envelope_attribute_allows_a_named_table_property(tmp_path):
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "lake.yaml").write_text(
+        'name: p\ntablePattern: "lake.*.*"\ntableProperties: {write.data.path: "file:///elsewhere"}\n')
+    refused = component(SECTIONS).settings(tmp_path, project_root=tmp_path, environ={})
+    with pytest.raises(PolicyError, match="tableProperties.write.data.path: 'write.data.path' is refused"):
+        load_policy_set(refused)
+    allowed = component({**SECTIONS, "envelope": {"allowed-table-properties": ["write.data.path"]}}).settings(
+        tmp_path, project_root=tmp_path, environ={})
+    assert allowed.envelope.allowed_table_properties == ("write.data.path",)
+    assert load_policy_set(allowed).get("p") is not None

@@ -19,6 +19,13 @@ same keys and shapes as the file it stands for, and values of its own):
 Before: ``rewrite-manifests.staging-location`` and ``sort-by`` (PolicyLoaderTest's rewrite-manifests and
 full policy), ``sortOrder`` with BINPACK, ``expireSnapshotId`` and ``rewriteIf`` were errors, and one
 refused file stopped its whole policy set.
+
+Since issue 26 (the safety envelope), Floe's own values for ``orphanCleanup.location`` are refused: the
+comprehensive example and PolicyLoaderTest give an absolute location (``s3://lake/web/clicks``,
+``s3://lake/web``) with a pattern matching several tables, which makes each table's orphan cleanup delete
+the other tables' files under it. The fixtures below give a relative location (``data``) in the same key;
+Floe's values are checked to be refused, naming the field, in
+``test_floes_absolute_orphan_locations_for_a_pattern_are_refused``.
 """
 
 from __future__ import annotations
@@ -55,7 +62,7 @@ FLOE_FILES = {
          "expireSnapshots": {"retainLast": 8, "maxSnapshotAge": "P3D", "cleanExpiredMetadata": false,
            "expireSnapshotId": 4242},
          "expireSnapshotsSchedule": {"cronExpression": "0 4 * * *", "enabled": true},
-         "orphanCleanup": {"retentionPeriodInDays": 4, "location": "s3://lake/web/clicks", "prefixMismatchMode": "ERROR",
+         "orphanCleanup": {"retentionPeriodInDays": 4, "location": "data", "prefixMismatchMode": "ERROR",
            "equalSchemes": {"s3n": "s3"}, "equalAuthorities": {"lake.s3.example.com": "lake"}},
          "orphanCleanupSchedule": {"cronExpression": "0 5 * * *", "enabled": true},
          "rewriteManifests": {"specId": 0, "stagingLocation": "s3://lake/tmp", "sortBy": ["day"],
@@ -118,7 +125,7 @@ FLOE_FILES = {
         policies:
           - name: orphans
             pattern: "lake.*.*"
-            orphan-cleanup: {retention-period-days: 4, location: "s3://lake/web", prefix-mismatch-mode: IGNORE}
+            orphan-cleanup: {retention-period-days: 4, location: "data", prefix-mismatch-mode: IGNORE}
             orphan-cleanup-schedule: {interval-days: 2}
     """),
     "loader-rewrite-manifests.yaml": ("PolicyLoaderTest.loadPolicyWithRewriteManifests", """
@@ -280,6 +287,22 @@ def test_comprehensive_example_keeps_ignored_fields_and_warns(tmp_path):
     rdf = build_procedure_call(Operation.REWRITE_DATA_FILES, TABLE, policy.config(Operation.REWRITE_DATA_FILES), NOW)
     expire = build_procedure_call(Operation.EXPIRE_SNAPSHOTS, TABLE, policy.config(Operation.EXPIRE_SNAPSHOTS), NOW)
     assert "sort_order" not in rdf.sql and "4242" not in expire.sql
+
+
+@pytest.mark.parametrize("name, old, new", [
+    ("comprehensive-policy.json", '"location": "data"', '"location": "s3://lake/web/clicks"'),
+    ("loader-orphans.yaml", 'location: "data"', 'location: "s3://lake/web"'),
+])
+def test_floes_absolute_orphan_locations_for_a_pattern_are_refused(tmp_path, name, old, new):
+    """Floe's own values: an absolute orphan location for a pattern that matches several tables lies outside
+    all of them but one (or all of them), and their orphan cleanups would delete each other's files."""
+    text = textwrap.dedent(FLOE_FILES[name][1])
+    assert old in text
+    (tmp_path / name).write_text(text.replace(old, new))
+    result = validate_policy_paths([tmp_path / name])
+    field = "orphan-cleanup.location" if name.startswith("loader") else "orphanCleanup.location"
+    assert len(result.errors) == 1 and f": {field}: " in result.errors[0], result.errors
+    assert "is absolute, and " in result.errors[0] and "write it relative to the table's location" in result.errors[0]
 
 
 def test_floes_nameless_body_is_still_refused(tmp_path):

@@ -26,6 +26,7 @@ SPECIAL = {
     "shards": ('[{"name": "east", "tables": "lake.east.*"}]', (("east", "lake.east.*"),)),
     "fair-shares.by": ("tag:team", "tag:team"),
     "fair-shares.weights": ('{"sales": 2, "a.b": "0.5"}', {"sales": 2.0, "a.b": 0.5}),
+    "envelope.allowed-table-properties": ("write.data.path,gc.enabled", ("write.data.path", "gc.enabled")),
 }
 
 

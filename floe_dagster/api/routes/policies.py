@@ -48,7 +48,7 @@ _POLICY_ID = Path(alias="id", min_length=1, max_length=1024, description="The po
 
 
 def store(service: ApiService) -> PolicyStore:
-    return PolicyStore(service.settings)
+    return PolicyStore(service.settings, table_location=service.table_location)
 
 
 @router.get(
