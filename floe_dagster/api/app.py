@@ -4,7 +4,7 @@ The routes are in :mod:`floe_dagster.api.routes`, one ``APIRouter`` a resource g
 builds the application around them: its exception handlers (api/error_handlers.py: how each error
 answers), its OpenAPI document and the route that serves it.
 
-Every endpoint but ``/health``, ``/metrics`` and Floe's ``/api`` (Swagger UI) and ``/api/openapi`` needs a valid key in ``X-API-Key`` when keys are configured (401
+Every endpoint but ``/health``, ``/metrics`` and Floe's ``/api`` (Swagger UI) and ``/api/openapi`` needs a valid key in ``X-API-Key`` whenever keys are required (api/auth.py; 401
 without one, 403 with a key whose role lacks the permission). Every error has one shape,
 ``{error, code, details, timestamp}``. Handlers are plain functions: FastAPI runs them in its thread
 pool, which the blocking Dagster, PyIceberg and run-submission calls need. Every answer's secrets are

@@ -44,6 +44,10 @@ _PROSE_WORDS = frozenset({"key", "sig", "pwd"})
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 # scheme://userinfo@ : the user info runs to the last '@' before the host ends (a password may hold '@').
 _URI_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^\s/?#'\"<>]*)@")
+# A word every secret the text rule finds goes with (besides '://' and '='): a text without any is
+# left alone at once.
+_HINT = re.compile(r"(?i)pass|secret|token|credential|authoriz|cookie|signature|key|pwd|sig|header|bearer|basic"
+                   r"|digest|negotiate")
 _BEARER = re.compile(r"\b(?P<scheme>Bearer|Basic|Digest|Negotiate)(?P<space>\s+)(?P<value>[A-Za-z0-9._~+/=\-]{4,})")
 # A name, its separator, and (looked ahead, not consumed: a pair whose name is no secret must not hide
 # the pairs inside its value, as in jdbc:postgresql://h/db?password=x) its value.
@@ -77,9 +81,11 @@ def _scan(text: str, found: Callable[[str], None] | None, known: Iterable[str] =
     """The text with every secret the rule finds masked; ``found`` receives each secret value."""
     if not text:
         return text
-    for value in sorted({k for k in known if k and len(k) >= MIN_KNOWN_SECRET}, key=len, reverse=True):
-        if value in text:
-            text = text.replace(value, MASK)
+    present = {k for k in known if k and len(k) >= MIN_KNOWN_SECRET and k in text}
+    if not present and "://" not in text and "=" not in text and not _HINT.search(text):
+        return text  # most texts: no URI, no name=value, no word a secret goes with
+    for value in sorted(present, key=len, reverse=True):
+        text = text.replace(value, MASK)
 
     def userinfo(match: re.Match) -> str:
         info = match.group("userinfo")
