@@ -64,6 +64,27 @@ def mask_lines(lines: Iterable[str]) -> list[str]:
     return [_mask_text(line, known) for line in lines]
 
 
+def _masked_arguments(record: logging.LogRecord) -> tuple | None:
+    """The record's ``%`` arguments masked one by one, when that leaves no secret in the message (so
+    that formatters that read the arguments, uvicorn's access log, keep them); else None."""
+    if not isinstance(record.args, tuple) or not record.args:
+        return None
+    arguments = tuple(_masked_argument(argument) for argument in record.args)
+    try:
+        message = str(record.msg) % arguments
+    except Exception:  # a %d given a masked text, or the secret was in the format string itself
+        return None
+    return arguments if mask_text(message) == message else None
+
+
+def _masked_argument(argument: Any) -> Any:
+    if isinstance(argument, (int, float)) or argument is None:
+        return argument
+    text = str(argument)
+    shown = mask_text(text)
+    return argument if shown == text else shown
+
+
 def _mask_record(record: logging.LogRecord) -> None:
     try:
         message = record.getMessage()
@@ -71,7 +92,11 @@ def _mask_record(record: logging.LogRecord) -> None:
         return
     shown = mask_text(message)
     if shown != message:
-        record.msg, record.args = shown, None
+        arguments = _masked_arguments(record)
+        if arguments is not None:
+            record.args = arguments
+        else:
+            record.msg, record.args = shown, None
     if record.exc_info and record.exc_info[0] is not None and not record.exc_text:
         text = "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
         shown = mask_text(text)

@@ -196,3 +196,18 @@ def test_resources_hold_secrets_as_environment_variables(tmp_path, monkeypatch):
     plain = settings_from_mapping({}, tmp_path, "plain.yaml", environ={})
     assert IcebergSparkEngine.from_settings(plain).secret_conf is None
     assert CoordinationResource.from_settings(plain).url is None
+
+
+def test_a_formatter_that_reads_the_arguments_keeps_them_masked(tmp_path, caplog):
+    """uvicorn's access log formats its record's five arguments itself: a secret in a request's query
+    string is masked in the argument, which stays a tuple."""
+    from uvicorn.logging import AccessFormatter
+
+    secret = marker()
+    _secret_settings(secret, tmp_path)
+    with caplog.at_level(logging.INFO, logger="uvicorn.access"):
+        logging.getLogger("uvicorn.access").info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:5000", "GET",
+                                                 f"/api/v1/tables?password={secret}", "1.1", 200)
+    [record] = [r for r in caplog.records if r.name == "uvicorn.access"]
+    line = AccessFormatter(use_colors=False).format(record)
+    assert "GET /api/v1/tables?password=*** HTTP/1.1" in line and "200" in line and secret not in line
