@@ -435,14 +435,21 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from floe_dagster.errors import CatalogUnavailable, SettingsError
+    from floe_dagster.redaction import masked_output
 
-    try:
-        return args.func(args)
-    except (SettingsError, CatalogUnavailable, LookupError, ValueError) as exc:
-        print(f"floe-dagster: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        return 130
+    with masked_output():  # every line a command prints, and every log line, with its secrets masked
+        try:
+            return args.func(args)
+        except (SettingsError, CatalogUnavailable, LookupError, ValueError) as exc:
+            print(f"floe-dagster: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            return 130
+        except Exception:  # as Python would print it (exit status 1), masked
+            import traceback
+
+            traceback.print_exc()
+            return EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -26,10 +26,29 @@ from floe_dagster.core.estimates import EstimateOptionError
 from floe_dagster.core.history import CONFLICT, LOCK_HELD, OUTAGE
 from floe_dagster.core.policy import PolicyError
 from floe_dagster.core.tables import TableName
+from floe_dagster.redaction import mask_text
 
 
 class FloeError(Exception):
-    """Base of floe-dagster's own errors (outside the pure core)."""
+    """Base of floe-dagster's own errors (outside the pure core). Its message is masked as it is made
+    (floe_dagster/redaction.py): an error that quotes a setting, a URI or a library's error about them
+    never carries a secret into a log, an HTTP answer, the CLI or Dagit's run page."""
+
+    def __init__(self, *args: Any):
+        super().__init__(*(mask_text(arg) if isinstance(arg, str) else arg for arg in args))
+
+
+def masked_cause(exc: BaseException) -> BaseException:
+    """``exc`` to chain (``raise ... from masked_cause(exc)``): itself when its message shows no secret,
+    else a :class:`SecretInCause` with the masked message (the original, which quotes a secret, is
+    dropped with its traceback, which Dagster would show on the run's page)."""
+    text = str(exc)
+    shown = mask_text(text)
+    return exc if shown == text else SecretInCause(f"{type(exc).__name__}: {shown}")
+
+
+class SecretInCause(FloeError):
+    """The masked stand-in of an error whose message quoted a secret (see :func:`masked_cause`)."""
 
 
 # -- outages: not a table's fault ------------------------------------------------------------------
@@ -99,7 +118,7 @@ class SettingsError(FloeError, ValueError):
     ``errors`` holds every problem found, one line each (the message is those lines)."""
 
     def __init__(self, *errors: str):
-        self.errors = list(errors)
+        self.errors = [mask_text(error) for error in errors]
         super().__init__("\n".join(self.errors))
 
 
@@ -109,6 +128,10 @@ class KeysError(SettingsError):
 
 class BindRefused(FloeError, ValueError):
     """``serve`` without keys on an address other than loopback."""
+
+
+class LastAdminKey(FloeError, ValueError):
+    """A change to the API keys that would leave no enabled, unexpired ADMIN key; nothing changed."""
 
 
 class TriggerRefused(FloeError, ValueError):
@@ -188,7 +211,7 @@ class ApiError(FloeError):
 
     def __init__(self, status: int, code: str, message: str, details: dict[str, Any] | None = None):
         super().__init__(message)
-        self.status, self.code, self.message, self.details = status, code, message, details or {}
+        self.status, self.code, self.message, self.details = status, code, self.args[0], details or {}
 
 
 def failure_kind(exc: BaseException) -> str | None:
@@ -206,7 +229,8 @@ def failure_kind(exc: BaseException) -> str | None:
 __all__ = [
     "FloeError", "Outage", "CatalogUnavailable", "EngineUnavailable", "LockHeld", "CommitConflict", "TableFailure", "UnknownTable",
     "MaintenanceFailed", "EnvelopeViolation", "RowCountMismatch", "HealthError", "SettingsError", "KeysError", "BindRefused",
+    "LastAdminKey",
     "ProcedureOptionError", "TriggerRefused", "LaunchFailed", "JarResolutionError", "PolicyError", "CronError", "EstimateOptionError",
     "PolicyStoreError", "PolicyNotFound", "PolicyConflict", "PolicyNotManaged", "PolicyWritesDisabled", "PolicyStoreBusy",
-    "InvalidPolicyRequest", "ApiError", "failure_kind", "LOCK_HELD", "OUTAGE", "CONFLICT",
+    "InvalidPolicyRequest", "ApiError", "SecretInCause", "masked_cause", "failure_kind", "LOCK_HELD", "OUTAGE", "CONFLICT",
 ]

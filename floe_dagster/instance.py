@@ -11,6 +11,8 @@ from pathlib import Path
 from dagster import DagsterInstance
 from dagster._core.instance.ref import InstanceRef
 
+from floe_dagster.redaction import remember
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # The embedded instance's dagster.yaml ships inside the package (the checkout's ./dagster.yaml links
 # to it), so a plain `pip install floe-dagster` finds it without a source checkout.
@@ -70,4 +72,6 @@ def _instance_postgres_url(home: str) -> str | None:
     storage = InstanceRef.from_dir(home).run_storage_data
     if "postgres" not in storage.module_name:
         return None
-    return storage.rehydrate(as_type=object).postgres_url
+    url = storage.rehydrate(as_type=object).postgres_url
+    remember(url)  # its password is masked wherever it shows up
+    return url

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, is_dataclass, replace
+from dataclasses import asdict, dataclass, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -30,6 +30,7 @@ from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.planner import SchedulerSettings
 from floe_dagster.core.validation import Location, Problems, setting
 from floe_dagster.errors import SettingsError
+from floe_dagster.redaction import remember
 from floe_dagster.settings_schema import (
     ENV_PREFIX, Key, Reading, key_name, keys_of, read_mapping, read_value, shown,
 )
@@ -141,7 +142,8 @@ class ApiSettings:
     ``policy_directory`` (``policy-directory``) is the folder where ``POST``/``PUT``/``DELETE
     /api/v1/policies`` write one ``<name>.json`` file per policy; without it those calls answer 405.
     The policies are read from it too, whether or not ``policies`` lists it
-    (:func:`floe_dagster.policies.policy_paths`).
+    (:func:`floe_dagster.policies.policy_paths`). Writing policies needs ADMIN, as in Floe;
+    ``operator_may_write_policies`` grants it to OPERATOR too.
     """
 
     keys_file: str | None = setting(None, "a file of API keys, one name:role:sha256hex a line", path=True,
@@ -151,6 +153,8 @@ class ApiSettings:
     policy_directory: str | None = setting(
         None, "folder where POST/PUT/DELETE /api/v1/policies write <name>.json (null: they answer 405); read with "
         "the other policies", path=True, expects="a folder path", check=_existing_folder)
+    operator_may_write_policies: bool = setting(
+        False, "let OPERATOR keys create, update and delete policies over HTTP too (by default ADMIN only, as in Floe)")
 
     @property
     def keys_configured(self) -> bool:
@@ -292,6 +296,7 @@ def settings_from_mapping(raw: Any, base: Path, source: str, environ: Mapping[st
     reported at once, one line each, beginning with ``source``, then the key
     (``scheduler.max-tables-per-poll``)."""
     reading = Reading(Problems(), source, base, os.environ if environ is None else environ)
+    remember(raw)  # before any problem is reported: a message may quote a value
     if not isinstance(raw, Mapping):
         names = ", ".join(sorted(k.name for k in keys_of(Settings)))
         raise SettingsError(f"{source}: expected a mapping of sections ({names})")
@@ -307,6 +312,7 @@ def settings_from_mapping(raw: Any, base: Path, source: str, environ: Mapping[st
         _check_spark_connect(reading.at("spark", "remote"), settings.spark.remote, settings.catalog)
     if reading.problems.errors:
         raise SettingsError(*reading.problems.errors)
+    remember(asdict(settings))  # the environment's values too
     return settings
 
 

@@ -4,10 +4,11 @@ The routes are in :mod:`floe_dagster.api.routes`, one ``APIRouter`` a resource g
 builds the application around them: its exception handlers (api/error_handlers.py: how each error
 answers), its OpenAPI document and the route that serves it.
 
-Every endpoint but ``/health``, ``/metrics`` and Floe's ``/api`` (Swagger UI) and ``/api/openapi`` needs a valid key in ``X-API-Key`` when keys are configured (401
+Every endpoint but ``/health``, ``/metrics`` and Floe's ``/api`` (Swagger UI) and ``/api/openapi`` needs a valid key in ``X-API-Key`` whenever keys are required (api/auth.py; 401
 without one, 403 with a key whose role lacks the permission). Every error has one shape,
 ``{error, code, details, timestamp}``. Handlers are plain functions: FastAPI runs them in its thread
-pool, which the blocking Dagster, PyIceberg and run-submission calls need.
+pool, which the blocking Dagster, PyIceberg and run-submission calls need. Every answer's secrets are
+masked on the way out (api/answer_masking.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import JSONResponse, Response
 
+from floe_dagster.api.answer_masking import masked_answers
 from floe_dagster.api.auth import KeyStore, Principal
 from floe_dagster.api.error_handlers import EXCEPTION_HANDLERS, error_body
 from floe_dagster.api.key_admin import KeyAdmin
@@ -107,7 +109,7 @@ def create_app(settings: Settings, keys: KeyStore, instance: DagsterInstance) ->
             "Floe's maintenance API on a Dagster instance: trigger a table's maintenance (queued runs the "
             "daemon executes), trigger status and health per table, recent maintenance runs, pattern "
             "validation, tables, the catalog, API keys. Authenticate with the X-API-Key header (roles VIEWER: "
-            "read, OPERATOR: read, trigger and write policies, ADMIN: everything, API keys too). Nested "
+            "read, OPERATOR: read and trigger, ADMIN: everything, policies and API keys too). Nested "
             "namespaces are written dotted in paths and bodies."
         ),
         openapi_url=None, docs_url=None, redoc_url=None,
@@ -120,6 +122,7 @@ def create_app(settings: Settings, keys: KeyStore, instance: DagsterInstance) ->
     for kind, handler in EXCEPTION_HANDLERS.items():
         app.add_exception_handler(kind, handler)
     app.middleware("http")(_json_bodies_only)
+    app.middleware("http")(masked_answers)  # outermost: every answer, the 415 above too
     for router in ROUTERS:
         app.include_router(router)
     app.add_api_route(OPENAPI_PATH, openapi_document, methods=["GET"], include_in_schema=False)

@@ -7,12 +7,15 @@ it with SHA-256 and compares the hash with the stored ones, so the keys are neve
 put in run tags (runs carry the key's *name* as ``dagster/floe.actor``).
 
 Roles (Floe's): ``VIEWER`` reads (trigger status, health, operations, pattern validation, the OpenAPI
-document); ``OPERATOR`` reads, triggers maintenance and writes policies; ``ADMIN`` does everything, and
-is the only role that manages API keys.
+document); ``OPERATOR`` reads and triggers maintenance; ``ADMIN`` does everything: it writes policies
+(``api.operator-may-write-policies`` grants that to OPERATOR too) and is the only role that manages
+API keys.
 
-With no keys configured (none in floe.yaml, none in the database) the API needs none (every caller is
-``anonymous`` with every permission), and :func:`check_bind` refuses any address that is not loopback.
-The first key created over HTTP then closes the API to callers without a key.
+Keys never fall open. A key is required on every request, checked on every request, once the server
+has had keys (floe.yaml names some, or a key was ever created in the coordination database, revoked
+since or not) or whenever it listens beyond loopback; only a loopback server that never had a key
+lets every caller in as ``anonymous`` (every permission), and :func:`check_bind` refuses to start
+beyond loopback without a key to check.
 
 ``python -m floe_dagster.api.auth NAME ROLE`` prints a new random key once and the entry to store.
 """
@@ -50,6 +53,7 @@ LAST_USE_RESOLUTION = timedelta(minutes=1)  # how stale a key's lastUsedAt may b
 class Permission(str, Enum):
     READ = "read"
     TRIGGER = "trigger"
+    WRITE_POLICIES = "write-policies"
     MANAGE_KEYS = "manage-keys"
 
 
@@ -68,12 +72,23 @@ _PERMISSIONS = {
     Role.OPERATOR: frozenset({Permission.READ, Permission.TRIGGER}),
     Role.VIEWER: frozenset({Permission.READ}),
 }
-# Floe's permission names of each of ours (an OPERATOR writes policies here, where Floe's needs ADMIN).
+# Floe's permission names of each of ours.
 FLOE_PERMISSIONS = {
     Permission.READ: ("READ_POLICIES", "READ_TABLES", "READ_OPERATIONS"),
-    Permission.TRIGGER: ("TRIGGER_MAINTENANCE", "WRITE_POLICIES", "DELETE_POLICIES"),
+    Permission.TRIGGER: ("TRIGGER_MAINTENANCE",),
+    Permission.WRITE_POLICIES: ("WRITE_POLICIES", "DELETE_POLICIES"),
     Permission.MANAGE_KEYS: ("MANAGE_API_KEYS",),
 }
+
+
+def role_permissions(role: Role | None, settings: ApiSettings) -> frozenset[Permission]:
+    """What a role may do on this server: Floe's, and policy writes for OPERATOR when
+    ``api.operator-may-write-policies`` says so; anonymous (None, a server without keys) everything."""
+    if role is None:
+        return frozenset(Permission)
+    if role is Role.OPERATOR and settings.operator_may_write_policies:
+        return role.permissions | {Permission.WRITE_POLICIES}
+    return role.permissions
 
 
 @dataclass(frozen=True)
@@ -91,11 +106,15 @@ class Principal:
     name: str
     role: Role | None  # None: anonymous on a server without keys (every permission)
     key_id: str | None = None  # the database key's id, or file:<name> / env:<name>
+    permissions: frozenset[Permission] | None = None  # the role's on this server (None: Floe's own)
+
     @property
     def anonymous(self) -> bool:
         return self.role is None
 
     def can(self, permission: Permission) -> bool:
+        if self.permissions is not None:
+            return permission in self.permissions
         return self.role is None or permission in self.role.permissions
 
 
@@ -157,10 +176,11 @@ class KeyStore:
     a restart); when it becomes unreadable or invalid every authenticated call fails (closed)."""
 
     def __init__(self, settings: ApiSettings, environ: Mapping[str, str] | None = None,
-                 database: ApiKeyTable | None = None):
+                 database: ApiKeyTable | None = None, host: str = "127.0.0.1"):
         environ = os.environ if environ is None else environ
         self.settings = settings
         self.database = database  # the keys created over HTTP (create_app attaches the coordination database's)
+        self.beyond_loopback = not is_loopback(host)  # the address the server listens on
         self._lock = threading.Lock()
         self._env_keys: list[ApiKey] = []
         if settings.keys_env:
@@ -184,8 +204,23 @@ class KeyStore:
 
     @property
     def configured(self) -> bool:
-        """Keys are needed: floe.yaml configures some, or the database holds one."""
+        """Keys exist to check: floe.yaml configures some, or the database holds one."""
         return self.settings.keys_configured or (self.database is not None and self.database.count() > 0)
+
+    @property
+    def required(self) -> bool:
+        """Every caller needs a valid key (read on every request): floe.yaml configures keys, a key was
+        ever created in the database (all revoked since does not open the API again), or the server
+        listens beyond loopback."""
+        return (self.settings.keys_configured or self.beyond_loopback
+                or (self.database is not None and self.database.ever_had_keys()))
+
+    def principal(self, name: str, role: Role | None, key_id: str | None = None) -> Principal:
+        return Principal(name, role, key_id, role_permissions(role, self.settings))
+
+    def configured_admins(self) -> int:
+        """floe.yaml's ADMIN keys (they never expire and are changed only in that file)."""
+        return sum(1 for _, key in self.configured_keys() if key.role is Role.ADMIN)
 
     def configured_keys(self) -> list[tuple[str, ApiKey]]:
         """floe.yaml's keys with where each comes from (``file`` or ``env``), file first."""
@@ -250,9 +285,9 @@ class KeyStore:
         return None
 
     def authenticate(self, presented: str | None) -> Principal | None:
-        """The caller for a presented key; None when keys are configured and it matches none."""
-        if not self.configured:
-            return Principal(ANONYMOUS, None)
+        """The caller for a presented key; None when keys are required and it matches none."""
+        if not self.required:
+            return self.principal(ANONYMOUS, None)
         if not presented:
             return None
         if self.settings.keys_file:
@@ -267,7 +302,7 @@ class KeyStore:
                 found = key
         if found is not None:
             source = "env" if any(k.name == found.name for k in self._env_keys) else "file"
-            return Principal(found.name, found.role, f"{source}:{found.name}")
+            return self.principal(found.name, found.role, f"{source}:{found.name}")
         return self._database_key(digest)
 
     def _database_key(self, digest: str) -> Principal | None:
@@ -280,13 +315,15 @@ class KeyStore:
             return None
         if stored.last_used_at is None or now - stored.last_used_at >= LAST_USE_RESOLUTION:
             self.database.touch(stored.id, now)  # not a write per request
-        return Principal(stored.name, Role(stored.role), stored.id)
+        return self.principal(stored.name, Role(stored.role), stored.id)
 
     def __repr__(self) -> str:
         return f"KeyStore({self.describe()})"
 
     def describe(self) -> str:
         if not self.configured:
+            if self.required:
+                return "no usable API keys (every key created over HTTP was revoked): every request is refused"
             return "no API keys (loopback only, every caller is 'anonymous')"
         stored = self.database.count() if self.database is not None else 0
         sources = [f"{len(self._keys)} API key(s) from {self._where()}"] if self.settings.keys_configured else []

@@ -5,6 +5,11 @@ Keys created here live in the coordination database (coordination/api_keys.py), 
 the new key is shown once, in the create answer. floe.yaml's keys (its keys file and environment
 variable) are listed too, with the ids ``file:<name>`` and ``env:<name>``, but they are changed in that
 file, not over HTTP (409 KEY_NOT_MANAGED), as the API's policies leave the other policy files alone.
+
+No change leaves the API without a working ADMIN key (enabled, not expired; floe.yaml's count): the
+first key created on a server without keys must be an ADMIN one, and revoking, disabling or demoting
+the last ADMIN is 409 ``LAST_ADMIN`` (checked in the same transaction as the change). An ADMIN key with
+an expiry still lapses when its time comes: then only floe.yaml's keys file can add an ADMIN again.
 """
 
 from __future__ import annotations
@@ -13,30 +18,36 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any
 
-from floe_dagster.api.auth import ANONYMOUS, FLOE_PERMISSIONS, ApiKey, KeyStore, Principal, Role, hash_key, new_key
+from floe_dagster.api.auth import (
+    ANONYMOUS, FLOE_PERMISSIONS, ApiKey, KeyStore, Principal, Role, hash_key, new_key, role_permissions,
+)
 from floe_dagster.api.timestamps import iso
 from floe_dagster.coordination.api_keys import ApiKeyTable, StoredKey
-from floe_dagster.errors import ApiError, KeysError
+from floe_dagster.errors import ApiError, KeysError, LastAdminKey
+from floe_dagster.settings import ApiSettings
 
 
-def permissions_of(role: Role | None) -> list[str]:
-    """Floe's permission names a role has (anonymous: every one)."""
-    granted = role.permissions if role is not None else frozenset(FLOE_PERMISSIONS)
-    return sorted(name for permission in granted for name in FLOE_PERMISSIONS[permission])
+def permissions_of(role: Role | None, settings: ApiSettings) -> list[str]:
+    """Floe's permission names a role has on this server (anonymous: every one)."""
+    return sorted(name for permission in role_permissions(role, settings) for name in FLOE_PERMISSIONS[permission])
 
 
-def _stored_response(key: StoredKey) -> dict[str, Any]:
+def _stored_response(key: StoredKey, settings: ApiSettings) -> dict[str, Any]:
     """Floe's ApiKeyResponse (no hash), and where the key lives."""
     role = Role(key.role)
-    return {"id": key.id, "name": key.name, "role": role.value, "permissions": permissions_of(role),
+    return {"id": key.id, "name": key.name, "role": role.value, "permissions": permissions_of(role, settings),
             "enabled": key.enabled, "createdAt": iso(key.created_at), "expiresAt": iso(key.expires_at),
             "lastUsedAt": iso(key.last_used_at), "createdBy": key.created_by, "source": "database"}
 
 
-def _configured_response(source: str, key: ApiKey) -> dict[str, Any]:
+def _configured_response(source: str, key: ApiKey, settings: ApiSettings) -> dict[str, Any]:
     return {"id": f"{source}:{key.name}", "name": key.name, "role": key.role.value,
-            "permissions": permissions_of(key.role), "enabled": True, "createdAt": None, "expiresAt": None,
+            "permissions": permissions_of(key.role, settings), "enabled": True, "createdAt": None, "expiresAt": None,
             "lastUsedAt": None, "createdBy": None, "source": source}
+
+
+def _last_admin(exc: LastAdminKey, key_id: str | None) -> ApiError:
+    return ApiError(409, "LAST_ADMIN", str(exc), {"id": key_id} if key_id else {})
 
 
 def _not_found(key_id: str) -> ApiError:
@@ -56,7 +67,10 @@ class KeyAdmin:
 
     def _configured(self) -> dict[str, dict[str, Any]]:
         return {entry["id"]: entry for entry in
-                (_configured_response(source, key) for source, key in self.keys.configured_keys())}
+                (_configured_response(source, key, self.keys.settings) for source, key in self.keys.configured_keys())}
+
+    def _response(self, key: StoredKey) -> dict[str, Any]:
+        return _stored_response(key, self.keys.settings)
 
     def _name_free(self, name: str) -> None:
         if self.table.by_name(name) is not None or any(e["name"] == name for e in self._configured().values()):
@@ -80,18 +94,25 @@ class KeyAdmin:
         if expires is not None and expires.tzinfo is None:
             expires = expires.replace(tzinfo=timezone.utc)
         key = new_key()
+        now = datetime.now(timezone.utc)
         stored = StoredKey(id=str(uuid.uuid4()), name=name, role=(body.get("role") or Role.VIEWER.value),
-                           key_hash=hash_key(key), enabled=True, created_at=datetime.now(timezone.utc),
+                           key_hash=hash_key(key), enabled=True, created_at=now,
                            expires_at=expires, last_used_at=None,
                            created_by=None if who.anonymous else (who.key_id or who.name))
+        if (not (stored.role == Role.ADMIN.value and stored.usable(now))
+                and self.keys.configured_admins() == 0 and self.table.usable_admins(now) == 0):
+            # The first key closes a server without keys: a VIEWER or OPERATOR one would lock everyone out
+            # of key management.
+            raise ApiError(409, "LAST_ADMIN", "the API has no working ADMIN key: the first key created must be an "
+                           "ADMIN key without a past expiry (or add an ADMIN key to floe.yaml's api keys file)")
         try:
             self.table.insert(stored)
         except KeysError:
             raise _name_taken(name) from None
-        return {"key": key, "apiKey": _stored_response(stored)}, f"/api/v1/auth/keys/{stored.id}"
+        return {"key": key, "apiKey": self._response(stored)}, f"/api/v1/auth/keys/{stored.id}"
 
     def list(self, enabled_only: bool) -> dict[str, Any]:
-        entries = [*self._configured().values(), *(_stored_response(k) for k in self.table.all())]
+        entries = [*self._configured().values(), *(self._response(k) for k in self.table.all())]
         if enabled_only:
             entries = [e for e in entries if e["enabled"]]
         return {"keys": entries, "total": len(entries)}
@@ -103,7 +124,7 @@ class KeyAdmin:
         stored = self.table.by_id(key_id)
         if stored is None:
             raise _not_found(key_id)
-        return _stored_response(stored)
+        return self._response(stored)
 
     def update(self, key_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """Floe's partial update: name, role, enabled; an absent or null field keeps its value."""
@@ -119,23 +140,31 @@ class KeyAdmin:
             changes["enabled"] = body["enabled"]
         if changes:
             try:
-                self.table.change(key_id, **changes)
+                self.table.change_keeping_an_admin(key_id, datetime.now(timezone.utc), self.keys.configured_admins(),
+                                                   **changes)
             except KeysError:
                 raise _name_taken(name) from None
-        return _stored_response(self.table.by_id(key_id) or stored)
+            except LastAdminKey as exc:
+                raise _last_admin(exc, key_id) from None
+        return self._response(self.table.by_id(key_id) or stored)
 
     def revoke(self, key_id: str, who: Principal) -> None:
         """Delete a key; Floe refuses to delete the caller's own key (400)."""
         if who.key_id == key_id:
             raise ApiError(400, "VALIDATION_FAILED", "Cannot delete your own API key", {"id": key_id})
         self._stored(key_id)
-        if not self.table.delete(key_id):
+        try:
+            deleted = self.table.delete_keeping_an_admin(key_id, datetime.now(timezone.utc),
+                                                         self.keys.configured_admins())
+        except LastAdminKey as exc:
+            raise _last_admin(exc, key_id) from None
+        if not deleted:
             raise _not_found(key_id)
 
     def me(self, who: Principal) -> dict[str, Any]:
         """The caller's key (Floe's ApiKeyResponse); without keys, Floe's principal shape for anonymous."""
         if who.anonymous:
             return {"userId": ANONYMOUS, "username": ANONYMOUS, "roles": [r.value for r in Role],
-                    "authMethod": "NONE", "permissions": permissions_of(None)}
+                    "authMethod": "NONE", "permissions": permissions_of(None, self.keys.settings)}
         assert who.key_id is not None
         return self.get(who.key_id)

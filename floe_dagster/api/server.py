@@ -1,7 +1,8 @@
 """``floe-dagster serve``: run the HTTP API with uvicorn.
 
 Refuses to start (before binding) when no API keys are configured and the address is not loopback,
-and when the configured keys cannot be read.
+and when the configured keys cannot be read. Beyond loopback, every request needs a key, whatever
+happens to the keys later (api/auth.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from floe_dagster.api.app import create_app
 from floe_dagster.api.auth import KeyStore, check_bind
 from floe_dagster.errors import SettingsError
 from floe_dagster.instance import get_instance
+from floe_dagster.redaction import install_log_masking
 from floe_dagster.settings import Settings, load_settings
 
 DEFAULT_HOST = "127.0.0.1"
@@ -30,7 +32,7 @@ log = logging.getLogger(__name__)
 def build_app(settings: Settings, environ: Mapping[str, str] | None = None, host: str = DEFAULT_HOST):
     """The application for these settings, after the key and bind checks (raises ``KeysError`` or
     ``BindRefused``, both ``ValueError``s with a clear message)."""
-    keys = KeyStore(settings.api, environ)
+    keys = KeyStore(settings.api, environ, host=host)
     app = create_app(settings, keys, get_instance())  # attaches the keys created over HTTP; binds nothing
     check_bind(host, keys.configured)
     return app, keys
@@ -41,6 +43,7 @@ def serve(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT
     """Serve until interrupted; the checks run before anything listens."""
     import uvicorn
 
+    install_log_masking()  # the server's log lines (uvicorn's too), masked
     app, keys = build_app(settings, environ, host)
     shown = f"[{host}]" if ":" in host else host
     print(f"floe-dagster API on http://{shown}:{port} ({keys.describe()}); "

@@ -7,17 +7,22 @@ a copy of a resource for every tick and run, and the copies share what the first
 resource built from the settings again (a code location load or reload, the CLI, the API, a test
 that dropped the tables) opens the database afresh: a cache of opened databases by URL alone, that
 nothing ever refreshed, once hid that a test had dropped and recreated the tables under the same URL.
+
+A URL with a password reaches the resource as ``EnvVar`` (floe_dagster/redaction.py's
+``secret_variable``: ``FLOE_COORDINATION_URL`` when that holds it, else a variable floe-dagster sets in
+its own process), so Dagit's resource page shows the variable's name, never the password.
 """
 
 from __future__ import annotations
 
 import threading
 
-from dagster import ConfigurableResource
+from dagster import ConfigurableResource, EnvVar
 
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.locks import lock_backend_for, locks_of
 from floe_dagster.instance import default_coordination_url
+from floe_dagster.redaction import mask_text, secret_variable
 from floe_dagster.settings import Settings
 
 _opened: dict[tuple[str, str], Coordination] = {}
@@ -27,8 +32,8 @@ _opening = threading.Lock()
 class CoordinationResource(ConfigurableResource):
     """The coordination database (the trigger ledger, run outcomes and history) and its locks."""
 
-    # coordination.url in floe.yaml; None: the Dagster instance's PostgreSQL storage, else a SQLite
-    # file in DAGSTER_HOME.
+    # coordination.url in floe.yaml (an EnvVar when it holds a password); None: the Dagster instance's
+    # PostgreSQL storage, else a SQLite file in DAGSTER_HOME.
     url: str | None = None
     # "advisory" (PostgreSQL advisory locks in the database) or "file" (flock files beside the
     # instance); from_settings derives it from the database's dialect.
@@ -36,8 +41,11 @@ class CoordinationResource(ConfigurableResource):
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "CoordinationResource":
-        resource = cls(url=settings.coordination_url,
-                       lock_backend=lock_backend_for(settings.coordination_url or default_coordination_url()))
+        url = settings.coordination_url
+        if url and mask_text(url) != url:
+            url = EnvVar(secret_variable("COORDINATION_URL", f"{settings.source}\0{settings.catalog.name}", url,
+                                         preferred=("FLOE_COORDINATION_URL",)))
+        resource = cls(url=url, lock_backend=lock_backend_for(settings.coordination_url or default_coordination_url()))
         resource.forget()
         return resource
 
@@ -58,4 +66,7 @@ class CoordinationResource(ConfigurableResource):
             forgotten.engine.dispose()
 
     def _key(self) -> tuple[str, str]:
-        return self.url or default_coordination_url(), self.lock_backend
+        # Dagster resolves an EnvVar when it initializes the resource; built directly (the CLI, the API) it
+        # is still the variable.
+        url = self.url.get_value() if isinstance(self.url, EnvVar) else self.url
+        return url or default_coordination_url(), self.lock_backend

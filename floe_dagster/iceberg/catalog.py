@@ -25,7 +25,7 @@ from floe_dagster.core.measurements import ColumnFacts
 from floe_dagster.core.partition_scope import PartitionField
 from floe_dagster.core.object_storage import FORCE_VIRTUAL_ADDRESSING, s3_path_style, storage_description, uses_s3
 from floe_dagster.core.tables import TableName
-from floe_dagster.errors import CatalogUnavailable, UnknownTable
+from floe_dagster.errors import CatalogUnavailable, UnknownTable, masked_cause
 from floe_dagster.iceberg.snapshot_summary import (
     TOTAL_DATA_FILES,
     TOTAL_DELETE_FILES,
@@ -34,6 +34,7 @@ from floe_dagster.iceberg.snapshot_summary import (
     TOTAL_RECORDS,
     summary_total,
 )
+from floe_dagster.redaction import mask
 from floe_dagster.settings import CatalogSettings
 
 
@@ -45,7 +46,7 @@ def open_catalog(settings: CatalogSettings) -> Catalog:
     try:
         return load_catalog(settings.name, **pyiceberg_properties(settings.properties))
     except Exception as exc:  # PyIceberg raises many kinds; all mean the same to the caller
-        raise CatalogUnavailable(f"catalog '{settings.name}' could not be loaded: {exc}") from exc
+        raise CatalogUnavailable(f"catalog '{settings.name}' could not be loaded: {exc}") from masked_cause(exc)
 
 
 def pyiceberg_properties(properties: dict[str, str]) -> dict[str, str]:
@@ -209,6 +210,5 @@ def type_text(field_type: IcebergType) -> str:
 
 
 def describe(settings: CatalogSettings) -> dict[str, Any]:
-    """Catalog settings for display, with secrets masked."""
-    hidden = ("password", "secret", "token", "credential")
-    return {k: ("***" if any(h in k.lower() for h in hidden) else v) for k, v in settings.properties.items()}
+    """Catalog settings for display, with secrets masked (the one rule: core/secrets.py)."""
+    return mask(dict(settings.properties))

@@ -8,10 +8,16 @@ locked"; closing the catalog and resetting Spark's catalog manager frees it, and
 a fresh catalog. (Iceberg 1.11 closes those result sets; the release stays, since 1.10.x remains
 selectable with ``spark.iceberg-version``.) The JVM handles used here (``_jsparkSession``) exist on
 classic sessions of PySpark 3.5 and 4.x alike; a Spark Connect session has none and skips them.
+
+Secrets stay out of the resources' config, which Dagit shows and Dagster stores in every job snapshot:
+the Spark conf entries that hold one (the catalog's password, ``header.*``, S3 keys, a Connect URL's
+token; core/secrets.py decides) are shown masked, and their real values reach the session through one
+``EnvVar`` (a JSON object in a variable floe-dagster sets in its own process, redaction.secret_variable).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -24,8 +30,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 from urllib.parse import urlparse
 
-from dagster import ConfigurableResource, InitResourceContext
+from dagster import ConfigurableResource, EnvVar, InitResourceContext
 from dagster_pyspark import LazyPySparkResource
+from dagster_pyspark.resources import spark_session_from_config
 from pydantic import PrivateAttr
 
 from floe_dagster.coordination.locks import file_locks
@@ -33,10 +40,12 @@ from floe_dagster.core.commit_conflicts import commit_race
 from floe_dagster.core.operation_config import ComputeStatisticsConfig, OperationConfig, OrphanCleanupConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.partition_scope import RewriteScope
+from floe_dagster.core.secrets import mask_text, split_secret_entries
 from floe_dagster.core.statistics import StatisticsState, statistics_work
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import CommitConflict, EngineUnavailable, FloeError, MaintenanceFailed, RowCountMismatch
 from floe_dagster.iceberg.snapshot_summary import commit_rows, exact_live_rows
+from floe_dagster.redaction import secret_variable
 from floe_dagster.settings import Settings
 from floe_dagster.spark.catalog_conf import spark_catalog_conf
 from floe_dagster.spark.jars import jar_file_name, resolve_jars
@@ -123,10 +132,43 @@ def connect_session_conf(settings: Settings) -> dict[str, str]:
     return {**SESSION_CONF, **spark_catalog_conf(settings.catalog)[0], **settings.spark.conf}
 
 
+def _secret_entries(secret_conf: str | None) -> dict[str, str]:
+    """The conf entries held back from the resources' config (an EnvVar until Dagster resolves it)."""
+    if not secret_conf:
+        return {}
+    return json.loads(secret_conf.get_value() if isinstance(secret_conf, EnvVar) else secret_conf)
+
+
+class FloeSparkSession(LazyPySparkResource):
+    """dagster-pyspark's lazy session, whose ``spark_config`` is shown with its secrets masked: the
+    session starts with those entries from ``secret_conf`` (an EnvVar, see the module's doc)."""
+
+    secret_conf: str | None = None
+
+    @classmethod
+    def _is_dagster_maintained(cls) -> bool:
+        return False
+
+    def _init_session(self) -> None:
+        if self._spark_session is None:
+            self._spark_session = spark_session_from_config({**self.spark_config, **_secret_entries(self.secret_conf)})
+
+
+def _held_back(settings: Settings) -> tuple[dict[str, str], dict[str, str], str | None]:
+    """The Spark conf and the Connect session conf as shown, and the EnvVar holding what they mask."""
+    shown_conf, secret_conf = split_secret_entries(spark_conf_for(settings))
+    shown_session, secret_session = split_secret_entries(connect_session_conf(settings))
+    secrets = {**secret_conf, **secret_session}
+    if not secrets:
+        return shown_conf, shown_session, None
+    name = secret_variable("SPARK_CONF", f"{settings.source}\0{settings.catalog.name}", json.dumps(secrets, sort_keys=True))
+    return shown_conf, shown_session, EnvVar(name)
+
+
 class IcebergSparkEngine(ConfigurableResource):
     """Runs Iceberg maintenance procedures with PySpark. ``pyspark`` is dagster-pyspark's resource."""
 
-    pyspark: LazyPySparkResource
+    pyspark: LazyPySparkResource  # a FloeSparkSession (from_settings)
     catalog_name: str
     java_home: str | None = None
     jar_packages: list[str] = []
@@ -138,9 +180,11 @@ class IcebergSparkEngine(ConfigurableResource):
     # holds a read transaction until it is closed, and SQLite refuses (at once, whatever the busy
     # timeout) to let one of two readers upgrade to a writer, so two runs committing at once fail.
     catalog_lock: str | None = None
-    # Spark Connect: the server's URL, and the conf set on each new session (connect_session_conf).
+    # Spark Connect: the server's URL (masked), and the conf set on each new session (connect_session_conf,
+    # masked; the masked entries' values are in secret_conf, as the session's).
     remote: str | None = None
     session_conf: dict[str, str] = {}
+    secret_conf: str | None = None
     # The catalog's FileIO class in Spark (io-impl; None: Iceberg's default): how orphan cleanup lists.
     file_io: str | None = None
     # The Iceberg Spark runtime's version (spark.iceberg-version): orphan cleanup streams from 1.11 on.
@@ -152,16 +196,18 @@ class IcebergSparkEngine(ConfigurableResource):
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "IcebergSparkEngine":
+        shown_conf, shown_session, secret_conf = _held_back(settings)
         return cls(
-            pyspark=LazyPySparkResource(spark_config=spark_conf_for(settings)),
+            pyspark=FloeSparkSession(spark_config=shown_conf, secret_conf=secret_conf),
             catalog_name=settings.catalog.name,
             java_home=settings.spark.java_home,
             jar_packages=spark_packages(settings),
             jars_cache=settings.spark.jars_cache,
             row_count_check_max_bytes=settings.maintenance.row_count_check_max_bytes,
             catalog_lock=_sqlite_catalog_lock(settings),
-            remote=settings.spark.remote,
-            session_conf=connect_session_conf(settings),
+            remote=mask_text(settings.spark.remote) if settings.spark.remote else None,
+            session_conf=shown_session,
+            secret_conf=secret_conf,
             file_io=spark_catalog_conf(settings.catalog)[0].get(f"spark.sql.catalog.{settings.catalog.name}.io-impl"),
             iceberg_version=settings.spark.iceberg_version,
             spark_line=installed_spark_line(),
@@ -212,7 +258,7 @@ class IcebergSparkEngine(ConfigurableResource):
                 f"Iceberg's procedures: start it with --conf spark.sql.extensions={ICEBERG_EXTENSIONS} and the Iceberg "
                 "Spark runtime jar (and the catalog's JDBC driver) in --jars; a client cannot add them to a running server"
             )
-        for key, value in self.session_conf.items():
+        for key, value in {**self.session_conf, **_secret_entries(self.secret_conf)}.items():
             try:
                 session.conf.set(key, value)
             except Exception as exc:

@@ -74,7 +74,10 @@ def stop(process: subprocess.Popen) -> None:
             process.wait()
 
 
-def start_serve(config: Path, env: dict, log: Path, host: str = "127.0.0.1") -> tuple[subprocess.Popen, str]:
+def start_serve(config: Path, env: dict, log: Path, host: str = "127.0.0.1",
+                ready: str = "/health") -> tuple[subprocess.Popen, str]:
+    """``floe-dagster serve`` on a free port, once ``ready`` answers 200 (``/health/live`` for a server
+    whose catalog is down)."""
     port = free_port()
     with open(log, "ab") as out:
         process = subprocess.Popen([str(BIN / "floe-dagster"), "--config", str(config), "serve", "--host", host,
@@ -84,7 +87,7 @@ def start_serve(config: Path, env: dict, log: Path, host: str = "127.0.0.1") -> 
     deadline = time.monotonic() + 90
     while True:
         try:
-            if requests.get(url + "/health", timeout=5).status_code == 200:
+            if requests.get(url + ready, timeout=5).status_code == 200:
                 return process, url
         except requests.ConnectionError:
             pass

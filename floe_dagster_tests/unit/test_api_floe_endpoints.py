@@ -361,9 +361,9 @@ def catalog_down(tmp_path_factory):
 def test_with_the_catalog_down_policies_get_floes_400_after_the_name_check_and_a_trigger_floes_500(catalog_down):
     policy = {"name": "sales", "tablePattern": "demo.sales.orders", "rewriteDataFiles": {},
               "rewriteDataFilesSchedule": {"interval": "P1D"}}
-    assert_error(call(catalog_down, "POST", "/api/v1/policies", json=policy), 409, "CONFLICT",
+    assert_error(call(catalog_down, "POST", "/api/v1/policies", key=ADMIN_KEY, json=policy), 409, "CONFLICT",
                  "Policy with name 'sales' already exists")  # Floe: the name first
-    error = assert_error(call(catalog_down, "POST", "/api/v1/policies", json={**policy, "name": "fresh"}), 400,
+    error = assert_error(call(catalog_down, "POST", "/api/v1/policies", key=ADMIN_KEY, json={**policy, "name": "fresh"}), 400,
                          "VALIDATION_FAILED", "Catalog unavailable - cannot validate table pattern")
     assert error["details"] == {"error": "Catalog connection failed. Check catalog configuration."}
     assert not (catalog_down["root"] / "api-policies" / "fresh.json").exists()
@@ -375,14 +375,14 @@ def test_a_policy_whose_exact_pattern_names_no_table_is_floes_400(tmp_path):
     with serving(tmp_path, POLICIES, KEYS, _lakehouse, extra="  policy-directory: api-policies\n") as api:
         policy = {"name": "ghost", "tablePattern": "demo.sales.ghost", "expireSnapshots": {},
                   "expireSnapshotsSchedule": {"interval": "P1D"}}
-        error = assert_error(call(api, "POST", "/api/v1/policies", json=policy), 400, "VALIDATION_FAILED",
+        error = assert_error(call(api, "POST", "/api/v1/policies", key=ADMIN_KEY, json=policy), 400, "VALIDATION_FAILED",
                              "Table not found: demo.sales.ghost")
         assert error["details"]["suggestion"] == "Verify the table exists in the catalog"
-        wildcard = call(api, "POST", "/api/v1/policies", json={**policy, "tablePattern": "demo.nothing.*"})
+        wildcard = call(api, "POST", "/api/v1/policies", key=ADMIN_KEY, json={**policy, "tablePattern": "demo.nothing.*"})
         assert wildcard.status_code == 201, wildcard.text  # a wildcard matching nothing is allowed, as in Floe
-        renamed = call(api, "PUT", f"/api/v1/policies/{wildcard.json()['id']}", json={"tablePattern": "demo.x.y"})
+        renamed = call(api, "PUT", f"/api/v1/policies/{wildcard.json()['id']}", key=ADMIN_KEY, json={"tablePattern": "demo.x.y"})
         assert_error(renamed, 400, "VALIDATION_FAILED", "Table not found: demo.x.y")
-        assert call(api, "PUT", f"/api/v1/policies/{wildcard.json()['id']}", json={"priority": 3}).status_code == 200
+        assert call(api, "PUT", f"/api/v1/policies/{wildcard.json()['id']}", key=ADMIN_KEY, json={"priority": 3}).status_code == 200
 
 
 def test_without_keys_the_first_key_created_over_http_closes_the_api(tmp_path, monkeypatch):

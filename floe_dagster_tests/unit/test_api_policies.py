@@ -1,7 +1,8 @@
 """The policies API over real HTTP (uvicorn in a thread, a real Dagster instance and real API keys, as
 in test_api_http.py): Floe's list page and its bounds, get by id and by name, create (201 + Location),
 the 400s that name the field and write nothing, 409s, Floe's partial update, delete, 405 without a
-policy directory, roles, and concurrent updates of one policy (one wins, the file always parses)."""
+policy directory, roles (writes need ADMIN, as in Floe, or OPERATOR with api.operator-may-write-policies),
+and concurrent updates of one policy (one wins, the file always parses)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from floe_dagster.policies import load_policy_set, policy_paths
 from floe_dagster.policy_store import POLICY_ID_NAMESPACE, PolicyStore, policy_id
 from floe_dagster.settings import load_settings
 from floe_dagster_tests.conftest import write_settings
+from floe_dagster_tests.unit.test_api_floe_endpoints import ADMIN_KEY
 from floe_dagster_tests.unit.test_api_http import OPERATOR_KEY, VIEWER_KEY, assert_error, start_server
 
 FILE_POLICIES = """
@@ -49,7 +51,8 @@ FLOE_KEYS = ["id", "name", "description", "tablePattern", "enabled", "priority",
 
 def _serve(root: Path, extra: str):
     keys = root / "keys.txt"
-    keys.write_text(f"ops-bot:OPERATOR:{hash_key(OPERATOR_KEY)}\ndash:VIEWER:{hash_key(VIEWER_KEY)}\n")
+    keys.write_text(f"ops-bot:OPERATOR:{hash_key(OPERATOR_KEY)}\ndash:VIEWER:{hash_key(VIEWER_KEY)}\n"
+                    f"root:ADMIN:{hash_key(ADMIN_KEY)}\n")
     config = write_settings(root, FILE_POLICIES, extra=f"api:\n  keys-file: {keys}\n{extra}")
     home = root / "dagster_home"
     home.mkdir()
@@ -77,7 +80,7 @@ def api(tmp_path_factory):
                 thread.join(20)
 
 
-def call(api, method, path, key=OPERATOR_KEY, headers=None, **kwargs):
+def call(api, method, path, key=ADMIN_KEY, headers=None, **kwargs):
     headers = {**({"X-API-Key": key} if key else {}), **(headers or {})}
     return requests.request(method, api["url"] + path, headers=headers, timeout=60, **kwargs)
 
@@ -298,13 +301,16 @@ def test_policies_from_other_files_are_read_only(api):
     assert_error(call(api, "DELETE", f"{COLLECTION}/sales"), 404, "NOT_FOUND")
 
 
-def test_roles_viewer_reads_operator_writes(api):
+def test_roles_viewer_reads_only_admin_writes(api):
+    """Floe lets only ADMIN write policies (an OPERATOR's policy could reach any table: issue 26)."""
     created = create(api, {"name": "roles", "tablePattern": "demo.r.*"})
     url = f"{COLLECTION}/{created['id']}"
     for method, path, kwargs in (("POST", COLLECTION, {"json": {"name": "other", "tablePattern": "x"}}),
                                  ("PUT", url, {"json": {"priority": 3}}), ("DELETE", url, {})):
-        details = assert_error(call(api, method, path, key=VIEWER_KEY, **kwargs), 403, "FORBIDDEN", "Insufficient permissions")["details"]
-        assert details["needs"] == "trigger"
+        for key, role in ((VIEWER_KEY, "VIEWER"), (OPERATOR_KEY, "OPERATOR")):
+            details = assert_error(call(api, method, path, key=key, **kwargs), 403, "FORBIDDEN",
+                                   "Insufficient permissions")["details"]
+            assert (details["role"], details["needs"]) == (role, "write-policies")
         assert_error(call(api, method, path, key=None, **kwargs), 401, "UNAUTHORIZED")
     assert_error(call(api, "GET", COLLECTION, key=None), 401, "UNAUTHORIZED")
     assert call(api, "GET", url, key=VIEWER_KEY).json()["priority"] == 0
@@ -330,7 +336,7 @@ def test_concurrent_updates_of_one_policy_one_wins_and_the_file_always_parses(ap
         with requests.Session() as session:
             for round_ in range(rounds):
                 number = writer * 100 + round_
-                response = session.put(api["url"] + url, headers={"X-API-Key": OPERATOR_KEY}, timeout=60,
+                response = session.put(api["url"] + url, headers={"X-API-Key": ADMIN_KEY}, timeout=60,
                                        json={"description": f"writer {number}", "priority": number})
                 if response.status_code != 200:
                     problems.append(response.text)
@@ -407,6 +413,30 @@ def test_without_a_policy_directory_writes_are_405(tmp_path, monkeypatch):
                 assert_error(response, 405, "METHOD_NOT_ALLOWED", "api.policy-directory", "floe.yaml")
                 assert response.headers["Allow"] == "GET"
             assert call(readonly, "GET", COLLECTION).json()["total"] == 2
+        finally:
+            server.should_exit = True
+            thread.join(20)
+
+
+def test_a_setting_lets_operator_write_policies(tmp_path):
+    config, home = _serve(tmp_path, "  policy-directory: api-policies\n  operator-may-write-policies: true\n")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DAGSTER_HOME", str(home))
+        settings = load_settings(config, environ={})
+        assert settings.api.operator_may_write_policies
+        with DagsterInstance.get() as instance:
+            server, thread, url = start_server(create_app(settings, KeyStore(settings.api), instance))
+        try:
+            served = {"url": url}
+            created = call(served, "POST", COLLECTION, key=OPERATOR_KEY, json={"name": "ops", "tablePattern": "demo.o.*"})
+            assert created.status_code == 201, created.text
+            path = f"{COLLECTION}/{created.json()['id']}"
+            assert call(served, "PUT", path, key=OPERATOR_KEY, json={"priority": 2}).json()["priority"] == 2
+            assert_error(call(served, "DELETE", path, key=VIEWER_KEY), 403, "FORBIDDEN")
+            assert call(served, "DELETE", path, key=OPERATOR_KEY).status_code == 204
+            me = call(served, "GET", "/api/v1/auth/keys/me", key=OPERATOR_KEY).json()
+            assert {"WRITE_POLICIES", "DELETE_POLICIES", "TRIGGER_MAINTENANCE"} <= set(me["permissions"])
+            assert "MANAGE_API_KEYS" not in me["permissions"]
         finally:
             server.should_exit = True
             thread.join(20)

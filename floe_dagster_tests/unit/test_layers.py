@@ -1,6 +1,6 @@
 """The package's layering, as docs/layout.md states it: imports only go down.
 
-core <- errors, file_locks, instance, settings, policies, policy_store <- iceberg, spark, coordination <- scheduling <- defs
+core <- redaction, errors, file_locks, instance, settings, policies, policy_store <- iceberg, spark, coordination <- scheduling <- defs
 <- launching <- reports <- api, cli, definitions, component, shards, demo. The pure core imports only the
 standard library, PyYAML and itself. Function-level imports of the package's own modules are kept
 for what is truly expensive to import (Spark).
@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "floe_dagster"
 
 LAYERS = {
     "core": 0,
-    "errors": 1, "file_locks": 1, "instance": 1, "settings_schema": 1, "settings": 1, "policies": 1, "policy_store": 1,
+    "redaction": 1, "errors": 1, "file_locks": 1, "instance": 1, "settings_schema": 1, "settings": 1, "policies": 1, "policy_store": 1,
     "iceberg": 2, "spark": 2, "coordination": 2,
     "scheduling": 3,
     "defs": 4,
@@ -27,8 +27,8 @@ LAYERS = {
     "api": 7, "cli": 7, "migration": 7, "definitions": 7, "component": 7, "shards": 7, "demo": 7,
 }
 # Within layer 1, what each foundation module may import besides the core.
-FOUNDATION = {"errors": set(), "file_locks": {"errors"}, "instance": set(), "settings_schema": set(),
-              "settings": {"errors", "settings_schema"},
+FOUNDATION = {"redaction": set(), "errors": {"redaction"}, "file_locks": {"errors"}, "instance": {"redaction"},
+              "settings_schema": set(), "settings": {"errors", "settings_schema", "redaction"},
               "policies": {"errors", "settings"}, "policy_store": {"errors", "file_locks", "settings", "policies"}}
 # Function-level imports of the package's own modules allowed outside cli.py (issue 13: at most 10).
 MAX_FUNCTION_LEVEL_IMPORTS = 10

@@ -1,5 +1,5 @@
-"""What the routes need from the application: the key check (``reader``, ``operator``, ``admin``), the
-``ApiService`` and the ``KeyAdmin``.
+"""What the routes need from the application: the key check (``reader``, ``operator``, ``policy_writer``,
+``admin``), the ``ApiService`` and the ``KeyAdmin``.
 
 ``create_app`` puts the ``KeyStore`` (``app.state.keys``) and the ``ApiService`` (``app.state.service``)
 on the application, so the routers read them from the request and need no closure.
@@ -26,15 +26,15 @@ api_key = APIKeyHeader(name=HEADER, auto_error=False, scheme_name="ApiKey",
 
 def allowed(permission: Permission) -> Callable[..., Principal]:
     """A dependency giving the caller's ``Principal``: 503 when the configured keys cannot be read,
-    401 without a valid key, 403 when the key's role lacks ``permission``."""
+    401 without a valid key (whenever keys are required: api/auth.py, checked on every request), 403
+    when the key's role lacks ``permission`` on this server."""
 
     def dependency(request: Request, key: str | None = Security(api_key)) -> Principal:
         keys: KeyStore = request.app.state.keys
-        if keys.configured:
-            problem = keys.error()
-            if problem:
-                log.error("API keys unusable: %s", problem)
-                raise ApiError(503, "AUTH_UNAVAILABLE", "the server's API keys cannot be read; see its log")
+        problem = keys.error()
+        if problem:
+            log.error("API keys unusable: %s", problem)
+            raise ApiError(503, "AUTH_UNAVAILABLE", "the server's API keys cannot be read; see its log")
         who = keys.authenticate(key)
         if who is None:
             message = (f"a valid API key is required in the {HEADER} header" if not key
@@ -52,6 +52,7 @@ def allowed(permission: Permission) -> Callable[..., Principal]:
 
 reader = allowed(Permission.READ)
 operator = allowed(Permission.TRIGGER)
+policy_writer = allowed(Permission.WRITE_POLICIES)  # ADMIN; OPERATOR with api.operator-may-write-policies
 admin = allowed(Permission.MANAGE_KEYS)
 
 

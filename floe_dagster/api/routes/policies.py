@@ -4,7 +4,7 @@ validation (``POST /api/v1/policies/validate-pattern``).
 The files stay the source of truth (:mod:`floe_dagster.policy_store`): reads show every loaded policy,
 writes go to ``api.policy-directory`` (one ``<name>.json`` each) and are seen by the sensor's next tick
 and the CLI. Without that directory the writes answer 405; a policy from another file answers 409.
-Reads need VIEWER, writes OPERATOR. The store's refusals answer through the application's exception
+Reads need VIEWER, writes ADMIN (as in Floe; OPERATOR too with ``api.operator-may-write-policies``). The store's refusals answer through the application's exception
 handlers (api/error_handlers.py).
 """
 
@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse, Response
 from floe_dagster.api import models as M
 from floe_dagster.api.auth import Principal
 from floe_dagster.api.policy_models import PolicyPage, PolicyResponse, policy_response
-from floe_dagster.api.routes.access import api_service, operator, reader
+from floe_dagster.api.routes.access import api_service, policy_writer, reader
 from floe_dagster.api.routes.common import Page, error_responses, paging
 from floe_dagster.api.service import ApiService
 from floe_dagster.policy_store import PolicyStore
@@ -105,7 +105,7 @@ def get_policy(
 )
 def create_policy(
     body: dict[str, Any] = _BODY,
-    who: Principal = Depends(operator),
+    who: Principal = Depends(policy_writer),
     service: ApiService = Depends(api_service),
 ) -> JSONResponse:
     created = store(service).create(body, check=service.check_policy_tables)
@@ -126,7 +126,7 @@ def create_policy(
 def update_policy(
     policy_id: str = _POLICY_ID,
     body: dict[str, Any] = _BODY,
-    who: Principal = Depends(operator),
+    who: Principal = Depends(policy_writer),
     service: ApiService = Depends(api_service),
 ) -> JSONResponse:
     updated = store(service).update(policy_id, body, check=service.check_policy_tables)
@@ -142,7 +142,7 @@ def update_policy(
 )
 def delete_policy(
     policy_id: str = _POLICY_ID,
-    who: Principal = Depends(operator),
+    who: Principal = Depends(policy_writer),
     service: ApiService = Depends(api_service),
 ) -> Response:
     deleted = store(service).delete(policy_id)

@@ -1,0 +1,191 @@
+"""The one masking rule: what in a setting, a structure or a line of text is a secret, and how it is
+shown (``***``). Every output of floe-dagster goes through it: HTTP answers, logs, error messages,
+``/metrics``, the CLI and the resources Dagit shows (floe_dagster/redaction.py applies it).
+
+A secret is:
+
+- the **user info of a URI**: the password of ``scheme://user:password@host`` (the user stays, it
+  helps to debug and grants nothing alone); a user info without a password is masked whole, since
+  ``https://TOKEN@host`` carries a token there;
+- the value of a **key naming a secret**: ``header.*`` (REST catalog headers such as
+  ``header.Authorization``, also inside Spark's ``spark.sql.catalog.<name>.header.*``), and any key
+  one of whose words (split at ``.``, ``-``, ``_`` and camelCase) contains ``password``, ``passwd``,
+  ``passphrase``, ``secret``, ``token``, ``credential``, ``authorization``, ``cookie`` or
+  ``signature``, or is ``pwd``, ``sig``, ``key`` or a word ending in a kind of key (``accesskey``,
+  ``apikey``, ``privatekey``…; ``access-key`` and ``secretKey`` are split into words anyway). Conservative on purpose: ``s3.access-key-id`` (the public half of a credential),
+  ``encryption.key-id`` and ``spark.ssl.keyStore`` (a path) are masked too; ``keys-file`` is not
+  (``keys`` names no secret);
+- in free text (an error message, a log line): the same two, as ``user:password@`` in a URI and as
+  ``name=value`` / ``name: value`` / ``"name": "value"`` pairs whose name is a secret key (but for an
+  unquoted ``key: …``, ``sig: …`` or ``pwd: …``, which is prose more often than not: "API key: …"; query
+  parameters such as ``?password=``, Spark Connect's ``;token=``), an HTTP ``Bearer``/``Basic``
+  credential, and every **known secret** value the caller passes (the secrets of the settings this
+  process loaded, at least 8 characters long, so that a short password is not replaced in every
+  word that happens to contain it).
+
+Pure: a value in, the masked value out; :func:`secrets_in` lists what the rule would mask, so the
+caller can mask those values wherever they show up later.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Iterable, Mapping
+
+MASK = "***"
+# Known secrets shorter than this are masked only where the rule finds them by position.
+MIN_KNOWN_SECRET = 8
+
+_SECRET_PARTS = ("password", "passwd", "passphrase", "secret", "token", "credential", "authorization", "cookie",
+                 "signature")
+_SECRET_WORDS = frozenset({"pwd", "sig", "key", "accesskey", "secretkey", "privatekey", "apikey", "accountkey",
+                           "masterkey", "sharedkey", "signingkey", "clientkey", "sessionkey"})
+_PROSE_WORDS = frozenset({"key", "sig", "pwd"})
+_WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
+# scheme://userinfo@ : the user info runs to the last '@' before the host ends (a password may hold '@').
+_URI_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^\s/?#'\"<>]*)@")
+# A word every secret the text rule finds goes with (besides '://' and '='): a text without any is
+# left alone at once.
+_HINT = re.compile(r"(?i)pass|secret|token|credential|authoriz|cookie|signature|key|pwd|sig|header|bearer|basic"
+                   r"|digest|negotiate")
+_BEARER = re.compile(r"\b(?P<scheme>Bearer|Basic|Digest|Negotiate)(?P<space>\s+)(?P<value>[A-Za-z0-9._~+/=\-]{4,})")
+# A name, its separator, and (looked ahead, not consumed: a pair whose name is no secret must not hide
+# the pairs inside its value, as in jdbc:postgresql://h/db?password=x) its value.
+_PAIR = re.compile(
+    r"(?P<name>\"[A-Za-z0-9_.\-]+\"|'[A-Za-z0-9_.\-]+'|[A-Za-z0-9_.\-]+)(?P<sep>\s*[:=]\s*)"
+    r"(?=(?P<value>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|[^\s,;&)\]}'\"]+))")
+
+
+def secret_key(name: str, weak_words: bool = True) -> bool:
+    """Whether a setting, property or field of this name holds a secret (see the module's rule).
+    ``weak_words=False`` leaves out the words that are also prose (``key``, ``sig``, ``pwd``: "API key:
+    …"), for names found in free text without quotes before a ``:``."""
+    text = str(name)
+    lowered = text.lower()
+    if lowered.startswith("header.") or ".header." in lowered:
+        return True
+    for word in (w.lower() for w in _WORD_SPLIT.split(text) if w):
+        if (weak_words and word in _SECRET_WORDS) or (word in _SECRET_WORDS and word not in _PROSE_WORDS):
+            return True
+        if any(part in word for part in _SECRET_PARTS):
+            return True
+    return False
+
+
+def _masked_userinfo(userinfo: str) -> str:
+    user, colon, _ = userinfo.partition(":")
+    return f"{user}:{MASK}" if colon and user else MASK
+
+
+def _scan(text: str, found: Callable[[str], None] | None, known: Iterable[str] = ()) -> str:
+    """The text with every secret the rule finds masked; ``found`` receives each secret value."""
+    if not text:
+        return text
+    present = {k for k in known if k and len(k) >= MIN_KNOWN_SECRET and k in text}
+    if not present and "://" not in text and "=" not in text and not _HINT.search(text):
+        return text  # most texts: no URI, no name=value, no word a secret goes with
+    for value in sorted(present, key=len, reverse=True):
+        text = text.replace(value, MASK)
+
+    def userinfo(match: re.Match) -> str:
+        info = match.group("userinfo")
+        if info in ("", MASK) or info.endswith(":" + MASK):
+            return match.group(0)
+        if found is not None:
+            user, colon, password = info.partition(":")
+            found(password if colon and user else info)
+        return f"{match.group('scheme')}{_masked_userinfo(info)}@"
+
+    def bearer(match: re.Match) -> str:
+        if match.group("value") == MASK:
+            return match.group(0)
+        if found is not None:
+            found(match.group("value"))
+        return f"{match.group('scheme')}{match.group('space')}{MASK}"
+
+    text = _URI_USERINFO.sub(userinfo, text)
+    text = _BEARER.sub(bearer, text)
+    return _pairs(text, found)
+
+
+def _pairs(text: str, found: Callable[[str], None] | None) -> str:
+    """``name=value`` and ``name: value`` pairs (quoted or not) whose name is a secret key, masked."""
+    parts: list[str] = []
+    done = 0  # text before this offset is in parts
+    for match in _PAIR.finditer(text):
+        name, value = match.group("name"), match.group("value")
+        quoted, equals = name[:1] in ("'", '"'), "=" in match.group("sep")
+        if match.start() < done or not secret_key(name.strip("'\""), weak_words=quoted or equals):
+            continue
+        quote = value[0] if value[:1] in ("'", '"') else ""
+        inner = value[1:-1] if quote else value
+        if inner in ("", MASK):
+            continue
+        if found is not None:
+            found(inner)
+        parts += [text[done:match.end()], f"{quote}{MASK}{quote}"]
+        done = match.end() + len(value)
+    return "".join(parts) + text[done:]
+
+
+def mask_text(text: str, known: Iterable[str] = ()) -> str:
+    """Free text (an error message, a log line, a URI) with its secrets masked."""
+    return _scan(text, None, known)
+
+
+def masked(value: Any, known: Iterable[str] = (), key: str | None = None) -> Any:
+    """A value of any shape with its secrets masked: a mapping's values under secret keys whole (an
+    empty value stays empty, so an unset secret still shows as unset), every string as text, lists,
+    tuples and nested mappings all the way down. ``key`` is the name the value is held under."""
+    known = tuple(known)
+    if key is not None and secret_key(key) and value not in (None, ""):
+        return MASK
+    if isinstance(value, Mapping):
+        return {k: masked(v, known, str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(masked(v, known) for v in value)
+    if isinstance(value, str):
+        return mask_text(value, known)
+    return value
+
+
+def secrets_in(value: Any, key: str | None = None) -> set[str]:
+    """Every secret value the rule would mask in ``value`` (a structure as :func:`masked` takes it)."""
+    found: set[str] = set()
+    _collect(value, key, found)
+    return {secret for secret in found if secret and secret != MASK}
+
+
+def _collect(value: Any, key: str | None, found: set[str]) -> None:
+    if key is not None and secret_key(key) and value not in (None, ""):
+        if isinstance(value, (Mapping, list, tuple)):
+            found.update(str(leaf) for leaf in _leaves(value))
+        else:
+            found.add(str(value))
+        return
+    if isinstance(value, Mapping):
+        for name, item in value.items():
+            _collect(item, str(name), found)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _collect(item, None, found)
+    elif isinstance(value, str):
+        _scan(value, found.add)
+
+
+def _leaves(value: Any) -> Iterable[Any]:
+    if isinstance(value, Mapping):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _leaves(item)
+    elif value not in (None, ""):
+        yield value
+
+
+def split_secret_entries(conf: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """A flat conf (Spark's ``key: value``) as what may be shown (secrets masked) and the entries the
+    masking changed, with their real values (to be given separately, e.g. as an environment variable)."""
+    shown = {key: masked(value, key=key) for key, value in conf.items()}
+    return shown, {key: value for key, value in conf.items() if shown[key] != value}

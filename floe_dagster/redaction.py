@@ -1,0 +1,165 @@
+"""The masking rule (core/secrets.py) applied in a process: every output goes through here.
+
+- :func:`remember` keeps the secrets of the settings this process loaded (settings.py calls it), so
+  that a secret is masked wherever it shows up later, even in a shape the rule cannot recognise (an
+  error message that quotes a password alone).
+- :func:`mask` and :func:`mask_text` mask a value or a text with the rule and those known secrets:
+  HTTP answers, error messages, ``/metrics``, the CLI.
+- :func:`install_log_masking` masks every log record of the process (floe's loggers, the API
+  server's, Dagster's ``context.log``, which become Dagit's run logs) as it is created, before any
+  handler or filter sees it. floe-dagster configures no logging of its own otherwise, so this is
+  installed where settings are loaded, and by the CLI and ``serve`` at start.
+- :func:`masked_output`: the CLI's standard output and error, masked as they are written.
+- :func:`secret_variable`: a secret a Dagster resource needs, handed over as an environment
+  variable of this process, so that the resource holds ``EnvVar(name)`` and Dagit shows the name, never
+  the value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sys
+import threading
+import traceback
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator, TextIO
+
+from floe_dagster.core.secrets import mask_text as _mask_text
+from floe_dagster.core.secrets import masked, secrets_in
+
+SECRET_VARIABLE_PREFIX = "FLOE_SECRET_"
+
+_known: set[str] = set()
+_lock = threading.Lock()
+_installed = False
+
+
+def remember(value: Any) -> None:
+    """Keep the secrets the rule finds in ``value`` (settings as a mapping, a URI) for later masking,
+    and mask log records from now on."""
+    found = secrets_in(value)
+    with _lock:
+        _known.update(found)
+    install_log_masking()
+
+
+def known_secrets() -> frozenset[str]:
+    with _lock:
+        return frozenset(_known)
+
+
+def mask(value: Any, key: str | None = None) -> Any:
+    """A value of any shape with its secrets masked (core.secrets.masked with the known secrets)."""
+    return masked(value, known_secrets(), key)
+
+
+def mask_text(text: str) -> str:
+    return _mask_text(text, known_secrets())
+
+
+def mask_lines(lines: Iterable[str]) -> list[str]:
+    known = known_secrets()
+    return [_mask_text(line, known) for line in lines]
+
+
+def _masked_arguments(record: logging.LogRecord) -> tuple | None:
+    """The record's ``%`` arguments masked one by one, when that leaves no secret in the message (so
+    that formatters that read the arguments, uvicorn's access log, keep them); else None."""
+    if not isinstance(record.args, tuple) or not record.args:
+        return None
+    arguments = tuple(_masked_argument(argument) for argument in record.args)
+    try:
+        message = str(record.msg) % arguments
+    except Exception:  # a %d given a masked text, or the secret was in the format string itself
+        return None
+    return arguments if mask_text(message) == message else None
+
+
+def _masked_argument(argument: Any) -> Any:
+    if isinstance(argument, (int, float)) or argument is None:
+        return argument
+    text = str(argument)
+    shown = mask_text(text)
+    return argument if shown == text else shown
+
+
+def _mask_record(record: logging.LogRecord) -> None:
+    try:
+        message = record.getMessage()
+    except Exception:  # a bad format string: logging reports it when a handler formats the record
+        return
+    shown = mask_text(message)
+    if shown != message:
+        arguments = _masked_arguments(record)
+        if arguments is not None:
+            record.args = arguments
+        else:
+            record.msg, record.args = shown, None
+    if record.exc_info and record.exc_info[0] is not None and not record.exc_text:
+        text = "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
+        shown = mask_text(text)
+        if shown != text:  # handlers print exc_text when it is set, instead of formatting exc_info
+            record.exc_text = shown
+    if record.stack_info:
+        record.stack_info = mask_text(record.stack_info)
+
+
+def install_log_masking() -> None:
+    """Mask every log record of this process from now on (idempotent)."""
+    global _installed
+    with _lock:
+        if _installed:
+            return
+        original = logging.getLogRecordFactory()
+
+        def masking_factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+            record = original(*args, **kwargs)
+            _mask_record(record)
+            return record
+
+        logging.setLogRecordFactory(masking_factory)
+        _installed = True
+
+
+class MaskedStream:
+    """A text stream that masks what is written to it (one ``print`` is one write, so a secret is
+    never split between two)."""
+
+    def __init__(self, stream: TextIO):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(mask_text(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:  # flush, fileno, isatty, encoding…
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def masked_output() -> Iterator[None]:
+    """``sys.stdout`` and ``sys.stderr`` masked while the block runs (the CLI's commands)."""
+    install_log_masking()
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = MaskedStream(sys.stdout), MaskedStream(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def secret_variable(position: str, scope: str, value: str, preferred: Iterable[str] = ()) -> str:
+    """The name of an environment variable of this process that holds ``value``: one of ``preferred``
+    (the user's own, e.g. ``FLOE_COORDINATION_URL``) when it holds exactly that, else
+    ``FLOE_SECRET_<POSITION>_<8 hex>``, set here. The hex digits come from ``scope`` (the settings'
+    source and catalog; never from the value), so that settings of two files in one process do not
+    share a variable, and the name is the same every time the same settings are loaded."""
+    for name in preferred:
+        if os.environ.get(name) == value:
+            return name
+    digest = hashlib.sha256(scope.encode("utf-8")).hexdigest()[:8].upper()
+    name = f"{SECRET_VARIABLE_PREFIX}{position.upper()}_{digest}"
+    os.environ[name] = value
+    return name
