@@ -24,8 +24,9 @@ ALGORITHM_VERSION = 1
 # metadata file and manifest list), while the manifest summaries (ALGORITHM_VERSION) stay valid.
 # 2: the table's location and columns. 3: the newest commit by another writer (the quiet period).
 # 4: the branches and tags other than main (core/refs.py).
-# 5: the statistics files (core/statistics.py). 6: the metadata file counts.
-RECORD_VERSION = ALGORITHM_VERSION * 1000 + 6
+# 5: the statistics files (core/statistics.py). 6: the metadata file counts. 7: data file groups per
+# (spec id, partition) and the partition specs (core/partition_scope.py).
+RECORD_VERSION = ALGORITHM_VERSION * 1000 + 7
 CACHE_SCHEMA_VERSION = 1
 CACHE_FILE = "health.sqlite3"
 
