@@ -396,11 +396,11 @@ def files_within(sizes: Sequence[int], cap: int) -> int:
 def plan_scope(metrics: "TableMetrics", rules: RewriteRules, cap: int,
                limit: int = MAX_SCOPED_PARTITIONS) -> PartitionSelection | None:
     """What a rewrite capped at ``cap`` bytes takes (see the module's doc); None without the full
-    tier or when Iceberg would rewrite nothing."""
+    tier, when Iceberg would rewrite nothing, or when all it may rewrite fits (no scope needed)."""
     if metrics.data_file_groups is None:
         return None
     fields, units, table = scope_units(metrics, rules)
-    if not table.useful:
+    if not table.useful or table.bytes <= cap:
         return None
     useful = _ranked(units)
     leftover = max(0, table.bytes - sum(u.bytes for u in useful))  # work only the whole table's groups reach

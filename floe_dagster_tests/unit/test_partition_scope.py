@@ -406,3 +406,19 @@ def test_a_backlogs_slot_time_is_read_back_from_every_kind_of_slot_key(key, expe
     from floe_dagster.core.planner import _slot_time
 
     assert _slot_time(key) == expected
+
+
+def test_an_estimate_that_fits_but_depends_on_icebergs_scan_order_is_scoped_by_its_bound():
+    """Seven 1 MB files in one partition with groups of at most 3 MB: bins of 3, 3 and 1 file in this
+    order (the last alone, not rewritten: 6 MB estimated), but Iceberg's scan order decides the bins,
+    so up to all 7 MB may go. With a 6.5 MB cap the estimate fits and the bound does not: scoped."""
+    options = {"maxBytesPerRun": int(6.5 * MB), "minInputFiles": 2, "maxFileGroupSizeBytes": 3 * MB,
+               "targetFileSizeBytes": 100 * MB}
+    record = _metrics([('["a"]', (MB,) * 7, ()), ('["b"]', (90 * MB,), ())], ((0, (REGION,)),))
+    decision = _plan(options, record=record)
+    assert decision.decision == "run" and decision.scope is not None
+    assert decision.scope.max_files == 6 and decision.estimated_bytes == 6 * MB
+    # A table within one bin: the estimate is a bound whatever the order, so a fitting one runs whole.
+    small = _metrics([('["a"]', (MB,) * 7, ())], ((0, (REGION,)),))
+    whole = _plan({**options, "maxFileGroupSizeBytes": 100 * MB, "maxBytesPerRun": 7 * MB}, record=small)
+    assert whole.decision == "run" and whole.scope is None and whole.estimated_bytes == 7 * MB
