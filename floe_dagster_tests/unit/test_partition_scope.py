@@ -422,3 +422,33 @@ def test_an_estimate_that_fits_but_depends_on_icebergs_scan_order_is_scoped_by_i
     small = _metrics([('["a"]', (MB,) * 7, ())], ((0, (REGION,)),))
     whole = _plan({**options, "maxFileGroupSizeBytes": 100 * MB, "maxBytesPerRun": 7 * MB}, record=small)
     assert whole.decision == "run" and whole.scope is None and whole.estimated_bytes == 7 * MB
+
+
+def test_a_scoped_call_can_limit_both_the_where_and_the_file_count():
+    region = PartitionField("region", "identity", "string", 1)
+    scope = RewriteScope(('["eu"]',), (region,), files=10, max_files=3)
+    call = build_procedure_call(RDF, T, RewriteDataFilesConfig(min_input_files=2), NOW, scope=scope)
+    assert "where => '`region` = \\'eu\\''" in call.sql and "'max-files-to-rewrite', '3'" in call.sql
+    assert call.arguments["scope"] == "where + max-files-to-rewrite"
+    tighter = build_procedure_call(RDF, T, RewriteDataFilesConfig(max_files_to_rewrite=2), NOW, scope=scope)
+    assert "'max-files-to-rewrite', '2'" in tighter.sql  # the policy's own limit is smaller
+    whole = build_procedure_call(RDF, T, RewriteDataFilesConfig(), NOW, scope=RewriteScope((), (), 4, 4))
+    assert "where" not in whole.sql and whole.arguments["scope"] == "max-files-to-rewrite"
+
+
+def test_a_recorded_scope_with_more_units_than_the_bound_is_bounded_by_its_files():
+    """A ledger row written before the bound (or by hand): no where of unbounded length; its file
+    count bounds the run instead."""
+    region = PartitionField("region", "identity", "string", 1)
+    keys = tuple(f'["r{i}"]' for i in range(MAX_SCOPED_PARTITIONS + 1))
+    call = build_procedure_call(RDF, T, RewriteDataFilesConfig(), NOW, scope=RewriteScope(keys, (region,), 12))
+    assert "where" not in call.sql and "'max-files-to-rewrite', '12'" in call.sql
+
+
+def test_a_selection_keeps_its_fields_and_file_count_through_the_ledger():
+    region = PartitionField("region", "identity", "string", 1)
+    chosen = PartitionSelection(('["eu"]',), 10, 3, 2, 20, 12, fields=(region,), max_files=3, spec_id=1)
+    assert PartitionSelection.from_json(json.dumps(chosen.to_json())) == chosen
+    legacy = PartitionSelection.from_json({"partitions": ["[1]"], "bytes": 1, "files": 1, "backlog_partitions": 0,
+                                           "backlog_bytes": 0, "cap": 1})
+    assert legacy.fields is None and legacy.max_files is None  # the run uses the table's current spec
