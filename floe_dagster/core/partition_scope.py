@@ -306,7 +306,10 @@ def _unit(key: str, parts: Sequence[tuple[_Files, bool]], rules: RewriteRules, e
     return ScopeUnit(key, sum(charged), len(charged), deletes, outputs, rewritten, tuple(charged), exact)
 
 
-def scope_units(metrics: "TableMetrics", rules: RewriteRules) -> tuple[tuple[PartitionField, ...], list[ScopeUnit], ScopeUnit]:
+Fields = tuple[PartitionField, ...]
+
+
+def scope_units(metrics: "TableMetrics", rules: RewriteRules) -> tuple[Fields, list[ScopeUnit], ScopeUnit]:
     """(the scope's fields, the units, the whole table as one unit). Without the specs (a record
     collected before they were) or with a partition key that does not fit its spec: no fields."""
     groups = metrics.data_file_groups or ()
@@ -325,7 +328,7 @@ def scope_units(metrics: "TableMetrics", rules: RewriteRules) -> tuple[tuple[Par
         return (), [], table
 
 
-def _units(layout: SpecLayout, groups: Sequence[Any], rules: RewriteRules) -> tuple[tuple[PartitionField, ...], list[ScopeUnit]]:
+def _units(layout: SpecLayout, groups: Sequence[Any], rules: RewriteRules) -> tuple[Fields, list[ScopeUnit]]:
     parsed = []
     for key, sizes, deletes in groups:
         spec_id, partition = data_group_spec(key)

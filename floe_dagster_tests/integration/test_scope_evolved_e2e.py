@@ -119,7 +119,8 @@ def _unpartitioned_then_by_region(spark, name: str) -> None:
     rows = ROWS.format(regions=regions, n=len(REGIONS))
     spark.sql(f"CREATE TABLE {name} (id BIGINT, region STRING, amount DOUBLE) USING iceberg")
     for batch in range(2):  # the old spec: files holding every region
-        spark.sql(f"INSERT INTO {name} SELECT {rows} FROM range({batch * 1000}, {batch * 1000 + 8 * len(REGIONS)}, 1, 1)")
+        spark.sql(f"INSERT INTO {name} SELECT {rows} FROM range({batch * 1000}, "
+                  f"{batch * 1000 + 8 * len(REGIONS)}, 1, 1)")
     spark.sql(f"ALTER TABLE {name} ADD PARTITION FIELD region")
     for batch in range(2):  # the new spec: small files in each region
         spark.sql(f"INSERT INTO {name} SELECT {rows} FROM range({10_000 + batch * 1000}, "
