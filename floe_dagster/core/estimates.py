@@ -317,12 +317,49 @@ def plan_position_delete_rewrite(files: Iterable[DeleteFileInfo | tuple], rules:
 # -- from TableMetrics -----------------------------------------------------------------------------------
 
 
+Group = tuple[str, tuple[int, ...], tuple[tuple[int, int, int, int], ...]]  # TableMetrics.data_file_groups
+
+
+def all_null_key(key: str) -> bool:
+    """Whether a partition key (a JSON list) holds only nulls, as the unpartitioned ``[]`` does."""
+    return key == "[]" or (key.startswith("[null") and all(part == "null" for part in key[1:-1].split(",")))
+
+
+def rewrite_groups(groups: Sequence[Group]) -> Sequence[Group]:
+    """The recorded groups (one per spec and partition) as Iceberg's rewrite planner groups files: every
+    file of another spec joins the default spec's all-null partition (``groupByPartition``: "treating
+    all such files as un-partitioned"), in the order the groups were recorded."""
+    if all(key.startswith("[") for key, _, _ in groups):  # one spec: the usual case, nothing to merge
+        return groups
+    merged: list[Group] = []
+    sizes: list[int] = []
+    deletes: list[tuple[int, int, int, int]] = []
+    place = name = None
+    for key, group_sizes, group_deletes in groups:
+        if key.startswith("[") and not all_null_key(key):
+            merged.append((key, group_sizes, group_deletes))
+            continue
+        if place is None:
+            place = len(merged)
+            merged.append(("", (), ()))
+        if key.startswith("["):
+            name = key
+        deletes.extend((len(sizes) + index, *rest) for index, *rest in group_deletes)
+        sizes.extend(group_sizes)
+    merged[place] = (name or OTHER_SPECS_GROUP, tuple(sizes), tuple(deletes))
+    return merged
+
+
+OTHER_SPECS_GROUP = "other specs"  # the merged group's name when the default spec has no all-null partition
+
+
 def data_files_of(metrics: "TableMetrics") -> list[DataFileInfo] | None:
-    """The data files of a full-tier record, in scan order per partition; None in the summary tier."""
+    """The data files of a full-tier record, in scan order per partition as Iceberg's rewrite planner
+    groups them (:func:`rewrite_groups`); None in the summary tier."""
     if metrics.data_file_groups is None:
         return None
     files: list[DataFileInfo] = []
-    for partition, sizes, deletes in metrics.data_file_groups:
+    for partition, sizes, deletes in rewrite_groups(metrics.data_file_groups):
         extra = {index: (count, rows, records) for index, count, rows, records in deletes}
         for index, size in enumerate(sizes):
             count, rows, records = extra.get(index, (0, 0, 0))
@@ -347,7 +384,7 @@ def estimate_rewrite_data_files(
 
 def plan_recorded_data_files(metrics: "TableMetrics", rules: RewriteRules) -> RewriteEstimate:
     """:func:`plan_data_file_rewrite` over a full-tier record's files, read as stored."""
-    groups = metrics.data_file_groups
+    groups = rewrite_groups(metrics.data_file_groups)
     if len({partition for partition, _, _ in groups}) != len(groups):  # the collector lists each once
         return plan_data_file_rewrite(data_files_of(metrics), rules)
     selected = []

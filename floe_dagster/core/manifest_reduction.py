@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Mapping, Sequence
 
+from floe_dagster.core.measurements import data_group_key
+
 DATA_MANIFEST = 0  # Iceberg's ManifestContent.DATA
 POSITION_DELETES, EQUALITY_DELETES = 1, 2  # Iceberg's DataFileContent
 
@@ -27,7 +29,6 @@ class PartitionSpecs:
     field_ids: Mapping[int, list[int]]  # spec id → its partition fields' ids
     current: int  # the default spec's id
     unpartitioned: frozenset[int]  # the ids of specs without partition fields
-    other_spec_key: str  # the group of data files written under an older spec
 
     @cached_property
     def unified_field_ids(self) -> list[int]:
@@ -114,8 +115,7 @@ def full_tier_fields(manifests: Sequence[tuple[int, Mapping[str, Any]]], specs: 
         records_total += records
         per_partition[(spec_id, key)] = per_partition.get((spec_id, key), 0) + 1
         applying, scoped_rows = deletes.applying(spec_id, key, seq, hashed)
-        group_sizes, group_deletes = groups.setdefault(key if spec_id == specs.current else specs.other_spec_key,
-                                                       ([], []))
+        group_sizes, group_deletes = groups.setdefault(data_group_key(spec_id, key, specs.current), ([], []))
         if applying:
             group_deletes.append((len(group_sizes), applying, scoped_rows, records))
         group_sizes.append(size)

@@ -96,10 +96,12 @@ class TableMetrics:
     location: str | None = None  # the table's base location (``file:/...``, ``s3://...``)
     columns: tuple[ColumnFacts, ...] | None = None  # the current schema's columns (None: not read)
 
-    # Full tier only: the inputs of the byte estimates (core/estimates.py), grouped the way Iceberg's
-    # rewrite planners group files, in scan order. Raw numbers, so they hold for every policy.
-    # data_file_groups: (partition key, data file sizes, ((index into sizes, delete files applying,
-    # rows removed by file-scoped position deletes, record count), ...) for files with deletes only).
+    # Full tier only: the inputs of the byte estimates (core/estimates.py) and of partition-scoped
+    # rewrites (core/partition_scope.py), in scan order. Raw numbers, so they hold for every policy.
+    # data_file_groups: (group key, data file sizes, ((index into sizes, delete files applying, rows
+    # removed by file-scoped position deletes, record count), ...) for files with deletes only), one
+    # group per (spec id, partition): see :func:`data_group_key` (Iceberg's rewrite planner puts every
+    # file of another spec in the current spec's all-null partition: core/estimates.py merges them).
     data_file_groups: tuple[tuple[str, tuple[int, ...], tuple[tuple[int, int, int, int], ...]], ...] | None = None
     # position_delete_groups: (partition key, position delete file sizes).
     position_delete_groups: tuple[tuple[str, tuple[int, ...]], ...] | None = None
@@ -107,6 +109,13 @@ class TableMetrics:
     # The branches and tags other than main, with what each alone keeps alive (core/refs.py; bytes in
     # the full tier only). None: not measured (a record cached before refs were).
     refs: tuple[RefFacts, ...] | None = None
+
+    # Both tiers, from the metadata file: the default partition spec's id and every spec, each as (spec
+    # id, its fields as (source column id, source column path in the current schema or None when the
+    # schema no longer has it, transform as Iceberg prints it, the source column's type or "")).
+    # None: not measured (a record cached before specs were).
+    partition_spec_id: int | None = None
+    partition_specs: tuple[tuple[int, tuple[tuple[int, str | None, str, str], ...]], ...] | None = None
 
     @property
     def delete_file_ratio(self) -> float:
@@ -158,7 +167,8 @@ class TableMetrics:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        for key in ("data_file_sizes", "data_file_groups", "position_delete_groups", "columns", "refs"):
+        for key in ("data_file_sizes", "data_file_groups", "position_delete_groups", "columns", "refs",
+                    "partition_specs"):
             data[key] = _lists(data[key])
         return data
 
@@ -167,7 +177,8 @@ class TableMetrics:
         table), its columns (asset metadata has them as Dagster's column schema) and its refs (the
         health record lists them under ``refs``), plus the derived values."""
         data = self.to_json()
-        for key in ("data_file_sizes", "data_file_groups", "position_delete_groups", "columns", "refs"):
+        for key in ("data_file_sizes", "data_file_groups", "position_delete_groups", "columns", "refs",
+                    "partition_specs", "partition_spec_id"):
             del data[key]
         data.update(
             min_file_bytes=self.min_file_bytes,
@@ -182,7 +193,7 @@ class TableMetrics:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "TableMetrics":
         data = dict(data)
-        for key in ("data_file_sizes", "data_file_groups", "position_delete_groups"):
+        for key in ("data_file_sizes", "data_file_groups", "position_delete_groups", "partition_specs"):
             data[key] = _tuples(data.get(key))
         columns = data.get("columns")
         data["columns"] = tuple(ColumnFacts(*column) for column in columns) if columns is not None else None
@@ -199,6 +210,21 @@ def format_bytes(value: int | float) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{size:.1f} TiB"
+
+
+def data_group_key(spec_id: int, partition_key: str, current_spec_id: int) -> str:
+    """The key of the data files of one (spec, partition): the partition key (a JSON list of the spec's
+    partition values) for the default spec, ``<spec id>:<partition key>`` for any other, so a file of an
+    older spec is never taken for a partition of the current one."""
+    return partition_key if spec_id == current_spec_id else f"{spec_id}:{partition_key}"
+
+
+def data_group_spec(key: str) -> tuple[int | None, str]:
+    """A group key back as (spec id, partition key); spec id None: the default spec."""
+    if key.startswith("["):
+        return None, key
+    spec, _, partition = key.partition(":")
+    return int(spec), partition
 
 
 def _lists(value: Any) -> Any:

@@ -36,7 +36,7 @@ from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled, gc_disabled_reason
-from floe_dagster.core.partition_scope import Backlog, PartitionSelection, partition_costs, select_partitions
+from floe_dagster.core.partition_scope import Backlog, PartitionSelection, plan_scope
 from floe_dagster.core.policy import Policy, PolicySet
 from floe_dagster.core.quiet import QuietVerdict, due_since, quiet_verdict
 from floe_dagster.core.run_decision import SHADOW_ATTEMPT, SHADOW_PREFIX, item_key
@@ -659,13 +659,16 @@ def run_allowance(data: PlanInput, decision: Decision, bytes_used: int) -> tuple
 
 
 def _scoped(data: PlanInput, decision: Decision, bytes_used: int) -> Decision:
-    """A rewrite whose estimate exceeds what the run may take, scoped to the partitions with the most
-    benefit per byte (core/partition_scope.py); unchanged when it fits, when the rest of the hourly
-    budget is used up (budget_bytes decides), or without the full health tier (whole, as before)."""
+    """A rewrite whose estimate exceeds what the run may take, scoped so that what Iceberg rewrites
+    stays within it (core/partition_scope.py): the partitions with the most benefit per byte, or a file
+    count; unchanged when it fits, when the rest of the hourly budget is used up (budget_bytes decides),
+    or without the full health tier (whole, as before). The estimate fits for certain when the whole
+    table is within one bin of Iceberg's bin-pack (``max-file-group-size-bytes``); past that, which
+    files a bin keeps depends on Iceberg's scan order, so the bound decides."""
     if decision.operation is not Operation.REWRITE_DATA_FILES or decision.estimated_bytes <= 0:
         return decision
     allowance = run_allowance(data, decision, bytes_used)
-    if allowance is None or decision.estimated_bytes <= allowance[0] or allowance[0] <= 0:
+    if allowance is None or allowance[0] <= 0:
         return decision
     metrics = data.metrics.get(decision.table)
     policy = data.policies.effective_policy(decision.table)
@@ -675,11 +678,10 @@ def _scoped(data: PlanInput, decision: Decision, bytes_used: int) -> Decision:
         rules = RewriteRules.for_data_files(policy.config(decision.operation), metrics.properties)
     except EstimateOptionError:
         return decision
-    costs = partition_costs(metrics, rules)
-    if costs is None or len(costs) <= 1:  # no full tier, or one partition: nothing to choose between
+    if decision.estimated_bytes <= allowance[0] and metrics.total_data_bytes <= rules.max_file_group_size_bytes:
         return decision
-    selection = select_partitions(costs, allowance[0])
-    if selection is None:
+    selection = plan_scope(metrics, rules, allowance[0])
+    if selection is None:  # no full tier, nothing Iceberg would rewrite, or all of it fits
         return decision
     reason = f"{selection.describe()}, under {allowance[1]}"
     return _replace(decision, scope=selection, estimated_bytes=selection.bytes,

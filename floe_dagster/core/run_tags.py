@@ -155,8 +155,9 @@ def run_tags(
 
 def scope_tag(scope: Any) -> str:
     """A partition-scoped rewrite in a few words (the partitions themselves are in the ledger row)."""
-    return (f"{len(scope.partitions)} partition(s), {scope.bytes} bytes; backlog {scope.backlog_partitions} "
-            f"partition(s), {scope.backlog_bytes} bytes" + ("; one partition over the cap" if scope.oversized else ""))
+    files = f", at most {scope.max_files} file(s)" if getattr(scope, "max_files", None) is not None else ""
+    return (f"{len(scope.partitions)} partition(s){files}, {scope.bytes} bytes; backlog {scope.backlog_partitions} "
+            f"partition(s), {scope.backlog_bytes} bytes" + ("; over the cap" if scope.oversized else ""))
 
 
 def shared_run_tags(tables: Sequence[TableName], op: Operation, origin: Origin) -> dict[str, str]:

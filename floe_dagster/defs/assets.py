@@ -265,10 +265,13 @@ def _add_missing_run_tags(context: AssetExecutionContext, tables: list[TableName
 
 
 def rewrite_scope(iceberg_table: Any, decision: RunDecision) -> RewriteScope | None:
-    """A partition-scoped rewrite's partitions with the table's current spec (None: the whole table)."""
-    if decision.scope is None or decision.operation is not Operation.REWRITE_DATA_FILES:
+    """A partition-scoped rewrite as the planner chose it: its units with their fields and its file
+    count (None: the whole table). A scope recorded before fields were means the current spec's."""
+    scope = decision.scope
+    if scope is None or decision.operation is not Operation.REWRITE_DATA_FILES:
         return None
-    return RewriteScope(decision.scope.partitions, partition_fields(iceberg_table), decision.scope.files)
+    fields = scope.fields if scope.fields is not None else partition_fields(iceberg_table)
+    return RewriteScope(scope.partitions, fields, scope.files, scope.max_files)
 
 
 def maintain_table(

@@ -187,7 +187,8 @@ def partition_fields(table: Table) -> tuple[PartitionField, ...]:
     path, transform, the source column's Iceberg type), in the order of the health collector's keys."""
     schema = table.schema()
     return tuple(PartitionField(schema.find_column_name(f.source_id) or "", str(f.transform),
-                                str(schema.find_field(f.source_id).field_type)) for f in table.spec().fields)
+                                str(schema.find_field(f.source_id).field_type), f.source_id)
+                 for f in table.spec().fields)
 
 
 def schema_columns(schema: Schema) -> tuple[ColumnFacts, ...]:

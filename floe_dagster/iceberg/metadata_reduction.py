@@ -206,8 +206,28 @@ def _base_fields(metadata: TableMetadata, collected_at_ms: int,
         "location": metadata.location,
         "columns": schema_columns(metadata.schema()),
         "refs": measured_refs(metadata, collected_at_ms, pinned_files),
+        "partition_spec_id": metadata.default_spec_id,
+        "partition_specs": partition_specs(metadata),
         **statistics_fields(metadata),
     }
+
+
+def partition_specs(metadata: TableMetadata) -> tuple[tuple[int, tuple[tuple[int, str | None, str, str], ...]], ...]:
+    """Every partition spec as ``TableMetrics.partition_specs`` keeps it: its fields' source column (id,
+    path in the current schema or None, type) and transform, so a ``where`` on source columns can be
+    judged against the files of each spec (core/partition_scope.py)."""
+    schema = metadata.schema()
+    specs = []
+    for spec_id, spec in sorted(metadata.specs().items()):
+        fields = []
+        for f in spec.fields:
+            try:
+                name, source_type = schema.find_column_name(f.source_id), str(schema.find_type(f.source_id))
+            except ValueError:  # the source column was dropped from the schema
+                name, source_type = None, ""
+            fields.append((f.source_id, name, str(f.transform), source_type))
+        specs.append((spec_id, tuple(fields)))
+    return tuple(specs)
 
 
 def summary_metrics(
@@ -263,7 +283,6 @@ def full_metrics(
         field_ids={spec_id: [f.field_id for f in spec.fields] for spec_id, spec in specs.items()},
         current=metadata.default_spec_id,
         unpartitioned=frozenset(spec_id for spec_id, spec in specs.items() if spec.is_unpartitioned()),
-        other_spec_key=partition_key([None] * len(metadata.spec().fields)),
     )
     reduced = [(manifest.manifest_length, summaries[manifest.manifest_path]) for manifest in manifests]
     return TableMetrics(

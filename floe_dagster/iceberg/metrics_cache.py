@@ -25,8 +25,9 @@ ALGORITHM_VERSION = 1
 # 2: the table's location and columns. 3: the newest commit by another writer (the quiet period).
 # 4: the branches and tags other than main (core/refs.py).
 # 5: the statistics files (core/statistics.py). 6: the metadata file counts. 7: the rows changed since
-# the statistics count merge-on-read delete files' rows.
-RECORD_VERSION = ALGORITHM_VERSION * 1000 + 7
+# the statistics count merge-on-read delete files' rows. 8: data file groups per (spec id, partition)
+# and the partition specs (core/partition_scope.py).
+RECORD_VERSION = ALGORITHM_VERSION * 1000 + 8
 CACHE_SCHEMA_VERSION = 1
 CACHE_FILE = "health.sqlite3"
 

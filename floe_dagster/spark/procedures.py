@@ -31,7 +31,7 @@ from floe_dagster.core.operation_config import (
     TablePropertiesConfig,
 )
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.partition_scope import RewriteScope
+from floe_dagster.core.partition_scope import MAX_SCOPED_PARTITIONS, RewriteScope
 from floe_dagster.core.tables import TableName
 from floe_dagster.spark.partition_predicates import partition_predicate
 from floe_dagster.errors import ProcedureOptionError
@@ -166,19 +166,27 @@ def _rewrite_data_files(call: _Arguments, config: RewriteDataFilesConfig, now: d
 
 
 def _scoped(call: _Arguments, options: dict[str, Any], where: str | None) -> tuple[dict[str, Any], str | None]:
-    """A partition-scoped rewrite: ``where`` limited to the chosen partitions (ANDed with the policy's
-    ``filter``), or, when the spec has a transform ``where`` cannot express (bucket: Iceberg 1.11's
-    ``where`` refuses ``system.bucket``), ``max-files-to-rewrite`` bounded by the files chosen."""
+    """A partition-scoped rewrite (core/partition_scope.py): ``where`` limited to the chosen units (ANDed
+    with the policy's ``filter``) and/or ``max-files-to-rewrite`` (the smaller of the planner's and
+    the policy's). A scope recorded before its fields were whose where cannot be written exactly
+    (a bucket field) is bounded by its file count."""
     scope = call.scope
-    predicate = partition_predicate(scope.fields, scope.partitions)
     call.decided["scoped_partitions"] = len(scope.partitions)
-    if predicate is None:
-        limit = max(1, scope.files)
+    limit = scope.max_files
+    how = []
+    if scope.partitions:
+        predicate = partition_predicate(scope.fields, scope.partitions) \
+            if len(scope.partitions) <= MAX_SCOPED_PARTITIONS else None
+        if predicate is not None:
+            where = f"({where}) AND ({predicate})" if where else predicate
+            how.append("where")
+        elif limit is None:
+            limit = max(1, scope.files)
+    if limit is not None:
         options = {**options, "max-files-to-rewrite": min(limit, options.get("max-files-to-rewrite") or limit)}
-        call.decided["scope"] = "max-files-to-rewrite (the partition spec has a transform where cannot express)"
-        return options, where
-    call.decided["scope"] = "where"
-    return options, f"({where}) AND ({predicate})" if where else predicate
+        how.append("max-files-to-rewrite")
+    call.decided["scope"] = " + ".join(how) or "none"
+    return options, where
 
 
 _MIN_SNAPSHOTS_TO_KEEP = "history.expire.min-snapshots-to-keep"

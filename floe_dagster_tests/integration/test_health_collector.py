@@ -161,8 +161,9 @@ def _mixed(start: int):
 
 
 def test_partition_spec_evolution_groups_like_iceberg(lake):
-    """Files of an older spec are their own partitions for the health count, but Iceberg's rewrite
-    planner puts them all in one group (the current spec's all-null partition)."""
+    """Files of an older spec are their own partitions for the health count and their own groups,
+    keyed by their spec (never the current spec's all-null partition); the estimate merges them into
+    one group as Iceberg's rewrite planner does."""
     settings, catalog = lake
     table = catalog.create_table("ns.evolving", schema=SCHEMA)
     table.append(rows(0, 10, "eu"))
@@ -179,7 +180,16 @@ def test_partition_spec_evolution_groups_like_iceberg(lake):
     assert m.partition_count == 4  # the old spec's single partition and three new ones
     assert m.max_files_per_partition == 2
     groups = {key: len(sizes) for key, sizes, _ in m.data_file_groups}
-    assert groups == {"[null]": 2, '["eu"]': 1, '["us"]': 1, '["apac"]': 1}
+    assert groups == {"0:[]": 2, '["eu"]': 1, '["us"]': 1, '["apac"]': 1}
+    assert m.partition_spec_id == 1
+    assert m.partition_specs == ((0, ()), (1, ((2, "region", "identity", "string"),)))
+    from floe_dagster.core.estimates import RewriteRules, plan_recorded_data_files, rewrite_groups
+
+    assert {key: len(sizes) for key, sizes, _ in rewrite_groups(m.data_file_groups)} == {
+        "other specs": 2, '["eu"]': 1, '["us"]': 1, '["apac"]': 1}
+    # min-input-files 2: only the old spec's two files make a group Iceberg keeps
+    estimate = plan_recorded_data_files(m, RewriteRules.sized(1 << 20, min_input_files=2))
+    assert (estimate.files, estimate.groups) == (2, 1)
 
 
 def test_empty_table(lake):

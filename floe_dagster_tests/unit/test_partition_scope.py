@@ -15,13 +15,15 @@ from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.partition_scope import (
+    MAX_SCOPED_PARTITIONS,
     Backlog,
-    PartitionCost,
     PartitionField,
     PartitionSelection,
     RewriteScope,
-    partition_costs,
-    select_partitions,
+    ScopeUnit,
+    plan_scope,
+    scope_units,
+    select_units,
 )
 from floe_dagster.core.planner import PlanInput, SchedulerSettings, plan
 from floe_dagster.core.policy import parse_policies_text
@@ -40,59 +42,154 @@ MB = 1024 * 1024
 # -- selection -------------------------------------------------------------------------------------------
 
 
+def _units(*specs: tuple) -> list[ScopeUnit]:
+    return [ScopeUnit(key, bytes=b, files=f, delete_files=d, output_files=1) for key, b, f, d in specs]
+
+
 def test_selection_prefers_benefit_per_byte_and_respects_the_cap():
-    costs = [
-        PartitionCost("[1]", bytes=100, files=2, output_files=1),  # 1 file removed per 100 bytes
-        PartitionCost("[2]", bytes=100, files=11, output_files=1),  # 10 per 100 bytes: second best
-        PartitionCost("[3]", bytes=200, files=6, output_files=1),  # 5 per 200
-        PartitionCost("[4]", bytes=50, files=3, delete_files=4, output_files=1),  # 2 + 4 per 50: the best
-    ]
-    chosen = select_partitions(costs, cap=160)
-    assert chosen.partitions == ("[4]", "[2]")
-    assert chosen.bytes == 150 <= 160
-    assert (chosen.backlog_partitions, chosen.backlog_bytes) == (2, 300)
-    assert not chosen.oversized
+    units = _units(
+        ("[1]", 100, 2, 0),  # 1 file removed per 100 bytes
+        ("[2]", 100, 11, 0),  # 10 per 100 bytes: second best
+        ("[3]", 200, 6, 0),  # 5 per 200
+        ("[4]", 50, 3, 4),  # 2 + 4 per 50: the best
+    )
+    assert [u.key for u in select_units(units, cap=160)] == ["[4]", "[2]"]
 
 
-def test_selection_passes_over_a_partition_that_does_not_fit_for_smaller_ones():
-    costs = [PartitionCost("[big]", 300, 100, output_files=1), PartitionCost("[a]", 60, 3, output_files=1),
-             PartitionCost("[b]", 60, 2, output_files=1)]
-    chosen = select_partitions(costs, cap=130)
-    assert chosen.partitions == ("[a]", "[b]") and chosen.bytes == 120
+def test_selection_passes_over_a_unit_that_does_not_fit_for_smaller_ones():
+    units = _units(("[big]", 300, 100, 0), ("[a]", 60, 3, 0), ("[b]", 60, 2, 0))
+    assert [u.key for u in select_units(units, cap=130)] == ["[a]", "[b]"]
 
 
-def test_everything_fits_means_no_scope():
-    assert select_partitions([PartitionCost("[1]", 10, 5), PartitionCost("[2]", 10, 5)], cap=20) is None
-    assert select_partitions([], cap=20) is None
+def test_selection_takes_at_most_the_term_bound():
+    units = _units(*((f"[{i}]", 1, 2, 0) for i in range(MAX_SCOPED_PARTITIONS + 50)))
+    assert len(select_units(units, cap=10**9)) == MAX_SCOPED_PARTITIONS
+    assert len(select_units(units, cap=10**9, limit=3)) == 3
 
 
-def test_one_partition_larger_than_the_cap_is_taken_alone_and_said_so():
-    costs = [PartitionCost("[1]", 500, 50, output_files=1), PartitionCost("[2]", 300, 2, output_files=1)]
-    chosen = select_partitions(costs, cap=100)
-    assert chosen.oversized and chosen.partitions == ("[2]",)  # the smallest: the least over the cap
-    assert chosen.backlog_bytes == 500
-    assert "larger than the cap" in chosen.describe()
+def test_a_unit_iceberg_would_not_rewrite_is_never_taken():
+    idle = ScopeUnit("[1]", bytes=10, files=1, rewritten_files=0)  # one small file: its group is not kept
+    assert not idle.useful and select_units([idle], cap=100) == []
+
+
+def _metrics(groups, specs, current=0, **more) -> TableMetrics:
+    total = sum(sum(sizes) for _, sizes, _ in groups)
+    return TableMetrics(qualified_name=T.qualified, metadata_location="m", tier="full", collected_at_ms=0,
+                        data_file_count=sum(len(s) for _, s, _ in groups), total_data_bytes=total,
+                        record_count=100, data_file_groups=tuple(groups), partition_spec_id=current,
+                        partition_specs=specs, current_snapshot_id=1, **more)
+
+
+RULES = RewriteRules.sized(100 * MB, min_input_files=2)
+REGION = (1, "region", "identity", "string")
+AT_DAY = (2, "at", "day", "timestamptz")
+ID_BUCKET = (3, "id", "bucket[4]", "long")
 
 
 def test_partition_costs_follow_icebergs_planner_rules():
-    rules = RewriteRules.sized(100 * MB)  # small files: under 75 MB
-    record = TableMetrics(
-        qualified_name=T.qualified, metadata_location="m", tier="full", collected_at_ms=0, data_file_count=9,
-        total_data_bytes=0, record_count=0, partition_count=3,
-        data_file_groups=(
-            ('["a"]', (MB,) * 6, ()),  # six small files: rewritten
-            ('["b"]', (90 * MB, 90 * MB), ()),  # well sized: nothing taken
-            ('["c"]', (MB, MB), ((0, 3, 0, 10), (1, 2, 0, 10))),  # 2 files (< min-input-files) but deletes
-        ),
-    )
-    rules = RewriteRules.sized(100 * MB, delete_file_threshold=2)
-    costs = {c.key: c for c in partition_costs(record, rules)}
+    rules = RewriteRules.sized(100 * MB, delete_file_threshold=2)  # small files: under 75 MB
+    record = _metrics([
+        ('["a"]', (MB,) * 6, ()),  # six small files: rewritten
+        ('["b"]', (90 * MB, 90 * MB), ()),  # well sized: nothing taken
+        ('["c"]', (MB, MB), ((0, 3, 0, 10), (1, 2, 0, 10))),  # 2 files (< min-input-files) but deletes
+    ], ((0, (REGION,)),))
+    fields, units, table = scope_units(record, rules)
+    assert [f.source for f in fields] == ["region"]
+    costs = {u.key: u for u in units if u.useful}
     assert set(costs) == {'["a"]', '["c"]'}
     assert (costs['["a"]'].bytes, costs['["a"]'].files, costs['["a"]'].benefit) == (6 * MB, 6, 5)
     assert costs['["c"]'].delete_files == 5 and costs['["c"]'].benefit == 1 + 5
+    assert table.bytes == 8 * MB
     summary_only = TableMetrics(qualified_name=T.qualified, metadata_location="m", tier="summary",
                                 collected_at_ms=0, data_file_count=1, total_data_bytes=1, record_count=1)
-    assert partition_costs(summary_only, rules) is None
+    assert plan_scope(summary_only, rules, cap=1) is None
+
+
+def test_a_partition_added_to_an_unpartitioned_table_scopes_by_file_count_not_by_a_where():
+    """The review's table: unpartitioned, then identity(region). Files of the old spec hold every
+    region, so any where on region takes all of them: no unit is exact, and the run is bounded by
+    max-files-to-rewrite, charged as the largest files it may take."""
+    old = ("0:[]", (3 * MB, 3 * MB, 2 * MB, 2 * MB), ())
+    new = [(f'["{r}"]', (MB, MB, MB), ()) for r in ("eu", "us", "apac", "af")]
+    record = _metrics([old, *new], ((0, ()), (1, (REGION,))), current=1)
+    fields, units, table = scope_units(record, RULES)
+    assert fields == () and units == []
+    assert table.bytes == 22 * MB  # the old spec's four files are one group (Iceberg's), all taken
+    cap = 7 * MB
+    chosen = plan_scope(record, RULES, cap)
+    assert chosen.partitions == () and chosen.max_files == 2 and chosen.bytes == 6 * MB <= cap
+    assert (chosen.backlog_bytes, chosen.backlog_partitions) == (16 * MB, 1) and not chosen.oversized
+    call = build_procedure_call(RDF, T, RewriteDataFilesConfig(min_input_files=2), NOW, scope=RewriteScope(
+        chosen.partitions, chosen.fields, chosen.files, chosen.max_files))
+    assert "'max-files-to-rewrite', '2'" in call.sql and "where" not in call.sql
+    assert call.arguments["scope"] == "max-files-to-rewrite"
+    # Once the old spec's files are gone, the same table scopes by region again.
+    compacted = _metrics(new, ((0, ()), (1, (REGION,))), current=1)
+    chosen = plan_scope(compacted, RULES, cap)
+    assert chosen.max_files is None and len(chosen.partitions) == 2 and chosen.bytes == 6 * MB
+
+
+def test_files_of_an_older_spec_are_never_the_current_null_partition():
+    """identity(region) then identity(region), day(at): the old spec's files belong to the region
+    their own partition says; the current (null, null) partition is a unit of its own."""
+    old = [("0:[\"eu\"]", (MB, MB), ()), ("0:[null]", (MB, MB), ())]
+    new = [('["eu",20000]', (MB, MB), ()), ('["us",20000]', (MB, MB, MB), ()), ("[null,null]", (MB, MB), ())]
+    record = _metrics([*old, *new], ((0, (REGION,)), (1, (REGION, AT_DAY))), current=1)
+    fields, units, _ = scope_units(record, RULES)
+    assert [f.describe() for f in fields] == ["region"]
+    by_key = {u.key: u for u in units}
+    assert set(by_key) == {'["eu"]', '["us"]', "[null]"}
+    # eu: the current partition's 2 files plus the old spec's 2 eu files (charged whole: the old
+    # spec's files share one rewrite group with the null partition, which may pass only with them)
+    assert by_key['["eu"]'].bytes == 4 * MB and by_key["[null]"].bytes == 4 * MB
+    # null: 4 files into 1 (3 per 4 MB) beats us (2 per 3 MB) and eu (2 per 4 MB)
+    chosen = plan_scope(record, RULES, cap=5 * MB)
+    assert chosen.partitions == ("[null]",) and chosen.bytes == 4 * MB
+    assert (chosen.backlog_partitions, chosen.backlog_bytes) == (2, 7 * MB)
+    # selects the current null partition and the old spec's null files, both whole
+    assert partition_predicate(chosen.fields, chosen.partitions) == "`region` IS NULL"
+
+
+def test_a_finer_time_field_on_an_older_spec_still_scopes_by_the_coarser_one():
+    """month(at) replaced by day(at): a month range selects exactly the old month files and the new
+    day files inside it; the units are months. day(at) replaced by hour(at): days."""
+    at_month = (2, "at", "month", "timestamptz")
+    record = _metrics([("0:[600]", (MB, MB), ()), ('[18263]', (MB, MB), ()), ('[18294]', (MB, MB), ())],
+                      ((0, (at_month,)), (1, (AT_DAY,))), current=1)
+    fields, units, _ = scope_units(record, RULES)
+    assert [f.describe() for f in fields] == ["month(at)"]
+    assert {u.key: u.files for u in units} == {"[600]": 4, "[601]": 2}  # 2020-01: old files and 2020-01-01
+    assert partition_predicate(fields, ["[600]"]) == (
+        "`at` >= TIMESTAMP '2020-01-01 00:00:00.000000Z' AND `at` < TIMESTAMP '2020-02-01 00:00:00.000000Z'")
+    day_then_hour = _metrics([("0:[18263]", (MB, MB), ()), ('[438312]', (MB, MB), ())],
+                             ((0, (AT_DAY,)), (1, ((2, "at", "hour", "timestamptz"),))), current=1)
+    fields, units, _ = scope_units(day_then_hour, RULES)
+    assert [f.describe() for f in fields] == ["day(at)"]  # an hour cannot select a day file exactly; a day can
+    assert [u.key for u in units] == ["[18263]"]
+
+
+def test_a_bucket_field_scopes_by_the_other_fields_or_by_file_count():
+    groups = [(f'["{r}",{b}]', (MB, MB), ()) for r in ("eu", "us") for b in range(4)]
+    record = _metrics(groups, ((0, (REGION, ID_BUCKET)),))
+    chosen = plan_scope(record, RULES, cap=9 * MB)
+    assert [f.describe() for f in chosen.fields] == ["region"] and len(chosen.partitions) == 1
+    assert chosen.bytes == 8 * MB and chosen.max_files is None  # one region: its four buckets
+    assert partition_predicate(chosen.fields, chosen.partitions) in ("`region` = 'eu'", "`region` = 'us'")
+    only_bucket = _metrics([(f"[{b}]", (MB, MB, MB), ()) for b in range(4)], ((0, (ID_BUCKET,)),))
+    chosen = plan_scope(only_bucket, RULES, cap=5 * MB)
+    assert chosen.partitions == () and chosen.max_files == 5 and chosen.bytes == 5 * MB
+
+
+def test_when_no_unit_fits_the_best_one_runs_by_file_count_within_the_cap():
+    record = _metrics([('["a"]', (10,) * 50, ()), ('["b"]', (150, 150), ())], ((0, (REGION,)),))
+    rules = RewriteRules.sized(1000, min_input_files=2)
+    chosen = plan_scope(record, rules, cap=100)
+    assert chosen.partitions == ('["a"]',) and chosen.max_files == 10 and chosen.bytes == 100
+    assert not chosen.oversized and chosen.backlog_bytes == 400 + 300
+    # Not even two files fit: the smallest step (two files) runs alone, over the cap, and says so.
+    chosen = plan_scope(record, rules, cap=15)
+    assert chosen.oversized and chosen.max_files == 2 and chosen.bytes == 20
+    assert "not even two files fit" in chosen.describe()
 
 
 def test_backlog_is_open_until_a_run_succeeds_without_one():
@@ -119,7 +216,8 @@ def _record() -> TableMetrics:
     total = sum(len(sizes) for _, sizes, _ in groups) * MB
     return TableMetrics(qualified_name=T.qualified, metadata_location="m", tier="full", collected_at_ms=0,
                         data_file_count=total // MB, total_data_bytes=total, record_count=1000,
-                        partition_count=10, data_file_groups=groups, current_snapshot_id=1)
+                        partition_count=10, data_file_groups=groups, current_snapshot_id=1,
+                        partition_spec_id=0, partition_specs=((0, (AT_DAY,)),))
 
 
 def _plan(options: dict | None = None, *, history=None, backlogs=None, last_attempts=None, limits=None,
@@ -210,8 +308,6 @@ def test_selection_round_trips_through_json():
     ([PartitionField("n", "truncate[10]", "int")], ["[20]"], "`n` >= 20 AND `n` < 30"),
     ([PartitionField("s", "truncate[2]", "string")], ['["ab"]', '["a"]'], "(`s` = 'a') OR (`s` LIKE 'ab%')"),
     ([PartitionField("a.b", "identity", "int")], ["[1]"], "`a`.`b` = 1"),
-    ([PartitionField("r", "identity", "string"), PartitionField("x", "void", "int")], ['["eu",null]'],
-     "`r` = 'eu'"),
     ([PartitionField("r", "identity", "string"), PartitionField("d", "day", "date")],
      ['["eu",19786]', '["us",null]'],
      "(`r` = 'eu' AND `d` >= DATE '2024-03-04' AND `d` < DATE '2024-03-05') OR (`r` = 'us' AND `d` IS NULL)"),
@@ -227,6 +323,11 @@ def test_partition_predicates(fields, keys, expected):
     ([PartitionField("b", "identity", "binary")], ['["0x00"]']),
     ([PartitionField("f", "identity", "double")], ["[NaN]"]),
     ([PartitionField("x", "void", "int")], ["[null]"]),
+    ([PartitionField("r", "identity", "string"), PartitionField("x", "void", "int")], ['["eu",null]']),
+    ([PartitionField("d", "day", "date")], ["[-3]"]),  # Iceberg widens projections of times before 1970
+    ([PartitionField("t", "hour", "date")], ["[3]"]),  # no hour of a date
+    ([PartitionField("f", "identity", "double")], ["[-0.0]"]),
+    ([PartitionField("n", "identity", "long")], ["[true]"]),
 ])
 def test_inexpressible_partitions_give_no_predicate(fields, keys):
     assert partition_predicate(fields, keys) is None
@@ -305,3 +406,49 @@ def test_a_backlogs_slot_time_is_read_back_from_every_kind_of_slot_key(key, expe
     from floe_dagster.core.planner import _slot_time
 
     assert _slot_time(key) == expected
+
+
+def test_an_estimate_that_fits_but_depends_on_icebergs_scan_order_is_scoped_by_its_bound():
+    """Seven 1 MB files in one partition with groups of at most 3 MB: bins of 3, 3 and 1 file in this
+    order (the last alone, not rewritten: 6 MB estimated), but Iceberg's scan order decides the bins,
+    so up to all 7 MB may go. With a 6.5 MB cap the estimate fits and the bound does not: scoped."""
+    options = {"maxBytesPerRun": int(6.5 * MB), "minInputFiles": 2, "maxFileGroupSizeBytes": 3 * MB,
+               "targetFileSizeBytes": 100 * MB}
+    record = _metrics([('["a"]', (MB,) * 7, ()), ('["b"]', (90 * MB,), ())], ((0, (REGION,)),))
+    decision = _plan(options, record=record)
+    assert decision.decision == "run" and decision.scope is not None
+    assert decision.scope.max_files == 6 and decision.estimated_bytes == 6 * MB
+    # A table within one bin: the estimate is a bound whatever the order, so a fitting one runs whole.
+    small = _metrics([('["a"]', (MB,) * 7, ())], ((0, (REGION,)),))
+    whole = _plan({**options, "maxFileGroupSizeBytes": 100 * MB, "maxBytesPerRun": 7 * MB}, record=small)
+    assert whole.decision == "run" and whole.scope is None and whole.estimated_bytes == 7 * MB
+
+
+def test_a_scoped_call_can_limit_both_the_where_and_the_file_count():
+    region = PartitionField("region", "identity", "string", 1)
+    scope = RewriteScope(('["eu"]',), (region,), files=10, max_files=3)
+    call = build_procedure_call(RDF, T, RewriteDataFilesConfig(min_input_files=2), NOW, scope=scope)
+    assert "where => '`region` = \\'eu\\''" in call.sql and "'max-files-to-rewrite', '3'" in call.sql
+    assert call.arguments["scope"] == "where + max-files-to-rewrite"
+    tighter = build_procedure_call(RDF, T, RewriteDataFilesConfig(max_files_to_rewrite=2), NOW, scope=scope)
+    assert "'max-files-to-rewrite', '2'" in tighter.sql  # the policy's own limit is smaller
+    whole = build_procedure_call(RDF, T, RewriteDataFilesConfig(), NOW, scope=RewriteScope((), (), 4, 4))
+    assert "where" not in whole.sql and whole.arguments["scope"] == "max-files-to-rewrite"
+
+
+def test_a_recorded_scope_with_more_units_than_the_bound_is_bounded_by_its_files():
+    """A ledger row written before the bound (or by hand): no where of unbounded length; its file
+    count bounds the run instead."""
+    region = PartitionField("region", "identity", "string", 1)
+    keys = tuple(f'["r{i}"]' for i in range(MAX_SCOPED_PARTITIONS + 1))
+    call = build_procedure_call(RDF, T, RewriteDataFilesConfig(), NOW, scope=RewriteScope(keys, (region,), 12))
+    assert "where" not in call.sql and "'max-files-to-rewrite', '12'" in call.sql
+
+
+def test_a_selection_keeps_its_fields_and_file_count_through_the_ledger():
+    region = PartitionField("region", "identity", "string", 1)
+    chosen = PartitionSelection(('["eu"]',), 10, 3, 2, 20, 12, fields=(region,), max_files=3, spec_id=1)
+    assert PartitionSelection.from_json(json.dumps(chosen.to_json())) == chosen
+    legacy = PartitionSelection.from_json({"partitions": ["[1]"], "bytes": 1, "files": 1, "backlog_partitions": 0,
+                                           "backlog_bytes": 0, "cap": 1})
+    assert legacy.fields is None and legacy.max_files is None  # the run uses the table's current spec
