@@ -212,9 +212,10 @@ class Coordination:
             return [_ledger_row(row) for row in connection.execute(query).mappings().all()]
 
     # -- outcomes and history -------------------------------------------------------------------
-    def record_outcome(self, outcome: Outcome) -> bool:
-        """Record one table's outcome of one run and fold it into the history. Recording the same
-        (run, table) twice is a no-op, so the run and a tick that found it dead never count it twice."""
+    def record_outcome(self, outcome: Outcome) -> OperationHistory | None:
+        """Record one table's outcome of one run and fold it into the history; returns the history after
+        it (None: already recorded). Recording the same (run, table) twice is a no-op, so the run and a
+        tick that found it dead never count it twice."""
         try:
             with self.engine.begin() as connection:
                 connection.execute(outcomes.insert().values(
@@ -234,9 +235,9 @@ class Coordination:
                 else:
                     connection.execute(history.insert().values(
                         table_name=outcome.table_name, operation=outcome.operation.value, **values))
-            return True
+            return state
         except IntegrityError:
-            return False
+            return None
 
     def recorded_run_ids(self, run_ids: Iterable[str]) -> set[str]:
         ids = list(run_ids)
