@@ -20,8 +20,7 @@ from floe_dagster.defs.names import MAINTENANCE_JOB, asset_key_for
 from floe_dagster.demo import EVENT_SCHEMA
 from floe_dagster.iceberg.catalog import load_table, open_catalog
 from floe_dagster.iceberg.table_cache import refresh_table_cache
-from floe_dagster.settings import load_settings
-from floe_dagster_tests.conftest import write_settings
+from floe_dagster_tests.conftest import configured
 
 OP = Operation.APPLY_TABLE_PROPERTIES
 TABLE = TableName("demo", ("db",), "events")
@@ -39,9 +38,7 @@ POLICIES = f"""
 
 @pytest.fixture
 def lake(tmp_path, dagster_home, monkeypatch):
-    config = write_settings(tmp_path, POLICIES)
-    monkeypatch.setenv("FLOE_CONFIG", str(config))
-    settings = load_settings(config, environ={})
+    settings = configured(tmp_path, monkeypatch, POLICIES)
     catalog = open_catalog(settings.catalog)
     catalog.create_namespace("db")
     catalog.create_table(TABLE.identifier, schema=EVENT_SCHEMA, properties={"owner": "etl"})

@@ -24,11 +24,10 @@ from floe_dagster.defs.names import MAINTENANCE_JOB
 from floe_dagster.demo import local_path
 from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.scheduling.tick import CIRCUIT_PAUSE, run_tick
-from floe_dagster.settings import load_settings
 from floe_dagster.spark import engine as engine_module
 from floe_dagster.spark.engine import IcebergSparkEngine
 from floe_dagster.spark.procedures import spark_table_reference
-from floe_dagster_tests.conftest import write_settings
+from floe_dagster_tests.conftest import configured
 from floe_dagster_tests.reliability._support import checksum, create_fragmented_table
 from floe_dagster_tests.reliability.test_batches import (
     POLICIES,
@@ -69,10 +68,8 @@ def break_metadata(settings, table: TableName, how: str) -> None:
 @pytest.fixture
 def lake(tmp_path, dagster_home, monkeypatch):
     # Tables this small are counted with Spark after a rewrite: the row check's count is a real Spark read.
-    config = write_settings(tmp_path, POLICIES,
-                            "batching: {max-tables: 20}\nmaintenance: {row-count-check-max-bytes: 1000000000}\n")
-    monkeypatch.setenv("FLOE_CONFIG", str(config))
-    return load_settings(config, environ={})
+    return configured(tmp_path, monkeypatch, POLICIES,
+                      "batching: {max-tables: 20}\nmaintenance: {row-count-check-max-bytes: 1000000000}\n")
 
 
 @pytest.mark.parametrize("how, when", [("garbage", "tick"), ("missing", "tick"),
