@@ -2,8 +2,8 @@
 
 Under the table lock, the table's properties are read again (a fresh PyIceberg load), so the values
 before are exact and a table already in line is a run that changes nothing; then the drifted ones,
-and only those, are set in one metadata commit from that read (iceberg/property_commit.py: a catalog
-refuses it when another writer committed since, which ends the run as a conflict, not a failure),
+and only those, are set in one metadata commit that asserts every declared key still has the value
+read (iceberg/property_commit.py: a writer that changed one meanwhile ends the run as a conflict),
 and the table is read once more to check that they landed. A declared property that another writer
 changed right after floe's commit is a conflict too. A property the policy does not name is never
 written, so it cannot change. The materialization carries each declared key's value before and after.
@@ -45,18 +45,21 @@ def apply_table_properties(context: AssetExecutionContext, decision: RunDecision
             changes = {d.name: d.declared for d in drift}
             context.log.info(f"APPLY_TABLE_PROPERTIES on {table.qualified} (policy {resolved.policy_name}): "
                              + "; ".join(d.describe() for d in drift))
-            committed = commit_table_properties(before_table, table, changes)  # CommitConflict: a writer came first
-            statement = ("-- one metadata commit from the properties as read (PyIceberg), equivalent to:\n"
+            # Asserting every declared key as read: a writer that changed one first makes it a CommitConflict.
+            committed = commit_table_properties(before_table, table, changes,
+                                                {name: before.get(name) for name, _ in config.properties})
+            ours, ours_at = dict(committed.metadata.properties), committed.metadata_location
+            statement = ("-- one metadata commit (PyIceberg), asserting the declared properties as read; as SQL:\n"
                          + set_properties_sql(table, changes))
             after_table = load_table(catalog, table)
         else:
             context.log.info(f"APPLY_TABLE_PROPERTIES on {table.qualified}: the table has every declared property")
-            committed = after_table = before_table
+            after_table = before_table
+            ours, ours_at = before, before_table.metadata_location
     after = dict(after_table.properties)
     missed = [name for name, value in config.properties if not same_value(name, value, after.get(name))]
     if missed:
-        ours = dict(committed.properties)
-        if after_table.metadata_location != committed.metadata_location and \
+        if after_table.metadata_location != ours_at and \
                 all(same_value(name, value, ours.get(name)) for name, value in config.properties):
             raise CommitConflict(
                 f"APPLY_TABLE_PROPERTIES on '{table.qualified}' lost a race: floe's commit set every declared property, "

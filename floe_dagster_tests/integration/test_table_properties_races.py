@@ -6,12 +6,15 @@ backoff counts, and a later run reads the table again and applies the policy."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
+
 
 import pytest
 from dagster import DagsterEventType, DagsterInstance
 
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core import run_tags as T
+from floe_dagster.core.history import CONFLICT_STREAK, Outcome
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs import table_properties_run
@@ -20,6 +23,7 @@ from floe_dagster.defs.names import MAINTENANCE_JOB, asset_key_for
 from floe_dagster.demo import EVENT_SCHEMA
 from floe_dagster.iceberg.catalog import load_table, open_catalog
 from floe_dagster.iceberg.table_cache import refresh_table_cache
+from floe_dagster.reports.explain import explain_table
 from floe_dagster_tests.conftest import configured
 
 OP = Operation.APPLY_TABLE_PROPERTIES
@@ -121,3 +125,29 @@ def test_a_writer_right_after_floes_commit_is_a_conflict_not_a_failure(lake, mon
                                                             f"{MAX_VERSIONS}=9)")
     after = properties(settings)
     assert (after[MAX_VERSIONS], after[DELETE_AFTER]) == ("9", "true")
+
+
+def test_the_tenth_lost_race_in_a_row_fails_the_run_and_backs_off(lake, monkeypatch):
+    """Nine lost races recorded before; the tenth, for real, counts as a failure too: the run fails, the
+    planner backs off as for failures, and ``explain`` says so."""
+    settings = lake
+    coordination = Coordination(settings.coordination_url)
+    start = datetime.now(timezone.utc) - timedelta(hours=3)
+    for i in range(CONFLICT_STREAK - 1):
+        at = start + timedelta(minutes=15 * i)
+        coordination.record_outcome(Outcome(f"earlier-{i}", TABLE.qualified, OP, at, at, succeeded=False,
+                                            failure_kind="conflict", conflict_writer="overwrite"))
+    writer_at(settings, monkeypatch, read=1)
+    result, tags, _ = run(settings)
+    assert not result.success  # the long streak is a failure now: Dagit shows the run failed
+    assert tags[T.CONFLICTS] == TABLE.qualified
+    history = coordination.all_history()[(TABLE.qualified, OP)]
+    assert (history.consecutive_conflicts, history.consecutive_failures) == (CONFLICT_STREAK, 1)
+    now = datetime.now(timezone.utc)
+    with DagsterInstance.get() as instance:
+        status = explain_table(settings, coordination, TABLE.qualified, now, instance=instance)["operationStatuses"][OP.value]
+    assert status["conflicts"]["countsAsFailure"] is True
+    assert status["conflicts"]["consecutiveConflicts"] == CONFLICT_STREAK
+    assert status["reasons"][0].startswith("failure_backoff: 1 consecutive failure(s) (the last 10 runs lost their "
+                                           "commit race")
+    assert status["backoff"]["consecutiveFailures"] == 1
