@@ -268,8 +268,9 @@ class Coordination:
         return {name: int(total or 0) for name, total in rows}
 
     def outage_circuit(self, now: datetime, pause: timedelta) -> datetime | None:
-        """When launches may resume after an outage (Spark or the catalog down): the last outage
-        failure + ``pause``, as long as no run has succeeded since; None when the circuit is closed."""
+        """When launches may resume after an outage (an outcome whose failure kind is ``outage``, by
+        errors.failure_kind's rule: something could not be reached): the last outage failure + ``pause``,
+        as long as no run has succeeded since; None when the circuit is closed."""
         with self.engine.connect() as connection:
             last_outage = connection.execute(
                 select(func.max(outcomes.c.finished_at)).where(outcomes.c.failure_kind == OUTAGE)

@@ -159,7 +159,9 @@ class HealthCollector:
         computed until ``time_budget_s`` is used up (None: no limit; 0: cache only). The budget is
         checked before each table and between manifests, and each started table reads at least one
         new manifest, so every call makes progress. Raises :class:`CatalogUnavailable` when the
-        catalog cannot be listed, or when every catalog call of this collect failed.
+        catalog cannot be listed, or when it could not be reached for any table this collect tried
+        (errors.failure_kind's rule); a table that is corrupt, missing or refused is only left out,
+        with its error.
         """
         if tier not in ("summary", "full"):
             raise ValueError(f"tier must be 'summary' or 'full', got {tier!r}")
