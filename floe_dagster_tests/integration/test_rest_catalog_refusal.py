@@ -22,6 +22,7 @@ from floe_dagster.coordination.database import Coordination
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
+from floe_dagster.defs import table_properties_run
 from floe_dagster.defs.build import build_definitions
 from floe_dagster.defs.names import MAINTENANCE_JOB, asset_key_for
 from floe_dagster.demo import EVENT_SCHEMA
@@ -140,3 +141,26 @@ def test_a_table_the_catalog_refuses_fails_alone(refusing_lake):
     assert f"could not load '{REFUSED.qualified}'" in outcome["message"] and "Forbidden" in outcome["message"]
     assert coordination.all_history()[(REFUSED.qualified, OP)].consecutive_failures == 1
     assert coordination.outage_circuit(datetime.now(timezone.utc), CIRCUIT_PAUSE) is None
+
+
+def test_a_declared_property_a_writer_set_after_floes_read_wins_on_a_rest_catalog_too(refusing_lake, monkeypatch):
+    """The REST server cannot check floe's own requirement: the table is read again right before the
+    commit, so a writer that came first still wins and the run is a conflict."""
+    settings = refusing_lake
+    real = table_properties_run.load_table
+
+    def read_then_writer(catalog, table):
+        loaded = real(catalog, table)
+        other = load_table(open_catalog(settings.catalog), A)  # another writer's own load and commit
+        other.transaction().set_properties({"write.metadata.previous-versions-max": "9"}).commit_transaction()
+        monkeypatch.setattr(table_properties_run, "load_table", real)  # once
+        return loaded
+
+    monkeypatch.setattr(table_properties_run, "load_table", read_then_writer)
+    with DagsterInstance.get() as instance:
+        result = build_definitions(settings).resolve_job_def(MAINTENANCE_JOB).execute_in_process(
+            instance=instance, partition_key=OP.value, raise_on_error=False, asset_selection=[asset_key_for(A)])
+        assert result.success and instance.get_run_by_id(result.run_id).tags[T.CONFLICTS] == A.qualified
+    assert load_table(open_catalog(settings.catalog), A).properties["write.metadata.previous-versions-max"] == "9"
+    [outcome] = Coordination(settings.coordination_url).outcomes_for(A.qualified)
+    assert outcome["failure_kind"] == "conflict" and "max: unset -> '9'" in outcome["message"]
