@@ -253,3 +253,33 @@ def test_a_rewrite_that_changed_the_rows_is_left_alone_when_a_writer_committed_o
     assert outcome["snapshot_after"] == current.snapshot_id
     [observation] = shown
     assert observation["outcome"] == "failed" and observation["rolled_back"] is False
+
+
+# -- partial progress: a file group that failed for its own reason -------------------------------------------
+
+
+def test_a_group_that_failed_for_its_own_reason_is_a_failure_though_a_writer_committed(orders, monkeypatch):
+    """Merge-on-read writers: floe rewrites with partial progress. One data file is gone from storage,
+    so the table's one file group fails to rewrite (Iceberg counts it in failed_data_files_count and
+    gives no reason), while another writer appends. Nothing of the run landed, but nothing shows a lost
+    race either: the table's failure, with backoff, not a conflict."""
+    settings = orders
+    table = load_table(open_catalog(settings.catalog), ORDERS)
+    table.transaction().set_properties({"write.delete.mode": "merge-on-read"}).commit_transaction()
+    victim = table.inspect.files().to_pydict()["file_path"][0]
+    local_path(victim).unlink()
+    real = engine_module.summarize_result
+
+    def writer_appends(op, rows):
+        SparkSession.getActiveSession().sql(
+            f"INSERT INTO {spark_table_reference(ORDERS)} VALUES (1000, 'late', 1.0, 'eu', current_timestamp())")
+        return real(op, rows)
+
+    monkeypatch.setattr(engine_module, "summarize_result", writer_appends)
+    result, shown = run_orders(settings)
+    assert not result.success and not shown  # no conflict observation
+    [outcome] = Coordination(settings.coordination_url).outcomes_for(ORDERS.qualified)
+    assert (outcome["succeeded"], outcome["failure_kind"]) == (False, None)
+    assert "rewrote nothing" in outcome["message"] and "failed to rewrite" in outcome["message"]
+    history = Coordination(settings.coordination_url).all_history()[(ORDERS.qualified, RDF)]
+    assert (history.consecutive_failures, history.consecutive_conflicts) == (1, 0)
