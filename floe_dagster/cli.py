@@ -252,7 +252,8 @@ def cmd_explain(args) -> int:
         conflicts = status.get("conflicts") or {}
         if conflicts.get("consecutiveConflicts"):
             writer = f" to {conflicts['writerOperation']} commits" if conflicts.get("writerOperation") else ""
-            print(f"    lost {conflicts['consecutiveConflicts']} commit race(s) in a row{writer} (no backoff); "
+            backoff = "each now counts as a failure: backoff" if conflicts.get("countsAsFailure") else "no backoff"
+            print(f"    lost {conflicts['consecutiveConflicts']} commit race(s) in a row{writer} ({backoff}); "
                   f"next attempt from {conflicts['retryAt']}")
         for met in status["metConditions"]:
             print(f"    met   {met}")
@@ -434,13 +435,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from floe_dagster.errors import CatalogUnavailable, SettingsError
+    from floe_dagster.errors import CatalogUnavailable, SettingsError, TableUnreadable
     from floe_dagster.redaction import masked_output
 
     with masked_output():  # every line a command prints, and every log line, with its secrets masked
         try:
             return args.func(args)
-        except (SettingsError, CatalogUnavailable, LookupError, ValueError) as exc:
+        except (SettingsError, CatalogUnavailable, TableUnreadable, LookupError, ValueError) as exc:
             print(f"floe-dagster: {exc}", file=sys.stderr)
             return EXIT_USAGE
         except KeyboardInterrupt:

@@ -2,10 +2,15 @@
 
 What a caller needs to know is which kind a failure is, not which module raised it:
 
-- :class:`Outage`: something floe-dagster depends on is down (the catalog, Spark). It is never a
-  table's fault: it does not count toward a table's backoff, and it opens the launch circuit.
+- :class:`Outage`: something floe-dagster depends on cannot be reached (the catalog, the storage, Spark,
+  the coordination database). It is never a table's fault: it does not count toward a table's
+  backoff, and it opens the launch circuit. Only network and connection errors are outages: the
+  one rule is :func:`failure_kind` (core/outages.py reads the error), and every layer asks it.
 - :class:`LockHeld`: someone else is maintaining the table (or planning). Not a failure of the work.
-- :class:`TableFailure`: this table's maintenance failed; it counts toward the table's backoff.
+- :class:`TableFailure`: this table's maintenance failed; it counts toward the table's backoff. So
+  does any other error raised inside a table's step that the rule does not call an outage.
+- :class:`FailedAfterCommit`: the operation's commit landed, then a read or check after it failed;
+  it names the snapshots that landed and counts as the error that followed.
 - Bad input (:class:`SettingsError`, :class:`ProcedureOptionError`, and the pure core's
   ``PolicyError``, ``CronError`` and ``EstimateOptionError``, re-exported here): a clear message
   naming the file, field or table; nothing was touched.
@@ -19,11 +24,12 @@ module is the one place to look.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from floe_dagster.core.cron import CronError
 from floe_dagster.core.estimates import EstimateOptionError
 from floe_dagster.core.history import CONFLICT, LOCK_HELD, OUTAGE
+from floe_dagster.core.outages import ErrorLink, outage_evidence
 from floe_dagster.core.policy import PolicyError
 from floe_dagster.core.tables import TableName
 from floe_dagster.redaction import mask_text
@@ -59,7 +65,7 @@ class Outage(FloeError, RuntimeError):
 
 
 class CatalogUnavailable(Outage):
-    """The catalog cannot be reached or loaded."""
+    """The catalog cannot be reached, or opened or listed at all (no table can be blamed)."""
 
 
 class EngineUnavailable(Outage):
@@ -93,6 +99,11 @@ class UnknownTable(TableFailure, LookupError):
         self.table = table
 
 
+class TableUnreadable(TableFailure):
+    """The catalog answered, but this table could not be loaded or read: corrupt or missing metadata,
+    a permission refused on its files, an error answer about it. Its failure alone, with backoff."""
+
+
 class MaintenanceFailed(TableFailure):
     """The procedure ran and failed, or its result failed a safety check."""
 
@@ -103,7 +114,41 @@ class EnvelopeViolation(MaintenanceFailed):
 
 
 class RowCountMismatch(MaintenanceFailed):
-    """A rewrite committed a snapshot whose rows differ from its parent's."""
+    """A rewrite committed a snapshot whose rows differ from its parent's. ``snapshot_id`` is that
+    snapshot; ``ours`` every snapshot the run committed (what a rollback may take back). The run rolls
+    the table back when only its own snapshots lie on top (defs/assets.py, iceberg/rollback.py)."""
+
+    def __init__(self, message: str, snapshot_id: int | None = None, ours: Sequence[int] = (),
+                 rolled_back: bool = False, current_snapshot_id: int | None = None):
+        super().__init__(message)
+        self.snapshot_id, self.ours = snapshot_id, tuple(ours)
+        # After the caller's rollback attempt: whether it rolled back, and the table's current snapshot.
+        self.rolled_back, self.current_snapshot_id = rolled_back, current_snapshot_id
+
+
+class FailedAfterCommit(FloeError, RuntimeError):
+    """The operation's changes landed (``snapshot_ids``: the snapshots it committed, empty when they
+    could not be read), then a read or check after the commit failed with ``after``. It counts as
+    ``after`` does: an outage when that is one, else the table's failure."""
+
+    def __init__(self, message: str, snapshot_ids: Sequence[int], after: BaseException):
+        super().__init__(message)
+        self.snapshot_ids, self.after = tuple(snapshot_ids), after
+
+    @classmethod
+    def of(cls, what: str, snapshot_ids: Sequence[int], stage: str, after: BaseException,
+           detail: str | None = None) -> "FailedAfterCommit":
+        """``what`` ("REWRITE_DATA_FILES on 'cat.ns.t'") landed ``snapshot_ids``, then ``stage`` failed with
+        ``after`` (``detail``: its message as the caller knows it best, e.g. a Java error's own line)."""
+        landed = (f"committed snapshot(s) {', '.join(map(str, snapshot_ids))}" if snapshot_ids
+                  else "finished (its changes landed; the snapshots it committed could not be read)")
+        detail = detail or (str(after) if isinstance(after, FloeError) else f"{type(after).__name__}: {after}")
+        return cls(f"{what} {landed}; then {stage} failed: {detail}", snapshot_ids, after)
+
+    @property
+    def snapshot_id(self) -> int | None:
+        """The newest snapshot the operation committed."""
+        return self.snapshot_ids[-1] if self.snapshot_ids else None
 
 
 class HealthError(TableFailure):
@@ -215,22 +260,65 @@ class ApiError(FloeError):
 
 
 def failure_kind(exc: BaseException) -> str | None:
-    """How a failed run's outcome is recorded: ``lock_held`` and ``outage`` never count toward a
-    table's backoff (core.history folds them away); None is the table's own failure."""
+    """How a failed table's outcome is recorded (the one rule): ``lock_held`` and ``outage`` never
+    count toward a table's backoff (core.history folds them away), ``conflict`` is a lost race; None
+    is the table's own failure. floe-dagster's own errors were classified where they were raised (by
+    this rule); any other error is an outage only when it shows that a service could not be reached."""
+    if isinstance(exc, FailedAfterCommit):
+        return failure_kind(exc.after)
     if isinstance(exc, LockHeld):
         return LOCK_HELD
     if isinstance(exc, CommitConflict):
         return CONFLICT
     if isinstance(exc, Outage):
         return OUTAGE
-    return None
+    if isinstance(exc, FloeError):
+        return None
+    return OUTAGE if unreachable(exc) else None
+
+
+def unreachable(exc: BaseException, extra_text: str = "") -> str | None:
+    """What shows that ``exc`` (or an error in its cause chain) is a service that cannot be reached,
+    or None; ``extra_text``: more of the error's text the caller has (a Java error's cause chain)."""
+    links = error_links(exc)
+    if extra_text:
+        links.append(ErrorLink((), extra_text))
+    return outage_evidence(links)
+
+
+def error_links(exc: BaseException, limit: int = 20) -> list[ErrorLink]:
+    """The exception and its causes (``raise ... from``, or the error being handled), as the rule reads them."""
+    links: list[ErrorLink] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(links) < limit:
+        seen.add(id(current))
+        response = getattr(current, "response", None)
+        status = getattr(response, "status_code", None)
+        links.append(ErrorLink(
+            tuple(cls.__name__ for cls in type(current).__mro__), _text_of(current),
+            status if isinstance(status, int) else None, getattr(current, "connection_invalidated", False) is True,
+        ))
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+    return links
+
+
+def _text_of(exc: BaseException) -> str:
+    """An error's text; a Spark error's own rendering may need the JVM, which may be gone."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = str(getattr(exc, "desc", None) or getattr(exc, "errmsg", None) or type(exc).__name__)
+    trace = getattr(exc, "stackTrace", None)  # PySpark's captured errors keep the Java cause chain here
+    return f"{text}\n{trace}" if isinstance(trace, str) and trace not in text else text
 
 
 __all__ = [
     "FloeError", "Outage", "CatalogUnavailable", "EngineUnavailable", "LockHeld", "CommitConflict", "TableFailure", "UnknownTable",
-    "MaintenanceFailed", "EnvelopeViolation", "RowCountMismatch", "HealthError", "SettingsError", "KeysError", "BindRefused",
-    "LastAdminKey",
+    "TableUnreadable", "MaintenanceFailed", "EnvelopeViolation", "RowCountMismatch", "FailedAfterCommit", "HealthError",
+    "SettingsError", "KeysError", "BindRefused", "LastAdminKey",
     "ProcedureOptionError", "TriggerRefused", "LaunchFailed", "JarResolutionError", "PolicyError", "CronError", "EstimateOptionError",
     "PolicyStoreError", "PolicyNotFound", "PolicyConflict", "PolicyNotManaged", "PolicyWritesDisabled", "PolicyStoreBusy",
-    "InvalidPolicyRequest", "ApiError", "SecretInCause", "masked_cause", "failure_kind", "LOCK_HELD", "OUTAGE", "CONFLICT",
+    "InvalidPolicyRequest", "ApiError", "SecretInCause", "masked_cause", "failure_kind", "unreachable", "error_links",
+    "LOCK_HELD", "OUTAGE", "CONFLICT",
 ]

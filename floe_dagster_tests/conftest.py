@@ -42,6 +42,16 @@ def write_settings(root: Path, policies: str, extra: str = "") -> Path:
     return config
 
 
+def configured(root: Path, monkeypatch, policies: str, extra: str = ""):
+    """Settings of an embedded lakehouse under ``root`` (write_settings), also the ones the sensor and
+    the runs read (FLOE_CONFIG)."""
+    from floe_dagster.settings import load_settings
+
+    config = write_settings(root, policies, extra)
+    monkeypatch.setenv("FLOE_CONFIG", str(config))
+    return load_settings(config, environ={})
+
+
 @pytest.fixture
 def dagster_home(tmp_path, monkeypatch):
     home = tmp_path / "dagster_home"

@@ -29,6 +29,7 @@ from floe_dagster.errors import (
     PolicyNotManaged,
     PolicyStoreBusy,
     PolicyWritesDisabled,
+    TableUnreadable,
     TriggerRefused,
     UnknownTable,
 )
@@ -64,6 +65,7 @@ def _invalid_policy(exc: InvalidPolicyRequest) -> ApiError:
 ANSWERS: dict[type[Exception], Callable[[Any], ApiError]] = {
     UnknownTable: _unknown_table,
     CatalogUnavailable: lambda exc: ApiError(503, "CATALOG_UNAVAILABLE", str(exc)),
+    TableUnreadable: lambda exc: ApiError(500, "TABLE_UNREADABLE", str(exc)),
     HealthError: lambda exc: ApiError(503, "HEALTH_UNAVAILABLE", str(exc)),
     PolicyError: lambda exc: ApiError(500, "POLICIES_INVALID", f"the policy files are invalid: {exc}"),
     TriggerRefused: lambda exc: ApiError(REFUSAL_STATUS.get(exc.code, 400), exc.code, str(exc), exc.details),

@@ -169,13 +169,15 @@ class Backlog(_Open):
 
 
 class ConflictState(_Open):
-    """Lost commit races in a row (no backoff), when the next attempt may start, and the snapshot
-    operation of the last writer that won (``overwrite``, ``delete``...)."""
+    """Lost commit races in a row, when the next attempt may start, the snapshot operation of the last
+    writer that won (``overwrite``, ``delete``...), and whether the streak is long enough that each lost
+    race counts as a failure (backoff)."""
 
     consecutiveConflicts: int
     lastConflictAt: str | None
     retryAt: str | None
     writerOperation: str | None = None
+    countsAsFailure: bool = False
 
 
 class ShadowDecision(_Open):

@@ -212,9 +212,10 @@ class Coordination:
             return [_ledger_row(row) for row in connection.execute(query).mappings().all()]
 
     # -- outcomes and history -------------------------------------------------------------------
-    def record_outcome(self, outcome: Outcome) -> bool:
-        """Record one table's outcome of one run and fold it into the history. Recording the same
-        (run, table) twice is a no-op, so the run and a tick that found it dead never count it twice."""
+    def record_outcome(self, outcome: Outcome) -> OperationHistory | None:
+        """Record one table's outcome of one run and fold it into the history; returns the history after
+        it (None: already recorded). Recording the same (run, table) twice is a no-op, so the run and a
+        tick that found it dead never count it twice."""
         try:
             with self.engine.begin() as connection:
                 connection.execute(outcomes.insert().values(
@@ -234,9 +235,9 @@ class Coordination:
                 else:
                     connection.execute(history.insert().values(
                         table_name=outcome.table_name, operation=outcome.operation.value, **values))
-            return True
+            return state
         except IntegrityError:
-            return False
+            return None
 
     def recorded_run_ids(self, run_ids: Iterable[str]) -> set[str]:
         ids = list(run_ids)
@@ -267,8 +268,9 @@ class Coordination:
         return {name: int(total or 0) for name, total in rows}
 
     def outage_circuit(self, now: datetime, pause: timedelta) -> datetime | None:
-        """When launches may resume after an outage (Spark or the catalog down): the last outage
-        failure + ``pause``, as long as no run has succeeded since; None when the circuit is closed."""
+        """When launches may resume after an outage (an outcome whose failure kind is ``outage``, by
+        errors.failure_kind's rule: something could not be reached): the last outage failure + ``pause``,
+        as long as no run has succeeded since; None when the circuit is closed."""
         with self.engine.connect() as connection:
             last_outage = connection.execute(
                 select(func.max(outcomes.c.finished_at)).where(outcomes.c.failure_kind == OUTAGE)

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any, Mapping
 
 from floe_dagster.core.health_assessment import HealthIssue, IssueType, Severity
-from floe_dagster.core.history import CONFLICT, OperationHistory
+from floe_dagster.core.history import CONFLICT, CONFLICT_STREAK, OperationHistory
 from floe_dagster.core.operations import Operation
 
 # The rewrite actions wrap the validation error when partial progress is off.
@@ -98,8 +98,9 @@ def _line_around(text: str, position: int, limit: int = 300) -> str:
 # fixed cadence, so a fixed delay could lose every time).
 CONFLICT_RETRY_MIN = timedelta(minutes=5)
 CONFLICT_RETRY_MAX = timedelta(minutes=15)
-# This many conflicts in a row become a health issue: the table needs a quiet period.
-CONFLICT_STREAK_ISSUE = 10
+# This many conflicts in a row become a health issue (the table needs a quiet period), and from then
+# on each conflict counts as a failure too, so the retries back off (core/history.py).
+CONFLICT_STREAK_ISSUE = CONFLICT_STREAK
 
 
 def conflict_issues(qualified_table: str, history: Mapping[tuple[str, Operation], OperationHistory] | None
@@ -165,6 +166,7 @@ def race_options(options: Mapping[str, Any], properties: Mapping[str, str]) -> d
 
 SUCCEEDED = "succeeded"
 PARTIAL = "partial"  # some commits landed, some were lost to other writers: a success that says so
+FAILED = "failed"  # file groups failed to rewrite and nothing landed: the table's failure, with backoff
 
 
 @dataclass(frozen=True)
@@ -187,27 +189,36 @@ class RewriteProgress:
     @property
     def commits_lost(self) -> int:
         """Commits that lost their race: Iceberg batches ``ceil(groups / max-commits)`` groups per
-        commit, so the groups left over that size, rounded up (0 without a concurrent writer: then a
-        left group is an estimate's miss, not a race)."""
+        commit, so the groups left over that size, rounded up. 0 without a concurrent writer (then a
+        left group is an estimate's miss, not a race), and 0 when the files left are no more than the
+        files whose rewrite failed (``failed_data_files``): those groups failed for their own reason,
+        and Iceberg's result gives none, so a writer committing meanwhile is no evidence of a race."""
         if not self.concurrent_commits or not self.groups_left or not self.groups_planned:
+            return 0
+        if self.failed_data_files and (self.files_left is None or self.files_left <= self.failed_data_files):
             return 0
         per_commit = -(-self.groups_planned // max(1, min(self.groups_planned, self.max_commits)))
         return -(-self.groups_left // per_commit)
 
     @property
     def lost_something(self) -> bool:
-        return self.commits_lost > 0 or (self.failed_data_files > 0 and self.concurrent_commits > 0)
+        return self.commits_lost > 0
 
     @property
     def outcome(self) -> str:
-        """``conflict`` when nothing of ours landed and a race took it (DESIGN: failed_data_files_count
-        > 0 with nothing else wrong is a conflict); ``partial`` when some commits landed and others were
-        lost: the run is a success (the landed groups are real progress, and the slot is used so the
-        next attempt does not race the same writer at once) whose materialization says what was lost;
-        else ``succeeded``."""
-        if not self.lost_something:
-            return SUCCEEDED
-        return PARTIAL if self.commits > 0 else CONFLICT
+        """``conflict`` when nothing of ours landed and a race took it; ``partial`` when some commits
+        landed and others were lost: the run is a success (the landed groups are real progress, and the
+        slot is used so the next attempt does not race the same writer at once) whose materialization
+        says what was lost; ``failed`` when groups failed to rewrite (``failed_data_files_count``) and
+        nothing landed: a failed group counts as a lost race only with evidence in an error's text
+        (:func:`commit_race`), which Iceberg's result does not carry, so it is the table's failure;
+        else ``succeeded`` (groups that failed beside ones that landed are reported, and left for the
+        next run)."""
+        if self.lost_something:
+            return PARTIAL if self.commits > 0 else CONFLICT
+        if self.failed_data_files and not self.commits:
+            return FAILED
+        return SUCCEEDED
 
     def metadata(self) -> dict[str, Any]:
         found: dict[str, Any] = {
@@ -223,7 +234,8 @@ class RewriteProgress:
 
     def describe(self) -> str:
         lost = f"{self.commits_lost} commit(s) lost to concurrent writers" if self.commits_lost else \
-            f"{self.failed_data_files} data file(s) failed to rewrite while other writers committed"
+            (f"{self.failed_data_files} data file(s) failed to rewrite (Iceberg's result gives no reason: the "
+             "Spark driver's log has it, under 'Failure during rewrite group')")
         left = f" ({self.groups_left} of {self.groups_planned} file group(s) left)" if self.groups_planned else ""
         return f"{lost}{left}; {self.commits} commit(s) landed"
 

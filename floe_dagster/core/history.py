@@ -35,6 +35,11 @@ class OperationHistory:
     # policy's due rules it stands in for a successful run's start (:meth:`as_shadow_sees_it`).
     last_shadow_at: datetime | None = None
 
+    @property
+    def conflicts_back_off(self) -> bool:
+        """The conflict streak is long enough that each further lost race counts as a failure too."""
+        return self.consecutive_conflicts >= CONFLICT_STREAK
+
     def as_shadow_sees_it(self) -> "OperationHistory":
         """This history for a shadow decision: the newest shadow row counts as a successful run that
         started when it was recorded, so an interval comes due one interval after it and a cron slot
@@ -56,8 +61,11 @@ LOCK_HELD = "lock_held"
 OUTAGE = "outage"
 NOT_THE_TABLES_FAULT = (LOCK_HELD, OUTAGE)
 # The commit lost a race with another writer: the run happened and changed nothing, through no
-# fault of the table's; it does not use the slot and does not count toward backoff.
+# fault of the table's; it does not use the slot and does not count toward backoff, until the streak
+# is long: from the CONFLICT_STREAK-th lost race in a row on, each one also counts as a failure, so
+# the retries back off as failures do (DESIGN.md section 6) instead of coming every 5-15 minutes forever.
 CONFLICT = "conflict"
+CONFLICT_STREAK = 10
 
 
 @dataclass(frozen=True)
@@ -113,7 +121,8 @@ def fold_outcome(state: OperationHistory, outcome: Outcome) -> OperationHistory:
         last_failure_at=naive_as_utc(outcome.finished_at),
         consecutive_failures=state.consecutive_failures + 1,
         consecutive_zero_change=state.consecutive_zero_change,  # failures are not zero-change runs
-        last_snapshot_after=state.last_snapshot_after,
+        # A run that failed after its commit landed still left that snapshot: ours, not new data.
+        last_snapshot_after=outcome.snapshot_after if outcome.snapshot_after is not None else state.last_snapshot_after,
         failures=state.failures + 1,
         consecutive_conflicts=0,
         last_conflict_at=state.last_conflict_at,
@@ -124,16 +133,22 @@ def fold_outcome(state: OperationHistory, outcome: Outcome) -> OperationHistory:
 
 def _fold_conflict(state: OperationHistory, outcome: Outcome) -> OperationHistory:
     """A lost race is a run that happened (the execution record shows it) but neither a success nor
-    a failure: the failure streak, the zero-change streak and the slot stay as they were."""
+    a failure: the failure streak, the zero-change streak and the slot stay as they were. From the
+    :data:`CONFLICT_STREAK`-th in a row on, it is a failure as well (the failure streak grows, and
+    with it the backoff), and the conflict streak goes on counting."""
     started = naive_as_utc(outcome.started_at)
     newer = state.last_run_start is None or started >= state.last_run_start
+    streak = state.consecutive_conflicts + 1
+    if streak >= CONFLICT_STREAK:
+        state = replace(state, last_failure_at=naive_as_utc(outcome.finished_at),
+                        consecutive_failures=state.consecutive_failures + 1, failures=state.failures + 1)
     return replace(
         state,
         last_run_start=started if newer else state.last_run_start,
         last_run_succeeded=False if newer else state.last_run_succeeded,
         last_run_trigger=outcome.trigger if newer else state.last_run_trigger,
         runs=state.runs + 1,
-        consecutive_conflicts=state.consecutive_conflicts + 1,
+        consecutive_conflicts=streak,
         last_conflict_at=naive_as_utc(outcome.finished_at),
         # A new streak forgets the last one's writer; within a streak an unknown winner keeps the known one.
         last_conflict_writer=outcome.conflict_writer or (

@@ -32,7 +32,7 @@ from floe_dagster.core.batches import ONE_TABLE_PER_RUN, BatchPacker, BatchSetti
 from floe_dagster.core.commit_conflicts import conflict_retry_delay
 from floe_dagster.core.conditions import ConditionResult
 from floe_dagster.core.debt import DebtWeights, TableDebt
-from floe_dagster.core.history import OperationHistory
+from floe_dagster.core.history import CONFLICT_STREAK, OperationHistory
 from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled, gc_disabled_reason
@@ -368,7 +368,9 @@ def _gate(
     backoff = backoff_delay(history.consecutive_failures, limits.failure_backoff_threshold, limits.failure_backoff_hours)
     if backoff and history.last_failure_at is not None and now < history.last_failure_at + backoff:
         until = history.last_failure_at + backoff
-        return _skip(base, "failure_backoff", f"{history.consecutive_failures} consecutive failure(s); retry at "
+        why = (f" (the last {history.consecutive_conflicts} runs lost their commit race: from the "
+               f"{CONFLICT_STREAK}th in a row on, each counts as a failure)" if history.conflicts_back_off else "")
+        return _skip(base, "failure_backoff", f"{history.consecutive_failures} consecutive failure(s){why}; retry at "
                      f"{until.isoformat()}", next_eligible=_open_from(schedule, until), backoff_until=until, **extra)
 
     if history.consecutive_conflicts and history.last_conflict_at is not None:

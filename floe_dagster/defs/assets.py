@@ -18,7 +18,6 @@ from dagster import (
     AssetExecutionContext,
     AssetObservation,
     AssetOut,
-    Failure,
     MaterializeResult,
     MetadataValue,
     Nothing,
@@ -33,14 +32,13 @@ from floe_dagster.coordination.locks import Locks, table_lock_name
 from floe_dagster.coordination.runs import run_lock_name
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.commit_conflicts import (
+    FAILED,
     PARTIAL,
     PARTIAL_PROGRESS,
     WINNER_PREFIX,
     RewriteProgress,
-    winning_operation,
 )
 from floe_dagster.core.estimates import estimate_error_pct
-from floe_dagster.core.history import Outcome
 from floe_dagster.core.operation_config import ComputeStatisticsConfig, RewriteDataFilesConfig
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled, gc_disabled_reason
 from floe_dagster.core.partition_scope import RewriteScope
@@ -60,8 +58,17 @@ from floe_dagster.defs.names import (
     unmappable_reason,
 )
 from floe_dagster.defs.table_metadata import definition_metadata, table_metadata
+from floe_dagster.defs.table_outcomes import BatchOutcomes
 from floe_dagster.defs.table_properties_run import apply_table_properties
-from floe_dagster.errors import CONFLICT, LOCK_HELD, CommitConflict, FloeError, MaintenanceFailed, Outage, failure_kind
+from floe_dagster.errors import (
+    CONFLICT,
+    OUTAGE,
+    CommitConflict,
+    FailedAfterCommit,
+    MaintenanceFailed,
+    RowCountMismatch,
+    failure_kind,
+)
 from floe_dagster.iceberg.catalog import (
     TableReads,
     open_catalog,
@@ -71,6 +78,7 @@ from floe_dagster.iceberg.catalog import (
     table_counts,
 )
 from floe_dagster.iceberg.ref_retention import apply_ref_retention
+from floe_dagster.iceberg.rollback import roll_back_run
 from floe_dagster.iceberg.rewrite_progress import rewrite_progress
 from floe_dagster.iceberg.table_statistics import statistics_facts, statistics_state, unknown_columns
 from floe_dagster.policies import ResolvedOperation, load_policy_set, resolve_operation
@@ -151,9 +159,10 @@ def _policy_facts_by_table(settings: Settings):
 
 
 def _maintain_selected(context: AssetExecutionContext, settings: Settings,
-                       coordination: Coordination) -> Iterator[MaterializeResult]:
+                       coordination: Coordination) -> Iterator[MaterializeResult | AssetObservation]:
     """Maintain each selected table in turn, each under its own lock, with its own outcome and
-    materialization: a table that fails, or whose lock is held, fails or is skipped alone."""
+    materialization: any error inside a table's step (before or after its commit) is that table's
+    outcome (defs/table_outcomes.py), and the run goes on with the next table, unless it is an outage."""
     engine: IcebergSparkEngine = getattr(context.resources, ENGINE_RESOURCE)
     op = Operation(context.partition_key)
     tables = sorted(table_for_asset_key(key) for key in context.selected_asset_keys)
@@ -162,62 +171,20 @@ def _maintain_selected(context: AssetExecutionContext, settings: Settings,
     resolved = {table: resolve_operation(settings, table, op, policies) for table in tables}
     run_tags = _add_missing_run_tags(context, tables, op, resolved)
     catalog = open_catalog(settings.catalog)
-    failures: list[str] = []
-    skipped: list[str] = []
-    skipped_tables: list[str] = []
-    conflicts: list[str] = []
+    outcomes = BatchOutcomes(context, coordination, op)
     decisions = _run_decisions(coordination, tables, op, run_tags)
     for decision in decisions:
-        table = decision.table
         started = datetime.now(timezone.utc)
         try:
-            result = maintain_table(context, engine, decision, resolved[table], coordination.locks, catalog)
-            numbers = result.metadata or {}
-            coordination.record_outcome(Outcome(
-                run_id=context.run.run_id, table_name=table.qualified, operation=op, trigger=decision.trigger,
-                started_at=started, finished_at=datetime.now(timezone.utc), succeeded=True,
-                changed=bool(numbers.get("changed")), bytes_rewritten=int(numbers.get("bytes_rewritten", 0)),
-                snapshot_after=_snapshot_id(numbers.get("snapshot_id")),
-            ))
-            yield result
-        except (FloeError, LookupError) as exc:  # LookupError: a KeyError of a bad record fails this table only
-            kind = failure_kind(exc)
-            message = str(exc) if table.qualified in str(exc) else f"{table.qualified}: {exc}"
-            if kind == LOCK_HELD:  # another run maintains it: skipped, not a failure of this run
-                context.log.warning(f"skipped {message}")
-                skipped.append(message)
-                skipped_tables.append(table.qualified)
-                context.instance.add_run_tags(context.run.run_id,
-                                              {T.SKIPPED: ",".join(skipped_tables)[:T.MAX_TABLES_CHARS]})
-            elif kind == CONFLICT:
-                context.log.warning(f"conflict: {message}; a later tick retries it (no backoff)")
-                conflicts.append(table.qualified)
-                context.instance.add_run_tags(context.run.run_id, {T.CONFLICTS: ",".join(conflicts)[:T.MAX_TABLES_CHARS]})
-                yield _conflict_observation(table, op, decision, str(exc))
-            else:
-                context.log.error(message)
-                failures.append(message)
-            if kind and kind not in (CONFLICT, LOCK_HELD):
-                context.instance.add_run_tags(context.run.run_id, {T.FAILURE_KIND: kind})
-            coordination.record_outcome(Outcome(
-                run_id=context.run.run_id, table_name=table.qualified, operation=op, trigger=decision.trigger,
-                started_at=started, finished_at=datetime.now(timezone.utc), succeeded=False,
-                failure_kind=kind, message=str(exc),
-                conflict_writer=winning_operation(str(exc)) if kind == CONFLICT else None,
-            ))
-            if isinstance(exc, Outage):
-                break  # Spark or the catalog is down: the other tables would fail the same way
-    if failures or (skipped and len(skipped) == len(decisions)):
-        # Only the failed tables fail (their materializations are missing); the others' landed.
-        # A run none of whose tables could take its lock fails fast too, as a run of one table does,
-        # and that failure is not the tables' fault.
-        if not failures:
-            context.instance.add_run_tags(context.run.run_id, {T.FAILURE_KIND: LOCK_HELD})
-        what = f"{op.value} failed on {len(failures)} of {len(decisions)} table(s): " + " | ".join(failures) \
-            if failures else f"{op.value}: every table's lock is held"
-        if skipped:
-            what += "; skipped (lock held): " + " | ".join(skipped)
-        raise Failure(description=what)
+            result = maintain_table(context, engine, decision, resolved[decision.table], coordination.locks, catalog)
+        except Exception as exc:  # whatever it is, it is this table's outcome; the batch goes on
+            yield from outcomes.failed(decision, started, exc)
+            if failure_kind(exc) == OUTAGE:
+                break  # Spark, the catalog or the storage cannot be reached: the others would fail the same way
+            continue
+        outcomes.succeeded(decision, started, result)
+        yield result
+    outcomes.finish(len(decisions))
 
 
 def _run_decisions(coordination: Coordination, tables: list[TableName], op: Operation,
@@ -230,20 +197,6 @@ def _run_decisions(coordination: Coordination, tables: list[TableName], op: Oper
     decisions = [RunDecision.from_ledger(table, admitted[table.qualified]) if table.qualified in admitted
                  else decision_from_tags(table, op, run_tags) for table in tables]
     return sorted(decisions, key=lambda d: (d.ledger_row or 0, d.table))
-
-
-def _conflict_observation(table: TableName, op: Operation, decision: RunDecision, message: str) -> AssetObservation:
-    """A lost commit race on the table's operation partition: the asset's page shows it beside the
-    materializations, and no materialization claims the table was maintained."""
-    return AssetObservation(asset_key=asset_key_for(table), partition=op.value, metadata={
-        "outcome": "conflict", "conflict": message, "writer_operation": winning_operation(message) or "",
-        **decision.metadata(),
-    })
-
-
-def _snapshot_id(value: Any) -> int | None:
-    text = getattr(value, "value", value)
-    return int(text) if text not in (None, "") else None
 
 
 def _add_missing_run_tags(context: AssetExecutionContext, tables: list[TableName], op: Operation,
@@ -284,7 +237,7 @@ def maintain_table(
         raise MaintenanceFailed(f"table '{table.qualified}': {resolved.why_not}")
     resolved = within_envelope(catalog, table, op, resolved)  # the safety envelope, before any engine call
     if op is Operation.APPLY_TABLE_PROPERTIES:  # a metadata commit, not a procedure
-        return apply_table_properties(context, engine, decision, resolved, locks, catalog)
+        return apply_table_properties(context, decision, resolved, locks, catalog)
     reads = TableReads(catalog, table)
     iceberg_table = reads.latest
     properties = dict(iceberg_table.properties)
@@ -305,20 +258,31 @@ def maintain_table(
         # the refs older than that (iceberg/ref_retention.py).
         refs = apply_ref_retention(iceberg_table, table, resolved.ref_retention) \
             if op is Operation.EXPIRE_SNAPSHOTS else None
-        outcome = engine.maintain(
-            table, op, resolved.config, now, table_properties=properties, table_bytes=before["total_bytes"],
-            read_snapshots=reads.snapshots, scope=rewrite_scope(iceberg_table, decision),
-            statistics=statistics_state(iceberg_table.metadata) if op is Operation.COMPUTE_STATISTICS else None,
-        )
-    after_table = reads.latest  # read after the procedure's commit (the row check's read)
-    progress = _rewrite_progress(iceberg_table, after_table, resolved, outcome, properties)
-    if progress is not None and progress.outcome == CONFLICT:
-        # Nothing of ours landed and a race took it: a conflict, as if Iceberg had thrown.
-        raise CommitConflict(f"{op.procedure} on '{table.qualified}' lost a commit race: {progress.describe()}; "
-                             f"{WINNER_PREFIX}{_newest_other_commit(iceberg_table, after_table)}")
-    if progress is not None and progress.outcome == PARTIAL:
-        context.log.warning(f"{op.value} on {table.qualified} landed partly: {progress.describe()}; "
-                            "the groups left are rewritten by a later run")
+        try:
+            outcome = engine.maintain(
+                table, op, resolved.config, now, table_properties=properties, table_bytes=before["total_bytes"],
+                read_snapshots=reads.snapshots, scope=rewrite_scope(iceberg_table, decision),
+                statistics=statistics_state(iceberg_table.metadata) if op is Operation.COMPUTE_STATISTICS else None,
+            )
+        except RowCountMismatch as exc:  # the bad snapshot is current: take it back while the lock is held
+            rollback = roll_back_run(catalog, table, exc.ours or [exc.snapshot_id])
+            raise RowCountMismatch(f"{exc}; {rollback.detail}", exc.snapshot_id, exc.ours, rollback.rolled_back,
+                                   rollback.current_snapshot_id) from exc
+    try:  # the procedure's changes have landed: a failure from here on says so
+        return _materialization(context, decision, resolved, iceberg_table, reads.latest, outcome, before, refs)
+    except (CommitConflict, MaintenanceFailed):
+        raise  # the rewrite's progress: nothing of this run landed
+    except Exception as exc:
+        raise FailedAfterCommit.of(f"{op.procedure} on '{table.qualified}'", outcome.new_snapshot_ids,
+                                   "reading the table after it", exc) from exc
+
+
+def _materialization(context: AssetExecutionContext, decision: RunDecision, resolved: ResolvedOperation,
+                     iceberg_table: Table, after_table: Table, outcome: EngineOutcome, before: dict[str, int],
+                     refs: Any) -> MaterializeResult:
+    """What the run did, from the table read after the procedure (``after_table``, the row check's read)."""
+    table, op = decision.table, decision.operation
+    progress = _checked_progress(context, decision, resolved, iceberg_table, after_table, outcome)
     after = table_counts(after_table)
     current = after_table.current_snapshot()
     metadata: dict[str, Any] = {name: value for name, value in outcome.result.numbers.items()}
@@ -362,6 +326,23 @@ def maintain_table(
     if outcome.result.orphan_files:
         metadata["orphan_files_sample"] = MetadataValue.json(list(outcome.result.orphan_files[:20]))
     return MaterializeResult(asset_key=asset_key_for(table), metadata=metadata)
+
+
+def _checked_progress(context: AssetExecutionContext, decision: RunDecision, resolved: ResolvedOperation,
+                      before: Table, after: Table, outcome: EngineOutcome) -> RewriteProgress | None:
+    """What a rewrite landed (None: nothing to check). Nothing of ours landed: a lost race is a
+    conflict (as if Iceberg had thrown), groups that failed for their own reason a failure."""
+    table, op = decision.table, decision.operation
+    progress = _rewrite_progress(before, after, resolved, outcome, dict(before.properties))
+    if progress is not None and progress.outcome == FAILED:
+        raise MaintenanceFailed(f"{op.procedure} on '{table.qualified}' rewrote nothing: {progress.describe()}")
+    if progress is not None and progress.outcome == CONFLICT:
+        raise CommitConflict(f"{op.procedure} on '{table.qualified}' lost a commit race: {progress.describe()}; "
+                             f"{WINNER_PREFIX}{_newest_other_commit(before, after)}")
+    if progress is not None and progress.outcome == PARTIAL:
+        context.log.warning(f"{op.value} on {table.qualified} landed partly: {progress.describe()}; "
+                            "the groups left are rewritten by a later run")
+    return progress
 
 
 def _statistics_metadata(after: Table, current: Any, outcome: EngineOutcome) -> dict[str, Any]:

@@ -2,10 +2,11 @@
 
 Under the table lock, the table's properties are read again (a fresh PyIceberg load), so the values
 before are exact and a table already in line is a run that changes nothing; then the drifted ones,
-and only those, are set in one metadata commit (the engine's ``ALTER TABLE ... SET TBLPROPERTIES``), and
-the table is read once more to check that they landed. A property the policy does not name is never
-read into the statement, so it cannot change. The materialization carries each declared key's value
-before and after.
+and only those, are set in one metadata commit that asserts every declared key still has the value
+read (iceberg/property_commit.py: a writer that changed one meanwhile ends the run as a conflict),
+and the table is read once more to check that they landed. A declared property that another writer
+changed right after floe's commit is a conflict too. A property the policy does not name is never
+written, so it cannot change. The materialization carries each declared key's value before and after.
 """
 
 from __future__ import annotations
@@ -22,14 +23,15 @@ from floe_dagster.core.run_decision import RunDecision
 from floe_dagster.core.table_properties import property_drift, same_value
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.defs.table_metadata import table_metadata
-from floe_dagster.errors import MaintenanceFailed
+from floe_dagster.errors import CommitConflict, MaintenanceFailed
 from floe_dagster.iceberg.catalog import load_table, row_count, schema_columns
+from floe_dagster.iceberg.property_commit import commit_table_properties
 from floe_dagster.policies import ResolvedOperation
-from floe_dagster.spark.engine import IcebergSparkEngine
+from floe_dagster.spark.procedures import set_properties_sql
 
 
-def apply_table_properties(context: AssetExecutionContext, engine: IcebergSparkEngine, decision: RunDecision,
-                           resolved: ResolvedOperation, locks: Locks, catalog: Catalog) -> MaterializeResult:
+def apply_table_properties(context: AssetExecutionContext, decision: RunDecision, resolved: ResolvedOperation,
+                           locks: Locks, catalog: Catalog) -> MaterializeResult:
     table = decision.table
     config = resolved.config
     assert isinstance(config, TablePropertiesConfig)
@@ -43,16 +45,28 @@ def apply_table_properties(context: AssetExecutionContext, engine: IcebergSparkE
             changes = {d.name: d.declared for d in drift}
             context.log.info(f"APPLY_TABLE_PROPERTIES on {table.qualified} (policy {resolved.policy_name}): "
                              + "; ".join(d.describe() for d in drift))
-            statement = engine.set_table_properties(table, changes)
+            # Asserting every declared key as read: a writer that changed one first makes it a CommitConflict.
+            committed = commit_table_properties(before_table, table, changes,
+                                                {name: before.get(name) for name, _ in config.properties})
+            ours, ours_at = dict(committed.metadata.properties), committed.metadata_location
+            statement = ("-- one metadata commit (PyIceberg), asserting the declared properties as read; as SQL:\n"
+                         + set_properties_sql(table, changes))
             after_table = load_table(catalog, table)
         else:
             context.log.info(f"APPLY_TABLE_PROPERTIES on {table.qualified}: the table has every declared property")
             after_table = before_table
+            ours, ours_at = before, before_table.metadata_location
     after = dict(after_table.properties)
     missed = [name for name, value in config.properties if not same_value(name, value, after.get(name))]
     if missed:
-        raise MaintenanceFailed(f"table '{table.qualified}': after SET TBLPROPERTIES, {', '.join(missed)} still "
-                                "differ(s) from the policy (another writer changed them meanwhile?)")
+        if after_table.metadata_location != ours_at and \
+                all(same_value(name, value, ours.get(name)) for name, value in config.properties):
+            raise CommitConflict(
+                f"APPLY_TABLE_PROPERTIES on '{table.qualified}' lost a race: floe's commit set every declared property, "
+                f"then another writer changed {', '.join(missed)} (now "
+                f"{', '.join(f'{name}={_shown(after.get(name))}' for name in missed)}); a later run reads them again")
+        raise MaintenanceFailed(f"table '{table.qualified}': after setting the declared properties, {', '.join(missed)} "
+                                "still differ(s) from the policy in the metadata floe committed")
     changes_json = {name: {"before": before.get(name), "after": after.get(name)} for name, _ in config.properties}
     current = after_table.current_snapshot()
     metadata: dict[str, Any] = {

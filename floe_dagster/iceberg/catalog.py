@@ -25,7 +25,7 @@ from floe_dagster.core.measurements import ColumnFacts
 from floe_dagster.core.partition_scope import PartitionField
 from floe_dagster.core.object_storage import FORCE_VIRTUAL_ADDRESSING, s3_path_style, storage_description, uses_s3
 from floe_dagster.core.tables import TableName
-from floe_dagster.errors import CatalogUnavailable, UnknownTable, masked_cause
+from floe_dagster.errors import OUTAGE, CatalogUnavailable, TableUnreadable, UnknownTable, failure_kind, masked_cause
 from floe_dagster.iceberg.snapshot_summary import (
     TOTAL_DATA_FILES,
     TOTAL_DELETE_FILES,
@@ -107,14 +107,19 @@ def list_table_metadata_locations(catalog: SqlCatalog) -> dict[TableName, str | 
 
 
 def load_table(catalog: Catalog, table: TableName) -> Table:
+    """The table, freshly loaded. UnknownTable when the catalog does not have it; CatalogUnavailable
+    only when the catalog or the storage cannot be reached (errors.failure_kind's rule); any other
+    error (corrupt or missing metadata, a refused read, an error answer about this table) is
+    TableUnreadable: this table's failure alone."""
     try:
         return catalog.load_table(table.identifier)
     except NoSuchTableError:
         raise UnknownTable(f"table '{table.qualified}' does not exist in catalog '{catalog.name}'", table) from None
     except Exception as exc:
-        raise CatalogUnavailable(
-            f"catalog '{catalog.name}' could not load '{table.qualified}': {exc}{storage_context(catalog)}"
-        ) from exc
+        message = f"catalog '{catalog.name}' could not load '{table.qualified}': {exc}{storage_context(catalog)}"
+        if failure_kind(exc) == OUTAGE:
+            raise CatalogUnavailable(message) from masked_cause(exc)
+        raise TableUnreadable(message) from masked_cause(exc)
 
 
 def existing_table(settings: CatalogSettings, text: str) -> TableName:

@@ -43,7 +43,7 @@ from pyiceberg.table.metadata import TableMetadata
 from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.refs import data_file_hashes, pinned_file_bytes
 from floe_dagster.core.tables import TableName
-from floe_dagster.errors import CatalogUnavailable, HealthError, UnknownTable
+from floe_dagster.errors import OUTAGE, CatalogUnavailable, FloeError, HealthError, UnknownTable, failure_kind
 from floe_dagster.iceberg.catalog import list_table_metadata_locations, list_tables, load_table, storage_context
 from floe_dagster.iceberg.counting_file_io import CountingFileIO
 from floe_dagster.iceberg.metadata_reduction import full_metrics, pinned_by_ref, summarize_manifest, summary_metrics
@@ -159,7 +159,9 @@ class HealthCollector:
         computed until ``time_budget_s`` is used up (None: no limit; 0: cache only). The budget is
         checked before each table and between manifests, and each started table reads at least one
         new manifest, so every call makes progress. Raises :class:`CatalogUnavailable` when the
-        catalog cannot be listed, or when every catalog call of this collect failed.
+        catalog cannot be listed, or when it could not be reached for any table this collect tried
+        (errors.failure_kind's rule); a table that is corrupt, missing or refused is only left out,
+        with its error.
         """
         if tier not in ("summary", "full"):
             raise ValueError(f"tier must be 'summary' or 'full', got {tier!r}")
@@ -232,11 +234,14 @@ class HealthCollector:
                 result.errors[table] = str(exc)
                 result.unknown.append(table)
                 continue
-            except CatalogUnavailable as exc:
-                outages += 1
-                result.errors[table] = str(exc)
-                continue
             except Exception as exc:  # a broken table must not stop the others
+                # Only what cannot be reached is an outage (errors.failure_kind); a corrupt, missing or
+                # refused table is that table's error alone.
+                if failure_kind(exc) == OUTAGE:
+                    outages += 1
+                if isinstance(exc, FloeError):
+                    result.errors[table] = str(exc)
+                    continue
                 log.warning("health of %s could not be collected: %s", table.qualified, exc, exc_info=True)
                 where = storage_context(self.catalog) if isinstance(exc, OSError) else ""  # a read from storage failed
                 result.errors[table] = f"{type(exc).__name__}: {exc}{where}"

@@ -94,7 +94,7 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
                 "consecutiveFailures": history.consecutive_failures if history else 0,
                 "until": decision.backoff_until.isoformat() if decision.backoff_until else None,
             },
-            "conflicts": _conflicts(table, op, history),
+            "conflicts": _conflicts(table, op, history, decision.backoff_until),
             "throttle": {
                 "consecutiveZeroChangeRuns": history.consecutive_zero_change if history else 0,
                 "until": decision.throttled_until.isoformat() if decision.throttled_until else None,
@@ -228,7 +228,8 @@ def _not_decided(op: Operation, why: str) -> dict[str, Any]:
         "unmetConditionDetails": [], "forcedByCriticalPipeline": False, "quiet": None, "nextEligibleTime": None,
         "debtScore": 0.0, "debtBreakdown": {},
         "backoff": {"consecutiveFailures": 0, "until": None},
-        "conflicts": {"consecutiveConflicts": 0, "lastConflictAt": None, "retryAt": None, "writerOperation": None},
+        "conflicts": {"consecutiveConflicts": 0, "lastConflictAt": None, "retryAt": None, "writerOperation": None,
+                      "countsAsFailure": False},
         "throttle": {"consecutiveZeroChangeRuns": 0, "until": None},
         "backlog": None,
         "refs": None,
@@ -237,11 +238,17 @@ def _not_decided(op: Operation, why: str) -> dict[str, Any]:
     }
 
 
-def _conflicts(table: TableName, op: Operation, history: OperationHistory | None) -> dict[str, Any]:
-    """Lost commit races in a row (never failures: no backoff) and when the next attempt may start."""
+def _conflicts(table: TableName, op: Operation, history: OperationHistory | None,
+               backoff_until: datetime | None = None) -> dict[str, Any]:
+    """Lost commit races in a row and when the next attempt may start: a short jittered delay, or,
+    from the CONFLICT_STREAK-th in a row on (``countsAsFailure``), the failure backoff when it is later."""
     streak = history.consecutive_conflicts if history else 0
     last = history.last_conflict_at if history else None
     retry = last + conflict_retry_delay(table.qualified, op.value, streak) if streak and last else None
+    counts = bool(history and history.conflicts_back_off)
+    if counts and retry is not None and backoff_until is not None:
+        retry = max(retry, backoff_until)
     return {"consecutiveConflicts": streak, "lastConflictAt": last.isoformat() if last else None,
             "retryAt": retry.isoformat() if retry else None,
-            "writerOperation": history.last_conflict_writer if history and streak else None}
+            "writerOperation": history.last_conflict_writer if history and streak else None,
+            "countsAsFailure": counts}

@@ -29,7 +29,8 @@ from floe_dagster.policies import policy_facts
 from floe_dagster.scheduling.inputs import gather
 from floe_dagster.settings import Settings
 
-# After runs failed because Spark or the catalog was down, launches pause this long.
+# After a run recorded an outage (errors.failure_kind's one rule: Spark, the catalog, the storage or the
+# coordination database could not be reached), launches pause this long. A table's own failure never trips it.
 CIRCUIT_PAUSE = timedelta(minutes=5)
 
 

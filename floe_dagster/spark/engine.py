@@ -43,7 +43,15 @@ from floe_dagster.core.partition_scope import RewriteScope
 from floe_dagster.core.secrets import mask_text, split_secret_entries
 from floe_dagster.core.statistics import StatisticsState, statistics_work
 from floe_dagster.core.tables import TableName
-from floe_dagster.errors import CommitConflict, EngineUnavailable, FloeError, MaintenanceFailed, RowCountMismatch
+from floe_dagster.errors import (
+    CommitConflict,
+    EngineUnavailable,
+    FailedAfterCommit,
+    FloeError,
+    MaintenanceFailed,
+    RowCountMismatch,
+    unreachable,
+)
 from floe_dagster.iceberg.snapshot_summary import commit_rows, exact_live_rows
 from floe_dagster.redaction import secret_variable
 from floe_dagster.settings import Settings
@@ -57,7 +65,6 @@ from floe_dagster.spark.procedures import (
     build_procedure_call,
     orphan_cleanup_calls,
     partition_statistics_call,
-    set_properties_sql,
     spark_table_reference,
     summarize_capped_orphan_cleanup,
     summarize_orphan_cleanup,
@@ -421,13 +428,7 @@ class IcebergSparkEngine(ConfigurableResource):
                                                   dry_run=bool(config.dry_run))
             elif not capped and op is not Operation.COMPUTE_STATISTICS:
                 result = summarize_result(op, rows)
-            snapshots = snapshots_of()
-            new = [s for s in snapshots if s["snapshot_id"] not in before]
-            row_check = RowCheck("not-applicable")
-            if op in (
-                Operation.REWRITE_DATA_FILES, Operation.REWRITE_MANIFESTS, Operation.REWRITE_POSITION_DELETE_FILES
-            ):
-                row_check = self.verify_rows(spark, table, new, snapshots, table_bytes)
+            new, row_check = self._after_procedure(spark, table, op, snapshots_of, before, table_bytes)
         return EngineOutcome(
             result=result,
             sql=call.sql,
@@ -437,6 +438,30 @@ class IcebergSparkEngine(ConfigurableResource):
             duration_s=time.monotonic() - started,
             extra=extra,
         )
+
+    def _after_procedure(self, spark: Any, table: TableName, op: Operation,
+                         snapshots_of: Callable[[], list[dict[str, Any]]], before: set[int],
+                         table_bytes: int) -> tuple[list[dict[str, Any]], RowCheck]:
+        """The reads after the procedure returned (its changes have landed): the snapshots it committed,
+        and the row check of a rewrite. A RowCountMismatch names the bad snapshot (the caller may roll
+        it back); any other error is FailedAfterCommit, which names what landed and what failed."""
+        new: list[dict[str, Any]] = []
+        stage = "reading the snapshots it committed"
+        try:
+            snapshots = snapshots_of()
+            new = [s for s in snapshots if s["snapshot_id"] not in before]
+            if op not in (Operation.REWRITE_DATA_FILES, Operation.REWRITE_MANIFESTS,
+                          Operation.REWRITE_POSITION_DELETE_FILES):
+                return new, RowCheck("not-applicable")
+            stage = "the row check"
+            return new, self.verify_rows(spark, table, new, snapshots, table_bytes)
+        except RowCountMismatch:
+            raise
+        except Exception as exc:
+            # A Spark error is classified here, with its whole Java cause chain (an outage only when unreachable).
+            after = exc if isinstance(exc, FloeError) else _classify(exc, table, op)
+            raise FailedAfterCommit.of(f"{op.procedure} on '{table.qualified}'", [s["snapshot_id"] for s in new], stage,
+                                       after, str(exc) if isinstance(exc, FloeError) else _headline(exc)) from exc
 
     def _compute_statistics(
         self, spark: Any, table: TableName, config: ComputeStatisticsConfig, now: datetime,
@@ -473,21 +498,6 @@ class IcebergSparkEngine(ConfigurableResource):
                             "ORDER BY made_current_at DESC LIMIT 1").collect()
         partitioned = "partition" in spark.table(f"{reference}.partitions").columns
         return StatisticsState(current[0]["snapshot_id"] if current else None, partitioned, None, None, None)
-
-    def set_table_properties(self, table: TableName, properties: Mapping[str, str]) -> str:
-        """Set exactly ``properties`` on the table in one metadata commit (APPLY_TABLE_PROPERTIES; the
-        caller holds the table lock). Returns the statement."""
-        sql = set_properties_sql(table, properties)
-        with self.unit_of_work() as spark:
-            try:
-                spark.sql(sql).collect()
-            except Exception as exc:
-                race = commit_race(_error_text(exc))
-                if race is not None:
-                    raise CommitConflict(f"{Operation.APPLY_TABLE_PROPERTIES.procedure} on '{table.qualified}' "
-                                         f"{race.describe()}") from exc
-                raise _classify(exc, table, Operation.APPLY_TABLE_PROPERTIES) from exc
-        return sql
 
     def _capped_orphan_cleanup(self, spark: Any, table: TableName, config: OrphanCleanupConfig, now: datetime,
                                table_properties: Mapping[str, str] | None) -> tuple[ProcedureResult, str]:
@@ -566,8 +576,8 @@ class IcebergSparkEngine(ConfigurableResource):
             if after != before:
                 raise RowCountMismatch(
                     f"table '{table.qualified}': snapshot {snapshot['snapshot_id']} written by this run has {after} "
-                    f"rows but its parent {parent} has {before}; the rewrite changed the table's contents"
-                )
+                    f"rows but its parent {parent} has {before}; the rewrite changed the table's contents",
+                    snapshot["snapshot_id"], [s["snapshot_id"] for s in ours])
             first_before = before if first_before is None else first_before
             last_after = after
         return RowCheck(method, tuple(s["snapshot_id"] for s in ours), first_before, last_after)
@@ -586,8 +596,8 @@ def _check_without_parents(table: TableName, ours: list[dict]) -> RowCheck:
         if after != before:
             raise RowCountMismatch(
                 f"table '{table.qualified}': snapshot {snapshot['snapshot_id']} written by this run removed {before} "
-                f"rows and added {after}; the rewrite changed the table's contents"
-            )
+                f"rows and added {after}; the rewrite changed the table's contents",
+                snapshot["snapshot_id"], [s["snapshot_id"] for s in ours])
         removed_total, added_total = removed_total + before, added_total + after
     return RowCheck("commit-summary", tuple(s["snapshot_id"] for s in ours), removed_total, added_total)
 
@@ -630,15 +640,12 @@ def _winner(snapshots_of: Callable[[], list[dict[str, Any]]], before: set[int]) 
     return f"snapshot {newest['snapshot_id']} ({newest.get('operation') or 'unknown operation'}){when}{more}"
 
 
-def _classify(exc: Exception, table: TableName, op: Operation | None = None) -> Exception:
-    """Tell an outage (Spark or the catalog unreachable) from a failure of this table's operation."""
+def _classify(exc: Exception, table: TableName, op: Operation | None = None) -> FloeError:
+    """Tell an outage (Spark, the catalog or the storage cannot be reached: the one rule,
+    errors.unreachable over the Java error's whole cause chain) from a failure of this table's operation."""
     text = _error_text(exc, with_causes=False)
-    first_line = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    outage_markers = ("Connection refused", "Py4JNetworkError", "could not connect", "Unable to connect",
-                      "SparkContext was shut down", "Failed to get a connection", "Communications link failure",
-                      # Spark Connect: the server is down or unreachable (gRPC status UNAVAILABLE)
-                      "StatusCode.UNAVAILABLE", "failed to connect to all addresses")
-    if any(marker in text for marker in outage_markers):
+    first_line = _headline(exc)
+    if unreachable(exc, _error_text(exc)):
         return EngineUnavailable(f"Spark or the catalog is unavailable while maintaining '{table.qualified}': {first_line}")
     if "Table or view not found" in text or "TABLE_OR_VIEW_NOT_FOUND" in text or "NoSuchTableException" in text:
         return MaintenanceFailed(f"table '{table.qualified}' was not found by Spark: {first_line}")
@@ -663,6 +670,12 @@ def _missing_iceberg_runtime(spark: Any, exc: Exception) -> str | None:
                 "so neither its catalog nor its SQL extensions (CALL) load; add "
                 "the runtime for the installed PySpark (floe-dagster adds it unless spark.packages or spark.jars "
                 "replace it; see `floe-dagster setup`)")
+
+
+def _headline(exc: Exception) -> str:
+    """The first line of the error's own message (a Java error's, not Py4J's "An error occurred while calling")."""
+    text = _error_text(exc, with_causes=False).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _first_line(exc: BaseException) -> str:

@@ -29,7 +29,7 @@ from floe_dagster.cli import main as floe_dagster_cli
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.demo import EVENT_SCHEMA, rows
-from floe_dagster.errors import CatalogUnavailable
+from floe_dagster.errors import TableUnreadable
 from floe_dagster.iceberg.catalog import existing_table, list_tables, load_table, open_catalog, table_counts
 from floe_dagster.iceberg.health_collector import HealthCollector
 from floe_dagster.settings import load_settings
@@ -204,7 +204,7 @@ def test_wrong_keys_or_a_missing_bucket_name_the_catalog_and_the_endpoint(s3_lak
         # The same catalog file: the table is listed, but its metadata in the bucket cannot be read.
         config = floe_yaml_for(server, tmp_path / name, uri=settings.catalog.properties["uri"], **change)
         bad = load_settings(config, environ={})
-        with pytest.raises(CatalogUnavailable) as raised:
+        with pytest.raises(TableUnreadable) as raised:  # refused, not unreachable: the table's failure
             existing_table(bad.catalog, ORDERS.qualified)
         message = str(raised.value)
         assert message.startswith("catalog 'lake' could not load 'lake.sales.orders'") and context in message
@@ -219,7 +219,7 @@ def test_wrong_keys_or_a_missing_bucket_name_the_catalog_and_the_endpoint(s3_lak
 
     bucket = server.storage / bucket_of(settings)
     bucket.rename(bucket.with_name("elsewhere"))  # the bucket is gone (s3proxy's buckets are its folders)
-    with pytest.raises(CatalogUnavailable) as raised:
+    with pytest.raises(TableUnreadable) as raised:
         existing_table(settings.catalog, ORDERS.qualified)
     assert "Path does not exist 'lakehouse/warehouse/sales/orders/metadata/" in str(raised.value)
     assert context in str(raised.value)

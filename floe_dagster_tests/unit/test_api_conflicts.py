@@ -35,7 +35,7 @@ from floe_dagster.core.commit_conflicts import CONFLICT_STREAK_ISSUE
 from floe_dagster.core.history import CONFLICT, Outcome
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
-from floe_dagster.defs.assets import _conflict_observation
+from floe_dagster.defs.table_outcomes import _conflict_observation
 from floe_dagster.defs.health_events import table_health_events
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.demo import _create, rows
@@ -97,7 +97,7 @@ def finish_run(instance: DagsterInstance, run: DagsterRun, table: TableName, op:
     if conflict is not None:
         decision = T.decision_from_tags(table, op, run.tags)
         instance.add_run_tags(run.run_id, {T.CONFLICTS: table.qualified})
-        observation = _conflict_observation(table, op, decision, conflict)
+        observation = _conflict_observation(decision, conflict)
         instance.report_dagster_event(_event(run, DagsterEventType.ASSET_OBSERVATION,
                                              AssetObservationData(observation)), run.run_id)
     else:

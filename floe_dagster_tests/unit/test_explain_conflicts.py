@@ -17,10 +17,11 @@ def test_the_conflict_streak_and_the_jittered_retry():
     shown = _conflicts(TABLE, Operation.REWRITE_DATA_FILES, history)
     retry = last + conflict_retry_delay(TABLE.qualified, "REWRITE_DATA_FILES", 3)
     assert shown == {"consecutiveConflicts": 3, "lastConflictAt": last.isoformat(), "retryAt": retry.isoformat(),
-                     "writerOperation": "delete"}
+                     "writerOperation": "delete", "countsAsFailure": False}
 
 
 def test_no_conflict_no_retry():
     assert _conflicts(TABLE, Operation.REWRITE_DATA_FILES, OperationHistory(last_conflict_writer="delete")) == {
-        "consecutiveConflicts": 0, "lastConflictAt": None, "retryAt": None, "writerOperation": None}
+        "consecutiveConflicts": 0, "lastConflictAt": None, "retryAt": None, "writerOperation": None,
+        "countsAsFailure": False}
     assert _conflicts(TABLE, Operation.REWRITE_DATA_FILES, None)["retryAt"] is None

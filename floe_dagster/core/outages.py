@@ -1,0 +1,94 @@
+"""The one rule that tells an outage from a table's own failure (DESIGN.md section 6, "Blast radius").
+
+An outage is a service floe-dagster depends on that cannot be reached: the catalog, the table's
+storage, Spark (its JVM gateway, a Spark Connect server) or the coordination database. It is nobody's
+fault: it does not count toward any table's backoff, and it pauses launches (the circuit breaker).
+Everything else that goes wrong while loading or maintaining one table (corrupt or missing metadata,
+a permission refused on its files, a table the catalog no longer has, a 4xx answer of a REST catalog
+about it, an ``AnalysisException``) is that table's failure: recorded as its outcome, with backoff,
+and the other tables go on.
+
+Pure: the caller (``errors.error_links``) describes each exception of a cause chain by its class
+names, its text (a Java error's text carries its ``Caused by:`` chain), an HTTP status when it
+carries one, and whether SQLAlchemy found the connection dropped. The rule reads those alone, so
+every layer (PyIceberg reads, Spark's procedures, the coordination database) decides the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable
+
+# Exception classes (by name, anywhere in the class's hierarchy) that mean "could not reach it":
+# Python's socket errors, requests'/urllib3's connection errors and timeouts, Py4J's lost gateway,
+# SQLAlchemy's dropped connection, PyIceberg's 503 answer.
+UNREACHABLE_TYPES = frozenset({
+    "ConnectionError", "TimeoutError", "gaierror", "herror",  # builtins and socket
+    "Timeout", "ConnectTimeout", "ReadTimeout", "NewConnectionError", "ConnectTimeoutError", "ReadTimeoutError",
+    "ProtocolError",  # requests / urllib3: "Connection aborted."
+    "Py4JNetworkError",  # the Spark JVM gateway is gone
+    "DisconnectionError",  # SQLAlchemy
+    "ServiceUnavailableError",  # PyIceberg's REST catalog answered 503
+})
+
+# Gateways and proxies in front of a catalog answer these when the catalog behind them is down.
+UNREACHABLE_STATUSES = frozenset({502, 503, 504})
+
+# What the text of a Java, gRPC, libcurl, psycopg2 or Py4J error says when the other side cannot be
+# reached: refused, reset or timed-out connections, unknown hosts, a stopped Spark.
+_UNREACHABLE_TEXT = re.compile("|".join((
+    r"Connection refused", r"Connection reset", r"Broken pipe", r"Connection timed out", r"connect timed out",
+    r"Read timed out", r"SocketTimeoutException", r"ConnectTimeoutException", r"java\.net\.ConnectException",
+    r"NoRouteToHostException", r"No route to host", r"Network is unreachable", r"UnknownHostException",
+    r"Name or service not known", r"Temporary failure in name resolution", r"nodename nor servname provided",
+    r"could not translate host name", r"getaddrinfo failed",
+    r"could not connect to server", r"Unable to connect", r"Failed to connect to", r"Couldn't connect to server",
+    r"server closed the connection unexpectedly", r"terminating connection due to administrator command",
+    r"SSL SYSCALL error", r"timeout expired", r"Communications link failure", r"Failed to get a connection",
+    r"NoHttpResponseException", r"failed to respond",
+    r"Py4JNetworkError", r"Answer from Java side is empty", r"Error while receiving", r"Error while sending",
+    r"SparkContext was shut down", r"Cannot call methods on a stopped SparkContext",
+    r"StatusCode\.UNAVAILABLE", r"failed to connect to all addresses",  # Spark Connect (gRPC)
+)))
+
+# A commit whose outcome is unknown (the answer was lost, often to a network error) may have landed:
+# it is the table's failure, for someone to look at, never an outage that is retried blindly.
+_COMMIT_STATE_UNKNOWN = re.compile(r"CommitStateUnknownException|Cannot determine whether the commit was successful")
+
+
+@dataclass(frozen=True)
+class ErrorLink:
+    """One exception of a cause chain, as the rule reads it."""
+
+    types: tuple[str, ...]  # the class's name and its bases' names
+    text: str
+    status: int | None = None  # the HTTP status of the answer it carries, if any
+    disconnect: bool = False  # SQLAlchemy saw the database connection dropped (connection_invalidated)
+
+
+def outage_evidence(links: Iterable[ErrorLink]) -> str | None:
+    """Why the error is an outage (a short phrase naming what showed it), or None: the table's own."""
+    links = list(links)
+    if any(_COMMIT_STATE_UNKNOWN.search(link.text) for link in links):
+        return None
+    for link in links:
+        kinds = UNREACHABLE_TYPES.intersection(link.types)
+        if kinds:
+            return f"{link.types[0]} ({sorted(kinds)[0]})" if link.types[0] not in kinds else link.types[0]
+        if link.status in UNREACHABLE_STATUSES:
+            return f"HTTP {link.status}"
+        if link.disconnect:
+            return "the database connection was dropped"
+        match = _UNREACHABLE_TEXT.search(link.text)
+        if match:
+            return repr(match.group(0))
+    return None
+
+
+def outage_in_text(text: str | None) -> str | None:
+    """The rule for an error known only by its text (a Java error's message and cause chain)."""
+    return outage_evidence([ErrorLink((), text or "")])
+
+
+__all__ = ["ErrorLink", "UNREACHABLE_STATUSES", "UNREACHABLE_TYPES", "outage_evidence", "outage_in_text"]
