@@ -71,7 +71,7 @@ def server(tmp_path):
     home.mkdir()
     digest = hashlib.sha256(KEY.encode()).hexdigest()
     env = {**os.environ, "DAGSTER_HOME": str(home), "FLOE_CONFIG": str(config), "FLOE_SCHEDULER_ENABLED": "false",
-           "FLOE_TEST_KEYS": f"migrator:OPERATOR:{digest}"}
+           "FLOE_TEST_KEYS": f"migrator:ADMIN:{digest}"}  # policy writes need ADMIN (issue 26)
     port, log = free_port(), tmp_path / "serve.log"
     url = f"http://127.0.0.1:{port}"
     process = serve(env, log, port)
