@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Iterable
+from typing import Any, Iterable
 
 from floe_dagster.core.quarantine import (
     RUN_MARKER,
+    QuarantinePolicy,
     QuarantineRun,
     StoreLocation,
     expired_runs,
@@ -175,3 +176,20 @@ def _marker(text: str | None) -> dict:
     except ValueError:
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def open_table_quarantine(settings: Any, text: str) -> tuple[TableQuarantine, timedelta]:
+    """The quarantine of a table named as the command line names it (UnknownTable when the catalog has
+    no such table), and the grace period its orphan cleanup policy gives (the default without one)."""
+    from floe_dagster.core.operation_config import OrphanCleanupConfig
+    from floe_dagster.core.operations import Operation
+    from floe_dagster.iceberg.catalog import load_table, open_catalog
+    from floe_dagster.policies import resolve_operation
+
+    table = TableName.parse(text, settings.catalog.name)
+    loaded = load_table(open_catalog(settings.catalog), table)
+    config = resolve_operation(settings, table, Operation.ORPHAN_CLEANUP).config
+    policy = config.quarantine if isinstance(config, OrphanCleanupConfig) else None
+    quarantine = TableQuarantine(FileStore.for_io(loaded.io), table, loaded.location(),
+                                 settings.maintenance.quarantine_location)
+    return quarantine, (policy or QuarantinePolicy()).grace

@@ -49,13 +49,15 @@ class OrphanContext:
     """What an orphan cleanup needs besides its policy, from the run (defs/assets.py): the table's
     location and store, the run's id (the quarantine's run folder), whether the history records no
     successful orphan cleanup of the table yet, and the table's version (its metadata location, read
-    afresh: every commit changes it; None: Iceberg always checks again before a move)."""
+    afresh: every commit changes it; None: Iceberg always checks again before a move), and the
+    quarantine's clock (its run folder's time and the grace periods; None: the run's ``now``)."""
 
     table_location: str
     files: FileStore
     run_id: str
     first_cleanup: bool = False
     table_version: Callable[[], str] | None = None
+    clock: Callable[[], datetime] | None = None
 
 
 @dataclass
@@ -81,6 +83,8 @@ class OrphanCleanup:
         self.quarantine = None if context is None else TableQuarantine(
             context.files, table, context.table_location, quarantine_location)
         self.tally = _Tally()
+        clock = context.clock if context is not None else None
+        self.quarantine_now = clock() if clock is not None else now
 
     def run(self, plain_sql: str) -> tuple[ProcedureResult, str, dict[str, Any]]:
         """The run's result, the SQL it ran (or a description of its rounds), its metadata."""
@@ -95,7 +99,7 @@ class OrphanCleanup:
             choice = QuarantineChoice(False, "no quarantine: the engine was called without the table's store")
         purge = PurgeReport()
         if self.quarantine is not None and not self.config.dry_run:
-            purge = self.quarantine.purge(self.now, policy.grace)
+            purge = self.quarantine.purge(self.quarantine_now, policy.grace)
         if choice.enabled:
             result, sql, folder = self._rounds(quarantine=True)
         elif self.config.max_files_to_delete is not None and not self.config.dry_run:
@@ -121,7 +125,7 @@ class OrphanCleanup:
         calls = orphan_cleanup_calls(self.table, self.config, self.now, self.table_properties, self.file_io,
                                      self.iceberg_version, view, stream=stream)
         run_id = self.context.run_id if self.context is not None else uuid.uuid4().hex
-        folder = parse_run_folder(run_folder_name(self.now, run_id)) if quarantine else None
+        folder = parse_run_folder(run_folder_name(self.quarantine_now, run_id)) if quarantine else None
         rounds: list[OrphanRound] = []
         while True:
             version = self._version()
