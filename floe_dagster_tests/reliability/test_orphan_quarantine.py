@@ -42,7 +42,7 @@ POLICIES = """
 - name: into-the-quarantine
   tablePattern: "demo.ops.hidden"
   priority: 5
-  orphanCleanup: {retentionPeriodInDays: 3, location: "LOCATION"}
+  orphanCleanup: {retentionPeriodInDays: 3, location: "LOCATION", quarantine: false}  # delete mode
   orphanCleanupSchedule: {interval: P1D}
 """
 TEN_DAYS_AGO = time.time() - 10 * 86400
