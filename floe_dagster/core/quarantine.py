@@ -26,6 +26,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from functools import cached_property
 from typing import Any, Iterable, Mapping
 from urllib.parse import quote
 
@@ -40,6 +41,7 @@ QUARANTINE_FIELDS = ("enabled", "gracePeriod")
 RUN_MARKER = "_floe_run.json"  # in each run folder: what was quarantined, from where (never an orphan's name)
 _RUN_FOLDER = re.compile(r"^(?P<at>\d{8}T\d{6}Z)_(?P<run>[A-Za-z0-9-]{1,64})$")
 _EQUAL_SCHEMES = {"s3a": "s3", "s3n": "s3"}  # Iceberg's default equal_schemes
+_UNCLEAN = re.compile(r"//|/\.\.?/")  # a doubled slash, /./ or /../ in a path
 
 
 # -- the policy's orphanCleanup.quarantine ---------------------------------------------------------------
@@ -157,6 +159,26 @@ class StoreLocation:
 
     def child(self, *parts: str) -> "StoreLocation":
         return StoreLocation(self.scheme, self.authority, posixpath.join(self.path, *parts))
+
+    @cached_property
+    def _spellings(self) -> tuple[str, ...]:
+        """Prefixes (ending in ``/``) that spell a path below this location as listings write it."""
+        base = self.path.rstrip("/")
+        if self.scheme == "file" and not self.authority:
+            return f"file:{base}/", f"file://{base}/", f"{base}/"
+        return (f"{self.scheme}://{self.authority}{base}/",)
+
+    def relative_text(self, text: str) -> str | None:
+        """:meth:`relative` of a location given as text: a clean path under one of this location's
+        spellings is cut by its prefix (no parse: a cleanup relocates 100,000 of them), anything else
+        is parsed."""
+        for prefix in self._spellings:
+            if text.startswith(prefix):
+                rest = text[len(prefix):]
+                if rest and not _UNCLEAN.search(f"/{rest}/"):
+                    return rest
+                break
+        return self.relative(store_location(text))
 
 
 def store_location(uri: str) -> StoreLocation:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import stat
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -81,6 +82,12 @@ class FileStore:
         found: dict[str, FileFacts] = {}
         by_parent: dict[tuple[str, str, str], list[str]] = {}
         for location in wanted:
+            local = local_path(location)
+            if local is not None:  # os.stat: no parse, no pyarrow object per file
+                facts = _local_facts(location, local)
+                if facts is not None:
+                    found[location] = facts
+                continue
             where = store_location(location)
             parent = where.path.rsplit("/", 1)[0] or "/"
             by_parent.setdefault((where.scheme, where.authority, parent), []).append(location)
@@ -143,7 +150,25 @@ class FileStore:
         not moved (the target exists, the source is gone, the store refused)."""
         if not pairs:
             return []
+        local = [(local_path(source), local_path(target)) for source, target in pairs]
+        if all(source and target for source, target in local):  # a loop of link and unlink
+            return [self._local_move_one(source, target) for source, target in local]
         return self._pool_map(store_location(pairs[0][0]), lambda pair: self._move_one(*pair), pairs)
+
+    def _local_move_one(self, source: str, target: str) -> str | None:
+        parent = target.rsplit("/", 1)[0]
+        try:
+            if parent not in self._made:
+                os.makedirs(parent, exist_ok=True)
+                self._made.add(parent)
+            _local_move(source, target)
+        except FileExistsError:
+            return f"file:{target} exists: not overwritten"
+        except FileNotFoundError:
+            return f"file:{source} is gone"
+        except OSError as exc:
+            return f"file:{source}: {exc}"
+        return None
 
     def _move_one(self, source: str, target: str) -> str | None:
         try:
@@ -197,6 +222,32 @@ class FileStore:
             return
         filesystem.create_dir(parent, recursive=True)
         self._made.add(parent)
+
+
+def local_path(location: str) -> str | None:
+    """A clean local file's path from its location (``file:/x``, ``file:///x``, ``/x``), without a
+    parse; None for anything else (another scheme, an authority, ``..``: those take the long way)."""
+    if location.startswith("file:"):
+        rest = location[5:]
+        if rest.startswith("//"):
+            if not rest.startswith("///"):
+                return None
+            rest = rest[2:]
+    else:
+        rest = location
+    if not rest.startswith("/") or "//" in rest or "/./" in rest or "/../" in rest or rest.endswith(("/.", "/..")):
+        return None
+    return rest
+
+
+def _local_facts(location: str, path: str) -> FileFacts | None:
+    try:
+        found = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if not stat.S_ISREG(found.st_mode):
+        return None
+    return FileFacts(location, found.st_size, datetime.fromtimestamp(found.st_mtime, timezone.utc))
 
 
 def _facts(location: str, info: pafs.FileInfo) -> FileFacts:

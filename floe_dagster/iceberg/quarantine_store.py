@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any, Iterable
 
 from floe_dagster.core.quarantine import (
+    QUARANTINE_FOLDER,
     RUN_MARKER,
     QuarantinePolicy,
     QuarantineRun,
@@ -79,6 +80,15 @@ class TableQuarantine:
         if problem:
             raise MaintenanceFailed(f"table '{table.qualified}': {problem}")
 
+    def holds(self, location: str) -> bool:
+        """Whether ``location`` lies in one of the table's quarantines (a path under the table's
+        location is decided by its first folder: a configured quarantine never overlaps the table)."""
+        relative = self.location.relative_text(location)
+        if relative is not None:
+            return relative.split("/", 1)[0] == QUARANTINE_FOLDER
+        where = store_location(location)
+        return any(root.contains(where) for root in self.roots)
+
     def runs(self) -> list[QuarantinedRun]:
         """Every run folder in the table's quarantine roots, oldest first (other folders are left alone)."""
         found = []
@@ -95,13 +105,14 @@ class TableQuarantine:
         relative to the table>``; a path outside the location is never moved. Records the run in the
         folder's marker (counts added to what an earlier round of the same run wrote)."""
         folder = self.root.child(run.name)
+        into = folder.uri + "/"
         pairs, refused = [], []
         for original in originals:
-            relative = self.location.relative(store_location(original))
+            relative = self.location.relative_text(original)
             if relative is None:
                 refused.append(f"{original} lies outside the table's location {self.location.uri}: not moved")
             else:
-                pairs.append((original, folder.child(relative).uri))
+                pairs.append((original, into + relative))
         outcomes = self.files.move_many(pairs)
         moved = tuple(source for (source, _), why in zip(pairs, outcomes) if why is None)
         refused += [why for why in outcomes if why is not None]

@@ -26,7 +26,6 @@ from floe_dagster.core.quarantine import (
     parse_run_folder,
     quarantine_choice,
     run_folder_name,
-    store_location,
 )
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import MaintenanceFailed
@@ -154,8 +153,9 @@ class OrphanCleanup:
     def _refuse_quarantined(self, listed: list[str]) -> None:
         """Iceberg's listing never holds quarantined files (hidden folders); if a release ever lists
         them, stop before anything is moved or deleted."""
-        roots = self.quarantine.roots if self.quarantine is not None else []
-        inside = [p for p in listed if any(root.contains(store_location(p)) for root in roots)]
+        if self.quarantine is None:
+            return
+        inside = [p for p in listed if self.quarantine.holds(p)]
         if inside:
             raise MaintenanceFailed(
                 f"table '{self.table.qualified}': Iceberg listed {len(inside)} quarantined file(s) as orphans (e.g. "

@@ -179,3 +179,19 @@ def test_restore_names_a_run_by_id_folder_prefix_or_latest():
         select_run(runs, "zzz")
     with pytest.raises(LookupError, match="holds no run"):
         select_run([], "latest")
+
+
+def test_a_path_is_cut_without_a_parse_only_when_it_is_clean():
+    table = store_location("file:///wh/t")
+    for spelled in ("file:/wh/t/data/a.parquet", "file:///wh/t/data/a.parquet", "/wh/t/data/a.parquet"):
+        assert table.relative_text(spelled) == "data/a.parquet"
+    # Anything else is parsed, so a path cannot leave the table by its spelling.
+    assert table.relative_text("file:/wh/t/../u/a.parquet") is None
+    assert table.relative_text("file:/wh/t/data/../../u/a.parquet") is None
+    assert table.relative_text("file:/wh/t//data/./a.parquet") == "data/a.parquet"
+    assert table.relative_text("file://host/wh/t/a.parquet") is None  # another authority
+    assert table.relative_text("file:/wh/t_old/a.parquet") is None and table.relative_text("file:/wh/t") is None
+    bucket = store_location("s3a://lake/wh/t")
+    assert bucket.relative_text("s3://lake/wh/t/data/a") == "data/a"
+    assert bucket.relative_text("s3a://lake/wh/t/data/a") == "data/a"  # parsed: s3a is s3
+    assert bucket.relative_text("s3://other/wh/t/data/a") is None
