@@ -363,7 +363,7 @@ class IcebergSparkEngine(ConfigurableResource):
                     cleanup = OrphanCleanup(spark, table, config, now, table_properties, self.file_io,
                                             self.iceberg_version, orphans, self.quarantine_location,
                                             self._orphans_listed)
-                    result, sql, metadata = cleanup.run(call.sql)
+                    result, sql, metadata = cleanup.run(call)
                     call = replace(call, sql=sql)
                 elif isinstance(config, ComputeStatisticsConfig):
                     result, call, extra = self._compute_statistics(spark, table, config, now, statistics)

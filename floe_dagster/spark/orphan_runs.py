@@ -34,6 +34,7 @@ from floe_dagster.iceberg.quarantine_store import PurgeReport, TableQuarantine
 from floe_dagster.spark.procedures import (
     OrphanCalls,
     OrphanRound,
+    ProcedureCall,
     ProcedureResult,
     orphan_cleanup_calls,
     summarize_capped_orphan_cleanup,
@@ -85,8 +86,8 @@ class OrphanCleanup:
         clock = context.clock if context is not None else None
         self.quarantine_now = clock() if clock is not None else now
 
-    def run(self, plain_sql: str) -> tuple[ProcedureResult, str, dict[str, Any]]:
-        """The run's result, the SQL it ran (or a description of its rounds), its metadata."""
+    def run(self, plain: ProcedureCall) -> tuple[ProcedureResult, str, dict[str, Any]]:
+        """The run's result, the SQL it ran (``plain``'s, or a description of its rounds), its metadata."""
         roots = self.quarantine.roots if self.quarantine is not None else []
         problem = listing_location_problem(self.config.location, roots)
         if problem:
@@ -104,9 +105,9 @@ class OrphanCleanup:
         elif self.config.max_files_to_delete is not None and not self.config.dry_run:
             (result, sql, _), folder = self._rounds(quarantine=False), None
         else:
-            rows = [row.asDict() for row in self.spark.sql(plain_sql).collect()]
-            streamed = "stream_results => true" in plain_sql
-            result, sql, folder = summarize_orphan_cleanup(rows, streamed, bool(self.config.dry_run)), plain_sql, None
+            rows = [row.asDict() for row in self.spark.sql(plain.sql).collect()]
+            streamed = plain.arguments.get("stream_results") is True
+            result, sql, folder = summarize_orphan_cleanup(rows, streamed, bool(self.config.dry_run)), plain.sql, None
         metadata = self._metadata(choice, policy, purge, folder)
         if folder is not None:
             metadata["quarantined_files"] = result.numbers["orphan_files_count"]
