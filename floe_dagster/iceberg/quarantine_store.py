@@ -169,8 +169,12 @@ class TableQuarantine:
             raise MaintenanceFailed(
                 f"table '{self.table.qualified}': run {run.run.run_id} was quarantined from {recorded}, but the table's "
                 f"location is now {self.location.uri}; move its files from {folder.uri} by hand")
-        held = [f for f in self.files.files_under(folder) if store_location(f.location) != marker_at]
-        pairs = [(f.location, self.location.child(folder.relative(store_location(f.location)) or "").uri) for f in held]
+        held, pairs = [], []
+        for found in self.files.files_under(folder):
+            relative = folder.relative(store_location(found.location))
+            if relative is not None and store_location(found.location) != marker_at:
+                held.append(found)
+                pairs.append((found.location, self.location.child(relative).uri))
         outcomes = self.files.move_many(pairs)
         restored = [f for f, why in zip(held, outcomes) if why is None]
         kept = tuple(why for why in outcomes if why is not None)
