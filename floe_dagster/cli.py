@@ -297,6 +297,55 @@ def cmd_runs(args) -> int:
     return EXIT_OK
 
 
+def cmd_restore(args) -> int:
+    """A table's quarantined orphans: without --run, list its runs; with one, move that run's files
+    back to their original paths under the table lock, never over an existing file."""
+    from floe_dagster.coordination.locks import table_lock_name
+    from floe_dagster.errors import LockHeld, MaintenanceFailed
+    from floe_dagster.iceberg.quarantine_store import open_table_quarantine
+
+    settings = _settings(args)
+    quarantine, grace = open_table_quarantine(settings, args.table)
+    name = quarantine.table.qualified
+    if not args.run:
+        return _list_quarantine(quarantine, grace)
+    try:
+        with _coordination(settings).locks.hold(table_lock_name(quarantine.table)):
+            run = quarantine.find(args.run)
+            report = quarantine.restore(run)
+    except LockHeld:
+        print(f"floe-dagster: {name} is being maintained by another run (its table lock is held); "
+              "restore it when that run ends", file=sys.stderr)
+        return EXIT_FAILED
+    except MaintenanceFailed as exc:
+        print(f"floe-dagster: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"restored {report.restored} file(s), {report.bytes} bytes, of run {run.run.run_id} "
+          f"(quarantined {run.run.at.isoformat()}) to {quarantine.location.uri}")
+    for why in report.kept:
+        print(f"not restored: {why}")
+    if report.kept:
+        print(f"{report.left_in_quarantine} file(s) stay in {run.folder.uri}")
+    return EXIT_FAILED if report.kept else EXIT_OK
+
+
+def _list_quarantine(quarantine, grace) -> int:
+    from floe_dagster.core.durations import format_iso_duration
+
+    runs = quarantine.runs()
+    name = quarantine.table.qualified
+    if not runs:
+        print(f"{name}: nothing is quarantined (looked in {', '.join(root.uri for root in quarantine.roots)})")
+        return EXIT_OK
+    print(f"{name}: {len(runs)} quarantined run(s), oldest first (grace period {format_iso_duration(grace)}):")
+    for found in runs:
+        facts = quarantine.describe(found)
+        print(f"  run {found.run.run_id}  quarantined {found.run.at.isoformat()}  {facts.get('files', '?')} file(s), "
+              f"{facts.get('bytes', '?')} bytes  purged from {found.run.due(grace).isoformat()}  in {found.folder.uri}")
+    print(f"restore one with: floe-dagster restore {name} --run RUN (its run id, a unique prefix of it, or latest)")
+    return EXIT_OK
+
+
 def cmd_backfill(args) -> int:
     from floe_dagster.launching.backfill import launch_dagster_backfill, queue_backfill
 
@@ -407,6 +456,13 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--limit", type=int, default=50)
     runs.add_argument("--json", action="store_true")
     runs.set_defaults(func=cmd_runs)
+
+    restore = sub.add_parser("restore", help="list a table's quarantined orphan cleanup runs, or put one run's "
+                                             "files back (never over an existing file)")
+    restore.add_argument("table", help="catalog.namespace.table or namespace.table")
+    restore.add_argument("--run", help="the run to restore: its run id, a unique prefix of it, or latest "
+                                       "(without it: list the runs)")
+    restore.set_defaults(func=cmd_restore)
 
     backfill = sub.add_parser("backfill", help="queue one run per matching table for the daemon (low priority)")
     backfill.add_argument("--tables", required=True, help="a table pattern, as in policies ('demo.sales.*': a namespace)")

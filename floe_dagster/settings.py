@@ -28,6 +28,7 @@ from floe_dagster.core.envelope import EnvelopeSettings
 from floe_dagster.core.fair_shares import FairShareSettings
 from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.planner import SchedulerSettings
+from floe_dagster.core.quarantine import quarantine_location_problem
 from floe_dagster.core.validation import Location, Problems, setting
 from floe_dagster.errors import SettingsError
 from floe_dagster.redaction import remember
@@ -116,6 +117,11 @@ class MaintenanceSettings:
     # The debt-score sensor deletes them once a day; 0 keeps them forever, as Dagster does.
     retention_days: int = setting(
         30, "floe's finished runs, ledger and outcome rows older than this are deleted (0: never)")
+    # Checked against the catalog's warehouse when the file is read (settings_from_mapping).
+    quarantine_location: str | None = setting(
+        None, "where orphan cleanup's quarantine lives (s3://bucket/prefix or an absolute folder; null: a "
+        "_floe_quarantine folder inside each table's location); never inside the warehouse",
+        expects="a URI or an absolute path", check=lambda value: quarantine_location_problem(value, None))
 
 
 @dataclass(frozen=True)
@@ -310,6 +316,11 @@ def settings_from_mapping(raw: Any, base: Path, source: str, environ: Mapping[st
                                                      properties=embedded_catalog_properties(settings.data_dir)))
     if settings.spark.remote:
         _check_spark_connect(reading.at("spark", "remote"), settings.spark.remote, settings.catalog)
+    if settings.maintenance.quarantine_location:
+        problem = quarantine_location_problem(settings.maintenance.quarantine_location,
+                                              settings.catalog.properties.get("warehouse"))
+        if problem:
+            reading.at("maintenance", "quarantine-location").error(problem)
     if reading.problems.errors:
         raise SettingsError(*reading.problems.errors)
     remember(asdict(settings))  # the environment's values too

@@ -22,6 +22,7 @@ from typing import Any, Callable, ClassVar, Mapping
 
 from floe_dagster.core.durations import parse_iso_duration
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.quarantine import QuarantinePolicy, parse_quarantine
 from floe_dagster.core.table_properties import parse_table_properties
 from floe_dagster.core.validation import (
     Location,
@@ -116,7 +117,9 @@ class OperationConfig:
             value = getattr(self, f.name)
             if value is None:
                 continue
-            if _READERS.get(f.name) is _str_map:
+            if isinstance(value, QuarantinePolicy):
+                value = value.to_json()
+            elif _READERS.get(f.name) is _str_map:
                 value = dict(value)
             elif _READERS.get(f.name) is _manifest_filter:
                 value = {k: [dict(s) for s in v] if k == "partitionSummaries" else v for k, v in value}
@@ -195,6 +198,9 @@ class OrphanCleanupConfig(OperationConfig):
     # A per-run cap: the run deletes at most this many files, the rest stays as backlog for later runs
     # (docs/operations.md, "Orphan cleanup at millions of files"). Unset: no cap.
     max_files_to_delete: int | None = None
+    # Move orphans into a quarantine instead of deleting them; purged after the grace period
+    # (core/quarantine.py). Unset: only the table's first orphan cleanup quarantines.
+    quarantine: QuarantinePolicy | None = None
 
 
 @dataclass(frozen=True)
@@ -484,6 +490,7 @@ _READERS: dict[str, Reader] = {
     "dry_run": _bool,
     "max_concurrent_deletes": _int(1),
     "max_files_to_delete": _int(1),
+    "quarantine": parse_quarantine,
     "spec_id": _int(0),
     "use_caching": _bool,
     "expire_snapshot_id": lambda at, raw, key: get_int(at, raw, key, None),

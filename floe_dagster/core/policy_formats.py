@@ -46,6 +46,7 @@ from floe_dagster.core.durations import MAX_DURATION, format_iso_duration, parse
 from floe_dagster.core.health_assessment import HEALTH_THRESHOLD_FIELDS
 from floe_dagster.core.operation_config import FIELDS, MANIFEST_FILTER_FIELDS, PARTITION_SUMMARY_FIELDS, REFUSED
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
+from floe_dagster.core.quarantine import QUARANTINE_FIELDS
 from floe_dagster.core.refs import RULE_FIELDS
 from floe_dagster.core.schedule import SCHEDULE_FIELDS
 from floe_dagster.core.validation import Location, Problems, check_mapping, check_unknown, describe, get_int
@@ -208,6 +209,10 @@ _LOADER_SPELLINGS: dict[Operation, tuple[dict[str, str], dict[str, str], _Combin
 
 _MANIFEST_FILTER = _Section(_spelled(MANIFEST_FILTER_FIELDS),
                             nested={"partition-summaries": _Section(_spelled(PARTITION_SUMMARY_FIELDS))})
+_NESTED_OPTIONS = {  # an operation's options that are mappings of their own
+    Operation.REWRITE_MANIFESTS: {"rewrite-if": _MANIFEST_FILTER},
+    Operation.ORPHAN_CLEANUP: {"quarantine": _Section(_spelled(QUARANTINE_FIELDS))},  # enabled, grace-period
+}
 
 
 def _operation_section(op: Operation) -> _Section:
@@ -215,7 +220,7 @@ def _operation_section(op: Operation) -> _Section:
     return _Section(
         keys={**_spelled(FIELDS[op], *keys.values(), *combined), **keys},
         refused={**{kebab(k): why for k, why in REFUSED.get(op, {}).items()}, **refused},
-        nested={"rewrite-if": _MANIFEST_FILTER} if op is Operation.REWRITE_MANIFESTS else {},
+        nested=_NESTED_OPTIONS.get(op, {}),
         combined=combined,
     )
 

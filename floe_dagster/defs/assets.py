@@ -84,6 +84,7 @@ from floe_dagster.iceberg.table_statistics import statistics_facts, statistics_s
 from floe_dagster.policies import ResolvedOperation, load_policy_set, resolve_operation
 from floe_dagster.settings import Settings
 from floe_dagster.spark.engine import EngineOutcome, IcebergSparkEngine
+from floe_dagster.spark.orphan_runs import orphan_context
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +177,8 @@ def _maintain_selected(context: AssetExecutionContext, settings: Settings,
     for decision in decisions:
         started = datetime.now(timezone.utc)
         try:
-            result = maintain_table(context, engine, decision, resolved[decision.table], coordination.locks, catalog)
+            result = maintain_table(context, engine, decision, resolved[decision.table], coordination.locks, catalog,
+                                    coordination)
         except Exception as exc:  # whatever it is, it is this table's outcome; the batch goes on
             yield from outcomes.failed(decision, started, exc)
             if failure_kind(exc) == OUTAGE:
@@ -229,9 +231,10 @@ def rewrite_scope(iceberg_table: Any, decision: RunDecision) -> RewriteScope | N
 
 def maintain_table(
     context: AssetExecutionContext, engine: IcebergSparkEngine, decision: RunDecision, resolved: ResolvedOperation,
-    locks: Locks, catalog: Catalog,
+    locks: Locks, catalog: Catalog, coordination: Coordination | None = None,
 ) -> MaterializeResult:
-    """Run one operation on one table under its lock and describe what changed, and why it ran."""
+    """Run one operation on one table under its lock and describe what changed, and why it ran.
+    ``coordination``: the history an orphan cleanup reads (a table's first one quarantines)."""
     table, op = decision.table, decision.operation
     if resolved.config is None:
         raise MaintenanceFailed(f"table '{table.qualified}': {resolved.why_not}")
@@ -258,11 +261,17 @@ def maintain_table(
         # the refs older than that (iceberg/ref_retention.py).
         refs = apply_ref_retention(iceberg_table, table, resolved.ref_retention) \
             if op is Operation.EXPIRE_SNAPSHOTS else None
+        orphans = None
+        if op is Operation.ORPHAN_CLEANUP:  # read under the lock: no other run of the table can succeed meanwhile
+            history = coordination.history_of(table.qualified, op) if coordination is not None else None
+            orphans = orphan_context(catalog, iceberg_table, table, context.run.run_id,
+                                     first_cleanup=history is not None and history.last_success_start is None)
         try:
             outcome = engine.maintain(
                 table, op, resolved.config, now, table_properties=properties, table_bytes=before["total_bytes"],
                 read_snapshots=reads.snapshots, scope=rewrite_scope(iceberg_table, decision),
                 statistics=statistics_state(iceberg_table.metadata) if op is Operation.COMPUTE_STATISTICS else None,
+                orphans=orphans,
             )
         except RowCountMismatch as exc:  # the bad snapshot is current: take it back while the lock is held
             rollback = roll_back_run(catalog, table, exc.ours or [exc.snapshot_id])
@@ -323,6 +332,7 @@ def _materialization(context: AssetExecutionContext, decision: RunDecision, reso
                                    schema_columns(after_table.schema())))
     if op is Operation.COMPUTE_STATISTICS:
         metadata.update(_statistics_metadata(after_table, current, outcome))
+    metadata.update(outcome.metadata)  # an orphan cleanup's quarantine: files moved and purged, where, why
     if outcome.result.orphan_files:
         metadata["orphan_files_sample"] = MetadataValue.json(list(outcome.result.orphan_files[:20]))
     return MaterializeResult(asset_key=asset_key_for(table), metadata=metadata)

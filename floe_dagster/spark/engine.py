@@ -22,7 +22,6 @@ import logging
 import os
 import socket
 import time
-import uuid
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -57,17 +56,14 @@ from floe_dagster.redaction import secret_variable
 from floe_dagster.settings import Settings
 from floe_dagster.spark.catalog_conf import spark_catalog_conf
 from floe_dagster.spark.jars import jar_file_name, resolve_jars
+from floe_dagster.spark.orphan_runs import ListedHook, OrphanCleanup, OrphanContext
 from floe_dagster.spark.runtime import installed_spark_line, spark_packages
 from floe_dagster.spark.procedures import (
-    OrphanRound,
     ProcedureCall,
     ProcedureResult,
     build_procedure_call,
-    orphan_cleanup_calls,
     partition_statistics_call,
     spark_table_reference,
-    summarize_capped_orphan_cleanup,
-    summarize_orphan_cleanup,
     summarize_result,
     summarize_statistics,
 )
@@ -94,6 +90,7 @@ class EngineOutcome:
     row_check: RowCheck
     duration_s: float
     extra: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)  # for the materialization (orphan quarantine)
 
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
@@ -198,8 +195,11 @@ class IcebergSparkEngine(ConfigurableResource):
     iceberg_version: str | None = None
     # The Spark line the procedures run on ("3.5", "4.1"): rewrite_manifests takes sort_by on 4.1 only.
     spark_line: str | None = None
+    # maintenance.quarantine-location: where orphan quarantines live (None: inside each table's location).
+    quarantine_location: str | None = None
 
     _started: bool = PrivateAttr(default=False)
+    _orphans_listed: ListedHook | None = PrivateAttr(default=None)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "IcebergSparkEngine":
@@ -218,7 +218,12 @@ class IcebergSparkEngine(ConfigurableResource):
             file_io=spark_catalog_conf(settings.catalog)[0].get(f"spark.sql.catalog.{settings.catalog.name}.io-impl"),
             iceberg_version=settings.spark.iceberg_version,
             spark_line=installed_spark_line(),
+            quarantine_location=settings.maintenance.quarantine_location,
         )
+
+    def on_orphans_listed(self, hook: ListedHook | None) -> None:
+        """A seam between an orphan run's listing and its removal (tests: a writer acts in between)."""
+        self._orphans_listed = hook
 
     # -- session and catalog lifecycle ---------------------------------------------------------
     @property
@@ -379,6 +384,7 @@ class IcebergSparkEngine(ConfigurableResource):
         read_snapshots: Callable[[], list[dict[str, Any]]] | None = None,
         scope: RewriteScope | None = None,
         statistics: StatisticsState | None = None,
+        orphans: OrphanContext | None = None,
     ) -> EngineOutcome:
         """Run one operation on one table; verify rows after rewrites; always release the catalog.
 
@@ -388,13 +394,14 @@ class IcebergSparkEngine(ConfigurableResource):
         ``scope``: a partition-scoped rewrite's partitions and the table's spec (the CALL's ``where``).
         ``statistics``: for COMPUTE_STATISTICS, the table's statistics files as its metadata registers them
         (iceberg.table_statistics through PyIceberg); without it, Spark reads the current snapshot and
-        the partitioning, and the statistics are computed whatever exists."""
+        the partitioning, and the statistics are computed whatever exists. ``orphans``: for ORPHAN_CLEANUP,
+        the table's location and store and the run (spark/orphan_runs.py): quarantine, purge, the files'
+        real times; without it, no quarantine, and a capped run reads local files' times only."""
         call = build_procedure_call(op, table, config, now, table_properties, self.file_io,  # the policy's config as SQL
                                     scope=scope, iceberg_version=self.iceberg_version, spark_line=self.spark_line,
                                     snapshot_id=statistics.current_snapshot_id if statistics else None)
         extra: dict[str, Any] = {}
-        capped = (isinstance(config, OrphanCleanupConfig) and config.max_files_to_delete is not None
-                  and not config.dry_run)
+        metadata: dict[str, Any] = {}
         started = time.monotonic()
         with self.unit_of_work() as spark:
             snapshots_of = read_snapshots or (lambda: self._snapshots(spark, table))
@@ -405,14 +412,18 @@ class IcebergSparkEngine(ConfigurableResource):
             except Exception as exc:
                 raise _classify(exc, table) from exc
             try:
-                if capped:
-                    assert isinstance(config, OrphanCleanupConfig)
-                    result, sql = self._capped_orphan_cleanup(spark, table, config, now, table_properties)
+                if isinstance(config, OrphanCleanupConfig):
+                    cleanup = OrphanCleanup(spark, table, config, now, table_properties, self.file_io,
+                                            self.iceberg_version, orphans, self.quarantine_location,
+                                            self._orphans_listed)
+                    result, sql, metadata = cleanup.run(call)
                     call = replace(call, sql=sql)
                 elif isinstance(config, ComputeStatisticsConfig):
                     result, call, extra = self._compute_statistics(spark, table, config, now, statistics)
                 else:
                     rows = [row.asDict() for row in spark.sql(call.sql).collect()]
+            except FloeError:
+                raise
             except Exception as exc:
                 missing = _missing_iceberg_runtime(spark, exc)
                 if missing:
@@ -422,11 +433,7 @@ class IcebergSparkEngine(ConfigurableResource):
                     raise CommitConflict(f"{op.procedure} on '{table.qualified}' "
                                          f"{race.describe(_winner(snapshots_of, before))}") from exc
                 raise _classify(exc, table, op) from exc
-            if op is Operation.ORPHAN_CLEANUP and not capped:
-                assert isinstance(config, OrphanCleanupConfig)
-                result = summarize_orphan_cleanup(rows, streamed=call.arguments.get("stream_results") is True,
-                                                  dry_run=bool(config.dry_run))
-            elif not capped and op is not Operation.COMPUTE_STATISTICS:
+            if op not in (Operation.ORPHAN_CLEANUP, Operation.COMPUTE_STATISTICS):
                 result = summarize_result(op, rows)
             new, row_check = self._after_procedure(spark, table, op, snapshots_of, before, table_bytes)
         return EngineOutcome(
@@ -437,6 +444,7 @@ class IcebergSparkEngine(ConfigurableResource):
             row_check=row_check,
             duration_s=time.monotonic() - started,
             extra=extra,
+            metadata=metadata,
         )
 
     def _after_procedure(self, spark: Any, table: TableName, op: Operation,
@@ -499,37 +507,6 @@ class IcebergSparkEngine(ConfigurableResource):
         partitioned = "partition" in spark.table(f"{reference}.partitions").columns
         return StatisticsState(current[0]["snapshot_id"] if current else None, partitioned, None, None, None)
 
-    def _capped_orphan_cleanup(self, spark: Any, table: TableName, config: OrphanCleanupConfig, now: datetime,
-                               table_properties: Mapping[str, str] | None) -> tuple[ProcedureResult, str]:
-        """Orphan cleanup that deletes at most ``max_files_to_delete`` files (procedures.py, "orphan cleanup
-        under a per-run cap"): rounds of a streamed dry run, then the deletion of the listed paths still
-        within the cap through a temp view. A new round only while the last listing returned a full
-        sample (more orphans may lie beyond it) and the cap has room. Returns the result and the SQL."""
-        cap = int(config.max_files_to_delete or 0)
-        view = f"floe_orphans_{uuid.uuid4().hex[:12]}"
-        calls = orphan_cleanup_calls(table, config, now, table_properties, self.file_io, self.iceberg_version, view)
-        rounds: list[OrphanRound] = []
-        while True:
-            listed = [str(row["orphan_file_location"]) for row in spark.sql(calls.listing.sql).collect()]
-            room = cap - sum(len(r.deleted) for r in rounds)
-            batch = listed[:room]
-            if not batch:
-                rounds.append(OrphanRound(len(listed), ()))
-                break
-            frame = spark.createDataFrame([(path, calls.last_modified) for path in batch],
-                                          "file_path string, last_modified timestamp")
-            frame.createOrReplaceTempView(view)
-            deletion = calls.deletion(batch)
-            try:
-                deleted = tuple(str(row["orphan_file_location"]) for row in spark.sql(deletion.sql).collect())
-            finally:
-                spark.catalog.dropTempView(view)
-            rounds.append(OrphanRound(len(listed), deleted))
-            full_sample = calls.sample_limit is not None and len(listed) >= calls.sample_limit
-            if not full_sample or not deleted or len(deleted) >= room:
-                break
-        sql = f"-- {len(rounds)} round(s) of:\n{calls.listing.sql};\n{calls.deletion(['<the listed paths>']).sql}"
-        return summarize_capped_orphan_cleanup(rounds, cap, calls.sample_limit), sql
 
     def verify_rows(
         self, spark: Any, table: TableName, new: list[dict], snapshots: list[dict], table_bytes: int

@@ -380,65 +380,74 @@ def summarize_statistics(table_rows: list[Mapping[str, Any]],
     return ProcedureResult(Operation.COMPUTE_STATISTICS, numbers, bool(written or partition_written), 0)
 
 
-# -- orphan cleanup under a per-run cap ----------------------------------------------------------------
-# Iceberg's procedure has no cap on deletions. A capped run (``maxFilesToDelete``) goes in rounds of two
-# calls: a streamed dry run lists the orphans, returning at most ORPHAN_SAMPLE_LIMIT of their paths (so
-# the driver never holds more); then the real call deletes only the first paths still within the cap,
-# given to Iceberg as a ``file_list_view`` instead of a listing. Iceberg checks those paths against the
-# table's metadata again, at that moment, and against the same ``older_than``: a file that became
-# referenced in between survives. Orphans beyond the cap stay on disk: the backlog the next run lists.
+# -- orphan cleanup in rounds: under a per-run cap, or into a quarantine -----------------------------------
+# Iceberg's procedure has no cap on deletions and cannot move files. A capped run (``maxFilesToDelete``)
+# and a quarantine run (core/quarantine.py) go in rounds: a dry run lists the orphans (streamed, at most
+# ORPHAN_SAMPLE_LIMIT paths, so the driver never holds more; a quarantine run without a cap lists them all
+# unstreamed, one round); then floe reads each listed file's real size and modification time, and either
+# the real call deletes the paths still within the cap, given to Iceberg as a ``file_list_view`` with
+# those times instead of a listing, or floe moves them into the quarantine, after Iceberg's own check
+# of them (the same call as a dry run) whenever the table changed since the listing began. Iceberg
+# checks the view's paths against the table's metadata at that moment, and their times against the
+# same ``older_than``: a file that became referenced, or was written again, in between survives.
+# Orphans beyond the cap stay on disk: the backlog the next run lists.
 
 
 @dataclass(frozen=True)
 class OrphanCalls:
-    """A capped run's calls: ``listing`` finds orphans (a dry run); ``deletion(paths)`` deletes the listed
-    ``paths``, given in ``view`` (file_path string, last_modified timestamp), after Iceberg checked them again."""
+    """A round's calls: ``listing`` finds orphans (a dry run); ``deletion(paths)`` deletes the listed
+    ``paths`` given in ``view`` (file_path string, last_modified timestamp: each file's real time) after
+    Iceberg checked them again; ``recheck(paths)`` is that check alone (a dry run over the view)."""
 
     listing: ProcedureCall
     view: str
-    last_modified: datetime  # the view's last_modified for every path (see orphan_cleanup_calls)
+    cutoff: datetime  # older_than: a file at least this new is not an orphan
     sample_limit: int | None  # the most paths a listing returns (None: all of them, unstreamed)
-    _deletion: Any  # paths → ProcedureCall
+    _over_view: Any  # (paths, dry run) → ProcedureCall
 
     def deletion(self, paths: list[str]) -> ProcedureCall:
-        return self._deletion(paths)
+        return self._over_view(paths, False)
+
+    def recheck(self, paths: list[str]) -> ProcedureCall:
+        return self._over_view(paths, True)
 
 
 def orphan_cleanup_calls(table: TableName, config: OrphanCleanupConfig, now: datetime,
                          table_properties: Mapping[str, str] | None = None, file_io: str | None = None,
-                         iceberg_version: str | None = None, view: str = "floe_orphan_batch") -> OrphanCalls:
-    """The two calls of a capped run's round. The listing is a dry run, streamed where Iceberg can
-    (``streamResults: false`` is honoured, at the price of every orphan path in the driver). The view's
-    ``last_modified`` is one second before ``older_than``: every path in it was listed older than that
-    cutoff a moment before, and Iceberg never writes a new file under an existing path.
+                         iceberg_version: str | None = None, view: str = "floe_orphan_batch",
+                         stream: bool = True) -> OrphanCalls:
+    """The calls of a round. The listing is a dry run, streamed where Iceberg can unless ``stream`` is
+    false or the policy says ``streamResults: false`` (at the price of every orphan path in the driver).
 
-    The deletion's ``location`` is the paths' common prefix: Iceberg keeps only the view's paths that
-    start with ``location`` (the table's by default), and its listing spells paths its own way
-    (``file:/wh/t/…`` for a table at ``/wh/t``). It only filters the view, never widens it: the paths
+    The calls over the view take ``location``: the paths' common prefix. Iceberg keeps only the view's
+    paths that start with ``location`` (the table's by default), and its listing spells paths its own
+    way (``file:/wh/t/…`` for a table at ``/wh/t``). It only filters the view, never widens it: the paths
     are the listing's, and what decides whether one is deleted is the check against the table's
     metadata and the cutoff."""
-    streamed = config.stream_results is not False and supports_streamed_orphans(iceberg_version)
-    listing_config = replace(config, dry_run=True, stream_results=streamed if streamed else config.stream_results,
+    supported = supports_streamed_orphans(iceberg_version)
+    streamed = stream and config.stream_results is not False and supported
+    listed_as = True if streamed else False if supported else config.stream_results
+    listing_config = replace(config, dry_run=True, stream_results=listed_as,
                              max_concurrent_deletes=None, max_files_to_delete=None)
     listing = build_procedure_call(Operation.ORPHAN_CLEANUP, table, listing_config, now, table_properties,
                                    file_io, iceberg_version=iceberg_version)
 
-    def deletion(paths: list[str]) -> ProcedureCall:
-        # At most the cap's paths come back: all of them fit in the driver, so no streaming is needed.
-        deletion_config = replace(config, dry_run=None, stream_results=False if streamed else config.stream_results,
-                                  max_files_to_delete=None, location=os.path.commonprefix(paths) or None)
-        return build_procedure_call(Operation.ORPHAN_CLEANUP, table, deletion_config, now, table_properties,
+    def over_view(paths: list[str], dry_run: bool) -> ProcedureCall:
+        # At most a round's paths come back: all of them fit in the driver, so no streaming is needed.
+        view_config = replace(config, dry_run=True if dry_run else None, stream_results=False if supported else None,
+                              max_files_to_delete=None, location=os.path.commonprefix(paths) or None,
+                              max_concurrent_deletes=None if dry_run else config.max_concurrent_deletes)
+        return build_procedure_call(Operation.ORPHAN_CLEANUP, table, view_config, now, table_properties,
                                     file_io, iceberg_version=iceberg_version, file_list_view=view)
 
     cutoff = datetime.fromisoformat(listing.arguments["older_than"])
-    return OrphanCalls(listing, view, cutoff - timedelta(seconds=1), ORPHAN_SAMPLE_LIMIT if streamed else None,
-                       deletion)
+    return OrphanCalls(listing, view, cutoff, ORPHAN_SAMPLE_LIMIT if streamed else None, over_view)
 
 
 @dataclass(frozen=True)
 class OrphanRound:
     listed: int  # orphan paths the round's listing returned (at most the sample limit)
-    deleted: tuple[str, ...]  # the paths the round's deletion call deleted
+    deleted: tuple[str, ...]  # the paths the round deleted (or moved into the quarantine)
 
 
 def summarize_orphan_cleanup(rows: list[Mapping[str, Any]], streamed: bool, dry_run: bool = False) -> ProcedureResult:
@@ -454,18 +463,18 @@ def summarize_orphan_cleanup(rows: list[Mapping[str, Any]], streamed: bool, dry_
     return ProcedureResult(Operation.ORPHAN_CLEANUP, numbers, bool(files) and not dry_run, 0, files)
 
 
-def summarize_capped_orphan_cleanup(rounds: list[OrphanRound], cap: int, sample_limit: int | None) -> ProcedureResult:
-    """A capped run's rounds: the deleted files (exact: each deletion call returns all its paths), whether
-    the cap cut the run, and the backlog: the orphans listed and not deleted, exact unless the last
-    listing returned a full sample (then at least that many; more may lie beyond it)."""
+def summarize_capped_orphan_cleanup(rounds: list[OrphanRound], cap: int | None,
+                                    sample_limit: int | None) -> ProcedureResult:
+    """A run in rounds: the files deleted or quarantined (exact: each call returns all its paths, and
+    floe counts what it moved), whether the cap (None: no cap) cut the run, and the backlog: the orphans
+    listed and not removed, exact unless the last listing returned a full sample (then at least that
+    many; more may lie beyond it)."""
     deleted = tuple(path for r in rounds for path in r.deleted)
     last = rounds[-1] if rounds else OrphanRound(0, ())
     full_sample = sample_limit is not None and last.listed >= sample_limit
     backlog = last.listed - len(last.deleted)
-    numbers: dict[str, int] = {
-        "orphan_files_count": len(deleted), "orphan_files_count_exact": True,
-        "orphan_cap": cap, "orphan_cap_reached": len(deleted) >= cap and (backlog > 0 or full_sample),
-        "orphan_backlog_files": backlog, "orphan_backlog_exact": not full_sample,
-        "orphan_rounds": len(rounds),
-    }
+    numbers: dict[str, int] = {"orphan_files_count": len(deleted), "orphan_files_count_exact": True}
+    if cap is not None:
+        numbers.update(orphan_cap=cap, orphan_cap_reached=len(deleted) >= cap and (backlog > 0 or full_sample))
+    numbers.update(orphan_backlog_files=backlog, orphan_backlog_exact=not full_sample, orphan_rounds=len(rounds))
     return ProcedureResult(Operation.ORPHAN_CLEANUP, numbers, bool(deleted), 0, deleted)

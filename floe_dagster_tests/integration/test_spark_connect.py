@@ -13,15 +13,17 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 from dagster import DagsterInstance
 
 from floe_dagster.core import run_tags as T
+from floe_dagster.core.quarantine import QUARANTINE_FOLDER
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
-from floe_dagster.demo import rows
+from floe_dagster.demo import local_path, rows
 from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.iceberg.table_cache import refresh_table_cache
 from floe_dagster.settings import load_settings
@@ -36,6 +38,8 @@ POLICIES = """
   tablePattern: "*"
   rewriteDataFiles: {}
   rewriteDataFilesSchedule: {interval: PT1H}
+  orphanCleanup: {retentionPeriodInDays: 3, maxFilesToDelete: 100}
+  orphanCleanupSchedule: {interval: P1D}
 """
 
 
@@ -73,13 +77,14 @@ def connect_lake(tmp_path, servers, dagster_home):
     return settings, config, TableName("lake", (name,), "orders"), connect
 
 
-def trigger(config: Path, table: TableName, **env: str) -> subprocess.CompletedProcess:
+def trigger(config: Path, table: TableName, operation: str = "REWRITE_DATA_FILES",
+            **env: str) -> subprocess.CompletedProcess:
     environment = {**os.environ, "FLOE_CONFIG": str(config),
                    # No JVM on the client side: a local Spark session could not start with this.
                    "JAVA_HOME": "/nonexistent-java-home", **env}
     for key in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "FLOE_SPARK_MASTER", "FLOE_JAVA_HOME"):
         environment.pop(key, None)
-    return subprocess.run([str(BIN / "floe-dagster"), "trigger", table.qualified, "--operation", "REWRITE_DATA_FILES"],
+    return subprocess.run([str(BIN / "floe-dagster"), "trigger", table.qualified, "--operation", operation],
                           env=environment, capture_output=True, text=True, timeout=300)
 
 
@@ -124,3 +129,38 @@ def test_an_unreachable_connect_server_is_an_outage(connect_lake):
         [run] = instance.get_runs(limit=1)
     assert run.tags.get(T.FAILURE_KIND) == "outage"  # not the table's failure: no backoff
     assert table_counts(load_table(open_catalog(settings.catalog), table))["data_files"] == 10
+
+
+def test_orphan_quarantine_through_spark_connect(connect_lake):
+    """No JVM in the run's process: the server lists the orphans, floe moves them from the client with
+    PyIceberg's file system; then a capped deletion gives the server each file's real time in a view
+    the client sends (``createDataFrame`` over Connect)."""
+    settings, config, table, _ = connect_lake
+    loaded = load_table(open_catalog(settings.catalog), table)
+    root = local_path(loaded.location())
+    old = time.time() - 10 * 86400
+    for path in root.rglob("*"):
+        os.utime(path, (old, old))
+    planted = [root / "data" / f"orphan-{i}.parquet" for i in range(3)]
+    for path in planted:
+        path.write_bytes(path.name.encode())
+        os.utime(path, (old, old))
+
+    first = trigger(config, table, "ORPHAN_CLEANUP")
+    assert first.returncode == 0 and "ORPHAN_CLEANUP: SUCCEEDED" in first.stdout, first.stdout[-3000:] + first.stderr[-3000:]
+    [run] = list((root / QUARANTINE_FOLDER).iterdir())
+    assert sorted(p.name for p in (run / "data").iterdir()) == [p.name for p in planted]
+    assert not any(path.exists() for path in planted)
+
+    later = root / "data" / "orphan-later.parquet"
+    later.write_bytes(b"later")
+    os.utime(later, (old, old))
+    second = trigger(config, table, "ORPHAN_CLEANUP")
+    assert second.returncode == 0 and "ORPHAN_CLEANUP: SUCCEEDED" in second.stdout, second.stdout[-3000:]
+    with DagsterInstance.get() as instance:
+        event = instance.get_latest_materialization_event(asset_key_for(table))
+    metadata = {key: getattr(value, "value", value) for key, value in event.asset_materialization.metadata.items()}
+    assert metadata["quarantine"] is False and metadata["orphan_files_count"] == 1
+    assert "file_list_view" in metadata["procedure_call"]
+    assert not later.exists() and sorted(p.name for p in (run / "data").iterdir()) == [p.name for p in planted]
+    assert load_table(open_catalog(settings.catalog), table).scan().to_arrow().num_rows == 100

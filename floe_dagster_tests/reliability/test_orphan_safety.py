@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance
 
+from floe_dagster.core.quarantine import QUARANTINE_FOLDER, RUN_MARKER
 from floe_dagster.core.tables import TableName
 from floe_dagster.demo import EVENT_SCHEMA, local_path, rows
 from floe_dagster.iceberg.catalog import load_table, open_catalog
@@ -174,9 +175,9 @@ def referenced_with_other_authority(settings, name: TableName, cwd: Path, monkey
     copy = cwd / f"otherhost{real}"
     copy.parent.mkdir(parents=True)
     shutil.copyfile(real, copy)
-    monkeypatch.chdir(cwd)
-    load_table(catalog, name).add_files([f"file://otherhost{real}"])
-    monkeypatch.undo()
+    with monkeypatch.context() as here:  # undo only the chdir (monkeypatch.undo() also dropped DAGSTER_HOME)
+        here.chdir(cwd)
+        load_table(catalog, name).add_files([f"file://otherhost{real}"])
     shutil.rmtree(cwd / "otherhost")
     return str(real)
 
@@ -201,9 +202,12 @@ def test_prefix_mismatch_stops_with_a_clear_error_and_deletes_nothing(lake, tmp_
     foreign, old_orphans, before = planted[strict]
     assert files_under(load_table(open_catalog(settings.catalog), strict)) == before  # not even the real orphans
 
-    # IGNORE (the policy's choice) reaches Iceberg: real orphans go, the conflicting file stays.
+    # IGNORE (the policy's choice) reaches Iceberg: real orphans go (into the quarantine: the table's first
+    # cleanup), the conflicting file stays.
     outcome = cleanup(settings, instance, lenient.qualified)
     assert outcome.status == "SUCCEEDED", outcome.message
     foreign, old_orphans, before = planted[lenient]
-    assert files_under(load_table(open_catalog(settings.catalog), lenient)) == before - old_orphans
+    after = files_under(load_table(open_catalog(settings.catalog), lenient))
+    assert {f for f in after if f"/{QUARANTINE_FOLDER}/" not in f} == before - old_orphans
+    assert {Path(f).name for f in after - before} == {Path(f).name for f in old_orphans} | {RUN_MARKER}
     assert foreign in before - old_orphans

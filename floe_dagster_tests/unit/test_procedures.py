@@ -135,8 +135,16 @@ def test_a_capped_run_lists_with_a_streamed_dry_run_and_deletes_only_the_given_v
     assert "location => 'file:/wh/t/data'" in calls.listing.sql
     # Iceberg keeps the view's paths under location: the paths' own prefix, as the listing spelled them.
     assert "location => 'file:/wh/t/data/a/'" in deletion
-    assert calls.last_modified == datetime(2026, 11, 19, 11, 59, 59, tzinfo=timezone.utc)  # older than the cutoff
+    # The view carries each file's real time (the engine reads it): Iceberg compares it with this cutoff.
+    assert calls.cutoff == datetime(2026, 11, 19, 12, tzinfo=timezone.utc)
     assert calls.sample_limit == ORPHAN_SAMPLE_LIMIT
+    # A quarantine's check before it moves: Iceberg's own, over the same view, deleting nothing.
+    recheck = calls.recheck(["file:/wh/t/data/a/1.parquet"]).sql
+    assert "dry_run => true" in recheck and "file_list_view => 'floe_orphans_x'" in recheck
+    assert "max_concurrent_deletes" not in recheck and "location => 'file:/wh/t/data/a/1.parquet'" in recheck
+    # A quarantine without a cap lists every orphan in one unstreamed dry run.
+    whole = orphan_cleanup_calls(T, config, NOW, stream=False)
+    assert "stream_results => false" in whole.listing.sql and whole.sample_limit is None
     # Iceberg 1.10: no streaming, so every listed path comes back.
     old = orphan_cleanup_calls(T, config, NOW, iceberg_version="1.10.0")
     assert "stream_results" not in old.listing.sql + old.deletion(["file:/a"]).sql and old.sample_limit is None

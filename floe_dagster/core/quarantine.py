@@ -1,0 +1,322 @@
+"""Recoverable orphan deletion, the pure half: where quarantined files go, when they are purged, and
+whether a run quarantines at all.
+
+Orphan cleanup in quarantine mode moves each orphan to
+``<quarantine root>/<run folder>/<its path relative to the table location>`` instead of deleting it;
+a later run deletes a run folder once its grace period is over, and ``floe-dagster restore`` moves a
+run folder's files back. The quarantine root is the reserved folder :data:`QUARANTINE_FOLDER` inside
+the table location, or, with ``maintenance.quarantine-location`` in floe.yaml,
+``<that location>/_floe_quarantine/<catalog>/<namespace…>/<table>``.
+
+The folder's leading ``_`` is what keeps it out of every orphan listing: Iceberg's
+``remove_orphan_files`` skips hidden path components (``_`` or ``.``, except ``<partition field>=``
+folders) whether it lists with Hadoop or with the FileIO's prefix listing, so no orphan run, in
+quarantine or in delete mode, ever sees a quarantined file. The one way around it is a listing that
+starts inside the folder (the policy's ``location``): :func:`listing_location_problem` refuses it.
+
+A run folder is named ``<UTC time>_<run id>`` (``20261124T101500Z_6f1c…``): the quarantine is
+self-describing, its grace period counts from the name (not from a file's time: a local rename keeps
+the file's old modification time, an S3 copy gets a new one), and no database is needed to purge or
+restore it.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from functools import cached_property
+from typing import Any, Iterable, Mapping
+from urllib.parse import quote
+
+from floe_dagster.core.durations import format_iso_duration, parse_iso_duration
+from floe_dagster.core.tables import TableName
+from floe_dagster.core.validation import Location, check_mapping, check_unknown, get_bool, get_str
+
+QUARANTINE_FOLDER = "_floe_quarantine"
+DEFAULT_GRACE_PERIOD = "P7D"
+MIN_GRACE_PERIOD = timedelta(hours=1)
+QUARANTINE_FIELDS = ("enabled", "gracePeriod")
+RUN_MARKER = "_floe_run.json"  # in each run folder: what was quarantined, from where (never an orphan's name)
+_RUN_FOLDER = re.compile(r"^(?P<at>\d{8}T\d{6}Z)_(?P<run>[A-Za-z0-9-]{1,64})$")
+_EQUAL_SCHEMES = {"s3a": "s3", "s3n": "s3"}  # Iceberg's default equal_schemes
+_UNCLEAN = re.compile(r"//|/\.\.?/")  # a doubled slash, /./ or /../ in a path
+
+
+# -- the policy's orphanCleanup.quarantine ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QuarantinePolicy:
+    """``orphanCleanup.quarantine``: ``enabled`` (unset: only a table's first cleanup quarantines) and
+    ``gracePeriod`` (ISO-8601, default :data:`DEFAULT_GRACE_PERIOD`; upper-cased)."""
+
+    enabled: bool | None = None
+    grace_period: str | None = None
+
+    @property
+    def grace(self) -> timedelta:
+        return parse_iso_duration(self.grace_period or DEFAULT_GRACE_PERIOD)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        if self.enabled is not None:
+            data["enabled"] = self.enabled
+        if self.grace_period is not None:
+            data["gracePeriod"] = self.grace_period
+        return data
+
+
+def parse_quarantine(at: Location, raw: Mapping[str, Any], key: str) -> QuarantinePolicy | None:
+    """``quarantine: {enabled: true, gracePeriod: P7D}`` (``true``/``false`` alone: ``enabled``)."""
+    value = raw.get(key)
+    if value is None:
+        return None
+    here = at.child(key)
+    if isinstance(value, bool):
+        return QuarantinePolicy(enabled=value)
+    mapping = check_mapping(here, value, "a mapping {enabled, gracePeriod} or true/false")
+    if mapping is None:
+        return None
+    check_unknown(here, mapping, QUARANTINE_FIELDS)
+    enabled = get_bool(here, mapping, "enabled", None)
+    grace = get_str(here, mapping, "gracePeriod", None)
+    if grace is not None:
+        try:
+            length = parse_iso_duration(grace)
+        except ValueError as exc:
+            here.child("gracePeriod").error(str(exc))
+            grace = None
+        else:
+            if length < MIN_GRACE_PERIOD:
+                here.child("gracePeriod").error(
+                    f"must be at least {format_iso_duration(MIN_GRACE_PERIOD)}, got {grace!r}: a shorter grace period "
+                    "leaves no time to notice a wrong deletion and restore the files")
+                grace = None
+            else:
+                grace = grace.strip().upper()
+    return QuarantinePolicy(enabled, grace)
+
+
+@dataclass(frozen=True)
+class QuarantineChoice:
+    """Whether a run quarantines its orphans instead of deleting them, and why (the run's metadata)."""
+
+    enabled: bool
+    reason: str
+
+
+def quarantine_choice(policy: QuarantinePolicy | None, first_cleanup: bool, dry_run: bool) -> QuarantineChoice:
+    """The policy decides when it says; unset, a table's first orphan cleanup (no successful one in its
+    history) quarantines, as S3 Tables' two-phase deletion does, and later ones delete. A dry run
+    moves nothing."""
+    enabled = policy.enabled if policy is not None else None
+    if dry_run:
+        return QuarantineChoice(False, "dry run: nothing is moved or deleted")
+    if enabled is True:
+        return QuarantineChoice(True, "orphanCleanup.quarantine.enabled is true")
+    if enabled is False:
+        return QuarantineChoice(False, "orphanCleanup.quarantine.enabled is false")
+    if first_cleanup:
+        return QuarantineChoice(True, "the table's first orphan cleanup (no successful one is recorded): quarantined "
+                                      "by default")
+    return QuarantineChoice(False, "orphanCleanup.quarantine.enabled is unset and the table has had a successful "
+                                   "orphan cleanup")
+
+
+# -- locations -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoreLocation:
+    """A file or folder location normalised for comparison: scheme (``s3a``/``s3n`` are ``s3``; no
+    scheme is ``file``), authority (a bucket), and an absolute path without ``.``, ``..``, doubled or
+    trailing slashes. ``file:/x``, ``file:///x`` and ``/x`` are the same location."""
+
+    scheme: str
+    authority: str
+    path: str
+
+    @property
+    def uri(self) -> str:
+        """As Iceberg's listing spells it: ``file:/x`` for local files, ``s3://bucket/key`` otherwise."""
+        if self.scheme == "file" and not self.authority:
+            return f"file:{self.path}"
+        return f"{self.scheme}://{self.authority}{self.path}"
+
+    def contains(self, other: "StoreLocation") -> bool:
+        """``other`` is this location or lies below it."""
+        if (self.scheme, self.authority) != (other.scheme, other.authority):
+            return False
+        return other.path == self.path or other.path.startswith(self.path.rstrip("/") + "/")
+
+    def relative(self, other: "StoreLocation") -> str | None:
+        """``other``'s path below this location (None: not strictly below it)."""
+        if other.path == self.path or not self.contains(other):
+            return None
+        return other.path[len(self.path.rstrip("/")) + 1:]
+
+    def child(self, *parts: str) -> "StoreLocation":
+        return StoreLocation(self.scheme, self.authority, posixpath.join(self.path, *parts))
+
+    @cached_property
+    def _spellings(self) -> tuple[str, ...]:
+        """Prefixes (ending in ``/``) that spell a path below this location as listings write it."""
+        base = self.path.rstrip("/")
+        if self.scheme == "file" and not self.authority:
+            return f"file:{base}/", f"file://{base}/", f"{base}/"
+        return (f"{self.scheme}://{self.authority}{base}/",)
+
+    def relative_text(self, text: str) -> str | None:
+        """:meth:`relative` of a location given as text: a clean path under one of this location's
+        spellings is cut by its prefix (no parse: a cleanup relocates 100,000 of them), anything else
+        is parsed."""
+        for prefix in self._spellings:
+            if text.startswith(prefix):
+                rest = text[len(prefix):]
+                if rest and not _UNCLEAN.search(f"/{rest}/"):
+                    return rest
+                break
+        return self.relative(store_location(text))
+
+
+def store_location(uri: str) -> StoreLocation:
+    """Parse a location; ValueError for one that is empty or not absolute."""
+    text = (uri or "").strip()
+    scheme, authority, path = "file", "", text
+    found = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*):(.*)$", text)
+    if found:
+        scheme, rest = found.group(1).lower(), found.group(2)
+        if rest.startswith("//"):
+            authority, _, path = rest[2:].partition("/")
+            path = "/" + path
+        else:
+            path = rest
+    if not path.startswith("/"):
+        raise ValueError(f"{uri!r} is not an absolute location (a URI such as s3://bucket/prefix, or an absolute path)")
+    normal = posixpath.normpath(path)
+    normal = "/" + normal.lstrip("/")  # normpath keeps a leading '//'
+    return StoreLocation(_EQUAL_SCHEMES.get(scheme, scheme), authority, normal)
+
+
+def escape_component(name: str) -> str:
+    """One folder name from a table, namespace or catalog name that no name can turn into a path
+    (``/``, ``..``, control characters): percent-encoded, dots alone encoded too."""
+    escaped = quote(name, safe="")
+    return escaped.replace(".", "%2E") if set(name) <= {"."} else escaped
+
+
+def quarantine_root(table_location: str, table: TableName, configured: str | None = None) -> StoreLocation:
+    """Where a table's quarantine lives: its reserved folder, or its folder under ``configured``."""
+    if configured is None:
+        return store_location(table_location).child(QUARANTINE_FOLDER)
+    parts = [escape_component(p) for p in (table.catalog, *table.namespace, table.name)]
+    return store_location(configured).child(QUARANTINE_FOLDER, *parts)
+
+
+def quarantine_roots(table_location: str, table: TableName, configured: str | None) -> list[StoreLocation]:
+    """Every place a table's quarantine may be (purge and restore look in each): the configured one
+    first, then the reserved folder (where runs went before the setting, or without it)."""
+    roots = [quarantine_root(table_location, table, configured)] if configured else []
+    return roots + [quarantine_root(table_location, table)]
+
+
+def listing_location_problem(location: str | None, roots: Iterable[StoreLocation]) -> str | None:
+    """Why an orphan listing may not start at the policy's ``location``: at or inside a quarantine,
+    Iceberg's hidden-path rule no longer hides the quarantined files, and they would be orphans."""
+    if not location:
+        return None
+    listed = store_location(location)
+    for root in roots:
+        if root.contains(listed):
+            return (f"orphanCleanup.location {location!r} lies inside the quarantine {root.uri}: every quarantined "
+                    "file would be listed as an orphan and deleted before its grace period; list the table's "
+                    "location (leave location out) instead")
+    return None
+
+
+def quarantine_location_problem(configured: str, warehouse: str | None) -> str | None:
+    """floe.yaml's ``maintenance.quarantine-location`` must not lie inside the catalog's warehouse (where
+    the tables are) nor hold it: quarantined files must never lie inside another table."""
+    try:
+        where = store_location(configured)
+    except ValueError as exc:
+        return str(exc)
+    if where.path == "/" and where.scheme == "file":
+        return f"{configured!r} is the file system's root: name a folder of its own"
+    if warehouse:
+        try:
+            tables = store_location(warehouse)
+        except ValueError:
+            return None
+        if tables.contains(where) or where.contains(tables):
+            return (f"{configured!r} overlaps the catalog's warehouse {warehouse!r}, where the tables live: "
+                    "quarantined files must never lie inside another table; name a bucket or prefix of its own")
+    return None
+
+
+def placement_problem(root: StoreLocation, table_location: str) -> str | None:
+    """A configured quarantine must neither lie inside the table (outside its reserved folder) nor
+    hold the table (it would be listed with it, and a purge could reach the table's files)."""
+    table = store_location(table_location)
+    reserved = table.child(QUARANTINE_FOLDER)
+    if reserved.contains(root):
+        return None
+    if table.contains(root) or root.contains(table):
+        return (f"the quarantine {root.uri} overlaps the table's location {table.uri}: set "
+                "maintenance.quarantine-location to a bucket or prefix outside every table")
+    return None
+
+
+# -- run folders and the grace period -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QuarantineRun:
+    """One run's folder in a quarantine root: when the files went in, by which run."""
+
+    name: str
+    at: datetime
+    run_id: str
+
+    def due(self, grace: timedelta) -> datetime:
+        return self.at + grace
+
+
+def run_folder_name(at: datetime, run_id: str) -> str:
+    """``20261124T101500Z_<run id>``: UTC to the second; the run id's letters, digits and dashes only."""
+    safe = re.sub(r"[^A-Za-z0-9-]", "-", run_id)[:64] or "run"
+    return f"{at.astimezone(timezone.utc):%Y%m%dT%H%M%SZ}_{safe}"
+
+
+def parse_run_folder(name: str) -> QuarantineRun | None:
+    """A run folder's time and run id; None for anything else in the root (left alone)."""
+    found = _RUN_FOLDER.match(name)
+    if not found:
+        return None
+    at = datetime.strptime(found.group("at"), "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+    return QuarantineRun(name, at, found.group("run"))
+
+
+def expired_runs(runs: Iterable[QuarantineRun], now: datetime, grace: timedelta) -> list[QuarantineRun]:
+    """The runs whose grace period is over at ``now`` (oldest first)."""
+    return sorted((r for r in runs if now >= r.due(grace)), key=lambda r: r.at)
+
+
+def select_run(runs: list[QuarantineRun], wanted: str) -> QuarantineRun:
+    """``--run``: a run id, a run folder's name, a unique prefix of either, or ``latest``; LookupError
+    naming the runs there are."""
+    ordered = sorted(runs, key=lambda r: r.at)
+    if not ordered:
+        raise LookupError("the quarantine holds no run")
+    if wanted == "latest":
+        return ordered[-1]
+    exact = [r for r in ordered if wanted in (r.run_id, r.name)]
+    found = exact or [r for r in ordered if r.run_id.startswith(wanted) or r.name.startswith(wanted)]
+    if len(found) == 1:
+        return found[0]
+    names = ", ".join(r.run_id for r in ordered)
+    if not found:
+        raise LookupError(f"no quarantined run {wanted!r}; the quarantine holds: {names}")
+    raise LookupError(f"{wanted!r} matches {len(found)} runs ({', '.join(r.run_id for r in found)}): give more of it")

@@ -1,0 +1,210 @@
+"""One table's orphan quarantine on its store: move files in, purge run folders past their grace
+period, restore a run's files to their original paths (core/quarantine.py decides where and when;
+iceberg/file_store.py does the file work).
+
+Every method is called under the table lock: by an orphan cleanup run (the asset holds it) or by
+``floe-dagster restore``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Iterable
+
+from floe_dagster.core.quarantine import (
+    QUARANTINE_FOLDER,
+    RUN_MARKER,
+    QuarantinePolicy,
+    QuarantineRun,
+    StoreLocation,
+    expired_runs,
+    parse_run_folder,
+    placement_problem,
+    quarantine_root,
+    quarantine_roots,
+    select_run,
+    store_location,
+)
+from floe_dagster.core.tables import TableName
+from floe_dagster.errors import MaintenanceFailed
+from floe_dagster.iceberg.file_store import FileFacts, FileStore
+
+
+@dataclass(frozen=True)
+class MoveReport:
+    moved: tuple[str, ...]  # original locations, now in the quarantine
+    bytes: int
+    not_moved: tuple[str, ...] = ()  # why each file that should have moved did not
+
+
+@dataclass(frozen=True)
+class PurgeReport:
+    runs: tuple[str, ...] = ()  # the run folders deleted
+    files: int = 0
+    bytes: int = 0
+
+
+@dataclass(frozen=True)
+class RestoreReport:
+    run: str
+    restored: int = 0
+    bytes: int = 0
+    kept: tuple[str, ...] = ()  # left in the quarantine: why (a file exists at the original path)
+    left_in_quarantine: int = 0
+
+
+@dataclass(frozen=True)
+class QuarantinedRun:
+    """A run folder found in one of the table's quarantine roots."""
+
+    root: StoreLocation
+    run: QuarantineRun
+    marker: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def folder(self) -> StoreLocation:
+        return self.root.child(self.run.name)
+
+
+class TableQuarantine:
+    """The quarantine of one table: new runs go to :attr:`root`; purge and restore look in every root."""
+
+    def __init__(self, files: FileStore, table: TableName, table_location: str, configured: str | None = None):
+        self.files, self.table = files, table
+        self.location = store_location(table_location)
+        self.root = quarantine_root(table_location, table, configured)
+        self.roots = quarantine_roots(table_location, table, configured)
+        problem = placement_problem(self.root, table_location)
+        if problem:
+            raise MaintenanceFailed(f"table '{table.qualified}': {problem}")
+
+    def holds(self, location: str) -> bool:
+        """Whether ``location`` lies in one of the table's quarantines (a path under the table's
+        location is decided by its first folder: a configured quarantine never overlaps the table)."""
+        relative = self.location.relative_text(location)
+        if relative is not None:
+            return relative.split("/", 1)[0] == QUARANTINE_FOLDER
+        where = store_location(location)
+        return any(root.contains(where) for root in self.roots)
+
+    def runs(self) -> list[QuarantinedRun]:
+        """Every run folder in the table's quarantine roots, oldest first (other folders are left alone)."""
+        found = []
+        for root in self.roots:
+            for name in self.files.folders_in(root):
+                run = parse_run_folder(name)
+                if run is not None:
+                    found.append(QuarantinedRun(root, run))
+        return sorted(found, key=lambda r: r.run.at)
+
+    # -- moving in ----------------------------------------------------------------------------------
+    def move_in(self, run: QuarantineRun, originals: Iterable[str], facts: dict[str, FileFacts]) -> MoveReport:
+        """Move each original (a path inside the table's location) to ``<root>/<run folder>/<its path
+        relative to the table>``; a path outside the location is never moved. Records the run in the
+        folder's marker (counts added to what an earlier round of the same run wrote)."""
+        folder = self.root.child(run.name)
+        into = folder.uri + "/"
+        pairs, refused = [], []
+        for original in originals:
+            relative = self.location.relative_text(original)
+            if relative is None:
+                refused.append(f"{original} lies outside the table's location {self.location.uri}: not moved")
+            else:
+                pairs.append((original, into + relative))
+        outcomes = self.files.move_many(pairs)
+        moved = tuple(source for (source, _), why in zip(pairs, outcomes) if why is None)
+        refused += [why for why in outcomes if why is not None]
+        size = sum(facts[path].size for path in moved if path in facts)
+        if moved:
+            self._record(folder, run, len(moved), size)
+        return MoveReport(moved, size, tuple(refused))
+
+    def _record(self, folder: StoreLocation, run: QuarantineRun, files: int, size: int) -> None:
+        marker = folder.child(RUN_MARKER)
+        before = _marker(self.files.read_text(marker))
+        self.files.write_text(marker, json.dumps({
+            "table": self.table.qualified, "tableLocation": self.location.uri, "runId": run.run_id,
+            "quarantinedAt": run.at.isoformat(), "files": int(before.get("files", 0)) + files,
+            "bytes": int(before.get("bytes", 0)) + size,
+        }, indent=2))
+
+    # -- purging ------------------------------------------------------------------------------------
+    def purge(self, now: datetime, grace: timedelta) -> PurgeReport:
+        """Delete every run folder whose grace period is over at ``now``."""
+        runs = self.runs()
+        due = set(expired_runs([r.run for r in runs], now, grace))
+        names, files, size = [], 0, 0
+        for found in runs:
+            if found.run not in due:
+                continue
+            folder = found.folder
+            held = [f for f in self.files.files_under(folder) if store_location(f.location) != folder.child(RUN_MARKER)]
+            self.files.delete_folder(folder)
+            names.append(found.run.name)
+            files, size = files + len(held), size + sum(f.size for f in held)
+        return PurgeReport(tuple(names), files, size)
+
+    # -- restoring ----------------------------------------------------------------------------------
+    def find(self, wanted: str) -> QuarantinedRun:
+        """``--run``'s run (see core/quarantine.select_run); LookupError naming the table and its runs."""
+        runs = self.runs()
+        try:
+            run = select_run([r.run for r in runs], wanted)
+        except LookupError as exc:
+            raise LookupError(f"table '{self.table.qualified}': {exc}") from None
+        return next(r for r in runs if r.run == run)
+
+    def describe(self, run: QuarantinedRun) -> dict:
+        """A run's marker (what it moved, from where); empty when it has none."""
+        return _marker(self.files.read_text(run.folder.child(RUN_MARKER)))
+
+    def restore(self, run: QuarantinedRun) -> RestoreReport:
+        """Move a run's files back to their original paths, never over an existing file (such a file
+        stays in the quarantine, named in the report); the run folder goes once it is empty."""
+        folder, marker_at = run.folder, run.folder.child(RUN_MARKER)
+        recorded = self.describe(run).get("tableLocation")
+        if recorded and store_location(recorded) != self.location:
+            raise MaintenanceFailed(
+                f"table '{self.table.qualified}': run {run.run.run_id} was quarantined from {recorded}, but the table's "
+                f"location is now {self.location.uri}; move its files from {folder.uri} by hand")
+        held, pairs = [], []
+        for found in self.files.files_under(folder):
+            relative = folder.relative(store_location(found.location))
+            if relative is not None and store_location(found.location) != marker_at:
+                held.append(found)
+                pairs.append((found.location, self.location.child(relative).uri))
+        outcomes = self.files.move_many(pairs)
+        restored = [f for f, why in zip(held, outcomes) if why is None]
+        kept = tuple(why for why in outcomes if why is not None)
+        if not kept:
+            self.files.delete_folder(folder)
+        else:
+            self.files.remove_empty_folders(folder)
+        return RestoreReport(run.run.name, len(restored), sum(f.size for f in restored), kept, len(kept))
+
+
+def _marker(text: str | None) -> dict:
+    try:
+        data = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def open_table_quarantine(settings: Any, text: str) -> tuple[TableQuarantine, timedelta]:
+    """The quarantine of a table named as the command line names it (UnknownTable when the catalog has
+    no such table), and the grace period its orphan cleanup policy gives (the default without one)."""
+    from floe_dagster.core.operation_config import OrphanCleanupConfig
+    from floe_dagster.core.operations import Operation
+    from floe_dagster.iceberg.catalog import load_table, open_catalog
+    from floe_dagster.policies import resolve_operation
+
+    table = TableName.parse(text, settings.catalog.name)
+    loaded = load_table(open_catalog(settings.catalog), table)
+    config = resolve_operation(settings, table, Operation.ORPHAN_CLEANUP).config
+    policy = config.quarantine if isinstance(config, OrphanCleanupConfig) else None
+    quarantine = TableQuarantine(FileStore.for_io(loaded.io), table, loaded.location(),
+                                 settings.maintenance.quarantine_location)
+    return quarantine, (policy or QuarantinePolicy()).grace

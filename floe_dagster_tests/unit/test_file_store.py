@@ -1,0 +1,62 @@
+"""The quarantine's file work on local files (iceberg/file_store.py, iceberg/quarantine_store.py), in a
+temporary folder: moves never replace a file, facts are the files' own, a clean local path is read
+without a parse and anything else takes the long way, and only files inside the table are moved."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta, timezone
+
+from floe_dagster.core.quarantine import parse_run_folder, run_folder_name
+from floe_dagster.core.tables import TableName
+from floe_dagster.iceberg.file_store import FileStore, local_path
+from floe_dagster.iceberg.quarantine_store import TableQuarantine
+
+T = TableName("demo", ("sales",), "orders")
+
+
+def test_local_paths_are_read_only_when_clean():
+    assert local_path("file:/wh/t/a") == "/wh/t/a" and local_path("file:///wh/t/a") == "/wh/t/a"
+    assert local_path("/wh/t/a") == "/wh/t/a"
+    for other in ("file://host/wh/t/a", "s3://b/k", "/wh/t/../a", "/wh//t/a", "relative/a", "file:/wh/t/.."):
+        assert local_path(other) is None, other
+
+
+def test_a_move_never_replaces_a_file_and_facts_are_the_files_own(tmp_path):
+    files = FileStore()
+    source, target = tmp_path / "a", tmp_path / "deep" / "er" / "a"
+    source.write_bytes(b"abc")
+    os.utime(source, (1_000_000, 1_000_000))
+    facts = files.facts([f"file:{source}", f"file:{tmp_path / 'missing'}", f"file://{tmp_path}"])
+    assert list(facts) == [f"file:{source}"]  # the missing file and the folder are left out
+    assert facts[f"file:{source}"].size == 3
+    assert facts[f"file:{source}"].modified == datetime.fromtimestamp(1_000_000, timezone.utc)
+    assert files.move_many([(f"file:{source}", f"file:{target}")]) == [None]
+    assert target.read_bytes() == b"abc" and not source.exists()
+    source.write_bytes(b"new")
+    assert files.move_many([(f"file:{source}", f"file:{target}")]) == [f"file:{target} exists: not overwritten"]
+    assert target.read_bytes() == b"abc" and source.read_bytes() == b"new"
+    assert files.move_many([(f"file:{tmp_path / 'gone'}", f"file:{tmp_path / 'x'}")]) == [
+        f"file:{tmp_path / 'gone'} is gone"]
+
+
+def test_only_files_inside_the_table_go_into_its_quarantine_and_a_purge_keeps_the_grace(tmp_path):
+    table = tmp_path / "orders"
+    (table / "data").mkdir(parents=True)
+    inside, outside = table / "data" / "a.parquet", tmp_path / "orders_archive.parquet"
+    inside.write_bytes(b"1234")
+    outside.write_bytes(b"x")
+    quarantine = TableQuarantine(FileStore(), T, f"file://{table}")
+    now = datetime(2026, 11, 24, tzinfo=timezone.utc)
+    run = parse_run_folder(run_folder_name(now, "r1"))
+    listed = [f"file:{inside}", f"file:{outside}", f"file:{table}/../orders_archive.parquet"]
+    report = quarantine.move_in(run, listed, quarantine.files.facts(listed))
+    assert report.moved == (f"file:{inside}",) and report.bytes == 4
+    assert [why.split(" lies ")[0] for why in report.not_moved] == listed[1:]
+    assert outside.exists() and (table / "_floe_quarantine" / run.name / "data" / "a.parquet").read_bytes() == b"1234"
+    assert quarantine.holds(f"file:{table}/_floe_quarantine/{run.name}/data/a.parquet")
+    assert not quarantine.holds(f"file:{inside}")
+    assert quarantine.describe(quarantine.runs()[0])["files"] == 1
+    assert quarantine.purge(now + timedelta(days=7) - timedelta(seconds=1), timedelta(days=7)).files == 0
+    purged = quarantine.purge(now + timedelta(days=7), timedelta(days=7))
+    assert (purged.runs, purged.files, purged.bytes) == ((run.name,), 1, 4) and quarantine.runs() == []
