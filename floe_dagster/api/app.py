@@ -4,8 +4,9 @@ The routes are in :mod:`floe_dagster.api.routes`, one ``APIRouter`` a resource g
 builds the application around them: its exception handlers (api/error_handlers.py: how each error
 answers), its OpenAPI document and the route that serves it.
 
-Every endpoint but ``/health``, ``/metrics`` and Floe's ``/api`` (Swagger UI) and ``/api/openapi`` needs a valid key in ``X-API-Key`` whenever keys are required (api/auth.py; 401
-without one, 403 with a key whose role lacks the permission). Every error has one shape,
+Every endpoint but ``/health``, ``/metrics`` and Floe's ``/api`` (Swagger UI) and ``/api/openapi`` needs a
+valid key in ``X-API-Key`` whenever keys are required (api/auth.py; 401 without one, 403 with a key whose
+role lacks the permission). Every error has one shape,
 ``{error, code, details, timestamp}``. Handlers are plain functions: FastAPI runs them in its thread
 pool, which the blocking Dagster, PyIceberg and run-submission calls need. Every answer's secrets are
 masked on the way out (api/answer_masking.py).
@@ -28,7 +29,7 @@ from floe_dagster.api.error_handlers import EXCEPTION_HANDLERS, error_body
 from floe_dagster.api.key_admin import KeyAdmin
 from floe_dagster.api.routes import ROUTERS
 from floe_dagster.api.routes.access import reader
-from floe_dagster.api.service import ApiService
+from floe_dagster.api.services import ApiServices
 from floe_dagster.coordination.api_keys import ApiKeyTable
 from floe_dagster.settings import Settings
 
@@ -114,7 +115,7 @@ def create_app(settings: Settings, keys: KeyStore, instance: DagsterInstance) ->
         ),
         openapi_url=None, docs_url=None, redoc_url=None,
     )
-    app.state.service = ApiService(settings, instance)  # the routes read these from request.app.state
+    app.state.service = ApiServices(settings, instance)  # the routes read these from request.app.state
     if keys.database is None:  # the keys created over HTTP live in the coordination database
         keys.database = ApiKeyTable(app.state.service.coordination.engine)
     app.state.keys = keys

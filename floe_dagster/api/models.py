@@ -2,12 +2,12 @@
 
 Field names follow Floe's REST API (camelCase). Responses computed by shared code
 (``explain_table``, ``health_report``) are passed through unchanged, so their schemas allow extra
-fields: a field added there appears here without breaking a client.
+fields: a field added there appears here without breaking a client. The table browsing and catalog
+schemas are in api/catalog_models.py, the API keys' in api/key_models.py.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -350,8 +350,9 @@ class OperationRun(_Open):
     conflicts: list[TableConflict] = Field(default_factory=list,
                                            description="Every table of the run that lost a commit race")
     shadow: bool = Field(False, description="A shadow policy's decision (status SHADOW), never a run")
-    recordedAt: str | None = Field(None, json_schema_extra={"format": "date-time"},
-                                   description="A shadow decision: when the ledger recorded it (when it would have run)")
+    recordedAt: str | None = Field(
+        None, json_schema_extra={"format": "date-time"},
+        description="A shadow decision: when the ledger recorded it (when it would have run)")
     slot: str | None = Field(None, description="A shadow decision: the due slot it was recorded for (once per slot)")
     debtScore: float | None = Field(None, description="A shadow decision: its debt score")
     estimatedBytes: int | None = Field(None, description="A shadow decision: the bytes it would have rewritten")
@@ -374,83 +375,6 @@ class ServiceHealth(BaseModel):
     status: Literal["UP", "DOWN"]
     checks: list[HealthCheck]
     timestamp: str = Field(json_schema_extra={"format": "date-time"})
-
-
-# -- Floe's table browsing and catalog ---------------------------------------------------------------
-
-
-class TableSummary(BaseModel):
-    catalog: str
-    namespace: str = Field(description="Dotted when nested")
-    name: str
-    qualifiedName: str
-
-
-class TablesPage(BaseModel):
-    catalog: str
-    tables: list[TableSummary]
-    total: int
-    limit: int
-    offset: int
-    hasMore: bool
-
-
-class NamespaceTablesPage(TablesPage):
-    namespace: str
-
-
-class NamespacesResponse(BaseModel):
-    catalog: str
-    namespaces: list[str]
-    total: int
-
-
-class TableDetail(_Open):
-    """Floe's TableDetailResponse."""
-
-    catalog: str
-    namespace: str
-    name: str
-    qualifiedName: str
-    location: str | None
-    snapshotCount: int
-    currentSnapshotId: int | None
-    currentSnapshotTimestamp: str | None
-    oldestSnapshotTimestamp: str | None
-    dataFileCount: int
-    totalDataFileSizeBytes: int
-    totalDataSizeFormatted: str | None
-    averageFileSizeMb: float
-    deleteFileCount: int
-    positionDeleteFileCount: int | None = Field(description="From the health cache's full tier (null before)")
-    equalityDeleteFileCount: int | None = Field(description="From the health cache's full tier (null before)")
-    totalRecordCount: int
-    manifestCount: int
-    totalManifestSizeBytes: int
-    formatVersion: int
-    partitionSpec: str
-    sortOrder: str
-    lastModified: str | None
-
-
-class LatestHealthResponse(BaseModel):
-    catalog: str
-    reports: list[dict[str, Any]]
-    total: int
-
-
-class CatalogResponse(BaseModel):
-    """Floe's CatalogConfigResponse: floe.yaml's catalog section, secrets masked."""
-
-    id: str
-    name: str
-    type: str
-    uri: str | None
-    warehouse: str | None
-    properties: dict[str, Any]
-    createdAt: str | None
-    updatedAt: str | None
-    active: bool
 
 
 class OperationStats(BaseModel):
@@ -482,51 +406,3 @@ class TableOperations(BaseModel):
     operations: list[OperationRun]
     total: int
     table: TableRef
-
-
-# -- API keys ------------------------------------------------------------------------------------------
-
-RoleName = Literal["ADMIN", "OPERATOR", "VIEWER"]
-
-
-class ApiKeyRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
-        {"name": "ci-bot", "role": "OPERATOR"}, {"name": "dashboard", "expiresAt": "2027-01-01T00:00:00Z"}]})
-
-    name: str = Field(min_length=1, max_length=255, pattern=r"\S", description="Unique among all keys")
-    role: RoleName = Field("VIEWER", description="Floe's default VIEWER")
-    expiresAt: datetime | None = Field(None, description="RFC 3339; without an offset, UTC; null: never expires")
-
-
-class UpdateApiKeyRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"enabled": False}]})
-
-    name: str | None = Field(None, min_length=1, max_length=255, pattern=r"\S")
-    role: RoleName | None = None
-    enabled: bool | None = None
-
-
-class ApiKeyResponse(BaseModel):
-    """Floe's ApiKeyResponse (never the key or its hash), and where the key lives: ``database`` (created
-    over HTTP), or ``file`` / ``env`` (floe.yaml's api section: ids ``file:<name>``, ``env:<name>``)."""
-
-    id: str
-    name: str
-    role: RoleName
-    permissions: list[str]
-    enabled: bool
-    createdAt: str | None
-    expiresAt: str | None
-    lastUsedAt: str | None
-    createdBy: str | None
-    source: Literal["database", "file", "env"]
-
-
-class CreateApiKeyResponse(BaseModel):
-    key: str = Field(description="The new key, shown this once: only its SHA-256 is stored")
-    apiKey: ApiKeyResponse
-
-
-class ApiKeysPage(BaseModel):
-    keys: list[ApiKeyResponse]
-    total: int

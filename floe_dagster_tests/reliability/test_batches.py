@@ -115,7 +115,7 @@ def test_a_table_that_fails_fails_alone(lake):
     assert history[(B.qualified, RDF)].consecutive_failures == 1  # its own backoff counts
     assert history[(A.qualified, RDF)].last_run_succeeded and history[(C.qualified, RDF)].last_run_succeeded
     # The HTTP API lists it under Floe's PARTIAL_FAILURE, and for the failed table.
-    from floe_dagster.api.service import ApiService
+    from floe_dagster.api.operation_reads import OperationReads as ApiService
 
     with DagsterInstance.get() as instance:
         service = ApiService(settings, instance)

@@ -10,8 +10,8 @@
 - ``server_probes``: the server's ``GET /health``, ``GET /health/live`` and ``GET /health/ready`` (no key
   needed).
 - ``metrics``: ``GET /metrics``, the Prometheus exposition (no key needed).
-- ``access``: the key check (``reader``, ``operator``, ``admin``), the ``ApiService`` and the ``KeyAdmin``, from
-  ``request.app.state``.
+- ``access``: the key check (``reader``, ``operator``, ``admin``), each router's service (api/services.py)
+  and the ``KeyAdmin``, from ``request.app.state``.
 - ``common``: the documented error responses, the table path parameters and the ``at`` time.
 """
 

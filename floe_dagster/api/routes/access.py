@@ -1,7 +1,7 @@
 """What the routes need from the application: the key check (``reader``, ``operator``, ``policy_writer``,
-``admin``), the ``ApiService`` and the ``KeyAdmin``.
+``admin``), each router's service (api/services.py) and the ``KeyAdmin``.
 
-``create_app`` puts the ``KeyStore`` (``app.state.keys``) and the ``ApiService`` (``app.state.service``)
+``create_app`` puts the ``KeyStore`` (``app.state.keys``) and the ``ApiServices`` (``app.state.service``)
 on the application, so the routers read them from the request and need no closure.
 """
 
@@ -15,7 +15,12 @@ from fastapi.security import APIKeyHeader
 
 from floe_dagster.api.auth import HEADER, KeyStore, Permission, Principal
 from floe_dagster.api.key_admin import KeyAdmin
-from floe_dagster.api.service import ApiService
+from floe_dagster.api.catalog_reads import CatalogReads
+from floe_dagster.api.operation_reads import OperationReads
+from floe_dagster.api.policy_checks import PolicyChecks
+from floe_dagster.api.services import ApiServices
+from floe_dagster.api.table_reports import TableReports
+from floe_dagster.api.trigger_service import TriggerService
 from floe_dagster.errors import ApiError
 
 log = logging.getLogger(__name__)
@@ -56,9 +61,30 @@ policy_writer = allowed(Permission.WRITE_POLICIES)  # ADMIN; OPERATOR with api.o
 admin = allowed(Permission.MANAGE_KEYS)
 
 
-async def api_service(request: Request) -> ApiService:
-    """The application's ``ApiService`` (async: a plain attribute read needs no worker thread)."""
+# The services (async: a plain attribute read needs no worker thread).
+async def api_services(request: Request) -> ApiServices:
+    """All of them and what they share: the server probes and the metrics use it whole."""
     return request.app.state.service
+
+
+async def trigger_service(request: Request) -> TriggerService:
+    return request.app.state.service.trigger
+
+
+async def operation_reads(request: Request) -> OperationReads:
+    return request.app.state.service.operations
+
+
+async def table_reports(request: Request) -> TableReports:
+    return request.app.state.service.table_reports
+
+
+async def catalog_reads(request: Request) -> CatalogReads:
+    return request.app.state.service.catalog_reads
+
+
+async def policy_checks(request: Request) -> PolicyChecks:
+    return request.app.state.service.policy_checks
 
 
 async def key_admin(request: Request) -> KeyAdmin:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import JSONResponse, Response
 
+from floe_dagster.api import key_models as K
 from floe_dagster.api import models as M
 from floe_dagster.api.auth import Principal
 from floe_dagster.api.key_admin import KeyAdmin
@@ -23,10 +24,10 @@ _NOT_MANAGED = {409: {"model": M.ErrorResponse, "description": "The name is take
     COLLECTION,
     status_code=201,
     summary="Create an API key (the key is in this answer only)",
-    response_model=M.CreateApiKeyResponse,
+    response_model=K.CreateApiKeyResponse,
     responses={**error_responses(400, 401, 403), **_NOT_MANAGED},
 )
-def create_key(body: M.ApiKeyRequest, who: Principal = Depends(admin),
+def create_key(body: K.ApiKeyRequest, who: Principal = Depends(admin),
                keys: KeyAdmin = Depends(key_admin)) -> JSONResponse:
     created, location = keys.create(body.model_dump(), who)
     return JSONResponse(created, status_code=201, headers={"Location": location})
@@ -35,7 +36,7 @@ def create_key(body: M.ApiKeyRequest, who: Principal = Depends(admin),
 @router.get(
     COLLECTION,
     summary="Every API key: floe.yaml's and the ones created over HTTP",
-    response_model=M.ApiKeysPage,
+    response_model=K.ApiKeysPage,
     responses=error_responses(401, 403),
 )
 def list_keys(enabled: str | None = Query(None, description="true: only enabled keys"),
@@ -47,7 +48,7 @@ def list_keys(enabled: str | None = Query(None, description="true: only enabled 
 @router.get(
     COLLECTION + "/me",
     summary="The caller's own key (any role)",
-    response_model=M.ApiKeyResponse,
+    response_model=K.ApiKeyResponse,
     responses=error_responses(401),
 )
 def me(who: Principal = Depends(reader), keys: KeyAdmin = Depends(key_admin)) -> JSONResponse:
@@ -57,7 +58,7 @@ def me(who: Principal = Depends(reader), keys: KeyAdmin = Depends(key_admin)) ->
 @router.get(
     COLLECTION + "/{id}",
     summary="One API key",
-    response_model=M.ApiKeyResponse,
+    response_model=K.ApiKeyResponse,
     responses=error_responses(401, 403, 404),
 )
 def get_key(key_id: str = _KEY_ID, who: Principal = Depends(admin),
@@ -68,10 +69,10 @@ def get_key(key_id: str = _KEY_ID, who: Principal = Depends(admin),
 @router.put(
     COLLECTION + "/{id}",
     summary="Rename, change the role of, enable or disable an API key (absent or null fields stay)",
-    response_model=M.ApiKeyResponse,
+    response_model=K.ApiKeyResponse,
     responses={**error_responses(400, 401, 403, 404), **_NOT_MANAGED},
 )
-def update_key(body: M.UpdateApiKeyRequest, key_id: str = _KEY_ID, who: Principal = Depends(admin),
+def update_key(body: K.UpdateApiKeyRequest, key_id: str = _KEY_ID, who: Principal = Depends(admin),
                keys: KeyAdmin = Depends(key_admin)) -> JSONResponse:
     return JSONResponse(keys.update(key_id, body.model_dump()))
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 
-from floe_dagster.api import models as M
+from floe_dagster.api import catalog_models as C
 from floe_dagster.api.auth import Principal
-from floe_dagster.api.routes.access import api_service, reader
+from floe_dagster.api.catalog_reads import CatalogReads
+from floe_dagster.api.routes.access import catalog_reads, reader
 from floe_dagster.api.routes.common import error_responses
-from floe_dagster.api.service import ApiService
 
 router = APIRouter(tags=["catalog"])
 
@@ -17,8 +17,8 @@ router = APIRouter(tags=["catalog"])
 @router.get(
     "/api/v1/catalog",
     summary="The active catalog, credentials masked",
-    response_model=M.CatalogResponse,
+    response_model=C.CatalogResponse,
     responses=error_responses(401, 403),
 )
-def active_catalog(who: Principal = Depends(reader), service: ApiService = Depends(api_service)) -> JSONResponse:
-    return JSONResponse(service.catalog_reads.catalog())
+def active_catalog(who: Principal = Depends(reader), reads: CatalogReads = Depends(catalog_reads)) -> JSONResponse:
+    return JSONResponse(reads.catalog())

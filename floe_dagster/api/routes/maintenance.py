@@ -7,9 +7,9 @@ from fastapi.responses import JSONResponse
 
 from floe_dagster.api import models as M
 from floe_dagster.api.auth import Principal
-from floe_dagster.api.routes.access import api_service, operator
+from floe_dagster.api.routes.access import operator, trigger_service
 from floe_dagster.api.routes.common import error_responses
-from floe_dagster.api.service import ApiService
+from floe_dagster.api.trigger_service import TriggerService
 
 router = APIRouter(tags=["maintenance"])
 
@@ -33,7 +33,7 @@ def trigger(
     wait: bool = Query(False, description="Wait until the runs finished (the daemon executes them)"),
     timeout: int = Query(3600, ge=1, le=86400, description="Seconds to wait at most with wait=true"),
     who: Principal = Depends(operator),
-    service: ApiService = Depends(api_service),
+    service: TriggerService = Depends(trigger_service),
 ) -> JSONResponse:
     status, payload, headers = service.trigger(body.model_dump(), who.name, wait, float(timeout))
     return JSONResponse(payload, status_code=status, headers=headers)

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
 from floe_dagster.api.prometheus import metrics_registry
-from floe_dagster.api.service import ApiService
+from floe_dagster.api.services import ApiServices
 
 router = APIRouter(tags=["service"])
 _BUILDING = threading.Lock()
@@ -24,7 +24,7 @@ def registry_of(request: Request) -> CollectorRegistry:
     state = request.app.state
     with _BUILDING:
         if getattr(state, "metrics_registry", None) is None:
-            service: ApiService = state.service
+            service: ApiServices = state.service
             state.metrics_registry = metrics_registry(service.settings, service.instance, service.coordination)
         return state.metrics_registry
 

@@ -8,9 +8,9 @@ from fastapi.responses import JSONResponse
 
 from floe_dagster.api import models as M
 from floe_dagster.api.auth import Principal
-from floe_dagster.api.routes.access import api_service, reader
+from floe_dagster.api.operation_reads import OperationReads, parse_window
+from floe_dagster.api.routes.access import operation_reads, reader
 from floe_dagster.api.routes.common import Page, check_page, error_responses, namespace_path, paging, table_path
-from floe_dagster.api.service import ApiService, parse_window
 from floe_dagster.api.table_names import table_name
 
 router = APIRouter(tags=["operations"])
@@ -34,9 +34,9 @@ def operations(
                     "NO_OPERATIONS (never a run here: such triggers are refused before any run); any case"),
     page: Page = Depends(paging()),
     who: Principal = Depends(reader),
-    service: ApiService = Depends(api_service),
+    reads: OperationReads = Depends(operation_reads),
 ) -> JSONResponse:
-    return JSONResponse(service.operations(table, triggerId, status, page.limit, page.offset))
+    return JSONResponse(reads.operations(table, triggerId, status, page.limit, page.offset))
 
 
 # The fixed paths come before /{id}, which would match them too.
@@ -49,9 +49,9 @@ def operations(
 def running(
     page: Page = Depends(paging(50)),  # Floe's default 50
     who: Principal = Depends(reader),
-    service: ApiService = Depends(api_service),
+    reads: OperationReads = Depends(operation_reads),
 ) -> JSONResponse:
-    return JSONResponse(service.operations(None, None, "RUNNING", page.limit, page.offset))
+    return JSONResponse(reads.operations(None, None, "RUNNING", page.limit, page.offset))
 
 
 @router.get(
@@ -63,9 +63,9 @@ def running(
 def stats(
     window: str | None = Query("24h", max_length=32, description="24h, 7d, 30m, or hours (default 24h)"),
     who: Principal = Depends(reader),
-    service: ApiService = Depends(api_service),
+    reads: OperationReads = Depends(operation_reads),
 ) -> JSONResponse:
-    return JSONResponse(service.stats(parse_window(window)))
+    return JSONResponse(reads.stats(parse_window(window)))
 
 
 @router.get(
@@ -81,10 +81,10 @@ def table_operations(
     table: str = table_path,
     limit: int = Query(20, description="1..100"),
     who: Principal = Depends(reader),
-    service: ApiService = Depends(api_service),
+    reads: OperationReads = Depends(operation_reads),
 ) -> JSONResponse:
     check_page(limit, 0)
-    return JSONResponse(service.table_operations(catalog, table_name(service.settings, namespace, table), limit))
+    return JSONResponse(reads.table_operations(catalog, table_name(reads.settings, namespace, table), limit))
 
 
 @router.get(
@@ -96,6 +96,6 @@ def table_operations(
 def operation(
     operation_id: str = Path(alias="id", min_length=1, max_length=64, description="A run id (a UUID)"),
     who: Principal = Depends(reader),
-    service: ApiService = Depends(api_service),
+    reads: OperationReads = Depends(operation_reads),
 ) -> JSONResponse:
-    return JSONResponse(service.operation(operation_id))
+    return JSONResponse(reads.operation(operation_id))

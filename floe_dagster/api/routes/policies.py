@@ -4,8 +4,8 @@ validation (``POST /api/v1/policies/validate-pattern``).
 The files stay the source of truth (:mod:`floe_dagster.policy_store`): reads show every loaded policy,
 writes go to ``api.policy-directory`` (one ``<name>.json`` each) and are seen by the sensor's next tick
 and the CLI. Without that directory the writes answer 405; a policy from another file answers 409.
-Reads need VIEWER, writes ADMIN (as in Floe; OPERATOR too with ``api.operator-may-write-policies``). The store's refusals answer through the application's exception
-handlers (api/error_handlers.py).
+Reads need VIEWER, writes ADMIN (as in Floe; OPERATOR too with ``api.operator-may-write-policies``). The
+store's refusals answer through the application's exception handlers (api/error_handlers.py).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from fastapi.responses import JSONResponse, Response
 from floe_dagster.api import models as M
 from floe_dagster.api.auth import Principal
 from floe_dagster.api.policy_models import PolicyPage, PolicyResponse, policy_response
-from floe_dagster.api.routes.access import api_service, policy_writer, reader
+from floe_dagster.api.policy_checks import PolicyChecks
+from floe_dagster.api.routes.access import policy_checks, policy_writer, reader
 from floe_dagster.api.routes.common import Page, error_responses, paging
-from floe_dagster.api.service import ApiService
 from floe_dagster.policy_store import PolicyStore
 
 log = logging.getLogger(__name__)
@@ -35,8 +35,9 @@ _WRITE_ERRORS = {
 }
 _BODY = Body(
     description="A policy in Floe's camelCase JSON, as a policy file holds it (name, description, tablePattern, "
-                "enabled, mode (live or shadow), priority, tags, the operation configs and their <operation>Schedule, triggerConditions, "
-                "healthThresholds). Unknown fields are refused; id, createdAt and updatedAt are ignored.",
+                "enabled, mode (live or shadow), priority, tags, the operation configs and their <operation>Schedule, "
+                "triggerConditions, healthThresholds). Unknown fields are refused; id, createdAt and updatedAt are "
+                "ignored.",
     openapi_examples={"compaction": {"value": {
         "name": "sales-compaction", "tablePattern": "demo.sales.*", "priority": 10,
         "rewriteDataFiles": {"targetFileSizeBytes": 134217728},
@@ -47,8 +48,8 @@ _BODY = Body(
 _POLICY_ID = Path(alias="id", min_length=1, max_length=1024, description="The policy's id (writes take ids only)")
 
 
-def store(service: ApiService) -> PolicyStore:
-    return PolicyStore(service.settings, table_location=service.table_location)
+def store(checks: PolicyChecks) -> PolicyStore:
+    return PolicyStore(checks.settings, table_location=checks.table_location)
 
 
 @router.get(
@@ -64,10 +65,10 @@ def list_policies(
     enabled: str | None = Query(None, description="true: only enabled policies"),
     page: Page = Depends(paging()),
     who: Principal = Depends(reader),
-    service: ApiService = Depends(api_service),
+    checks: PolicyChecks = Depends(policy_checks),
 ) -> JSONResponse:
     limit, offset = page.limit, page.offset
-    stored = store(service).all()
+    stored = store(checks).all()
     if enabled == "true":
         stored = [entry for entry in stored if entry.policy.enabled]
     stored.sort(key=lambda e: e.name)
@@ -87,9 +88,9 @@ def list_policies(
 def get_policy(
     id_or_name: str = Path(alias="id", min_length=1, max_length=1024, description="A policy id, or else a name"),
     who: Principal = Depends(reader),
-    service: ApiService = Depends(api_service),
+    checks: PolicyChecks = Depends(policy_checks),
 ) -> JSONResponse:
-    return JSONResponse(policy_response(store(service).find(id_or_name)))
+    return JSONResponse(policy_response(store(checks).find(id_or_name)))
 
 
 @router.post(
@@ -106,9 +107,9 @@ def get_policy(
 def create_policy(
     body: dict[str, Any] = _BODY,
     who: Principal = Depends(policy_writer),
-    service: ApiService = Depends(api_service),
+    checks: PolicyChecks = Depends(policy_checks),
 ) -> JSONResponse:
-    created = store(service).create(body, check=service.check_policy_tables)
+    created = store(checks).create(body, check=checks.check_policy_tables)
     log.info("policy '%s' created by %s in %s", created.name, who.name, created.file)
     return JSONResponse(policy_response(created), status_code=201,
                         headers={"Location": f"{COLLECTION}/{created.id}"})
@@ -127,9 +128,9 @@ def update_policy(
     policy_id: str = _POLICY_ID,
     body: dict[str, Any] = _BODY,
     who: Principal = Depends(policy_writer),
-    service: ApiService = Depends(api_service),
+    checks: PolicyChecks = Depends(policy_checks),
 ) -> JSONResponse:
-    updated = store(service).update(policy_id, body, check=service.check_policy_tables)
+    updated = store(checks).update(policy_id, body, check=checks.check_policy_tables)
     log.info("policy '%s' (%s) updated by %s", updated.name, policy_id, who.name)
     return JSONResponse(policy_response(updated))
 
@@ -143,9 +144,9 @@ def update_policy(
 def delete_policy(
     policy_id: str = _POLICY_ID,
     who: Principal = Depends(policy_writer),
-    service: ApiService = Depends(api_service),
+    checks: PolicyChecks = Depends(policy_checks),
 ) -> Response:
-    deleted = store(service).delete(policy_id)
+    deleted = store(checks).delete(policy_id)
     log.info("policy '%s' (%s) deleted by %s from %s", deleted.name, policy_id, who.name, deleted.file)
     return Response(status_code=204)
 
@@ -157,5 +158,5 @@ def delete_policy(
     responses=error_responses(400, 401, 403, 503),
 )
 def validate_pattern(body: M.ValidatePatternRequest, who: Principal = Depends(reader),
-                     service: ApiService = Depends(api_service)) -> JSONResponse:
-    return JSONResponse(service.validate_pattern(body.pattern))
+                     checks: PolicyChecks = Depends(policy_checks)) -> JSONResponse:
+    return JSONResponse(checks.validate_pattern(body.pattern))

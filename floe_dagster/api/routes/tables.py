@@ -13,12 +13,14 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse, Response
 
+from floe_dagster.api import catalog_models as C
 from floe_dagster.api import models as M
 from floe_dagster.api.auth import Principal
-from floe_dagster.api.routes.access import api_service, reader
+from floe_dagster.api.catalog_reads import CatalogReads
+from floe_dagster.api.routes.access import catalog_reads, reader, table_reports
 from floe_dagster.api.routes.common import Page, error_responses, namespace_path, paging, parse_at, table_path
-from floe_dagster.api.service import ApiService
 from floe_dagster.api.table_names import table_name
+from floe_dagster.api.table_reports import TableReports
 
 router = APIRouter(tags=["tables"])
 _PAGE = "`limit` 1..100 (default 20), `offset` ≥ 0; Floe's 400 `Limit must be between 1 and 100` otherwise."
@@ -27,32 +29,32 @@ _PAGE = "`limit` 1..100 (default 20), `offset` ≥ 0; Floe's 400 `Limit must be 
 @router.get(
     "/api/v1/tables",
     summary="Every table (the cached table list the code location is built from)",
-    response_model=M.TablesPage,
+    response_model=C.TablesPage,
     responses=error_responses(400, 401, 403, 503),
     description=_PAGE,
 )
 def list_tables(
     page: Page = Depends(paging()),
     who: Principal = Depends(reader),
-    service: ApiService = Depends(api_service),
+    reads: CatalogReads = Depends(catalog_reads),
 ) -> JSONResponse:
-    return JSONResponse(service.catalog_reads.tables(page.limit, page.offset))
+    return JSONResponse(reads.tables(page.limit, page.offset))
 
 
 @router.get(
     "/api/v1/tables/namespaces",
     summary="The namespaces holding tables (dotted when nested)",
-    response_model=M.NamespacesResponse,
+    response_model=C.NamespacesResponse,
     responses=error_responses(401, 403, 503),
 )
-def list_namespaces(who: Principal = Depends(reader), service: ApiService = Depends(api_service)) -> JSONResponse:
-    return JSONResponse(service.catalog_reads.namespaces())
+def list_namespaces(who: Principal = Depends(reader), reads: CatalogReads = Depends(catalog_reads)) -> JSONResponse:
+    return JSONResponse(reads.namespaces())
 
 
 @router.get(
     "/api/v1/tables/namespaces/{namespace}",
     summary="The tables of one namespace (none for an unknown namespace, as in Floe)",
-    response_model=M.NamespaceTablesPage,
+    response_model=C.NamespaceTablesPage,
     responses=error_responses(400, 401, 403, 503),
     description=_PAGE,
 )
@@ -60,39 +62,39 @@ def list_namespace_tables(
     namespace: str = namespace_path,
     page: Page = Depends(paging()),
     who: Principal = Depends(reader),
-    service: ApiService = Depends(api_service),
+    reads: CatalogReads = Depends(catalog_reads),
 ) -> JSONResponse:
-    return JSONResponse(service.catalog_reads.tables_in(namespace, page.limit, page.offset))
+    return JSONResponse(reads.tables_in(namespace, page.limit, page.offset))
 
 
 @router.get(
     "/api/v1/tables/health/latest",
     summary="Each table's latest health report, newest first (recorded by the debt-score sensor)",
-    response_model=M.LatestHealthResponse,
+    response_model=C.LatestHealthResponse,
     responses=error_responses(400, 401, 403, 503),
     description="Served from the health observations the sensor records; tables never observed are left out.",
 )
 def latest_health(
     limit: int = Query(20, ge=1, le=1000, description="How many reports at most (Floe's default 20)"),
     who: Principal = Depends(reader),
-    service: ApiService = Depends(api_service),
+    reads: CatalogReads = Depends(catalog_reads),
 ) -> JSONResponse:
-    return JSONResponse(service.catalog_reads.latest_health(limit))
+    return JSONResponse(reads.latest_health(limit))
 
 
 @router.get(
     "/api/v1/tables/{namespace}/{table}",
     summary="One table's details (Floe's TableDetailResponse)",
-    response_model=M.TableDetail,
+    response_model=C.TableDetail,
     responses=error_responses(400, 401, 403, 404, 503),
 )
 def table_detail(
     namespace: str = namespace_path,
     table: str = table_path,
     who: Principal = Depends(reader),
-    service: ApiService = Depends(api_service),
+    reads: CatalogReads = Depends(catalog_reads),
 ) -> JSONResponse:
-    return JSONResponse(service.catalog_reads.table(table_name(service.settings, namespace, table)))
+    return JSONResponse(reads.table(table_name(reads.settings, namespace, table)))
 
 
 @router.head(
@@ -105,9 +107,9 @@ def table_exists(
     namespace: str = namespace_path,
     table: str = table_path,
     who: Principal = Depends(reader),
-    service: ApiService = Depends(api_service),
+    reads: CatalogReads = Depends(catalog_reads),
 ) -> Response:
-    service.catalog_reads.exists(table_name(service.settings, namespace, table))
+    reads.exists(table_name(reads.settings, namespace, table))
     return Response(status_code=200)
 
 
@@ -123,9 +125,9 @@ def trigger_status(
     at: str | None = Query(None, description="Evaluate at this RFC 3339 time (default now)",
                            json_schema_extra={"format": "date-time"}),
     who: Principal = Depends(reader),
-    service: ApiService = Depends(api_service),
+    reports: TableReports = Depends(table_reports),
 ) -> JSONResponse:
-    return JSONResponse(service.trigger_status(namespace, table, parse_at(at)))
+    return JSONResponse(reports.trigger_status(namespace, table, parse_at(at)))
 
 
 @router.get(
@@ -140,9 +142,9 @@ def table_health(
     tier: Literal["summary", "full"] = Query("full", description="summary: snapshot summary only; full: "
                                              "manifests too"),
     who: Principal = Depends(reader),
-    service: ApiService = Depends(api_service),
+    reports: TableReports = Depends(table_reports),
 ) -> JSONResponse:
-    return JSONResponse(service.health(namespace, table, tier))
+    return JSONResponse(reports.health(namespace, table, tier))
 
 
 @router.get(
@@ -158,6 +160,6 @@ def table_health_history(
     table: str = table_path,
     limit: int = Query(10, ge=1, le=1000, description="How many reports at most (Floe's default 10)"),
     who: Principal = Depends(reader),
-    service: ApiService = Depends(api_service),
+    reports: TableReports = Depends(table_reports),
 ) -> JSONResponse:
-    return JSONResponse(service.health_history(namespace, table, limit))
+    return JSONResponse(reports.health_history(namespace, table, limit))
