@@ -33,7 +33,7 @@ from floe_dagster.core.localtime import UTC, as_utc
 from floe_dagster.core.measurements import TableMetrics
 
 if TYPE_CHECKING:  # core/schedule.py imports this module (a schedule's quiet period)
-    from floe_dagster.core.schedule import Due
+    from floe_dagster.core.schedule_due import Due
 
 DEFAULT_MAX_QUIET_WAIT = timedelta(days=1)
 # The snapshot operation of floe's own commits; every other operation is another writer's.
