@@ -31,12 +31,12 @@ Before any engine call, a run checks the location it is about to use against the
 Iceberg lists is then what was checked, whatever a scheme, ``..`` or an escape could have meant to
 Hadoop's path parser.
 
-Locations are compared after normalising (:func:`parse_location`): the scheme in lower case, ``s3a`` and
-``s3n`` as ``s3`` (Iceberg's own ``equal_schemes`` default, not the policy's ``equalSchemes``, which
-an attacker could write), ``file:/p``, ``file:///p``, ``file://localhost/p`` and a bare ``/p`` as one
-form, the authority (bucket, host) in lower case, empty and ``.`` segments dropped, ``..`` applied, and
-then path segments compared one by one (``/t/orders2`` is not inside ``/t/orders``). A percent-encoded
-dot segment or separator (``%2e%2e``, ``%2f``) and a backslash are refused rather than guessed at.
+Locations are compared after normalising (core/locations.py's strict constructor, ``parse_location``): the scheme in
+lower case, ``s3a`` and ``s3n`` as ``s3`` (Iceberg's own ``equal_schemes`` default, not the policy's
+``equalSchemes``, which an attacker could write), ``file:/p``, ``file:///p``, ``file://localhost/p`` and a bare
+``/p`` as one form, the authority (bucket, host) in lower case, empty and ``.`` segments dropped, ``..`` applied,
+and then path segments compared one by one (``/t/orders2`` is not inside ``/t/orders``). A percent-encoded dot
+segment or separator (``%2e%2e``, ``%2f``) and a backslash are refused rather than guessed at.
 
 **Table properties floe may set** (``tableProperties``) exclude the keys that move data or metadata,
 load classes, change encryption or garbage collection (:func:`property_refusal`), unless floe.yaml's
@@ -49,11 +49,10 @@ and the HTTP trigger status show it per (table, operation). Pure: no Dagster, Sp
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
-from urllib.parse import unquote
 
+from floe_dagster.core.locations import is_relative, joined, parse_location, relative_segments
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.tables import TableName
@@ -84,99 +83,6 @@ def policy_field(op: Operation, name: str) -> str:
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part.capitalize() for part in rest)
-
-
-# -- locations, normalised ---------------------------------------------------------------------------------
-
-# Iceberg's DeleteOrphanFilesSparkAction.EQUAL_SCHEMES_DEFAULT ("s3n,s3a" → "s3"), as the table's files compare.
-EQUAL_SCHEMES = {"s3a": "s3", "s3n": "s3"}
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):(.*)$", re.DOTALL)
-_LOCAL_HOSTS = ("", "localhost")
-
-
-@dataclass(frozen=True)
-class StorageLocation:
-    """An absolute location, normalised: scheme (lower case, ``s3a``/``s3n`` as ``s3``, ``file`` for a bare
-    path), authority (bucket or host, lower case, ``""`` for none) and the path's segments."""
-
-    scheme: str
-    authority: str
-    segments: tuple[str, ...]
-
-    def contains(self, other: "StorageLocation") -> bool:
-        """Whether ``other`` is this location or lies under it (segment by segment, never by text)."""
-        return ((self.scheme, self.authority) == (other.scheme, other.authority)
-                and other.segments[:len(self.segments)] == self.segments)
-
-    def __str__(self) -> str:
-        return f"{self.scheme}://{self.authority}/{'/'.join(self.segments)}"
-
-
-def is_relative(text: str) -> bool:
-    """A location without a scheme that does not start with ``/``: a folder of the table's location."""
-    text = text.strip()
-    return not _SCHEME.match(text) and not text.startswith(("/", "\\"))
-
-
-def parse_location(text: str) -> StorageLocation:
-    """An absolute location normalised (see the module); ValueError saying what is wrong."""
-    text = text.strip()
-    match = _SCHEME.match(text)
-    scheme, rest = (match.group(1).lower(), match.group(2)) if match else ("file", text)
-    if not rest.startswith("/"):
-        raise ValueError(f"{text!r} is neither a folder of the table's location (relative, such as 'data') nor an "
-                         "absolute location (a scheme such as s3:// or file:/, or a path starting with '/')")
-    authority = ""
-    if rest.startswith("//"):
-        if not match:  # '//host/path' without a scheme: Hadoop would read a host there
-            raise ValueError(f"{text!r} starts with '//': give the scheme (file:/, s3://...) or a single '/'")
-        authority, _, path = rest[2:].partition("/")
-        rest = "/" + path
-    authority = authority.lower()
-    if scheme == "file" and authority in _LOCAL_HOSTS:
-        authority = ""
-    return StorageLocation(EQUAL_SCHEMES.get(scheme, scheme), authority, _segments(rest, text, absolute=True))
-
-
-def relative_segments(text: str) -> tuple[str, ...]:
-    """A relative location's folders below the table's location (``data/./x/`` → ``("data", "x")``);
-    ValueError when ``..`` climbs out of it."""
-    return _segments(text.strip(), text, absolute=False)
-
-
-def _segments(path: str, text: str, absolute: bool) -> tuple[str, ...]:
-    if any(ord(ch) < 32 or ch == "\x7f" for ch in path):
-        raise ValueError(f"{text!r} contains a control character")
-    if "\\" in path:
-        raise ValueError(f"{text!r} contains a backslash: write folders with '/'")
-    kept: list[str] = []
-    for segment in path.split("/"):
-        decoded = unquote(segment)
-        if decoded != segment and (decoded in (".", "..") or "/" in decoded or "\\" in decoded):
-            raise ValueError(f"{text!r} hides '{decoded}' as {segment!r} (percent-encoded): write the folder names "
-                             "as they are")
-        if segment in ("", "."):
-            continue
-        if segment == "..":
-            if not kept:
-                where = "the root" if absolute else "the table's location"
-                raise ValueError(f"{text!r} climbs above {where} with '..'")
-            kept.pop()
-            continue
-        kept.append(segment)
-    return tuple(kept)
-
-
-def joined(table_location: str, segments: Iterable[str]) -> str:
-    """The table location as the catalog spelled it, with ``segments`` below it: the one form floe hands
-    the engine, so that what Iceberg lists is what was checked."""
-    base = table_location.strip()
-    while base.endswith("/") and not base.endswith(":/") and not base.endswith("//"):
-        base = base[:-1]
-    tail = "/".join(segments)
-    if not tail:
-        return base
-    return base + tail if base.endswith("/") else f"{base}/{tail}"
 
 
 # -- table properties -----------------------------------------------------------------------------------------
@@ -416,8 +322,8 @@ def _inside(where: str, name: str, value: str, table_location: str, table: str |
 
 
 __all__ = [
-    "LOCATION_FIELDS", "WITHHELD_FIELDS", "EQUAL_SCHEMES", "REFUSED_PROPERTIES", "REFUSED_PREFIXES",
-    "REFUSED_SUFFIXES", "ALLOW_SETTING", "StorageLocation", "EnvelopeSettings", "Refusal", "Verdict", "policy_field",
+    "LOCATION_FIELDS", "WITHHELD_FIELDS", "REFUSED_PROPERTIES", "REFUSED_PREFIXES",
+    "REFUSED_SUFFIXES", "ALLOW_SETTING", "EnvelopeSettings", "Refusal", "Verdict", "policy_field",
     "is_relative", "parse_location", "relative_segments", "joined", "property_refusal", "names_one_table",
     "single_table", "check_policy", "named_locations", "absolute_location_fields", "catalog_refusals",
     "check_operation",

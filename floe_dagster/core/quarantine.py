@@ -22,15 +22,14 @@ restore it.
 
 from __future__ import annotations
 
-import posixpath
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from functools import cached_property
 from typing import Any, Iterable, Mapping
 from urllib.parse import quote
 
 from floe_dagster.core.durations import format_iso_duration, parse_iso_duration
+from floe_dagster.core.locations import StorageLocation, store_location
 from floe_dagster.core.tables import TableName
 from floe_dagster.core.validation import Location, check_mapping, check_unknown, get_bool, get_str
 
@@ -40,8 +39,6 @@ MIN_GRACE_PERIOD = timedelta(hours=1)
 QUARANTINE_FIELDS = ("enabled", "gracePeriod")
 RUN_MARKER = "_floe_run.json"  # in each run folder: what was quarantined, from where (never an orphan's name)
 _RUN_FOLDER = re.compile(r"^(?P<at>\d{8}T\d{6}Z)_(?P<run>[A-Za-z0-9-]{1,64})$")
-_EQUAL_SCHEMES = {"s3a": "s3", "s3n": "s3"}  # Iceberg's default equal_schemes
-_UNCLEAN = re.compile(r"//|/\.\.?/")  # a doubled slash, /./ or /../ in a path
 
 
 # -- the policy's orphanCleanup.quarantine ---------------------------------------------------------------
@@ -125,79 +122,7 @@ def quarantine_choice(policy: QuarantinePolicy | None, first_cleanup: bool, dry_
                                    "orphan cleanup")
 
 
-# -- locations -------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StoreLocation:
-    """A file or folder location normalised for comparison: scheme (``s3a``/``s3n`` are ``s3``; no
-    scheme is ``file``), authority (a bucket), and an absolute path without ``.``, ``..``, doubled or
-    trailing slashes. ``file:/x``, ``file:///x`` and ``/x`` are the same location."""
-
-    scheme: str
-    authority: str
-    path: str
-
-    @property
-    def uri(self) -> str:
-        """As Iceberg's listing spells it: ``file:/x`` for local files, ``s3://bucket/key`` otherwise."""
-        if self.scheme == "file" and not self.authority:
-            return f"file:{self.path}"
-        return f"{self.scheme}://{self.authority}{self.path}"
-
-    def contains(self, other: "StoreLocation") -> bool:
-        """``other`` is this location or lies below it."""
-        if (self.scheme, self.authority) != (other.scheme, other.authority):
-            return False
-        return other.path == self.path or other.path.startswith(self.path.rstrip("/") + "/")
-
-    def relative(self, other: "StoreLocation") -> str | None:
-        """``other``'s path below this location (None: not strictly below it)."""
-        if other.path == self.path or not self.contains(other):
-            return None
-        return other.path[len(self.path.rstrip("/")) + 1:]
-
-    def child(self, *parts: str) -> "StoreLocation":
-        return StoreLocation(self.scheme, self.authority, posixpath.join(self.path, *parts))
-
-    @cached_property
-    def _spellings(self) -> tuple[str, ...]:
-        """Prefixes (ending in ``/``) that spell a path below this location as listings write it."""
-        base = self.path.rstrip("/")
-        if self.scheme == "file" and not self.authority:
-            return f"file:{base}/", f"file://{base}/", f"{base}/"
-        return (f"{self.scheme}://{self.authority}{base}/",)
-
-    def relative_text(self, text: str) -> str | None:
-        """:meth:`relative` of a location given as text: a clean path under one of this location's
-        spellings is cut by its prefix (no parse: a cleanup relocates 100,000 of them), anything else
-        is parsed."""
-        for prefix in self._spellings:
-            if text.startswith(prefix):
-                rest = text[len(prefix):]
-                if rest and not _UNCLEAN.search(f"/{rest}/"):
-                    return rest
-                break
-        return self.relative(store_location(text))
-
-
-def store_location(uri: str) -> StoreLocation:
-    """Parse a location; ValueError for one that is empty or not absolute."""
-    text = (uri or "").strip()
-    scheme, authority, path = "file", "", text
-    found = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*):(.*)$", text)
-    if found:
-        scheme, rest = found.group(1).lower(), found.group(2)
-        if rest.startswith("//"):
-            authority, _, path = rest[2:].partition("/")
-            path = "/" + path
-        else:
-            path = rest
-    if not path.startswith("/"):
-        raise ValueError(f"{uri!r} is not an absolute location (a URI such as s3://bucket/prefix, or an absolute path)")
-    normal = posixpath.normpath(path)
-    normal = "/" + normal.lstrip("/")  # normpath keeps a leading '//'
-    return StoreLocation(_EQUAL_SCHEMES.get(scheme, scheme), authority, normal)
+# -- the quarantine's locations (core/locations.py normalises them) ---------------------------------------
 
 
 def escape_component(name: str) -> str:
@@ -207,7 +132,7 @@ def escape_component(name: str) -> str:
     return escaped.replace(".", "%2E") if set(name) <= {"."} else escaped
 
 
-def quarantine_root(table_location: str, table: TableName, configured: str | None = None) -> StoreLocation:
+def quarantine_root(table_location: str, table: TableName, configured: str | None = None) -> StorageLocation:
     """Where a table's quarantine lives: its reserved folder, or its folder under ``configured``."""
     if configured is None:
         return store_location(table_location).child(QUARANTINE_FOLDER)
@@ -215,14 +140,14 @@ def quarantine_root(table_location: str, table: TableName, configured: str | Non
     return store_location(configured).child(QUARANTINE_FOLDER, *parts)
 
 
-def quarantine_roots(table_location: str, table: TableName, configured: str | None) -> list[StoreLocation]:
+def quarantine_roots(table_location: str, table: TableName, configured: str | None) -> list[StorageLocation]:
     """Every place a table's quarantine may be (purge and restore look in each): the configured one
     first, then the reserved folder (where runs went before the setting, or without it)."""
     roots = [quarantine_root(table_location, table, configured)] if configured else []
     return roots + [quarantine_root(table_location, table)]
 
 
-def listing_location_problem(location: str | None, roots: Iterable[StoreLocation]) -> str | None:
+def listing_location_problem(location: str | None, roots: Iterable[StorageLocation]) -> str | None:
     """Why an orphan listing may not start at the policy's ``location``: at or inside a quarantine,
     Iceberg's hidden-path rule no longer hides the quarantined files, and they would be orphans."""
     if not location:
@@ -256,7 +181,7 @@ def quarantine_location_problem(configured: str, warehouse: str | None) -> str |
     return None
 
 
-def placement_problem(root: StoreLocation, table_location: str) -> str | None:
+def placement_problem(root: StorageLocation, table_location: str) -> str | None:
     """A configured quarantine must neither lie inside the table (outside its reserved folder) nor
     hold the table (it would be listed with it, and a purge could reach the table's files)."""
     table = store_location(table_location)

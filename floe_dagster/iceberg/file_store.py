@@ -7,7 +7,7 @@ table's FileIO properties (the catalog's, plus credentials a REST catalog vends)
 files, S3 (and S3-compatible servers), GCS and Azure, with the same credentials the metadata reads use.
 
 Locations in and out are URIs as Iceberg's listing spells them (``file:/x``, ``s3://bucket/key``):
-:func:`~floe_dagster.core.quarantine.store_location` normalises them. Object stores have no rename:
+:func:`~floe_dagster.core.locations.store_location` normalises them. Object stores have no rename:
 a move there is a copy and a delete, so moves and stats of remote files run on a thread pool
 (pyarrow releases the GIL); local ones run in this thread.
 """
@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping
 from pyarrow import fs as pafs
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
-from floe_dagster.core.quarantine import StoreLocation, store_location
+from floe_dagster.core.locations import StorageLocation, store_location
 
 _LOCAL = ("file",)
 _PATH_ONLY = ("file", "hdfs", "viewfs")  # pyarrow's path has no authority for these
@@ -35,7 +35,7 @@ _LIST_PARENT_AT = 32  # this many stats under one folder of an object store: one
 
 @dataclass(frozen=True)
 class FileFacts:
-    location: str  # as :class:`StoreLocation.uri` spells it
+    location: str  # as :class:`StorageLocation.uri` spells it
     size: int
     modified: datetime  # UTC
 
@@ -54,19 +54,19 @@ class FileStore:
         return cls(getattr(io, "properties", None) or {})
 
     # -- addressing ---------------------------------------------------------------------------------
-    def _resolve(self, location: str | StoreLocation) -> tuple[pafs.FileSystem, str, StoreLocation]:
-        where = location if isinstance(location, StoreLocation) else store_location(location)
+    def _resolve(self, location: str | StorageLocation) -> tuple[pafs.FileSystem, str, StorageLocation]:
+        where = location if isinstance(location, StorageLocation) else store_location(location)
         path = where.path if where.scheme in _PATH_ONLY else f"{where.authority}{where.path}"
         return self._io.fs_by_scheme(where.scheme, where.authority or None), path, where
 
     @staticmethod
-    def _uri(where: StoreLocation, path: str) -> str:
+    def _uri(where: StorageLocation, path: str) -> str:
         if where.scheme in _PATH_ONLY:
-            return StoreLocation(where.scheme, where.authority, path).uri
+            return StorageLocation(where.scheme, where.authority, path).uri
         authority, _, rest = path.partition("/")
-        return StoreLocation(where.scheme, authority, "/" + rest).uri
+        return StorageLocation(where.scheme, authority, "/" + rest).uri
 
-    def _pool_map(self, where: StoreLocation, work, items: list) -> list:
+    def _pool_map(self, where: StorageLocation, work, items: list) -> list:
         if where.scheme in _LOCAL or len(items) < 2:
             return [work(item) for item in items]
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
@@ -92,7 +92,7 @@ class FileStore:
             parent = where.path.rsplit("/", 1)[0] or "/"
             by_parent.setdefault((where.scheme, where.authority, parent), []).append(location)
         for (scheme, authority, parent), group in by_parent.items():
-            folder = StoreLocation(scheme, authority, parent)
+            folder = StorageLocation(scheme, authority, parent)
             if scheme not in _LOCAL and len(group) >= _LIST_PARENT_AT:
                 listed = {store_location(f.location): f for f in self._listing(folder, recursive=False)}
                 found.update({loc: listed[store_location(loc)] for loc in group if store_location(loc) in listed})
@@ -100,7 +100,7 @@ class FileStore:
                 found.update(self._stat(folder, group))
         return found
 
-    def _stat(self, folder: StoreLocation, group: list[str]) -> dict[str, FileFacts]:
+    def _stat(self, folder: StorageLocation, group: list[str]) -> dict[str, FileFacts]:
         filesystem = self._resolve(folder)[0]
         paths = [self._resolve(loc)[1] for loc in group]
         if folder.scheme in _LOCAL:
@@ -109,28 +109,28 @@ class FileStore:
             infos = self._pool_map(folder, filesystem.get_file_info, paths)
         return {loc: _facts(loc, info) for loc, info in zip(group, infos) if info.type == pafs.FileType.File}
 
-    def _listing(self, folder: StoreLocation, recursive: bool) -> list[FileFacts]:
+    def _listing(self, folder: StorageLocation, recursive: bool) -> list[FileFacts]:
         filesystem, path, where = self._resolve(folder)
         selector = pafs.FileSelector(path, allow_not_found=True, recursive=recursive)
         return [_facts(self._uri(where, info.path), info) for info in filesystem.get_file_info(selector)
                 if info.type == pafs.FileType.File]
 
-    def files_under(self, folder: str | StoreLocation) -> list[FileFacts]:
+    def files_under(self, folder: str | StorageLocation) -> list[FileFacts]:
         """Every file below ``folder`` (none when it does not exist)."""
-        return self._listing(folder if isinstance(folder, StoreLocation) else store_location(folder), recursive=True)
+        return self._listing(folder if isinstance(folder, StorageLocation) else store_location(folder), recursive=True)
 
-    def folders_in(self, folder: str | StoreLocation) -> list[str]:
+    def folders_in(self, folder: str | StorageLocation) -> list[str]:
         """The names of ``folder``'s direct subfolders (on an object store: its common prefixes)."""
         filesystem, path, _ = self._resolve(folder)
         selector = pafs.FileSelector(path, allow_not_found=True, recursive=False)
         return sorted(info.base_name for info in filesystem.get_file_info(selector)
                       if info.type == pafs.FileType.Directory)
 
-    def exists(self, location: str | StoreLocation) -> bool:
+    def exists(self, location: str | StorageLocation) -> bool:
         filesystem, path, _ = self._resolve(location)
         return filesystem.get_file_info(path).type != pafs.FileType.NotFound
 
-    def read_text(self, location: str | StoreLocation) -> str | None:
+    def read_text(self, location: str | StorageLocation) -> str | None:
         filesystem, path, _ = self._resolve(location)
         try:
             with filesystem.open_input_stream(path) as stream:
@@ -139,7 +139,7 @@ class FileStore:
             return None
 
     # -- writing ------------------------------------------------------------------------------------
-    def write_text(self, location: str | StoreLocation, text: str) -> None:
+    def write_text(self, location: str | StorageLocation, text: str) -> None:
         filesystem, path, where = self._resolve(location)
         self._make_parent(filesystem, path, where)
         with filesystem.open_output_stream(path) as stream:
@@ -198,13 +198,13 @@ class FileStore:
             pafs.copy_files(source_path, target_path, source_filesystem=source_fs, destination_filesystem=target_fs)
             source_fs.delete_file(source_path)
 
-    def delete_folder(self, folder: str | StoreLocation) -> None:
+    def delete_folder(self, folder: str | StorageLocation) -> None:
         """``folder`` and everything below it (nothing when it does not exist)."""
         filesystem, path, _ = self._resolve(folder)
         if filesystem.get_file_info(path).type != pafs.FileType.NotFound:
             filesystem.delete_dir(path)
 
-    def remove_empty_folders(self, folder: str | StoreLocation) -> None:
+    def remove_empty_folders(self, folder: str | StorageLocation) -> None:
         """Local folders left empty below (and at) ``folder`` after its files moved away (object
         stores have no folders to leave behind)."""
         filesystem, path, where = self._resolve(folder)
@@ -216,7 +216,7 @@ class FileStore:
             except OSError:  # not empty: it still holds something
                 pass
 
-    def _make_parent(self, filesystem: pafs.FileSystem, path: str, where: StoreLocation) -> None:
+    def _make_parent(self, filesystem: pafs.FileSystem, path: str, where: StorageLocation) -> None:
         parent = path.rsplit("/", 1)[0]
         if where.scheme not in _LOCAL or parent in self._made:
             return

@@ -13,19 +13,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Iterable
 
+from floe_dagster.core.locations import StorageLocation, store_location
 from floe_dagster.core.quarantine import (
     QUARANTINE_FOLDER,
     RUN_MARKER,
     QuarantinePolicy,
     QuarantineRun,
-    StoreLocation,
     expired_runs,
     parse_run_folder,
     placement_problem,
     quarantine_root,
     quarantine_roots,
     select_run,
-    store_location,
 )
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import MaintenanceFailed
@@ -59,12 +58,12 @@ class RestoreReport:
 class QuarantinedRun:
     """A run folder found in one of the table's quarantine roots."""
 
-    root: StoreLocation
+    root: StorageLocation
     run: QuarantineRun
     marker: dict = field(default_factory=dict, compare=False)
 
     @property
-    def folder(self) -> StoreLocation:
+    def folder(self) -> StorageLocation:
         return self.root.child(self.run.name)
 
 
@@ -121,7 +120,7 @@ class TableQuarantine:
             self._record(folder, run, len(moved), size)
         return MoveReport(moved, size, tuple(refused))
 
-    def _record(self, folder: StoreLocation, run: QuarantineRun, files: int, size: int) -> None:
+    def _record(self, folder: StorageLocation, run: QuarantineRun, files: int, size: int) -> None:
         marker = folder.child(RUN_MARKER)
         before = _marker(self.files.read_text(marker))
         self.files.write_text(marker, json.dumps({
@@ -167,8 +166,8 @@ class TableQuarantine:
         recorded = self.describe(run).get("tableLocation")
         if recorded and store_location(recorded) != self.location:
             raise MaintenanceFailed(
-                f"table '{self.table.qualified}': run {run.run.run_id} was quarantined from {recorded}, but the table's "
-                f"location is now {self.location.uri}; move its files from {folder.uri} by hand")
+                f"table '{self.table.qualified}': run {run.run.run_id} was quarantined from {recorded}, but the "
+                f"table's location is now {self.location.uri}; move its files from {folder.uri} by hand")
         held, pairs = [], []
         for found in self.files.files_under(folder):
             relative = folder.relative(store_location(found.location))
