@@ -71,7 +71,8 @@ def _locations_against_catalog(settings, result, warnings: list[str]) -> tuple[l
             warnings.append(f"{label}: its absolute location is not checked against the table's location now ({exc}); "
                             "every run checks it before any engine call")
             continue
-        for refusal in catalog_refusals(policy.table_pattern, policy.configs, settings.catalog.name, lambda _: location):
+        refusals = catalog_refusals(policy.table_pattern, policy.configs, settings.catalog.name, lambda _: location)
+        for refusal in refusals:
             field = ".".join(map(kebab, refusal.field.split("."))) if policy.source in loader_files else refusal.field
             errors.append(f"{label}: {field}: {refusal.why}")
     return errors, warnings
@@ -89,18 +90,8 @@ def cmd_tables(args) -> int:
     return EXIT_OK
 
 
-def _write_workspace(home: Path) -> Path:
-    """A workspace file in DAGSTER_HOME that loads this package, whatever folder Dagit starts in."""
-    workspace = home / "workspace.yaml"
-    workspace.write_text(
-        "load_from:\n  - python_module:\n      module_name: floe_dagster.definitions\n"
-        f"      location_name: floe\n      working_directory: {json.dumps(str(Path.cwd()))}\n"
-    )
-    return workspace
-
-
 def cmd_demo(args) -> int:
-    from floe_dagster.demo import build_demo_lakehouse, live_writer
+    from floe_dagster.demo import build_demo_lakehouse, live_writer, write_workspace
     from floe_dagster.iceberg.table_cache import refresh_table_cache
     from floe_dagster.instance import ensure_dagster_home
 
@@ -117,7 +108,7 @@ def cmd_demo(args) -> int:
     if args.live:
         threading.Thread(target=live_writer, args=(settings,), daemon=True).start()
         print("Live writer: appending to sales.orders and sales.events every minute")
-    workspace = _write_workspace(home)
+    workspace = write_workspace(home)
     print(f"Dagit: http://{args.host}:{args.port}  (Ctrl-C to stop)", flush=True)
     command = ["dagster", "dev", "-w", str(workspace), "-h", args.host, "-p", str(args.port)]
     return subprocess.call([str(Path(sys.executable).parent / command[0]), *command[1:]])
@@ -219,46 +210,11 @@ def cmd_plan(args) -> int:
 
 def cmd_explain(args) -> int:
     from floe_dagster.reports.explain import explain_table
+    from floe_dagster.reports.explain_text import format_explain_text
 
     settings = _settings(args)
     report = explain_table(settings, _coordination(settings), args.table, _at(args.at))
-    if args.json:
-        print(json.dumps(report, indent=2, default=str))
-        return EXIT_OK
-    print(f"{report['table']}: policy {report['policyName']}, condition-based triggering "
-          f"{'on' if report['conditionBasedTriggeringEnabled'] else 'off'}")
-    for op, status in report["operationStatuses"].items():
-        shadow = status.get("shadowDecision")
-        if shadow and shadow["wouldRun"]:
-            print(f"  {op}: SHADOW - {shadow['summary']}")
-        else:
-            print(f"  {op}: {'TRIGGER' if status['shouldTrigger'] else 'wait'} - {'; '.join(status['reasons'])}"
-                  + (" (shadow policy)" if shadow else ""))
-        if shadow and shadow["lastRecordedAt"]:
-            print(f"    last shadow decision recorded at {shadow['lastRecordedAt']} (slot {shadow['lastRecordedSlot']}): "
-                  f"{shadow['lastRecordedReason']}")
-        print(f"    next eligible {status['nextEligibleTime']}, debt {status['debtScore']:.0f} {status['debtBreakdown']}")
-        if status.get("envelope"):
-            print(f"    envelope: {status['envelope']['detail']}")
-        if status.get("quiet"):
-            print(f"    quiet period {status['quiet']['quietFor']} (forced after {status['quiet']['maxQuietWait']}): "
-                  f"{status['quiet']['detail']}")
-        backlog = status.get("backlog")
-        if backlog and backlog.get("files") is not None:
-            print(f"    backlog {'' if backlog.get('exact', True) else 'at least '}{backlog['files']} orphan file(s) "
-                  f"left by run {backlog.get('runId')} (cap {backlog.get('cap')}); the next run deletes them first")
-        elif backlog:
-            print(f"    backlog {backlog['partitions']} partition(s), {backlog['bytes']} bytes")
-        conflicts = status.get("conflicts") or {}
-        if conflicts.get("consecutiveConflicts"):
-            writer = f" to {conflicts['writerOperation']} commits" if conflicts.get("writerOperation") else ""
-            backoff = "each now counts as a failure: backoff" if conflicts.get("countsAsFailure") else "no backoff"
-            print(f"    lost {conflicts['consecutiveConflicts']} commit race(s) in a row{writer} ({backoff}); "
-                  f"next attempt from {conflicts['retryAt']}")
-        for met in status["metConditions"]:
-            print(f"    met   {met}")
-        for unmet in status["unmetConditions"]:
-            print(f"    unmet {unmet}")
+    print(json.dumps(report, indent=2, default=str) if args.json else format_explain_text(report))
     return EXIT_OK
 
 
@@ -289,9 +245,10 @@ def cmd_runs(args) -> int:
         print(json.dumps(rows, indent=2, default=str))
         return EXIT_OK
     for row in rows:
-        status = "succeeded" if row["succeeded"] else f"failed ({row['failure_kind']})" if row["failure_kind"] else "failed"
-        print(f"{row['finished_at']:%Y-%m-%d %H:%M:%S}  {row['run_id']}  {row['operation']:<30} {row['trigger'] or '-':<9} "
-              f"{status}" + (f": {row['message']}" if row["message"] else ""))
+        failed = f"failed ({row['failure_kind']})" if row["failure_kind"] else "failed"
+        status = "succeeded" if row["succeeded"] else failed
+        print(f"{row['finished_at']:%Y-%m-%d %H:%M:%S}  {row['run_id']}  {row['operation']:<30} "
+              f"{row['trigger'] or '-':<9} {status}" + (f": {row['message']}" if row["message"] else ""))
     if not rows:
         print(f"no run has maintained {table.qualified} yet")
     return EXIT_OK
@@ -405,7 +362,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="floe-dagster", description="Automatic Iceberg table maintenance on Dagster")
     parser.add_argument("--config", help="settings file (default: $FLOE_CONFIG or ./floe.yaml)")
     sub = parser.add_subparsers(dest="command", required=True)
+    # In the order `floe-dagster --help` lists them.
+    _add_setup_commands(sub)
+    _add_table_commands(sub)
+    _add_fleet_commands(sub)
+    return parser
 
+
+def _add_setup_commands(sub) -> None:
+    """setup, validate, tables, demo."""
     setup = sub.add_parser("setup", help="fetch the Iceberg Spark runtime and JDBC jars into the cache")
     setup.add_argument("--test-servers", action="store_true",
                        help="also fetch the servers the tests start: Iceberg's REST catalog fixture, Spark Connect, "
@@ -427,9 +392,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-dagit", action="store_true", help="only build the lakehouse")
     demo.set_defaults(func=cmd_demo)
 
+
+def _add_table_commands(sub) -> None:
+    """One table's: trigger, plan (every table's), explain, health, runs, restore."""
     trigger = sub.add_parser("trigger", help="run a table's maintenance now, in process, recorded in the instance")
     trigger.add_argument("table", help="catalog.namespace.table or namespace.table")
-    trigger.add_argument("--operation", action="append", help="an operation (repeatable); default: all the policy configures")
+    trigger.add_argument("--operation", action="append",
+                         help="an operation (repeatable); default: all the policy configures")
     trigger.add_argument("--reason", help="why (recorded as floe/reason)")
     trigger.set_defaults(func=cmd_trigger)
     plan = sub.add_parser("plan", help="dry run of the next tick: what would run and why, changing nothing")
@@ -464,8 +433,12 @@ def build_parser() -> argparse.ArgumentParser:
                                        "(without it: list the runs)")
     restore.set_defaults(func=cmd_restore)
 
+
+def _add_fleet_commands(sub) -> None:
+    """Many tables', or the server's: backfill, serve, import-floe."""
     backfill = sub.add_parser("backfill", help="queue one run per matching table for the daemon (low priority)")
-    backfill.add_argument("--tables", required=True, help="a table pattern, as in policies ('demo.sales.*': a namespace)")
+    backfill.add_argument("--tables", required=True,
+                          help="a table pattern, as in policies ('demo.sales.*': a namespace)")
     backfill.add_argument("--operation", required=True)
     backfill.add_argument("--reason")
     backfill.add_argument("--dagster-backfill", action="store_true",
@@ -474,7 +447,8 @@ def build_parser() -> argparse.ArgumentParser:
     backfill.add_argument("--dry-run", action="store_true")
     backfill.set_defaults(func=cmd_backfill)
 
-    serve = sub.add_parser("serve", help="Floe's HTTP API (trigger, trigger status, health, operations) with API keys")
+    serve = sub.add_parser("serve",
+                           help="Floe's HTTP API (trigger, trigger status, health, operations) with API keys")
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to listen on (default 127.0.0.1; beyond loopback only with API keys configured)")
     serve.add_argument("--port", type=int, default=9091, help="port (default 9091)")
@@ -486,7 +460,6 @@ def build_parser() -> argparse.ArgumentParser:
     migrate.add_argument("--to", required=True, help="the folder to write the policy files to")
     migrate.add_argument("--overwrite", action="store_true", help="replace files that already exist")
     migrate.set_defaults(func=cmd_import_floe)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

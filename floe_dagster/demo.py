@@ -8,6 +8,7 @@ and younger than the retention), ``ops.metrics`` (partitioned, skewed), ``ops.he
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
@@ -125,12 +126,14 @@ def build_demo_lakehouse(settings: Settings, sizes: DemoSizes = DemoSizes(), eng
         table.append(rows(0, 50))
         data_dir = local_path(table.location()) / "data"
         old = time.time() - 10 * 86400
-        for i, path in enumerate(_write_files(table, [rows(1000 + i, 3) for i in range(sizes.old_orphans)], "orphan-old")):
+        old_batches = [rows(1000 + i, 3) for i in range(sizes.old_orphans)]
+        for path in _write_files(table, old_batches, "orphan-old"):
             os.utime(local_path(path), (old, old))
         _write_files(table, [rows(2000 + i, 3) for i in range(sizes.young_orphans)], "orphan-young")
         log.info("wrote orphan files into %s", data_dir)
     report.append(
-        f"ops.audit_log: {sizes.old_orphans} orphan files 10 days old, {sizes.young_orphans} fresh ones (ORPHAN_CLEANUP)"
+        f"ops.audit_log: {sizes.old_orphans} orphan files 10 days old, {sizes.young_orphans} fresh ones "
+        "(ORPHAN_CLEANUP)"
     )
 
     if not catalog.table_exists("ops.metrics"):
@@ -151,7 +154,8 @@ def build_demo_lakehouse(settings: Settings, sizes: DemoSizes = DemoSizes(), eng
 
     if not catalog.table_exists("sales.customers"):
         _build_position_deletes(settings, sizes, engine)
-    report.append(f"sales.customers: {sizes.position_delete_commits} position delete files (REWRITE_POSITION_DELETE_FILES)")
+    report.append(f"sales.customers: {sizes.position_delete_commits} position delete files "
+                  "(REWRITE_POSITION_DELETE_FILES)")
     return report
 
 
@@ -192,3 +196,14 @@ def live_writer(settings: Settings, interval_s: float = 60.0, iterations: int | 
         done += 1
         if iterations is None or done < iterations:
             time.sleep(interval_s)
+
+
+def write_workspace(home: Path) -> Path:
+    """The demo's Dagit workspace: a workspace file in DAGSTER_HOME that loads this package, whatever
+    folder Dagit starts in."""
+    workspace = home / "workspace.yaml"
+    workspace.write_text(
+        "load_from:\n  - python_module:\n      module_name: floe_dagster.definitions\n"
+        f"      location_name: floe\n      working_directory: {json.dumps(str(Path.cwd()))}\n"
+    )
+    return workspace
