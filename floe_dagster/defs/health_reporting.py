@@ -102,8 +102,8 @@ def report_health_events(
     """Record an observation and a ``health`` check evaluation for each table whose health changed
     since it was last reported; returns how many tables were reported (two events each).
 
-    ``snapshot_or_metrics_by_table``: a :class:`~floe_dagster.iceberg.health_collector.HealthSnapshot` or a mapping
-    TableName → TableMetrics. ``only``: consider only these tables (e.g. ``snapshot.computed``, or
+    ``snapshot_or_metrics_by_table``: a :class:`~floe_dagster.iceberg.health_collector.HealthSnapshot` or a
+    mapping TableName → TableMetrics. ``only``: consider only these tables (e.g. ``snapshot.computed``, or
     the code location's assets, so that no event names an asset Dagit does not know); None: every
     table given. A candidate is reported when its :func:`fingerprint` differs from the last one
     reported (new metadata, tier, status, issues or thresholds), or when a maintenance run of it
@@ -114,8 +114,8 @@ def report_health_events(
     ``time_budget_s``, reporting stops when it is used up, most severe tables first; the rest keep
     their old state and are reported by the next call that considers them.
     """
-    metrics_by_table = (snapshot_or_metrics_by_table.metrics if isinstance(snapshot_or_metrics_by_table, HealthSnapshot)
-                        else snapshot_or_metrics_by_table)
+    metrics_by_table = (snapshot_or_metrics_by_table.metrics
+                        if isinstance(snapshot_or_metrics_by_table, HealthSnapshot) else snapshot_or_metrics_by_table)
     if only is None:
         candidates = list(metrics_by_table)
     else:
@@ -123,6 +123,40 @@ def report_health_events(
     if not candidates:
         return 0
     started = timer()
+    due, awaiting = _changed(instance, candidates, metrics_by_table, policies, now, history)
+    # Each result names the asset's latest materialization (Dagit shows it as the result for that
+    # materialization); after a run, only once the run's materialization is stored.
+    latest = _latest_materializations(instance, [item.table for item in (*due, *awaiting)])
+    due += [item for item in awaiting if _materialized_or_waited(item, latest, now)]
+    due.sort(key=lambda item: (_SEVERITY_ORDER.get(item.assessment.status, 3), item.table.qualified))
+    reported: dict[str, Reported] = {}
+    try:
+        for table, report, policy, state in due:
+            if time_budget_s is not None and reported and timer() - started >= time_budget_s:
+                log.info("health reporting: time budget used up; %d of %d tables left for the next tick",
+                         len(due) - len(reported), len(due))
+                break
+            events = assessment_events(table, report, policy, now, history, debt_weights,
+                                       latest.get(asset_key_for(table)))
+            instance.report_runless_asset_event(events.observation)
+            instance.report_runless_asset_event(events.evaluation)
+            reported[table.qualified] = state
+    finally:
+        if reported:
+            write_reported(instance, reported)
+    return len(reported)
+
+
+def _changed(
+    instance: DagsterInstance,
+    candidates: Sequence[TableName],
+    metrics_by_table: Mapping[TableName, TableMetrics],
+    policies: PolicySet,
+    now: datetime,
+    history: Mapping[tuple[str, Operation], OperationHistory] | None,
+) -> tuple[list[_Candidate], list[_Candidate]]:
+    """The candidates to report: (due: the fingerprint changed, awaiting: a run of it succeeded since the
+    last report, due once its materialization is stored)."""
     stored = read_reported(instance, candidates)
     successes = _newest_successes(history)
     due: list[_Candidate] = []
@@ -137,31 +171,16 @@ def report_health_events(
             awaiting.append(_Candidate(table, report, policy, Reported(state.fingerprint, newest_run)))
         elif state.fingerprint != last.fingerprint:
             due.append(_Candidate(table, report, policy, state))
-    # Each result names the asset's latest materialization (Dagit shows it as the result for that
-    # materialization); after a run, only once the run's materialization is stored.
-    latest = _latest_materializations(instance, [item.table for item in (*due, *awaiting)])
-    for item in awaiting:
-        run = item.state.run
-        assert run is not None
-        materialized = latest.get(asset_key_for(item.table))
-        if (materialized is not None and materialized.timestamp >= run.timestamp()) or now - run >= MATERIALIZATION_WAIT:
-            due.append(item)
-    due.sort(key=lambda item: (_SEVERITY_ORDER.get(item.assessment.status, 3), item.table.qualified))
-    reported: dict[str, Reported] = {}
-    try:
-        for table, report, policy, state in due:
-            if time_budget_s is not None and reported and timer() - started >= time_budget_s:
-                log.info("health reporting: time budget used up; %d of %d tables left for the next tick",
-                         len(due) - len(reported), len(due))
-                break
-            events = assessment_events(table, report, policy, now, history, debt_weights, latest.get(asset_key_for(table)))
-            instance.report_runless_asset_event(events.observation)
-            instance.report_runless_asset_event(events.evaluation)
-            reported[table.qualified] = state
-    finally:
-        if reported:
-            write_reported(instance, reported)
-    return len(reported)
+    return due, awaiting
+
+
+def _materialized_or_waited(item: _Candidate, latest: Mapping[AssetKey, AssetCheckEvaluationTargetMaterializationData],
+                            now: datetime) -> bool:
+    """A table awaiting its run's materialization: stored now, or waited for long enough."""
+    run = item.state.run
+    assert run is not None
+    materialized = latest.get(asset_key_for(item.table))
+    return (materialized is not None and materialized.timestamp >= run.timestamp()) or now - run >= MATERIALIZATION_WAIT
 
 
 __all__ = ["report_health_events", "MATERIALIZATION_WAIT"]
