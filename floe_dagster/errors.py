@@ -314,11 +314,14 @@ def _text_of(exc: BaseException) -> str:
 
 
 __all__ = [
-    "FloeError", "Outage", "CatalogUnavailable", "EngineUnavailable", "LockHeld", "CommitConflict", "TableFailure", "UnknownTable",
+    "FloeError", "Outage", "CatalogUnavailable", "EngineUnavailable", "LockHeld", "CommitConflict", "TableFailure",
+    "UnknownTable",
     "TableUnreadable", "MaintenanceFailed", "EnvelopeViolation", "RowCountMismatch", "FailedAfterCommit", "HealthError",
     "SettingsError", "KeysError", "BindRefused", "LastAdminKey",
-    "ProcedureOptionError", "TriggerRefused", "LaunchFailed", "JarResolutionError", "PolicyError", "CronError", "EstimateOptionError",
-    "PolicyStoreError", "PolicyNotFound", "PolicyConflict", "PolicyNotManaged", "PolicyWritesDisabled", "PolicyStoreBusy",
+    "ProcedureOptionError", "TriggerRefused", "LaunchFailed", "JarResolutionError", "PolicyError", "CronError",
+    "EstimateOptionError",
+    "PolicyStoreError", "PolicyNotFound", "PolicyConflict", "PolicyNotManaged", "PolicyWritesDisabled",
+    "PolicyStoreBusy",
     "InvalidPolicyRequest", "ApiError", "SecretInCause", "masked_cause", "failure_kind", "unreachable", "error_links",
     "LOCK_HELD", "OUTAGE", "CONFLICT",
 ]

@@ -79,7 +79,8 @@ def _get_json(address: str, key: str | None) -> Any:
         detail = _error_text(exc)
         if exc.code in (401, 403):
             hint = "pass an API key with --key" if not key else "check --key (and that its role may read policies)"
-            raise MigrationError(f"{address}: the server refused the request (HTTP {exc.code}{detail}); {hint}") from None
+            raise MigrationError(
+                f"{address}: the server refused the request (HTTP {exc.code}{detail}); {hint}") from None
         raise MigrationError(f"{address}: HTTP {exc.code}{detail}") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)

@@ -75,7 +75,8 @@ def _existing_folder(path: str) -> str | None:
 class CatalogSettings:
     """The Iceberg catalog."""
 
-    name: str = setting("demo", "the catalog's name: the first part of every table asset's key, and Spark's catalog name")
+    name: str = setting("demo", "the catalog's name: the first part of every table asset's key, and Spark's "
+                                "catalog name")
     properties: dict[str, str] = setting(
         default_factory=dict, description="PyIceberg's catalog properties (load_catalog); Spark's catalog is derived "
         "from them (default, without a catalog section: the embedded SQLite catalog under data-dir)")
@@ -137,13 +138,13 @@ class CoordinationSettings:
 class ApiSettings:
     """The HTTP API's keys (``floe-dagster serve``), from a file, an environment variable, or both.
 
-    Each key is one entry ``name:role:sha256hex``: the key holder's name (letters, digits, ``_.@-``;
-    it becomes the ``dagster/floe.actor`` of the runs the key triggers), the role ``VIEWER`` (read),
-    ``OPERATOR`` (read and trigger) or ``ADMIN`` (everything, API keys over HTTP too), and the SHA-256
-    of the key in hex (the key itself is never stored). In the file: one entry a line, blank lines and ``#`` comments ignored; in the variable:
-    entries separated by newlines, commas or semicolons. The server reads them when it starts and
-    re-reads the file when it changes. With neither set the API needs no key and only listens on
-    the loopback interface (127.0.0.1, localhost, ::1).
+    Each key is one entry ``name:role:sha256hex``: the key holder's name (letters, digits, ``_.@-``; it becomes the
+    ``dagster/floe.actor`` of the runs the key triggers), the role ``VIEWER`` (read), ``OPERATOR`` (read and
+    trigger) or ``ADMIN`` (everything, API keys over HTTP too), and the SHA-256 of the key in hex (the key itself is
+    never stored). In the file: one entry a line, blank lines and ``#`` comments ignored; in the variable: entries
+    separated by newlines, commas or semicolons. The server reads them when it starts and re-reads the file when it
+    changes. With neither set the API needs no key and only listens on the loopback interface (127.0.0.1, localhost,
+    ::1).
 
     ``policy_directory`` (``policy-directory``) is the folder where ``POST``/``PUT``/``DELETE
     /api/v1/policies`` write one ``<name>.json`` file per policy; without it those calls answer 405.

@@ -1,10 +1,10 @@
 """API keys and roles for the HTTP API.
 
 Keys come from floe.yaml's ``api`` section (see :class:`floe_dagster.settings.ApiSettings`): entries
-``name:role:sha256hex``; and from the coordination database (coordination/api_keys.py), where an ADMIN
-creates, changes and revokes keys over HTTP (``/api/v1/auth/keys``, api/key_admin.py). A client sends the key itself in the ``X-API-Key`` header; the server hashes
-it with SHA-256 and compares the hash with the stored ones, so the keys are never stored, logged or
-put in run tags (runs carry the key's *name* as ``dagster/floe.actor``).
+``name:role:sha256hex``; and from the coordination database (coordination/api_keys.py), where an ADMIN creates,
+changes and revokes keys over HTTP (``/api/v1/auth/keys``, api/key_admin.py). A client sends the key itself in the
+``X-API-Key`` header; the server hashes it with SHA-256 and compares the hash with the stored ones, so the keys are
+never stored, logged or put in run tags (runs carry the key's *name* as ``dagster/floe.actor``).
 
 Roles (Floe's): ``VIEWER`` reads (trigger status, health, operations, pattern validation, the OpenAPI
 document); ``OPERATOR`` reads and triggers maintenance; ``ADMIN`` does everything: it writes policies
@@ -140,7 +140,8 @@ def parse_entries(lines: list[tuple[int, str]], where: str) -> list[ApiKey]:
         parts = [p.strip() for p in text.split(":")]
         at = f"{where}: entry {number}"
         if len(parts) != 3:
-            raise KeysError(f"{at}: expected name:role:sha256hex (three fields separated by ':'), got {len(parts)} field(s)")
+            raise KeysError(f"{at}: expected name:role:sha256hex (three fields separated by ':'), "
+                            f"got {len(parts)} field(s)")
         name, role, digest = parts
         if not _NAME.fullmatch(name):
             raise KeysError(f"{at}: name {name!r}: use 1 to 100 letters, digits, '_', '.', '@' or '-'")

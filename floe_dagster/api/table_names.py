@@ -20,6 +20,7 @@ def table_name(settings: Settings, namespace: str, table: str) -> TableName:
     # "orders " would be answered for "orders". A part with blanks at its ends is refused.
     for part_name, value in [*(("namespace", part) for part in parts), ("table", table)]:
         if value != value.strip():
-            raise ApiError(400, "INVALID_TABLE_NAME", f"{part_name} {value!r}: a name part cannot start or end with blanks",
+            raise ApiError(400, "INVALID_TABLE_NAME",
+                           f"{part_name} {value!r}: a name part cannot start or end with blanks",
                            {part_name: namespace if part_name == "namespace" else table})
     return TableName(settings.catalog.name, parts, table)

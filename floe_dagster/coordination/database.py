@@ -171,7 +171,8 @@ class Coordination:
             where = and_(where, ledger.c.operation == operation.value)
         with self.engine.connect() as connection:
             total = connection.execute(select(func.count()).select_from(ledger).where(where)).scalar_one()
-            rows = connection.execute(select(ledger).where(where).order_by(ledger.c.admitted_at.desc(), ledger.c.id.desc())
+            newest_first = (ledger.c.admitted_at.desc(), ledger.c.id.desc())
+            rows = connection.execute(select(ledger).where(where).order_by(*newest_first)
                                       .limit(limit).offset(offset)).mappings().all()
         return int(total), [_ledger_row(row) for row in rows]
 
@@ -383,6 +384,7 @@ def _ledger_row(row) -> LedgerRow:
 def _history_from_row(row) -> OperationHistory:
     # SQLite hands back naive datetimes: everything stored is UTC.
     return OperationHistory(**{
-        k: (naive_as_utc(v) if isinstance(v, datetime) else v) for k, v in row.items() if k not in ("table_name", "operation")
+        k: (naive_as_utc(v) if isinstance(v, datetime) else v)
+        for k, v in row.items() if k not in ("table_name", "operation")
     })
 

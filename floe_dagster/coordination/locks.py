@@ -1,5 +1,5 @@
-"""Locks with the names docs/automation.md gives ("Locks"): the scheduler lock ``floe-scheduler:<scope>`` and the table lock
-``floe-table:<catalog>.<namespace>.<table>``.
+"""Locks with the names docs/automation.md gives ("Locks"): the scheduler lock ``floe-scheduler:<scope>``
+and the table lock ``floe-table:<catalog>.<namespace>.<table>``.
 
 With a PostgreSQL coordination database they are session advisory locks; without, file locks
 (``flock``) beside the Dagster instance. Either way the holder's death frees them, so a killed run

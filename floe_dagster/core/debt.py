@@ -78,7 +78,8 @@ def debt_score(
     return _with_failures(_table_part(issues, days_since_write, weights), failure_rate, consecutive_failures, weights)
 
 
-def _table_part(issues: Iterable[HealthIssue], days_since_write: float | None, weights: DebtWeights) -> dict[str, float]:
+def _table_part(issues: Iterable[HealthIssue], days_since_write: float | None,
+                weights: DebtWeights) -> dict[str, float]:
     """The components that depend on the table alone (its health issues and age)."""
     counts = {Severity.CRITICAL: 0, Severity.WARNING: 0, Severity.INFO: 0}
     for issue in issues:

@@ -118,9 +118,11 @@ class RewriteRules:
         if minimum < 0:
             raise EstimateOptionError(f"'min-file-size-bytes' is set to {minimum} but must be >= 0")
         if not target > minimum:
-            raise EstimateOptionError(f"'target-file-size-bytes' ({target}) must be > 'min-file-size-bytes' ({minimum})")
+            raise EstimateOptionError(
+                f"'target-file-size-bytes' ({target}) must be > 'min-file-size-bytes' ({minimum})")
         if not target < maximum:
-            raise EstimateOptionError(f"'target-file-size-bytes' ({target}) must be < 'max-file-size-bytes' ({maximum})")
+            raise EstimateOptionError(
+                f"'target-file-size-bytes' ({target}) must be < 'max-file-size-bytes' ({maximum})")
         for name, value, lowest in (("min-input-files", self.min_input_files, 1),
                                     ("max-file-group-size-bytes", self.max_file_group_size_bytes, 1),
                                     ("delete-file-threshold", self.delete_file_threshold, 0),

@@ -5,15 +5,14 @@ A *share* is the tables of one namespace (``by: namespace``), or of one value of
 (``by: tag:team``: the effective policy's ``tags``; the tables whose policy lacks the tag form one
 share of their own). Each share has a weight: ``weights``, else ``default-weight``.
 
-The planner offers its ranked candidates to the budgets in a fair order instead of its plain rank
-order: weighted dominant-resource fairness by progressive filling. The next decision offered is
-always the next one (in rank order, so debt order holds within a share) of the share whose *usage*
-is smallest, where a share's usage is the largest fraction it took of any limited budget of the pass
-(tables, operations, bytes, run requests) divided by its weight (start-time fair queuing); equal
-usages go to the heavier share, then by the rank of the shares' next decisions. So when a budget runs out, each share with demand got a part of it in
-proportion to its weight (as far as its items' sizes allow), and a share that needs less than its
-part leaves the rest to the others in the same pass. With one share, or off, the order is the
-plain rank order: behaviour unchanged.
+The planner offers its ranked candidates to the budgets in a fair order instead of its plain rank order: weighted
+dominant-resource fairness by progressive filling. The next decision offered is always the next one (in rank order,
+so debt order holds within a share) of the share whose *usage* is smallest, where a share's usage is the largest
+fraction it took of any limited budget of the pass (tables, operations, bytes, run requests) divided by its weight
+(start-time fair queuing); equal usages go to the heavier share, then by the rank of the shares' next decisions. So
+when a budget runs out, each share with demand got a part of it in proportion to its weight (as far as its items'
+sizes allow), and a share that needs less than its part leaves the rest to the others in the same pass. With one
+share, or off, the order is the plain rank order: behaviour unchanged.
 
 **Memory across ticks.** A share's usage also counts what it was admitted in earlier ticks (the
 ledger's live admissions of the last :data:`USAGE_HORIZON`), each admission's costs weighed by

@@ -108,7 +108,8 @@ def fold_outcome(state: OperationHistory, outcome: Outcome) -> OperationHistory:
             last_failure_at=state.last_failure_at,
             consecutive_failures=0,
             consecutive_zero_change=0 if outcome.changed else state.consecutive_zero_change + 1,
-            last_snapshot_after=outcome.snapshot_after if outcome.snapshot_after is not None else state.last_snapshot_after,
+            last_snapshot_after=(outcome.snapshot_after if outcome.snapshot_after is not None
+                                 else state.last_snapshot_after),
             failures=state.failures,
             consecutive_conflicts=0,
             last_conflict_at=state.last_conflict_at,

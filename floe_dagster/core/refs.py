@@ -425,7 +425,8 @@ def recorded_ages(refs: Mapping[str, tuple[str, int, int | None]], set_ages: Map
 
 __all__ = [
     "MAIN", "BRANCH", "TAG", "ANY", "RefRetentionRule", "rule_for", "parse_ref_retention", "RefFacts",
-    "SnapshotNode", "RefHead", "retained_by", "pinned_snapshots", "pinned_file_bytes", "data_file_hashes", "RefLimit", "ref_limit",
+    "SnapshotNode", "RefHead", "retained_by", "pinned_snapshots", "pinned_file_bytes", "data_file_hashes", "RefLimit",
+    "ref_limit",
     "ref_report", "ref_issues", "format_age", "RefRetentionChange", "retention_changes",
     "PINNED_METHOD", "SET", "CLEARED", "SET_AGES_PROPERTY", "SetAge", "parse_set_ages", "format_set_ages",
     "recorded_ages",

@@ -49,8 +49,9 @@ def rollback_target(current: int | None, parents: Mapping[int, int | None], ours
     while snapshot is not None and snapshot in ours and snapshot not in passed:
         passed.add(snapshot)
         if snapshot not in parents:
-            return RollbackVerdict(None, f"{named(snapshot)} is not in the table's metadata (the catalog keeps only the "
-                                         "current snapshot, or it was expired), so its parent cannot be made current")
+            return RollbackVerdict(None, f"{named(snapshot)} is not in the table's metadata (the catalog keeps only "
+                                         "the current snapshot, or it was expired), so its parent cannot be made "
+                                         "current")
         snapshot = parents[snapshot]
     if snapshot is None:
         return RollbackVerdict(None, "this run's first commit has no parent to go back to")

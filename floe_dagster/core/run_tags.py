@@ -179,7 +179,8 @@ def shared_run_tags(tables: Sequence[TableName], op: Operation, origin: Origin) 
 
 
 def tables_run_tags(tables: Sequence[TableName], op: Operation, origin: Origin,
-                    policy_of: Callable[[TableName], PolicyFacts], decision: RunDecision | None = None) -> dict[str, str]:
+                    policy_of: Callable[[TableName], PolicyFacts],
+                    decision: RunDecision | None = None) -> dict[str, str]:
     """The tags of a run over these tables, whoever launches it: a run of one table is tagged with
     its own policy (``policy_of`` is asked only then) and ``decision``; a run over several with what
     they share."""

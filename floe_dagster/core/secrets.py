@@ -8,13 +8,13 @@ A secret is:
   helps to debug and grants nothing alone); a user info without a password is masked whole, since
   ``https://TOKEN@host`` carries a token there;
 - the value of a **key naming a secret**: ``header.*`` (REST catalog headers such as
-  ``header.Authorization``, also inside Spark's ``spark.sql.catalog.<name>.header.*``), and any key
-  one of whose words (split at ``.``, ``-``, ``_`` and camelCase) contains ``password``, ``passwd``,
-  ``passphrase``, ``secret``, ``token``, ``credential``, ``authorization``, ``cookie`` or
-  ``signature``, or is ``pwd``, ``sig``, ``key`` or a word ending in a kind of key (``accesskey``,
-  ``apikey``, ``privatekey``…; ``access-key`` and ``secretKey`` are split into words anyway). Conservative on purpose: ``s3.access-key-id`` (the public half of a credential),
-  ``encryption.key-id`` and ``spark.ssl.keyStore`` (a path) are masked too; ``keys-file`` is not
-  (``keys`` names no secret);
+  ``header.Authorization``, also inside Spark's ``spark.sql.catalog.<name>.header.*``), and any key one of whose
+  words (split at ``.``, ``-``, ``_`` and camelCase) contains ``password``, ``passwd``, ``passphrase``, ``secret``,
+  ``token``, ``credential``, ``authorization``, ``cookie`` or ``signature``, or is ``pwd``, ``sig``, ``key`` or a
+  word ending in a kind of key (``accesskey``, ``apikey``, ``privatekey``…; ``access-key`` and ``secretKey`` are
+  split into words anyway). Conservative on purpose: ``s3.access-key-id`` (the public half of a credential),
+  ``encryption.key-id`` and ``spark.ssl.keyStore`` (a path) are masked too; ``keys-file`` is not (``keys`` names no
+  secret);
 - in free text (an error message, a log line): the same two, as ``user:password@`` in a URI and as
   ``name=value`` / ``name: value`` / ``"name": "value"`` pairs whose name is a secret key (but for an
   unquoted ``key: …``, ``sig: …`` or ``pwd: …``, which is prose more often than not: "API key: …"; query

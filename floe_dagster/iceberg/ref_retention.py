@@ -89,6 +89,7 @@ def _set_age(manage: ManageSnapshots, table: Table, change: RefRetentionChange) 
         manage.create_tag(ref.snapshot_id, change.name, max_ref_age_ms=change.max_ref_age_ms)
     else:
         manage.create_branch(ref.snapshot_id, change.name, max_ref_age_ms=change.max_ref_age_ms,
-                             max_snapshot_age_ms=ref.max_snapshot_age_ms, min_snapshots_to_keep=ref.min_snapshots_to_keep)
+                             max_snapshot_age_ms=ref.max_snapshot_age_ms,
+                             min_snapshots_to_keep=ref.min_snapshots_to_keep)
 
 __all__ = ["RefRetentionApplied", "apply_ref_retention"]

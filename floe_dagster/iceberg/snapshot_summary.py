@@ -64,5 +64,5 @@ def commit_rows(summary: Mapping[str, Any] | None) -> tuple[int, int] | None:
     return (removed, added) if removed is not None and added is not None else None
 
 
-__all__ = ["summary_total", "exact_live_rows", "commit_rows", "TOTAL_DATA_FILES", "TOTAL_DELETE_FILES", "TOTAL_EQUALITY_DELETES",
-           "TOTAL_FILE_SIZE", "TOTAL_POSITION_DELETES", "TOTAL_RECORDS"]
+__all__ = ["summary_total", "exact_live_rows", "commit_rows", "TOTAL_DATA_FILES", "TOTAL_DELETE_FILES",
+           "TOTAL_EQUALITY_DELETES", "TOTAL_FILE_SIZE", "TOTAL_POSITION_DELETES", "TOTAL_RECORDS"]

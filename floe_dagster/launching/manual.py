@@ -105,7 +105,8 @@ def prepare_trigger(settings: Settings, table: TableName, operations: Sequence[O
         missing = [op.value for op in wanted if op not in configured]
         if missing:
             raise TriggerRefused("OPERATION_NOT_CONFIGURED",
-                                 f"policy '{policy.name}' does not configure {', '.join(missing)} for {table.qualified}",
+                                 f"policy '{policy.name}' does not configure {', '.join(missing)} "
+                                 f"for {table.qualified}",
                                  {"policyName": policy.name, "operations": missing,
                                   "configured": [op.value for op in configured]})
     else:

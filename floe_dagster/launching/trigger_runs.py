@@ -45,7 +45,8 @@ def run_outcome(events: Iterable[DagsterEvent]) -> RunOutcome:
                 name = table_for_asset_key(materialization.asset_key).qualified
             except ValueError:
                 name = "/".join(materialization.asset_key.path)
-            outcome.tables[name] = {key: getattr(entry, "value", entry) for key, entry in materialization.metadata.items()}
+            outcome.tables[name] = {key: getattr(entry, "value", entry)
+                                    for key, entry in materialization.metadata.items()}
         elif event.event_type == DagsterEventType.ASSET_OBSERVATION:
             observation = event.event_specific_data.asset_observation
             values = {key: getattr(entry, "value", entry) for key, entry in observation.metadata.items()}

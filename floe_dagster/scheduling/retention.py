@@ -37,7 +37,8 @@ class Pruned:
     ledger_rows: int
 
     def summary(self) -> str:
-        return f"retention: deleted {self.runs} run(s), {self.outcome_rows} outcome and {self.ledger_rows} ledger row(s)"
+        return (f"retention: deleted {self.runs} run(s), {self.outcome_rows} outcome and {self.ledger_rows} "
+                "ledger row(s)")
 
 
 def prune(instance: DagsterInstance, coordination: Coordination, now: datetime, days: int,
