@@ -61,7 +61,7 @@ def maintain_table(
     work = TableWork(op, table, resolved, catalog, context.run.run_id, context.log, _history(coordination, decision))
     if not step.uses_engine:
         return _without_engine(step, work, decision, locks)
-    reads, before = _pre_checks(step, work)
+    before = _pre_checks(step, work)
     with locks.hold(table_lock_name(table)):
         context.log.info(f"{op.value} on {table.qualified} (policy {resolved.policy_name})")
         prepared = step.prepare(work)
