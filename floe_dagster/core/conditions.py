@@ -264,6 +264,13 @@ def evaluate_conditions(
                                detail=f"{', '.join(missing)} need(s) a full health scan; only the "
                                       f"{metrics.tier} tier was collected")
 
+    return _thresholds(conditions, metrics, small_file_size_bytes, now)
+
+
+def _thresholds(conditions: TriggerConditions, metrics: TableMetrics, small_file_size_bytes: int,
+                now: datetime) -> ConditionResult:
+    """Each threshold measured and met (measured ≥ threshold), combined by ``triggerLogic``."""
+    logic = conditions.trigger_logic
     met, unmet, skipped, unconditional = [], [], [], set()
     for name, threshold in conditions.thresholds.items():
         spec = THRESHOLDS[name]

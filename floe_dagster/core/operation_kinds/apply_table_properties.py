@@ -62,7 +62,6 @@ SPEC = OperationSpec(
     procedure="alter_table_set_tblproperties",
     order=70,
     config_type=TablePropertiesConfig,
-    summary="the table properties the policy declares, set in one metadata commit",
     parse=_parse,
     own_condition=OwnCondition(_drift, "when the table drifts from the declared properties", ("no_drift",)),
     explain=_explain,

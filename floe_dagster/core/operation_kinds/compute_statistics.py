@@ -49,7 +49,6 @@ SPEC = OperationSpec(
     procedure="compute_table_stats",  # and, on a partitioned table, compute_partition_stats
     order=60,
     config_type=ComputeStatisticsConfig,
-    summary="table statistics (NDV sketches, partition statistics) for the current snapshot",
     defaults={"partitionStats": True},
     changed=lambda numbers: bool(numbers["statistics_files_written"] or numbers["partition_statistics_files_written"]),
     no_change="`COMPUTE_STATISTICS` changed nothing when the current snapshot already had its statistics (no file "

@@ -65,7 +65,6 @@ SPEC = OperationSpec(
     procedure="expire_snapshots",
     order=20,
     config_type=ExpireSnapshotsConfig,
-    summary="snapshots older than the limit expired, and the files only they referenced deleted",
     needs_gc=True,
     applies_ref_retention=True,
     floe_native=True,

@@ -71,7 +71,6 @@ SPEC = OperationSpec(
     procedure="remove_orphan_files",
     order=30,
     config_type=OrphanCleanupConfig,
-    summary="files under the table's location that no snapshot references deleted, or quarantined",
     needs_gc=True,
     floe_native=True,
     defaults={"retentionPeriodInDays": DEFAULT_ORPHAN_RETENTION_DAYS,

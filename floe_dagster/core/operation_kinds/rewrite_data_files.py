@@ -98,7 +98,6 @@ SPEC = OperationSpec(
     procedure="rewrite_data_files",
     order=10,
     config_type=RewriteDataFilesConfig,
-    summary="compaction: small files rewritten into fewer, larger ones (bin-pack, sort or z-order)",
     rewrites_data=True,
     row_check=True,
     scopes_partitions=True,

@@ -117,7 +117,6 @@ SPEC = OperationSpec(
     procedure="rewrite_manifests",
     order=40,
     config_type=RewriteManifestsConfig,
-    summary="the manifests rewritten, grouped by partition",
     row_check=True,
     floe_native=True,
     ignored={

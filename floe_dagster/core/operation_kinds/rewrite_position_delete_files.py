@@ -26,7 +26,6 @@ SPEC = OperationSpec(
     procedure="rewrite_position_delete_files",
     order=50,
     config_type=RewritePositionDeleteFilesConfig,
-    summary="position delete files compacted",
     rewrites_data=True,
     row_check=True,
     byte_estimate=estimate_rewrite_position_delete_files,

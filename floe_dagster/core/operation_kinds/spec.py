@@ -88,7 +88,6 @@ class OperationSpec:
     config_type: type  # its OperationConfig subclass, declared in the kind's module
     docs_row: str
     no_change: str
-    summary: str = ""  # one line for docs and messages
     rewrites_data: bool = False  # counts against the bytes-per-hour budget
     needs_gc: bool = False  # deletes files, so a table's gc.enabled=false forbids it
     row_check: bool = False  # each snapshot it commits must hold its parent's rows (the engine checks)
