@@ -42,7 +42,7 @@ def main() -> None:
     args = parser.parse_args()
     print(machine())
     ensure_java()
-    from floe_dagster.core.operation_config import RewriteDataFilesConfig
+    from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
     from floe_dagster.core.operations import Operation
     from floe_dagster.core.tables import TableName
     from floe_dagster.iceberg.catalog import open_catalog, table_counts

@@ -92,7 +92,8 @@ def main() -> None:
     print(machine(), flush=True)
 
     from floe_dagster.core.envelope import check_operation
-    from floe_dagster.core.operation_config import OrphanCleanupConfig, RewriteDataFilesConfig
+    from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
+    from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
     from floe_dagster.core.operations import Operation
     from floe_dagster.defs.envelope_check import within_envelope
     from floe_dagster.iceberg.catalog import open_catalog

@@ -96,7 +96,7 @@ def main() -> None:
         from dagster import DagsterInstance
 
         from floe_dagster.core import run_tags as T
-        from floe_dagster.core.operation_config import RewriteDataFilesConfig
+        from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
         from floe_dagster.core.operations import Operation
         from floe_dagster.core.tables import TableName
         from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
@@ -105,7 +105,7 @@ def main() -> None:
         from floe_dagster.iceberg.table_cache import refresh_table_cache
         from floe_dagster.launching.manual import trigger_table
         from floe_dagster.spark.engine import IcebergSparkEngine
-        from floe_dagster.spark.procedures import build_procedure_call
+        from floe_dagster.spark.operation_steps import build_procedure_call
 
         catalog = open_catalog(settings.catalog)
         variants = {"direct": args.tables, "floe": args.tables, "batch": args.tables, "proc": args.process_runs,

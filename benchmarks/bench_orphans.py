@@ -123,7 +123,7 @@ def vm_hwm_mib(pid: int) -> float:
 
 def run_mode(mode: str, cap: int, driver_memory: str) -> None:
     """One mode in this process: prints one JSON line with the figures."""
-    from floe_dagster.core.operation_config import OrphanCleanupConfig
+    from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
     from floe_dagster.core.operations import Operation
     from floe_dagster.core.tables import TableName
     from floe_dagster.iceberg.catalog import load_table, open_catalog

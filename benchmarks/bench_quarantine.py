@@ -67,7 +67,7 @@ def built_lake(files: int, folders: int, rebuild: bool) -> dict:
 
 def run_mode(mode: str) -> None:
     """One mode in this process: prints one JSON line with its figures and checks."""
-    from floe_dagster.core.operation_config import OrphanCleanupConfig
+    from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
     from floe_dagster.core.operations import Operation
     from floe_dagster.core.tables import TableName
     from floe_dagster.iceberg.catalog import load_table, open_catalog

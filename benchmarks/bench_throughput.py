@@ -86,10 +86,10 @@ def build_tables(settings, n: int, files: int) -> list:
 
 
 def bare_loop(settings, tables) -> float:
-    from floe_dagster.core.operation_config import RewriteDataFilesConfig
+    from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
     from floe_dagster.core.operations import Operation
     from floe_dagster.spark.engine import IcebergSparkEngine
-    from floe_dagster.spark.procedures import build_procedure_call
+    from floe_dagster.spark.operation_steps import build_procedure_call
 
     engine = IcebergSparkEngine.from_settings(settings)
     now = datetime.now(timezone.utc)

@@ -12,14 +12,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from floe_dagster.core.operations import Operation
+from floe_dagster.core.operations import ALL_OPERATIONS
 
-OperationName = Literal[
-    "REWRITE_DATA_FILES", "EXPIRE_SNAPSHOTS", "ORPHAN_CLEANUP", "REWRITE_MANIFESTS", "REWRITE_POSITION_DELETE_FILES",
-    "COMPUTE_STATISTICS",
-    "APPLY_TABLE_PROPERTIES",
-]
-assert set(OperationName.__args__) == {op.value for op in Operation}  # type: ignore[attr-defined]
+# Every kind of the operation registry (core/operation_kinds/), in Floe's order.
+OperationName = Literal[tuple(op.value for op in ALL_OPERATIONS)]  # type: ignore[valid-type]
 
 # A trigger's per-operation result: Floe's SUCCEEDED, FAILED, CANCELLED, SKIPPED; PENDING while queued,
 # RUNNING while it runs; WOULD_RUN in a dry run; CONFLICT: its commit lost a race with another writer

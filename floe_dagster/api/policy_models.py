@@ -20,13 +20,13 @@ from floe_dagster.api.timestamps import iso
 from floe_dagster.core.conditions import GATE_FIELDS, THRESHOLDS
 from floe_dagster.core.durations import format_iso_duration
 from floe_dagster.core.health_assessment import HealthThresholds
-from floe_dagster.core.operations import Operation
+from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.policy import Policy
 from floe_dagster.policy_store import StoredPolicy
 
-# Floe's four operations, in PolicyResponse's order; the fifth is floe-dagster's own (under floe).
-FLOE_OPERATIONS = (Operation.REWRITE_DATA_FILES, Operation.EXPIRE_SNAPSHOTS, Operation.ORPHAN_CLEANUP,
-                   Operation.REWRITE_MANIFESTS)
+# Floe's four operations (their specs' ``floe_native``), in PolicyResponse's order; floe-dagster's own are
+# under ``floe``.
+FLOE_OPERATIONS = tuple(op for op in ALL_OPERATIONS if op.spec.floe_native)
 # Policy.to_json's keys that PolicyResponse already carries at the top level.
 _FLOE_TOP_LEVEL = {"name", "description", "tablePattern", "enabled", "priority", "tags", "triggerConditions",
                    "healthThresholds"}
@@ -61,6 +61,11 @@ class PolicyResponse(BaseModel):
     floe: dict[str, Any] = Field(description="floe-dagster's full view: every operation's config and schedule "
                                  "(rewritePositionDeleteFiles and computeStatistics too), mode (live or shadow), "
                                  "source file, version, managed")
+
+
+# Floe's PolicyResponse names its four operations: the schema and the specs' flag agree.
+assert [op.policy_key for op in FLOE_OPERATIONS] == [
+    name for name, info in PolicyResponse.model_fields.items() if info.annotation == OperationSummary | None]
 
 
 class PolicyPage(BaseModel):

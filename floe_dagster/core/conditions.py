@@ -18,23 +18,22 @@ Evaluated in Floe's order (``TriggerEvaluator``):
 
 Small files are files below the policy's ``healthThresholds.smallFileSizeBytes``.
 
-APPLY_TABLE_PROPERTIES has a condition of its own instead of the thresholds and the critical force: the
-table's drift from the policy's ``tableProperties`` (core/table_properties.py). Without drift it is
-blocked ``no_drift`` (nothing to apply); without health, ``no_health``; the minimum intervals still
-hold, and with the toggle off only the drift decides.
+An operation kind may have a condition of its own instead of the thresholds and the critical force
+(its spec's ``own_condition``; APPLY_TABLE_PROPERTIES: the table's drift from the policy's
+``tableProperties``, blocked ``no_drift`` without). The minimum intervals still hold before it, and
+with the toggle off only the kind's own condition decides.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from floe_dagster.core.health_assessment import DEFAULT_SMALL_FILE_SIZE_BYTES
 from floe_dagster.core.localtime import as_utc
 from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.table_properties import PropertyDrift, property_drift
 from floe_dagster.core.validation import (
     Location,
     check_mapping,
@@ -46,6 +45,9 @@ from floe_dagster.core.validation import (
     raise_if_errors,
     standalone,
 )
+
+if TYPE_CHECKING:
+    from floe_dagster.core.operation_kinds.spec import DueVerdict
 
 # How soon unmet conditions are looked at again: the debt-score sensor's tick.
 CONDITION_RECHECK = timedelta(seconds=60)
@@ -192,7 +194,9 @@ class ConditionResult:
     next_eligible: datetime | None = None
     logic: str = "OR"
     evaluated: bool = True  # False when the toggle is off or there are no conditions
-    drift: tuple[PropertyDrift, ...] = ()  # APPLY_TABLE_PROPERTIES: the declared properties the table lacks
+    drift: tuple[Any, ...] = ()  # a kind's own condition's facts (the declared properties the table lacks)
+    floe_met: tuple[str, ...] = ()  # a kind's own condition in Floe's words (metConditions / unmetConditions)
+    floe_unmet: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -218,18 +222,19 @@ def evaluate_conditions(
     *,
     small_file_size_bytes: int = DEFAULT_SMALL_FILE_SIZE_BYTES,
     enabled: bool = True,
-    declared_properties: tuple[tuple[str, str], ...] | None = None,
+    own_condition: Callable[[TableMetrics | None], "DueVerdict"] | None = None,
 ) -> ConditionResult:
     """The trigger-condition gate for one (table, operation); see the module docstring for the order.
 
     ``last_success_start``: when the last successful run of this (table, operation) started.
     ``enabled``: the scheduler's ``condition-based-triggering-enabled`` toggle.
-    ``declared_properties``: APPLY_TABLE_PROPERTIES' declared properties (its drift is its condition).
+    ``own_condition``: the operation kind's own condition (its spec's ``own_condition`` with the policy's
+    config), in place of the thresholds and the critical force.
     """
     now = as_utc(now)
-    if declared_properties is not None:
-        return _drift_condition(conditions if enabled else None, operation, declared_properties, metrics,
-                                last_success_start, now)
+    if own_condition is not None:
+        return _own_condition(conditions if enabled else None, operation, own_condition, metrics,
+                              last_success_start, now)
     if not enabled:
         return ConditionResult(True, detail="condition-based triggering is disabled", evaluated=False)
     if conditions is None:
@@ -259,6 +264,13 @@ def evaluate_conditions(
                                detail=f"{', '.join(missing)} need(s) a full health scan; only the "
                                       f"{metrics.tier} tier was collected")
 
+    return _thresholds(conditions, metrics, small_file_size_bytes, now)
+
+
+def _thresholds(conditions: TriggerConditions, metrics: TableMetrics, small_file_size_bytes: int,
+                now: datetime) -> ConditionResult:
+    """Each threshold measured and met (measured ≥ threshold), combined by ``triggerLogic``."""
+    logic = conditions.trigger_logic
     met, unmet, skipped, unconditional = [], [], [], set()
     for name, threshold in conditions.thresholds.items():
         spec = THRESHOLDS[name]
@@ -294,23 +306,20 @@ def _min_interval_wait(conditions: TriggerConditions, operation: Operation, last
                                   f"success at {last.isoformat()}; eligible at {until.isoformat()}")
 
 
-def _drift_condition(conditions: TriggerConditions | None, operation: Operation,
-                     declared: tuple[tuple[str, str], ...], metrics: TableMetrics | None,
-                     last_success_start: datetime | None, now: datetime) -> ConditionResult:
-    """APPLY_TABLE_PROPERTIES' gate: the minimum intervals, then the table's drift from the declaration."""
+def _own_condition(conditions: TriggerConditions | None, operation: Operation,
+                   check: Callable[[TableMetrics | None], "DueVerdict"], metrics: TableMetrics | None,
+                   last_success_start: datetime | None, now: datetime) -> ConditionResult:
+    """A kind's own gate: the minimum intervals, then the kind's condition (core/operation_kinds)."""
     if conditions is not None:
         last = as_utc(last_success_start) if last_success_start is not None else None
         waiting = _min_interval_wait(conditions, operation, last, now)
         if waiting is not None:
             return waiting
-    if metrics is None:
-        return ConditionResult(False, blocked_code="no_health", next_eligible=now + CONDITION_RECHECK,
-                               detail="the table's properties have not been read yet (no health collected)")
-    drift = property_drift(declared, metrics.properties)
-    if not drift:
-        return ConditionResult(False, blocked_code="no_drift", next_eligible=now + CONDITION_RECHECK,
-                               detail=f"the table has the {len(declared)} declared table properties")
-    return ConditionResult(True, drift=drift, detail=f"table property drift: {'; '.join(d.describe() for d in drift)}")
+    verdict = check(metrics)
+    if not verdict.due:
+        return ConditionResult(False, blocked_code=verdict.code, next_eligible=now + CONDITION_RECHECK,
+                               detail=verdict.detail, floe_unmet=verdict.floe_unmet)
+    return ConditionResult(True, drift=verdict.facts, detail=verdict.detail, floe_met=verdict.floe_met)
 
 
 def parse_trigger_conditions(at: Location, raw: Any) -> TriggerConditions | None:
@@ -363,7 +372,6 @@ OPERATION_DISABLED = "Operation disabled in policy"
 NO_CONDITIONS = "No conditions configured"
 CRITICAL_DEADLINE = "Critical pipeline deadline exceeded"
 NO_HEALTH = "No health data available"
-NO_DRIFT = "No table property drift"
 
 # Floe's format of each threshold check; the met form compares with ">=", the unmet with "<".
 _FLOE_FORMATS = {
@@ -402,10 +410,8 @@ def floe_condition_strings(result: ConditionResult | None, now: datetime) -> tup
         return [], [f"Min interval: {max(0, minutes)} minutes remaining"]
     if result.blocked_code == "no_health":
         return [], [NO_HEALTH]
-    if result.blocked_code == "no_drift":
-        return [], [NO_DRIFT]
-    if result.drift:
-        return [f"Table property drift: {d.describe()}" for d in result.drift], []
+    if result.floe_met or result.floe_unmet:  # a kind's own condition says it in its words
+        return list(result.floe_met), list(result.floe_unmet)
     met = [floe_condition_text(c, True) for c in result.met]
     unmet = [floe_condition_text(c, False) for c in result.unmet]
     return (met or ([] if unmet else [NO_CONDITIONS])), unmet

@@ -53,36 +53,27 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
 from floe_dagster.core.locations import is_relative, joined, parse_location, relative_segments
-from floe_dagster.core.operations import Operation
+from floe_dagster.core.operation_config import camel
+from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.tables import TableName
 from floe_dagster.core.validation import Location, setting
 
 # -- which policy fields name a location -------------------------------------------------------------------
 
-# (operation → its config's fields that name a location a run uses), as core/operation_config.py names them.
+# (operation → its config's fields that name a location a run uses), as each kind declares them
+# (core/operation_kinds/: the spec's ``location_fields``, each with what a run does under it).
 LOCATION_FIELDS: dict[Operation, tuple[str, ...]] = {
-    Operation.ORPHAN_CLEANUP: ("location",),  # remove_orphan_files lists it and deletes under it
-}
+    op: tuple(op.spec.location_fields) for op in ALL_OPERATIONS if op.spec.location_fields}
 # Locations a policy may keep (Floe's) that no procedure takes: never handed to an engine.
 WITHHELD_FIELDS: dict[Operation, tuple[str, ...]] = {
-    Operation.REWRITE_MANIFESTS: ("staging_location",),  # Floe's Java action staged manifests there
-}
-_WHAT_IT_DOES = {
-    "location": "remove_orphan_files would delete every file under it that this table does not reference, "
-                "other tables' files included",
-}
+    op: op.spec.withheld_fields for op in ALL_OPERATIONS if op.spec.withheld_fields}
 
 
 def policy_field(op: Operation, name: str) -> str:
     """A config field as the policy writes it: ``staging_location`` of REWRITE_MANIFESTS is
     ``rewriteManifests.stagingLocation``."""
-    return f"{op.policy_key}.{_camel(name)}"
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.capitalize() for part in rest)
+    return f"{op.policy_key}.{camel(name)}"
 
 
 # -- table properties -----------------------------------------------------------------------------------------
@@ -215,8 +206,8 @@ def check_policy(at: Location, pattern: TablePattern, configs: Mapping[Operation
     declared properties it refuses."""
     for op, config in configs.items():
         for name, value in named_locations(op, config):
-            _check_form(at.child(op.policy_key).child(_camel(name)), value, pattern)
-        for key, _ in getattr(config, "properties", ()) if op is Operation.APPLY_TABLE_PROPERTIES else ():
+            _check_form(at.child(op.policy_key).child(camel(name)), value, pattern)
+        for key, _ in config.properties_to_set():
             why = property_refusal(key, allowed_properties)
             if why:
                 at.child(op.policy_key).child(key).error(why)
@@ -287,22 +278,21 @@ def check_operation(policy: str | None, op: Operation, config: Any, table_locati
             if not is_relative(value):
                 pending = f"{where} is absolute and the table's location is not known yet"
             continue
-        outcome = _inside(where, name, value, table_location, table)
+        outcome = _inside(where, op.spec.location_fields[name], value, table_location, table)
         if isinstance(outcome, Refusal):
             refusals.append(outcome)
         else:
             resolved[name] = outcome
-    if op is Operation.APPLY_TABLE_PROPERTIES:
-        refusals += [Refusal(f"{op.policy_key}.{key}", why) for key, _ in getattr(config, "properties", ())
-                     if (why := property_refusal(key, allowed_properties))]
+    refusals += [Refusal(f"{op.policy_key}.{key}", why) for key, _ in config.properties_to_set()
+                 if (why := property_refusal(key, allowed_properties))]
     withheld = {name: None for name in WITHHELD_FIELDS.get(op, ()) if getattr(config, name, None) is not None}
     changes = {**resolved, **withheld}
     usable = None if refusals else replace(config, **changes) if changes else config
     return Verdict(policy, op, table, tuple(refusals), "" if refusals else pending, usable)
 
 
-def _inside(where: str, name: str, value: str, table_location: str, table: str | None) -> str | Refusal:
-    """The location to use (spelled from the table's), or why not."""
+def _inside(where: str, what_it_does: str, value: str, table_location: str, table: str | None) -> str | Refusal:
+    """The location to use (spelled from the table's), or why not (``what_it_does`` under a location)."""
     try:
         root = parse_location(table_location)
     except ValueError as exc:
@@ -316,7 +306,7 @@ def _inside(where: str, name: str, value: str, table_location: str, table: str |
     if not root.contains(wanted):
         of = f"table '{table}'" if table else "the table"
         return Refusal(where, f"{value!r} lies outside the location of {of}, {table_location!r}: "
-                              f"{_WHAT_IT_DOES[name]}. Every location an operation lists, deletes or writes under must "
+                              f"{what_it_does}. Every location an operation lists, deletes or writes under must "
                               "lie inside the table's own location")
     return joined(table_location, wanted.segments[len(root.segments):])
 

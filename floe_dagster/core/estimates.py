@@ -50,10 +50,10 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, NamedTuple, Sequence
 
-from floe_dagster.core.operation_config import RewriteDataFilesConfig, RewritePositionDeleteFilesConfig
-
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:  # pragma: no cover  (the kinds import this module for their byte estimates)
     from floe_dagster.core.measurements import TableMetrics
+    from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
+    from floe_dagster.core.operation_kinds.rewrite_position_delete_files import RewritePositionDeleteFilesConfig
 
 MIB = 1024 * 1024
 DEFAULT_TARGET_FILE_SIZE_BYTES = 512 * MIB  # Iceberg's write.target-file-size-bytes default

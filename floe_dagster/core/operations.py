@@ -1,67 +1,88 @@
-"""The maintenance operations, in Floe's order, with the names each layer uses for them."""
+"""The maintenance operations, in Floe's order, with the names each layer uses for them.
+
+``Operation`` is built from the operation registry (``core/operation_kinds/``): one member per kind,
+whose value is Floe's name (also the Dagster partition key), in the kinds' order. What a kind is, its
+names and flags, comes from its spec (``op.spec``); the properties below are the ones every layer asks.
+"""
 
 from __future__ import annotations
 
 from enum import Enum
-from typing import Mapping
+from typing import Any, Mapping
+
+from floe_dagster.core.operation_kinds import SPECS, OperationSpec, spec_of
 
 
-class Operation(str, Enum):
-    """A maintenance operation. The value is Floe's name, also the Dagster partition key."""
+class _OperationKind(str, Enum):
+    """The members' behaviour (an enum without members, so it can be extended: ``Operation``)."""
 
-    REWRITE_DATA_FILES = "REWRITE_DATA_FILES"
-    EXPIRE_SNAPSHOTS = "EXPIRE_SNAPSHOTS"
-    ORPHAN_CLEANUP = "ORPHAN_CLEANUP"
-    REWRITE_MANIFESTS = "REWRITE_MANIFESTS"
-    REWRITE_POSITION_DELETE_FILES = "REWRITE_POSITION_DELETE_FILES"
-    # Not one of Floe's: NDV sketches (a Puffin file) and partition statistics for the current snapshot.
-    COMPUTE_STATISTICS = "COMPUTE_STATISTICS"
-    # Not a procedure: one metadata commit setting the properties the policy declares (tableProperties).
-    APPLY_TABLE_PROPERTIES = "APPLY_TABLE_PROPERTIES"
+    @property
+    def spec(self) -> OperationSpec:
+        """The kind's declaration (core/operation_kinds/<kind>.py)."""
+        return spec_of(self.value)
 
     @property
     def order(self) -> int:
-        """Floe's order within a table: compaction first, manifests and deletes last; statistics after
-        them, so they describe the files the other operations left."""
-        return _ORDER[self]
+        """Its place in Floe's order within a table (0 for the first): compaction first, manifests and
+        deletes last; statistics after them, so they describe the files the other operations left. The
+        kinds sort by their spec's ``order``, which leaves room for new kinds between them."""
+        return _PLACES[self.value]
 
     @property
     def policy_key(self) -> str:
         """The policy field holding this operation's config, e.g. ``rewriteDataFiles``."""
-        return _POLICY_KEYS[self]
+        return self.spec.policy_key
 
     @property
     def schedule_key(self) -> str:
         """The policy field holding this operation's schedule, e.g. ``rewriteDataFilesSchedule``."""
-        return _POLICY_KEYS[self] + "Schedule"
+        return self.spec.schedule_key
 
     @property
     def procedure(self) -> str:
         """Iceberg's Spark procedure that performs it (for APPLY_TABLE_PROPERTIES, the statement)."""
-        return _PROCEDURES[self]
+        return self.spec.procedure
 
     @property
     def rewrites_data(self) -> bool:
         """Whether it rewrites table data, so that it counts against the bytes-per-hour budget."""
-        return self in (Operation.REWRITE_DATA_FILES, Operation.REWRITE_POSITION_DELETE_FILES)
+        return self.spec.rewrites_data
 
     @property
     def needs_gc(self) -> bool:
         """Whether it deletes files, so that a table's ``gc.enabled=false`` forbids it."""
-        return self in (Operation.EXPIRE_SNAPSHOTS, Operation.ORPHAN_CLEANUP)
+        return self.spec.needs_gc
+
+    @property
+    def scopes_partitions(self) -> bool:
+        """Whether the planner may scope a run of it to partitions (core/partition_scope.py)."""
+        return self.spec.scopes_partitions
 
     @classmethod
-    def parse(cls, text: str) -> "Operation":
+    def parse(cls, text: str) -> Any:
         """Accept Floe's name, the policy key or the procedure name, in any case."""
         wanted = text.strip().replace("-", "_").lower()
         for op in cls:
-            if wanted in (op.value.lower(), op.policy_key.lower(), op.procedure, _SNAKE_POLICY_KEYS[op]):
+            spec = op.spec
+            if wanted in (op.value.lower(), spec.policy_key.lower(), spec.procedure, spec.snake_key):
                 return op
         names = ", ".join(op.value for op in cls)
         raise ValueError(f"unknown operation {text!r}; expected one of {names}")
 
 
-ALL_OPERATIONS: tuple[Operation, ...] = tuple(Operation)
+Operation = _OperationKind("Operation", [(spec.name, spec.name) for spec in SPECS], module=__name__,
+                           qualname="Operation")
+Operation.__doc__ = "A maintenance operation. The value is Floe's name, also the Dagster partition key."
+
+ALL_OPERATIONS: tuple[Any, ...] = tuple(Operation)
+_PLACES = {op.value: place for place, op in enumerate(ALL_OPERATIONS)}
+
+# Each kind's config, as the registry declares it (by operation).
+CONFIG_TYPES: dict[Any, type] = {op: op.spec.config_type for op in ALL_OPERATIONS}
+FIELDS: dict[Any, tuple[str, ...]] = {op: op.spec.fields for op in ALL_OPERATIONS}  # as the policy writes them
+IGNORED: dict[Any, Mapping[str, str]] = {op: op.spec.ignored for op in ALL_OPERATIONS if op.spec.ignored}
+REFUSED: dict[Any, Mapping[str, str]] = {op: op.spec.refused for op in ALL_OPERATIONS if op.spec.refused}
+DEFAULTS: dict[Any, Mapping[str, Any]] = {op: op.spec.defaults for op in ALL_OPERATIONS}  # for display
 
 
 def gc_disabled(table_properties: Mapping[str, str]) -> bool:
@@ -71,7 +92,7 @@ def gc_disabled(table_properties: Mapping[str, str]) -> bool:
     return value is not None and str(value).lower() != "true"
 
 
-def gc_disabled_reason(op: Operation) -> str:
+def gc_disabled_reason(op: Any) -> str:
     """Why an operation that deletes files never runs on a table with ``gc.enabled=false``: the words the
     planner (plan, explain), manual triggers and the run itself give. Catalogs that keep table history
     themselves set it on every table (Nessie does: its commits, not Iceberg's snapshots, are the history,
@@ -79,32 +100,6 @@ def gc_disabled_reason(op: Operation) -> str:
     return (f"the table sets gc.enabled=false: its catalog (e.g. Nessie) manages garbage collection, and "
             f"gc.enabled=false forbids table maintenance to delete files, so {op.value} never runs on it")
 
-_ORDER = {op: i for i, op in enumerate(Operation)}
-_POLICY_KEYS = {
-    Operation.REWRITE_DATA_FILES: "rewriteDataFiles",
-    Operation.EXPIRE_SNAPSHOTS: "expireSnapshots",
-    Operation.ORPHAN_CLEANUP: "orphanCleanup",
-    Operation.REWRITE_MANIFESTS: "rewriteManifests",
-    Operation.REWRITE_POSITION_DELETE_FILES: "rewritePositionDeleteFiles",
-    Operation.COMPUTE_STATISTICS: "computeStatistics",
-    Operation.APPLY_TABLE_PROPERTIES: "tableProperties",
-}
-_SNAKE_POLICY_KEYS = {
-    Operation.REWRITE_DATA_FILES: "rewrite_data_files",
-    Operation.EXPIRE_SNAPSHOTS: "expire_snapshots",
-    Operation.ORPHAN_CLEANUP: "orphan_cleanup",
-    Operation.REWRITE_MANIFESTS: "rewrite_manifests",
-    Operation.REWRITE_POSITION_DELETE_FILES: "rewrite_position_delete_files",
-    Operation.COMPUTE_STATISTICS: "compute_statistics",
-    Operation.APPLY_TABLE_PROPERTIES: "table_properties",
-}
-_PROCEDURES = {
-    Operation.REWRITE_DATA_FILES: "rewrite_data_files",
-    Operation.EXPIRE_SNAPSHOTS: "expire_snapshots",
-    Operation.ORPHAN_CLEANUP: "remove_orphan_files",
-    Operation.REWRITE_MANIFESTS: "rewrite_manifests",
-    Operation.REWRITE_POSITION_DELETE_FILES: "rewrite_position_delete_files",
-    # and, on a partitioned table, compute_partition_stats (spark/procedures.py)
-    Operation.COMPUTE_STATISTICS: "compute_table_stats",
-    Operation.APPLY_TABLE_PROPERTIES: "alter_table_set_tblproperties",
-}
+
+__all__ = ["Operation", "ALL_OPERATIONS", "CONFIG_TYPES", "FIELDS", "IGNORED", "REFUSED", "DEFAULTS", "gc_disabled",
+           "gc_disabled_reason"]

@@ -667,7 +667,7 @@ def _scoped(data: PlanInput, decision: Decision, bytes_used: int) -> Decision:
     or without the full health tier (whole, as before). The estimate fits for certain when the whole
     table is within one bin of Iceberg's bin-pack (``max-file-group-size-bytes``); past that, which
     files a bin keeps depends on Iceberg's scan order, so the bound decides."""
-    if decision.operation is not Operation.REWRITE_DATA_FILES or decision.estimated_bytes <= 0:
+    if not decision.operation.scopes_partitions or decision.estimated_bytes <= 0:
         return decision
     allowance = run_allowance(data, decision, bytes_used)
     if allowance is None or allowance[0] <= 0:

@@ -7,12 +7,13 @@ file in Floe's PolicyLoader format (a ``policies:`` list of kebab-case policies)
 them first and checked the same way (:mod:`floe_dagster.core.policy_formats`). Fields:
 
 ``name`` (required, unique across all files), ``description``, ``tablePattern`` (default ``*``, with a
-warning), ``enabled`` (default true), ``mode`` (``live``, the default, or ``shadow``: the planner decides and
-the ledger records, but no run is created; docs/automation.md), ``priority`` (int, default 0), ``tags`` (text → text, become
-run tags ``dagster/floe.tag.<key>``; ``owner`` and ``team`` also name the table assets' owners), the
-operation configs ``rewriteDataFiles``, ``expireSnapshots``, ``orphanCleanup``, ``rewriteManifests``,
+warning), ``enabled`` (default true), ``mode`` (``live``, the default, or ``shadow``: the planner decides
+and the ledger records, but no run is created; docs/automation.md), ``priority`` (int, default 0), ``tags``
+(text → text, become run tags ``dagster/floe.tag.<key>``; ``owner`` and ``team`` also name the table
+assets' owners), the operation configs, one per kind of the registry (core/operation_kinds/:
+``rewriteDataFiles``, ``expireSnapshots``, ``orphanCleanup``, ``rewriteManifests``,
 ``rewritePositionDeleteFiles``, ``computeStatistics``, ``tableProperties`` (Iceberg table property →
-value: core/table_properties.py) each with its schedule ``<operation>Schedule``, ``triggerConditions``,
+value: core/table_properties.py), ...) each with its schedule ``<operation>Schedule``, ``triggerConditions``,
 ``healthThresholds`` and ``refRetention`` (the maximum age of branches and tags by name, which
 ``expireSnapshots`` runs apply: core/refs.py).
 
@@ -31,13 +32,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
-
-import yaml
+from typing import Any, Iterable, Mapping, Sequence
 
 from floe_dagster.core.conditions import (
     ConditionResult,
@@ -58,6 +56,12 @@ from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operation_config import OperationConfig, parse_operation_config
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.patterns import TablePattern
+from floe_dagster.core.policy_files import (
+    folder_policy_files,
+    parse_text,
+    policy_files,
+    read_policy_file,
+)
 from floe_dagster.core.policy_formats import (
     FORMAT_NAMES,
     LOADER_FORMAT,
@@ -65,10 +69,10 @@ from floe_dagster.core.policy_formats import (
     PolicyEntry,
     file_format,
     kebab_lines,
-    policy_entries,
     policy_label,
     translate_policy,
 )
+from floe_dagster.core.policy_set import PolicySet
 from floe_dagster.core.refs import RefRetentionRule, parse_ref_retention, ref_issues
 from floe_dagster.core.run_tags import POLICY_TAG_PREFIX
 from floe_dagster.core.schedule import Schedule, parse_schedule
@@ -82,10 +86,8 @@ from floe_dagster.core.validation import (
     get_enum,
     get_int,
     get_str,
-    one_line,
 )
 
-POLICY_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 LIVE, SHADOW = "live", "shadow"  # a policy's ``mode``: its decisions create runs, or are only recorded
 RUN_TAG_PREFIX = POLICY_TAG_PREFIX  # a policy tag's run tag: this + its key
 # Dagster tag keys allow letters, digits, '_', '-', '.' and one '/' namespace (the prefix takes it):
@@ -171,12 +173,12 @@ class Policy:
     def evaluate_conditions(self, operation: Operation, metrics: TableMetrics | None,
                             last_success_start: datetime | None, now: datetime,
                             condition_based_triggering_enabled: bool = True) -> ConditionResult:
-        declared = self.configs.get(operation) if operation is Operation.APPLY_TABLE_PROPERTIES else None
+        own, config = operation.spec.own_condition, self.configs.get(operation)
         return evaluate_conditions(
             self.trigger_conditions, operation, metrics, last_success_start, now,
             small_file_size_bytes=self.health_thresholds.small_file_size_bytes,
             enabled=condition_based_triggering_enabled,
-            declared_properties=getattr(declared, "properties", None),
+            own_condition=(lambda m: own.check(config, m)) if own is not None and config is not None else None,
         )
 
     def assess_health(self, metrics: TableMetrics, now: datetime) -> HealthAssessment:
@@ -214,76 +216,6 @@ def policy_tags_as_run_tags(tags: Mapping[str, str]) -> dict[str, str]:
     """A policy's ``tags`` as Dagster run tags: ``{"team": "sales"}`` → ``{"dagster/floe.tag.team": "sales"}``
     (on the run page, not in the runs list: core/run_tags.py)."""
     return {RUN_TAG_PREFIX + key: value for key, value in tags.items()}
-
-
-_EFFECTIVE_BY_PATTERNS: dict[tuple[tuple[str, str], ...], dict[TableName, str | None]] = {}
-_EFFECTIVE_SETS_KEPT = 4
-_EFFECTIVE_LOCK = threading.Lock()
-
-
-class PolicySet:
-    """All loaded policies; answers which one governs a table."""
-
-    def __init__(self, policies: Iterable[Policy] = (), warnings: Iterable[str] = ()):
-        self._policies = tuple(sorted(policies, key=lambda p: p.name))
-        self.warnings = tuple(warnings)  # what loading them warned about, one line each
-        self._by_name = {p.name: p for p in self._policies}
-        if len(self._by_name) != len(self._policies):
-            raise ValueError("policy names must be unique")
-        self._enabled = tuple(sorted((p for p in self._policies if p.enabled), key=lambda p: p.precedence_key))
-        # Which policy wins depends only on the enabled policies' patterns in precedence order. The
-        # sensor loads a new PolicySet every tick; sets with the same patterns share their answers.
-        matching_key = tuple((p.name, p.table_pattern.text) for p in self._enabled)
-        with _EFFECTIVE_LOCK:  # sensors and API requests load policy sets in several threads
-            self._effective: dict[TableName, str | None] = _EFFECTIVE_BY_PATTERNS.pop(matching_key, None) or {}
-            _EFFECTIVE_BY_PATTERNS[matching_key] = self._effective  # most recent last
-            while len(_EFFECTIVE_BY_PATTERNS) > _EFFECTIVE_SETS_KEPT:
-                del _EFFECTIVE_BY_PATTERNS[next(iter(_EFFECTIVE_BY_PATTERNS))]
-
-    @property
-    def policies(self) -> tuple[Policy, ...]:
-        return self._policies
-
-    def __iter__(self) -> Iterator[Policy]:
-        return iter(self._policies)
-
-    def __len__(self) -> int:
-        return len(self._policies)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._by_name
-
-    def get(self, name: str) -> Policy | None:
-        return self._by_name.get(name)
-
-    def matching(self, table: TableName, include_disabled: bool = False) -> list[Policy]:
-        """Every policy whose pattern matches, the winner first (disabled ones last, when asked for)."""
-        candidates = self._policies if include_disabled else self._enabled
-        found = [p for p in candidates if p.matches(table)]
-        return sorted(found, key=lambda p: (not p.enabled, p.precedence_key))
-
-    def effective_policy(self, table: TableName) -> Policy | None:
-        """The enabled matching policy with the highest priority × 1000 + specificity, then by name."""
-        try:
-            name = self._effective[table]
-        except KeyError:
-            winner = next((p for p in self._enabled if p.matches(table)), None)
-            name = self._effective[table] = winner.name if winner is not None else None
-        return self._by_name[name] if name is not None else None
-
-    def cron_rules(self) -> list[tuple[str, Operation, str, str]]:
-        """(policy name, operation, 5-field cron, time zone) for every enabled cron rule: one Dagster
-        schedule each. A schedule with an interval is not a cron rule (the interval wins)."""
-        rules = []
-        for policy in self._enabled:
-            for op in policy.enabled_operations():
-                schedule = policy.schedules[op]
-                if schedule.kind == "cron":
-                    rules.append((policy.name, op, schedule.cron_5field, schedule.timezone))
-        return sorted(rules, key=lambda r: (r[0], r[1].order))
-
-    def to_json(self) -> list[dict[str, Any]]:
-        return [p.to_json() for p in self._policies]
 
 
 @dataclass(frozen=True)
@@ -334,8 +266,8 @@ def validate_policy_paths(paths: Iterable[str | Path], allowed_properties: Itera
     policies: list[Policy] = []
     seen: dict[str, str] = {}
     files: list[PolicyFile] = []
-    for file in _policy_files(paths, problems):
-        entries = _read_policy_file(file, problems)
+    for file in policy_files(paths, problems):
+        entries = read_policy_file(file, problems)
         files.append(PolicyFile(file, file_format(entries), len(entries)))
         _collect(entries, file, problems, seen, policies, allowed)
     if problems.errors:
@@ -347,7 +279,7 @@ def parse_policies_text(text: str, source: str = "<text>", allowed_properties: I
     """Policies from YAML or JSON text (tests, the HTTP API); raises PolicyError."""
     problems = Problems()
     policies: list[Policy] = []
-    _collect(_parse_text(text, source, problems, json_file=False), source, problems, {}, policies,
+    _collect(parse_text(text, source, problems, json_file=False), source, problems, {}, policies,
              frozenset(allowed_properties))
     if problems.errors:
         raise PolicyError(problems.errors)
@@ -372,38 +304,6 @@ def _collect(entries: list[PolicyEntry], source: str, problems: Problems, seen: 
             policies.append(policy)
 
 
-def folder_policy_files(folder: Path) -> list[Path]:
-    """The policy files a folder holds, as loading reads them: ``*.yaml``, ``*.yml``, ``*.json``, not
-    recursively, hidden files skipped, by name."""
-    return sorted(p for p in folder.iterdir()
-                  if p.is_file() and p.suffix.lower() in POLICY_FILE_SUFFIXES and not p.name.startswith("."))
-
-
-def _policy_files(paths: Iterable[str | Path], problems: Problems) -> list[str]:
-    files: list[str] = []
-    seen: set[Path] = set()
-    if isinstance(paths, (str, Path)):
-        paths = [paths]
-    for entry in paths:
-        path = Path(entry)
-        if path.is_dir():
-            found = folder_policy_files(path)
-            if not found:
-                problems.warnings.append(f"{entry}: no policy files (*.yaml, *.yml, *.json) in this folder")
-            candidates = found
-        elif path.is_file():
-            candidates = [path]
-        else:
-            problems.errors.append(f"{entry}: no such file or folder")
-            continue
-        for candidate in candidates:
-            key = candidate.resolve()
-            if key not in seen:
-                seen.add(key)
-                files.append(str(candidate))
-    return files
-
-
 def _parse_entry(entry: PolicyEntry, source: str, index: int, problems: Problems,
                  allowed: frozenset[str]) -> Policy | None:
     """A policy in either format: a PolicyLoader-format one is translated, parsed as the API format's
@@ -420,79 +320,6 @@ def _parse_entry(entry: PolicyEntry, source: str, index: int, problems: Problems
     return None if len(problems.errors) > translation_errors else policy
 
 
-def _read_policy_file(file: str, problems: Problems) -> list[PolicyEntry]:
-    try:
-        text = Path(file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        problems.errors.append(f"{file}: cannot read: {exc}")
-        return []
-    raws = _parse_text(text, file, problems, json_file=file.lower().endswith(".json"))
-    if not raws and not problems.errors:
-        problems.warnings.append(f"{file}: holds no policies")
-    return raws
-
-
-def _parse_text(text: str, source: str, problems: Problems, json_file: bool) -> list[PolicyEntry]:
-    """The policies in one file, as written, each with its format (what is not a mapping is reported
-    by parse_policy)."""
-    if json_file:
-        try:
-            documents = [json.loads(text)] if text.strip() else []
-        except json.JSONDecodeError as exc:
-            problems.errors.append(f"{source}: line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}")
-            return []
-    else:
-        try:
-            documents = [d for d in yaml.load_all(text, Loader=_PolicyLoader) if d is not None]
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-            where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-            problem = " ".join(str(p) for p in (getattr(exc, "context", None), getattr(exc, "problem", None)) if p)
-            problems.errors.append(one_line(f"{source}: {where}invalid YAML: {problem or exc}"))
-            return []
-    return policy_entries(documents, source, problems)
-
-
-class _PolicyLoader(yaml.SafeLoader):
-    """SafeLoader with YAML 1.2 scalars where YAML 1.1 surprises: ``02:30`` is text (not the base-60
-    number 150), only true/false are booleans (``name: off`` is the text "off", not false), and a
-    duplicate key is an error (the last would silently win)."""
-
-    def construct_mapping(self, node, deep=False):
-        if isinstance(node, yaml.MappingNode):
-            keys: dict[Any, Any] = {}
-            for key_node, _ in node.value:
-                key = self.construct_object(key_node, deep=deep)
-                if isinstance(key, (str, int, float, bool)) and key in keys:
-                    raise yaml.constructor.ConstructorError(
-                        "while reading a mapping", node.start_mark,
-                        f"found duplicate key {key!r} (first at line {keys[key].line + 1})", key_node.start_mark)
-                if isinstance(key, (str, int, float, bool)):
-                    keys[key] = key_node.start_mark
-        return super().construct_mapping(node, deep=deep)
-
-
-_PolicyLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers
-            if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool")]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_PolicyLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
-# Integers and floats again, without the base-60 forms (``190:20:30``).
-_PolicyLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:int",
-    re.compile(r"""^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$""", re.X),
-    list("-+0123456789"),
-)
-_PolicyLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+]?[0-9]+)?
-                    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$""", re.X),
-    list("-+0123456789."),
-)
-
-
 def parse_policy(raw: Any, source: str, index: int, problems: Problems,
                  allowed_properties: Iterable[str] = ()) -> Policy | None:
     """One policy from its raw mapping; problems are recorded and None is returned when any.
@@ -505,14 +332,37 @@ def parse_policy(raw: Any, source: str, index: int, problems: Problems,
         return None
     name = raw.get("name")
     at = Location(problems, f"{source}: {policy_label(raw, index)}")
-    bad_keys = [k for k in raw if not isinstance(k, str)]
-    for key in bad_keys:
+    for key in (k for k in raw if not isinstance(k, str)):
         at.error(f"field names must be text, got {describe(key)}")
     raw = {k: v for k, v in raw.items() if isinstance(k, str)}
     check_unknown(at, raw, TOP_LEVEL_FIELDS)
+    description, pattern = _identity(at, raw, name)
+    enabled = get_bool(at, raw, "enabled", True)
+    mode = get_enum(at, raw, "mode", (LIVE.upper(), SHADOW.upper()), LIVE.upper()).lower()
+    priority = get_int(at, raw, "priority", 0)
+    tags = _parse_tags(at, raw.get("tags"))
+    configs, schedules = _operations(at, raw)
+    check_envelope(at, pattern, configs, allowed_properties)  # locations inside the table, properties allowed
+    conditions = None
+    if raw.get("triggerConditions") is not None:
+        conditions = parse_trigger_conditions(at.child("triggerConditions"), raw["triggerConditions"])
+    thresholds = parse_health_thresholds(at.child("healthThresholds"), raw.get("healthThresholds"))
+    ref_retention = _ref_retention(at, raw, configs)
+    _warn_due_every_tick(at, raw, configs, schedules, conditions)
+    if len(problems.errors) > before:
+        return None
+    return Policy(
+        name=name, table_pattern=pattern, description=description, enabled=enabled, priority=priority,
+        tags=tags, mode=mode, configs=configs, schedules=schedules, trigger_conditions=conditions,
+        health_thresholds=thresholds, ref_retention=ref_retention, source=source, version=_version(raw),
+    )
 
+
+def _identity(at: Location, raw: Mapping[str, Any], name: Any) -> tuple[str, TablePattern]:
+    """The name checked (it is already the policy's label), its description and its table pattern."""
     if not isinstance(name, str) or not name.strip():
-        at.child("name").error("is required (non-empty text)" if name is None else f"expected text, got {describe(name)}")
+        at.child("name").error("is required (non-empty text)" if name is None
+                               else f"expected text, got {describe(name)}")
     elif name != name.strip():
         at.child("name").error("must not start or end with spaces")
     description = get_str(at, raw, "description", "", non_empty=False)
@@ -524,11 +374,12 @@ def parse_policy(raw: Any, source: str, index: int, problems: Problems,
             pattern = TablePattern.parse(raw["tablePattern"])
         except ValueError as exc:
             at.child("tablePattern").error(str(exc))
-    enabled = get_bool(at, raw, "enabled", True)
-    mode = get_enum(at, raw, "mode", (LIVE.upper(), SHADOW.upper()), LIVE.upper()).lower()
-    priority = get_int(at, raw, "priority", 0)
-    tags = _parse_tags(at, raw.get("tags"))
+    return description, pattern
 
+
+def _operations(at: Location, raw: Mapping[str, Any]) -> tuple[dict[Operation, OperationConfig],
+                                                              dict[Operation, Schedule]]:
+    """Every kind's config (``rewriteDataFiles``...) and schedule (``rewriteDataFilesSchedule``), in Floe's order."""
     configs: dict[Operation, OperationConfig] = {}
     schedules: dict[Operation, Schedule] = {}
     for op in ALL_OPERATIONS:
@@ -547,32 +398,31 @@ def parse_policy(raw: Any, source: str, index: int, problems: Problems,
                                                f"{op.policy_key}: {{}} to run the operation with defaults")
         elif op in configs:
             at.child(op.policy_key).warn(f"has no {op.schedule_key}: it runs only when triggered by hand")
+    return configs, schedules
 
-    check_envelope(at, pattern, configs, allowed_properties)  # locations inside the table, properties allowed
-    conditions = None
-    if raw.get("triggerConditions") is not None:
-        conditions = parse_trigger_conditions(at.child("triggerConditions"), raw["triggerConditions"])
-    thresholds = parse_health_thresholds(at.child("healthThresholds"), raw.get("healthThresholds"))
-    ref_retention = parse_ref_retention(at.child("refRetention"), raw.get("refRetention"))
-    if ref_retention and Operation.EXPIRE_SNAPSHOTS not in configs:
-        at.child("refRetention").warn(f"is applied by {Operation.EXPIRE_SNAPSHOTS.policy_key} runs, which this policy "
-                                      "does not configure: stale refs are reported, never removed")
+
+def _ref_retention(at: Location, raw: Mapping[str, Any],
+                   configs: Mapping[Operation, OperationConfig]) -> tuple[RefRetentionRule, ...]:
+    """``refRetention``, with a warning when no operation of the policy applies it (snapshot expiry)."""
+    rules = parse_ref_retention(at.child("refRetention"), raw.get("refRetention"))
+    applying = [op for op in ALL_OPERATIONS if op.spec.applies_ref_retention]
+    if rules and not any(op in configs for op in applying):
+        at.child("refRetention").warn(f"is applied by {' or '.join(op.policy_key for op in applying)} runs, which "
+                                      "this policy does not configure: stale refs are reported, never removed")
+    return rules
+
+
+def _warn_due_every_tick(at: Location, raw: Mapping[str, Any], configs: Mapping[Operation, OperationConfig],
+                         schedules: Mapping[Operation, Schedule], conditions: TriggerConditions | None) -> None:
+    """A schedule without a cron or an interval, in a policy without trigger conditions, is due every tick;
+    not a kind whose own condition decides (tableProperties: the table's drift from them)."""
     for op, schedule in schedules.items():
         rules = [k for k in ("cronExpression", "interval") if isinstance(raw[op.schedule_key], Mapping)
                  and raw[op.schedule_key].get(k) is not None]
-        # tableProperties' own condition is the table's drift from them (core/conditions.py): not every tick.
         if op in configs and schedule.enabled and not rules and conditions is None \
-                and op is not Operation.APPLY_TABLE_PROPERTIES:
+                and op.spec.own_condition is None:
             at.child(op.schedule_key).warn("has neither cronExpression nor interval and the policy has no "
                                            "triggerConditions: it is due on every tick (every minute)")
-
-    if len(problems.errors) > before:
-        return None
-    return Policy(
-        name=name, table_pattern=pattern, description=description, enabled=enabled, priority=priority,
-        tags=tags, mode=mode, configs=configs, schedules=schedules, trigger_conditions=conditions,
-        health_thresholds=thresholds, ref_retention=ref_retention, source=source, version=_version(raw),
-    )
 
 
 def _parse_tags(at: Location, raw: Any) -> dict[str, str]:

@@ -37,16 +37,15 @@ unset, which its scheduler reads as disabled; its documented API defaults it to 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from floe_dagster.core.conditions import TRIGGER_CONDITION_FIELDS
-from floe_dagster.core.durations import MAX_DURATION, format_iso_duration, parse_iso_duration
+from floe_dagster.core.durations import MAX_DURATION, format_iso_duration
 from floe_dagster.core.health_assessment import HEALTH_THRESHOLD_FIELDS
-from floe_dagster.core.operation_config import FIELDS, MANIFEST_FILTER_FIELDS, PARTITION_SUMMARY_FIELDS, REFUSED
-from floe_dagster.core.operations import ALL_OPERATIONS, Operation
-from floe_dagster.core.quarantine import QUARANTINE_FIELDS
+from floe_dagster.core.loader_format import Combined, LoaderSection, kebab, spelled, whole_units, written_as
+from floe_dagster.core.operations import ALL_OPERATIONS
 from floe_dagster.core.refs import RULE_FIELDS
 from floe_dagster.core.schedule import SCHEDULE_FIELDS
 from floe_dagster.core.validation import Location, Problems, check_mapping, check_unknown, describe, get_int
@@ -59,11 +58,6 @@ TOP_LEVEL_FIELDS = (
     *(op.policy_key for op in ALL_OPERATIONS), *(op.schedule_key for op in ALL_OPERATIONS),
     "triggerConditions", "healthThresholds", "refRetention",
 )
-
-
-def kebab(name: str) -> str:
-    """A camelCase key in kebab case, as Jackson's KEBAB_CASE writes it: ``zOrderColumns`` → ``z-order-columns``."""
-    return re.sub(r"[A-Z]", lambda m: "-" + m.group(0).lower(), name)
 
 
 def policy_label(raw: Mapping[str, Any], index: int) -> str:
@@ -136,37 +130,6 @@ def _signals(raw: Any) -> tuple[str | None, str | None]:
 
 # -- translation ---------------------------------------------------------------------------------------
 
-Combine = Callable[[Location, Mapping[str, Any]], Any]  # the written keys' values → the API value, or None
-
-
-@dataclass(frozen=True)
-class _Section:
-    """The keys of one mapping in the PolicyLoader format."""
-
-    keys: Mapping[str, str]  # kebab key → API key, value as written (or translated by ``nested``)
-    refused: Mapping[str, str] = field(default_factory=dict)  # kebab key → why not
-    nested: Mapping[str, "_Section"] = field(default_factory=dict)  # kebab key → its mapping's section
-    combined: Mapping[str, tuple[tuple[str, ...], Combine]] = field(default_factory=dict)  # API key → its keys
-    ignored: tuple[str, ...] = ()  # accepted, dropped
-
-    @property
-    def allowed(self) -> list[str]:
-        return [*self.keys, *(k for keys, _ in self.combined.values() for k in keys), *self.ignored]
-
-
-def _spelled(api_keys: tuple[str, ...], *spelled_otherwise: str) -> dict[str, str]:
-    """Each API key's kebab-case spelling → the key, but for those the loader spells its own way."""
-    return {kebab(key): key for key in api_keys if key not in spelled_otherwise}
-
-
-def _written_as(loader_key: str) -> str:
-    return f"is written {loader_key} in Floe's PolicyLoader format (kebab-case)"
-
-
-def _days_as_duration(at: Location, values: Mapping[str, Any]) -> str | None:
-    days = get_int(at, values, "max-snapshot-age-days", None, minimum=0, maximum=MAX_DURATION.days)
-    return f"P{days}D" if days is not None else None
-
 
 _INTERVAL_UNITS = {"interval-days": "days", "interval-hours": "hours", "interval-minutes": "minutes"}
 
@@ -191,57 +154,48 @@ def _interval(at: Location, values: Mapping[str, Any]) -> str | None:
     return format_iso_duration(total)
 
 
-_SCHEDULE = _Section(
-    keys={**_spelled(SCHEDULE_FIELDS, "interval", "timeout"), "timeout-hours": "timeout"},
-    refused={"interval": _written_as("interval-days, interval-hours or interval-minutes (summed)"),
-             "timeout": _written_as("timeout-hours")},
-    combined={"interval": (tuple(_INTERVAL_UNITS), _interval)},
+def _split_interval(value: Any, where: str) -> dict[str, int]:
+    minutes = whole_units(value, where, timedelta(minutes=1))
+    parts = {"interval-days": minutes // 1440, "interval-hours": minutes % 1440 // 60, "interval-minutes": minutes % 60}
+    return {key: amount for key, amount in parts.items() if amount} or {"interval-minutes": 0}
+
+
+_SCHEDULE = LoaderSection(
+    keys={**spelled(SCHEDULE_FIELDS, "interval", "timeout"), "timeout-hours": "timeout"},
+    refused={"interval": written_as("interval-days, interval-hours or interval-minutes (summed)"),
+             "timeout": written_as("timeout-hours")},
+    combined={"interval": Combined(tuple(_INTERVAL_UNITS), _interval, _split_interval)},
 )
-_Combined = dict[str, tuple[tuple[str, ...], Combine]]
-_LOADER_SPELLINGS: dict[Operation, tuple[dict[str, str], dict[str, str], _Combined]] = {
-    # operation: (loader key → API key, refused API-style spellings, combined keys)
-    Operation.EXPIRE_SNAPSHOTS: ({}, {"max-snapshot-age": _written_as("max-snapshot-age-days (whole days)")},
-                                 {"maxSnapshotAge": (("max-snapshot-age-days",), _days_as_duration)}),
-    Operation.ORPHAN_CLEANUP: ({"retention-period-days": "retentionPeriodInDays"},
-                               {"retention-period-in-days": _written_as("retention-period-days")}, {}),
-}
 
 
-_MANIFEST_FILTER = _Section(_spelled(MANIFEST_FILTER_FIELDS),
-                            nested={"partition-summaries": _Section(_spelled(PARTITION_SUMMARY_FIELDS))})
-_NESTED_OPTIONS = {  # an operation's options that are mappings of their own
-    Operation.REWRITE_MANIFESTS: {"rewrite-if": _MANIFEST_FILTER},
-    Operation.ORPHAN_CLEANUP: {"quarantine": _Section(_spelled(QUARANTINE_FIELDS))},  # enabled, grace-period
-}
-
-
-def _operation_section(op: Operation) -> _Section:
-    keys, refused, combined = _LOADER_SPELLINGS.get(op, ({}, {}, {}))
-    return _Section(
-        keys={**_spelled(FIELDS[op], *keys.values(), *combined), **keys},
-        refused={**{kebab(k): why for k, why in REFUSED.get(op, {}).items()}, **refused},
-        nested=_NESTED_OPTIONS.get(op, {}),
-        combined=combined,
+def _operation_section(op: Any) -> LoaderSection:
+    """A kind's options: each field's kebab case, but for the spellings the kind declares as the loader's own."""
+    spec = op.spec
+    own = spec.loader
+    return LoaderSection(
+        keys={**spelled(spec.fields, *own.keys.values(), *own.combined), **own.keys},
+        refused={**{kebab(k): why for k, why in spec.refused.items()}, **own.refused},
+        nested=own.nested,
+        combined=own.combined,
     )
 
 
-_POLICY = _Section(
-    keys={**_spelled(TOP_LEVEL_FIELDS, "tablePattern"), "pattern": "tablePattern"},
-    refused={"table-pattern": _written_as("pattern")},
+_POLICY = LoaderSection(
+    keys={**spelled(TOP_LEVEL_FIELDS, "tablePattern"), "pattern": "tablePattern"},
+    refused={"table-pattern": written_as("pattern")},
     nested={
-        # tableProperties holds Iceberg's own property names: kept as written, never translated.
-        **{kebab(op.policy_key): _operation_section(op) for op in ALL_OPERATIONS
-           if op is not Operation.APPLY_TABLE_PROPERTIES},
+        # A kind whose config is not fields (tableProperties: Iceberg's own property names) is kept as written.
+        **{kebab(op.policy_key): _operation_section(op) for op in ALL_OPERATIONS if op.spec.parse is None},
         **{kebab(op.schedule_key): _SCHEDULE for op in ALL_OPERATIONS},
-        "trigger-conditions": _Section(_spelled(TRIGGER_CONDITION_FIELDS)),
-        "health-thresholds": _Section(_spelled(HEALTH_THRESHOLD_FIELDS)),
-        "ref-retention": _Section(_spelled(RULE_FIELDS)),  # a list of these mappings
+        "trigger-conditions": LoaderSection(spelled(TRIGGER_CONDITION_FIELDS)),
+        "health-thresholds": LoaderSection(spelled(HEALTH_THRESHOLD_FIELDS)),
+        "ref-retention": LoaderSection(spelled(RULE_FIELDS)),  # a list of these mappings
     },
     ignored=("created-at", "updated-at"),
 )
 
 
-def _paths(section: _Section, api: str = "", written: str = "") -> dict[str, str]:
+def _paths(section: LoaderSection, api: str = "", written: str = "") -> dict[str, str]:
     """Every API path (``rewriteDataFiles.targetFileSizeBytes``) → its kebab-case path."""
     found: dict[str, str] = {}
     for key, api_key in section.keys.items():
@@ -249,8 +203,8 @@ def _paths(section: _Section, api: str = "", written: str = "") -> dict[str, str
         found[api_path] = written_path
         if key in section.nested:
             found.update(_paths(section.nested[key], api_path + ".", written_path + "."))
-    for api_key, (keys, _) in section.combined.items():
-        found[f"{api}{api_key}"] = f"{written}{'+'.join(keys)}"
+    for api_key, combined in section.combined.items():
+        found[f"{api}{api_key}"] = f"{written}{'+'.join(combined.keys)}"
     return found
 
 
@@ -271,7 +225,7 @@ def translate_policy(raw: Mapping[str, Any], at: Location) -> tuple[dict[str, An
     return _translate(at, raw, _POLICY, "", "", paths), paths
 
 
-def _translate(at: Location, raw: Any, section: _Section, api: str, written: str,
+def _translate(at: Location, raw: Any, section: LoaderSection, api: str, written: str,
                paths: dict[str, str]) -> dict[str, Any]:
     mapping = check_mapping(at, raw) or {}
     check_unknown(at, mapping, section.allowed, {k: _kebab_words(why) for k, why in section.refused.items()})
@@ -281,19 +235,20 @@ def _translate(at: Location, raw: Any, section: _Section, api: str, written: str
         if api_key is None:
             continue
         if key in section.nested and isinstance(value, Mapping):
-            value = _translate(at.child(key), value, section.nested[key], f"{api}{api_key}.", f"{written}{key}.", paths)
-        elif key in section.nested and isinstance(value, list):  # a list of mappings (partition-summaries, ref-retention)
+            value = _translate(at.child(key), value, section.nested[key], f"{api}{api_key}.", f"{written}{key}.",
+                               paths)
+        elif key in section.nested and isinstance(value, list):  # mappings: partition-summaries, ref-retention
             for i in range(len(value)):
                 paths.update(_paths(section.nested[key], f"{api}{api_key}[{i}].", f"{written}{key}[{i}]."))
             value = [_translate(at.child(key).child(i), item, section.nested[key], f"{api}{api_key}[{i}].",
                                 f"{written}{key}[{i}].", paths) if isinstance(item, Mapping) else item
                      for i, item in enumerate(value)]
         result[api_key] = value
-    for api_key, (keys, combine) in section.combined.items():
-        given = [k for k in keys if mapping.get(k) is not None]
+    for api_key, combined in section.combined.items():
+        given = [k for k in combined.keys if mapping.get(k) is not None]
         if given:
             paths[f"{api}{api_key}"] = f"{written}{'+'.join(given)}"
-            value = combine(at, mapping)
+            value = combined.combine(at, mapping)
             if value is not None:
                 result[api_key] = value
     return result
@@ -332,40 +287,16 @@ def to_loader_policy(document: Mapping[str, Any]) -> dict[str, Any]:
     return _untranslate(document, _POLICY, "")
 
 
-def _whole(value: Any, where: str, unit: timedelta) -> int:
-    try:  # ISO-8601, or whole days as Floe's API writes an interval
-        amount = (parse_iso_duration(value) if isinstance(value, str) else timedelta(days=value)
-                  if isinstance(value, int) and not isinstance(value, bool) else None)
-    except (ValueError, OverflowError):
-        amount = None
-    if amount is None or amount % unit:
-        raise ValueError(f"{where}: {value!r} is not a whole number of {'days' if unit.days else 'minutes'}, "
-                         "which the PolicyLoader format needs")
-    return amount // unit
-
-
-def _split_interval(value: Any, where: str) -> dict[str, int]:
-    minutes = _whole(value, where, timedelta(minutes=1))
-    parts = {"interval-days": minutes // 1440, "interval-hours": minutes % 1440 // 60, "interval-minutes": minutes % 60}
-    return {key: amount for key, amount in parts.items() if amount} or {"interval-minutes": 0}
-
-
-_SPLIT: dict[str, Callable[[Any, str], dict[str, Any]]] = {
-    "maxSnapshotAge": lambda value, where: {"max-snapshot-age-days": _whole(value, where, timedelta(days=1))},
-    "interval": _split_interval,
-}
-
-
-def _untranslate(mapping: Mapping[str, Any], section: _Section, where: str) -> dict[str, Any]:
-    spelled = {api_key: key for key, api_key in section.keys.items()}
+def _untranslate(mapping: Mapping[str, Any], section: LoaderSection, where: str) -> dict[str, Any]:
+    spellings = {api_key: key for key, api_key in section.keys.items()}
     result: dict[str, Any] = {}
     for key, value in mapping.items():
         if key in section.combined:
-            result.update(_SPLIT[key](value, where + key))
+            result.update(section.combined[key].split(value, where + key))
             continue
-        if key not in spelled:
+        if key not in spellings:
             raise ValueError(f"{where}{key}: no PolicyLoader spelling")
-        written, nested = spelled[key], section.nested.get(spelled[key])
+        written, nested = spellings[key], section.nested.get(spellings[key])
         if nested is not None and isinstance(value, Mapping):
             value = _untranslate(value, nested, f"{where}{key}.")
         elif nested is not None and isinstance(value, list):

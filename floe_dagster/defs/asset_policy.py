@@ -164,8 +164,8 @@ def operation_rule(policy: Policy, op: Operation, schedule_names: ScheduleNames)
     elif schedule.kind == "interval":
         assert schedule.interval is not None
         rule = f"every {duration_text(schedule.interval)} ({SENSOR_LABEL})"
-    elif op is Operation.APPLY_TABLE_PROPERTIES:  # its own condition (core/conditions.py)
-        rule = f"when the table drifts from the declared properties ({SENSOR_LABEL})"
+    elif op.spec.own_condition is not None:  # the kind's own condition (its spec), not the thresholds
+        rule = f"{op.spec.own_condition.rule_text} ({SENSOR_LABEL})"
     elif policy.trigger_conditions is not None:
         rule = f"when the trigger conditions are met ({SENSOR_LABEL})"
     else:

@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from floe_dagster.core.estimates import (
-    EstimateOptionError,
-    estimate_rewrite_data_files,
-    estimate_rewrite_position_delete_files,
-)
+from floe_dagster.core.estimates import EstimateOptionError
 from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation
@@ -23,9 +19,9 @@ def estimate_operation_bytes(
 ) -> int:
     """Bytes a rewriting operation would rewrite, for the bytes-per-hour budget.
 
-    Full tier: Iceberg's own file selection (``core/estimates.py``) with the policy's options and the
-    table's properties. Summary tier: the table's total bytes (data and delete files), an upper bound.
-    No metrics: 0. Operations that rewrite no data: 0.
+    Full tier: Iceberg's own file selection (``core/estimates.py``, the kind's ``byte_estimate``) with the
+    policy's options and the table's properties. Summary tier: the table's total bytes (data and delete
+    files), an upper bound. No metrics: 0. Operations that rewrite no data: 0.
     """
     if metrics is None or not op.rewrites_data:
         return 0
@@ -54,11 +50,11 @@ _ESTIMATES_MAX = 200_000
 def _estimate_operation_bytes(
     table: TableName, op: Operation, metrics: TableMetrics, config: OperationConfig | None
 ) -> int:
+    estimate_bytes = op.spec.byte_estimate
+    if estimate_bytes is None:  # a kind that rewrites data without an estimate of its own: the upper bound
+        return metrics.total_data_bytes
     try:
-        if op is Operation.REWRITE_DATA_FILES:
-            estimate = estimate_rewrite_data_files(metrics, config)
-        else:
-            estimate = estimate_rewrite_position_delete_files(metrics, config)
+        estimate = estimate_bytes(metrics, config)
     except EstimateOptionError as exc:
         log.warning("%s %s: cannot estimate bytes (%s); using the table's size", table.qualified, op.value, exc)
         return metrics.total_data_bytes

@@ -13,7 +13,7 @@ change to a declared property refuses the commit: a conflict, retried by a later
 A REST catalog checks a commit's requirements on the server, which knows only the Iceberg REST spec's
 kinds, so there floe reads the table once more right before the commit and compares; the window left
 is that read's round trip. Either way, a change right after floe's commit shows in the check after it
-(defs/table_properties_run.py), also as a conflict.
+(spark/operation_steps/apply_table_properties.py), also as a conflict.
 """
 
 from __future__ import annotations

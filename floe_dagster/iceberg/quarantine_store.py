@@ -195,7 +195,7 @@ def _marker(text: str | None) -> dict:
 def open_table_quarantine(settings: Any, text: str) -> tuple[TableQuarantine, timedelta]:
     """The quarantine of a table named as the command line names it (UnknownTable when the catalog has
     no such table), and the grace period its orphan cleanup policy gives (the default without one)."""
-    from floe_dagster.core.operation_config import OrphanCleanupConfig
+    from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
     from floe_dagster.core.operations import Operation
     from floe_dagster.iceberg.catalog import load_table, open_catalog
     from floe_dagster.policies import resolve_operation

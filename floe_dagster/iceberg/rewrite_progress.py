@@ -14,7 +14,7 @@ from pyiceberg.table import Table
 
 from floe_dagster.core.commit_conflicts import RewriteProgress
 from floe_dagster.core.estimates import DataFileInfo, RewriteRules, plan_data_file_rewrite
-from floe_dagster.core.operation_config import RewriteDataFilesConfig
+from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
 
 DEFAULT_MAX_COMMITS = 10  # Iceberg's partial-progress.max-commits
 

@@ -9,12 +9,17 @@ A shadow policy's operation never triggers (``shouldTrigger`` false): ``shadow``
 
 ``envelope`` is the safety envelope's verdict on each configured operation (core/envelope.py): ok,
 refused (each field and why: the run would fail before any engine call), or unchecked (an absolute
-location while the table's location is not known yet); ``floe-dagster plan`` shows the same per decision."""
+location while the table's location is not known yet); ``floe-dagster plan`` shows the same per decision.
+
+An operation kind adds its own keys (its spec's ``explain``, core/operation_kinds/): ``propertyDrift``
+(APPLY_TABLE_PROPERTIES), ``refs`` (EXPIRE_SNAPSHOTS), the orphans its last run left as ``backlog``
+(ORPHAN_CLEANUP; the others' backlog is a partition-scoped rewrite's)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Mapping
 
 from dagster import AssetRecordsFilter, DagsterInstance
 
@@ -23,11 +28,10 @@ from floe_dagster.core.commit_conflicts import conflict_retry_delay
 from floe_dagster.core.conditions import NO_MATCHING_POLICY, OPERATION_DISABLED, floe_condition_strings
 from floe_dagster.core.envelope import Verdict, check_operation
 from floe_dagster.core.history import OperationHistory
+from floe_dagster.core.operation_kinds.spec import ExplainView, LastRun
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.planner import Decision, PlanInput, plan
-from floe_dagster.core.refs import ref_report
 from floe_dagster.core.run_decision import LedgerRow, shadow_summary
-from floe_dagster.core.table_properties import property_drift
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.iceberg.catalog import existing_table
@@ -52,64 +56,16 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
             newest = coordination.shadow_rows(table.qualified, limit=1, operation=op)[1]
             if newest:
                 recorded[op] = newest[0]
+    view = _TableView(data, table, policy, now, instance, settings.envelope.allowed_table_properties)
     statuses: dict[str, Any] = {}
-    allowed = settings.envelope.allowed_table_properties
     # Every operation, as Floe lists them: the ones no policy configures are shown disabled (a view:
     # the planner decides only for configured operations).
     for op in ALL_OPERATIONS:
         decision = decisions.get(op)
         if decision is None:
             statuses[op.value] = _not_decided(op, NO_MATCHING_POLICY if policy is None else OPERATION_DISABLED)
-            continue
-        history = data.history.get((table.qualified, op))
-        result = decision.condition_result
-        if result is None and policy is not None and decision.enabled:
-            # An earlier gate (the schedule not due yet, a backoff...) stopped the planner before the
-            # conditions; Floe's trigger status evaluates them regardless of schedules (its minimum
-            # interval, for one): the view evaluates them too, the decision stays the planner's.
-            result = policy.evaluate_conditions(op, data.metrics.get(table),
-                                                history.last_success_start if history else None, now,
-                                                data.limits.condition_based_triggering_enabled)
-        met, unmet = floe_condition_strings(result, now)
-        if not decision.enabled:
-            met, unmet = [], [OPERATION_DISABLED]
-        statuses[op.value] = {
-            "operationType": op.value,
-            "shouldTrigger": decision.decision == "run" and not decision.shadow,
-            "enabled": decision.enabled,
-            "reasons": list(decision.reasons),
-            "trigger": decision.trigger if decision.decision == "run" else None,
-            "conditionsMet": result.passed if result is not None else True,
-            "metConditions": met,
-            "unmetConditions": unmet,
-            "metConditionDetails": [c.to_json() for c in result.met] if result is not None else [],
-            "unmetConditionDetails": [c.to_json() for c in result.unmet] if result is not None else [],
-            "forcedByCriticalPipeline": bool(result is not None and result.forced),
-            **({"propertyDrift": _property_drift(table, policy, data)} if op is Operation.APPLY_TABLE_PROPERTIES else {}),
-            "quiet": _quiet(decision, policy),
-            "nextEligibleTime": decision.next_eligible.isoformat() if decision.next_eligible else None,
-            "debtScore": decision.debt_score,
-            "debtBreakdown": dict(decision.debt_breakdown),
-            "backoff": {
-                "consecutiveFailures": history.consecutive_failures if history else 0,
-                "until": decision.backoff_until.isoformat() if decision.backoff_until else None,
-            },
-            "conflicts": _conflicts(table, op, history, decision.backoff_until),
-            "throttle": {
-                "consecutiveZeroChangeRuns": history.consecutive_zero_change if history else 0,
-                "until": decision.throttled_until.isoformat() if decision.throttled_until else None,
-            },
-            "backlog": _orphan_backlog(instance, table) if op is Operation.ORPHAN_CLEANUP else _backlog(decision),
-            "refs": _refs(policy, data.metrics.get(table), now) if op is Operation.EXPIRE_SNAPSHOTS else None,
-            "lastRun": {
-                "start": history.last_run_start.isoformat() if history and history.last_run_start else None,
-                "succeeded": history.last_run_succeeded if history else None,
-                "trigger": history.last_run_trigger if history else None,
-            },
-            "shadow": decision.shadow,
-            "shadowDecision": _shadow(decision, recorded.get(op), now) if decision.shadow else None,
-            "envelope": _json(envelope_verdict(data, table, op, decision.policy, allowed)),
-        }
+        else:
+            statuses[op.value] = _status(view, op, decision, recorded.get(op))
     return {
         "catalog": table.catalog,
         "namespace": table.namespace_str,
@@ -120,6 +76,100 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
         "at": now.isoformat(),
         "operationStatuses": statuses,
     }
+
+
+@dataclass(frozen=True)
+class _TableView:
+    """What every operation's status of one table is made from."""
+
+    data: PlanInput
+    table: TableName
+    policy: Any  # the effective policy (None: none)
+    now: datetime
+    instance: DagsterInstance
+    allowed: tuple[str, ...]  # floe.yaml's envelope.allowed-table-properties
+
+
+def _status(view: _TableView, op: Operation, decision: Decision, recorded: LedgerRow | None) -> dict[str, Any]:
+    """One operation's trigger status: the planner's decision, the conditions in Floe's words, and the
+    operation kind's own keys (its spec's ``explain``: ``propertyDrift``, ``refs``, an orphan ``backlog``)."""
+    data, table, policy, now = view.data, view.table, view.policy, view.now
+    history = data.history.get((table.qualified, op))
+    result = decision.condition_result
+    if result is None and policy is not None and decision.enabled:
+        # An earlier gate (the schedule not due yet, a backoff...) stopped the planner before the
+        # conditions; Floe's trigger status evaluates them regardless of schedules (its minimum
+        # interval, for one): the view evaluates them too, the decision stays the planner's.
+        result = policy.evaluate_conditions(op, data.metrics.get(table),
+                                            history.last_success_start if history else None, now,
+                                            data.limits.condition_based_triggering_enabled)
+    met, unmet = floe_condition_strings(result, now)
+    if not decision.enabled:
+        met, unmet = [], [OPERATION_DISABLED]
+    head = {
+        "operationType": op.value,
+        "shouldTrigger": decision.decision == "run" and not decision.shadow,
+        "enabled": decision.enabled,
+        "reasons": list(decision.reasons),
+        "trigger": decision.trigger if decision.decision == "run" else None,
+        "conditionsMet": result.passed if result is not None else True,
+        "metConditions": met,
+        "unmetConditions": unmet,
+        "metConditionDetails": [c.to_json() for c in result.met] if result is not None else [],
+        "unmetConditionDetails": [c.to_json() for c in result.unmet] if result is not None else [],
+        "forcedByCriticalPipeline": bool(result is not None and result.forced),
+    }
+    return _with_add_ons(head, _status_tail(view, op, decision, history, recorded), _add_ons(view, op))
+
+
+def _status_tail(view: _TableView, op: Operation, decision: Decision, history: OperationHistory | None,
+                 recorded: LedgerRow | None) -> dict[str, Any]:
+    """The status after the conditions: quiet, debt, backoff, conflicts, throttle, backlog, last run, shadow."""
+    return {
+        "quiet": _quiet(decision, view.policy),
+        "nextEligibleTime": decision.next_eligible.isoformat() if decision.next_eligible else None,
+        "debtScore": decision.debt_score,
+        "debtBreakdown": dict(decision.debt_breakdown),
+        "backoff": {
+            "consecutiveFailures": history.consecutive_failures if history else 0,
+            "until": decision.backoff_until.isoformat() if decision.backoff_until else None,
+        },
+        "conflicts": _conflicts(view.table, op, history, decision.backoff_until),
+        "throttle": {
+            "consecutiveZeroChangeRuns": history.consecutive_zero_change if history else 0,
+            "until": decision.throttled_until.isoformat() if decision.throttled_until else None,
+        },
+        "backlog": _backlog(decision),
+        "refs": None,
+        "lastRun": {
+            "start": history.last_run_start.isoformat() if history and history.last_run_start else None,
+            "succeeded": history.last_run_succeeded if history else None,
+            "trigger": history.last_run_trigger if history else None,
+        },
+        "shadow": decision.shadow,
+        "shadowDecision": _shadow(decision, recorded, view.now) if decision.shadow else None,
+        "envelope": _json(envelope_verdict(view.data, view.table, op, decision.policy, view.allowed)),
+    }
+
+
+def _add_ons(view: _TableView, op: Operation) -> Mapping[str, Any]:
+    """The operation kind's own keys (its spec's ``explain`` hook), from the health the plan used and, when
+    the kind asks, its last materialization."""
+    explain = op.spec.explain
+    if explain is None:
+        return {}
+    policy = view.policy
+    return explain(ExplainView(policy, policy.config(op) if policy is not None else None,
+                               view.data.metrics.get(view.table), view.now,
+                               lambda: _last_run(view.instance, view.table, op)))
+
+
+def _with_add_ons(head: dict[str, Any], tail: dict[str, Any], add_ons: Mapping[str, Any]) -> dict[str, Any]:
+    """A kind's keys set in the status where the status has them (``backlog``, ``refs``), its new ones after
+    the conditions (``propertyDrift``), so every answer keeps its keys' order."""
+    status = {**head, **{k: v for k, v in add_ons.items() if k not in tail and k not in head}, **tail}
+    status.update({k: v for k, v in add_ons.items() if k in tail})
+    return status
 
 
 def envelope_verdict(data: PlanInput, table: TableName, op: Operation, policy_name: str | None,
@@ -152,16 +202,6 @@ def _shadow(decision: Decision, last: LedgerRow | None, now: datetime) -> dict[s
     }
 
 
-def _property_drift(table: TableName, policy, data) -> list[dict[str, Any]] | None:
-    """The declared properties whose table value differs (declared against current), from the health the
-    plan used; None when the table's health (its properties) has not been collected yet."""
-    metrics = data.metrics.get(table)
-    config = policy.config(Operation.APPLY_TABLE_PROPERTIES) if policy is not None else None
-    if metrics is None or config is None:
-        return None
-    return [d.to_json() for d in property_drift(config.properties, metrics.properties)]
-
-
 def _quiet(decision, policy) -> dict[str, Any] | None:
     """The quiet gate's state: its verdict once the decision reached it, else only the period (an earlier
     gate decided); None when the operation's schedule has no quiet period."""
@@ -172,17 +212,6 @@ def _quiet(decision, policy) -> dict[str, Any] | None:
         return None
     return {"evaluated": False, **schedule.quiet.to_json(),
             "detail": "not checked yet: an earlier gate decided (the quiet period is checked after the conditions)"}
-
-
-def _refs(policy: Any, metrics: Any, now: datetime) -> dict[str, Any] | None:
-    """What the next snapshot expiry does to the branches and tags: the policy's ``refRetention`` rules,
-    and each ref with its age and limit (``stale``: the run removes it, once the rule is set as its
-    max-ref-age; core/refs.py). None: no rules and no refs measured."""
-    rules = policy.ref_retention if policy is not None else ()
-    refs = ref_report(metrics.refs if metrics is not None else None, rules, metrics.properties if metrics else {}, now)
-    if not rules and not refs:
-        return None
-    return {"rules": [rule.to_json() for rule in rules], "refs": refs}
 
 
 def _backlog(decision: Any) -> dict[str, Any] | None:
@@ -199,25 +228,15 @@ def _backlog(decision: Any) -> dict[str, Any] | None:
     return None
 
 
-def _orphan_backlog(instance: DagsterInstance, table: TableName) -> dict[str, Any] | None:
-    """The orphans the table's last cleanup left on disk (a per-run cap cut it, or a dry run deleted
-    nothing): its materialization's ``orphan_backlog_files``; the next run lists them again and deletes
-    them first. None: no cleanup yet, or it left none."""
-    key = asset_key_for(table)
+def _last_run(instance: DagsterInstance, table: TableName, op: Operation) -> LastRun | None:
+    """The newest materialization of the table's operation partition (its metadata as plain values)."""
     records = instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=key, asset_partitions=[Operation.ORPHAN_CLEANUP.value]), limit=1).records
+        AssetRecordsFilter(asset_key=asset_key_for(table), asset_partitions=[op.value]), limit=1).records
     if not records or records[0].asset_materialization is None:
         return None
     record = records[0]
     found = {name: getattr(value, "value", value) for name, value in record.asset_materialization.metadata.items()}
-    files = found.get("orphan_backlog_files")
-    if not isinstance(files, int) or isinstance(files, bool) or files <= 0:
-        return None
-    cap = found.get("orphan_cap")
-    return {"files": files, "exact": bool(found.get("orphan_backlog_exact", True)),
-            "cap": cap if isinstance(cap, int) and not isinstance(cap, bool) else None,
-            "capReached": bool(found.get("orphan_cap_reached", False)), "runId": record.run_id,
-            "at": datetime.fromtimestamp(record.timestamp, timezone.utc).isoformat()}
+    return LastRun(found, record.run_id, datetime.fromtimestamp(record.timestamp, timezone.utc))
 
 
 def _not_decided(op: Operation, why: str) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The PySpark maintenance engine: a Dagster resource that runs Iceberg's procedures.
+"""The PySpark maintenance engine: a Dagster resource that runs Iceberg's procedures, each kind's as its
+step renders and runs it (``spark/operation_steps/``).
 
 It wraps dagster-pyspark's ``LazyPySparkResource`` (the session starts on first use, so runs that
 do nothing start no JVM) and adds what that resource lacks: after each unit of work it closes the
@@ -9,38 +10,32 @@ a fresh catalog. (Iceberg 1.11 closes those result sets; the release stays, sinc
 selectable with ``spark.iceberg-version``.) The JVM handles used here (``_jsparkSession``) exist on
 classic sessions of PySpark 3.5 and 4.x alike; a Spark Connect session has none and skips them.
 
-Secrets stay out of the resources' config, which Dagit shows and Dagster stores in every job snapshot:
-the Spark conf entries that hold one (the catalog's password, ``header.*``, S3 keys, a Connect URL's
-token; core/secrets.py decides) are shown masked, and their real values reach the session through one
-``EnvVar`` (a JSON object in a variable floe-dagster sets in its own process, redaction.secret_variable).
+Secrets stay out of the resources' config, which Dagit shows and Dagster stores in every job snapshot
+(spark/session.py). One operation on one table (:meth:`IcebergSparkEngine.maintain`) is named steps:
+the call rendered (before Spark starts), the snapshots before, the call run, then the reads after it
+(its changes have landed): the snapshots it committed and the row check of a rewrite.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import socket
 import time
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
-from urllib.parse import urlparse
 
-from dagster import ConfigurableResource, EnvVar, InitResourceContext
+from dagster import ConfigurableResource, InitResourceContext
 from dagster_pyspark import LazyPySparkResource
-from dagster_pyspark.resources import spark_session_from_config
 from pydantic import PrivateAttr
 
 from floe_dagster.coordination.locks import file_locks
 from floe_dagster.core.commit_conflicts import commit_race
-from floe_dagster.core.operation_config import ComputeStatisticsConfig, OperationConfig, OrphanCleanupConfig
+from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.partition_scope import RewriteScope
-from floe_dagster.core.secrets import mask_text, split_secret_entries
-from floe_dagster.core.statistics import StatisticsState, statistics_work
+from floe_dagster.core.secrets import mask_text
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import (
     CommitConflict,
@@ -51,34 +46,30 @@ from floe_dagster.errors import (
     RowCountMismatch,
     unreachable,
 )
-from floe_dagster.iceberg.snapshot_summary import commit_rows, exact_live_rows
-from floe_dagster.redaction import secret_variable
 from floe_dagster.settings import Settings
 from floe_dagster.spark.catalog_conf import spark_catalog_conf
-from floe_dagster.spark.jars import jar_file_name, resolve_jars
-from floe_dagster.spark.orphan_runs import ListedHook, OrphanCleanup, OrphanContext
+from floe_dagster.spark.jars import resolve_jars
+from floe_dagster.spark.operation_steps import step_of, summarize_result
+from floe_dagster.spark.operation_steps.step import EngineJob, OperationStep, Ran
+from floe_dagster.spark.orphan_runs import ListedHook
+from floe_dagster.spark.procedures import ProcedureCall, ProcedureResult, spark_table_reference
+from floe_dagster.spark.row_check import RowCheck, check_rows
 from floe_dagster.spark.runtime import installed_spark_line, spark_packages
-from floe_dagster.spark.procedures import (
-    ProcedureCall,
-    ProcedureResult,
-    build_procedure_call,
-    partition_statistics_call,
-    spark_table_reference,
-    summarize_result,
-    summarize_statistics,
+from floe_dagster.spark.session import (
+    SQLITE_CATALOG_WAIT_S,
+    ICEBERG_EXTENSIONS,
+    FloeSparkSession,
+    check_reachable,
+    close_spark_catalog,
+    first_line,
+    free_sqlite_read_locks,
+    held_back,
+    secret_entries,
+    sqlite_catalog_lock,
 )
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class RowCheck:
-    # "spark-count", "snapshot-summary", "snapshot-summary+spark-count", "not-applicable"; where the
-    # metadata keeps no parent (Nessie): "commit-summary", or "parent-not-kept" (could not be checked)
-    method: str
-    checked_snapshots: tuple[int, ...] = ()
-    rows_before: int | None = None
-    rows_after: int | None = None
+Snapshots = Callable[[], list[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -91,82 +82,6 @@ class EngineOutcome:
     duration_s: float
     extra: dict[str, Any] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)  # for the materialization (orphan quarantine)
-
-
-ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
-# Session-level SQL conf: the only kind a Spark Connect client may set on its server session.
-SESSION_CONF = {"spark.sql.shuffle.partitions": "4", "spark.sql.session.timeZone": "UTC"}
-
-
-def spark_conf_for(settings: Settings) -> dict[str, str]:
-    """The whole Spark conf: defaults, the catalog's mapping, jars from the cache, then user conf.
-
-    With Spark Connect (``spark.remote``) only ``spark.remote`` itself: the server was started with
-    its jars, extensions and memory, which a client cannot change (Spark refuses to modify static and
-    core conf at runtime); the engine sets the catalog per session (``connect_session_conf``).
-    """
-    if settings.spark.remote:
-        return {"spark.remote": settings.spark.remote}
-    catalog_conf = spark_catalog_conf(settings.catalog)[0]
-    conf = {
-        "spark.sql.extensions": ICEBERG_EXTENSIONS,
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.driver.memory": "1g",
-        "spark.app.name": "floe-dagster",
-        **SESSION_CONF,
-        "spark.master": settings.spark.master,
-    }
-    conf.update(catalog_conf)
-    packages = spark_packages(settings)
-    # Paths only: the download happens when a session starts, so loading the code location stays cheap.
-    jars = [str(Path(settings.spark.jars_cache) / jar_file_name(p)) for p in packages] + list(settings.spark.jars)
-    if jars:
-        conf["spark.jars"] = ",".join(jars)
-    conf.update(settings.spark.conf)
-    return conf
-
-
-def connect_session_conf(settings: Settings) -> dict[str, str]:
-    """What a Spark Connect client sets on its server session: ``spark.sql.catalog.<name>.*`` is
-    session conf (Spark reads it when the session first uses the catalog), so the server needs no
-    catalog of its own, only the Iceberg runtime (and the catalog's JDBC driver) and extensions."""
-    if not settings.spark.remote:
-        return {}
-    return {**SESSION_CONF, **spark_catalog_conf(settings.catalog)[0], **settings.spark.conf}
-
-
-def _secret_entries(secret_conf: str | None) -> dict[str, str]:
-    """The conf entries held back from the resources' config (an EnvVar until Dagster resolves it)."""
-    if not secret_conf:
-        return {}
-    return json.loads(secret_conf.get_value() if isinstance(secret_conf, EnvVar) else secret_conf)
-
-
-class FloeSparkSession(LazyPySparkResource):
-    """dagster-pyspark's lazy session, whose ``spark_config`` is shown with its secrets masked: the
-    session starts with those entries from ``secret_conf`` (an EnvVar, see the module's doc)."""
-
-    secret_conf: str | None = None
-
-    @classmethod
-    def _is_dagster_maintained(cls) -> bool:
-        return False
-
-    def _init_session(self) -> None:
-        if self._spark_session is None:
-            self._spark_session = spark_session_from_config({**self.spark_config, **_secret_entries(self.secret_conf)})
-
-
-def _held_back(settings: Settings) -> tuple[dict[str, str], dict[str, str], str | None]:
-    """The Spark conf and the Connect session conf as shown, and the EnvVar holding what they mask."""
-    shown_conf, secret_conf = split_secret_entries(spark_conf_for(settings))
-    shown_session, secret_session = split_secret_entries(connect_session_conf(settings))
-    secrets = {**secret_conf, **secret_session}
-    if not secrets:
-        return shown_conf, shown_session, None
-    name = secret_variable("SPARK_CONF", f"{settings.source}\0{settings.catalog.name}", json.dumps(secrets, sort_keys=True))
-    return shown_conf, shown_session, EnvVar(name)
 
 
 class IcebergSparkEngine(ConfigurableResource):
@@ -203,7 +118,7 @@ class IcebergSparkEngine(ConfigurableResource):
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "IcebergSparkEngine":
-        shown_conf, shown_session, secret_conf = _held_back(settings)
+        shown_conf, shown_session, secret_conf = held_back(settings)
         return cls(
             pyspark=FloeSparkSession(spark_config=shown_conf, secret_conf=secret_conf),
             catalog_name=settings.catalog.name,
@@ -211,11 +126,12 @@ class IcebergSparkEngine(ConfigurableResource):
             jar_packages=spark_packages(settings),
             jars_cache=settings.spark.jars_cache,
             row_count_check_max_bytes=settings.maintenance.row_count_check_max_bytes,
-            catalog_lock=_sqlite_catalog_lock(settings),
+            catalog_lock=sqlite_catalog_lock(settings),
             remote=mask_text(settings.spark.remote) if settings.spark.remote else None,
             session_conf=shown_session,
             secret_conf=secret_conf,
-            file_io=spark_catalog_conf(settings.catalog)[0].get(f"spark.sql.catalog.{settings.catalog.name}.io-impl"),
+            file_io=spark_catalog_conf(settings.catalog)[0].get(
+                f"spark.sql.catalog.{settings.catalog.name}.io-impl"),
             iceberg_version=settings.spark.iceberg_version,
             spark_line=installed_spark_line(),
             quarantine_location=settings.maintenance.quarantine_location,
@@ -224,6 +140,10 @@ class IcebergSparkEngine(ConfigurableResource):
     def on_orphans_listed(self, hook: ListedHook | None) -> None:
         """A seam between an orphan run's listing and its removal (tests: a writer acts in between)."""
         self._orphans_listed = hook
+
+    @property
+    def orphans_listed_hook(self) -> ListedHook | None:
+        return self._orphans_listed
 
     # -- session and catalog lifecycle ---------------------------------------------------------
     @property
@@ -254,33 +174,35 @@ class IcebergSparkEngine(ConfigurableResource):
                 # pyspark's Connect client retries an unreachable server for about 10 minutes (its
                 # retry policy cannot be set from the session builder in 3.5): check the port first,
                 # so that a server that is down is reported as an outage at once.
-                _check_reachable(self.remote)
+                check_reachable(self.remote)
             session = self.pyspark.spark_session
             if self._started:
                 return session
             extensions = session.conf.get("spark.sql.extensions", "") or ""
         except Exception as exc:
             raise EngineUnavailable(
-                f"the Spark Connect server at {self.remote} could not be reached: {_first_line(exc)}. Check that it "
-                "runs and that the client packages are installed (pip install 'floe-dagster[connect]')"
+                f"the Spark Connect server at {self.remote} could not be reached: {first_line(exc)}. Check that "
+                "it runs and that the client packages are installed (pip install 'floe-dagster[connect]')"
             ) from exc
         if ICEBERG_EXTENSIONS not in extensions:
             raise EngineUnavailable(
                 f"the Spark Connect server at {self.remote} runs without Iceberg's SQL extensions, so it cannot run "
-                f"Iceberg's procedures: start it with --conf spark.sql.extensions={ICEBERG_EXTENSIONS} and the Iceberg "
-                "Spark runtime jar (and the catalog's JDBC driver) in --jars; a client cannot add them to a running server"
+                f"Iceberg's procedures: start it with --conf spark.sql.extensions={ICEBERG_EXTENSIONS} and the "
+                "Iceberg Spark runtime jar (and the catalog's JDBC driver) in --jars; a client cannot add them to a "
+                "running server"
             )
-        for key, value in {**self.session_conf, **_secret_entries(self.secret_conf)}.items():
+        for key, value in {**self.session_conf, **secret_entries(self.secret_conf)}.items():
             try:
                 session.conf.set(key, value)
             except Exception as exc:
                 if key.startswith("spark.sql.catalog."):
                     raise EngineUnavailable(
-                        f"the Spark Connect server at {self.remote} refused the catalog setting {key}: {_first_line(exc)}"
+                        f"the Spark Connect server at {self.remote} refused the catalog setting {key}: "
+                        f"{first_line(exc)}"
                     ) from exc
                 # Static or core conf from spark.conf in floe.yaml: only the server's own start-up sets it.
                 log.warning("Spark Connect: %s cannot be set from a client (set it on the server): %s", key,
-                            _first_line(exc))
+                            first_line(exc))
         self._started = True
         return session
 
@@ -294,20 +216,7 @@ class IcebergSparkEngine(ConfigurableResource):
             # do, so settings refuse a SQLite catalog with spark.remote (the server's JdbcCatalog
             # would keep its read lock); PostgreSQL and REST catalogs need no release.
             return
-        session = self.pyspark.spark_session
-        jvm_session = getattr(session, "_jsparkSession", None)
-        if jvm_session is None:  # a Connect session all the same (SPARK_REMOTE set outside floe.yaml)
-            return
-        try:
-            manager = jvm_session.sessionState().catalogManager()
-            if manager.isCatalogRegistered(self.catalog_name):
-                spark_catalog = manager.catalog(self.catalog_name)
-                iceberg_catalog = spark_catalog.icebergCatalog()
-                if hasattr(iceberg_catalog, "close"):
-                    iceberg_catalog.close()
-                manager.reset()
-        except Exception as exc:  # never hide the error of the work itself behind a cleanup error
-            log.warning("could not close the Iceberg catalog %s inside Spark: %s", self.catalog_name, exc)
+        close_spark_catalog(self.pyspark.spark_session, self.catalog_name)
 
     @contextmanager
     def unit_of_work(self) -> Iterator[Any]:
@@ -318,38 +227,10 @@ class IcebergSparkEngine(ConfigurableResource):
             try:
                 spark = self.spark
                 if self.catalog_lock:
-                    self._free_sqlite_read_locks()
+                    free_sqlite_read_locks(self.pyspark.spark_session, self.catalog_name)
                 yield spark
             finally:
                 self.release_catalog()
-
-    def _free_sqlite_read_locks(self) -> None:
-        """Iceberg 1.10's JdbcCatalog.initialize() leaves two metadata result sets open on a pooled SQLite
-        connection: a read lock for the whole unit of work. A PyIceberg writer's commit then waits for
-        the unit to end, and Spark's own commit, finding that writer waiting, fails at once with
-        SQLITE_BUSY (SQLite's deadlock rule skips the busy timeout). Resetting the catalog
-        connection's statements right after initialization ends that read transaction. (1.11 closes
-        them itself; resetting a finished statement is harmless.)"""
-        jvm_session = getattr(self.pyspark.spark_session, "_jsparkSession", None)
-        if jvm_session is None:  # Spark Connect: the server owns the catalog
-            return
-        try:
-            iceberg_catalog = jvm_session.sessionState().catalogManager().catalog(self.catalog_name).icebergCatalog()
-            pool_field = iceberg_catalog.getClass().getDeclaredField("connections")
-            pool_field.setAccessible(True)
-            pool = pool_field.get(iceberg_catalog)
-            clients_field = pool.getClass().getSuperclass().getDeclaredField("clients")  # ClientPoolImpl
-            clients_field.setAccessible(True)
-            for connection in clients_field.get(pool).toArray():
-                database = connection.getDatabase()  # org.sqlite.core.DB
-                statements_field = database.getClass().getSuperclass().getDeclaredField("stmts")
-                statements_field.setAccessible(True)
-                for statement in statements_field.get(database).toArray():
-                    pointer_field = statement.getClass().getDeclaredField("ptr")
-                    pointer_field.setAccessible(True)
-                    database.reset(pointer_field.getLong(statement))
-        except Exception as exc:  # another Iceberg or driver version: PyIceberg writers wait, as before
-            log.warning("could not free the SQLite catalog's read lock inside Spark: %s", exc)
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         self.release_catalog()
@@ -381,10 +262,9 @@ class IcebergSparkEngine(ConfigurableResource):
         now: datetime,
         table_properties: Mapping[str, str] | None = None,
         table_bytes: int = 0,
-        read_snapshots: Callable[[], list[dict[str, Any]]] | None = None,
+        read_snapshots: Snapshots | None = None,
         scope: RewriteScope | None = None,
-        statistics: StatisticsState | None = None,
-        orphans: OrphanContext | None = None,
+        **inputs: Any,
     ) -> EngineOutcome:
         """Run one operation on one table; verify rows after rewrites; always release the catalog.
 
@@ -392,74 +272,66 @@ class IcebergSparkEngine(ConfigurableResource):
         Iceberg's metadata (iceberg.catalog.snapshot_facts through PyIceberg), so the only Spark
         query is the procedure itself; without it, Spark's ``snapshots`` metadata table is read.
         ``scope``: a partition-scoped rewrite's partitions and the table's spec (the CALL's ``where``).
-        ``statistics``: for COMPUTE_STATISTICS, the table's statistics files as its metadata registers them
-        (iceberg.table_statistics through PyIceberg); without it, Spark reads the current snapshot and
-        the partitioning, and the statistics are computed whatever exists. ``orphans``: for ORPHAN_CLEANUP,
-        the table's location and store and the run (spark/orphan_runs.py): quarantine, purge, the files'
-        real times; without it, no quarantine, and a capped run reads local files' times only."""
-        call = build_procedure_call(op, table, config, now, table_properties, self.file_io,  # the policy's config as SQL
-                                    scope=scope, iceberg_version=self.iceberg_version, spark_line=self.spark_line,
-                                    snapshot_id=statistics.current_snapshot_id if statistics else None)
-        extra: dict[str, Any] = {}
-        metadata: dict[str, Any] = {}
+        ``inputs``: what the kind's step prepared for it (``OperationStep.prepare``): for COMPUTE_STATISTICS,
+        ``statistics``, the table's statistics files as its metadata registers them (without it, Spark reads
+        the current snapshot and the partitioning); for ORPHAN_CLEANUP, ``orphans``, the table's location and
+        store and the run (spark/orphan_runs.py; without it, no quarantine, and a capped run reads local
+        files' times only)."""
+        step = step_of(op)
+        job = EngineJob(op, table, config, now, dict(table_properties or {}), scope, inputs, self)
+        call = step.render(job)  # the policy's config as SQL, before Spark starts
         started = time.monotonic()
         with self.unit_of_work() as spark:
             snapshots_of = read_snapshots or (lambda: self._snapshots(spark, table))
-            try:
-                before = {s["snapshot_id"] for s in snapshots_of()}
-            except FloeError:
-                raise
-            except Exception as exc:
-                raise _classify(exc, table) from exc
-            try:
-                if isinstance(config, OrphanCleanupConfig):
-                    cleanup = OrphanCleanup(spark, table, config, now, table_properties, self.file_io,
-                                            self.iceberg_version, orphans, self.quarantine_location,
-                                            self._orphans_listed)
-                    result, sql, metadata = cleanup.run(call)
-                    call = replace(call, sql=sql)
-                elif isinstance(config, ComputeStatisticsConfig):
-                    result, call, extra = self._compute_statistics(spark, table, config, now, statistics)
-                else:
-                    rows = [row.asDict() for row in spark.sql(call.sql).collect()]
-            except FloeError:
-                raise
-            except Exception as exc:
-                missing = _missing_iceberg_runtime(spark, exc)
-                if missing:
-                    raise MaintenanceFailed(f"{op.procedure} on '{table.qualified}' failed: {missing}") from exc
-                race = commit_race(_error_text(exc))
-                if race is not None:
-                    raise CommitConflict(f"{op.procedure} on '{table.qualified}' "
-                                         f"{race.describe(_winner(snapshots_of, before))}") from exc
-                raise _classify(exc, table, op) from exc
-            if op not in (Operation.ORPHAN_CLEANUP, Operation.COMPUTE_STATISTICS):
-                result = summarize_result(op, rows)
+            before = self._snapshot_ids(table, snapshots_of)
+            ran = self._call(spark, step, job, call, snapshots_of, before)
+            result = ran.result if ran.result is not None else summarize_result(op, ran.rows or [])
             new, row_check = self._after_procedure(spark, table, op, snapshots_of, before, table_bytes)
-        return EngineOutcome(
-            result=result,
-            sql=call.sql,
-            arguments=call.arguments,
-            new_snapshot_ids=tuple(s["snapshot_id"] for s in new),
-            row_check=row_check,
-            duration_s=time.monotonic() - started,
-            extra=extra,
-            metadata=metadata,
-        )
+        done = ran.call or call
+        return EngineOutcome(result=result, sql=done.sql, arguments=done.arguments,
+                             new_snapshot_ids=tuple(s["snapshot_id"] for s in new), row_check=row_check,
+                             duration_s=time.monotonic() - started, extra=ran.extra, metadata=ran.metadata)
 
-    def _after_procedure(self, spark: Any, table: TableName, op: Operation,
-                         snapshots_of: Callable[[], list[dict[str, Any]]], before: set[int],
-                         table_bytes: int) -> tuple[list[dict[str, Any]], RowCheck]:
+    def _snapshot_ids(self, table: TableName, snapshots_of: Snapshots) -> set[int]:
+        """The table's snapshots before the call (what the call commits is what is new after it)."""
+        try:
+            return {s["snapshot_id"] for s in snapshots_of()}
+        except FloeError:
+            raise
+        except Exception as exc:
+            raise _classify(exc, table) from exc
+
+    def _call(self, spark: Any, step: OperationStep, job: EngineJob, call: ProcedureCall, snapshots_of: Snapshots,
+              before: set[int]) -> Ran:
+        """The kind's step runs its call; a Spark error is told apart here: the Iceberg runtime missing, a
+        lost commit race (naming the writer that won), an outage, or this table's failure."""
+        table, op = job.table, job.op
+        try:
+            return step.run(spark, job, call)
+        except FloeError:
+            raise
+        except Exception as exc:
+            missing = _missing_iceberg_runtime(spark, exc)
+            if missing:
+                raise MaintenanceFailed(f"{op.procedure} on '{table.qualified}' failed: {missing}") from exc
+            race = commit_race(_error_text(exc))
+            if race is not None:
+                raise CommitConflict(f"{op.procedure} on '{table.qualified}' "
+                                     f"{race.describe(_winner(snapshots_of, before))}") from exc
+            raise _classify(exc, table, op) from exc
+
+    def _after_procedure(self, spark: Any, table: TableName, op: Operation, snapshots_of: Snapshots,
+                         before: set[int], table_bytes: int) -> tuple[list[dict[str, Any]], RowCheck]:
         """The reads after the procedure returned (its changes have landed): the snapshots it committed,
-        and the row check of a rewrite. A RowCountMismatch names the bad snapshot (the caller may roll
-        it back); any other error is FailedAfterCommit, which names what landed and what failed."""
+        and the row check of a kind that rewrites rows. A RowCountMismatch names the bad snapshot (the
+        caller may roll it back); any other error is FailedAfterCommit, which names what landed and what
+        failed."""
         new: list[dict[str, Any]] = []
         stage = "reading the snapshots it committed"
         try:
             snapshots = snapshots_of()
             new = [s for s in snapshots if s["snapshot_id"] not in before]
-            if op not in (Operation.REWRITE_DATA_FILES, Operation.REWRITE_MANIFESTS,
-                          Operation.REWRITE_POSITION_DELETE_FILES):
+            if not op.spec.row_check:
                 return new, RowCheck("not-applicable")
             stage = "the row check"
             return new, self.verify_rows(spark, table, new, snapshots, table_bytes)
@@ -471,120 +343,13 @@ class IcebergSparkEngine(ConfigurableResource):
             raise FailedAfterCommit.of(f"{op.procedure} on '{table.qualified}'", [s["snapshot_id"] for s in new], stage,
                                        after, str(exc) if isinstance(exc, FloeError) else _headline(exc)) from exc
 
-    def _compute_statistics(
-        self, spark: Any, table: TableName, config: ComputeStatisticsConfig, now: datetime,
-        statistics: StatisticsState | None,
-    ) -> tuple[ProcedureResult, ProcedureCall, dict[str, Any]]:
-        """compute_table_stats, then compute_partition_stats on a partitioned table, each only where the
-        current snapshot lacks its file (core/statistics.statistics_work: neither is the no-change run).
-        Neither commits a snapshot: Iceberg registers the files in the table metadata, so no rows change
-        and the row check does not apply. Returns the result, the call (SQL of what ran) and the reasons."""
-        state = statistics or self._statistics_state(spark, table)
-        work = statistics_work(state, config.columns, config.wants_partition_stats)
-        call = build_procedure_call(Operation.COMPUTE_STATISTICS, table, config, now,
-                                    snapshot_id=state.current_snapshot_id)
-        statements: list[str] = []
-        table_rows: list[dict[str, Any]] = []
-        partition_rows: list[dict[str, Any]] = []
-        if work.table_stats:
-            table_rows = [row.asDict() for row in spark.sql(call.sql).collect()]
-            statements.append(call.sql)
-        if work.partition_stats:
-            partitions = partition_statistics_call(table, state.current_snapshot_id)
-            partition_rows = [row.asDict() for row in spark.sql(partitions.sql).collect()]
-            statements.append(partitions.sql)
-        sql = ";\n".join(statements) if statements else "-- nothing to compute: " + "; ".join(work.reasons)
-        arguments = {**call.arguments, "partition_stats": work.partition_stats}
-        return (summarize_statistics(table_rows, partition_rows), replace(call, sql=sql, arguments=arguments),
-                {"statistics_reasons": list(work.reasons)})
-
-    def _statistics_state(self, spark: Any, table: TableName) -> StatisticsState:
-        """Without the table's metadata from PyIceberg: the current snapshot (``history``) and whether the
-        table is partitioned (its ``partitions`` table has a ``partition`` column only then)."""
-        reference = spark_table_reference(table)
-        current = spark.sql(f"SELECT snapshot_id FROM {reference}.history WHERE is_current_ancestor "
-                            "ORDER BY made_current_at DESC LIMIT 1").collect()
-        partitioned = "partition" in spark.table(f"{reference}.partitions").columns
-        return StatisticsState(current[0]["snapshot_id"] if current else None, partitioned, None, None, None)
-
-
     def verify_rows(
         self, spark: Any, table: TableName, new: list[dict], snapshots: list[dict], table_bytes: int
     ) -> RowCheck:
-        """Each snapshot our rewrite committed must hold the same logical rows as its parent.
-
-        Only our ``replace`` commits are compared with their own parents, so a concurrent append (its
-        own snapshot) and deletes applied during the rewrite (same logical rows) do not confuse it.
-        A catalog that keeps only the current snapshot in the metadata (Nessie) leaves no parent to
-        compare with: such a commit is checked against its own summary (rows removed = rows added),
-        when that can decide; when it cannot (delete files), nothing is left to count and the check
-        says so ("parent-not-kept") instead of passing silently.
-        """
-        by_id = {s["snapshot_id"]: s for s in snapshots}
-        replaces = [s for s in new if s["operation"] == "replace"]
-        if replaces and all(s["parent_id"] not in by_id for s in replaces):
-            return _check_without_parents(table, replaces)
-        ours = [s for s in replaces if s["parent_id"] is not None]
-        if not ours:
-            return RowCheck("not-applicable")
-        # Iceberg's snapshot summaries count the rows exactly when neither snapshot has delete files:
-        # Spark counts wherever they cannot decide (delete files, missing or disagreeing totals), and
-        # for tables up to row_count_check_max_bytes.
-        method = "snapshot-summary" if table_bytes > self.row_count_check_max_bytes else "spark-count"
-        first_before = last_after = None
-        counted: dict[int, int] = {}  # partial progress commits a chain: each snapshot is counted once
-
-        def count(snapshot_id: int) -> int:
-            if snapshot_id not in counted:
-                counted[snapshot_id] = self._count(spark, table, snapshot_id)
-            return counted[snapshot_id]
-
-        for snapshot in ours:
-            parent = snapshot["parent_id"]
-            after = before = None
-            if method == "snapshot-summary" and parent in by_id:
-                after = exact_live_rows(snapshot.get("summary"))
-                before = exact_live_rows(by_id[parent].get("summary"))
-            if after is None or before is None or after != before:
-                # The summary cannot tell (or disagrees): count for real rather than fail on a guess.
-                after, before = count(snapshot["snapshot_id"]), count(parent)
-                if method == "snapshot-summary":
-                    method = "snapshot-summary+spark-count"
-            if after != before:
-                raise RowCountMismatch(
-                    f"table '{table.qualified}': snapshot {snapshot['snapshot_id']} written by this run has {after} "
-                    f"rows but its parent {parent} has {before}; the rewrite changed the table's contents",
-                    snapshot["snapshot_id"], [s["snapshot_id"] for s in ours])
-            first_before = before if first_before is None else first_before
-            last_after = after
-        return RowCheck(method, tuple(s["snapshot_id"] for s in ours), first_before, last_after)
-
-
-def _check_without_parents(table: TableName, ours: list[dict]) -> RowCheck:
-    """The row check of rewrite commits whose parents the metadata does not hold (Nessie keeps only the
-    current snapshot): each commit's own summary, rows removed against rows added (the rows checked are
-    the sums over the commits: the rows the rewrite moved)."""
-    removed_total = added_total = 0
-    for snapshot in ours:
-        rows = commit_rows(snapshot.get("summary"))
-        if rows is None:  # delete files: only a count could tell, and the parent is gone
-            return RowCheck("parent-not-kept", tuple(s["snapshot_id"] for s in ours))
-        before, after = rows
-        if after != before:
-            raise RowCountMismatch(
-                f"table '{table.qualified}': snapshot {snapshot['snapshot_id']} written by this run removed {before} "
-                f"rows and added {after}; the rewrite changed the table's contents",
-                snapshot["snapshot_id"], [s["snapshot_id"] for s in ours])
-        removed_total, added_total = removed_total + before, added_total + after
-    return RowCheck("commit-summary", tuple(s["snapshot_id"] for s in ours), removed_total, added_total)
-
-
-SQLITE_CATALOG_WAIT_S = 3600.0
-
-
-def _sqlite_catalog_lock(settings: Settings) -> str | None:
-    uri = spark_catalog_conf(settings.catalog)[0].get(f"spark.sql.catalog.{settings.catalog.name}.uri", "")
-    return f"floe-sqlite-catalog:{uri.split('?', 1)[0]}" if uri.startswith("jdbc:sqlite:") else None
+        """Each snapshot our rewrite committed must hold the same logical rows as its parent
+        (spark/row_check.py); Spark counts where the snapshot summaries cannot decide."""
+        return check_rows(table, new, snapshots, table_bytes, self.row_count_check_max_bytes,
+                          lambda snapshot_id: self._count(spark, table, snapshot_id))
 
 
 def _error_text(exc: Exception, with_causes: bool = True) -> str:
@@ -621,13 +386,14 @@ def _classify(exc: Exception, table: TableName, op: Operation | None = None) -> 
     """Tell an outage (Spark, the catalog or the storage cannot be reached: the one rule,
     errors.unreachable over the Java error's whole cause chain) from a failure of this table's operation."""
     text = _error_text(exc, with_causes=False)
-    first_line = _headline(exc)
+    headline = _headline(exc)
     if unreachable(exc, _error_text(exc)):
-        return EngineUnavailable(f"Spark or the catalog is unavailable while maintaining '{table.qualified}': {first_line}")
+        return EngineUnavailable(f"Spark or the catalog is unavailable while maintaining '{table.qualified}': "
+                                 f"{headline}")
     if "Table or view not found" in text or "TABLE_OR_VIEW_NOT_FOUND" in text or "NoSuchTableException" in text:
-        return MaintenanceFailed(f"table '{table.qualified}' was not found by Spark: {first_line}")
+        return MaintenanceFailed(f"table '{table.qualified}' was not found by Spark: {headline}")
     what = f"{op.procedure} on" if op else "reading"
-    return MaintenanceFailed(f"{what} '{table.qualified}' failed: {first_line}")
+    return MaintenanceFailed(f"{what} '{table.qualified}' failed: {headline}")
 
 
 SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
@@ -653,15 +419,3 @@ def _headline(exc: Exception) -> str:
     """The first line of the error's own message (a Java error's, not Py4J's "An error occurred while calling")."""
     text = _error_text(exc, with_causes=False).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _check_reachable(remote: str, timeout_s: float = 10.0) -> None:
-    """Open (and close) a TCP connection to a Spark Connect URL's host and port (sc://host:port/;...)."""
-    parsed = urlparse("http://" + remote.split("://", 1)[-1].split("/", 1)[0])
-    with socket.create_connection((parsed.hostname or "localhost", parsed.port or 15002), timeout=timeout_s):
-        pass

@@ -1,5 +1,5 @@
 """An orphan cleanup run in the engine: one plain ``CALL``, rounds under a cap, or rounds into a
-quarantine (procedures.py, "orphan cleanup in rounds"); and first, the purge of what stayed
+quarantine (spark/orphan_calls.py); and first, the purge of what stayed
 quarantined past its grace period (core/quarantine.py, iceberg/quarantine_store.py).
 
 Iceberg's ``remove_orphan_files`` deletes and cannot move, so a quarantine run lists with Iceberg (a
@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
 from floe_dagster.core.durations import format_iso_duration
-from floe_dagster.core.operation_config import OrphanCleanupConfig
+from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
 from floe_dagster.core.quarantine import (
     QuarantineChoice,
     QuarantinePolicy,
@@ -31,15 +31,14 @@ from floe_dagster.core.tables import TableName
 from floe_dagster.errors import MaintenanceFailed
 from floe_dagster.iceberg.file_store import FileFacts, FileStore
 from floe_dagster.iceberg.quarantine_store import PurgeReport, TableQuarantine
-from floe_dagster.spark.procedures import (
+from floe_dagster.spark.orphan_calls import (
     OrphanCalls,
     OrphanRound,
-    ProcedureCall,
-    ProcedureResult,
     orphan_cleanup_calls,
     summarize_capped_orphan_cleanup,
     summarize_orphan_cleanup,
 )
+from floe_dagster.spark.procedures import ProcedureCall, ProcedureResult
 
 ListedHook = Callable[[list[str]], None]
 
@@ -232,8 +231,8 @@ class OrphanCleanup:
         return data
 
 
-
-def orphan_context(catalog: Any, iceberg_table: Any, table: TableName, run_id: str, first_cleanup: bool) -> OrphanContext:
+def orphan_context(catalog: Any, iceberg_table: Any, table: TableName, run_id: str,
+                   first_cleanup: bool) -> OrphanContext:
     """The context of a run from the PyIceberg table it loaded: its location, its FileIO's store, and
     its version read afresh from the catalog."""
     from floe_dagster.iceberg.catalog import load_table

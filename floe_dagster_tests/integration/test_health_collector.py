@@ -17,7 +17,8 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 from floe_dagster.core.estimates import estimate_rewrite_data_files
 from floe_dagster.core.measurements import TableMetrics
-from floe_dagster.core.operation_config import ExpireSnapshotsConfig, RewriteDataFilesConfig
+from floe_dagster.core.operation_kinds.expire_snapshots import ExpireSnapshotsConfig
+from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.errors import UnknownTable
 from floe_dagster.iceberg.byte_estimates import estimate_operation_bytes

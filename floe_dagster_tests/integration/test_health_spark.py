@@ -19,7 +19,7 @@ from floe_dagster.core.estimates import (
     estimate_rewrite_data_files,
     estimate_rewrite_position_delete_files,
 )
-from floe_dagster.core.operation_config import RewritePositionDeleteFilesConfig
+from floe_dagster.core.operation_kinds.rewrite_position_delete_files import RewritePositionDeleteFilesConfig
 from floe_dagster.iceberg.health_collector import HealthCollector
 from floe_dagster.spark.engine import IcebergSparkEngine
 from floe_dagster_tests.integration._health_tables import (

@@ -16,7 +16,7 @@ from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.table.puffin import PuffinFile
 from pyiceberg.transforms import IdentityTransform
 
-from floe_dagster.core.operation_config import ComputeStatisticsConfig
+from floe_dagster.core.operation_kinds.compute_statistics import ComputeStatisticsConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.policy import load_policies
 from floe_dagster.core.tables import TableName

@@ -19,7 +19,7 @@ import pytest
 from dagster import DagsterInstance
 
 from floe_dagster.cli import main as floe_dagster_cli
-from floe_dagster.core.operation_config import OrphanCleanupConfig
+from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.quarantine import QUARANTINE_FOLDER, RUN_MARKER
 from floe_dagster.core.tables import TableName

@@ -22,12 +22,10 @@ from floe_dagster.core.envelope import (
     relative_segments,
     single_table,
 )
-from floe_dagster.core.operation_config import (
-    ExpireSnapshotsConfig,
-    OrphanCleanupConfig,
-    RewriteManifestsConfig,
-    TablePropertiesConfig,
-)
+from floe_dagster.core.operation_kinds.apply_table_properties import TablePropertiesConfig
+from floe_dagster.core.operation_kinds.expire_snapshots import ExpireSnapshotsConfig
+from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
+from floe_dagster.core.operation_kinds.rewrite_manifests import RewriteManifestsConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.policy import PolicyError, parse_policies_text, validate_policy_paths

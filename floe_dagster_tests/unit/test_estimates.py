@@ -27,7 +27,8 @@ from floe_dagster.core.estimates import (
     plan_recorded_data_files,
 )
 from floe_dagster.core.measurements import TableMetrics
-from floe_dagster.core.operation_config import RewriteDataFilesConfig, RewritePositionDeleteFilesConfig
+from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
+from floe_dagster.core.operation_kinds.rewrite_position_delete_files import RewritePositionDeleteFilesConfig
 
 T = 1000  # a target size that keeps the numbers readable
 RULES = RewriteRules.sized(T)  # min 750, max 1800

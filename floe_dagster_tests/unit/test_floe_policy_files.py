@@ -37,11 +37,12 @@ from pathlib import Path
 import pytest
 
 from floe_dagster.cli import main
-from floe_dagster.core.operation_config import IGNORED
+from floe_dagster.core.operations import IGNORED
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.policy import validate_policy_paths
 from floe_dagster.core.tables import TableName
-from floe_dagster.spark.procedures import build_procedure_call, supports_manifest_sort_by
+from floe_dagster.spark.operation_steps import build_procedure_call
+from floe_dagster.spark.operation_steps.rewrite_manifests import supports_manifest_sort_by
 
 NOW = datetime(2026, 3, 1, tzinfo=timezone.utc)
 TABLE = TableName("lake", ("web",), "clicks")

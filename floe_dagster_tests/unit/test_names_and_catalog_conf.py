@@ -186,7 +186,8 @@ spark: {remote: "sc://spark:15002", conf: {spark.sql.shuffle.partitions: "8", sp
 
 
 def test_spark_connect_conf_is_session_conf_only(tmp_path):
-    from floe_dagster.spark.engine import IcebergSparkEngine, connect_session_conf, spark_conf_for
+    from floe_dagster.spark.engine import IcebergSparkEngine
+    from floe_dagster.spark.session import connect_session_conf, spark_conf_for
 
     settings = _settings(tmp_path, REST_WITH_CONNECT)
     # The client sends only the URL at start-up: jars, extensions and memory are the server's.

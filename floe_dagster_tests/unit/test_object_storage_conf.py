@@ -8,7 +8,8 @@ from datetime import datetime, timezone
 import pytest
 
 from floe_dagster.core.object_storage import s3_path_style, storage_description, uses_s3
-from floe_dagster.core.operation_config import ExpireSnapshotsConfig, OrphanCleanupConfig
+from floe_dagster.core.operation_kinds.expire_snapshots import ExpireSnapshotsConfig
+from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import JarResolutionError
@@ -16,7 +17,7 @@ from floe_dagster.iceberg.catalog import pyiceberg_properties
 from floe_dagster.settings import DEFAULT_SQLITE_JDBC, CatalogSettings, load_settings
 from floe_dagster.spark.catalog_conf import spark_catalog_conf
 from floe_dagster.spark.jars import jar_file_name
-from floe_dagster.spark.procedures import build_procedure_call
+from floe_dagster.spark.operation_steps import build_procedure_call
 from floe_dagster.spark.runtime import iceberg_aws_bundle, iceberg_spark_runtime, spark_packages
 
 S3_LAKE = {

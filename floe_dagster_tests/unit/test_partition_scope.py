@@ -29,8 +29,8 @@ from floe_dagster.core.planner import PlanInput, SchedulerSettings, plan
 from floe_dagster.core.policy import parse_policies_text
 from floe_dagster.core.tables import TableName
 from floe_dagster.spark.partition_predicates import partition_predicate
-from floe_dagster.spark.procedures import build_procedure_call
-from floe_dagster.core.operation_config import RewriteDataFilesConfig
+from floe_dagster.spark.operation_steps import build_procedure_call
+from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
 
 UTC = timezone.utc
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)

@@ -10,13 +10,11 @@ from pathlib import Path
 import pytest
 
 from floe_dagster.core.durations import parse_iso_duration
-from floe_dagster.core.operation_config import (
-    ExpireSnapshotsConfig,
-    OrphanCleanupConfig,
-    RewriteDataFilesConfig,
-    RewriteManifestsConfig,
-    RewritePositionDeleteFilesConfig,
-)
+from floe_dagster.core.operation_kinds.expire_snapshots import ExpireSnapshotsConfig
+from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
+from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
+from floe_dagster.core.operation_kinds.rewrite_manifests import RewriteManifestsConfig
+from floe_dagster.core.operation_kinds.rewrite_position_delete_files import RewritePositionDeleteFilesConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.policy import (
     PolicyError,

@@ -15,7 +15,7 @@ import pytest
 
 from floe_dagster.cli import main
 from floe_dagster.core.history import OperationHistory
-from floe_dagster.core.operation_config import RewriteDataFilesConfig
+from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.policy import (
     PolicyError,
@@ -27,7 +27,7 @@ from floe_dagster.core.policy import (
 from floe_dagster.core.policy_formats import API_FORMAT, LOADER_FORMAT, kebab
 from floe_dagster.policies import load_policy_set
 from floe_dagster.settings import load_settings
-from floe_dagster.spark.procedures import build_procedure_call
+from floe_dagster.spark.operation_steps import build_procedure_call
 from floe_dagster_tests.conftest import write_settings
 from floe_dagster_tests.unit.test_planner import NOW, metrics, run, table
 

@@ -7,27 +7,18 @@ import pytest
 
 from floe_dagster.core.estimates import RewriteRules, estimate_rewrite_data_files
 from floe_dagster.core.measurements import TableMetrics
-from floe_dagster.core.operation_config import (
-    CONFIG_TYPES,
-    ExpireSnapshotsConfig,
-    OrphanCleanupConfig,
-    RewriteDataFilesConfig,
-)
+from floe_dagster.core.operation_kinds.expire_snapshots import ExpireSnapshotsConfig
+from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
+from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
+from floe_dagster.core.operations import CONFIG_TYPES
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.policy import parse_policies_text
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import ProcedureOptionError
 from floe_dagster.spark.sql_literals import quote_identifier, quote_literal
-from floe_dagster.spark.procedures import (
-    ORPHAN_SAMPLE_LIMIT,
-    OrphanRound,
-    build_procedure_call,
-    orphan_cleanup_calls,
-    summarize_capped_orphan_cleanup,
-    summarize_orphan_cleanup,
-    summarize_result,
-    table_argument,
-)
+from floe_dagster.spark.operation_steps import build_procedure_call, summarize_result
+from floe_dagster.spark.orphan_calls import ORPHAN_SAMPLE_LIMIT, OrphanRound, orphan_cleanup_calls, summarize_capped_orphan_cleanup, summarize_orphan_cleanup
+from floe_dagster.spark.procedures import table_argument
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
 T = TableName("demo", ("sales",), "orders")

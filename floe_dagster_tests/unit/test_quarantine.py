@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from floe_dagster.core.operation_config import OrphanCleanupConfig
+from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.policy import PolicyError, parse_policies_text
 from floe_dagster.core.policy_formats import to_loader_policy

@@ -175,7 +175,8 @@ def test_resources_hold_secrets_as_environment_variables(tmp_path, monkeypatch):
     from dagster import EnvVar
 
     from floe_dagster.coordination.resource import CoordinationResource
-    from floe_dagster.spark.engine import IcebergSparkEngine, _secret_entries
+    from floe_dagster.spark.engine import IcebergSparkEngine
+    from floe_dagster.spark.session import secret_entries as _secret_entries
 
     secret = marker()
     settings = _secret_settings(secret, tmp_path)

@@ -10,7 +10,7 @@ import pytest
 
 from floe_dagster.core.conditions import TriggerConditions, evaluate_conditions, floe_condition_strings
 from floe_dagster.core.measurements import TableMetrics
-from floe_dagster.core.operation_config import ComputeStatisticsConfig
+from floe_dagster.core.operation_kinds.compute_statistics import ComputeStatisticsConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.policy import PolicyError, parse_policies_text, validate_policy_paths
 from floe_dagster.core.statistics import (
@@ -23,12 +23,8 @@ from floe_dagster.core.statistics import (
     statistics_work,
 )
 from floe_dagster.core.tables import TableName
-from floe_dagster.spark.procedures import (
-    build_procedure_call,
-    partition_statistics_call,
-    summarize_result,
-    summarize_statistics,
-)
+from floe_dagster.spark.operation_steps import build_procedure_call, summarize_result
+from floe_dagster.spark.operation_steps.compute_statistics import partition_statistics_call, summarize_statistics
 from floe_dagster_tests.unit.test_policy_formats import kebab_errors, kebab_policies
 
 NOW = datetime(2026, 6, 10, 12, tzinfo=timezone.utc)

@@ -13,7 +13,7 @@ import pytest
 from floe_dagster.core.health_assessment import IssueType, Severity, assess_health
 from floe_dagster.core.health_record import declared_properties_view
 from floe_dagster.core.history import OperationHistory
-from floe_dagster.core.operation_config import TablePropertiesConfig
+from floe_dagster.core.operation_kinds.apply_table_properties import TablePropertiesConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.planner import SchedulerSettings
 from floe_dagster.core.policy import parse_policies_text, validate_policy_paths
@@ -21,7 +21,8 @@ from floe_dagster.core.table_properties import PROPERTIES, PropertyDrift, is_tab
 from floe_dagster.core.tables import TableName
 from floe_dagster.iceberg.metadata_reduction import metadata_files_written
 from floe_dagster.errors import ProcedureOptionError
-from floe_dagster.spark.procedures import build_procedure_call, set_properties_sql
+from floe_dagster.spark.operation_steps import build_procedure_call
+from floe_dagster.spark.operation_steps.apply_table_properties import set_properties_sql
 from floe_dagster_tests.unit.test_planner import A, NOW, metrics, run
 
 APPLY = Operation.APPLY_TABLE_PROPERTIES

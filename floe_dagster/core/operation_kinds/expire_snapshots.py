@@ -1,0 +1,89 @@
+"""EXPIRE_SNAPSHOTS: Iceberg's ``expire_snapshots``, the policy's ``expireSnapshots``. Before it, a run
+sets the policy's ``refRetention`` on the table's refs (core/refs.py), so the expiry removes the branches
+and tags older than their limit; ``explain`` shows what the next expiry does to them (``refs``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Mapping
+
+from floe_dagster.core.durations import MAX_DURATION, parse_iso_duration
+from floe_dagster.core.loader_format import Combined, LoaderSection, whole_units, written_as
+from floe_dagster.core.operation_config import OperationConfig, any_int, at_least, boolean, option
+from floe_dagster.core.operation_kinds.spec import ExplainView, OperationSpec
+from floe_dagster.core.refs import ref_report
+from floe_dagster.core.validation import Location, get_int, get_str
+
+# Floe's defaults, applied by the engine when a field is unset (after the table's history.expire.* properties).
+DEFAULT_RETAIN_LAST = 5
+DEFAULT_MAX_SNAPSHOT_AGE = "P7D"
+
+
+def _duration(at: Location, raw: Mapping[str, Any], key: str) -> str | None:
+    age = get_str(at, raw, key, None)
+    if age is None:
+        return None
+    try:
+        parse_iso_duration(age)
+    except ValueError as exc:
+        at.child(key).error(str(exc))
+        return None
+    return age.strip().upper()
+
+
+@dataclass(frozen=True)
+class ExpireSnapshotsConfig(OperationConfig):
+    retain_last: int | None = option(at_least(1))
+    max_snapshot_age: str | None = option(_duration)  # an ISO-8601 duration, upper-cased (``PT0S``)
+    clean_expired_metadata: bool | None = option(boolean)
+    stream_results: bool | None = option(boolean)
+    expire_snapshot_id: int | None = option(any_int)  # Floe's: kept, never sent (ignored)
+
+
+def _days_as_duration(at: Location, values: Mapping[str, Any]) -> str | None:
+    days = get_int(at, values, "max-snapshot-age-days", None, minimum=0, maximum=MAX_DURATION.days)
+    return f"P{days}D" if days is not None else None
+
+
+def _refs(view: ExplainView) -> dict[str, Any]:
+    """What the next snapshot expiry does to the branches and tags: the policy's ``refRetention`` rules,
+    and each ref with its age and limit (``stale``: the run removes it, once the rule is set as its
+    max-ref-age; core/refs.py). None: no rules and no refs measured."""
+    rules = view.policy.ref_retention if view.policy is not None else ()
+    metrics = view.metrics
+    refs = ref_report(metrics.refs if metrics is not None else None, rules, metrics.properties if metrics else {},
+                      view.now)
+    if not rules and not refs:
+        return {"refs": None}
+    return {"refs": {"rules": [rule.to_json() for rule in rules], "refs": refs}}
+
+
+SPEC = OperationSpec(
+    name="EXPIRE_SNAPSHOTS",
+    policy_key="expireSnapshots",
+    procedure="expire_snapshots",
+    order=20,
+    config_type=ExpireSnapshotsConfig,
+    needs_gc=True,
+    applies_ref_retention=True,
+    floe_native=True,
+    defaults={"retainLast": DEFAULT_RETAIN_LAST, "maxSnapshotAge": DEFAULT_MAX_SNAPSHOT_AGE},
+    ignored={
+        "expireSnapshotId": "ignored: Floe stored it and never sent it to the engine (Iceberg's expire_snapshots "
+                            "procedure takes a snapshot_ids list); retainLast and maxSnapshotAge decide",
+    },
+    loader=LoaderSection(
+        refused={"max-snapshot-age": written_as("max-snapshot-age-days (whole days)")},
+        combined={"maxSnapshotAge": Combined(
+            ("max-snapshot-age-days",), _days_as_duration,
+            lambda value, where: {"max-snapshot-age-days": whole_units(value, where, timedelta(days=1))})},
+    ),
+    changed=lambda numbers: any(numbers.values()),
+    explain=_refs,
+    no_change="`EXPIRE_SNAPSHOTS` changed nothing when it deleted no file and removed no branch or tag.",
+    docs_row=(
+        "| `EXPIRE_SNAPSHOTS` | `expire_snapshots` | `expireSnapshots`: `retainLast`, `maxSnapshotAge` (ISO-8601, "
+        "e.g. `P7D`), `cleanExpiredMetadata`, `streamResults`; unset ones default to the table's "
+        "`history.expire.*` properties, then Floe's 5 and `P7D` |"),
+)

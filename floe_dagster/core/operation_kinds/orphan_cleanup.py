@@ -1,0 +1,95 @@
+"""ORPHAN_CLEANUP: Iceberg's ``remove_orphan_files``, the policy's ``orphanCleanup``: files under the
+table's location that no snapshot references, older than the retention, deleted or moved into a
+quarantine (core/quarantine.py). Its ``location`` is a safety-envelope field (core/envelope.py);
+``explain`` shows the backlog its last run left (a per-run cap, or a dry run)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from floe_dagster.core.loader_format import LoaderSection, spelled, written_as
+from floe_dagster.core.operation_config import OperationConfig, at_least, boolean, one_of, option, text, text_map
+from floe_dagster.core.operation_kinds.spec import ExplainView, OperationSpec
+from floe_dagster.core.quarantine import QUARANTINE_FIELDS, QuarantinePolicy, parse_quarantine
+from floe_dagster.core.validation import Location, get_number
+
+PREFIX_MISMATCH_MODES = ("ERROR", "IGNORE", "DELETE")
+DEFAULT_ORPHAN_RETENTION_DAYS = 3
+DEFAULT_PREFIX_MISMATCH_MODE = "ERROR"
+
+
+def _retention_days(at: Location, raw: Mapping[str, Any], key: str) -> int | float | None:
+    days = raw.get(key)
+    if isinstance(days, (int, float)) and not isinstance(days, bool) and days == days and days < 1:
+        at.child(key).error(
+            f"must be at least 1 day, got {days:g}: Iceberg refuses to remove files younger than 24 hours, "
+            "which may belong to commits still in progress")
+        return None
+    return get_number(at, raw, key, None, minimum=1)
+
+
+@dataclass(frozen=True)
+class OrphanCleanupConfig(OperationConfig):
+    retention_period_in_days: int | float | None = option(_retention_days)  # at least 1
+    location: str | None = option(text)
+    prefix_mismatch_mode: str | None = option(one_of(PREFIX_MISMATCH_MODES))  # ERROR, IGNORE or DELETE
+    equal_schemes: tuple[tuple[str, str], ...] | None = option(text_map, shown=dict)  # the policy's order
+    equal_authorities: tuple[tuple[str, str], ...] | None = option(text_map, shown=dict)
+    dry_run: bool | None = option(boolean)
+    # Unset: on with Iceberg 1.11 and later (the driver holds at most a sample of 20,000 paths, not every
+    # orphan's); Iceberg 1.10's procedure has no such argument.
+    stream_results: bool | None = option(boolean)
+    max_concurrent_deletes: int | None = option(at_least(1))  # ignored by FileIOs that bulk-delete (S3, Hadoop)
+    # A per-run cap: the run deletes at most this many files, the rest stays as backlog for later runs
+    # (docs/operations.md, "Orphan cleanup at millions of files"). Unset: no cap.
+    max_files_to_delete: int | None = option(at_least(1))
+    # Move orphans into a quarantine instead of deleting them; purged after the grace period
+    # (core/quarantine.py). Unset: only the table's first orphan cleanup quarantines.
+    quarantine: QuarantinePolicy | None = option(parse_quarantine, shown=lambda policy: policy.to_json())
+
+
+def _backlog(view: ExplainView) -> dict[str, Any]:
+    """The orphans the table's last cleanup left on disk (a per-run cap cut it, or a dry run deleted
+    nothing): its materialization's ``orphan_backlog_files``; the next run lists them again and deletes
+    them first. None: no cleanup yet, or it left none."""
+    last = view.last_run()
+    found = last.metadata if last is not None else {}
+    files = found.get("orphan_backlog_files")
+    if last is None or not isinstance(files, int) or isinstance(files, bool) or files <= 0:
+        return {"backlog": None}
+    cap = found.get("orphan_cap")
+    return {"backlog": {"files": files, "exact": bool(found.get("orphan_backlog_exact", True)),
+                        "cap": cap if isinstance(cap, int) and not isinstance(cap, bool) else None,
+                        "capReached": bool(found.get("orphan_cap_reached", False)), "runId": last.run_id,
+                        "at": last.at.isoformat()}}
+
+
+SPEC = OperationSpec(
+    name="ORPHAN_CLEANUP",
+    policy_key="orphanCleanup",
+    procedure="remove_orphan_files",
+    order=30,
+    config_type=OrphanCleanupConfig,
+    needs_gc=True,
+    floe_native=True,
+    defaults={"retentionPeriodInDays": DEFAULT_ORPHAN_RETENTION_DAYS,
+              "prefixMismatchMode": DEFAULT_PREFIX_MISMATCH_MODE},
+    location_fields={"location": "remove_orphan_files would delete every file under it that this table does not "
+                                 "reference, other tables' files included"},
+    loader=LoaderSection(
+        keys={"retention-period-days": "retentionPeriodInDays"},
+        refused={"retention-period-in-days": written_as("retention-period-days")},
+        nested={"quarantine": LoaderSection(spelled(QUARANTINE_FIELDS))},  # enabled, grace-period
+    ),
+    explain=_backlog,
+    no_change="`ORPHAN_CLEANUP` changed nothing when it deleted or quarantined no file and purged no quarantined "
+              "run (a dry run never changes anything).",
+    docs_row=(
+        "| `ORPHAN_CLEANUP` | `remove_orphan_files` | `orphanCleanup`: `retentionPeriodInDays` (default 3, at "
+        "least 1), `location` (default the table's location; relative to it, or absolute inside it: see below), "
+        "`prefixMismatchMode` (default ERROR), `equalSchemes`, `equalAuthorities`, `dryRun`, `streamResults` "
+        "(default true from Iceberg 1.11), `maxConcurrentDeletes`, `maxFilesToDelete` (Floe's per-run cap; see "
+        "below), `quarantine` (`enabled`, `gracePeriod`: move orphans into a quarantine instead of deleting them; "
+        "on for a table's first cleanup; see below) |"),
+)

@@ -1,0 +1,197 @@
+"""One table's maintenance run, as named steps; the operation kind's own part of each is its step's
+(``spark/operation_steps/``), so nothing here branches on the kind:
+
+1. **pre-checks**, before any engine call: a config, the safety envelope (``within_envelope``: the
+   locations checked against the table's real one), the table read (its counts and properties before),
+   ``gc.enabled=false`` for a kind that deletes files, the kind's own checks (statistics columns);
+2. **work under the table lock**: the kind's ``prepare`` (refRetention set before an expiry, an orphan
+   cleanup's context), then the engine call, which ends with its own reads of what landed (the
+   snapshots it committed, and the row check of a rewrite); a row-count mismatch is rolled back while
+   the lock is held;
+3. **post-commit reads**: the table as read after the call, the kind's checks of what landed (a
+   partial-progress rewrite's lost races);
+4. **metadata**: what every run reports (the numbers, counts before and after, the call, why it ran,
+   Dagster's standard table keys), then the kind's add-ons, named per kind.
+
+A kind that commits without the engine (APPLY_TABLE_PROPERTIES) has the same pre-checks and lock, its
+own commit under it, and its own checks and metadata after it. Whatever fails, it is this table's
+outcome, classified where the run records it (``defs/table_outcomes.py``, by ``errors.failure_kind``);
+an error after the commit landed is FailedAfterCommit, which names the snapshots that landed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable, Mapping
+
+from dagster import AssetExecutionContext, MaterializeResult, MetadataValue
+from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
+
+from floe_dagster.coordination.database import Coordination
+from floe_dagster.coordination.locks import Locks, table_lock_name
+from floe_dagster.core.estimates import estimate_error_pct
+from floe_dagster.core.operations import gc_disabled, gc_disabled_reason
+from floe_dagster.core.partition_scope import RewriteScope
+from floe_dagster.core.run_decision import RunDecision
+from floe_dagster.defs.envelope_check import within_envelope
+from floe_dagster.defs.names import asset_key_for
+from floe_dagster.defs.table_metadata import table_metadata
+from floe_dagster.errors import CommitConflict, FailedAfterCommit, MaintenanceFailed, RowCountMismatch
+from floe_dagster.iceberg.catalog import TableReads, partition_fields, row_count, schema_columns, table_counts
+from floe_dagster.iceberg.rollback import roll_back_run
+from floe_dagster.policies import ResolvedOperation
+from floe_dagster.spark.engine import EngineOutcome, IcebergSparkEngine
+from floe_dagster.spark.operation_steps import step_of
+from floe_dagster.spark.operation_steps.step import Committed, OperationStep, Prepared, Shown, TableWork
+
+
+def maintain_table(
+    context: AssetExecutionContext, engine: IcebergSparkEngine, decision: RunDecision, resolved: ResolvedOperation,
+    locks: Locks, catalog: Catalog, coordination: Coordination | None = None,
+) -> MaterializeResult:
+    """Run one operation on one table under its lock and describe what changed, and why it ran.
+    ``coordination``: the history an orphan cleanup reads (a table's first one quarantines)."""
+    table, op = decision.table, decision.operation
+    if resolved.config is None:
+        raise MaintenanceFailed(f"table '{table.qualified}': {resolved.why_not}")
+    resolved = within_envelope(catalog, table, op, resolved)  # the safety envelope, before any engine call
+    step = step_of(op)
+    work = TableWork(op, table, resolved, catalog, context.run.run_id, context.log, _history(coordination, decision))
+    if not step.uses_engine:
+        return _without_engine(step, work, decision, locks)
+    before = _pre_checks(step, work)
+    with locks.hold(table_lock_name(table)):
+        context.log.info(f"{op.value} on {table.qualified} (policy {resolved.policy_name})")
+        prepared = step.prepare(work)
+        outcome = _engine_call(engine, work, decision, before, prepared)
+    try:  # the procedure's changes have landed: a failure from here on says so
+        after = before.reads.latest  # read after the call (the row check's read)
+        add_ons = step.after_commit(Committed(work, after, outcome, prepared.state))
+        return _materialization(work, decision, outcome, before.counts, after, add_ons)
+    except (CommitConflict, MaintenanceFailed):
+        raise  # the rewrite's progress: nothing of this run landed
+    except Exception as exc:
+        raise FailedAfterCommit.of(f"{op.procedure} on '{table.qualified}'", outcome.new_snapshot_ids,
+                                   "reading the table after it", exc) from exc
+
+
+def _history(coordination: Coordination | None, decision: RunDecision) -> Callable[[], Any]:
+    """The table's history of the operation, read when a step asks (None without the coordination database)."""
+    if coordination is None:
+        return lambda: None
+    return lambda: coordination.history_of(decision.table.qualified, decision.operation)
+
+
+@dataclass(frozen=True)
+class _Before:
+    """The table before the run: its reads (the first is this one), counts and properties, and the run's time."""
+
+    reads: TableReads
+    counts: dict[str, int]
+    properties: dict[str, str]
+    now: datetime
+
+
+def _pre_checks(step: OperationStep, work: TableWork) -> _Before:
+    """The table as read before the run, the kind's own checks, and gc."""
+    reads = TableReads(work.catalog, work.table)
+    work.before = reads.latest
+    properties = dict(work.before.properties)
+    step.check(work)
+    if work.op.needs_gc and gc_disabled(properties):
+        raise MaintenanceFailed(f"table '{work.table.qualified}': {gc_disabled_reason(work.op)}")
+    return _Before(reads, table_counts(work.before), properties, datetime.now(timezone.utc))
+
+
+def _engine_call(engine: IcebergSparkEngine, work: TableWork, decision: RunDecision, before: _Before,
+                 prepared: Prepared) -> EngineOutcome:
+    """The engine call, under the lock; a rewrite that changed the rows is taken back while it is held."""
+    table = work.table
+    try:
+        return engine.maintain(
+            table, work.op, work.config, before.now, table_properties=before.properties,
+            table_bytes=before.counts["total_bytes"], read_snapshots=before.reads.snapshots,
+            scope=rewrite_scope(work.before, decision), **prepared.engine_inputs)
+    except RowCountMismatch as exc:  # the bad snapshot is current: take it back while the lock is held
+        rollback = roll_back_run(work.catalog, table, exc.ours or [exc.snapshot_id])
+        raise RowCountMismatch(f"{exc}; {rollback.detail}", exc.snapshot_id, exc.ours, rollback.rolled_back,
+                               rollback.current_snapshot_id) from exc
+
+
+def rewrite_scope(iceberg_table: Any, decision: RunDecision) -> RewriteScope | None:
+    """A partition-scoped run as the planner chose it: its units with their fields and its file count
+    (None: the whole table). A scope recorded before fields were means the current spec's."""
+    scope = decision.scope
+    if scope is None or not decision.operation.scopes_partitions:
+        return None
+    fields = scope.fields if scope.fields is not None else partition_fields(iceberg_table)
+    return RewriteScope(scope.partitions, fields, scope.files, scope.max_files)
+
+
+def _materialization(work: TableWork, decision: RunDecision, outcome: EngineOutcome, before: dict[str, int],
+                     after_table: Table, add_ons: Mapping[str, Any]) -> MaterializeResult:
+    """What the run did, from the table read after the procedure, then the kind's add-ons."""
+    after = table_counts(after_table)
+    current = after_table.current_snapshot()
+    metadata: dict[str, Any] = {name: value for name, value in outcome.result.numbers.items()}
+    for name in before:
+        metadata[f"{name}_before"] = before[name]
+        metadata[f"{name}_after"] = after[name]
+    metadata.update({
+        "changed": outcome.result.changed,
+        "bytes_rewritten": outcome.result.bytes_rewritten,
+        "duration_s": round(outcome.duration_s, 3),
+        "snapshot_id": MetadataValue.text(str(current.snapshot_id)) if current else MetadataValue.text(""),
+        "new_snapshots": len(outcome.new_snapshot_ids),
+        "row_check": outcome.row_check.method,
+        "policy": work.resolved.policy_name or "",
+        "policy_version": work.resolved.policy_version,
+        **decision.metadata(),
+        "procedure_call": MetadataValue.md(f"```sql\n{outcome.sql}\n```"),
+        "arguments": MetadataValue.json(outcome.arguments),
+    })
+    if work.op.rewrites_data:  # estimate accuracy over time: estimated_bytes (the decision's) against bytes_rewritten
+        metadata["estimate_error_pct"] = estimate_error_pct(decision.estimated_bytes, outcome.result.bytes_rewritten)
+        if decision.scope is not None:
+            scope = {"how": outcome.arguments.get("scope"), **decision.scope.to_json()}
+            scope["partitions"] = scope["partitions"][:100]  # the ledger row keeps them all
+            metadata["scope"] = MetadataValue.json(scope)
+    if outcome.row_check.rows_after is not None:
+        metadata["rows_checked"] = outcome.row_check.rows_after
+    # Dagster's standard keys, from the metadata read after the commit (no Spark query).
+    metadata.update(table_metadata(work.table.qualified, after_table.location(), row_count(current),
+                                   schema_columns(after_table.schema())))
+    metadata.update(outcome.metadata)  # what the engine call reported (an orphan cleanup's quarantine)
+    metadata.update(shown(add_ons))  # the kind's add-ons (a ref removed by an expiry makes it a change)
+    return MaterializeResult(asset_key=asset_key_for(work.table), metadata=metadata)
+
+
+def _without_engine(step: OperationStep, work: TableWork, decision: RunDecision, locks: Locks) -> MaterializeResult:
+    """A kind that commits itself (one PyIceberg metadata commit) under the table lock, then checks it."""
+    started = datetime.now(timezone.utc)
+    with locks.hold(table_lock_name(work.table)):
+        committed = step.commit(work)
+    add_ons, after_table = step.finish(work, committed)
+    current = after_table.current_snapshot()
+    metadata: dict[str, Any] = {
+        **shown(add_ons),
+        "duration_s": round((datetime.now(timezone.utc) - started).total_seconds(), 3),
+        "snapshot_id": MetadataValue.text(str(current.snapshot_id) if current else ""),
+        "policy": work.resolved.policy_name or "",
+        "policy_version": work.resolved.policy_version,
+        **decision.metadata(),
+    }
+    metadata.update(table_metadata(work.table.qualified, after_table.location(), row_count(current),
+                                   schema_columns(after_table.schema())))
+    return MaterializeResult(asset_key=asset_key_for(work.table), metadata=metadata)
+
+
+def shown(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A step's metadata with its typed values (:class:`Shown`) as Dagster's MetadataValue of that kind."""
+    return {name: getattr(MetadataValue, value.kind)(value.value) if isinstance(value, Shown) else value
+            for name, value in values.items()}
+
+
+__all__ = ["maintain_table", "rewrite_scope", "shown"]
