@@ -234,6 +234,8 @@ def cmd_explain(args) -> int:
         else:
             print(f"  {op}: {'TRIGGER' if status['shouldTrigger'] else 'wait'} - {'; '.join(status['reasons'])}"
                   + (" (shadow policy)" if shadow else ""))
+        if status.get("waitsThisTick"):
+            print(f"    waits this tick: {status['waitsThisTick']}")
         if shadow and shadow["lastRecordedAt"]:
             print(f"    last shadow decision recorded at {shadow['lastRecordedAt']} (slot {shadow['lastRecordedSlot']}): "
                   f"{shadow['lastRecordedReason']}")

@@ -4,6 +4,13 @@ Every operation is listed, as Floe does: one that no policy matches or the polic
 configure is disabled, with Floe's message. Conditions are Floe's strings; the structured checks
 stay under ``metConditionDetails`` and ``unmetConditionDetails``.
 
+Each operation answers with its own verdict, as Floe's trigger status does: ``shouldTrigger`` is true
+when every gate lets it run now (core/gates.py), and ``reasons`` are the gates'. What this tick's
+admission does with it stands beside: ``waitsThisTick`` is why it would wait this tick although its
+gates let it run (another operation of the table admitted first, one operation per table at a time; a
+budget; the tick cap), null when it is admitted or a gate decided. The planner's own decision is
+``floe-dagster plan``'s.
+
 A shadow policy's operation never triggers (``shouldTrigger`` false): ``shadow`` is true and
 ``shadowDecision`` says whether it would run now, and when the ledger last recorded it.
 
@@ -13,6 +20,7 @@ location while the table's location is not known yet); ``floe-dagster plan`` sho
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -20,11 +28,15 @@ from dagster import AssetRecordsFilter, DagsterInstance
 
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.commit_conflicts import conflict_retry_delay
-from floe_dagster.core.conditions import NO_MATCHING_POLICY, OPERATION_DISABLED, floe_condition_strings
+from floe_dagster.core.conditions import (
+    NO_MATCHING_POLICY, OPERATION_DISABLED, ConditionResult, floe_condition_strings,
+)
 from floe_dagster.core.envelope import Verdict, check_operation
+from floe_dagster.core.gates import gate_before
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.planner import Decision, PlanInput, plan
+from floe_dagster.core.policy import Policy
 from floe_dagster.core.refs import ref_report
 from floe_dagster.core.run_decision import LedgerRow, shadow_summary
 from floe_dagster.core.table_properties import property_drift
@@ -37,6 +49,18 @@ from floe_dagster.scheduling.inputs import gather
 from floe_dagster.settings import Settings
 
 
+@dataclass(frozen=True)
+class _View:
+    """What every operation's status of one table reads."""
+
+    data: PlanInput
+    table: TableName
+    policy: Policy | None
+    now: datetime
+    instance: DagsterInstance
+    allowed_properties: tuple[str, ...]
+
+
 def explain_table(settings: Settings, coordination: Coordination, table_text: str, now: datetime,
                   instance=None) -> dict[str, Any]:
     table = existing_table(settings.catalog, table_text)
@@ -45,15 +69,18 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
     data = gather(settings, instance, coordination, now,
                   frozenset(cached) if cached is not None else None).plan_input
     policy = data.policies.effective_policy(table)
-    decisions = {d.operation: d for d in plan(data).decisions if d.table == table}
+    planned = plan(data)
+    decisions = {d.operation: d for d in planned.decisions if d.table == table}
+    # Each operation's own verdict: what every gate let run, before the admission held any back.
+    verdicts = {d.operation: d for d in planned.candidates if d.table == table}
     recorded: dict[Operation, LedgerRow] = {}  # each shadow decision's newest ledger row
     for op, decision in decisions.items():
         if decision.shadow:
             newest = coordination.shadow_rows(table.qualified, limit=1, operation=op)[1]
             if newest:
                 recorded[op] = newest[0]
+    view = _View(data, table, policy, now, instance, settings.envelope.allowed_table_properties)
     statuses: dict[str, Any] = {}
-    allowed = settings.envelope.allowed_table_properties
     # Every operation, as Floe lists them: the ones no policy configures are shown disabled (a view:
     # the planner decides only for configured operations).
     for op in ALL_OPERATIONS:
@@ -61,55 +88,9 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
         if decision is None:
             statuses[op.value] = _not_decided(op, NO_MATCHING_POLICY if policy is None else OPERATION_DISABLED)
             continue
-        history = data.history.get((table.qualified, op))
-        result = decision.condition_result
-        if result is None and policy is not None and decision.enabled:
-            # An earlier gate (the schedule not due yet, a backoff...) stopped the planner before the
-            # conditions; Floe's trigger status evaluates them regardless of schedules (its minimum
-            # interval, for one): the view evaluates them too, the decision stays the planner's.
-            result = policy.evaluate_conditions(op, data.metrics.get(table),
-                                                history.last_success_start if history else None, now,
-                                                data.limits.condition_based_triggering_enabled)
-        met, unmet = floe_condition_strings(result, now)
-        if not decision.enabled:
-            met, unmet = [], [OPERATION_DISABLED]
-        statuses[op.value] = {
-            "operationType": op.value,
-            "shouldTrigger": decision.decision == "run" and not decision.shadow,
-            "enabled": decision.enabled,
-            "reasons": list(decision.reasons),
-            "trigger": decision.trigger if decision.decision == "run" else None,
-            "conditionsMet": result.passed if result is not None else True,
-            "metConditions": met,
-            "unmetConditions": unmet,
-            "metConditionDetails": [c.to_json() for c in result.met] if result is not None else [],
-            "unmetConditionDetails": [c.to_json() for c in result.unmet] if result is not None else [],
-            "forcedByCriticalPipeline": bool(result is not None and result.forced),
-            **({"propertyDrift": _property_drift(table, policy, data)} if op is Operation.APPLY_TABLE_PROPERTIES else {}),
-            "quiet": _quiet(decision, policy),
-            "nextEligibleTime": decision.next_eligible.isoformat() if decision.next_eligible else None,
-            "debtScore": decision.debt_score,
-            "debtBreakdown": dict(decision.debt_breakdown),
-            "backoff": {
-                "consecutiveFailures": history.consecutive_failures if history else 0,
-                "until": decision.backoff_until.isoformat() if decision.backoff_until else None,
-            },
-            "conflicts": _conflicts(table, op, history, decision.backoff_until),
-            "throttle": {
-                "consecutiveZeroChangeRuns": history.consecutive_zero_change if history else 0,
-                "until": decision.throttled_until.isoformat() if decision.throttled_until else None,
-            },
-            "backlog": _orphan_backlog(instance, table) if op is Operation.ORPHAN_CLEANUP else _backlog(decision),
-            "refs": _refs(policy, data.metrics.get(table), now) if op is Operation.EXPIRE_SNAPSHOTS else None,
-            "lastRun": {
-                "start": history.last_run_start.isoformat() if history and history.last_run_start else None,
-                "succeeded": history.last_run_succeeded if history else None,
-                "trigger": history.last_run_trigger if history else None,
-            },
-            "shadow": decision.shadow,
-            "shadowDecision": _shadow(decision, recorded.get(op), now) if decision.shadow else None,
-            "envelope": _json(envelope_verdict(data, table, op, decision.policy, allowed)),
-        }
+        # Admitted, the decision is the verdict (with its scope); held back, the gates' verdict answers.
+        verdict = decision if decision.decision == "run" else verdicts.get(op, decision)
+        statuses[op.value] = _status(view, op, decision, verdict, recorded.get(op))
     return {
         "catalog": table.catalog,
         "namespace": table.namespace_str,
@@ -120,6 +101,70 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
         "at": now.isoformat(),
         "operationStatuses": statuses,
     }
+
+
+def _status(view: _View, op: Operation, decision: Decision, verdict: Decision,
+            recorded: LedgerRow | None) -> dict[str, Any]:
+    """One operation's status: its own verdict (``verdict``: the gates'), the wait this tick's admission
+    adds (``decision``: the planner's), and the state behind them."""
+    data, table, policy, now = view.data, view.table, view.policy, view.now
+    history = data.history.get((table.qualified, op))
+    result, met, unmet = _conditions(view, op, decision, history)
+    return {
+        "operationType": op.value,
+        "shouldTrigger": verdict.decision == "run" and not verdict.shadow,
+        "enabled": decision.enabled,
+        "reasons": list(verdict.reasons),
+        "waitsThisTick": decision.reasons[0] if verdict is not decision else None,
+        "trigger": verdict.trigger if verdict.decision == "run" else None,
+        "conditionsMet": result.passed if result is not None else True,
+        "metConditions": met,
+        "unmetConditions": unmet,
+        "metConditionDetails": [c.to_json() for c in result.met] if result is not None else [],
+        "unmetConditionDetails": [c.to_json() for c in result.unmet] if result is not None else [],
+        "forcedByCriticalPipeline": bool(result is not None and result.forced),
+        **({"propertyDrift": _property_drift(table, policy, data)} if op is Operation.APPLY_TABLE_PROPERTIES else {}),
+        "quiet": _quiet(decision, policy),
+        "nextEligibleTime": decision.next_eligible.isoformat() if decision.next_eligible else None,
+        "debtScore": decision.debt_score,
+        "debtBreakdown": dict(decision.debt_breakdown),
+        "backoff": {
+            "consecutiveFailures": history.consecutive_failures if history else 0,
+            "until": decision.backoff_until.isoformat() if decision.backoff_until else None,
+        },
+        "conflicts": _conflicts(table, op, history, decision.backoff_until),
+        "throttle": {
+            "consecutiveZeroChangeRuns": history.consecutive_zero_change if history else 0,
+            "until": decision.throttled_until.isoformat() if decision.throttled_until else None,
+        },
+        "backlog": _orphan_backlog(view.instance, table) if op is Operation.ORPHAN_CLEANUP else _backlog(decision),
+        "refs": _refs(policy, data.metrics.get(table), now) if op is Operation.EXPIRE_SNAPSHOTS else None,
+        "lastRun": {
+            "start": history.last_run_start.isoformat() if history and history.last_run_start else None,
+            "succeeded": history.last_run_succeeded if history else None,
+            "trigger": history.last_run_trigger if history else None,
+        },
+        "shadow": decision.shadow,
+        "shadowDecision": _shadow(decision, recorded, now) if decision.shadow else None,
+        "envelope": _json(envelope_verdict(data, table, op, decision.policy, view.allowed_properties)),
+    }
+
+
+def _conditions(view: _View, op: Operation, decision: Decision,
+                history: OperationHistory | None) -> tuple[ConditionResult | None, list[str], list[str]]:
+    """The trigger conditions' verdict, and Floe's strings for the met and unmet ones."""
+    result, policy, now = decision.condition_result, view.policy, view.now
+    if result is None and policy is not None and decision.enabled:
+        # An earlier gate (the schedule not due yet, a backoff...) stopped the planner before the
+        # conditions; Floe's trigger status evaluates them regardless of schedules (its minimum
+        # interval, for one): the view evaluates them too, the decision stays the planner's.
+        result = policy.evaluate_conditions(op, view.data.metrics.get(view.table),
+                                            history.last_success_start if history else None, now,
+                                            view.data.limits.condition_based_triggering_enabled)
+    met, unmet = floe_condition_strings(result, now)
+    if not decision.enabled:
+        met, unmet = [], [OPERATION_DISABLED]
+    return result, met, unmet
 
 
 def envelope_verdict(data: PlanInput, table: TableName, op: Operation, policy_name: str | None,
@@ -171,7 +216,8 @@ def _quiet(decision, policy) -> dict[str, Any] | None:
     if schedule is None or schedule.quiet is None:
         return None
     return {"evaluated": False, **schedule.quiet.to_json(),
-            "detail": "not checked yet: an earlier gate decided (the quiet period is checked after the conditions)"}
+            "detail": f"not checked yet: an earlier gate decided (the quiet period is checked after the "
+                      f"{gate_before('quiet').name})"}
 
 
 def _refs(policy: Any, metrics: Any, now: datetime) -> dict[str, Any] | None:
@@ -223,7 +269,8 @@ def _orphan_backlog(instance: DagsterInstance, table: TableName) -> dict[str, An
 def _not_decided(op: Operation, why: str) -> dict[str, Any]:
     """An operation the planner makes no decision for, in Floe's shape: disabled, never triggers."""
     return {
-        "operationType": op.value, "shouldTrigger": False, "enabled": False, "reasons": [why], "trigger": None,
+        "operationType": op.value, "shouldTrigger": False, "enabled": False, "reasons": [why], "waitsThisTick": None,
+        "trigger": None,
         "conditionsMet": False, "metConditions": [], "unmetConditions": [why], "metConditionDetails": [],
         "unmetConditionDetails": [], "forcedByCriticalPipeline": False, "quiet": None, "nextEligibleTime": None,
         "debtScore": 0.0, "debtBreakdown": {},
