@@ -75,12 +75,21 @@ class Decision:
     scope: PartitionSelection | None = None
     backlog: Backlog | None = None  # what an earlier admission left to do (the ledger's), while open
     shadow: bool = False  # its policy's mode is shadow: a "run" decision is recorded, never run
+    # Every gate let it run (its own verdict, which the trigger status answers with); skipped, the
+    # admission held it back this tick: its first reason says why, the others are the gates'.
+    passed_gates: bool = False
 
     @property
     def conditions(self) -> dict[str, Any]:
         """The trigger-condition gate's verdict as JSON (empty when an earlier gate stopped the work);
         rendered on demand: only ``explain`` and the API show it, and a tick makes 50,000 decisions."""
         return self.condition_result.to_json() if self.condition_result is not None else {}
+
+    @property
+    def held_back(self) -> bool:
+        """Every gate let it run, and this tick's admission held it back (one operation per table at a
+        time, a budget, the tick cap): ``reasons[0]`` says why."""
+        return self.passed_gates and self.decision == "skip"
 
     @property
     def item_key(self) -> str:
@@ -137,9 +146,6 @@ class Plan:
     at: datetime
     decisions: list[Decision]
     notes: list[str] = field(default_factory=list)
-    # What every gate let run, in rank order, before the admission held any back (one operation per table
-    # at a time, the budgets): each operation's own verdict, which the trigger status answers with.
-    candidates: list[Decision] = field(default_factory=list)
 
     @property
     def admitted(self) -> list[Decision]:

@@ -260,7 +260,8 @@ def admissible(f: Facts) -> Decision:
     if window_end is not None:
         runtime = min(runtime, max(60.0, (window_end - now).total_seconds()))
     return replace_decision(
-        f.decision, decision="run", reasons=(reason, quiet.detail) if quiet is not None else (reason,),
+        f.decision, decision="run", passed_gates=True,
+        reasons=(reason, quiet.detail) if quiet is not None else (reason,),
         attempt=data.last_attempts.get((f.table.qualified, f.op, due.slot_key), -1) + 1, max_runtime_s=runtime,
         next_eligible=now, run_class=_run_class(schedule), **f.learned)
 

@@ -14,12 +14,12 @@ its operations was admitted earlier in the same tick); table budget (budget_tabl
 (budget_operations); partition scoping (a rewrite larger than its run may take is scoped; it holds
 nothing back); byte budget (budget_bytes); tick cap (tick_cap); fair shares (budget_share: a budget
 that stopped a decision while several shares wanted it, told as its share's: core/fair_shares.py).
-:attr:`Plan.candidates` keeps what every gate let run, before admission: each operation's own
-verdict, which the trigger status answers with.
 
 Admitted decisions are grouped into batches (core/batches.py): one run per batch. The table and
 operation budgets and the byte budget count (table, operation) items; ``max-run-requests-per-tick``
-and ``max-queued-runs`` count runs, so a new batch is what a tick cap stops.
+and ``max-queued-runs`` count runs, so a new batch is what a tick cap stops. A decision every gate
+let run and the admission held back keeps that verdict (:attr:`Decision.held_back`): each
+operation's own verdict, which the trigger status answers with.
 
 A shadow policy's decisions (``mode: shadow``) pass the same gates, reading a history in which their
 newest recorded shadow decision stands in for a successful run; the ones that would run are ranked
@@ -62,4 +62,4 @@ def _plan(data: PlanInput) -> Plan:
     decisions = state.decided
     unranked = 10**9
     decisions.sort(key=lambda d: (unranked if d.rank is None else d.rank, d.table.qualified, d.operation.order))
-    return Plan(data.now, decisions, state.notes, state.candidates)
+    return Plan(data.now, decisions, state.notes)

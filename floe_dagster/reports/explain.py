@@ -69,10 +69,7 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
     data = gather(settings, instance, coordination, now,
                   frozenset(cached) if cached is not None else None).plan_input
     policy = data.policies.effective_policy(table)
-    planned = plan(data)
-    decisions = {d.operation: d for d in planned.decisions if d.table == table}
-    # Each operation's own verdict: what every gate let run, before the admission held any back.
-    verdicts = {d.operation: d for d in planned.candidates if d.table == table}
+    decisions = {d.operation: d for d in plan(data).decisions if d.table == table}
     recorded: dict[Operation, LedgerRow] = {}  # each shadow decision's newest ledger row
     for op, decision in decisions.items():
         if decision.shadow:
@@ -88,9 +85,7 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
         if decision is None:
             statuses[op.value] = _not_decided(op, NO_MATCHING_POLICY if policy is None else OPERATION_DISABLED)
             continue
-        # Admitted, the decision is the verdict (with its scope); held back, the gates' verdict answers.
-        verdict = decision if decision.decision == "run" else verdicts.get(op, decision)
-        statuses[op.value] = _status(view, op, decision, verdict, recorded.get(op))
+        statuses[op.value] = _status(view, op, decision, recorded.get(op))
     return {
         "catalog": table.catalog,
         "namespace": table.namespace_str,
@@ -103,20 +98,19 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
     }
 
 
-def _status(view: _View, op: Operation, decision: Decision, verdict: Decision,
-            recorded: LedgerRow | None) -> dict[str, Any]:
-    """One operation's status: its own verdict (``verdict``: the gates'), the wait this tick's admission
-    adds (``decision``: the planner's), and the state behind them."""
+def _status(view: _View, op: Operation, decision: Decision, recorded: LedgerRow | None) -> dict[str, Any]:
+    """One operation's status: its own verdict (the gates'), the wait this tick's admission adds when it
+    holds the operation back, and the state behind them."""
     data, table, policy, now = view.data, view.table, view.policy, view.now
     history = data.history.get((table.qualified, op))
     result, met, unmet = _conditions(view, op, decision, history)
     return {
         "operationType": op.value,
-        "shouldTrigger": verdict.decision == "run" and not verdict.shadow,
+        "shouldTrigger": decision.passed_gates and not decision.shadow,
         "enabled": decision.enabled,
-        "reasons": list(verdict.reasons),
-        "waitsThisTick": decision.reasons[0] if verdict is not decision else None,
-        "trigger": verdict.trigger if verdict.decision == "run" else None,
+        "reasons": list(decision.reasons[1:] if decision.held_back else decision.reasons),
+        "waitsThisTick": decision.reasons[0] if decision.held_back else None,
+        "trigger": decision.trigger if decision.passed_gates else None,
         "conditionsMet": result.passed if result is not None else True,
         "metConditions": met,
         "unmetConditions": unmet,

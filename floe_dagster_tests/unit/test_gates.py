@@ -75,25 +75,20 @@ def test_explain_says_which_gate_decides_before_the_quiet_period():
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(plan_inputs())
 def test_each_skip_is_told_by_the_stage_that_held_it(data):
-    """A decision no gate let run skips with a gate's code; one every gate let run (a candidate) is
-    admitted or skips with an admission step's code, and keeps its own verdict among the candidates."""
+    """A decision no gate let run skips with a gate's code; one every gate let run is admitted, or held
+    back with an admission step's code before the gates' reasons, keeping its own verdict."""
     result = plan(data)
-    verdicts = {(d.table, d.operation): d for d in result.candidates}
-    assert len(verdicts) == len(result.candidates)
-    assert all(d.decision == "run" for d in result.candidates)
     for decision in result.decisions:
-        verdict = verdicts.get((decision.table, decision.operation))
-        if verdict is None:
+        if not decision.passed_gates:
             assert decision.decision == "skip" and code(decision) in GATE_CODES, decision
+            assert not decision.held_back
         elif decision.decision == "skip":
-            assert code(decision) in ADMISSION_CODES, decision
-            # the wait, then the gates' reasons (and a scope, when the byte budget held a scoped rewrite)
-            assert decision.reasons[1:len(verdict.reasons) + 1] == verdict.reasons
-            assert (decision.trigger, decision.slot, decision.attempt) == (verdict.trigger, verdict.slot,
-                                                                            verdict.attempt)
+            assert decision.held_back and code(decision) in ADMISSION_CODES, decision
+            # then the gates' reasons, the due rule's first (the trigger may be critical: forced)
+            assert decision.trigger is not None, decision
+            assert re.match(r"(shadow: )?(cron|interval|condition|backlog): ", decision.reasons[1]), decision
         else:
-            assert decision.reasons[:len(verdict.reasons)] == verdict.reasons  # scoping may add one
-    assert {(d.table, d.operation) for d in result.admitted} <= set(verdicts)
+            assert not decision.held_back and decision.trigger is not None
 
 
 def test_a_tables_due_operations_each_keep_their_own_verdict_while_one_is_admitted():
@@ -101,11 +96,12 @@ def test_a_tables_due_operations_each_keep_their_own_verdict_while_one_is_admitt
                      policies=policies(policy(schedules={RDF: {"interval": "PT1H"}, EXP: {"interval": "PT1H"}})),
                      limits=SchedulerSettings(), metrics={A: metrics(A), B: metrics(B)})
     result = plan(data)
-    assert sorted((d.table.name, d.operation.value) for d in result.candidates) == [
-        ("a", "EXPIRE_SNAPSHOTS"), ("a", "REWRITE_DATA_FILES"), ("b", "EXPIRE_SNAPSHOTS"), ("b", "REWRITE_DATA_FILES")]
-    # What the planner admits is unchanged: one operation per table a tick.
     by = {(d.table, d.operation): d for d in result.decisions}
+    assert all(d.passed_gates for d in result.decisions)  # each operation's own verdict: it may run
+    # What the planner admits is unchanged: one operation per table a tick.
     assert [by[(t, RDF)].decision for t in (A, B)] == ["run", "run"]
     for t in (A, B):
-        assert by[(t, EXP)].reasons[0] == ("in_flight: REWRITE_DATA_FILES of this table was admitted this tick "
-                                           "(one operation per table at a time)")
+        held = by[(t, EXP)]
+        assert held.held_back and held.reasons == (
+            "in_flight: REWRITE_DATA_FILES of this table was admitted this tick (one operation per table at a time)",
+            "interval: never run (interval PT1H)")
