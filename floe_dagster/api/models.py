@@ -201,9 +201,12 @@ class EnvelopeVerdict(_Open):
 
 class OperationTriggerStatus(_Open):
     operationType: str
-    shouldTrigger: bool
+    shouldTrigger: bool = Field(description="The operation's own verdict, as Floe's: every gate lets it run now")
     enabled: bool
     reasons: list[str]
+    waitsThisTick: str | None = Field(None, description="Why this tick's admission holds it back although its gates "
+                                      "let it run (another operation of the table admitted first, a budget, the tick "
+                                      "cap): the planner's first reason; null when admitted or a gate decided")
     trigger: str | None
     conditionsMet: bool
     metConditions: list[str]

@@ -29,7 +29,7 @@ cap, and says so. A unit is only taken when Iceberg's bin-pack would rewrite som
 makes progress and the backlog drains.
 
 Whatever is not chosen is the *backlog* (units and bytes): the next tick plans it as new work of the
-same slot (core/planner.py).
+same slot (core/plan_stages.py, continue_backlog).
 """
 
 from __future__ import annotations

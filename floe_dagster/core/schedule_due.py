@@ -128,7 +128,7 @@ def schedule_due(schedule: Schedule, last_success_start: datetime | None, now: d
     if rule_due and clock.open_now:
         return Due(True, trigger, slot, now, True, None, detail, last)
     next_eligible = clock.next_open if due_at <= now else schedule.next_open(due_at)
-    # The gates' order (core/planner.py, docs/automation.md): a closed window or day is reported before "not due".
+    # The gates' order (core/gates.py, docs/automation.md): a closed window or day is reported before "not due".
     closed = clock.closed_reason
     blocked = closed or "not_due"
     if closed:

@@ -27,6 +27,7 @@ from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.commit_conflicts import conflict_retry_delay
 from floe_dagster.core.conditions import NO_MATCHING_POLICY, OPERATION_DISABLED, floe_condition_strings
 from floe_dagster.core.envelope import Verdict, check_operation
+from floe_dagster.core.gates import gate_before
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.operation_kinds.spec import ExplainView, LastRun
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
@@ -91,7 +92,8 @@ class _TableView:
 
 
 def _status(view: _TableView, op: Operation, decision: Decision, recorded: LedgerRow | None) -> dict[str, Any]:
-    """One operation's trigger status: the planner's decision, the conditions in Floe's words, and the
+    """One operation's trigger status: its own verdict (the gates'), the wait this tick's admission adds when
+    it holds the operation back, the conditions in Floe's words, and the
     operation kind's own keys (its spec's ``explain``: ``propertyDrift``, ``refs``, an orphan ``backlog``)."""
     data, table, policy, now = view.data, view.table, view.policy, view.now
     history = data.history.get((table.qualified, op))
@@ -108,10 +110,11 @@ def _status(view: _TableView, op: Operation, decision: Decision, recorded: Ledge
         met, unmet = [], [OPERATION_DISABLED]
     head = {
         "operationType": op.value,
-        "shouldTrigger": decision.decision == "run" and not decision.shadow,
+        "shouldTrigger": decision.passed_gates and not decision.shadow,
         "enabled": decision.enabled,
-        "reasons": list(decision.reasons),
-        "trigger": decision.trigger if decision.decision == "run" else None,
+        "reasons": list(decision.reasons[1:] if decision.held_back else decision.reasons),
+        "waitsThisTick": decision.reasons[0] if decision.held_back else None,
+        "trigger": decision.trigger if decision.passed_gates else None,
         "conditionsMet": result.passed if result is not None else True,
         "metConditions": met,
         "unmetConditions": unmet,
@@ -211,7 +214,8 @@ def _quiet(decision, policy) -> dict[str, Any] | None:
     if schedule is None or schedule.quiet is None:
         return None
     return {"evaluated": False, **schedule.quiet.to_json(),
-            "detail": "not checked yet: an earlier gate decided (the quiet period is checked after the conditions)"}
+            "detail": f"not checked yet: an earlier gate decided (the quiet period is checked after the "
+                      f"{gate_before('quiet').name})"}
 
 
 def _backlog(decision: Any) -> dict[str, Any] | None:
@@ -242,7 +246,8 @@ def _last_run(instance: DagsterInstance, table: TableName, op: Operation) -> Las
 def _not_decided(op: Operation, why: str) -> dict[str, Any]:
     """An operation the planner makes no decision for, in Floe's shape: disabled, never triggers."""
     return {
-        "operationType": op.value, "shouldTrigger": False, "enabled": False, "reasons": [why], "trigger": None,
+        "operationType": op.value, "shouldTrigger": False, "enabled": False, "reasons": [why], "waitsThisTick": None,
+        "trigger": None,
         "conditionsMet": False, "metConditions": [], "unmetConditions": [why], "metConditionDetails": [],
         "unmetConditionDetails": [], "forcedByCriticalPipeline": False, "quiet": None, "nextEligibleTime": None,
         "debtScore": 0.0, "debtBreakdown": {},

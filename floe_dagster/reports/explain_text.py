@@ -22,6 +22,8 @@ def _operation_lines(op: str, status: Mapping[str, Any]) -> list[str]:
     else:
         lines.append(f"  {op}: {'TRIGGER' if status['shouldTrigger'] else 'wait'} - {'; '.join(status['reasons'])}"
                      + (" (shadow policy)" if shadow else ""))
+    if status.get("waitsThisTick"):
+        lines.append(f"    waits this tick: {status['waitsThisTick']}")
     if shadow and shadow["lastRecordedAt"]:
         lines.append(f"    last shadow decision recorded at {shadow['lastRecordedAt']} "
                      f"(slot {shadow['lastRecordedSlot']}): {shadow['lastRecordedReason']}")

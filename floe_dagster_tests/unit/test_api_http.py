@@ -309,6 +309,35 @@ def test_trigger_status_is_explain_for_the_same_moment(api):
             False, False, ["No matching policy"], [])
 
 
+def test_trigger_status_gives_each_due_operation_its_own_verdict_and_the_wait_beside_it(api):
+    """Both of orders' operations are due (never run, five small files): Floe's trigger status answers
+    true for each, as its trigger runs them all in order. The planner admits one operation per table a
+    tick, and the status shows that wait beside the verdict, without changing what the planner admits."""
+    from floe_dagster.core.planner import plan
+    from floe_dagster.scheduling.inputs import gather
+
+    at = "2026-11-22T10:00:00+00:00"
+    body = call(api, "GET", "/api/v1/tables/sales/orders/trigger-status", params={"at": at}, key=VIEWER_KEY).json()
+    rewrite, expire = (body["operationStatuses"][op] for op in ("REWRITE_DATA_FILES", "EXPIRE_SNAPSHOTS"))
+    assert (rewrite["shouldTrigger"], expire["shouldTrigger"]) == (True, True)
+    assert (rewrite["waitsThisTick"], rewrite["trigger"], expire["trigger"]) == (None, "interval", "interval")
+    assert expire["reasons"] == ["interval: never run (interval P1D)"]
+    assert expire["waitsThisTick"] == ("in_flight: REWRITE_DATA_FILES of this table was admitted this tick "
+                                       "(one operation per table at a time)")
+    assert expire["nextEligibleTime"] == at and expire["metConditions"] == ["Small file count: 5 >= 3"]
+    # An operation a gate holds answers false, with the gate's reason and no wait.
+    late = call(api, "GET", "/api/v1/tables/sales/late/trigger-status", params={"at": at}).json()
+    for status in late["operationStatuses"].values():
+        assert status["shouldTrigger"] is False and status["waitsThisTick"] is None
+    # What the planner admits is unchanged: the rewrite runs, expiry waits for the next tick.
+    settings, instance = api["settings"], api["instance"]
+    planned = plan(gather(settings, instance, Coordination(settings.coordination_url), datetime.fromisoformat(at),
+                          None).plan_input)
+    decided = {d.operation.value: d for d in planned.decisions if d.table.qualified == "demo.sales.orders"}
+    assert decided["REWRITE_DATA_FILES"].decision == "run" and decided["EXPIRE_SNAPSHOTS"].decision == "skip"
+    assert decided["EXPIRE_SNAPSHOTS"].reasons == (expire["waitsThisTick"], *expire["reasons"])
+
+
 def test_validate_pattern(api):
     path = "/api/v1/policies/validate-pattern"
     body = call(api, "POST", path, json={"pattern": "demo.sales.*"}, key=VIEWER_KEY).json()

@@ -403,9 +403,9 @@ def test_a_backlog_continuation_waits_for_quiet_and_is_forced_from_its_slot():
     ("interval:first", None), ("cron:none", None), ("manual:abc", None),
 ])
 def test_a_backlogs_slot_time_is_read_back_from_every_kind_of_slot_key(key, expected):
-    from floe_dagster.core.planner import _slot_time
+    from floe_dagster.core.gates import slot_time
 
-    assert _slot_time(key) == expected
+    assert slot_time(key) == expected
 
 
 def test_an_estimate_that_fits_but_depends_on_icebergs_scan_order_is_scoped_by_its_bound():

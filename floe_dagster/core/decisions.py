@@ -1,0 +1,210 @@
+"""The planner's records (core/planner.py): the scheduler's settings, the inputs of a plan, one
+decision per (table, operation), and the plan. Also the three ways every stage of the plan makes a
+decision (:func:`build_decision`, :func:`replace_decision`, :func:`skip`): without the frozen
+dataclass's generated ``__init__``, as a tick makes 50,000 decisions and 2-3 copies of each."""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, dataclass, field, fields
+from datetime import datetime
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from floe_dagster.core.batches import ONE_TABLE_PER_RUN, BatchSettings, RunClass
+from floe_dagster.core.conditions import ConditionResult
+from floe_dagster.core.debt import DebtWeights
+from floe_dagster.core.fair_shares import FAIR_SHARES_OFF, FairShareSettings, PastAdmission
+from floe_dagster.core.history import OperationHistory
+from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.operation_config import OperationConfig
+from floe_dagster.core.operations import Operation
+from floe_dagster.core.partition_scope import Backlog, PartitionSelection
+from floe_dagster.core.policy import PolicySet
+from floe_dagster.core.quiet import QuietVerdict
+from floe_dagster.core.run_decision import item_key
+from floe_dagster.core.tables import TableName
+from floe_dagster.core.validation import setting
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    """floe.yaml's ``scheduler`` section: Floe's keys, names (kebab case in the file) and defaults;
+    0 means unlimited. The last two are not Floe's: Dagster-side caps that hold even with Floe's
+    unlimited budgets (docs/automation.md, "Budgets")."""
+
+    enabled: bool = setting(True, "false: the debt-score sensor's ticks plan and launch nothing")
+    condition_based_triggering_enabled: bool = setting(
+        True, "false: policies' trigger conditions are not checked, their schedules alone decide")
+    max_tables_per_poll: int = setting(0, "tables admitted per tick")
+    max_operations_per_poll: int = setting(0, "(table, operation) items admitted per tick")
+    max_bytes_per_hour: int = setting(0, "estimated bytes admitted over a rolling hour")
+    failure_backoff_threshold: int = setting(3, "failures in a row before a table backs off")
+    failure_backoff_hours: float = setting(6, "the first backoff, doubled with each further failure (at most 7 days)")
+    zero_change_threshold: int = setting(5, "runs that changed nothing before a table's interval is stretched")
+    zero_change_frequency_reduction_percent: float = setting(50, "how much each stretch lengthens the interval")
+    zero_change_min_interval_hours: float = setting(6, "the shortest stretched interval")
+    max_run_requests_per_tick: int = setting(25, "runs requested per tick, even with the unlimited budgets above")
+    max_queued_runs: int = setting(100, "floe's queued runs at any time, even with the unlimited budgets above")
+
+
+@dataclass(frozen=True)
+class Decision:
+    table: TableName
+    operation: Operation
+    policy: str | None
+    decision: str  # "run" or "skip"
+    reasons: tuple[str, ...]
+    trigger: str | None  # cron, interval, condition, critical (for a run)
+    debt_score: float
+    debt_breakdown: Mapping[str, float]
+    estimated_bytes: int
+    next_eligible: datetime | None
+    rank: int | None
+    slot: str | None = None
+    attempt: int = 0
+    policy_priority: int = 0
+    schedule_priority: int = 0
+    condition_result: ConditionResult | None = None  # the trigger-condition gate's verdict, once reached
+    quiet: QuietVerdict | None = None  # the quiet gate's verdict, once reached (a schedule with quietFor)
+    backoff_until: datetime | None = None
+    throttled_until: datetime | None = None
+    max_runtime_s: float | None = None
+    enabled: bool = True
+    run_class: RunClass | None = None  # what its run shares with the batch's other tables (a run decision)
+    batch: int | None = None  # the batch (one run) it was admitted into this tick: 1, 2, …
+    # A partition-scoped rewrite: the partitions it takes and the backlog it leaves (None: the whole table).
+    scope: PartitionSelection | None = None
+    backlog: Backlog | None = None  # what an earlier admission left to do (the ledger's), while open
+    shadow: bool = False  # its policy's mode is shadow: a "run" decision is recorded, never run
+    # Every gate let it run (its own verdict, which the trigger status answers with); skipped, the
+    # admission held it back this tick: its first reason says why, the others are the gates'.
+    passed_gates: bool = False
+
+    @property
+    def conditions(self) -> dict[str, Any]:
+        """The trigger-condition gate's verdict as JSON (empty when an earlier gate stopped the work);
+        rendered on demand: only ``explain`` and the API show it, and a tick makes 50,000 decisions."""
+        return self.condition_result.to_json() if self.condition_result is not None else {}
+
+    @property
+    def held_back(self) -> bool:
+        """Every gate let it run, and this tick's admission held it back (one operation per table at a
+        time, a budget, the tick cap): ``reasons[0]`` says why."""
+        return self.passed_gates and self.decision == "skip"
+
+    @property
+    def item_key(self) -> str:
+        return item_key(self.table.qualified, self.operation, self.slot, self.attempt)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "table": self.table.qualified,
+            "operation": self.operation.value,
+            "policy": self.policy,
+            "decision": self.decision,
+            "reasons": list(self.reasons),
+            "trigger": self.trigger if self.decision == "run" else None,
+            "debt_score": round(self.debt_score, 2),
+            "estimated_bytes": self.estimated_bytes,
+            "next_eligible": self.next_eligible.isoformat() if self.next_eligible else None,
+            "rank": self.rank,
+            **({"shadow": True} if self.shadow else {}),  # a shadow policy's: recorded, never run
+            **({"scope": self.scope.to_json()} if self.scope is not None else {}),
+        }
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    now: datetime
+    catalog_tables: Sequence[TableName]  # what the catalog lists now
+    loaded_tables: frozenset[TableName]  # the code location's assets
+    policies: PolicySet
+    limits: SchedulerSettings
+    metrics: Mapping[TableName, TableMetrics] = field(default_factory=dict)
+    history: Mapping[tuple[str, Operation], OperationHistory] = field(default_factory=dict)
+    in_flight: frozenset[tuple[str, Operation]] = frozenset()  # runs queued/started + fresh ledger admissions
+    # Tables a queued or running run maintains, whatever its operation: one run per table at a time.
+    busy_tables: frozenset[str] = frozenset()
+    last_attempts: Mapping[tuple[str, Operation, str], int] = field(default_factory=dict)  # from the ledger
+    bytes_last_hour: int = 0
+    queued_runs: int = 0
+    debt_weights: DebtWeights | None = None  # settings.debt (None: the defaults)
+    # Which due items this launcher may admit (a schedule: its own rule); the others are reported only.
+    launcher_filter: Callable[["Decision"], bool] | None = None
+    estimate_bytes: Callable[[TableName, Operation, TableMetrics | None, OperationConfig | None], int] | None = None
+    batching: BatchSettings = ONE_TABLE_PER_RUN
+    # The backlog the newest admission of each (table, operation) left (scheduling/inputs.ledger_state).
+    backlogs: Mapping[tuple[str, Operation], Backlog] = field(default_factory=dict)
+    # The shadow pass's own rolling hour: estimated bytes of the shadow rows recorded in the last hour.
+    shadow_bytes_last_hour: int = 0
+    fair_shares: FairShareSettings = FAIR_SHARES_OFF  # settings.fair_shares (off: plain rank order)
+    # The live admissions of the last hours (the ledger's): the fair shares' memory across ticks.
+    past_admissions: tuple[PastAdmission, ...] = ()
+
+
+@dataclass(frozen=True)
+class Plan:
+    at: datetime
+    decisions: list[Decision]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def admitted(self) -> list[Decision]:
+        """The live decisions admitted: the work that runs, in rank order."""
+        return sorted((d for d in self.decisions if d.decision == "run" and not d.shadow), key=lambda d: d.rank or 0)
+
+    @property
+    def shadowed(self) -> list[Decision]:
+        """The shadow policies' decisions that would run, in rank order (after every live one)."""
+        return sorted((d for d in self.decisions if d.decision == "run" and d.shadow), key=lambda d: d.rank or 0)
+
+    def batches(self, admitted: Iterable[Decision] | None = None) -> list[list[Decision]]:
+        """The admitted decisions (or the given subset of them) by batch, each in rank order, the
+        batches in the order of their first decision."""
+        return group_batches(self.admitted if admitted is None else admitted)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"at": self.at.isoformat(), "decisions": [d.to_json() for d in self.decisions], "notes": self.notes}
+
+    def reason_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for decision in self.decisions:
+            if decision.decision == "skip" and decision.reasons:
+                code = decision.reasons[0].split(":")[0]
+                counts[code] = counts.get(code, 0) + 1
+        return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def group_batches(decisions: Iterable[Decision]) -> list[list[Decision]]:
+    """Admitted decisions by batch (a decision without one is a batch of its own), in rank order."""
+    by_batch: dict[object, list[Decision]] = {}
+    for decision in sorted(decisions, key=lambda d: d.rank or 0):
+        key = decision.batch if decision.batch is not None else ("alone", decision.item_key)
+        by_batch.setdefault(key, []).append(decision)
+    return list(by_batch.values())
+
+
+
+# What a decision starts from (its fields' defaults): ``build_decision(DECISION_DEFAULTS, table=…, …)``.
+DECISION_DEFAULTS = {f.name: f.default for f in fields(Decision) if f.default is not MISSING}
+
+
+def build_decision(values: Mapping[str, Any], /, **changes: Any) -> Decision:
+    """A :class:`Decision` of ``values`` with ``changes``, without its generated ``__init__`` (a frozen
+    dataclass's sets each of its 20 fields through ``object.__setattr__``): a tick makes 50,000 of
+    them and 2-3 copies each."""
+    decision = object.__new__(Decision)
+    decision.__dict__.update(values)
+    decision.__dict__.update(changes)
+    return decision
+
+
+def replace_decision(original: Decision, /, **changes: Any) -> Decision:
+    """``dataclasses.replace`` for :class:`Decision` (see :func:`build_decision`)."""
+    return build_decision(original.__dict__, **changes)
+
+
+def skip(base: Decision, code: str, detail: str = "", **changes: Any) -> Decision:
+    """``base`` skipped: its first reason ``code: detail``, then ``more`` (the reasons it had, when a
+    later stage holds back what the gates let run)."""
+    reason = f"{code}: {detail}" if detail else code
+    return replace_decision(base, decision="skip", reasons=(reason, *changes.pop("more", ())), **changes)

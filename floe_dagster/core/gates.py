@@ -1,0 +1,310 @@
+"""The gates: whether one (table, operation)'s work may start now, checked in order (:data:`GATES`).
+
+Each gate is a small named check that owns its reason codes (:attr:`Gate.codes`): it reads the
+decision's :class:`Facts` (the table, its policy, schedule, health and history) and returns None to
+let the work pass, or the decision skipped with one of its codes, so that a skipped decision's first
+reason names the first gate that blocked it. What a gate learns on the way (the due slot and its
+trigger, the trigger conditions' and the quiet period's verdicts) accumulates in ``Facts.learned``
+and goes into the one copy of the decision the gates return. Work that passes every gate becomes a
+``run`` decision (:func:`admissible`); the stages of the plan (core/plan_stages.py) continue a
+backlog, mark shadow decisions, rank and admit.
+
+The planner's docstring, the gate table of docs/automation.md and explain's words about the gates'
+order are checked against this list (floe_dagster_tests/unit/test_gates.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Callable, Mapping
+
+from floe_dagster.core.batches import RunClass
+from floe_dagster.core.commit_conflicts import conflict_retry_delay
+from floe_dagster.core.decisions import Decision, PlanInput, replace_decision, skip
+from floe_dagster.core.history import CONFLICT_STREAK, OperationHistory
+from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled, gc_disabled_reason
+from floe_dagster.core.partition_scope import Backlog
+from floe_dagster.core.policy import Policy
+from floe_dagster.core.quiet import due_since, quiet_verdict
+from floe_dagster.core.schedule import schedule_due
+from floe_dagster.core.tables import TableName
+
+MAX_BACKOFF = timedelta(days=7)
+FIRST_BACKOFF = timedelta(minutes=5)
+
+
+class Facts:
+    """One (table, operation) on its way through the gates: what they read, the decision they skip or
+    let run (``decision``: its debt, estimate and policy already set), and what they learned so far
+    (``due``: the schedule's verdict once read; ``learned``: the Decision fields the gates after the
+    due one fill in). Slots, and no dataclass: a tick makes one per decision."""
+
+    __slots__ = ("data", "in_catalog", "table", "op", "policy", "schedule", "metrics", "history", "decision", "due",
+                 "learned")
+
+    def __init__(self, data: PlanInput, in_catalog: frozenset[TableName], table: TableName, op: Operation,
+                 policy: Policy, schedule: Any, metrics: TableMetrics | None, history: OperationHistory,
+                 decision: Decision) -> None:
+        self.data, self.in_catalog, self.table, self.op, self.policy = data, in_catalog, table, op, policy
+        self.schedule, self.metrics, self.history, self.decision = schedule, metrics, history, decision
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A named check and the reason codes it skips with, in the order it tells them (``codes``)."""
+
+    name: str
+    codes: tuple[str, ...]
+    check: Callable[[Facts], Decision | None]
+    doc: str  # what it holds back, for docs/automation.md's table
+    # False: a backlog's continuation passes it (its slot passed it when it was admitted): see plan_stages.
+    holds_continuation: bool = True
+
+
+def backoff_delay(consecutive_failures: int, threshold: int, hours: float) -> timedelta:
+    """After the n-th consecutive failure: 5 min × 2^(n−1) below the threshold, then
+    ``hours`` × 2^(n − threshold), capped at 7 days."""
+    n = consecutive_failures
+    if n <= 0:
+        return timedelta(0)
+    if n < threshold:
+        delay = FIRST_BACKOFF * (2 ** min(n - 1, 20))
+    else:
+        delay = timedelta(hours=hours) * (2 ** min(n - threshold, 20))
+    return min(delay, MAX_BACKOFF)
+
+
+def open_from(schedule: Any, moment: datetime | None) -> datetime | None:
+    """The first moment at or after ``moment`` inside the schedule's window on an allowed day: when a gate
+    that ends at ``moment`` lets the work start (``next_eligible``, like :class:`Due`'s)."""
+    return schedule.next_open(moment) if moment is not None else None
+
+
+# -- the gates, in order ---------------------------------------------------------------------------
+
+
+def _schedule_enabled(f: Facts) -> Decision | None:
+    if f.schedule is None or not f.schedule.enabled:
+        return skip(f.decision, "schedule_disabled", f"{f.op.schedule_key} is missing or disabled")
+    return None
+
+
+def _gc_allowed(f: Facts) -> Decision | None:
+    if f.op.needs_gc and f.metrics is not None and gc_disabled(f.metrics.properties):  # as the run checks it
+        return skip(f.decision, "gc_disabled", gc_disabled_reason(f.op))
+    return None
+
+
+def _listed(f: Facts) -> Decision | None:
+    # ``in_catalog`` is built once per tick: a set per decision made the tick quadratic.
+    if f.table not in f.in_catalog:
+        return skip(f.decision, "table_missing", "the table is no longer in the catalog")
+    return None
+
+
+def _loaded(f: Facts) -> Decision | None:
+    if f.table not in f.data.loaded_tables:
+        return skip(f.decision, "not_loaded", "in the catalog but not yet an asset; it becomes one at the next reload")
+    return None
+
+
+def _due(f: Facts) -> Decision | None:
+    # The window and the allowed days come first (window_closed, day_not_allowed), then not_due.
+    due = f.due = schedule_due(f.schedule, f.history.last_success_start, f.data.now)
+    if not due.due:
+        return skip(f.decision, due.blocked or "not_due", due.detail, next_eligible=due.next_eligible)
+    f.learned = {"trigger": due.trigger, "slot": due.slot_key}
+    return None
+
+
+def _backoff(f: Facts) -> Decision | None:
+    history, limits = f.history, f.data.limits
+    backoff = backoff_delay(history.consecutive_failures, limits.failure_backoff_threshold,
+                            limits.failure_backoff_hours)
+    if backoff and history.last_failure_at is not None and f.data.now < history.last_failure_at + backoff:
+        until = history.last_failure_at + backoff
+        why = (f" (the last {history.consecutive_conflicts} runs lost their commit race: from the "
+               f"{CONFLICT_STREAK}th in a row on, each counts as a failure)" if history.conflicts_back_off else "")
+        return skip(f.decision, "failure_backoff", f"{history.consecutive_failures} consecutive failure(s){why}; "
+                    f"retry at {until.isoformat()}", next_eligible=open_from(f.schedule, until), backoff_until=until,
+                    **f.learned)
+    return None
+
+
+def _conflicts(f: Facts) -> Decision | None:
+    history = f.history
+    if history.consecutive_conflicts and history.last_conflict_at is not None:
+        until = history.last_conflict_at + conflict_retry_delay(f.table.qualified, f.op.value,
+                                                                history.consecutive_conflicts)
+        if f.data.now < until:
+            return skip(f.decision, "conflict_retry", f"{history.consecutive_conflicts} lost commit race(s) in a row "
+                        f"(not failures: no backoff); retry at {until.isoformat()}",
+                        next_eligible=open_from(f.schedule, until), backoff_until=until, **f.learned)
+    return None
+
+
+def _zero_change(f: Facts) -> Decision | None:
+    history, limits, metrics = f.history, f.data.limits, f.metrics
+    if limits.zero_change_threshold <= 0 or history.consecutive_zero_change < limits.zero_change_threshold:
+        return None
+    new_data = metrics is not None and metrics.current_snapshot_id is not None \
+        and metrics.current_snapshot_id not in _table_snapshots_ours(f.table.qualified, f.data.history)
+    if new_data or history.last_success_start is None:
+        return None
+    interval = f.schedule.effective_interval() or timedelta(0)
+    throttled = max(timedelta(hours=limits.zero_change_min_interval_hours),
+                    interval * (1 + limits.zero_change_frequency_reduction_percent / 100))
+    until = history.last_success_start + throttled
+    if f.data.now < until:
+        return skip(f.decision, "zero_change_throttle",
+                    f"{history.consecutive_zero_change} runs changed nothing; next at {until.isoformat()}",
+                    next_eligible=open_from(f.schedule, until), throttled_until=until, **f.learned)
+    return None
+
+
+def _table_snapshots_ours(qualified: str, history: Mapping[tuple[str, Operation], OperationHistory]) -> set[int]:
+    return {
+        h.last_snapshot_after for op in ALL_OPERATIONS
+        if (h := history.get((qualified, op))) is not None and h.last_snapshot_after is not None
+    }
+
+
+def _conditions(f: Facts) -> Decision | None:
+    data, learned = f.data, f.learned
+    conditions = learned["condition_result"] = f.policy.evaluate_conditions(
+        f.op, f.metrics, f.history.last_success_start, data.now, data.limits.condition_based_triggering_enabled)
+    if conditions.forced:
+        learned["trigger"] = "critical"
+    elif not conditions.passed:
+        return skip(f.decision, conditions.blocked_code, conditions.detail,
+                    next_eligible=open_from(f.schedule, conditions.next_eligible), **learned)
+    return None
+
+
+def _quiet(f: Facts) -> Decision | None:
+    period = f.schedule.quiet
+    if period is None:
+        return None
+    quiet = f.learned["quiet"] = quiet_verdict(period, f.metrics, due_since(f.due, f.metrics), f.data.now)
+    if not quiet.passed:
+        return skip(f.decision, "not_quiet", quiet.detail, next_eligible=open_from(f.schedule, quiet.next_eligible),
+                    **f.learned)
+    return None
+
+
+def _not_in_flight(f: Facts) -> Decision | None:
+    data, qualified = f.data, f.table.qualified
+    if (qualified, f.op) in data.in_flight:
+        return skip(f.decision, "in_flight", "a run of this table and operation is queued or running", **f.learned)
+    if qualified in data.busy_tables:
+        return skip(f.decision, "in_flight", "another run maintains this table (one run per table at a time)",
+                    **f.learned)
+    return None
+
+
+GATES: tuple[Gate, ...] = (
+    Gate("schedule", ("schedule_disabled",), _schedule_enabled,
+         "the operation's schedule is missing or `enabled: false`"),
+    Gate("gc", ("gc_disabled",), _gc_allowed,
+         "an operation that deletes files (expiry, orphan cleanup) on a table that sets `gc.enabled=false`"),
+    Gate("catalog", ("table_missing",), _listed, "the catalog no longer lists the table"),
+    Gate("loaded", ("not_loaded",), _loaded, "listed, but not an asset of the code location until its next reload"),
+    Gate("due", ("window_closed", "day_not_allowed", "not_due"), _due,
+         "the schedule: its window or allowed days are closed now, or its cron slot, interval or condition "
+         "cycle is not due"),
+    Gate("backoff", ("failure_backoff",), _backoff, "failures in a row: the next attempt waits, doubling"),
+    Gate("conflicts", ("conflict_retry",), _conflicts,
+         "lost commit races in a row: the next attempt waits 5-15 minutes (not a failure)"),
+    Gate("zero change", ("zero_change_throttle",), _zero_change,
+         "runs that changed nothing: the interval is stretched until another writer commits"),
+    Gate("conditions", ("conditions_unmet", "min_interval", "no_health", "no_drift"), _conditions,
+         "the trigger conditions (declared table properties: their drift), their minimum intervals and the "
+         "health they read; the critical-pipeline force passes it", holds_continuation=False),
+    Gate("quiet", ("not_quiet",), _quiet, "another writer committed within the schedule's `quietFor`"),
+    Gate("in flight", ("in_flight",), _not_in_flight,
+         "a run of the table is queued or running, or an admission in the ledger waits for its run"),
+)
+_CHECKS = tuple(gate.check for gate in GATES)
+GATE_CODES: tuple[str, ...] = tuple(code for gate in GATES for code in gate.codes)
+# The position of the gate that owns each code: which gates a skipped decision passed.
+POSITION: dict[str, int] = {code: index for index, gate in enumerate(GATES) for code in gate.codes}
+
+
+def gate_named(name: str) -> Gate:
+    return next(gate for gate in GATES if gate.name == name)
+
+
+def gate_before(name: str) -> Gate:
+    """The gate checked right before the one named (explain says which gate decided first)."""
+    return GATES[GATES.index(gate_named(name)) - 1]
+
+
+def run_gates(f: Facts) -> Decision:
+    """The decision skipped by the first gate that holds it, else :func:`admissible`."""
+    for check in _CHECKS:
+        skipped = check(f)
+        if skipped is not None:
+            return skipped
+    return admissible(f)
+
+
+def admissible(f: Facts) -> Decision:
+    """Work every gate let pass: a ``run`` decision in its due slot (its attempt the slot's next one),
+    its run time bounded by the schedule's timeout and its window's end, with its run class."""
+    data, schedule, due, now = f.data, f.schedule, f.due, f.data.now
+    reason = f"{due.trigger}: {due.detail}"
+    quiet = f.learned.get("quiet")
+    window_end = schedule.window_end_after(now) if schedule.enforce_window_end else None
+    runtime = schedule.timeout_hours * 3600
+    if window_end is not None:
+        runtime = min(runtime, max(60.0, (window_end - now).total_seconds()))
+    return replace_decision(
+        f.decision, decision="run", passed_gates=True,
+        reasons=(reason, quiet.detail) if quiet is not None else (reason,),
+        attempt=data.last_attempts.get((f.table.qualified, f.op, due.slot_key), -1) + 1, max_runtime_s=runtime,
+        next_eligible=now, run_class=_run_class(schedule), **f.learned)
+
+
+def _run_class(schedule: Any) -> RunClass:
+    days = ",".join(str(d) for d in sorted(schedule.allowed_days))
+    return RunClass(
+        timeout=f"{schedule.timeout_hours:g}h",
+        window=f"{schedule.window_start}-{schedule.window_end} days {days} {schedule.timezone} "
+               f"enforce {schedule.enforce_window_end}",
+    )
+
+
+# -- a backlog's continuation: its due verdict -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BacklogDue:
+    """The schedule's verdict for a backlog's continuation: due now, in the backlog's own slot (so the
+    attempt number is the slot's next one)."""
+
+    slot_key: str
+    detail: str
+    due: bool = True
+    trigger: str = "backlog"
+    blocked: str | None = None
+    next_eligible: datetime | None = None
+    # What the quiet gate reads (core/quiet.due_since): a continuation has been due since its slot.
+    slot: datetime | None = None
+    last_success_start: datetime | None = None
+
+
+def backlog_due(backlog: Backlog) -> BacklogDue:
+    return BacklogDue(backlog.slot, f"continues slot {backlog.slot}: {backlog.partitions} partition(s), "
+                                    f"{backlog.bytes} bytes left", slot=slot_time(backlog.slot))
+
+
+def slot_time(slot_key: str) -> datetime | None:
+    """A due slot's time, read back from its key (``Due.slot_key``: a cron slot's ISO time,
+    ``interval:<ISO>``, ``condition:<ISO>``); None for ``...:first``, ``cron:none`` and manual work."""
+    for text in (slot_key, slot_key.partition(":")[2]):
+        try:
+            return datetime.fromisoformat(text)
+        except ValueError:
+            continue
+    return None

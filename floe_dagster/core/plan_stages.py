@@ -1,0 +1,187 @@
+"""The stages of a plan, in order (:data:`STAGES`): every configured (table, operation) through the
+gates (core/gates.py), then the shadow decisions marked, the work ranked, the live work admitted
+within the budgets (core/admission.py), and the shadow decisions admitted in a pass of their own.
+
+Two stages act on one decision inside the gate stage, around the gates: a shadow policy's decision
+reads its history as the shadow sees it (its newest recorded shadow decision stands in for a
+success), and a live decision whose rewrite left a backlog continues it (:func:`continue_backlog`).
+Each stage and gate owns its reason codes; :data:`REASON_CODES` is the vocabulary they make, in the
+order a decision meets them, and :func:`gates_markdown` the table docs/automation.md shows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from floe_dagster.core.admission import ADMISSION, ADMISSION_CODES, admit_within_budgets
+from floe_dagster.core.debt import TableDebt
+from floe_dagster.core.decisions import DECISION_DEFAULTS, Decision, PlanInput, build_decision, replace_decision
+from floe_dagster.core.gates import (
+    GATE_CODES, GATES, POSITION, Facts, admissible, backlog_due, gate_named, run_gates,
+)
+from floe_dagster.core.history import OperationHistory
+from floe_dagster.core.run_decision import SHADOW_ATTEMPT, SHADOW_PREFIX
+
+_NO_HISTORY = OperationHistory()
+_DUE = GATES.index(gate_named("due"))
+_AFTER_DUE = GATES[_DUE + 1:]
+
+
+@dataclass
+class PlanState:
+    """What the stages hand on: the decided (skipped, then admitted), the candidates (every gate let them
+    run), and the notes."""
+
+    data: PlanInput
+    decided: list[Decision] = field(default_factory=list)
+    candidates: list[Decision] = field(default_factory=list)
+    live: list[Decision] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    codes: tuple[str, ...]
+    run: Callable[[PlanState], None]
+    doc: str
+
+
+def _gate_stage(state: PlanState) -> None:
+    """Every (table, operation) the effective policies configure through the gates: the candidates
+    (every gate let them run) and the skipped decisions."""
+    data = state.data
+    in_catalog = frozenset(data.catalog_tables)
+    decided, candidates = state.decided, state.candidates
+    weights, history_of, estimate_bytes = data.debt_weights, data.history.get, data.estimate_bytes
+    backlogs = data.backlogs
+    # Sorted by the fields' tuple (TableName's order) without calling its generated __lt__ per comparison.
+    for table in sorted(in_catalog.union(data.loaded_tables), key=lambda t: (t.catalog, t.namespace, t.name)):
+        policy = data.policies.effective_policy(table)
+        if policy is None:
+            continue
+        metrics = data.metrics.get(table)
+        issues = policy.health_issues(metrics, data.now) if metrics is not None else ()
+        table_debt = TableDebt(issues, metrics, data.now, weights)
+        qualified, shadow = table.qualified, policy.shadow
+        for op in policy.configured_operations():
+            history = history_of((qualified, op)) or _NO_HISTORY
+            if shadow:  # the shadow's view: its newest recorded decision stands in for a success
+                history = history.as_shadow_sees_it()
+            score, breakdown = table_debt.with_history(history.failure_rate, history.consecutive_failures)
+            schedule = policy.schedule(op)
+            estimate = (estimate_bytes(table, op, metrics, policy.config(op))
+                        if estimate_bytes and op.rewrites_data else 0)
+            base = build_decision(
+                DECISION_DEFAULTS, table=table, operation=op, policy=policy.name, decision="skip", reasons=(),
+                trigger=None, debt_score=score, debt_breakdown=breakdown, estimated_bytes=estimate,
+                next_eligible=None, rank=None, policy_priority=policy.priority,
+                schedule_priority=schedule.priority if schedule else 0, enabled=bool(schedule and schedule.enabled),
+                shadow=shadow,
+            )
+            facts = Facts(data, in_catalog, table, op, policy, schedule, metrics, history, base)
+            decision = run_gates(facts)
+            # A shadow decision never continues a backlog: a continuation is the same slot's next attempt,
+            # and shadow decisions are recorded once per slot.
+            if backlogs and not shadow:
+                decision = continue_backlog(facts, decision)
+            (candidates if decision.decision == "run" else decided).append(decision)
+
+
+def continue_backlog(facts: Facts, decision: Decision) -> Decision:
+    """A rewrite scoped to some partitions left a backlog (the ledger's), open until a success starts
+    after it: the decision carries it once the gates read the schedule, and when the schedule's own rule
+    is not due while its window and days are open, the backlog's slot continues: due now (trigger
+    ``backlog``), through the gates after the due one, except those a continuation passes (its trigger
+    conditions were met when its slot was admitted)."""
+    backlog = facts.data.backlogs.get((facts.table.qualified, facts.op))
+    if backlog is None or not backlog.open_after(facts.history.last_success_start):
+        return decision
+    if decision.decision == "skip":
+        code = decision.reasons[0].partition(":")[0]
+        if POSITION.get(code, _DUE) < _DUE:  # stopped before the schedule was read
+            return decision
+        if code == "not_due":
+            facts.decision = replace_decision(facts.decision, backlog=backlog)
+            due = facts.due = backlog_due(backlog)
+            facts.learned = {"trigger": due.trigger, "slot": due.slot_key}
+            for gate in _AFTER_DUE:
+                skipped = gate.check(facts)
+                if skipped is not None and gate.holds_continuation:
+                    return skipped
+            return admissible(facts)
+    return replace_decision(decision, backlog=backlog)
+
+
+def _shadow_stage(state: PlanState) -> None:
+    """A shadow policy's candidates become shadow decisions: recorded, never run (the shadow attempt)."""
+    state.candidates = [_as_shadow(d) if d.shadow else d for d in state.candidates]
+
+
+def _as_shadow(decision: Decision) -> Decision:
+    reason = f"{SHADOW_PREFIX}{decision.reasons[0]} (shadow policy '{decision.policy}')"
+    return replace_decision(decision, reasons=(reason, *decision.reasons[1:]), attempt=SHADOW_ATTEMPT)
+
+
+def _rank_stage(state: PlanState) -> None:
+    """Debt score, policy priority, schedule priority, table name, then Floe's operation order."""
+    state.candidates.sort(key=lambda d: (
+        -d.debt_score, -d.policy_priority, -d.schedule_priority, d.table.qualified, d.operation.order))
+
+
+def _live_admission(state: PlanState) -> None:
+    state.live = admit_within_budgets(state.data, [d for d in state.candidates if not d.shadow], state.notes)
+    state.decided.extend(state.live)
+
+
+def _shadow_pass(state: PlanState) -> None:
+    """The shadow decisions through the same admission with a fresh state of their own (nothing admitted
+    yet, their own hour of bytes, no queued run), ranked and batched after the live ones."""
+    candidates = [d for d in state.candidates if d.shadow]
+    if not candidates:
+        return
+    data, live = state.data, state.live
+    shadow_notes: list[str] = []
+    own_budgets = replace(data, bytes_last_hour=data.shadow_bytes_last_hour, queued_runs=0, past_admissions=())
+    passed = admit_within_budgets(own_budgets, candidates, shadow_notes)
+    ranks = max((d.rank for d in live if d.rank is not None), default=0)
+    batches = max((d.batch for d in live if d.batch is not None), default=0)
+    state.notes.extend(f"shadow: {note}" for note in shadow_notes)
+    state.decided.extend(
+        d if d.rank is None else replace_decision(d, rank=d.rank + ranks, batch=(d.batch or 0) + batches)
+        for d in passed)
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("gates", GATE_CODES, _gate_stage, "every (table, operation) the effective policy configures, through the "
+          "gates in order; a shadow policy's reads its history as the shadow sees it, and a live rewrite's "
+          "backlog continues in its slot"),
+    Stage("shadow", (), _shadow_stage, "a shadow policy's candidates become shadow decisions (recorded, never run)"),
+    Stage("rank", (), _rank_stage, "debt score, policy priority, schedule priority, table name, Floe's operation "
+          "order"),
+    Stage("live admission", ADMISSION_CODES, _live_admission, "the live candidates, in rank order, admitted "
+          "within the budgets, one operation per table at a time"),
+    Stage("shadow pass", (), _shadow_pass, "the shadow candidates through the same admission with budgets of "
+          "their own, ranked after every live one"),
+)
+# Every reason code a skipped decision may start with, in the order a decision meets them.
+REASON_CODES: tuple[str, ...] = tuple(dict.fromkeys(code for stage in STAGES for code in stage.codes))
+
+
+def run_stages(data: PlanInput) -> PlanState:
+    state = PlanState(data)
+    for stage in STAGES:
+        stage.run(state)
+    return state
+
+
+def gates_markdown() -> str:
+    """docs/automation.md's gate table: the gates, then admission's steps (a test keeps the doc equal)."""
+    lines = ["| stage | step | reason codes | holds back |", "| --- | --- | --- | --- |"]
+    lines += [f"| gates | {gate.name} | {_codes(gate.codes)} | {gate.doc} |" for gate in GATES]
+    lines += [f"| admission | {step.name} | {_codes(step.codes)} | {step.doc} |" for step in ADMISSION]
+    return "\n".join(lines) + "\n"
+
+
+def _codes(codes: tuple[str, ...]) -> str:
+    return ", ".join(f"`{code}`" for code in codes) or "-"
