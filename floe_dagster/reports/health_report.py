@@ -11,7 +11,8 @@ from dagster import DagsterInstance
 
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.health_record import assess_table, health_record, thresholds_for
-from floe_dagster.core.measurements import format_bytes
+from floe_dagster.core.table_facts import bytes_text as _bytes
+from floe_dagster.core.table_facts import number_text as _num
 from floe_dagster.core.refs import format_age
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
@@ -189,18 +190,6 @@ def _observed_report(table: TableName, record: Any) -> dict[str, Any]:
 
 
 # -- text ---------------------------------------------------------------------------------------------
-
-
-def _bytes(value: Any) -> str:
-    return "-" if value is None else format_bytes(value)
-
-
-def _num(value: Any, digits: int = 2) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}".rstrip("0").rstrip(".") or "0"
-    return str(value)
 
 
 def format_health_text(report: Mapping[str, Any]) -> str:
