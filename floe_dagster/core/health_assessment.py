@@ -250,7 +250,7 @@ def _ages(metrics: TableMetrics, now: datetime, facts: FactViews) -> dict[str, f
     now_ms = int(as_utc(now).timestamp() * 1000)
     found = {}
     for fact in facts.clocked:
-        age = TableMetrics.age_days(getattr(metrics, fact.age_of), now_ms)  # type: ignore[arg-type]
+        age = TableMetrics.age_days(getattr(metrics, fact.age_of), now_ms)
         found[fact.name] = age if fact.digits is None or age is None else round(age, fact.digits)
     return found
 

@@ -55,7 +55,7 @@ def _with_fact_fields(cls: type) -> type:
             setattr(cls, fact.name, field(default_factory=fact.default_factory) if fact.default_factory
                     else fact.default)
     annotations["more_facts"] = "Mapping[str, Any]"
-    cls.more_facts = field(default_factory=dict)  # type: ignore[attr-defined]
+    cls.more_facts = field(default_factory=dict)
     cls.__annotations__ = annotations
     return cls
 
@@ -157,7 +157,7 @@ class TableMetrics:
             if not fact.in_report:
                 del data[fact.name]
         for fact in facts.report_extra:
-            data[fact.name] = fact.measure(self, None)  # type: ignore[misc]
+            data[fact.name] = fact.measure(self, None)
         return data
 
     @classmethod
