@@ -311,3 +311,34 @@ def views() -> FactViews:
 
 def catalogue() -> tuple[Fact, ...]:
     return views().facts
+
+
+# -- the docs' table (docs/health.md) ----------------------------------------------------------------------------
+
+
+def _limit(limit: str | float) -> str:
+    if not isinstance(limit, str):
+        return f"{limit:g}"
+    head, *rest = limit.split("_")
+    return "`" + head + "".join(part.capitalize() for part in rest) + "`"
+
+
+def _fact_row(fact: Fact) -> str:
+    kept = "stored" if fact.stored else (f"age of `{fact.age_of}`" if fact.clocked else "computed")
+    api = fact.api and f"`{fact.api.key}`" + (f", `{fact.api.formatted}`" if fact.api.formatted else "")
+    check = fact.check and f"`{fact.check.issue}` {_limit(fact.check.warning)} / {_limit(fact.check.critical)}"
+    cells = [f"`{fact.name}`", fact.type.replace("|", "\\|"), fact.tier, kept,
+             "yes" if fact.derived is not None else "", "yes" if fact.dagit is not None else "", api or "", check or "",
+             fact.text.label if fact.text else "", fact.doc.replace("|", "\\|")]
+    return "| " + " | ".join(cells) + " |"
+
+
+def facts_markdown() -> str:
+    """The catalogue as docs/health.md lists it (``python -m floe_dagster.core.fact_catalogue`` prints it)."""
+    header = ("| fact | type | tier | kept | derived | Dagit | Floe's answer | health check: warning / critical | "
+              "text line | meaning |")
+    return "\n".join([header, "|" + " --- |" * 10, *(_fact_row(fact) for fact in views().facts)])
+
+
+if __name__ == "__main__":
+    print(facts_markdown())
