@@ -23,14 +23,15 @@ staleMetadataWarningDays / ...CriticalDays  7 / 30           days since the newe
 
 Issues (Floe's): an empty table (no data files) gets only ``TABLE_EMPTY`` (INFO). Otherwise each check
 (declared with its fact in core/fact_catalogue.py, which names the derived number, the thresholds and the
-issue type; made in the catalogue's check order, Floe's) compares with ≥, critical first. A value the metrics lack (None: the summary tier reads no manifests)
-raises no issue for that check. Beyond Floe's thresholds (fixed limits, so Floe's 26 fields keep their
-shape): ``TOO_MANY_METADATA_FILES`` counts the metadata.json files written (the version in the current
-file's name), else those tracked (current + metadata log): a warning from 1000 (ten times what Iceberg
-keeps by default), critical from 10000, raised only while ``write.metadata.delete-after-commit.enabled``
-is not true (with it, Iceberg deletes the files beyond ``write.metadata.previous-versions-max`` itself,
-so the count stays bounded). Status: ``critical`` if any critical issue, else ``warning`` if any
-warning, else ``healthy``.
+issue type; made in the catalogue's check order, Floe's) compares with ≥, critical first. A value the
+metrics lack (None: the summary tier reads no manifests) raises no issue for that check. Beyond Floe's
+thresholds (fixed limits, so Floe's 26 fields keep their shape): ``TOO_MANY_METADATA_FILES`` counts the
+metadata.json files written (the version in the current file's name), else those tracked (current +
+metadata log): a warning from 1000 (ten times what Iceberg keeps by default), critical from 10000, raised
+only while ``write.metadata.delete-after-commit.enabled`` is not true (with it, Iceberg deletes the files
+beyond ``write.metadata.previous-versions-max`` itself, so the count stays bounded). A check an operation
+kind's fact declares raises an issue of its own type (:class:`IssueName`). Status: ``critical`` if any
+critical issue, else ``warning`` if any warning, else ``healthy``.
 """
 
 from __future__ import annotations
@@ -218,17 +219,19 @@ class _Limit:
     issue: IssueType | IssueName
     critical: float
     warning: float
+    clocked: bool  # on a number made at the assessment's clock (checked at every assessment)
 
 
 def _limits(thresholds: HealthThresholds, facts: FactViews) -> tuple[_Limit, ...]:
-    """Each check with its critical and warning thresholds, in check order (once per thresholds)."""
-    found = facts.memo.get(thresholds)
-    if found is None:
-        found = facts.memo[thresholds] = tuple(
+    """Each check with its critical and warning thresholds, in check order: made once per thresholds and
+    catalogue, and kept on the (frozen) thresholds, as every table of a policy is assessed with them."""
+    memo = thresholds.__dict__.get("_limits")  # not a field: equality, hashing and asdict ignore it
+    if memo is None or memo[0] is not facts:
+        memo = thresholds.__dict__["_limits"] = (facts, tuple(
             _Limit(fact, fact.check, issue_type(fact.check.issue), _threshold(fact, fact.check.critical, thresholds),
-                   _threshold(fact, fact.check.warning, thresholds))
-            for fact in facts.checks if fact.check is not None)
-    return found
+                   _threshold(fact, fact.check.warning, thresholds), fact.clocked)
+            for fact in facts.checks if fact.check is not None))
+    return memo[1]
 
 
 def _threshold(fact: Fact, limit: str | float, thresholds: HealthThresholds) -> float:
@@ -267,7 +270,7 @@ def _static_assessment(metrics: TableMetrics, thresholds: HealthThresholds, fact
     if found is not None:
         return found
     static = {fact.name: _number(fact, metrics, thresholds) for fact in facts.derived if not fact.clocked}
-    verdicts = tuple(None if limit.fact.clocked else _issue(limit, static[limit.fact.name], static)
+    verdicts = tuple(None if limit.clocked else _issue(limit, static[limit.fact.name], static)
                      for limit in _limits(thresholds, facts))
     found = memo[key] = (static, verdicts)
     return found
@@ -300,7 +303,7 @@ def _issues(metrics: TableMetrics, thresholds: HealthThresholds, verdicts: tuple
         return (HealthIssue(IssueType.TABLE_EMPTY, Severity.INFO, "the table has no data files", 0, None),)
     issues = []
     for limit, verdict in zip(_limits(thresholds, facts), verdicts):
-        if limit.fact.clocked:
+        if limit.clocked:
             verdict = _issue(limit, ages[limit.fact.name], static)
         if verdict is not None:
             issues.append(verdict)

@@ -96,7 +96,8 @@ def summarize_manifest(manifest: ManifestFile, entries: list[ManifestEntry]) -> 
         seq = entry.sequence_number or 0
         content = int(data_file.content) if data_file.content is not None else 0
         if content == DataFileContent.DATA:
-            files.append([index, data_file.file_size_in_bytes, data_file.record_count, seq, path_hash(data_file.file_path)])
+            files.append([index, data_file.file_size_in_bytes, data_file.record_count, seq,
+                          path_hash(data_file.file_path)])
         else:
             scoped = _file_scoped_path(data_file) if content == DataFileContent.POSITION_DELETES else None
             files.append([

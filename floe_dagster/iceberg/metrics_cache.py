@@ -111,7 +111,8 @@ class MetricsCache:
                 "INSERT OR REPLACE INTO metrics VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
                     metrics.qualified_name, metrics.tier, metrics.metadata_location, self.record_version,
-                    metrics.collected_at_ms, metrics.collected_at_ms, json.dumps(metrics.to_json(), separators=(",", ":")),
+                    metrics.collected_at_ms, metrics.collected_at_ms,
+                    json.dumps(metrics.to_json(), separators=(",", ":")),
                 ),
             )
             if manifest_paths is not None:  # the table's current manifests: the others may be collected

@@ -157,8 +157,8 @@ def _check(tier: Tier, found: tuple[Reducer, ...], needed: set[str]) -> None:
     twice = sorted(name for name, count in measured.items() if count > 1)
     unknown = sorted(set(measured) - needed)
     if twice or unknown:
-        raise LookupError(f"{tier} tier reducers: {twice or unknown} "
-                          + ("measured twice" if twice else "are no stored facts of this tier (core/fact_catalogue.py)"))
+        what = "measured twice" if twice else "are no stored facts of this tier (core/fact_catalogue.py)"
+        raise LookupError(f"{tier} tier reducers: {twice or unknown} {what}")
 
 
 def reduce_facts(read: MetadataRead) -> dict[str, Any]:

@@ -82,7 +82,8 @@ def summary_counts(read: MetadataRead) -> dict[str, Any]:
     summary = current.summary if current is not None else None
     keys = (TOTAL_DATA_FILES, TOTAL_DELETE_FILES, TOTAL_RECORDS, TOTAL_FILE_SIZE)
     totals = {key: summary_total(summary, key) for key in keys}
-    if current is not None and read.io is not None and any(v is None for k, v in totals.items() if k != TOTAL_FILE_SIZE):
+    lacking = any(value is None for key, value in totals.items() if key != TOTAL_FILE_SIZE)
+    if current is not None and read.io is not None and lacking:
         data_files = delete_files = records = 0
         for manifest in current.manifests(read.io):
             live = (manifest.added_files_count or 0) + (manifest.existing_files_count or 0)
