@@ -39,6 +39,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from enum import Enum
+from operator import attrgetter
 from typing import Any, Mapping
 
 from floe_dagster.core.fact_catalogue import FactViews, views
@@ -243,9 +244,19 @@ def _threshold(fact: Fact, limit: str | float, thresholds: HealthThresholds) -> 
     return getattr(thresholds, limit)
 
 
-def _number(fact: Fact, metrics: TableMetrics, thresholds: HealthThresholds) -> Any:
-    value = fact.measure(metrics, thresholds) if fact.measure is not None else getattr(metrics, fact.name)
-    return value if fact.digits is None or value is None else round(value, fact.digits)
+def _static_numbers(metrics: TableMetrics, thresholds: HealthThresholds, facts: FactViews) -> dict[str, Any]:
+    """The derived numbers that do not depend on the clock, in the derived order (each fact's how, read from
+    the catalogue once: every table of a cold tick comes here)."""
+    plan = facts.memo.get("static numbers")
+    if plan is None:
+        plan = facts.memo["static numbers"] = tuple(
+            (f.name, f.measure or attrgetter(f.name), f.measure is not None, f.digits)
+            for f in facts.derived if not f.clocked)
+    numbers = {}
+    for name, get, computed, digits in plan:
+        value = get(metrics, thresholds) if computed else get(metrics)
+        numbers[name] = value if digits is None or value is None else round(value, digits)
+    return numbers
 
 
 def _ages(metrics: TableMetrics, now: datetime, facts: FactViews) -> dict[str, float | None]:
@@ -269,7 +280,7 @@ def _static_assessment(metrics: TableMetrics, thresholds: HealthThresholds, fact
     found = memo.get(key)
     if found is not None:
         return found
-    static = {fact.name: _number(fact, metrics, thresholds) for fact in facts.derived if not fact.clocked}
+    static = _static_numbers(metrics, thresholds, facts)
     verdicts = tuple(None if limit.clocked else _issue(limit, static[limit.fact.name], static)
                      for limit in _limits(thresholds, facts))
     found = memo[key] = (static, verdicts)
@@ -283,7 +294,10 @@ def assess_health(metrics: TableMetrics, thresholds: HealthThresholds | None, no
     static, verdicts = _static_assessment(metrics, thresholds, facts)
     ages = _ages(metrics, now, facts)
     issues = _issues(metrics, thresholds, verdicts, static, ages, facts)
-    derived = {fact.name: ages[fact.name] if fact.clocked else static[fact.name] for fact in facts.derived}
+    order = facts.memo.get("derived order")
+    if order is None:
+        order = facts.memo["derived order"] = tuple((fact.name, fact.clocked) for fact in facts.derived)
+    derived = {name: ages[name] if clocked else static[name] for name, clocked in order}
     return HealthAssessment(metrics.qualified_name, as_utc(now), metrics.tier, health_status(issues), issues,
                             derived, metrics, thresholds)
 

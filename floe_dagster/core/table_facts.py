@@ -14,8 +14,10 @@ thresholds, or at the assessment's clock), never cached. Either may be shown:
               field, or a fixed limit);
 ``text``      its line in ``floe-dagster health``'s numbers.
 
-Places are small integers, each view's own (the views' orders are Floe's and the record's as they were
-before the catalogue; new facts leave them None and come after the placed ones, in declaration order).
+Places are small integers, each view's own: the views keep the order they had before the catalogue
+(Floe's answer and check order, the record's derived numbers, Dagit's observation), and a new fact takes
+the next free place (an ``Api``'s or a ``Check``'s may be left out: after the placed ones); equal places
+keep the declaration order. The metrics record and the text lines follow the declaration order.
 A stored fact with no reducer for a tier it is measured in is an error naming the fact. The health
 cache's record version and the observation format are derived from the declarations
 (:func:`stable_version`), never set by hand. Pure: no Dagster, Spark or PyIceberg.
@@ -124,11 +126,6 @@ class Fact:
         """What the health cache's record version is made of: what a stored record holds of this fact."""
         return [self.name, self.type, self.tier, self.shape, repr(self.default_factory() if self.default_factory
                                                                 else self.default)]
-
-    def shown(self) -> list[Any]:
-        """What the health observation's format is made of: the keys it writes for this fact."""
-        api = self.api
-        return [self.name, self.dagit, api.key if api else None, api.formatted if api else None]
 
 
 def stable_version(*parts: Any) -> int:

@@ -96,18 +96,22 @@ def fingerprint(report: HealthAssessment) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()
 
 
-def _number(value: Any) -> MetadataValue | None:
+def _fact_value(value: Any) -> MetadataValue | None:
+    """A fact's value as observation metadata: a number as a number (Dagit plots it), a text as text; an
+    unmeasured value (None) and a flag are left out."""
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, int):
         return MetadataValue.int(value)
+    if isinstance(value, str):
+        return MetadataValue.text(value)
     return MetadataValue.float(float(value))
 
 
-def _put_numbers(metadata: dict[str, Any], facts: tuple[Fact, ...], record: Mapping[str, Any]) -> None:
-    """Each fact's number from the health record (its derived number, else its value in the record's metrics)."""
+def _put_facts(metadata: dict[str, Any], facts: tuple[Fact, ...], record: Mapping[str, Any]) -> None:
+    """Each fact's value from the health record (its derived number, else its value in the record's metrics)."""
     for fact in facts:
-        value = _number(record["derived" if fact.derived is not None else "metrics"].get(fact.name))
+        value = _fact_value(record["derived" if fact.derived is not None else "metrics"].get(fact.name))
         if value is not None:
             metadata[fact.name] = value
 
@@ -117,7 +121,7 @@ def observation_metadata(record: Mapping[str, Any]) -> dict[str, Any]:
     text (:func:`observation_keys`)."""
     facts = views()
     metadata: dict[str, Any] = {}
-    _put_numbers(metadata, facts.dagit, record)
+    _put_facts(metadata, facts.dagit, record)
     debt = record["debt"]
     metadata["debt_score"] = MetadataValue.float(float(debt["score"]))
     # Every issue, a lost-race streak's too (the debt's inputs leave that one out).
@@ -129,7 +133,7 @@ def observation_metadata(record: Mapping[str, Any]) -> dict[str, Any]:
     snapshot_id = record["metrics"].get("current_snapshot_id")
     metadata["snapshot_id"] = MetadataValue.text("" if snapshot_id is None else str(snapshot_id))
     metadata["metadata_location"] = MetadataValue.text(record["metrics"].get("metadata_location") or "")
-    _put_numbers(metadata, facts.history_only, record)  # what the API's health history serves in Floe's shape
+    _put_facts(metadata, facts.history_only, record)  # what the API's health history serves in Floe's shape
     metadata["assessed_at"] = MetadataValue.text(record["assessed_at"])
     metadata["issues"] = MetadataValue.json(
         [{"type": i["type"], "severity": i["severity"], "message": i["message"]} for i in record["issues"]])
