@@ -190,6 +190,8 @@ BUILTIN: tuple[Fact, ...] = (
 # before the catalogue is first read so that their declarations are in it.
 FACT_SOURCES = ("floe_dagster.core.operation_kinds",)
 _DECLARED: list[Fact] = []
+# The metrics record's own fields (core/measurements.py), which no fact may be named.
+RECORD_FIELDS = frozenset({"qualified_name", "metadata_location", "tier", "collected_at_ms", "more_facts"})
 _state: dict[str, Any] = {"views": None, "sources_loaded": False, "generation": 0}
 
 
@@ -200,6 +202,8 @@ def declare(*facts: Fact) -> tuple[Fact, ...]:
     for fact in facts:
         if fact.name in known:
             raise ValueError(f"table fact {fact.name!r} is declared twice: a fact is declared once")
+        if fact.name in RECORD_FIELDS:
+            raise ValueError(f"table fact {fact.name!r}: the metrics record's own field has this name")
         known.add(fact.name)
     _DECLARED.extend(facts)
     _changed()
@@ -269,6 +273,7 @@ class FactViews:
     by_name: Mapping[str, Fact] = field(init=False)
     stored: tuple[Fact, ...] = field(init=False)  # the metrics record's fields
     declared_stored: tuple[Fact, ...] = field(init=False)  # ... beyond the built-in ones
+    declared_names: frozenset[str] = field(init=False)  # their names
     report_extra: tuple[Fact, ...] = field(init=False)  # computed facts added to the record's metrics
     derived: tuple[Fact, ...] = field(init=False)
     checks: tuple[Fact, ...] = field(init=False)
@@ -295,6 +300,7 @@ class FactViews:
             "memo": {},
         }
         values["clocked"] = tuple(f for f in values["derived"] if f.clocked)
+        values["declared_names"] = frozenset(f.name for f in values["declared_stored"])
         values["history_only"] = tuple(f for f in values["api"] if f.dagit is None)
         for name, value in values.items():
             object.__setattr__(self, name, value)

@@ -132,7 +132,9 @@ class TableMetrics:
     def measured(cls, qualified_name: str, metadata_location: str | None, tier: Tier, collected_at_ms: int,
                  facts: Mapping[str, Any]) -> "TableMetrics":
         """A record of stored facts by name (the iceberg layer's reducers' values)."""
-        declared = {f.name for f in views().declared_stored}
+        declared = views().declared_names
+        if not declared:
+            return cls(qualified_name, metadata_location, tier, collected_at_ms, **facts)
         return cls(qualified_name, metadata_location, tier, collected_at_ms,
                    **{k: v for k, v in facts.items() if k not in declared},
                    more_facts={k: v for k, v in facts.items() if k in declared})

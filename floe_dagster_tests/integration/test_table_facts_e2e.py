@@ -85,3 +85,12 @@ def test_a_kinds_fact_is_measured_cached_and_shown_everywhere(table):
     with HealthCollector(catalog, settings, clock=lambda: NOW) as collector:
         after = collector.collect([events], tier="full")
     assert after.computed == [events] and not hasattr(after.metrics[events], "oldest_id")
+
+
+def test_a_reducer_that_measures_other_facts_than_it_registered_is_that_tables_error(table):
+    settings, catalog, events = table
+    with declaring(OLDEST_ID), registering(Reducer(("oldest_id",), lambda read: {"oldest": 1}, (FULL,), 1)):
+        with HealthCollector(catalog, settings, clock=lambda: NOW) as collector:
+            found = collector.collect([events], tier="full")
+    assert events not in found.metrics
+    assert found.errors[events] == "LookupError: the reducers of [['oldest_id']] returned other facts than they measure"

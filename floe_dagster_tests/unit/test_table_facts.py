@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from floe_dagster.core.fact_catalogue import BUILTIN, declare, declaring, facts_markdown, views
+from floe_dagster.core.fact_catalogue import RECORD_FIELDS, BUILTIN, declare, declaring, facts_markdown, views
 from floe_dagster.core.health_assessment import HealthThresholds, assess_health
 from floe_dagster.core.health_record import assess_table, health_record
 from floe_dagster.core.measurements import TableMetrics
@@ -174,6 +174,7 @@ def test_the_metrics_record_has_every_stored_fact_as_a_field_in_the_catalogues_o
     stored = [f.name for f in BUILTIN if f.stored]
     names = list(TableMetrics.__dataclass_fields__)
     assert names == ["qualified_name", "metadata_location", "tier", "collected_at_ms", *stored, "more_facts"]
+    assert set(names) - set(stored) == RECORD_FIELDS
     assert TableMetrics("demo.ns.t", None, "summary", 0).properties == {}  # a fresh dict each time
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         healthy().nope  # noqa: B018
@@ -184,6 +185,7 @@ def test_the_metrics_record_has_every_stored_fact_as_a_field_in_the_catalogues_o
 
 @pytest.mark.parametrize("fact, message", [
     (Fact("data_file_count", "int", SUMMARY, "again"), "'data_file_count' is declared twice"),
+    (Fact("tier", "str", SUMMARY, "again"), "'tier': the metrics record's own field has this name"),
     (Fact("checked", "int", SUMMARY, "x", measure=lambda m, t: 1, check=Check("X", None, 1, 2, "x")),
      "'checked': a checked fact is shown among the derived numbers"),
     (Fact("aged", "float", SUMMARY, "x", age_of="nope", derived=100), "'aged': its age is of 'nope'"),

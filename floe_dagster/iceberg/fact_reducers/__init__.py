@@ -134,14 +134,20 @@ def manifest_parts() -> tuple[ManifestPart, ...]:
 
 def reducers_for(tier: Tier) -> tuple[Reducer, ...]:
     """The reducers of a tier, checked against the catalogue: each fact measured in the tier has exactly one."""
+    return _tier(tier)[0]
+
+
+def _tier(tier: Tier) -> tuple[tuple[Reducer, ...], frozenset[str]]:
+    """The tier's reducers and the facts they measure (checked once per catalogue and registry)."""
     _discover()
     facts = views()
     key = (tier, facts.generation)
     found = _state["checked"].get(key)
     if found is None:
-        found = tuple(reducer for reducer in _REDUCERS if tier in reducer.tiers)
-        _check(tier, found, {f.name for f in facts.stored if f.tier == SUMMARY or tier == FULL})
-        _state["checked"][key] = found
+        reducers = tuple(reducer for reducer in _REDUCERS if tier in reducer.tiers)
+        needed = frozenset(f.name for f in facts.stored if f.tier == SUMMARY or tier == FULL)
+        _check(tier, reducers, needed)
+        found = _state["checked"][key] = (reducers, needed)
     return found
 
 
@@ -163,12 +169,13 @@ def _check(tier: Tier, found: tuple[Reducer, ...], needed: set[str]) -> None:
 
 def reduce_facts(read: MetadataRead) -> dict[str, Any]:
     """Every stored fact of the read's tier, by name."""
+    reducers, needed = _tier(read.tier)
     values: dict[str, Any] = {}
-    for reducer in reducers_for(read.tier):
-        found = reducer.reduce(read)
-        if set(found) != set(reducer.facts):
-            raise LookupError(f"the reducer of {list(reducer.facts)} returned {sorted(found)}")
-        values.update(found)
+    for reducer in reducers:
+        values.update(reducer.reduce(read))
+    if values.keys() != needed:  # a reducer returned other facts than it registered for
+        wrong = [list(r.facts) for r in reducers if set(r.reduce(read)) != set(r.facts)]
+        raise LookupError(f"the reducers of {wrong} returned other facts than they measure")
     return values
 
 
