@@ -22,14 +22,16 @@ staleMetadataWarningDays / ...CriticalDays  7 / 30           days since the newe
 ======================================  ===================  =====================================
 
 Issues (Floe's): an empty table (no data files) gets only ``TABLE_EMPTY`` (INFO). Otherwise each check
-compares with ≥, critical first. A value the metrics lack (None: the summary tier reads no manifests)
-raises no issue for that check. Beyond Floe's thresholds (fixed limits, so Floe's 26 fields keep their
-shape): ``TOO_MANY_METADATA_FILES`` counts the metadata.json files written (the version in the current
-file's name), else those tracked (current + metadata log): a warning from 1000 (ten times what Iceberg
-keeps by default), critical from 10000, raised only while ``write.metadata.delete-after-commit.enabled``
-is not true (with it, Iceberg deletes the files beyond ``write.metadata.previous-versions-max`` itself,
-so the count stays bounded). Status: ``critical`` if any critical issue, else ``warning`` if any
-warning, else ``healthy``.
+(declared with its fact in core/fact_catalogue.py, which names the derived number, the thresholds and the
+issue type; made in the catalogue's check order, Floe's) compares with ≥, critical first. A value the
+metrics lack (None: the summary tier reads no manifests) raises no issue for that check. Beyond Floe's
+thresholds (fixed limits, so Floe's 26 fields keep their shape): ``TOO_MANY_METADATA_FILES`` counts the
+metadata.json files written (the version in the current file's name), else those tracked (current +
+metadata log): a warning from 1000 (ten times what Iceberg keeps by default), critical from 10000, raised
+only while ``write.metadata.delete-after-commit.enabled`` is not true (with it, Iceberg deletes the files
+beyond ``write.metadata.previous-versions-max`` itself, so the count stays bounded). A check an operation
+kind's fact declares raises an issue of its own type (:class:`IssueName`). Status: ``critical`` if any
+critical issue, else ``warning`` if any warning, else ``healthy``.
 """
 
 from __future__ import annotations
@@ -37,12 +39,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from enum import Enum
-from functools import cached_property
+from operator import attrgetter
 from typing import Any, Mapping
 
+from floe_dagster.core.fact_catalogue import FactViews, views
 from floe_dagster.core.localtime import as_utc
 from floe_dagster.core.measurements import TableMetrics
-from floe_dagster.core.table_properties import DELETE_AFTER_COMMIT
+from floe_dagster.core.table_facts import Check, Fact
 from floe_dagster.core.validation import (
     Location,
     check_mapping,
@@ -97,11 +100,6 @@ class HealthThresholds:
     def to_json(self) -> dict[str, Any]:
         return {CAMEL[name]: value for name, value in asdict(self).items()}
 
-    @cached_property  # frozen: read once per thresholds, not once per table and check
-    def _limits(self) -> tuple[tuple["_Check", float, float], ...]:
-        """Each check with its critical and warning thresholds."""
-        return tuple((check, getattr(self, check.critical), getattr(self, check.warning)) for check in _CHECKS)
-
 
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
@@ -145,6 +143,19 @@ class IssueType(str, Enum):
     TOO_MANY_METADATA_FILES = "TOO_MANY_METADATA_FILES"
 
 
+class IssueName(str):
+    """The issue type of a check a fact declared beyond :class:`IssueType` (an operation kind's fact): a
+    string with IssueType's ``value``."""
+
+    @property
+    def value(self) -> str:
+        return str(self)
+
+
+def issue_type(name: str) -> IssueType | IssueName:
+    return IssueType.__members__.get(name) or IssueName(name)
+
+
 # Issues that come from the maintenance history, not from the table's metadata: they are shown with
 # the others but owe no debt (the planner's score is the table's, and a busy writer is not debt).
 HISTORY_ISSUES = frozenset({IssueType.COMMIT_CONFLICTS})
@@ -152,7 +163,7 @@ HISTORY_ISSUES = frozenset({IssueType.COMMIT_CONFLICTS})
 
 @dataclass(frozen=True)
 class HealthIssue:
-    type: IssueType
+    type: IssueType | IssueName
     severity: Severity
     message: str
     measured: float | None = None
@@ -201,172 +212,128 @@ class HealthAssessment:
 
 
 @dataclass(frozen=True)
-class _Check:
-    issue: IssueType
-    derived_key: str  # where the measured value sits in HealthAssessment.derived
-    warning: str  # HealthThresholds attribute
-    critical: str
-    label: str
+class _Limit:
+    """A fact's check under one policy's thresholds."""
+
+    fact: Fact
+    check: Check
+    issue: IssueType | IssueName
+    critical: float
+    warning: float
+    clocked: bool  # on a number made at the assessment's clock (checked at every assessment)
 
 
-_CHECKS = (
-    _Check(IssueType.TOO_MANY_SMALL_FILES, "small_file_percent", "small_file_percent_warning",
-           "small_file_percent_critical", "small files (% of data files)"),
-    _Check(IssueType.TOO_MANY_LARGE_FILES, "large_file_percent", "large_file_percent_warning",
-           "large_file_percent_critical", "large files (% of data files)"),
-    _Check(IssueType.HIGH_FILE_COUNT, "data_file_count", "file_count_warning", "file_count_critical", "data files"),
-    _Check(IssueType.TOO_MANY_SNAPSHOTS, "snapshot_count", "snapshot_count_warning", "snapshot_count_critical",
-           "snapshots"),
-    _Check(IssueType.OLD_SNAPSHOTS, "oldest_snapshot_age_days", "snapshot_age_warning_days",
-           "snapshot_age_critical_days", "oldest snapshot age (days)"),
-    _Check(IssueType.TOO_MANY_DELETE_FILES, "delete_file_count", "delete_file_count_warning",
-           "delete_file_count_critical", "delete files"),
-    _Check(IssueType.HIGH_DELETE_FILE_RATIO, "delete_file_ratio", "delete_file_ratio_warning",
-           "delete_file_ratio_critical", "delete files per data file"),
-    _Check(IssueType.TOO_MANY_MANIFESTS, "manifest_count", "manifest_count_warning", "manifest_count_critical",
-           "manifests"),
-    _Check(IssueType.TOO_MANY_PARTITIONS, "partition_count", "partition_count_warning", "partition_count_critical",
-           "partitions"),
-    _Check(IssueType.PARTITION_SKEW, "partition_skew", "partition_skew_warning", "partition_skew_critical",
-           "partition skew (max / average files per partition)"),
-    _Check(IssueType.LARGE_MANIFEST_LIST, "manifest_total_bytes", "manifest_size_warning_bytes",
-           "manifest_size_critical_bytes", "manifest bytes"),
-    _Check(IssueType.STALE_METADATA, "newest_snapshot_age_days", "stale_metadata_warning_days",
-           "stale_metadata_critical_days", "days since the newest snapshot"),
-)
-METADATA_FILES_WARNING, METADATA_FILES_CRITICAL = 1_000, 10_000
+def _limits(thresholds: HealthThresholds, facts: FactViews) -> tuple[_Limit, ...]:
+    """Each check with its critical and warning thresholds, in check order: made once per thresholds and
+    catalogue, and kept on the (frozen) thresholds, as every table of a policy is assessed with them."""
+    memo = thresholds.__dict__.get("_limits")  # not a field: equality, hashing and asdict ignore it
+    if memo is None or memo[0] is not facts:
+        memo = thresholds.__dict__["_limits"] = (facts, tuple(
+            _Limit(fact, fact.check, issue_type(fact.check.issue), _threshold(fact, fact.check.critical, thresholds),
+                   _threshold(fact, fact.check.warning, thresholds), fact.clocked)
+            for fact in facts.checks if fact.check is not None))
+    return memo[1]
 
 
-def _derived(static: Mapping[str, Any], ages: Mapping[str, Any]) -> dict[str, Any]:
-    """Numbers computed from the raw metrics under one policy's thresholds (None where a tier lacks
-    them), in the report's order: the clock-independent ones and the ages."""
-    return {key: ages[key] if key in _AGE_KEYS else static[key] for key in _DERIVED_ORDER}
+def _threshold(fact: Fact, limit: str | float, thresholds: HealthThresholds) -> float:
+    if not isinstance(limit, str):
+        return limit
+    if limit not in CAMEL:
+        raise ValueError(f"table fact {fact.name!r}: its check's threshold {limit!r} is not a healthThresholds field "
+                         f"(one of {', '.join(CAMEL)}), nor a number")
+    return getattr(thresholds, limit)
 
 
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 6)
+def _static_numbers(metrics: TableMetrics, thresholds: HealthThresholds, facts: FactViews) -> dict[str, Any]:
+    """The derived numbers that do not depend on the clock, in the derived order (each fact's how, read from
+    the catalogue once: every table of a cold tick comes here)."""
+    plan = facts.memo.get("static numbers")
+    if plan is None:
+        plan = facts.memo["static numbers"] = tuple(
+            (f.name, f.measure or attrgetter(f.name), f.measure is not None, f.digits)
+            for f in facts.derived if not f.clocked)
+    numbers = {}
+    for name, get, computed, digits in plan:
+        value = get(metrics, thresholds) if computed else get(metrics)
+        numbers[name] = value if digits is None or value is None else round(value, digits)
+    return numbers
 
 
-def _ages(metrics: TableMetrics, now: datetime) -> dict[str, float | None]:
+def _ages(metrics: TableMetrics, now: datetime, facts: FactViews) -> dict[str, float | None]:
+    """The derived numbers that depend on the clock: days since a stored time."""
     now_ms = int(as_utc(now).timestamp() * 1000)
-    return {
-        "oldest_snapshot_age_days": _round(TableMetrics.age_days(metrics.oldest_snapshot_ms, now_ms)),
-        "newest_snapshot_age_days": _round(TableMetrics.age_days(metrics.newest_snapshot_ms, now_ms)),
-    }
+    found = {}
+    for fact in facts.clocked:
+        age = TableMetrics.age_days(getattr(metrics, fact.age_of), now_ms)
+        found[fact.name] = age if fact.digits is None or age is None else round(age, fact.digits)
+    return found
 
 
-_DERIVED_ORDER = (
-    "data_file_count", "total_data_bytes", "small_file_count", "small_file_percent", "large_file_count",
-    "large_file_percent", "min_file_bytes", "max_file_bytes", "avg_file_bytes", "snapshot_count",
-    "oldest_snapshot_age_days", "newest_snapshot_age_days", "delete_file_count", "delete_file_ratio",
-    "manifest_count", "manifest_total_bytes", "partition_count", "partition_skew",
-    "statistics_snapshots_behind", "statistics_rows_changed_percent",
-    "metadata_file_count", "metadata_delete_after_commit",
-)
-_AGE_KEYS = frozenset({"oldest_snapshot_age_days", "newest_snapshot_age_days"})
-
-
-def _static_assessment(metrics: TableMetrics, thresholds: HealthThresholds
+def _static_assessment(metrics: TableMetrics, thresholds: HealthThresholds, facts: FactViews
                        ) -> tuple[dict[str, Any], tuple[HealthIssue | None, ...]]:
     """What does not depend on the clock: the derived numbers other than ages, and the verdict of every
     check that does not read an age. Kept on the (immutable) metrics record per thresholds: the
     health collector keeps one record per metadata location, so an unchanged table is measured once,
     not on every tick."""
     memo = metrics.__dict__.setdefault("_assessments", {})  # not a field: equality and asdict ignore it
-    found = memo.get(thresholds)
+    key = (thresholds, facts.generation)
+    found = memo.get(key)
     if found is not None:
         return found
-    files = metrics.data_file_count
-    small = metrics.small_file_count(thresholds.small_file_size_bytes)
-    large = metrics.large_file_count(thresholds.large_file_size_bytes)
-
-    def percent(count: int | None) -> float | None:
-        if count is None:
-            return None
-        return round(count * 100.0 / files, 4) if files else 0.0
-
-    derived = {
-        "data_file_count": files,
-        "total_data_bytes": metrics.total_data_bytes,
-        "small_file_count": small,
-        "small_file_percent": percent(small),
-        "large_file_count": large,
-        "large_file_percent": percent(large),
-        "min_file_bytes": metrics.min_file_bytes,
-        "max_file_bytes": metrics.max_file_bytes,
-        "avg_file_bytes": metrics.avg_file_bytes,
-        "snapshot_count": metrics.snapshot_count,
-        "delete_file_count": metrics.delete_file_count,
-        "delete_file_ratio": _round(metrics.delete_file_ratio),
-        "manifest_count": metrics.manifest_count,
-        "manifest_total_bytes": metrics.manifest_total_bytes,
-        "partition_count": metrics.partition_count,
-        "partition_skew": _round(metrics.partition_skew),
-        # how stale the newest statistics file is (the trigger conditions statsStale*; None: no statistics)
-        "statistics_snapshots_behind": metrics.statistics_snapshots_behind,
-        "statistics_rows_changed_percent": _round(metrics.statistics_rows_changed_percent),
-        "metadata_file_count": max((n for n in (metrics.metadata_files_written, metrics.metadata_files_tracked)
-                                    if n is not None), default=None),
-        "metadata_delete_after_commit": metrics.properties.get(DELETE_AFTER_COMMIT, "").strip().lower() == "true",
-    }
-    verdicts = tuple(None if check.derived_key in _AGE_KEYS else _issue(check, critical, warning, derived)
-                     for check, critical, warning in thresholds._limits) + (_metadata_files_issue(derived),)
-    found = memo[thresholds] = (derived, verdicts)
+    static = _static_numbers(metrics, thresholds, facts)
+    verdicts = tuple(None if limit.clocked else _issue(limit, static[limit.fact.name], static)
+                     for limit in _limits(thresholds, facts))
+    found = memo[key] = (static, verdicts)
     return found
 
 
 def assess_health(metrics: TableMetrics, thresholds: HealthThresholds | None, now: datetime) -> HealthAssessment:
     """Floe's ``TableHealthAssessor``: the issues and the status of one table at ``now``."""
     thresholds = thresholds or HealthThresholds()
-    static, verdicts = _static_assessment(metrics, thresholds)
-    ages = _ages(metrics, now)
-    issues = _issues(metrics, thresholds, verdicts, ages)
+    facts = views()
+    static, verdicts = _static_assessment(metrics, thresholds, facts)
+    ages = _ages(metrics, now, facts)
+    issues = _issues(metrics, thresholds, verdicts, static, ages, facts)
+    order = facts.memo.get("derived order")
+    if order is None:
+        order = facts.memo["derived order"] = tuple((fact.name, fact.clocked) for fact in facts.derived)
+    derived = {name: ages[name] if clocked else static[name] for name, clocked in order}
     return HealthAssessment(metrics.qualified_name, as_utc(now), metrics.tier, health_status(issues), issues,
-                        _derived(static, ages), metrics, thresholds)
+                            derived, metrics, thresholds)
 
 
 def health_issues(metrics: TableMetrics, thresholds: HealthThresholds | None, now: datetime) -> tuple[HealthIssue, ...]:
     """:func:`assess_health`'s issues alone (what the planner's debt score needs)."""
     thresholds = thresholds or HealthThresholds()
-    return _issues(metrics, thresholds, _static_assessment(metrics, thresholds)[1], _ages(metrics, now))
+    facts = views()
+    static, verdicts = _static_assessment(metrics, thresholds, facts)
+    return _issues(metrics, thresholds, verdicts, static, _ages(metrics, now, facts), facts)
 
 
 def _issues(metrics: TableMetrics, thresholds: HealthThresholds, verdicts: tuple[HealthIssue | None, ...],
-            ages: Mapping[str, Any]) -> tuple[HealthIssue, ...]:
+            static: Mapping[str, Any], ages: Mapping[str, Any], facts: FactViews) -> tuple[HealthIssue, ...]:
     """Floe's issues: the clock-independent ``verdicts`` (in check order) with the age checks made now."""
     if metrics.data_file_count == 0:
         return (HealthIssue(IssueType.TABLE_EMPTY, Severity.INFO, "the table has no data files", 0, None),)
     issues = []
-    for (check, critical, warning), verdict in zip(thresholds._limits, verdicts):
-        if check.derived_key in _AGE_KEYS:
-            verdict = _issue(check, critical, warning, ages)
+    for limit, verdict in zip(_limits(thresholds, facts), verdicts):
+        if limit.clocked:
+            verdict = _issue(limit, ages[limit.fact.name], static)
         if verdict is not None:
             issues.append(verdict)
-    issues.extend(v for v in verdicts[len(thresholds._limits):] if v is not None)  # the fixed-limit checks
     return tuple(issues)
 
 
-def _issue(check: _Check, critical: float, warning: float, derived: Mapping[str, Any]) -> HealthIssue | None:
-    measured = derived.get(check.derived_key)
-    if measured is None:
+def _issue(limit: _Limit, measured: Any, numbers: Mapping[str, Any]) -> HealthIssue | None:
+    """The check's issue for the ``measured`` number (``numbers``: the clock-independent ones), or None."""
+    check = limit.check
+    if measured is None or (check.unless is not None and check.unless(numbers)):
         return None
-    if check.issue is IssueType.TOO_MANY_LARGE_FILES and not derived.get("large_file_count"):
-        return None
-    for severity, threshold in ((Severity.CRITICAL, critical), (Severity.WARNING, warning)):
+    for severity, threshold in ((Severity.CRITICAL, limit.critical), (Severity.WARNING, limit.warning)):
         if measured >= threshold:
-            return HealthIssue(check.issue, severity,
-                               f"{check.label}: {measured:g} ≥ {severity.value.lower()} threshold {threshold:g}",
-                               measured, threshold)
+            message = f"{check.label}: {measured:g} ≥ {severity.value.lower()} threshold {threshold:g}"
+            return HealthIssue(limit.issue, severity, message, measured, threshold)
     return None
-
-
-def _metadata_files_issue(derived: Mapping[str, Any]) -> HealthIssue | None:
-    """TOO_MANY_METADATA_FILES: many metadata.json files, and Iceberg does not delete the old ones."""
-    if derived.get("metadata_delete_after_commit"):
-        return None
-    check = _Check(IssueType.TOO_MANY_METADATA_FILES, "metadata_file_count", "", "",
-                   "metadata.json files (write.metadata.delete-after-commit.enabled is not true)")
-    return _issue(check, METADATA_FILES_CRITICAL, METADATA_FILES_WARNING, derived)
 
 
 def health_status(issues: Any) -> str:
@@ -407,7 +374,8 @@ def parse_health_thresholds(at: Location, raw: Any) -> HealthThresholds:
 
 
 __all__ = [
-    "HealthThresholds", "HealthIssue", "HealthAssessment", "IssueType", "Severity", "assess_health", "health_issues",
+    "HealthThresholds", "HealthIssue", "HealthAssessment", "IssueType", "IssueName", "Severity", "assess_health",
+    "health_issues", "issue_type",
     "health_status",
     "parse_health_thresholds", "HEALTH_THRESHOLD_FIELDS", "DEFAULT_SMALL_FILE_SIZE_BYTES",
 ]

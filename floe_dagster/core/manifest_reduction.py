@@ -19,6 +19,12 @@ from typing import Any, Mapping, Sequence
 from floe_dagster.core.measurements import data_group_key
 
 DATA_MANIFEST = 0  # Iceberg's ManifestContent.DATA
+# The stored facts (core/fact_catalogue.py) :func:`full_tier_fields` measures.
+FULL_TIER_FACTS = (
+    "data_file_count", "total_data_bytes", "record_count", "data_file_sizes", "delete_file_count",
+    "position_delete_file_count", "equality_delete_file_count", "manifest_count", "manifest_total_bytes",
+    "partition_count", "max_files_per_partition", "data_file_groups", "position_delete_groups",
+)
 POSITION_DELETES, EQUALITY_DELETES = 1, 2  # Iceberg's DataFileContent
 
 
@@ -103,8 +109,8 @@ def _split_files(reduced_manifests: Sequence[Mapping[str, Any]], specs: Partitio
 
 
 def full_tier_fields(manifests: Sequence[tuple[int, Mapping[str, Any]]], specs: PartitionSpecs) -> dict[str, Any]:
-    """``TableMetrics``' full-tier fields from the current snapshot's manifests, each given as
-    (manifest length in bytes, reduced manifest)."""
+    """The :data:`FULL_TIER_FACTS` from the current snapshot's manifests, each given as (manifest length in
+    bytes, reduced manifest)."""
     data, deletes = _split_files([reduced for _, reduced in manifests], specs)
     per_partition: dict[tuple[int, str], int] = {}
     groups: dict[str, tuple[list[int], list[tuple[int, int, int, int]]]] = {}

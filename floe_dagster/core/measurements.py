@@ -9,11 +9,13 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
-from typing import Any, Literal, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
+from floe_dagster.core.fact_catalogue import BUILTIN, views
 from floe_dagster.core.statistics import rows_changed_percent
+from floe_dagster.core.table_facts import COLUMNS, NESTED, PLAIN, REFS, Tier, format_bytes
 
-Tier = Literal["summary", "full"]
+__all__ = ["ColumnFacts", "RefFacts", "TableMetrics", "Tier", "data_group_key", "data_group_spec", "format_bytes"]
 
 
 class ColumnFacts(NamedTuple):
@@ -42,80 +44,41 @@ class RefFacts(NamedTuple):
     pinned_bytes: int | None = None  # ... and their bytes
 
 
+def _with_fact_fields(cls: type) -> type:
+    """Every built-in stored fact of core/fact_catalogue.py as a field of ``cls``, in the catalogue's order,
+    with its default, then ``more_facts`` (the facts declared elsewhere): made before ``@dataclass`` reads the
+    class, so the fields are plain dataclass attributes (the planner reads them for every table and tick)."""
+    annotations = dict(cls.__dict__.get("__annotations__", {}))
+    for fact in BUILTIN:
+        if fact.stored:
+            annotations[fact.name] = fact.type
+            setattr(cls, fact.name, field(default_factory=fact.default_factory) if fact.default_factory
+                    else fact.default)
+    annotations["more_facts"] = "Mapping[str, Any]"
+    cls.more_facts = field(default_factory=dict)
+    cls.__annotations__ = annotations
+    return cls
+
+
 @dataclass(frozen=True)
+@_with_fact_fields
 class TableMetrics:
+    """One table's stored facts (core/fact_catalogue.py declares each: its type, tier and meaning), after
+    these four. A full-tier fact is its default (None) in the summary tier. ``more_facts``: the values of the
+    facts an operation kind declared (:func:`~floe_dagster.core.fact_catalogue.declare`), by name, read as
+    attributes too."""
+
     qualified_name: str  # catalog.namespace.table
     metadata_location: str | None
     tier: Tier  # "summary": metadata file and snapshot summary only; "full": manifests read too
     collected_at_ms: int
 
-    data_file_count: int = 0
-    total_data_bytes: int = 0
-    record_count: int = 0
-    # Full tier only (None in the summary tier): every live data file's size in bytes.
-    data_file_sizes: tuple[int, ...] | None = None
-
-    delete_file_count: int = 0  # position + equality (the summary counts them together)
-    position_delete_file_count: int | None = None  # full tier only
-    equality_delete_file_count: int | None = None  # full tier only
-
-    snapshot_count: int = 0
-    oldest_snapshot_ms: int | None = None
-    newest_snapshot_ms: int | None = None  # also the last write
-    # The newest snapshot another writer committed (operation not ``replace``: append, overwrite,
-    # delete; floe's own commits are all ``replace``), and its operation: the quiet period
-    # (core/quiet.py). Both tiers, from the metadata file; None: no such snapshot is retained.
-    newest_foreign_commit_ms: int | None = None
-    newest_foreign_commit_operation: str | None = None
-
-    manifest_count: int | None = None  # full tier only
-    manifest_total_bytes: int | None = None  # full tier only
-
-    # Full tier only: partitions (partition value + spec id) holding at least one live data file; an
-    # unpartitioned table with data has 1, an empty table 0.
-    partition_count: int | None = None
-    max_files_per_partition: int | None = None  # full tier only
-
-    current_snapshot_id: int | None = None
-    # Both tiers, from the metadata file: the newest table statistics file of the current lineage
-    # (core/statistics.py), the commits since it and the rows they added or deleted (None: no statistics
-    # file covers the lineage), and the newest partition statistics file's snapshot.
-    statistics_snapshot_id: int | None = None
-    statistics_snapshots_behind: int | None = None
-    statistics_rows_changed: int | None = None
-    partition_statistics_snapshot_id: int | None = None
-    # Both tiers, from the metadata file: the metadata.json files Iceberg tracks (the current one and its
-    # metadata log), and how many were ever written, from the version number in the current file's name
-    # (``00042-<uuid>.metadata.json``: Java's and PyIceberg's catalogs number each commit; ``v42.metadata.json``
-    # for Hadoop tables); None when the name carries no number. Without
-    # ``write.metadata.delete-after-commit.enabled`` every file written stays on storage until orphan
-    # cleanup removes the untracked ones.
-    metadata_files_tracked: int | None = None
-    metadata_files_written: int | None = None
-    properties: dict[str, str] = field(default_factory=dict)
-    location: str | None = None  # the table's base location (``file:/...``, ``s3://...``)
-    columns: tuple[ColumnFacts, ...] | None = None  # the current schema's columns (None: not read)
-
-    # Full tier only: the inputs of the byte estimates (core/estimates.py) and of partition-scoped
-    # rewrites (core/partition_scope.py), in scan order. Raw numbers, so they hold for every policy.
-    # data_file_groups: (group key, data file sizes, ((index into sizes, delete files applying, rows
-    # removed by file-scoped position deletes, record count), ...) for files with deletes only), one
-    # group per (spec id, partition): see :func:`data_group_key` (Iceberg's rewrite planner puts every
-    # file of another spec in the current spec's all-null partition: core/estimates.py merges them).
-    data_file_groups: tuple[tuple[str, tuple[int, ...], tuple[tuple[int, int, int, int], ...]], ...] | None = None
-    # position_delete_groups: (partition key, position delete file sizes).
-    position_delete_groups: tuple[tuple[str, tuple[int, ...]], ...] | None = None
-
-    # The branches and tags other than main, with what each alone keeps alive (core/refs.py; bytes in
-    # the full tier only). None: not measured (a record cached before refs were).
-    refs: tuple[RefFacts, ...] | None = None
-
-    # Both tiers, from the metadata file: the default partition spec's id and every spec, each as (spec
-    # id, its fields as (source column id, source column path in the current schema or None when the
-    # schema no longer has it, transform as Iceberg prints it, the source column's type or "")).
-    # None: not measured (a record cached before specs were).
-    partition_spec_id: int | None = None
-    partition_specs: tuple[tuple[int, tuple[tuple[int, str | None, str, str], ...]], ...] | None = None
+    def __getattr__(self, name: str) -> Any:
+        """A declared fact beyond the built-in ones (called only for names the class does not have)."""
+        fact = views().by_name.get(name) if not name.startswith("_") else None
+        if fact is None or not fact.stored or name == "more_facts":
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return self.more_facts.get(name, fact.default_factory() if fact.default_factory else fact.default)
 
     @property
     def delete_file_ratio(self) -> float:
@@ -165,51 +128,49 @@ class TableMetrics:
     def age_days(then_ms: int | None, now_ms: int) -> float | None:
         return None if then_ms is None else max(0.0, (now_ms - then_ms) / 86_400_000)
 
+    @classmethod
+    def measured(cls, qualified_name: str, metadata_location: str | None, tier: Tier, collected_at_ms: int,
+                 facts: Mapping[str, Any]) -> "TableMetrics":
+        """A record of stored facts by name (the iceberg layer's reducers' values)."""
+        declared = views().declared_names
+        if not declared:
+            return cls(qualified_name, metadata_location, tier, collected_at_ms, **facts)
+        return cls(qualified_name, metadata_location, tier, collected_at_ms,
+                   **{k: v for k, v in facts.items() if k not in declared},
+                   more_facts={k: v for k, v in facts.items() if k in declared})
+
     def to_json(self) -> dict[str, Any]:
+        """The record as the health cache keeps it: the four above, then every stored fact, in the catalogue's
+        order."""
         data = asdict(self)
-        for key in ("data_file_sizes", "data_file_groups", "position_delete_groups", "columns", "refs",
-                    "partition_specs"):
-            data[key] = _lists(data[key])
+        more = data.pop("more_facts")
+        for fact in views().stored:
+            value = data[fact.name] if fact.name in data else more.get(fact.name, getattr(self, fact.name))
+            data[fact.name] = value if fact.shape == PLAIN else _lists(value)
         return data
 
     def report_json(self) -> dict[str, Any]:
-        """For reports and asset metadata: the record without its per-file lists (which grow with the
-        table), its columns (asset metadata has them as Dagster's column schema) and its refs (the
-        health record lists them under ``refs``), plus the derived values."""
+        """For reports and asset metadata: the stored facts the record's report keeps (not the per-file lists,
+        which grow with the table, its columns, which asset metadata has as Dagster's column schema, nor its
+        refs, which the health record lists under ``refs``), then the computed facts it adds."""
         data = self.to_json()
-        for key in ("data_file_sizes", "data_file_groups", "position_delete_groups", "columns", "refs",
-                    "partition_specs", "partition_spec_id"):
-            del data[key]
-        data.update(
-            min_file_bytes=self.min_file_bytes,
-            max_file_bytes=self.max_file_bytes,
-            avg_file_bytes=self.avg_file_bytes,
-            delete_file_ratio=self.delete_file_ratio,
-            partition_skew=self.partition_skew,
-            statistics_rows_changed_percent=self.statistics_rows_changed_percent,
-        )
+        facts = views()
+        for fact in facts.stored:
+            if not fact.in_report:
+                del data[fact.name]
+        for fact in facts.report_extra:
+            data[fact.name] = fact.measure(self, None)
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "TableMetrics":
+    def from_json(cls, data: Mapping[str, Any]) -> "TableMetrics":
         data = dict(data)
-        for key in ("data_file_sizes", "data_file_groups", "position_delete_groups", "partition_specs"):
-            data[key] = _tuples(data.get(key))
-        columns = data.get("columns")
-        data["columns"] = tuple(ColumnFacts(*column) for column in columns) if columns is not None else None
-        refs = data.get("refs")
-        data["refs"] = tuple(RefFacts(*ref) for ref in refs) if refs is not None else None
-        return cls(**data)
-
-
-def format_bytes(value: int | float) -> str:
-    """A size as people read it: ``512 B``, ``1.4 GiB``."""
-    size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(size) < 1024:
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} TiB"
+        facts = views()
+        more = {f.name: _DECODE[f.shape](data.pop(f.name)) for f in facts.declared_stored if f.name in data}
+        for fact in facts.stored:
+            if fact.shape != PLAIN and fact.name not in more:
+                data[fact.name] = _DECODE[fact.shape](data.get(fact.name))
+        return cls(**data, more_facts=more)
 
 
 def data_group_key(spec_id: int, partition_key: str, current_spec_id: int) -> str:
@@ -235,3 +196,12 @@ def _lists(value: Any) -> Any:
 def _tuples(value: Any) -> Any:
     """Nested lists back into nested tuples (the record's shape, hashable and comparable)."""
     return tuple(_tuples(v) for v in value) if isinstance(value, (tuple, list)) else value
+
+
+# How each JSON shape (core/table_facts.py) is read back.
+_DECODE: dict[str, Callable[[Any], Any]] = {
+    PLAIN: lambda value: value,
+    NESTED: _tuples,
+    COLUMNS: lambda value: tuple(ColumnFacts(*column) for column in value) if value is not None else None,
+    REFS: lambda value: tuple(RefFacts(*ref) for ref in value) if value is not None else None,
+}

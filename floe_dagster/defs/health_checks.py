@@ -81,7 +81,8 @@ def health_check_specs(tables: Sequence[TableName]) -> list[AssetCheckSpec]:
     ]
 
 
-def build_health_checks(tables: Sequence[TableName], settings: Settings, *, with_deps: bool = False) -> AssetChecksDefinition:
+def build_health_checks(tables: Sequence[TableName], settings: Settings, *,
+                        with_deps: bool = False) -> AssetChecksDefinition:
     """The ``health`` checks of every table in one subsettable checks definition."""
     specs = health_check_specs(tables)
     outs = {check_output_name(spec.asset_key): Out(Nothing, is_required=False) for spec in specs}

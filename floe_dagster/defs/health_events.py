@@ -27,41 +27,48 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (  # t
 )
 
 from floe_dagster.core.debt import DebtWeights
+from floe_dagster.core.fact_catalogue import views
 from floe_dagster.core.health_assessment import CRITICAL, HEALTHY, HealthAssessment
 from floe_dagster.core.health_record import assess_table, health_record, thresholds_for
 from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.policy import PolicySet
+from floe_dagster.core.table_facts import Fact, stable_version
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
-from floe_dagster.defs.table_metadata import table_metadata
+from floe_dagster.defs.table_metadata import (
+    COLUMN_SCHEMA_KEY,
+    ROW_COUNT_KEY,
+    TABLE_NAME_KEY,
+    URI_KEY,
+    table_metadata,
+)
 
 HEALTH_CHECK_NAME = "health"
 
-# The numbers recorded as observation metadata: (record section, key). Floats stay floats, ints ints.
-OBSERVED_NUMBERS: tuple[tuple[str, str], ...] = (
-    ("derived", "data_file_count"),
-    ("derived", "total_data_bytes"),
-    ("metrics", "record_count"),
-    ("derived", "small_file_count"),
-    ("derived", "small_file_percent"),
-    ("derived", "large_file_count"),
-    ("derived", "large_file_percent"),
-    ("derived", "avg_file_bytes"),
-    ("derived", "delete_file_count"),
-    ("metrics", "position_delete_file_count"),
-    ("metrics", "equality_delete_file_count"),
-    ("derived", "delete_file_ratio"),
-    ("derived", "snapshot_count"),
-    ("derived", "oldest_snapshot_age_days"),
-    ("derived", "newest_snapshot_age_days"),
-    ("derived", "manifest_count"),
-    ("derived", "manifest_total_bytes"),
-    ("derived", "partition_count"),
-    ("derived", "partition_skew"),
-    ("derived", "statistics_snapshots_behind"),
-    ("derived", "statistics_rows_changed_percent"),
-    ("derived", "metadata_file_count"),
-)
+# The keys an observation holds besides the facts' (core/fact_catalogue.py: those Dagit plots come first,
+# those only Floe's health history reads come after the first group), each written by observation_metadata.
+SUMMARY_KEYS = ("debt_score", "critical_issues", "warning_issues", "status", "tier", "policy", "snapshot_id",
+                "metadata_location")
+DETAIL_KEYS = ("assessed_at", "issues", "thresholds", "stale_refs", "ref_pinned_snapshots", "ref_pinned_bytes", "refs",
+               "property_drift", "table_properties")
+TABLE_METADATA_KEYS = (COLUMN_SCHEMA_KEY, ROW_COUNT_KEY, TABLE_NAME_KEY, URI_KEY)  # defs/table_metadata.py
+
+
+def observation_keys() -> tuple[str, ...]:
+    """Every key a health observation may hold, in its order (some only when the table has refs or its
+    policy declares properties)."""
+    facts = views()
+    return (*(f.name for f in facts.dagit), *SUMMARY_KEYS, *(f.name for f in facts.history_only), *DETAIL_KEYS,
+            *TABLE_METADATA_KEYS)
+
+
+def observation_format() -> int:
+    """Part of every fingerprint: derived from what an observation holds (:func:`observation_keys`), so a
+    fact that Dagit gains (or loses) reports each table once more, with it."""
+    memo = views().memo
+    if "observation format" not in memo:
+        memo["observation format"] = stable_version("health observation", observation_keys())
+    return memo["observation format"]
 
 
 @dataclass(frozen=True)
@@ -73,39 +80,48 @@ class TableHealthEvents:
     evaluation: AssetCheckEvaluation
 
 
-# Part of every fingerprint: bumped when the observation gains keys, so that each table is reported
-# once more with them. 2: Dagster's standard table metadata. 3: the branches and tags (refs).
-# 4: the statistics' staleness. 5: metadata.json files, declared properties.
-OBSERVATION_FORMAT = 5
+# This process's observation format (:func:`observation_format`).
+OBSERVATION_FORMAT = observation_format()
 
 
 def fingerprint(report: HealthAssessment) -> str:
     """What Dagit shows for a table changes exactly when this does: the table's metadata file, the
     metrics' tier, the status, the issues (type and severity), the thresholds, or what an
-    observation holds (:data:`OBSERVATION_FORMAT`)."""
+    observation holds (:func:`observation_format`)."""
     text = json.dumps([
-        OBSERVATION_FORMAT, report.metrics.metadata_location, report.tier, report.status,
+        observation_format(), report.metrics.metadata_location, report.tier, report.status,
         sorted((issue.type.value, issue.severity.value) for issue in report.issues),
         report.thresholds.to_json(),
     ], sort_keys=True, separators=(",", ":"))
     return hashlib.sha1(text.encode("utf-8")).hexdigest()
 
 
-def _number(value: Any) -> MetadataValue | None:
+def _fact_value(value: Any) -> MetadataValue | None:
+    """A fact's value as observation metadata: a number as a number (Dagit plots it), a text as text; an
+    unmeasured value (None) and a flag are left out."""
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, int):
         return MetadataValue.int(value)
+    if isinstance(value, str):
+        return MetadataValue.text(value)
     return MetadataValue.float(float(value))
 
 
-def observation_metadata(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The observation's metadata: every health number as a number, then status and context as text."""
-    metadata: dict[str, Any] = {}
-    for section, key in OBSERVED_NUMBERS:
-        value = _number(record[section].get(key))
+def _put_facts(metadata: dict[str, Any], facts: tuple[Fact, ...], record: Mapping[str, Any]) -> None:
+    """Each fact's value from the health record (its derived number, else its value in the record's metrics)."""
+    for fact in facts:
+        value = _fact_value(record["derived" if fact.derived is not None else "metrics"].get(fact.name))
         if value is not None:
-            metadata[key] = value
+            metadata[fact.name] = value
+
+
+def observation_metadata(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The observation's metadata: every health number Dagit plots as a number, then status and context as
+    text (:func:`observation_keys`)."""
+    facts = views()
+    metadata: dict[str, Any] = {}
+    _put_facts(metadata, facts.dagit, record)
     debt = record["debt"]
     metadata["debt_score"] = MetadataValue.float(float(debt["score"]))
     # Every issue, a lost-race streak's too (the debt's inputs leave that one out).
@@ -117,11 +133,7 @@ def observation_metadata(record: Mapping[str, Any]) -> dict[str, Any]:
     snapshot_id = record["metrics"].get("current_snapshot_id")
     metadata["snapshot_id"] = MetadataValue.text("" if snapshot_id is None else str(snapshot_id))
     metadata["metadata_location"] = MetadataValue.text(record["metrics"].get("metadata_location") or "")
-    # What the HTTP API's health history serves in Floe's shape (reports/health_report.py).
-    for key in ("min_file_bytes", "max_file_bytes"):
-        value = _number(record["metrics"].get(key))
-        if value is not None:
-            metadata[key] = value
+    _put_facts(metadata, facts.history_only, record)  # what the API's health history serves in Floe's shape
     metadata["assessed_at"] = MetadataValue.text(record["assessed_at"])
     metadata["issues"] = MetadataValue.json(
         [{"type": i["type"], "severity": i["severity"], "message": i["message"]} for i in record["issues"]])
@@ -205,5 +217,5 @@ def assessment_events(table, report, policy, now, history, debt_weights, target=
 
 __all__ = [
     "HEALTH_CHECK_NAME", "TableHealthEvents", "table_health_events", "assessment_events", "check_evaluation",
-    "observation_metadata", "fingerprint",
+    "observation_metadata", "fingerprint", "observation_keys", "observation_format",
 ]

@@ -2,14 +2,14 @@
 
 ``summary`` tier
     The table's metadata file alone (snapshots, their times, the current snapshot's summary totals).
-    The summary counts delete files together, and its ``total-files-size`` includes the delete files'
-    bytes.
 ``full`` tier
     Also the current snapshot's manifest list and manifests: each manifest's live entries reduced to
     plain numbers (:func:`summarize_manifest`, cached by path since manifests are immutable), then
-    the numbers of the whole table (core/manifest_reduction.py): every live file's size, partitions,
-    position and equality delete files apart, manifest count and bytes, and the inputs of the byte
-    estimates (core/estimates.py).
+    the numbers of the whole table (core/manifest_reduction.py).
+
+Each stored fact (core/fact_catalogue.py) is measured by its reducer (iceberg/fact_reducers/): this module
+holds what they share (the reduced manifest, the refs, the specs, the metadata file counts) and the two
+tiers' entry points.
 """
 
 from __future__ import annotations
@@ -25,24 +25,16 @@ from typing import Any, Iterable, Mapping
 from uuid import UUID
 
 from pyiceberg.io import FileIO
-from pyiceberg.manifest import DataFileContent, ManifestContent, ManifestEntry, ManifestFile
+from pyiceberg.manifest import DataFileContent, ManifestEntry, ManifestFile
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 
-from floe_dagster.core.manifest_reduction import PartitionSpecs, full_tier_fields
 from floe_dagster.core.measurements import RefFacts, TableMetrics
-from floe_dagster.core.refs import MAIN, RefHead, SnapshotNode, pinned_snapshots
 from floe_dagster.core.quiet import OWN_OPERATION
+from floe_dagster.core.refs import MAIN, RefHead, SnapshotNode, pinned_snapshots
+from floe_dagster.core.table_facts import FULL, SUMMARY
 from floe_dagster.core.tables import TableName
-from floe_dagster.iceberg.catalog import schema_columns
-from floe_dagster.iceberg.snapshot_summary import (
-    TOTAL_DATA_FILES,
-    TOTAL_DELETE_FILES,
-    TOTAL_FILE_SIZE,
-    TOTAL_RECORDS,
-    summary_total,
-)
-from floe_dagster.iceberg.table_statistics import statistics_fields
+from floe_dagster.iceberg.fact_reducers import MetadataRead, manifest_parts, measure
 
 PATH_FIELD_ID = 2147483546  # the file_path column of position delete files
 
@@ -92,7 +84,7 @@ def summarize_manifest(manifest: ManifestFile, entries: list[ManifestEntry]) -> 
     ``{"content": 0|1, "spec": spec id, "partitions": [partition key, ...], "files": [...]}`` where
     a data file is ``[partition index, size, records, data sequence number, path hash]`` and a delete
     file is ``[content (1 position, 2 equality), partition index, size, records, data sequence number,
-    hash of the data file it is scoped to or null]``.
+    hash of the data file it is scoped to or null]``, then each registered manifest part under its name.
     """
     partitions: dict[str, int] = {}
     files: list[list[Any]] = []
@@ -104,19 +96,23 @@ def summarize_manifest(manifest: ManifestFile, entries: list[ManifestEntry]) -> 
         seq = entry.sequence_number or 0
         content = int(data_file.content) if data_file.content is not None else 0
         if content == DataFileContent.DATA:
-            files.append([index, data_file.file_size_in_bytes, data_file.record_count, seq, path_hash(data_file.file_path)])
+            files.append([index, data_file.file_size_in_bytes, data_file.record_count, seq,
+                          path_hash(data_file.file_path)])
         else:
             scoped = _file_scoped_path(data_file) if content == DataFileContent.POSITION_DELETES else None
             files.append([
                 content, index, data_file.file_size_in_bytes, data_file.record_count, seq,
                 path_hash(scoped) if scoped else None,
             ])
-    return {
+    reduced = {
         "content": int(manifest.content),
         "spec": manifest.partition_spec_id,
         "partitions": list(partitions),
         "files": files,
     }
+    for part in manifest_parts():  # what a fact needs of each manifest beyond these (iceberg/fact_reducers/)
+        reduced[part.name] = part.reduce(manifest, entries)
+    return reduced
 
 
 def _operation(snapshot: Snapshot) -> str:
@@ -187,31 +183,6 @@ def metadata_files_written(metadata_location: str | None) -> int | None:
     return version if name.startswith("v") else version + 1
 
 
-def _base_fields(metadata: TableMetadata, collected_at_ms: int,
-                 pinned_files: Mapping[str, tuple[int, int]] | None = None,
-                 metadata_location: str | None = None) -> dict[str, Any]:
-    snapshots = metadata.snapshots
-    current = metadata.current_snapshot()
-    foreign_ms, foreign_operation = newest_foreign_commit(snapshots)
-    return {
-        "snapshot_count": len(snapshots),
-        "oldest_snapshot_ms": min((s.timestamp_ms for s in snapshots), default=None),
-        "newest_snapshot_ms": max((s.timestamp_ms for s in snapshots), default=None),
-        "newest_foreign_commit_ms": foreign_ms,
-        "newest_foreign_commit_operation": foreign_operation,
-        "current_snapshot_id": current.snapshot_id if current else None,
-        "metadata_files_tracked": len(metadata.metadata_log) + 1,
-        "metadata_files_written": metadata_files_written(metadata_location),
-        "properties": dict(metadata.properties),
-        "location": metadata.location,
-        "columns": schema_columns(metadata.schema()),
-        "refs": measured_refs(metadata, collected_at_ms, pinned_files),
-        "partition_spec_id": metadata.default_spec_id,
-        "partition_specs": partition_specs(metadata),
-        **statistics_fields(metadata),
-    }
-
-
 def partition_specs(metadata: TableMetadata) -> tuple[tuple[int, tuple[tuple[int, str | None, str, str], ...]], ...]:
     """Every partition spec as ``TableMetrics.partition_specs`` keeps it: its fields' source column (id,
     path in the current schema or None, type) and transform, so a ``where`` on source columns can be
@@ -239,32 +210,7 @@ def summary_metrics(
 ) -> TableMetrics:
     """The summary tier: the metadata file and the current snapshot's summary. When the summary lacks
     totals (some writers omit them) and ``io`` is given, counts come from the manifest list instead."""
-    current = metadata.current_snapshot()
-    summary = current.summary if current is not None else None
-    totals = {key: summary_total(summary, key) for key in (TOTAL_DATA_FILES, TOTAL_DELETE_FILES, TOTAL_RECORDS, TOTAL_FILE_SIZE)}
-    if current is not None and io is not None and any(v is None for k, v in totals.items() if k != TOTAL_FILE_SIZE):
-        data_files = delete_files = records = 0
-        for manifest in current.manifests(io):
-            live = (manifest.added_files_count or 0) + (manifest.existing_files_count or 0)
-            if manifest.content == ManifestContent.DATA:
-                data_files += live
-                records += (manifest.added_rows_count or 0) + (manifest.existing_rows_count or 0)
-            else:
-                delete_files += live
-        totals[TOTAL_DATA_FILES] = data_files
-        totals[TOTAL_DELETE_FILES] = delete_files
-        totals[TOTAL_RECORDS] = records
-    return TableMetrics(
-        qualified_name=table.qualified,
-        metadata_location=metadata_location,
-        tier="summary",
-        collected_at_ms=collected_at_ms,
-        data_file_count=totals[TOTAL_DATA_FILES] or 0,
-        total_data_bytes=totals[TOTAL_FILE_SIZE] or 0,
-        record_count=totals[TOTAL_RECORDS] or 0,
-        delete_file_count=totals[TOTAL_DELETE_FILES] or 0,
-        **_base_fields(metadata, collected_at_ms, metadata_location=metadata_location),
-    )
+    return measure(MetadataRead(table, metadata_location, metadata, collected_at_ms, SUMMARY, io=io))
 
 
 def full_metrics(
@@ -278,18 +224,5 @@ def full_metrics(
 ) -> TableMetrics:
     """The full tier, from the current snapshot's manifests (reduced by :func:`summarize_manifest`);
     ``pinned_files``: each ref's (files, bytes) it alone keeps (the collector reads them)."""
-    specs = metadata.specs()
-    layout = PartitionSpecs(
-        field_ids={spec_id: [f.field_id for f in spec.fields] for spec_id, spec in specs.items()},
-        current=metadata.default_spec_id,
-        unpartitioned=frozenset(spec_id for spec_id, spec in specs.items() if spec.is_unpartitioned()),
-    )
-    reduced = [(manifest.manifest_length, summaries[manifest.manifest_path]) for manifest in manifests]
-    return TableMetrics(
-        qualified_name=table.qualified,
-        metadata_location=metadata_location,
-        tier="full",
-        collected_at_ms=collected_at_ms,
-        **full_tier_fields(reduced, layout),
-        **_base_fields(metadata, collected_at_ms, pinned_files, metadata_location),
-    )
+    return measure(MetadataRead(table, metadata_location, metadata, collected_at_ms, FULL, manifests=manifests,
+                                summaries=summaries, pinned_files=pinned_files))

@@ -15,19 +15,16 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.iceberg.fact_reducers import manifest_version, record_version
 
 log = logging.getLogger(__name__)
 
-# Bump when the way metrics or manifest summaries are computed changes: older cache rows are ignored.
-ALGORITHM_VERSION = 1
-# Bump when a metrics record gains or changes a field: older records are collected again (their
-# metadata file and manifest list), while the manifest summaries (ALGORITHM_VERSION) stay valid.
-# 2: the table's location and columns. 3: the newest commit by another writer (the quiet period).
-# 4: the branches and tags other than main (core/refs.py).
-# 5: the statistics files (core/statistics.py). 6: the metadata file counts. 7: the rows changed since
-# the statistics count merge-on-read delete files' rows. 8: data file groups per (spec id, partition)
-# and the partition specs (core/partition_scope.py).
-RECORD_VERSION = ALGORITHM_VERSION * 1000 + 8
+# The versions of what the cache keeps, derived from the declarations, never set by hand
+# (iceberg/fact_reducers/): a record of other facts, or of facts measured another way, is collected again
+# (its metadata file and manifest list), while the reduced manifests stay valid unless their reduction changed.
+# These are this process's; a cache reads and writes the versions current when it was opened.
+RECORD_VERSION = record_version()
+MANIFEST_VERSION = manifest_version()
 CACHE_SCHEMA_VERSION = 1
 CACHE_FILE = "health.sqlite3"
 
@@ -44,6 +41,7 @@ class MetricsCache:
         self._conn = sqlite3.connect(str(self.path), timeout=30, isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
+        self.record_version, self.manifest_version = record_version(), manifest_version()
         self._ensure_schema()
 
     def close(self) -> None:
@@ -86,7 +84,7 @@ class MetricsCache:
         """qualified name → tier → (metadata location, checked at ms), for records of this version."""
         rows = self._conn.execute(
             "SELECT qualified, tier, metadata_location, checked_at_ms FROM metrics WHERE version = ?",
-            (RECORD_VERSION,),
+            (self.record_version,),
         ).fetchall()
         found: dict[str, dict[str, tuple[str, int]]] = {}
         for qualified, tier, location, checked in rows:
@@ -96,7 +94,7 @@ class MetricsCache:
     def record(self, qualified: str, tier: str) -> tuple[str, TableMetrics] | None:
         row = self._conn.execute(
             "SELECT metadata_location, record FROM metrics WHERE qualified = ? AND tier = ? AND version = ?",
-            (qualified, tier, RECORD_VERSION),
+            (qualified, tier, self.record_version),
         ).fetchone()
         if row is None:
             return None
@@ -112,8 +110,9 @@ class MetricsCache:
             db.execute(
                 "INSERT OR REPLACE INTO metrics VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
-                    metrics.qualified_name, metrics.tier, metrics.metadata_location, RECORD_VERSION,
-                    metrics.collected_at_ms, metrics.collected_at_ms, json.dumps(metrics.to_json(), separators=(",", ":")),
+                    metrics.qualified_name, metrics.tier, metrics.metadata_location, self.record_version,
+                    metrics.collected_at_ms, metrics.collected_at_ms,
+                    json.dumps(metrics.to_json(), separators=(",", ":")),
                 ),
             )
             if manifest_paths is not None:  # the table's current manifests: the others may be collected
@@ -150,7 +149,7 @@ class MetricsCache:
             marks = ",".join("?" * len(chunk))
             for path, summary in self._conn.execute(
                 f"SELECT path, summary FROM manifests WHERE version = ? AND path IN ({marks})",
-                (ALGORITHM_VERSION, *chunk),
+                (self.manifest_version, *chunk),
             ):
                 found[path] = json.loads(summary)
         return found
@@ -159,7 +158,7 @@ class MetricsCache:
         with self._write() as db:
             db.execute(
                 "INSERT OR REPLACE INTO manifests VALUES (?, ?, ?)",
-                (path, ALGORITHM_VERSION, json.dumps(summary, separators=(",", ":"))),
+                (path, self.manifest_version, json.dumps(summary, separators=(",", ":"))),
             )
             db.execute("INSERT OR IGNORE INTO table_manifests VALUES (?, ?)", (qualified, path))
 

@@ -10,8 +10,11 @@ from typing import Any, Mapping
 from dagster import DagsterInstance
 
 from floe_dagster.coordination.database import Coordination
+from floe_dagster.core.fact_catalogue import views
 from floe_dagster.core.health_record import assess_table, health_record, thresholds_for
-from floe_dagster.core.measurements import format_bytes
+from floe_dagster.core.table_facts import Fact
+from floe_dagster.core.table_facts import bytes_text as _bytes
+from floe_dagster.core.table_facts import number_text as _num
 from floe_dagster.core.refs import format_age
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
@@ -77,34 +80,17 @@ def _whole_days(value: Any) -> int | None:
 def _floe_report(qualified: str, assessed_at: str, status: str | None, numbers: Mapping[str, Any],
                  issues: list, thresholds: Mapping[str, Any]) -> dict[str, Any]:
     """Floe's HealthReport keys with Floe's types, in Floe's order, from floe-dagster's numbers (the
-    health record's metrics and derived values, or a health observation's metadata: the same names)."""
-    return {
-        "qualifiedName": qualified,
-        "assessedAt": assessed_at,
-        "healthStatus": status,
-        "snapshotCount": numbers.get("snapshot_count"),
-        "dataFileCount": numbers.get("data_file_count"),
-        "totalDataSizeBytes": numbers.get("total_data_bytes"),
-        "totalDataSizeFormatted": formatted_size(numbers.get("total_data_bytes")),
-        "minFileSizeBytes": numbers.get("min_file_bytes"),
-        "maxFileSizeBytes": numbers.get("max_file_bytes"),
-        "avgFileSizeBytes": numbers.get("avg_file_bytes"),
-        "avgFileSizeFormatted": formatted_size(numbers.get("avg_file_bytes")),
-        "smallFileCount": numbers.get("small_file_count"),
-        "largeFileCount": numbers.get("large_file_count"),
-        "deleteFileCount": numbers.get("delete_file_count"),
-        "positionDeleteFileCount": numbers.get("position_delete_file_count"),
-        "equalityDeleteFileCount": numbers.get("equality_delete_file_count"),
-        "deleteFileRatio": numbers.get("delete_file_ratio"),
-        "manifestCount": numbers.get("manifest_count"),
-        "totalManifestSizeBytes": numbers.get("manifest_total_bytes"),
-        "totalManifestSizeFormatted": formatted_size(numbers.get("manifest_total_bytes")),
-        "partitionCount": numbers.get("partition_count"),
-        "oldestSnapshotAgeDays": _whole_days(numbers.get("oldest_snapshot_age_days")),
-        "newestSnapshotAgeDays": _whole_days(numbers.get("newest_snapshot_age_days")),
-        "issues": [{"type": i["type"], "severity": i["severity"], "message": i["message"]} for i in issues],
-        "thresholds": dict(thresholds),
-    }
+    health record's metrics and derived values, or a health observation's metadata: the same names).
+    Each fact's key is declared with the fact (core/fact_catalogue.py)."""
+    report: dict[str, Any] = {"qualifiedName": qualified, "assessedAt": assessed_at, "healthStatus": status}
+    for fact in views().api:
+        api, value = fact.api, numbers.get(fact.name)
+        report[api.key] = _whole_days(value) if api.whole else value
+        if api.formatted:
+            report[api.formatted] = formatted_size(value)
+    report["issues"] = [{"type": i["type"], "severity": i["severity"], "message": i["message"]} for i in issues]
+    report["thresholds"] = dict(thresholds)
+    return report
 
 
 def floe_health_json(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -191,16 +177,11 @@ def _observed_report(table: TableName, record: Any) -> dict[str, Any]:
 # -- text ---------------------------------------------------------------------------------------------
 
 
-def _bytes(value: Any) -> str:
-    return "-" if value is None else format_bytes(value)
-
-
-def _num(value: Any, digits: int = 2) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}".rstrip("0").rstrip(".") or "0"
-    return str(value)
+def _fact_text(fact: Fact, metrics: Mapping[str, Any], derived: Mapping[str, Any]) -> str:
+    """A fact's health text line after its label: its own render, else its value."""
+    if fact.text.render is not None:
+        return fact.text.render(metrics, derived)
+    return _num(derived[fact.name] if fact.name in derived else metrics.get(fact.name))
 
 
 def format_health_text(report: Mapping[str, Any]) -> str:
@@ -218,21 +199,8 @@ def format_health_text(report: Mapping[str, Any]) -> str:
             lines.append(f"    {issue['severity']:<8} {issue['type']}: {issue['message']}")
     else:
         lines.append("  issues: none")
-    small = "" if d.get("small_file_count") is None else (
-        f" ({d['small_file_count']} small = {_num(d['small_file_percent'])}%, {d['large_file_count']} large)")
-    lines += [
-        "  numbers:",
-        f"    data files      {d['data_file_count']}{small}, {_bytes(d['total_data_bytes'])}, "
-        f"{m.get('record_count', 0)} records, avg {_bytes(d.get('avg_file_bytes'))}",
-        f"    delete files    {d['delete_file_count']} (ratio {_num(d['delete_file_ratio'], 4)}; position "
-        f"{_num(m.get('position_delete_file_count'))}, equality {_num(m.get('equality_delete_file_count'))})",
-        f"    snapshots       {d['snapshot_count']} (oldest {_num(d['oldest_snapshot_age_days'])} d, "
-        f"newest {_num(d['newest_snapshot_age_days'])} d ago)",
-        f"    manifests       {_num(d['manifest_count'])} ({_bytes(d['manifest_total_bytes'])})",
-        f"    partitions      {_num(d['partition_count'])} (skew {_num(d['partition_skew'])})",
-        f"    metadata files  {_num(m.get('metadata_files_written'))} written, {_num(m.get('metadata_files_tracked'))} "
-        f"tracked (delete-after-commit {'on' if d.get('metadata_delete_after_commit') else 'off'})",
-    ]
+    lines.append("  numbers:")
+    lines += [f"    {fact.text.label:<15} {_fact_text(fact, m, d)}" for fact in views().text]
     if report["tier"] == "summary":
         lines.append("    (summary tier: no manifests read, so file sizes, manifests and partitions are unknown)")
     if report.get("refs"):
