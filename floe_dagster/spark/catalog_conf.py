@@ -97,7 +97,8 @@ def _jdbc_from_sqlalchemy(uri: str, catalog_name: str) -> tuple[str, str | None,
                 f"catalog '{catalog_name}': an in-memory SQLite catalog cannot be shared with Spark; use a file"
             )
         # Two runs on one SQLite catalog: a commit waits for the other's read lock instead of failing.
-        return f"jdbc:sqlite:{os.path.abspath(path)}?busy_timeout={SQLITE_BUSY_TIMEOUT_MS}", None, None, DEFAULT_SQLITE_JDBC
+        url = f"jdbc:sqlite:{os.path.abspath(path)}?busy_timeout={SQLITE_BUSY_TIMEOUT_MS}"
+        return url, None, None, DEFAULT_SQLITE_JDBC
     if scheme in ("postgresql", "postgres"):
         host = parsed.hostname or "localhost"
         port = f":{parsed.port}" if parsed.port else ""

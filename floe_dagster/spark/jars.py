@@ -28,7 +28,8 @@ def _split(coordinate: str) -> tuple[str, str, str, str | None]:
     parts = coordinate.strip().split(":")
     if len(parts) not in (3, 4) or not all(parts):
         raise JarResolutionError(
-            f"bad Maven coordinate {coordinate!r}: expected group:artifact:version (or group:artifact:version:classifier)"
+            f"bad Maven coordinate {coordinate!r}: expected group:artifact:version "
+            "(or group:artifact:version:classifier)"
         )
     return parts[0], parts[1], parts[2], parts[3] if len(parts) == 4 else None
 

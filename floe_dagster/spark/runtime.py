@@ -84,7 +84,8 @@ def spark_packages(settings: Settings, spark_line: str | None = None) -> list[st
             )
     runtime = [] if listed_runtime else [iceberg_spark_runtime(settings.spark.iceberg_version, spark_line)]
     drivers = spark_catalog_conf(settings.catalog)[1]
-    if uses_s3(settings.catalog.properties, settings.catalog.spark_properties) and not any(":iceberg-aws-bundle:" in p for p in settings.spark.packages):
+    has_aws_bundle = any(":iceberg-aws-bundle:" in p for p in settings.spark.packages)
+    if uses_s3(settings.catalog.properties, settings.catalog.spark_properties) and not has_aws_bundle:
         # S3FileIO is inside the runtime; the AWS SDK it calls is not.
         drivers = [iceberg_aws_bundle(settings.spark.iceberg_version), *drivers]
     return [*runtime, *settings.spark.packages, *(d for d in drivers if d not in settings.spark.packages)]
