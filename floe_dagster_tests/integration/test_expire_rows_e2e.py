@@ -56,12 +56,16 @@ POLICIES = f"""
   tablePattern: "demo.lake.mor"
   rowRetention: {{column: '{ODD_COLUMN}', maxAge: PT36H, granularity: HOUR}}
   rowRetentionSchedule: {{interval: P1D}}
+- name: retention-cow
+  tablePattern: "demo.lake.cow"
+  rowRetention: {{column: day, maxAge: P3D}}
+  rowRetentionSchedule: {{interval: P1D}}
 - name: retention-typo
   tablePattern: "demo.lake.typo"
   rowRetention: {{column: '{INJECTION}', maxAge: P1D}}
   rowRetentionSchedule: {{interval: P1D}}
 """
-DAILY, MOR, TYPO = (TableName("demo", ("lake",), name) for name in ("daily", "mor", "typo"))
+DAILY, MOR, COW, TYPO = (TableName("demo", ("lake",), name) for name in ("daily", "mor", "cow", "typo"))
 NOW = datetime.now(timezone.utc)
 AGES = {1: timedelta(days=10), 2: timedelta(days=10, hours=2), 3: timedelta(days=5), 4: timedelta(days=5, hours=1),
         5: timedelta(days=1), 6: timedelta(minutes=5)}  # id → age: 1-4 older than 3 days and its midnight, 5-6 not
@@ -88,6 +92,9 @@ def lake(tmp_path_factory):
             spark.sql(f"CREATE TABLE demo.lake.mor (id BIGINT, {odd} TIMESTAMP) USING iceberg TBLPROPERTIES "
                       "('format-version'='2', 'write.delete.mode'='merge-on-read')")
             spark.sql(f"INSERT INTO demo.lake.mor SELECT /*+ COALESCE(1) */ * FROM VALUES {values}")  # one file
+            days = ", ".join(f"({i}, DATE '{(NOW - age).date().isoformat()}')" for i, age in AGES.items())
+            spark.sql("CREATE TABLE demo.lake.cow (id BIGINT, day DATE) USING iceberg")  # copy-on-write: the default
+            spark.sql(f"INSERT INTO demo.lake.cow SELECT /*+ COALESCE(1) */ * FROM VALUES {days}")
             spark.sql("CREATE TABLE demo.lake.typo (id BIGINT, ts TIMESTAMP) USING iceberg")
             spark.sql(f"INSERT INTO demo.lake.typo VALUES {values}")
     finally:
@@ -122,7 +129,7 @@ def expire_rows(settings, instance, name: TableName, attempt: str = ""):
     return summary
 
 
-def test_a_partition_aligned_cutoff_drops_whole_files_and_writes_none(lake, instance):
+def test_a_partition_aligned_cutoff_drops_whole_files_and_writes_none(lake, instance, capsys):
     # Before the run: explain and the HTTP trigger status show it due, with the cut-off it would use.
     coordination = Coordination(lake.coordination_url)
     cutoff = (NOW - timedelta(days=3)).replace(hour=0, minute=0, second=0, microsecond=0)
@@ -139,6 +146,8 @@ def test_a_partition_aligned_cutoff_drops_whole_files_and_writes_none(lake, inst
     assert list(answer["operationStatuses"]) == [op.value for op in ALL_OPERATIONS]  # every kind, in their order
     assert answer["operationStatuses"][OP]["shouldTrigger"] is True
     assert answer["operationStatuses"][OP]["rowRetention"]["deletesRowsBefore"] == cutoff.isoformat()
+    assert floe_cli(["explain", DAILY.qualified]) == 0
+    assert "  EXPIRE_ROWS: TRIGGER - interval: " in capsys.readouterr().out
 
     files_before, parent = data_files_on_disk(lake, DAILY), table(lake, DAILY).current_snapshot()
     summary = expire_rows(lake, instance, DAILY)
@@ -187,6 +196,19 @@ def test_a_cutoff_inside_a_file_is_a_row_level_delete_in_the_tables_write_mode(l
     assert "WHERE `event``s \"ts\"` < TIMESTAMP '" in meta["procedure_call"]
     written = data_files_on_disk(lake, MOR) - files_before
     assert len(written) == 1 and "delete" in next(iter(written)).name  # the position delete file, no data file
+
+
+def test_a_date_column_in_a_copy_on_write_table_rewrites_the_file_without_the_old_rows(lake, instance):
+    """The table's default write mode: the one file is replaced by one without the old rows; the cut-off is
+    a DATE literal (the column's own type), the day of now - 3 days."""
+    summary = expire_rows(lake, instance, COW)
+    assert summary.succeeded, summary.lines()
+    assert ids(lake, COW) == [5, 6]
+    meta = summary.outcomes[0].metadata
+    assert meta["delete_kind"] == "copy-on-write" and meta["rows_deleted"] == 4
+    assert (meta["data_files_deleted"], meta["data_files_added"], meta["delete_files_added"]) == (1, 1, 0)
+    assert meta["bytes_rewritten"] == meta["bytes_written"] > 0
+    assert meta["procedure_call"].endswith(f"WHERE `day` < DATE '{(NOW - timedelta(days=3)).date().isoformat()}'\n```")
 
 
 def test_a_column_the_table_lacks_is_refused_before_any_spark_call(lake, instance, monkeypatch):
