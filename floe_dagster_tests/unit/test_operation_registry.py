@@ -26,7 +26,7 @@ PACKAGE = ROOT / "floe_dagster"
 REGISTRY = ("core/operation_kinds", "spark/operation_steps")
 MAX_KIND_BRANCHES = 5
 FLOE_ORDER = ["REWRITE_DATA_FILES", "EXPIRE_SNAPSHOTS", "ORPHAN_CLEANUP", "REWRITE_MANIFESTS",
-              "REWRITE_POSITION_DELETE_FILES", "COMPUTE_STATISTICS", "APPLY_TABLE_PROPERTIES"]
+              "REWRITE_POSITION_DELETE_FILES", "EXPIRE_ROWS", "COMPUTE_STATISTICS", "APPLY_TABLE_PROPERTIES"]
 
 
 # -- kind branches outside the registry ----------------------------------------------------------------------

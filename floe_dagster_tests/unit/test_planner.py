@@ -37,6 +37,13 @@ EXP = Operation.EXPIRE_SNAPSHOTS
 ORPH = Operation.ORPHAN_CLEANUP
 MAN = Operation.REWRITE_MANIFESTS
 RPDF = Operation.REWRITE_POSITION_DELETE_FILES
+ROWS = Operation.EXPIRE_ROWS
+# The configs of the kinds that need more than {}: a declared property the helper's tables (:func:`metrics`)
+# do not set, so it has drift to apply; a row retention's column and age.
+MINIMAL_CONFIGS: dict[Operation, dict[str, Any]] = {
+    Operation.APPLY_TABLE_PROPERTIES: {DELETE_AFTER_COMMIT: True},
+    ROWS: {"column": "at", "maxAge": "P30D"},
+}
 
 GATE_CODES = (
     "schedule_disabled", "gc_disabled", "table_missing", "not_loaded", "window_closed", "day_not_allowed",
@@ -69,12 +76,11 @@ def policy(
     conditions: dict[str, Any] | None = None,
     thresholds: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A raw policy: each operation in ``schedules`` is configured ({}) with that schedule (None: no
-    schedule). Default: rewrite data files every 6 hours. APPLY_TABLE_PROPERTIES declares a property
-    the helper's tables (:func:`metrics`) do not set, so it has drift to apply."""
+    """A raw policy: each operation in ``schedules`` is configured ({}, or its MINIMAL_CONFIGS) with that
+    schedule (None: no schedule). Default: rewrite data files every 6 hours."""
     raw: dict[str, Any] = {"name": name, "tablePattern": pattern, "priority": priority}
     for op, schedule in ({RDF: {"interval": "PT6H"}} if schedules is None else schedules).items():
-        raw[op.policy_key] = {DELETE_AFTER_COMMIT: True} if op is Operation.APPLY_TABLE_PROPERTIES else {}
+        raw[op.policy_key] = MINIMAL_CONFIGS.get(op, {})
         if schedule is not None:
             raw[op.schedule_key] = schedule
     if conditions is not None:
@@ -233,8 +239,9 @@ def test_gc_disabled_only_for_expire_and_orphan_cleanup(value):
         "gc_disabled: the table sets gc.enabled=false: its catalog (e.g. Nessie) manages garbage collection, and "
         "gc.enabled=false forbids table maintenance to delete files, so EXPIRE_SNAPSHOTS never runs on it",)
     assert [d.operation for d in result.admitted] == [RDF]  # one operation per table a tick
+    # every other kind (EXPIRE_ROWS too: a DELETE removes no file) waits for the rewrite only
     assert [code(d) for d in result.decisions if d.rank is None] == ["gc_disabled", "gc_disabled", "in_flight",
-                                                                     "in_flight", "in_flight", "in_flight"]
+                                                                     "in_flight", "in_flight", "in_flight", "in_flight"]
 
 
 def test_gc_enabled_true_does_not_block():

@@ -25,6 +25,7 @@ from floe_dagster.core.policy import (
 )
 from floe_dagster.core.schedule import schedule_due
 from floe_dagster.core.tables import TableName
+from floe_dagster_tests.unit.test_planner import MINIMAL_CONFIGS
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "policies"
@@ -342,8 +343,10 @@ def test_field_errors_name_the_field(config, message):
 
 
 def test_an_empty_config_is_valid():
+    """Every kind but row retention, whose column and age have no default (its own test refuses {})."""
     loaded = policies("name: p\ntablePattern: '*'\n" + "".join(
-        f"{op.policy_key}: {{}}\n{op.schedule_key}: {{interval: 1}}\n" for op in Operation)).get("p")
+        f"{op.policy_key}: {json.dumps(MINIMAL_CONFIGS.get(op, {}) if op is Operation.EXPIRE_ROWS else {})}\n"
+        f"{op.schedule_key}: {{interval: 1}}\n" for op in Operation)).get("p")
     assert loaded.enabled_operations() == list(Operation)
 
 
@@ -459,7 +462,10 @@ def test_the_example_policies_validate_cleanly():
     assert result.errors == [] and result.warnings == []
     loaded = result.policies
     sales = loaded.effective_policy(table("demo.sales.orders"))
-    assert sales.name == "sales-maintenance" and sales.enabled_operations() == list(Operation)
+    # every operation but row retention, which deletes rows: its example (retention.yaml) matches no demo table
+    assert sales.name == "sales-maintenance" and sales.enabled_operations() == [
+        op for op in Operation if op is not Operation.EXPIRE_ROWS]
+    assert loaded.get("archive-retention").config(Operation.EXPIRE_ROWS).max_age == "P90D"
     assert sales.config(EXPIRE).retain_last and sales.config(EXPIRE).max_snapshot_age
     ops = loaded.effective_policy(table("demo.ops.audit_log"))
     assert ops.name == "ops-maintenance" and ops.config(ORPHAN) == OrphanCleanupConfig(retention_period_in_days=3)
