@@ -12,7 +12,6 @@ order a decision meets them, and :func:`gates_markdown` the table docs/automatio
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from typing import Callable
 
 from floe_dagster.core.admission import ADMISSION, ADMISSION_CODES, admit_within_budgets
@@ -22,9 +21,8 @@ from floe_dagster.core.gates import (
     GATE_CODES, GATES, POSITION, Facts, admissible, backlog_due, gate_named, run_gates,
 )
 from floe_dagster.core.history import OperationHistory
-from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.run_decision import SHADOW_ATTEMPT, SHADOW_PREFIX
-from floe_dagster.core.sla import SlaContract, SlaVerdict, evaluate_sla, first_data_time
+from floe_dagster.core.sla import table_sla
 
 _NO_HISTORY = OperationHistory()
 _DUE = GATES.index(gate_named("due"))
@@ -82,7 +80,8 @@ def _gate_stage(state: PlanState) -> None:
                 trigger=None, debt_score=score, debt_breakdown=breakdown, estimated_bytes=estimate,
                 next_eligible=None, rank=None, policy_priority=policy.priority,
                 schedule_priority=schedule.priority if schedule else 0, enabled=bool(schedule and schedule.enabled),
-                shadow=shadow, sla=table_sla(contract, history, metrics, data.now) if contract is not None else None,
+                shadow=shadow,
+                sla=table_sla(contract, history.last_success_start, metrics, data.now) if contract else None,
             )
             facts = Facts(data, in_catalog, table, op, policy, schedule, metrics, history, base)
             decision = run_gates(facts)
@@ -141,14 +140,6 @@ def _sla_first_stage(state: PlanState) -> None:
     if escalated:
         escalated.sort(key=lambda d: d.sla.rank_key)
         state.candidates = escalated + [d for d in state.candidates if d.trigger != "sla"]
-
-
-def table_sla(contract: SlaContract, history: OperationHistory, metrics: TableMetrics | None,
-              now: datetime) -> SlaVerdict:
-    """One (table, operation)'s contract at ``now``: from its last success, else the table's first data."""
-    return evaluate_sla(contract, history.last_success_start,
-                        first_data_time(metrics.oldest_snapshot_ms) if metrics is not None else None, now,
-                        has_data=metrics is None or metrics.current_snapshot_id is not None)
 
 
 def _live_admission(state: PlanState) -> None:

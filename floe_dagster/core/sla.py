@@ -23,11 +23,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from floe_dagster.core.durations import format_iso_duration, format_wait, parse_iso_duration
 from floe_dagster.core.localtime import UTC, as_utc
 from floe_dagster.core.validation import Location, check_mapping, check_unknown, describe, get_enum
+
+if TYPE_CHECKING:
+    from floe_dagster.core.measurements import TableMetrics
 
 SLA_FIELDS = ("maxAge", "severity", "owner")
 WARN, ERROR = "WARN", "ERROR"  # Dagster's AssetCheckSeverity names
@@ -110,8 +113,14 @@ def evaluate_sla(contract: SlaContract, last_success_start: datetime | None, fir
                       f"met: {what}, {format_wait(age)} ago; breached after {deadline.isoformat()} ({rule})")
 
 
-def first_data_time(oldest_snapshot_ms: int | None) -> datetime | None:
-    return datetime.fromtimestamp(oldest_snapshot_ms / 1000, tz=UTC) if oldest_snapshot_ms is not None else None
+def table_sla(contract: SlaContract, last_success_start: datetime | None, metrics: "TableMetrics | None",
+              now: datetime) -> SlaVerdict:
+    """One (table, operation)'s contract at ``now`` (what the planner, the check and explain all use): from
+    its last success, else the table's first data (its oldest snapshot in the health the plan read)."""
+    first = metrics.oldest_snapshot_ms if metrics is not None else None
+    return evaluate_sla(contract, last_success_start,
+                        datetime.fromtimestamp(first / 1000, tz=UTC) if first is not None else None, now,
+                        has_data=metrics is None or metrics.current_snapshot_id is not None)
 
 
 # -- parsing --------------------------------------------------------------------------------------------
@@ -188,6 +197,6 @@ def contracts(policy: Any) -> Mapping[Any, SlaContract]:
 
 
 __all__ = [
-    "SlaContract", "SlaVerdict", "evaluate_sla", "parse_sla", "first_data_time", "sla_of", "contracts",
+    "SlaContract", "SlaVerdict", "evaluate_sla", "parse_sla", "table_sla", "sla_of", "contracts",
     "SLA_FIELDS", "SEVERITIES", "WARN", "ERROR", "DEFAULT_SEVERITY",
 ]
