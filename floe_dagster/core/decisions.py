@@ -111,6 +111,7 @@ class Decision:
             "rank": self.rank,
             **({"shadow": True} if self.shadow else {}),  # a shadow policy's: recorded, never run
             **({"scope": self.scope.to_json()} if self.scope is not None else {}),
+            **({"sla": self.sla.to_json()} if self.sla is not None else {}),  # a schedule with an SLA contract
         }
 
 

@@ -75,9 +75,10 @@ def sla_check_specs(declared: Sequence[tuple[TableName, Operation, SlaContract]]
     return [
         AssetCheckSpec(
             sla_check_name(op), asset=asset_key_for(table), blocking=False,
+            # The owner only in metadata (shown as text): a description is rendered as Markdown.
             description=(f"SLA: a successful {op.value} at most {format_iso_duration(contract.max_age)} ago "
-                         f"({contract.severity} when breached; owner {contract.owner or 'not named'}). Reported by "
-                         "the debt-score sensor when the verdict changes; a breach runs the operation first."),
+                         f"({contract.severity} when breached; its owner in the metadata). Reported by the "
+                         "debt-score sensor when the verdict changes; a breach runs the operation first."),
             metadata={"owner": MetadataValue.text(contract.owner), "max_age": format_iso_duration(contract.max_age),
                       "severity": contract.severity},
         )

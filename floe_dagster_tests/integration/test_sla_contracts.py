@@ -91,6 +91,7 @@ def test_a_breached_sla_fails_its_check_ranks_first_and_shows_in_metrics(tmp_pat
     assert (orders["decision"], orders["rank"], orders["trigger"]) == ("run", 1, "sla")
     assert (events["decision"], events["rank"], events["trigger"]) == ("run", 2, "interval")
     assert orders["reasons"][1].startswith("sla: breached for ")
+    assert orders["sla"]["breached"] is True and orders["sla"]["owner"] == OWNER and "sla" not in events
 
     with DagsterInstance.get() as instance:
         tick = evaluate_sensor(defs, instance)
