@@ -13,6 +13,7 @@ come back exactly, on one line, in every surface."""
 from __future__ import annotations
 
 import json
+import textwrap
 from datetime import datetime, timedelta, timezone
 
 import requests
@@ -55,6 +56,23 @@ POLICIES = f"""
   rewriteDataFilesSchedule: {{interval: PT1H}}
 """
 CHECK = AssetCheckKey(asset_key_for(ORDERS), "sla_rewrite_data_files")
+CODE_LOCATION = """
+from floe_dagster.defs.build import build_definitions
+from floe_dagster.settings import load_settings
+
+defs = build_definitions(load_settings())
+"""
+DAGIT_CHECK = """
+query ($assetKey: AssetKeyInput!) {
+  assetNodeOrError(assetKey: $assetKey) {
+    ... on AssetNode { assetChecksOrError { ... on AssetChecks { checks { name description } } } }
+  }
+  assetCheckExecutions(assetKey: $assetKey, checkName: "sla_rewrite_data_files", limit: 5) {
+    runId status
+    evaluation { success severity description metadataEntries { label ... on TextMetadataEntry { text } } }
+  }
+}
+"""
 
 
 def _success(coordination: Coordination, started: datetime, run_id: str) -> None:
@@ -108,6 +126,24 @@ def test_a_breached_sla_fails_its_check_ranks_first_and_shows_in_metrics(tmp_pat
         assert meta["owner"] == OWNER and meta["max_age"] == "PT1H" and meta["breached_since"]
         assert datetime.fromisoformat(meta["last_success"]) < datetime.now(timezone.utc) - timedelta(hours=2)
 
+        # Dagit, through its GraphQL, from the code location in its own process: the declared check and its
+        # failed runless execution, the owner as text.
+        from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql
+
+        module = tmp_path / "code_location.py"
+        module.write_text(textwrap.dedent(CODE_LOCATION))
+        with define_out_of_process_context(str(module), "defs", instance) as context:
+            answer = execute_dagster_graphql(context, DAGIT_CHECK,
+                                             {"assetKey": {"path": list(CHECK.asset_key.path)}})
+        assert not answer.errors, answer.errors
+        checks = answer.data["assetNodeOrError"]["assetChecksOrError"]["checks"]
+        assert [c["name"] for c in checks if c["name"].startswith("sla_")] == ["sla_rewrite_data_files"]
+        [execution] = answer.data["assetCheckExecutions"]
+        assert (execution["runId"], execution["status"]) == ("", "FAILED")
+        assert (execution["evaluation"]["success"], execution["evaluation"]["severity"]) == (False, "ERROR")
+        assert execution["evaluation"]["description"].startswith("REWRITE_DATA_FILES: breached for ")
+        assert {"label": "owner", "text": OWNER} in execution["evaluation"]["metadataEntries"]
+
         # Unchanged at the next tick: not reported again.
         evaluate_sensor(defs, instance)
         assert len(_executions(instance)) == 1
@@ -117,8 +153,8 @@ def test_a_breached_sla_fails_its_check_ranks_first_and_shows_in_metrics(tmp_pat
             text = requests.get(f"{url}/metrics", timeout=60).text
             breached = [sample for family in text_string_to_metric_families(text) if family.name == "floe_sla_breached"
                         for sample in family.samples]
-            assert [(s.labels, s.value) for s in breached] == [({
-                "table": ORDERS.qualified, "operation": "rewrite_data_files", "severity": "ERROR", "owner": OWNER}, 1.0)]
+            labels = {"table": ORDERS.qualified, "operation": "rewrite_data_files", "severity": "ERROR", "owner": OWNER}
+            assert [(s.labels, s.value) for s in breached] == [(labels, 1.0)]
             line = next(li for li in text.splitlines() if li.startswith("floe_sla_breached{"))
             assert 'owner="<img src=x onerror=\\"alert(1)\\"> data\\\\team & co"' in line  # escaped, one line
 

@@ -32,7 +32,8 @@ def test_reported_on_a_change_of_verdict_contract_or_target_and_hourly():
     assert _needs_report(reported, met, NOW + timedelta(minutes=1))
     assert _needs_report(reported, sla_state(_decision(NOW - timedelta(days=2), "WARN"), None, 7), NOW)
     assert _needs_report(reported, sla_state(_decision(NOW - timedelta(days=2), owner="other"), None, 7), NOW)
-    assert _needs_report(reported, sla_state(_decision(NOW - timedelta(days=2)), None, 8), NOW)  # a newer materialization
+    newer = sla_state(_decision(NOW - timedelta(days=2)), None, 8)  # the asset has a newer materialization
+    assert _needs_report(reported, newer, NOW)
 
 
 def test_the_gauge_escapes_a_hostile_owner_onto_one_line():
