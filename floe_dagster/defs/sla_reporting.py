@@ -65,6 +65,8 @@ def report_sla_checks(instance: DagsterInstance, decisions: Iterable[Decision], 
     contracts = [d for d in decisions if d.sla is not None and not d.shadow and d.table in assets]
     try:
         previous = read_sla_states(instance, [scope]).get(scope, {})
+        if not contracts and not previous:  # no contract anywhere in this scope: nothing to write either
+            return 0
         latest = latest_materializations(instance, sorted({d.table for d in contracts}, key=lambda t: t.qualified))
     except Exception:
         log.warning("SLA checks: the instance cannot be read this tick", exc_info=True)
