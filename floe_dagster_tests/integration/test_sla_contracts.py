@@ -17,7 +17,7 @@ import textwrap
 from datetime import datetime, timedelta, timezone
 
 import requests
-from dagster import AssetCheckKey, DagsterInstance
+from dagster import AssetCheckKey, AssetSelection, DagsterInstance, Definitions, define_asset_job
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -148,6 +148,14 @@ def test_a_breached_sla_fails_its_check_ranks_first_and_shows_in_metrics(tmp_pat
         evaluate_sensor(defs, instance)
         assert len(_executions(instance)) == 1
 
+        # Dagit's Execute: the selected contract evaluated now, in a run, by the same rule.
+        job = define_asset_job("sla_now", selection=AssetSelection.checks(CHECK))
+        executed = Definitions(assets=defs.assets, asset_checks=defs.asset_checks, jobs=[job],
+                               resources=defs.resources).resolve_job_def("sla_now").execute_in_process(instance=instance)
+        assert executed.success
+        in_run = _executions(instance)[0]
+        assert in_run.run_id == executed.run_id and in_run.status == AssetCheckExecutionRecordStatus.FAILED
+
         server, thread, url = start_server(create_app(settings, KeyStore(settings.api), instance))
         try:
             text = requests.get(f"{url}/metrics", timeout=60).text
@@ -172,7 +180,7 @@ def test_a_breached_sla_fails_its_check_ranks_first_and_shows_in_metrics(tmp_pat
             _success(coordination, datetime.now(timezone.utc) - timedelta(minutes=1), "new-run")
             evaluate_sensor(defs, instance)
             latest = _executions(instance)
-            assert len(latest) == 2 and latest[0].status == AssetCheckExecutionRecordStatus.SUCCEEDED
+            assert len(latest) == 3 and latest[0].status == AssetCheckExecutionRecordStatus.SUCCEEDED
             text = requests.get(f"{url}/metrics", timeout=60).text
             assert [s.value for f in text_string_to_metric_families(text) if f.name == "floe_sla_breached"
                     for s in f.samples] == [0.0]
