@@ -153,6 +153,23 @@ class QuietState(_Open):
     secondsUntilForced: float | None = None
 
 
+class SlaState(_Open):
+    """The operation's SLA contract now (a schedule's ``sla``): breached when its last success started more
+    than ``maxAge`` ago (never succeeded: since the table's first data); a breach runs it first (trigger sla)."""
+
+    maxAge: str
+    severity: Literal["WARN", "ERROR"]
+    owner: str
+    breached: bool
+    measuredFrom: Literal["last_success", "first_data", "unknown", "no_data"]
+    since: str | None = None
+    lastSuccess: str | None = None
+    breachedSince: str | None = Field(None, description="When the breach began; null while met")
+    dueBy: str | None = Field(None, description="When it is (or was) breached without a success")
+    ageSeconds: float | None = None
+    detail: str
+
+
 class Backlog(_Open):
     """Work an operation left for later runs (docs/automation.md): a partition-scoped rewrite's
     partitions and bytes; orphan cleanup's files the last run left on disk (its per-run cap), with
@@ -214,7 +231,10 @@ class OperationTriggerStatus(_Open):
     metConditionDetails: list[ConditionCheck]
     unmetConditionDetails: list[ConditionCheck]
     forcedByCriticalPipeline: bool
+    forcedBySla: bool = Field(False, description="A breached SLA contract admits it (trigger sla), past the "
+                                                 "conditions and minimum intervals")
     quiet: QuietState | None = None
+    sla: SlaState | None = Field(None, description="The SLA contract's verdict now; null without one")
     nextEligibleTime: str | None
     debtScore: float
     debtBreakdown: dict[str, float]

@@ -8,7 +8,8 @@ Its sources, a few aggregate queries each (``GROUP BY``: no Python loop over tab
   rows by operation: what shadow policies would have run);
 - the Dagster instance's run storage: floe runs queued and running, manual-trigger runs by status,
   the last day's runs (queue wait), and the debt-score sensor's last-tick summary per scope in its
-  key-value store (:mod:`floe_dagster.scheduling.tick_stats`);
+  key-value store (:mod:`floe_dagster.scheduling.tick_stats`) and the SLA contracts' verdicts it
+  last reported (:mod:`floe_dagster.defs.sla_reporting`: ``floe_sla_breached``);
 - the policy files (enabled policies).
 
 Floe's metric names wherever a floe-dagster fact matches (``floe_operation_*``, ``floe_maintenance_*``,
@@ -49,6 +50,7 @@ from floe_dagster.core import run_tags as T
 from floe_dagster.core.history import CONFLICT, LOCK_HELD, OUTAGE
 from floe_dagster.core.localtime import naive_as_utc
 from floe_dagster.core.operations import ALL_OPERATIONS
+from floe_dagster.defs.sla_reporting import read_sla_states
 from floe_dagster.policies import load_policy_set
 from floe_dagster.scheduling.tick_stats import read_tick_stats
 from floe_dagster.settings import Settings
@@ -319,6 +321,7 @@ class FloeCollector(Collector):
         shadow = read("coordination", lambda: self.coordination.shadow_counts_since(now - WINDOW))
         runs = read("instance", lambda: run_totals(self.instance, now - WINDOW))
         ticks = read("instance", lambda: read_tick_stats(self.instance))
+        slas = read("instance", lambda: read_sla_states(self.instance))
         policies = read("policies", lambda: load_policy_set(self.settings))
 
         if done is not None:
@@ -329,6 +332,8 @@ class FloeCollector(Collector):
             yield from self._runs(runs, admissions)
         if ticks is not None:
             yield from self._ticks(ticks)
+        if slas is not None:
+            yield sla_gauge(slas)
         if policies is not None:
             yield _gauge("floe_active_policies", "Enabled maintenance policies in the policy files",
                          float(sum(1 for policy in policies if policy.enabled)))
@@ -458,6 +463,18 @@ class FloeCollector(Collector):
             yield _counter(name, documentation, [], counted)
         yield _counter("floe_trigger_evaluations_by_operation", "Trigger evaluations by operation type",
                        ["operation", "result"], counted)
+
+
+def sla_gauge(states: Mapping[str, Mapping[str, Any]]) -> Metric:
+    """``floe_sla_breached``: 1 per (table, operation) whose SLA contract the sensor's last tick found breached,
+    0 while met, from what it reported (defs/sla_reporting.py). The owner is a label value as the policy wrote
+    it: the exposition format escapes it (a policy refuses control characters in it anyway)."""
+    values = {(state["table"], _op(state["operation"]), state["severity"], state.get("owner") or ""):
+              float(bool(state.get("breached")))
+              for scope in states.values() for state in scope.values() if isinstance(state, dict) and "table" in state}
+    return _gauge("floe_sla_breached", "1 when the operation's SLA contract is breached (its last success is older "
+                  "than maxAge), 0 while met; as the debt-score sensor's last tick found it",
+                  labels=["table", "operation", "severity", "owner"], values=values)
 
 
 def metrics_registry(settings: Settings, instance: DagsterInstance, coordination: Coordination) -> CollectorRegistry:

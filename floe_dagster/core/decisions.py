@@ -21,6 +21,7 @@ from floe_dagster.core.partition_scope import Backlog, PartitionSelection
 from floe_dagster.core.policy import PolicySet
 from floe_dagster.core.quiet import QuietVerdict
 from floe_dagster.core.run_decision import item_key
+from floe_dagster.core.sla import SlaVerdict
 from floe_dagster.core.tables import TableName
 from floe_dagster.core.validation import setting
 
@@ -53,7 +54,7 @@ class Decision:
     policy: str | None
     decision: str  # "run" or "skip"
     reasons: tuple[str, ...]
-    trigger: str | None  # cron, interval, condition, critical (for a run)
+    trigger: str | None  # cron, interval, condition, critical, sla (for a run)
     debt_score: float
     debt_breakdown: Mapping[str, float]
     estimated_bytes: int
@@ -65,6 +66,7 @@ class Decision:
     schedule_priority: int = 0
     condition_result: ConditionResult | None = None  # the trigger-condition gate's verdict, once reached
     quiet: QuietVerdict | None = None  # the quiet gate's verdict, once reached (a schedule with quietFor)
+    sla: SlaVerdict | None = None  # the operation's SLA contract at ``now`` (a schedule with sla), every decision
     backoff_until: datetime | None = None
     throttled_until: datetime | None = None
     max_runtime_s: float | None = None
@@ -109,6 +111,7 @@ class Decision:
             "rank": self.rank,
             **({"shadow": True} if self.shadow else {}),  # a shadow policy's: recorded, never run
             **({"scope": self.scope.to_json()} if self.scope is not None else {}),
+            **({"sla": self.sla.to_json()} if self.sla is not None else {}),  # a schedule with an SLA contract
         }
 
 

@@ -28,6 +28,7 @@ from floe_dagster.core.partition_scope import Backlog
 from floe_dagster.core.policy import Policy
 from floe_dagster.core.quiet import due_since, quiet_verdict
 from floe_dagster.core.schedule import schedule_due
+from floe_dagster.core.sla import SlaVerdict
 from floe_dagster.core.tables import TableName
 
 MAX_BACKOFF = timedelta(days=7)
@@ -41,13 +42,14 @@ class Facts:
     due one fill in). Slots, and no dataclass: a tick makes one per decision."""
 
     __slots__ = ("data", "in_catalog", "table", "op", "policy", "schedule", "metrics", "history", "decision", "due",
-                 "learned")
+                 "learned", "escalation")
 
     def __init__(self, data: PlanInput, in_catalog: frozenset[TableName], table: TableName, op: Operation,
                  policy: Policy, schedule: Any, metrics: TableMetrics | None, history: OperationHistory,
                  decision: Decision) -> None:
         self.data, self.in_catalog, self.table, self.op, self.policy = data, in_catalog, table, op, policy
         self.schedule, self.metrics, self.history, self.decision = schedule, metrics, history, decision
+        self.escalation: SlaVerdict | None = None  # a breached SLA (the sla gate): the gates after it may pass it
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,8 @@ class Gate:
     doc: str  # what it holds back, for docs/automation.md's table
     # False: a backlog's continuation passes it (its slot passed it when it was admitted): see plan_stages.
     holds_continuation: bool = True
+    # False: work the sla gate escalated (a breached SLA contract, core/sla.py) passes it, as the critical force does.
+    holds_escalation: bool = True
 
 
 def backoff_delay(consecutive_failures: int, threshold: int, hours: float) -> timedelta:
@@ -170,6 +174,14 @@ def _table_snapshots_ours(qualified: str, history: Mapping[tuple[str, Operation]
     }
 
 
+def _sla(f: Facts) -> Decision | None:
+    """Never holds: a breached contract escalates the work past the gates that do not hold escalations."""
+    verdict = f.decision.sla
+    if verdict is not None and verdict.breached:
+        f.escalation = verdict
+    return None
+
+
 def _conditions(f: Facts) -> Decision | None:
     data, learned = f.data, f.learned
     conditions = learned["condition_result"] = f.policy.evaluate_conditions(
@@ -218,14 +230,17 @@ GATES: tuple[Gate, ...] = (
          "lost commit races in a row: the next attempt waits 5-15 minutes (not a failure)"),
     Gate("zero change", ("zero_change_throttle",), _zero_change,
          "runs that changed nothing: the interval is stretched until another writer commits"),
+    Gate("sla", (), _sla, "holds nothing: a breached SLA contract (the schedule's `sla`) escalates the work past "
+         "the conditions, as the critical force does, and ranks it first (trigger `sla`)"),
     Gate("conditions", ("conditions_unmet", "min_interval", "no_health", "no_drift"), _conditions,
          "the trigger conditions (declared table properties: their drift), their minimum intervals and the "
-         "health they read; the critical-pipeline force passes it", holds_continuation=False),
+         "health they read; the critical-pipeline force and a breached SLA pass it", holds_continuation=False,
+         holds_escalation=False),
     Gate("quiet", ("not_quiet",), _quiet, "another writer committed within the schedule's `quietFor`"),
     Gate("in flight", ("in_flight",), _not_in_flight,
          "a run of the table is queued or running, or an admission in the ledger waits for its run"),
 )
-_CHECKS = tuple(gate.check for gate in GATES)
+_CHECKS = tuple((gate.check, gate.holds_escalation) for gate in GATES)
 GATE_CODES: tuple[str, ...] = tuple(code for gate in GATES for code in gate.codes)
 # The position of the gate that owns each code: which gates a skipped decision passed.
 POSITION: dict[str, int] = {code: index for index, gate in enumerate(GATES) for code in gate.codes}
@@ -241,19 +256,24 @@ def gate_before(name: str) -> Gate:
 
 
 def run_gates(f: Facts) -> Decision:
-    """The decision skipped by the first gate that holds it, else :func:`admissible`."""
-    for check in _CHECKS:
+    """The decision skipped by the first gate that holds it (escalated work: that holds escalations), else
+    :func:`admissible`."""
+    for check, holds_escalation in _CHECKS:
         skipped = check(f)
-        if skipped is not None:
+        if skipped is not None and (holds_escalation or f.escalation is None):
             return skipped
     return admissible(f)
 
 
 def admissible(f: Facts) -> Decision:
     """Work every gate let pass: a ``run`` decision in its due slot (its attempt the slot's next one),
-    its run time bounded by the schedule's timeout and its window's end, with its run class."""
+    its run time bounded by the schedule's timeout and its window's end, with its run class; escalated by a
+    breached SLA, its trigger is ``sla`` and the contract's verdict its second reason."""
     data, schedule, due, now = f.data, f.schedule, f.due, f.data.now
-    reason = f"{due.trigger}: {due.detail}"
+    reasons: tuple[str, ...] = (f"{due.trigger}: {due.detail}",)
+    if f.escalation is not None:
+        f.learned["trigger"] = "sla"
+        reasons += (f"sla: {f.escalation.detail}; escalated past the conditions and minimum intervals",)
     quiet = f.learned.get("quiet")
     window_end = schedule.window_end_after(now) if schedule.enforce_window_end else None
     runtime = schedule.timeout_hours * 3600
@@ -261,7 +281,7 @@ def admissible(f: Facts) -> Decision:
         runtime = min(runtime, max(60.0, (window_end - now).total_seconds()))
     return replace_decision(
         f.decision, decision="run", passed_gates=True,
-        reasons=(reason, quiet.detail) if quiet is not None else (reason,),
+        reasons=(*reasons, quiet.detail) if quiet is not None else reasons,
         attempt=data.last_attempts.get((f.table.qualified, f.op, due.slot_key), -1) + 1, max_runtime_s=runtime,
         next_eligible=now, run_class=_run_class(schedule), **f.learned)
 

@@ -1,6 +1,7 @@
 """The stages of a plan, in order (:data:`STAGES`): every configured (table, operation) through the
-gates (core/gates.py), then the shadow decisions marked, the work ranked, the live work admitted
-within the budgets (core/admission.py), and the shadow decisions admitted in a pass of their own.
+gates (core/gates.py), then the shadow decisions marked, the work ranked, the work a breached SLA
+escalated moved first (core/sla.py), the live work admitted within the budgets (core/admission.py), and
+the shadow decisions admitted in a pass of their own.
 
 Two stages act on one decision inside the gate stage, around the gates: a shadow policy's decision
 reads its history as the shadow sees it (its newest recorded shadow decision stands in for a
@@ -21,6 +22,7 @@ from floe_dagster.core.gates import (
 )
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.run_decision import SHADOW_ATTEMPT, SHADOW_PREFIX
+from floe_dagster.core.sla import table_sla
 
 _NO_HISTORY = OperationHistory()
 _DUE = GATES.index(gate_named("due"))
@@ -70,6 +72,7 @@ def _gate_stage(state: PlanState) -> None:
                 history = history.as_shadow_sees_it()
             score, breakdown = table_debt.with_history(history.failure_rate, history.consecutive_failures)
             schedule = policy.schedule(op)
+            contract = schedule.sla if schedule is not None else None
             estimate = (estimate_bytes(table, op, metrics, policy.config(op))
                         if estimate_bytes and op.rewrites_data else 0)
             base = build_decision(
@@ -78,6 +81,7 @@ def _gate_stage(state: PlanState) -> None:
                 next_eligible=None, rank=None, policy_priority=policy.priority,
                 schedule_priority=schedule.priority if schedule else 0, enabled=bool(schedule and schedule.enabled),
                 shadow=shadow,
+                sla=table_sla(contract, history.last_success_start, metrics, data.now) if contract else None,
             )
             facts = Facts(data, in_catalog, table, op, policy, schedule, metrics, history, base)
             decision = run_gates(facts)
@@ -129,6 +133,15 @@ def _rank_stage(state: PlanState) -> None:
         -d.debt_score, -d.policy_priority, -d.schedule_priority, d.table.qualified, d.operation.order))
 
 
+def _sla_first_stage(state: PlanState) -> None:
+    """Work a breached SLA escalated (trigger ``sla``) before the rest: ERROR before WARN, the longest
+    breached first; the rank order otherwise (a stable sort)."""
+    escalated = [d for d in state.candidates if d.trigger == "sla"]
+    if escalated:
+        escalated.sort(key=lambda d: d.sla.rank_key)
+        state.candidates = escalated + [d for d in state.candidates if d.trigger != "sla"]
+
+
 def _live_admission(state: PlanState) -> None:
     state.live = admit_within_budgets(state.data, [d for d in state.candidates if not d.shadow], state.notes)
     state.decided.extend(state.live)
@@ -159,6 +172,8 @@ STAGES: tuple[Stage, ...] = (
     Stage("shadow", (), _shadow_stage, "a shadow policy's candidates become shadow decisions (recorded, never run)"),
     Stage("rank", (), _rank_stage, "debt score, policy priority, schedule priority, table name, Floe's operation "
           "order"),
+    Stage("sla first", (), _sla_first_stage, "work a breached SLA contract escalated (trigger `sla`) goes first: "
+          "ERROR before WARN, the longest breached first"),
     Stage("live admission", ADMISSION_CODES, _live_admission, "the live candidates, in rank order, admitted "
           "within the budgets, one operation per table at a time"),
     Stage("shadow pass", (), _shadow_pass, "the shadow candidates through the same admission with budgets of "

@@ -2,12 +2,13 @@
 docs/automation.md describes. Pure: the launchers (schedules, the debt-score sensor), ``floe-dagster plan``,
 ``explain`` and the HTTP API all call :func:`plan` and differ only in what they do with the result.
 
-A plan is made in stages (core/plan_stages.py ``STAGES``): gates, shadow, rank, live admission,
-shadow pass. Gates (core/gates.py ``GATES``), in order; a skipped decision's reasons start with the
+A plan is made in stages (core/plan_stages.py ``STAGES``): gates, shadow, rank, sla first, live
+admission, shadow pass. Gates (core/gates.py ``GATES``), in order; a skipped decision's reasons start with the
 first gate that blocked it: schedule (schedule_disabled); gc (gc_disabled); catalog (table_missing);
 loaded (not_loaded); due (window_closed, day_not_allowed, not_due); backoff (failure_backoff);
-conflicts (conflict_retry); zero change (zero_change_throttle); conditions (conditions_unmet,
-min_interval, no_health, no_drift); quiet (not_quiet, core/quiet.py); in flight (in_flight: a run of
+conflicts (conflict_retry); zero change (zero_change_throttle); sla (holds nothing: a breached SLA
+contract, core/sla.py, escalates the work past the conditions and ranks it first, trigger sla);
+conditions (conditions_unmet, min_interval, no_health, no_drift); quiet (not_quiet, core/quiet.py); in flight (in_flight: a run of
 the table is queued or running). Then admission (core/admission.py ``ADMISSION``), in rank order:
 launcher (out_of_scope: another launcher admits it); one operation per table (in_flight: another of
 its operations was admitted earlier in the same tick); table budget (budget_tables); operation budget

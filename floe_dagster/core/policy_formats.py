@@ -48,6 +48,7 @@ from floe_dagster.core.loader_format import Combined, LoaderSection, kebab, spel
 from floe_dagster.core.operations import ALL_OPERATIONS
 from floe_dagster.core.refs import RULE_FIELDS
 from floe_dagster.core.schedule import SCHEDULE_FIELDS
+from floe_dagster.core.sla import SLA_FIELDS
 from floe_dagster.core.validation import Location, Problems, check_mapping, check_unknown, describe, get_int
 
 API_FORMAT, LOADER_FORMAT = "api", "loader"
@@ -165,6 +166,7 @@ _SCHEDULE = LoaderSection(
     refused={"interval": written_as("interval-days, interval-hours or interval-minutes (summed)"),
              "timeout": written_as("timeout-hours")},
     combined={"interval": Combined(tuple(_INTERVAL_UNITS), _interval, _split_interval)},
+    nested={"sla": LoaderSection(spelled(SLA_FIELDS))},  # max-age, severity, owner
 )
 
 

@@ -75,11 +75,12 @@ def tag_value(tags: Mapping[str, str], key: str, default: str | None = None) -> 
     return default if value is None else value
 
 
-TRIGGERS = ("cron", "interval", "condition", "critical", "manual", "backfill", "backlog")
+TRIGGERS = ("cron", "interval", "condition", "critical", "manual", "backfill", "backlog", "sla")
 
-# dagster/priority bands (higher runs first in the queue): manual > critical > scheduled > backfill,
-# plus a debt bucket of 0..9 within the band.
-PRIORITY_BANDS = {"manual": 300, "critical": 200, "cron": 100, "interval": 100, "condition": 100, "backfill": 0}
+# dagster/priority bands (higher runs first in the queue): manual > critical and a breached SLA > scheduled
+# > backfill, plus a debt bucket of 0..9 within the band.
+PRIORITY_BANDS = {"manual": 300, "critical": 200, "sla": 200, "cron": 100, "interval": 100, "condition": 100,
+                  "backfill": 0}
 
 
 def run_priority(trigger: str, debt_score: float = 0.0) -> int:

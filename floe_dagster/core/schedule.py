@@ -17,6 +17,7 @@ Fields (Floe's names):
 - ``quietFor`` (ISO-8601 duration): run only once the table has had no commit from another writer for
   this long; ``maxQuietWait`` (ISO-8601 duration, default ``P1D``, needs ``quietFor``): run anyway this
   long after the work became due (:mod:`floe_dagster.core.quiet`).
+- ``sla`` (``{maxAge, severity, owner}``): the operation's SLA contract (:mod:`floe_dagster.core.sla`).
 
 Every datetime returned is aware and in UTC (comparisons inside one zone would ignore DST's ``fold``).
 Whether work is due by a schedule (``Due``, ``schedule_due``) is core/schedule_due.py.
@@ -41,6 +42,7 @@ from floe_dagster.core.localtime import (
     zone,
 )
 from floe_dagster.core.quiet import DEFAULT_MAX_QUIET_WAIT, QuietPeriod
+from floe_dagster.core.sla import SlaContract, parse_sla
 from floe_dagster.core.schedule_due import (  # Schedule.at and Schedule.due's answers
     TRIGGER_CONDITION,
     TRIGGER_CRON,
@@ -63,7 +65,7 @@ from floe_dagster.core.validation import (
 
 SCHEDULE_FIELDS = (
     "cronExpression", "interval", "windowStart", "windowEnd", "allowedDays", "timezone", "timeout",
-    "enforceWindowEnd", "priority", "enabled", "quietFor", "maxQuietWait",
+    "enforceWindowEnd", "priority", "enabled", "quietFor", "maxQuietWait", "sla",
 )
 DEFAULT_TIMEOUT_HOURS = 1.0
 DAY_NAMES = ("MONDAY", "TUESDAY", "WEDNESDAY", "THURSDAY", "FRIDAY", "SATURDAY", "SUNDAY")  # weekday() order
@@ -83,6 +85,7 @@ class Schedule:
     enforce_window_end: bool = False
     priority: int = 0
     quiet: QuietPeriod | None = None  # quietFor / maxQuietWait (core/quiet.py); None: no quiet period
+    sla: SlaContract | None = None  # the operation's SLA contract (core/sla.py)
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -291,6 +294,8 @@ class Schedule:
                     priority=self.priority, kind=self.kind)
         if self.quiet is not None:
             data.update(self.quiet.to_json())
+        if self.sla is not None:
+            data["sla"] = self.sla.to_json()
         return data
 
 
@@ -315,7 +320,6 @@ def _next_open(window_key: tuple, now: datetime) -> datetime | None:
         if candidate >= now and probe.is_open(candidate):
             return candidate
     return None
-
 
 
 # -- parsing --------------------------------------------------------------------------------------
@@ -372,6 +376,8 @@ def parse_schedule(at: Location, raw: Any) -> Schedule:
         window_start=window_start, window_end=window_end, allowed_days=allowed_days, timezone=tz_name,
         timeout_hours=float(timeout), enforce_window_end=enforce, priority=priority,
         quiet=_parse_quiet(at, mapping),
+        sla=parse_sla(at.child("sla"), mapping.get("sla"),
+                      interval or (cronlib.nominal_gap(cron5) if cron5 else None)),
     )
 
 

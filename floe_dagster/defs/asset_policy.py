@@ -175,6 +175,8 @@ def operation_rule(policy: Policy, op: Operation, schedule_names: ScheduleNames)
     if schedule.quiet is not None:
         rule += (f", once quiet for {duration_text(schedule.quiet.quiet_for)} "
                  f"(forced after {duration_text(schedule.quiet.max_wait)})")
+    if schedule.sla is not None:  # the owner stays in the check's metadata (text), out of Markdown
+        rule += f", SLA {duration_text(schedule.sla.max_age)} ({schedule.sla.severity}: check sla_{op.value.lower()})"
     return rule
 
 

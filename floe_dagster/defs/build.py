@@ -15,6 +15,7 @@ from floe_dagster.defs.assets import build_table_assets, mappable_tables
 from floe_dagster.defs.health_checks import build_health_checks, health_checks_enabled
 from floe_dagster.defs.names import COORDINATION_RESOURCE, ENGINE_RESOURCE, MAINTENANCE_JOB
 from floe_dagster.defs.schedules import build_schedules
+from floe_dagster.defs.sla_checks import build_sla_checks, declared_contracts, sla_check_specs
 from floe_dagster.defs.sensors import build_sensor
 from floe_dagster.iceberg.table_cache import tables_for_code_location
 from floe_dagster.policies import load_policy_set
@@ -40,6 +41,9 @@ def build_definitions(
     assets = build_table_assets(tables, settings)
     # The health checks are reported without runs (defs/health.py); no maintenance run carries them.
     checks = [build_health_checks(tables, settings)] if health_checks_enabled(settings) else []
+    # One sla_<operation> check per contract a live policy declares (defs/sla_checks.py), reported without runs.
+    sla_specs = sla_check_specs(declared_contracts(tables, load_policy_set(settings)))
+    checks += [build_sla_checks(sla_specs, settings)] if sla_specs else []
     # The only job: each job over the multi-asset re-resolves it on every load (at 5,000 tables, a
     # job for each of 5 namespaces took `definitions validate` from 5.6 s to 12.4 s: benchmarks/
     # README.md, 6). A namespace is backfilled with an asset selection of this job

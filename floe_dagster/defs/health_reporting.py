@@ -57,7 +57,7 @@ def _newest_successes(history: Mapping[Any, Any] | None) -> dict[str, datetime]:
     return newest
 
 
-def _latest_materializations(
+def latest_materializations(
     instance: DagsterInstance, tables: Sequence[TableName]
 ) -> dict[AssetKey, AssetCheckEvaluationTargetMaterializationData]:
     """The latest materialization of each table's asset (any partition), in batched reads."""
@@ -126,7 +126,7 @@ def report_health_events(
     due, awaiting = _changed(instance, candidates, metrics_by_table, policies, now, history)
     # Each result names the asset's latest materialization (Dagit shows it as the result for that
     # materialization); after a run, only once the run's materialization is stored.
-    latest = _latest_materializations(instance, [item.table for item in (*due, *awaiting)])
+    latest = latest_materializations(instance, [item.table for item in (*due, *awaiting)])
     due += [item for item in awaiting if _materialized_or_waited(item, latest, now)]
     due.sort(key=lambda item: (_SEVERITY_ORDER.get(item.assessment.status, 3), item.table.qualified))
     reported: dict[str, Reported] = {}
@@ -183,4 +183,4 @@ def _materialized_or_waited(item: _Candidate, latest: Mapping[AssetKey, AssetChe
     return (materialized is not None and materialized.timestamp >= run.timestamp()) or now - run >= MATERIALIZATION_WAIT
 
 
-__all__ = ["report_health_events", "MATERIALIZATION_WAIT"]
+__all__ = ["report_health_events", "latest_materializations", "MATERIALIZATION_WAIT"]

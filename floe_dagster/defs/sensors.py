@@ -1,6 +1,6 @@
 """The debt-score sensor: every 60 s it admits everything due that no cron schedule owns (interval,
-condition, critical, deferred cron slots), ranked by debt score within the budgets, then records
-Dagit's view of table health.
+condition, critical, deferred cron slots, breached SLAs), ranked by debt score within the budgets (a
+breached SLA first), then records Dagit's view of table health and of the SLA contracts.
 
 It plans through :func:`floe_dagster.scheduling.tick.run_tick` under the scheduler lock, like the
 schedules (defs/schedules.py), so no two launchers (or replicas) admit the same (table, operation,
@@ -23,6 +23,7 @@ from floe_dagster.core.tables import TableName
 from floe_dagster.defs.health_reporting import report_health_events
 from floe_dagster.defs.run_requests import run_requests, skip_reason
 from floe_dagster.defs.shadow_events import report_shadow_decisions
+from floe_dagster.defs.sla_reporting import report_sla_checks
 from floe_dagster.scheduling.retention import Pruned, prune_if_due
 from floe_dagster.scheduling.tick import TickResult, run_tick
 from floe_dagster.scheduling.tick_stats import record_tick
@@ -62,6 +63,8 @@ def build_sensor(settings: Settings, job, loaded_tables: Sequence[TableName], sh
         # After the scheduler lock is released: Dagit's view of table health (the sensor only), and
         # once a day the retention of floe's finished runs.
         result.health_reported = report_tick_health(settings, context.instance, result, now)
+        if result.plan is not None:  # the SLA checks whose verdict changed (defs/sla_reporting.py)
+            report_sla_checks(context.instance, result.plan.decisions, loaded, shard.name, now)
         report_shadow_decisions(context.instance, result.shadow, now)
         record_tick(context.instance, shard.name, result, now)  # for GET /metrics; never fails
         context.log.info(result.summary())

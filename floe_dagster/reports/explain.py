@@ -7,6 +7,10 @@ stay under ``metConditionDetails`` and ``unmetConditionDetails``.
 A shadow policy's operation never triggers (``shouldTrigger`` false): ``shadow`` is true and
 ``shadowDecision`` says whether it would run now, and when the ledger last recorded it.
 
+``sla`` is the operation's SLA contract now (core/sla.py): maxAge, severity, owner, breached, since when,
+measured from the last success or the table's first data; a breach admits the operation with trigger
+``sla`` (``forcedBySla``), past the conditions and minimum intervals.
+
 ``envelope`` is the safety envelope's verdict on each configured operation (core/envelope.py): ok,
 refused (each field and why: the run would fail before any engine call), or unchecked (an absolute
 location while the table's location is not known yet); ``floe-dagster plan`` shows the same per decision.
@@ -121,15 +125,18 @@ def _status(view: _TableView, op: Operation, decision: Decision, recorded: Ledge
         "metConditionDetails": [c.to_json() for c in result.met] if result is not None else [],
         "unmetConditionDetails": [c.to_json() for c in result.unmet] if result is not None else [],
         "forcedByCriticalPipeline": bool(result is not None and result.forced),
+        "forcedBySla": decision.passed_gates and decision.trigger == "sla",
     }
     return _with_add_ons(head, _status_tail(view, op, decision, history, recorded), _add_ons(view, op))
 
 
 def _status_tail(view: _TableView, op: Operation, decision: Decision, history: OperationHistory | None,
                  recorded: LedgerRow | None) -> dict[str, Any]:
-    """The status after the conditions: quiet, debt, backoff, conflicts, throttle, backlog, last run, shadow."""
+    """The status after the conditions: quiet, SLA, debt, backoff, conflicts, throttle, backlog, last run, shadow."""
     return {
         "quiet": _quiet(decision, view.policy),
+        # The SLA contract's verdict now (core/sla.py): every decision carries it, whichever gate decided.
+        "sla": decision.sla.to_json() if decision.sla is not None else None,
         "nextEligibleTime": decision.next_eligible.isoformat() if decision.next_eligible else None,
         "debtScore": decision.debt_score,
         "debtBreakdown": dict(decision.debt_breakdown),
@@ -249,7 +256,7 @@ def _not_decided(op: Operation, why: str) -> dict[str, Any]:
         "operationType": op.value, "shouldTrigger": False, "enabled": False, "reasons": [why], "waitsThisTick": None,
         "trigger": None,
         "conditionsMet": False, "metConditions": [], "unmetConditions": [why], "metConditionDetails": [],
-        "unmetConditionDetails": [], "forcedByCriticalPipeline": False, "quiet": None, "nextEligibleTime": None,
+        "unmetConditionDetails": [], "forcedByCriticalPipeline": False, "forcedBySla": False, "quiet": None, "sla": None, "nextEligibleTime": None,
         "debtScore": 0.0, "debtBreakdown": {},
         "backoff": {"consecutiveFailures": 0, "until": None},
         "conflicts": {"consecutiveConflicts": 0, "lastConflictAt": None, "retryAt": None, "writerOperation": None,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping
 
 
@@ -34,6 +35,8 @@ def _operation_lines(op: str, status: Mapping[str, Any]) -> list[str]:
     if status.get("quiet"):
         lines.append(f"    quiet period {status['quiet']['quietFor']} (forced after "
                      f"{status['quiet']['maxQuietWait']}): {status['quiet']['detail']}")
+    if status.get("sla"):
+        lines.append(sla_line(status["sla"]))
     lines += _backlog_lines(status.get("backlog"))
     conflicts = status.get("conflicts") or {}
     if conflicts.get("consecutiveConflicts"):
@@ -44,6 +47,14 @@ def _operation_lines(op: str, status: Mapping[str, Any]) -> list[str]:
     lines += [f"    met   {met}" for met in status["metConditions"]]
     lines += [f"    unmet {unmet}" for unmet in status["unmetConditions"]]
     return lines
+
+
+def sla_line(sla: Mapping[str, Any]) -> str:
+    """The contract on one line; the owner quoted and escaped as JSON writes it (a policy refuses control
+    characters in it, and this keeps any that come another way from starting a line of their own)."""
+    owner = json.dumps(sla["owner"], ensure_ascii=False) if sla.get("owner") else "no owner named"
+    state = "BREACHED" if sla["breached"] else "met"
+    return f"    SLA maxAge {sla['maxAge']} ({sla['severity']}, owner {owner}): {state} - {sla['detail']}"
 
 
 def _backlog_lines(backlog: Mapping[str, Any] | None) -> list[str]:

@@ -31,7 +31,7 @@ def test_every_code_has_one_owner_and_the_vocabulary_is_theirs_in_order():
     # in_flight is told by a gate (a run queued or running) and by admission (one operation per table).
     assert set(owners) & set(steps) == {"in_flight"}
     assert REASON_CODES == tuple(dict.fromkeys(GATE_CODES + ADMISSION_CODES))
-    assert [stage.name for stage in STAGES] == ["gates", "shadow", "rank", "live admission", "shadow pass"]
+    assert [stage.name for stage in STAGES] == ["gates", "shadow", "rank", "sla first", "live admission", "shadow pass"]
     assert len(REASON_CODES) == 22
 
 
