@@ -2,7 +2,7 @@
 
 Its sources, a few aggregate queries each (``GROUP BY``: no Python loop over tables):
 
-- the coordination database: ``floe_outcomes`` (one row per table a run maintained: executions,
+- the coordination database: ``floe_outcomes`` (one row per table a run maintained: executions, compute and benefit,
   durations, bytes rewritten, failures by kind) and ``floe_ledger`` (the last day's admissions with
   their run, read from the day's first row by id: trigger-to-run latency; the last day's shadow
   rows by operation: what shadow policies would have run);
