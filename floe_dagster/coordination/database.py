@@ -16,6 +16,7 @@ the Dagster instance. Reading all history is one query per tick, whatever the nu
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Iterable
 
@@ -318,14 +319,25 @@ class Coordination:
         """The (table, operation)'s past successful runs with their compute and benefit, newest first (at
         most ``limit``): what a ranking learned from history reads. Runs recorded before the figures were
         are left out."""
-        query = (select(outcomes.c.run_id, outcomes.c.finished_at, outcomes.c.figures)
-                 .where(outcomes.c.table_name == table_name, outcomes.c.operation == operation.value,
-                        outcomes.c.succeeded.is_(True), outcomes.c.figures.is_not(None))
-                 .order_by(outcomes.c.finished_at.desc()).limit(limit))
+        where = and_(outcomes.c.table_name == table_name, outcomes.c.operation == operation.value)
+        return self._figures(where, limit)[(table_name, operation)]
+
+    def all_run_figures(self, since: datetime) -> dict[tuple[str, Operation], list[RunFigures]]:
+        """Every (table, operation)'s successful runs with figures finished since then, newest first: one
+        query for a planner that ranks every table at once."""
+        return self._figures(outcomes.c.finished_at >= naive_as_utc(since), None)
+
+    def _figures(self, where, limit: int | None) -> defaultdict[tuple[str, Operation], list[RunFigures]]:
+        query = (select(outcomes.c.table_name, outcomes.c.operation, outcomes.c.run_id, outcomes.c.finished_at,
+                        outcomes.c.figures)
+                 .where(where, outcomes.c.succeeded.is_(True), outcomes.c.figures.is_not(None))
+                 .order_by(outcomes.c.finished_at.desc(), outcomes.c.run_id).limit(limit))
+        found: defaultdict[tuple[str, Operation], list[RunFigures]] = defaultdict(list)
         with self.engine.connect() as connection:
-            rows = connection.execute(query).all()
-        return [RunFigures(run_id, naive_as_utc(finished), *figures_from_json(json.loads(figures)))
-                for run_id, finished, figures in rows]
+            for table_name, operation, run_id, finished, figures in connection.execute(query):
+                found[(table_name, Operation(operation))].append(
+                    RunFigures(run_id, naive_as_utc(finished), *figures_from_json(json.loads(figures))))
+        return found
 
     def outcomes_for(self, table_name: str) -> list[dict]:
         with self.engine.connect() as connection:

@@ -171,7 +171,7 @@ def _materialization(work: TableWork, decision: RunDecision, outcome: EngineOutc
             metadata["scope"] = MetadataValue.json(scope)
     if outcome.row_check.rows_after is not None:
         metadata["rows_checked"] = outcome.row_check.rows_after
-    metadata.update(run_figures(work, outcome, read_before.shape, table_shape(after_table, after)))
+    metadata.update(_figures(work, outcome, read_before.shape, table_shape(after_table, after)))
     # Dagster's standard keys, from the metadata read after the commit (no Spark query).
     metadata.update(table_metadata(work.table.qualified, after_table.location(), row_count(current),
                                    schema_columns(after_table.schema())))
@@ -180,7 +180,7 @@ def _materialization(work: TableWork, decision: RunDecision, outcome: EngineOutc
     return MaterializeResult(asset_key=asset_key_for(work.table), metadata=metadata)
 
 
-def run_figures(work: TableWork, outcome: EngineOutcome, before: TableShape, after: TableShape) -> dict[str, Any]:
+def _figures(work: TableWork, outcome: EngineOutcome, before: TableShape, after: TableShape) -> dict[str, Any]:
     """The run's compute (the engine's, of this table's own Spark jobs) and its benefit (the table's shape
     before and after, and the files its procedure deleted), as ``floe/compute/*`` and ``floe/benefit/*``."""
     compute = outcome.compute or Compute(SPARK, round(outcome.duration_s, 3), unavailable="not measured")

@@ -109,6 +109,9 @@ def test_the_history_read_gives_each_successful_runs_figures_newest_first(tmp_pa
     assert figures[1].benefit == Benefit(BEFORE, AFTER) and figures[1].finished_at == T0 + timedelta(minutes=1)
     assert c.run_figures("demo.t", Operation.EXPIRE_SNAPSHOTS) == [] and c.run_figures("demo.other", RDF) == []
     assert [f.run_id for f in c.run_figures("demo.t", RDF, limit=1)] == ["r3"]
+    everything = c.all_run_figures(T0 + timedelta(minutes=30))  # one query for every table: r1 is older
+    assert {key: [f.run_id for f in runs] for key, runs in everything.items()} == {("demo.t", RDF): ["r3"]}
+    assert c.all_run_figures(T0 + timedelta(hours=5)) == {}
     row = next(r for r in c.outcomes_for("demo.t") if r["run_id"] == "r1")
     assert (row["executor_cpu_s"], row["bytes_read"], row["files_removed"], row["compute_source"]) == \
         (0.61, 3_072_612, 44, SPARK)
