@@ -2,7 +2,7 @@
 
 Its sources, a few aggregate queries each (``GROUP BY``: no Python loop over tables):
 
-- the coordination database: ``floe_outcomes`` (one row per table a run maintained: executions,
+- the coordination database: ``floe_outcomes`` (one row per table a run maintained: executions, compute and benefit,
   durations, bytes rewritten, failures by kind) and ``floe_ledger`` (the last day's admissions with
   their run, read from the day's first row by id: trigger-to-run latency; the last day's shadow
   rows by operation: what shadow policies would have run);
@@ -62,6 +62,18 @@ QUANTILES = (0.5, 0.9, 0.99)
 IN_FLIGHT = tuple(status.value for status in IN_FLIGHT_STATUSES)
 QUEUED = tuple(status.value for status in QUEUED_STATUSES)
 Key = tuple[str, tuple[str, ...]]  # (sample name, label values)
+# What the runs cost and bought (the outcome rows' figure columns, core/run_figures.py), summed per operation.
+FIGURE_COUNTERS = (
+    ("floe_operation_executor_cpu_seconds", "executor_cpu_s", "Executor CPU seconds of the tables' own Spark jobs"),
+    ("floe_operation_task_seconds", "task_s", "Task time (slot seconds) of the tables' own Spark jobs"),
+    ("floe_operation_compute_wall_seconds", "wall_s", "Wall seconds of the tables' Spark work (the CALL and the "
+     "reads after it)"),
+    ("floe_operation_bytes_read", "bytes_read", "Bytes the tables' Spark tasks read"),
+    ("floe_operation_bytes_written", "bytes_written", "Bytes the tables' Spark tasks wrote (new data files)"),
+    ("floe_operation_files_removed", "files_removed", "Live data and delete files fewer after the runs"),
+    ("floe_operation_bytes_reclaimed", "bytes_reclaimed", "Live bytes fewer after the runs"),
+    ("floe_operation_files_deleted", "files_deleted", "Files the runs deleted from storage (expired, orphans)"),
+)
 # The tick summary's running totals → Floe's trigger counters.
 _FLOE_TRIGGER_TOTALS = {
     "evaluations": "floe_trigger_evaluations_total",
@@ -108,19 +120,21 @@ def _seconds_between(engine: Engine, later: Any, earlier: Any) -> ColumnElement 
 
 
 def outcome_totals(engine: Engine, after: datetime, until: datetime
-                   ) -> list[tuple[str, bool, str | None, int, float | None, int]]:
-    """(operation, succeeded, failure kind, rows, seconds, bytes rewritten) of the outcomes finished in
-    (``after``, ``until``]: one GROUP BY."""
+                   ) -> list[tuple[str, bool, str | None, int, float | None, int, tuple[float, ...]]]:
+    """(operation, succeeded, failure kind, rows, seconds, bytes rewritten, the FIGURE_COUNTERS' sums) of the
+    outcomes finished in (``after``, ``until``]: one GROUP BY."""
     seconds = _seconds_between(engine, outcomes.c.finished_at, outcomes.c.started_at)
     query = (select(
         outcomes.c.operation, outcomes.c.succeeded, outcomes.c.failure_kind, func.count(),
         func.sum(seconds) if seconds is not None else null(),
         func.coalesce(func.sum(outcomes.c.bytes_rewritten), 0),
+        *(func.coalesce(func.sum(outcomes.c[column]), 0) for _, column, _ in FIGURE_COUNTERS),
     ).where(outcomes.c.finished_at > naive_as_utc(after), outcomes.c.finished_at <= naive_as_utc(until))
         .group_by(outcomes.c.operation, outcomes.c.succeeded, outcomes.c.failure_kind))
     with engine.connect() as connection:
-        return [(op, bool(ok), kind, int(n), None if secs is None else float(secs), int(size or 0))
-                for op, ok, kind, n, secs, size in connection.execute(query)]
+        return [(op, bool(ok), kind, int(n), None if secs is None else float(secs), int(size or 0),
+                 tuple(float(v or 0) for v in sums))
+                for op, ok, kind, n, secs, size, *sums in connection.execute(query)]
 
 
 class OutcomeTally:
@@ -142,7 +156,7 @@ class OutcomeTally:
                 self.totals[("floe_operation_executions_total", (name, status))] = 0.0
             self.totals[("floe_operation_conflicts_total", (name,))] = 0.0
             for sample in ("floe_operation_duration_seconds_count", "floe_operation_duration_seconds_sum",
-                           "floe_bytes_rewritten_total"):
+                           "floe_bytes_rewritten_total", *(name + "_total" for name, _, _ in FIGURE_COUNTERS)):
                 self.totals[(sample, (name,))] = 0.0
             for kind in ("error", LOCK_HELD, OUTAGE):
                 self.totals[("floe_operation_failures_total", (name, kind))] = 0.0
@@ -154,8 +168,11 @@ class OutcomeTally:
                 with engine.connect() as connection:
                     connection.execute(select(outcomes.c.run_id).limit(0)).all()
             elif until > self._after:
-                for op, succeeded, kind, n, seconds, size in outcome_totals(engine, self._after, until):
+                for op, succeeded, kind, n, seconds, size, sums in outcome_totals(engine, self._after, until):
                     self._add(_op(op), succeeded, kind, n, seconds, size)
+                    for (name, _, _), amount in zip(FIGURE_COUNTERS, sums):
+                        key = (name + "_total", (_op(op),))
+                        self.totals[key] = self.totals.get(key, 0.0) + amount
             if self._after is None or until > self._after:
                 self._after = until
             return dict(self.totals)
@@ -354,6 +371,8 @@ class FloeCollector(Collector):
             yield summary
         yield _counter("floe_bytes_rewritten", "Bytes the maintenance runs rewrote (rewrite operations)",
                        ["operation"], counted)
+        for name, _, documentation in FIGURE_COUNTERS:
+            yield _counter(name, documentation, ["operation"], counted)
         yield _counter("floe_operation_failures", "Failed operation executions by kind: error (the table's), "
                        "lock_held (another run held the table's lock), outage (Spark or the catalog was down)",
                        ["operation", "kind"], counted)

@@ -8,13 +8,15 @@ the Dagster instance. Reading all history is one query per tick, whatever the nu
   double admission impossible across launchers and replicas. A shadow policy's decision has a row of
   its own (``shadow`` true, attempt ``SHADOW_ATTEMPT``), once per (table, operation, slot), never a run.
 - ``floe_outcomes``: one row per table a run maintained (a backfill run maintains many), written by
-  the run itself as each table finishes, or by the tick that finds the run dead.
+  the run itself as each table finishes, or by the tick that finds the run dead; a success's row
+  holds what the run cost and bought (core/run_figures.py).
 - ``floe_history``: the fold of the outcomes per (table, operation) that the planner reads.
 """
 
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Iterable
 
@@ -48,6 +50,7 @@ from floe_dagster.core.localtime import naive_as_utc
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.partition_scope import PartitionSelection
 from floe_dagster.core.run_decision import LedgerRow, RunDecision
+from floe_dagster.core.run_figures import OUTCOME_COLUMNS, RunFigures, figures_from_json, figures_json, outcome_columns
 from floe_dagster.instance import default_coordination_url
 
 metadata = MetaData()
@@ -95,7 +98,15 @@ outcomes = Table(
     Column("changed", Boolean),
     Column("bytes_rewritten", BigInteger, nullable=False, default=0),
     Column("snapshot_after", BigInteger),
+    # What the run cost and bought (core/run_figures.py): the sums' columns as it declares them, where the
+    # compute came from, and all of it as JSON (the history read: Coordination.run_figures).
+    *(Column(name, BigInteger if integer else Float) for name, _, integer in OUTCOME_COLUMNS),
+    Column("compute_source", String(32)),
+    Column("figures", Text),
 )
+# The outcome columns added since the table was first declared: nullable, added to an older database as
+# declared (_add_missing_columns).
+FIGURE_COLUMNS = (*(name for name, _, _ in OUTCOME_COLUMNS), "compute_source", "figures")
 
 history = Table(
     "floe_history",
@@ -225,7 +236,7 @@ class Coordination:
                     finished_at=naive_as_utc(outcome.finished_at), succeeded=outcome.succeeded,
                     failure_kind=outcome.failure_kind, message=(outcome.message or "")[:2000],
                     changed=outcome.changed, bytes_rewritten=outcome.bytes_rewritten,
-                    snapshot_after=outcome.snapshot_after,
+                    snapshot_after=outcome.snapshot_after, **_figure_values(outcome),
                 ))
                 key = and_(history.c.table_name == outcome.table_name, history.c.operation == outcome.operation.value)
                 row = connection.execute(select(history).where(key)).mappings().first()
@@ -304,6 +315,30 @@ class Coordination:
                 ledger.delete().where(ledger.c.admitted_at < naive_as_utc(ledger_before))).rowcount
         return outcome_rows, ledger_rows
 
+    def run_figures(self, table_name: str, operation: Operation, limit: int = 50) -> list[RunFigures]:
+        """The (table, operation)'s past successful runs with their compute and benefit, newest first (at
+        most ``limit``): what a ranking learned from history reads. Runs recorded before the figures were
+        are left out."""
+        where = and_(outcomes.c.table_name == table_name, outcomes.c.operation == operation.value)
+        return self._figures(where, limit)[(table_name, operation)]
+
+    def all_run_figures(self, since: datetime) -> dict[tuple[str, Operation], list[RunFigures]]:
+        """Every (table, operation)'s successful runs with figures finished since then, newest first: one
+        query for a planner that ranks every table at once."""
+        return self._figures(outcomes.c.finished_at >= naive_as_utc(since), None)
+
+    def _figures(self, where, limit: int | None) -> defaultdict[tuple[str, Operation], list[RunFigures]]:
+        query = (select(outcomes.c.table_name, outcomes.c.operation, outcomes.c.run_id, outcomes.c.finished_at,
+                        outcomes.c.figures)
+                 .where(where, outcomes.c.succeeded.is_(True), outcomes.c.figures.is_not(None))
+                 .order_by(outcomes.c.finished_at.desc(), outcomes.c.run_id).limit(limit))
+        found: defaultdict[tuple[str, Operation], list[RunFigures]] = defaultdict(list)
+        with self.engine.connect() as connection:
+            for table_name, operation, run_id, finished, figures in connection.execute(query):
+                found[(table_name, Operation(operation))].append(
+                    RunFigures(run_id, naive_as_utc(finished), *figures_from_json(json.loads(figures))))
+        return found
+
     def outcomes_for(self, table_name: str) -> list[dict]:
         with self.engine.connect() as connection:
             rows = connection.execute(
@@ -334,6 +369,7 @@ def _add_missing_columns(engine: Engine) -> None:
                 index.create(engine, checkfirst=True)
             except DBAPIError:  # another process created it first
                 pass
+    present: dict[str, set[str]] = {}
     # (table, column, its SQL type): added to databases created before the column existed.
     for table, column, sql_type in ((ledger, "batch_key", "VARCHAR(1200)"),
                                     (ledger, "scope", "TEXT"),
@@ -342,14 +378,31 @@ def _add_missing_columns(engine: Engine) -> None:
                                     (history, "consecutive_conflicts", "INTEGER NOT NULL DEFAULT 0"),
                                     (history, "last_conflict_at", _timestamp_type(engine)),
                                     (history, "last_conflict_writer", "VARCHAR(32)")):
-        if column in _columns(engine, table):
-            continue
-        try:
-            with engine.begin() as connection:
-                connection.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {column} {sql_type}"))
-        except DBAPIError:  # another process added it first
-            if column not in _columns(engine, table):
-                raise
+        _add_column(engine, table, column, sql_type, present)
+    for column in FIGURE_COLUMNS:  # nullable: added with the type they are declared with
+        _add_column(engine, outcomes, column, outcomes.c[column].type.compile(dialect=engine.dialect), present)
+
+
+def _add_column(engine: Engine, table: Table, column: str, sql_type: str, present: dict[str, set[str]]) -> None:
+    """``ALTER TABLE ... ADD COLUMN`` unless ``present`` (the columns read once per table) has it."""
+    if table.name not in present:
+        present[table.name] = _columns(engine, table)
+    if column in present[table.name]:
+        return
+    try:
+        with engine.begin() as connection:
+            connection.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {column} {sql_type}"))
+    except DBAPIError:  # another process added it first
+        if column not in _columns(engine, table):
+            raise
+
+
+def _figure_values(outcome: Outcome) -> dict:
+    """An outcome's figure columns (all None for a run without figures: a failure)."""
+    figures = figures_json(outcome.compute, outcome.benefit)
+    return {**outcome_columns(outcome.compute, outcome.benefit),
+            "compute_source": outcome.compute.source if outcome.compute else None,
+            "figures": json.dumps(figures) if figures is not None else None}
 
 
 def _record_shadow_in_history(connection, table_name: str, operation: Operation, at: datetime) -> None:

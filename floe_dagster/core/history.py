@@ -8,6 +8,7 @@ from datetime import datetime
 
 from floe_dagster.core.localtime import naive_as_utc
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.run_figures import Benefit, Compute
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,9 @@ class Outcome:
     snapshot_after: int | None = None
     # A conflict: the snapshot operation of the commit that won (core/commit_conflicts.winning_operation).
     conflict_writer: str | None = None
+    # What the run cost and bought (core/run_figures.py): a successful run's, None otherwise.
+    compute: Compute | None = None
+    benefit: Benefit | None = None
 
 
 def fold_outcome(state: OperationHistory, outcome: Outcome) -> OperationHistory:

@@ -11,7 +11,8 @@
 3. **post-commit reads**: the table as read after the call, the kind's checks of what landed (a
    partial-progress rewrite's lost races);
 4. **metadata**: what every run reports (the numbers, counts before and after, the call, why it ran,
-   Dagster's standard table keys), then the kind's add-ons, named per kind.
+   its compute and benefit (``floe/compute/*``, ``floe/benefit/*``: core/run_figures.py), Dagster's
+   standard table keys), then the kind's add-ons, named per kind.
 
 A kind that commits without the engine (APPLY_TABLE_PROPERTIES) has the same pre-checks and lock, its
 own commit under it, and its own checks and metadata after it. Whatever fails, it is this table's
@@ -35,11 +36,19 @@ from floe_dagster.core.estimates import estimate_error_pct
 from floe_dagster.core.operations import gc_disabled, gc_disabled_reason
 from floe_dagster.core.partition_scope import RewriteScope
 from floe_dagster.core.run_decision import RunDecision
+from floe_dagster.core.run_figures import NO_SPARK, SPARK, Benefit, Compute, TableShape
 from floe_dagster.defs.envelope_check import within_envelope
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.defs.table_metadata import table_metadata
 from floe_dagster.errors import CommitConflict, FailedAfterCommit, MaintenanceFailed, RowCountMismatch
-from floe_dagster.iceberg.catalog import TableReads, partition_fields, row_count, schema_columns, table_counts
+from floe_dagster.iceberg.catalog import (
+    TableReads,
+    partition_fields,
+    row_count,
+    schema_columns,
+    table_counts,
+    table_shape,
+)
 from floe_dagster.iceberg.rollback import roll_back_run
 from floe_dagster.policies import ResolvedOperation
 from floe_dagster.spark.engine import EngineOutcome, IcebergSparkEngine
@@ -69,7 +78,7 @@ def maintain_table(
     try:  # the procedure's changes have landed: a failure from here on says so
         after = before.reads.latest  # read after the call (the row check's read)
         add_ons = step.after_commit(Committed(work, after, outcome, prepared.state))
-        return _materialization(work, decision, outcome, before.counts, after, add_ons)
+        return _materialization(work, decision, outcome, before, after, add_ons)
     except (CommitConflict, MaintenanceFailed):
         raise  # the rewrite's progress: nothing of this run landed
     except Exception as exc:
@@ -92,6 +101,7 @@ class _Before:
     counts: dict[str, int]
     properties: dict[str, str]
     now: datetime
+    shape: TableShape  # the benefit's "before" (core/run_figures.py)
 
 
 def _pre_checks(step: OperationStep, work: TableWork) -> _Before:
@@ -102,7 +112,8 @@ def _pre_checks(step: OperationStep, work: TableWork) -> _Before:
     step.check(work)
     if work.op.needs_gc and gc_disabled(properties):
         raise MaintenanceFailed(f"table '{work.table.qualified}': {gc_disabled_reason(work.op)}")
-    return _Before(reads, table_counts(work.before), properties, datetime.now(timezone.utc))
+    counts = table_counts(work.before)
+    return _Before(reads, counts, properties, datetime.now(timezone.utc), table_shape(work.before, counts))
 
 
 def _engine_call(engine: IcebergSparkEngine, work: TableWork, decision: RunDecision, before: _Before,
@@ -130,10 +141,10 @@ def rewrite_scope(iceberg_table: Any, decision: RunDecision) -> RewriteScope | N
     return RewriteScope(scope.partitions, fields, scope.files, scope.max_files)
 
 
-def _materialization(work: TableWork, decision: RunDecision, outcome: EngineOutcome, before: dict[str, int],
+def _materialization(work: TableWork, decision: RunDecision, outcome: EngineOutcome, read_before: _Before,
                      after_table: Table, add_ons: Mapping[str, Any]) -> MaterializeResult:
     """What the run did, from the table read after the procedure, then the kind's add-ons."""
-    after = table_counts(after_table)
+    before, after = read_before.counts, table_counts(after_table)
     current = after_table.current_snapshot()
     metadata: dict[str, Any] = {name: value for name, value in outcome.result.numbers.items()}
     for name in before:
@@ -160,12 +171,21 @@ def _materialization(work: TableWork, decision: RunDecision, outcome: EngineOutc
             metadata["scope"] = MetadataValue.json(scope)
     if outcome.row_check.rows_after is not None:
         metadata["rows_checked"] = outcome.row_check.rows_after
+    metadata.update(_figures(work, outcome, read_before.shape, table_shape(after_table, after)))
     # Dagster's standard keys, from the metadata read after the commit (no Spark query).
     metadata.update(table_metadata(work.table.qualified, after_table.location(), row_count(current),
                                    schema_columns(after_table.schema())))
     metadata.update(outcome.metadata)  # what the engine call reported (an orphan cleanup's quarantine)
     metadata.update(shown(add_ons))  # the kind's add-ons (a ref removed by an expiry makes it a change)
     return MaterializeResult(asset_key=asset_key_for(work.table), metadata=metadata)
+
+
+def _figures(work: TableWork, outcome: EngineOutcome, before: TableShape, after: TableShape) -> dict[str, Any]:
+    """The run's compute (the engine's, of this table's own Spark jobs) and its benefit (the table's shape
+    before and after, and the files its procedure deleted), as ``floe/compute/*`` and ``floe/benefit/*``."""
+    compute = outcome.compute or Compute(SPARK, round(outcome.duration_s, 3), unavailable="not measured")
+    benefit = Benefit(before, after, step_of(work.op).files_deleted(outcome.result))
+    return {**compute.to_metadata(), **benefit.to_metadata()}
 
 
 def _without_engine(step: OperationStep, work: TableWork, decision: RunDecision, locks: Locks) -> MaterializeResult:
@@ -175,9 +195,12 @@ def _without_engine(step: OperationStep, work: TableWork, decision: RunDecision,
         committed = step.commit(work)
     add_ons, after_table = step.finish(work, committed)
     current = after_table.current_snapshot()
+    duration_s = round((datetime.now(timezone.utc) - started).total_seconds(), 3)
     metadata: dict[str, Any] = {
         **shown(add_ons),
-        "duration_s": round((datetime.now(timezone.utc) - started).total_seconds(), 3),
+        "duration_s": duration_s,
+        # No Spark job: no executor work at all (one PyIceberg metadata commit).
+        **Compute(NO_SPARK, duration_s, 0.0, 0.0, 0, 0, 0, 0, 0).to_metadata(),
         "snapshot_id": MetadataValue.text(str(current.snapshot_id) if current else ""),
         "policy": work.resolved.policy_name or "",
         "policy_version": work.resolved.policy_version,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import os
-from typing import Any
+from typing import Any, Mapping
 
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.catalog.sql import SqlCatalog
@@ -23,6 +23,7 @@ from sqlalchemy import text
 
 from floe_dagster.core.measurements import ColumnFacts
 from floe_dagster.core.partition_scope import PartitionField
+from floe_dagster.core.run_figures import TableShape
 from floe_dagster.core.object_storage import FORCE_VIRTUAL_ADDRESSING, s3_path_style, storage_description, uses_s3
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import OUTAGE, CatalogUnavailable, TableUnreadable, UnknownTable, failure_kind, masked_cause
@@ -177,6 +178,22 @@ def table_counts(table: Table) -> dict[str, int]:
         "snapshots": len(metadata.snapshots),
         "manifests": manifests,
     }
+
+
+def table_shape(table: Table, counts: Mapping[str, int] | None = None) -> TableShape:
+    """The table's current snapshot as the benefit of a run compares it (core/run_figures.py): the counts
+    (:func:`table_counts`, when not given) and the metadata file's size (one stat, no read)."""
+    counts = counts if counts is not None else table_counts(table)
+    return TableShape(counts["data_files"], counts["delete_files"], counts["total_bytes"], counts["manifests"],
+                      counts["snapshots"], metadata_file_bytes(table))
+
+
+def metadata_file_bytes(table: Table) -> int | None:
+    """The size of the table's current metadata file (None when the store cannot say)."""
+    try:
+        return len(table.io.new_input(table.metadata_location))
+    except Exception:  # a figure, never the run's failure
+        return None
 
 
 def row_count(snapshot: Snapshot | None) -> int | None:

@@ -37,6 +37,7 @@ from floe_dagster.core.operation_kinds.spec import ExplainView, LastRun
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.planner import Decision, PlanInput, plan
 from floe_dagster.core.run_decision import LedgerRow, shadow_summary
+from floe_dagster.core.run_figures import figures_json
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.iceberg.catalog import existing_table
@@ -61,7 +62,7 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
             newest = coordination.shadow_rows(table.qualified, limit=1, operation=op)[1]
             if newest:
                 recorded[op] = newest[0]
-    view = _TableView(data, table, policy, now, instance, settings.envelope.allowed_table_properties)
+    view = _TableView(data, table, policy, now, instance, settings.envelope.allowed_table_properties, coordination)
     statuses: dict[str, Any] = {}
     # Every operation, as Floe lists them: the ones no policy configures are shown disabled (a view:
     # the planner decides only for configured operations).
@@ -93,6 +94,7 @@ class _TableView:
     now: datetime
     instance: DagsterInstance
     allowed: tuple[str, ...]  # floe.yaml's envelope.allowed-table-properties
+    coordination: Coordination | None = None  # the last run's compute and benefit
 
 
 def _status(view: _TableView, op: Operation, decision: Decision, recorded: LedgerRow | None) -> dict[str, Any]:
@@ -155,6 +157,7 @@ def _status_tail(view: _TableView, op: Operation, decision: Decision, history: O
             "start": history.last_run_start.isoformat() if history and history.last_run_start else None,
             "succeeded": history.last_run_succeeded if history else None,
             "trigger": history.last_run_trigger if history else None,
+            **_last_figures(view, op),
         },
         "shadow": decision.shadow,
         "shadowDecision": _shadow(decision, recorded, view.now) if decision.shadow else None,
@@ -250,6 +253,14 @@ def _last_run(instance: DagsterInstance, table: TableName, op: Operation) -> Las
     return LastRun(found, record.run_id, datetime.fromtimestamp(record.timestamp, timezone.utc))
 
 
+def _last_figures(view: _TableView, op: Operation) -> dict[str, Any]:
+    """The newest successful run's compute and benefit (core/run_figures.py; None: no such run recorded)."""
+    newest = view.coordination.run_figures(view.table.qualified, op, limit=1) if view.coordination else []
+    figures = figures_json(newest[0].compute, newest[0].benefit) if newest else None
+    return {"figuresRunId": newest[0].run_id if newest else None,
+            "compute": figures["compute"] if figures else None, "benefit": figures["benefit"] if figures else None}
+
+
 def _not_decided(op: Operation, why: str) -> dict[str, Any]:
     """An operation the planner makes no decision for, in Floe's shape: disabled, never triggers."""
     return {
@@ -264,7 +275,8 @@ def _not_decided(op: Operation, why: str) -> dict[str, Any]:
         "throttle": {"consecutiveZeroChangeRuns": 0, "until": None},
         "backlog": None,
         "refs": None,
-        "lastRun": {"start": None, "succeeded": None, "trigger": None},
+        "lastRun": {"start": None, "succeeded": None, "trigger": None, "figuresRunId": None, "compute": None,
+                    "benefit": None},
         "shadow": False, "shadowDecision": None, "envelope": None,
     }
 

@@ -44,6 +44,7 @@ def _operation_lines(op: str, status: Mapping[str, Any]) -> list[str]:
         backoff = "each now counts as a failure: backoff" if conflicts.get("countsAsFailure") else "no backoff"
         lines.append(f"    lost {conflicts['consecutiveConflicts']} commit race(s) in a row{writer} ({backoff}); "
                      f"next attempt from {conflicts['retryAt']}")
+    lines += _figures_lines(status.get("lastRun") or {})
     lines += [f"    met   {met}" for met in status["metConditions"]]
     lines += [f"    unmet {unmet}" for unmet in status["unmetConditions"]]
     return lines
@@ -64,3 +65,18 @@ def _backlog_lines(backlog: Mapping[str, Any] | None) -> list[str]:
     if backlog:
         return [f"    backlog {backlog['partitions']} partition(s), {backlog['bytes']} bytes"]
     return []
+
+
+def _figures_lines(last: Mapping[str, Any]) -> list[str]:
+    """The newest successful run's cost and benefit (core/run_figures.py), when one is recorded."""
+    compute, benefit = last.get("compute"), last.get("benefit")
+    if not compute and not benefit:
+        return []
+    cost = "compute not recorded"
+    if compute:
+        cpu = compute.get("executor_cpu_s")
+        cost = (f"{cpu:.2f} executor CPU s, {compute.get('task_s'):.2f} task s" if cpu is not None
+                else f"executor CPU unknown ({compute.get('unavailable')})") + f", {compute.get('wall_s'):.2f} s wall"
+    bought = (f"; {benefit['files_removed']} live file(s) and {benefit['bytes_reclaimed']} bytes fewer, "
+              f"{benefit['files_deleted']} file(s) deleted" if benefit else "")
+    return [f"    last run {last.get('figuresRunId')}: {cost}{bought}"]

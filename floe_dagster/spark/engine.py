@@ -13,7 +13,9 @@ classic sessions of PySpark 3.5 and 4.x alike; a Spark Connect session has none 
 Secrets stay out of the resources' config, which Dagit shows and Dagster stores in every job snapshot
 (spark/session.py). One operation on one table (:meth:`IcebergSparkEngine.maintain`) is named steps:
 the call rendered (before Spark starts), the snapshots before, the call run, then the reads after it
-(its changes have landed): the snapshots it committed and the row check of a rewrite.
+(its changes have landed): the snapshots it committed and the row check of a rewrite. That work runs
+under a Spark job tag of its own, and its compute is read from Spark's status store after it
+(spark/compute_metrics.py).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from floe_dagster.core.commit_conflicts import commit_race
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.partition_scope import RewriteScope
+from floe_dagster.core.run_figures import Compute
 from floe_dagster.core.secrets import mask_text
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import (
@@ -48,6 +51,7 @@ from floe_dagster.errors import (
 )
 from floe_dagster.settings import Settings
 from floe_dagster.spark.catalog_conf import spark_catalog_conf
+from floe_dagster.spark.compute_metrics import TableCompute
 from floe_dagster.spark.jars import resolve_jars
 from floe_dagster.spark.operation_steps import step_of, summarize_result
 from floe_dagster.spark.operation_steps.step import EngineJob, OperationStep, Ran
@@ -82,6 +86,7 @@ class EngineOutcome:
     duration_s: float
     extra: dict[str, Any] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)  # for the materialization (orphan quarantine)
+    compute: Compute | None = None  # the table's own Spark work (spark/compute_metrics.py)
 
 
 class IcebergSparkEngine(ConfigurableResource):
@@ -281,7 +286,7 @@ class IcebergSparkEngine(ConfigurableResource):
         job = EngineJob(op, table, config, now, dict(table_properties or {}), scope, inputs, self)
         call = step.render(job)  # the policy's config as SQL, before Spark starts
         started = time.monotonic()
-        with self.unit_of_work() as spark:
+        with self.unit_of_work() as spark, TableCompute(spark, connect=bool(self.remote)) as meter:
             snapshots_of = read_snapshots or (lambda: self._snapshots(spark, table))
             before = self._snapshot_ids(table, snapshots_of)
             ran = self._call(spark, step, job, call, snapshots_of, before)
@@ -290,7 +295,8 @@ class IcebergSparkEngine(ConfigurableResource):
         done = ran.call or call
         return EngineOutcome(result=result, sql=done.sql, arguments=done.arguments,
                              new_snapshot_ids=tuple(s["snapshot_id"] for s in new), row_check=row_check,
-                             duration_s=time.monotonic() - started, extra=ran.extra, metadata=ran.metadata)
+                             duration_s=time.monotonic() - started, extra=ran.extra, metadata=ran.metadata,
+                             compute=meter.read())
 
     def _snapshot_ids(self, table: TableName, snapshots_of: Snapshots) -> set[int]:
         """The table's snapshots before the call (what the call commits is what is new after it)."""

@@ -118,6 +118,11 @@ def test_expire_snapshots_down_to_retain_last(lake, instance):
     table = load_table(open_catalog(lake.catalog), TableName.parse("sales.events", "demo"))
     assert len(table.metadata.snapshots) == 3
     assert outcome.metadata["deleted_manifest_lists_count"] == 9
+    # Its benefit: the snapshots expired and every file its procedure deleted; its compute, Spark's jobs.
+    deleted = sum(v for k, v in outcome.metadata.items() if k.startswith("deleted_") and k.endswith("_count"))
+    assert outcome.metadata["floe/benefit/snapshots_expired"] == 9
+    assert outcome.metadata["floe/benefit/files_deleted"] == deleted >= 9
+    assert outcome.metadata["floe/compute/executor_cpu_s"] > 0 and outcome.metadata["floe/compute/jobs"] >= 1
     assert not any(os.path.exists(local_path(p)) for p in old_manifest_lists)
     assert contents(lake, "sales.events").equals(before_rows)
     assert_pyiceberg_can_commit(lake, "sales.events")
@@ -176,6 +181,8 @@ def test_orphan_cleanup_removes_only_old_unreferenced_files(lake, instance):
     assert not (old & after_files)
     assert young <= after_files and referenced <= after_files
     assert outcome.metadata["orphan_files_count"] == 3
+    assert outcome.metadata["floe/benefit/files_deleted"] == 3  # the live table is unchanged: nothing else
+    assert outcome.metadata["floe/benefit/files_removed"] == outcome.metadata["floe/benefit/bytes_reclaimed"] == 0
 
 
 @pytest.mark.spark4_smoke

@@ -112,6 +112,11 @@ def test_maintenance_through_spark_connect(connect_lake):
     assert event.dagster_event.partition == "REWRITE_DATA_FILES"
     assert metadata["rewritten_data_files_count"] == 10
     assert metadata["row_check"] == "snapshot-summary" and metadata["rows_checked"] == 100
+    # Its compute: the wall time, and a null with the reason where a Connect server reports nothing (CPU, bytes).
+    assert metadata["floe/compute/source"] == "spark-connect" and metadata["floe/compute/wall_s"] > 0
+    assert metadata["floe/compute/executor_cpu_s"] is None and metadata["floe/compute/bytes_read"] is None
+    assert metadata["floe/compute/unavailable"].startswith("Spark Connect (3.5) reports no executor CPU")
+    assert metadata["floe/benefit/data_files_before"] == 10 and metadata["floe/benefit/files_removed"] == 9
     # The server did the work: it ran the Connect session's jobs, and it loaded a REST catalog that
     # only the session's conf (set by the engine) describes.
     server_log = connect.log.read_text(errors="replace")

@@ -27,6 +27,7 @@ class ExpireSnapshotsStep(OperationStep):
     result_columns = ("deleted_data_files_count", "deleted_position_delete_files_count",
                       "deleted_equality_delete_files_count", "deleted_manifest_files_count",
                       "deleted_manifest_lists_count", "deleted_statistics_files_count")
+    deleted_files_columns = result_columns
 
     def prepare(self, work: TableWork) -> Prepared:
         """Before the expiry, under the lock: the refs' max-ref-age from refRetention."""

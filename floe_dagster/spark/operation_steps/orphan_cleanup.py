@@ -29,6 +29,7 @@ SAMPLE = 20  # the removed files the materialization names
 
 class OrphanCleanupStep(OperationStep):
     kind = "ORPHAN_CLEANUP"
+    deleted_files_columns = ("orphan_files_count",)
 
     def prepare(self, work: TableWork) -> Prepared:
         """Read under the lock: no other run of the table can succeed meanwhile."""

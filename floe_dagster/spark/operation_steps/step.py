@@ -122,6 +122,8 @@ class OperationStep:
     kind: ClassVar[str] = ""
     result_columns: ClassVar[tuple[str, ...]] = ()  # the procedure's output columns summed into numbers
     uses_engine: ClassVar[bool] = True
+    # The result's numbers that count files the run deleted from storage (a run's benefit: ``files_deleted``).
+    deleted_files_columns: ClassVar[tuple[str, ...]] = ()
 
     def check(self, work: TableWork) -> None:
         """The kind's pre-checks, before the lock and any engine call (MaintenanceFailed names the problem)."""
@@ -165,6 +167,10 @@ class OperationStep:
                 numbers[column] += int(value) if value is not None else 0
         changed = op.spec.changed(numbers) if op.spec.changed is not None else any(numbers.values())
         return ProcedureResult(op, numbers, changed, numbers.get("rewritten_bytes_count", 0))
+
+    def files_deleted(self, result: ProcedureResult) -> int:
+        """How many files the run deleted from storage (or moved out of the table: a quarantine), by its result."""
+        return sum(int(result.numbers.get(column) or 0) for column in self.deleted_files_columns)
 
     def after_commit(self, done: Committed) -> dict[str, Any]:
         """The kind's checks of what landed, and its metadata add-ons."""
