@@ -28,18 +28,17 @@ are still served.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from dagster import DagsterInstance, DagsterRunStatus
 from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
 from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import ColumnElement, func, null, select
 from sqlalchemy.engine import Engine
@@ -50,6 +49,7 @@ from floe_dagster.core import run_tags as T
 from floe_dagster.core.history import CONFLICT, LOCK_HELD, OUTAGE
 from floe_dagster.core.localtime import naive_as_utc
 from floe_dagster.core.operations import ALL_OPERATIONS
+from floe_dagster.api.metric_families import Key, counter, gauge, window_summary
 from floe_dagster.defs.sla_reporting import read_sla_states
 from floe_dagster.policies import load_policy_set
 from floe_dagster.scheduling.tick_stats import read_tick_stats
@@ -58,10 +58,8 @@ from floe_dagster.settings import Settings
 log = logging.getLogger(__name__)
 
 WINDOW = timedelta(days=1)  # latency and queue wait: the runs created in the last day
-QUANTILES = (0.5, 0.9, 0.99)
 IN_FLIGHT = tuple(status.value for status in IN_FLIGHT_STATUSES)
 QUEUED = tuple(status.value for status in QUEUED_STATUSES)
-Key = tuple[str, tuple[str, ...]]  # (sample name, label values)
 # What the runs cost and bought (the outcome rows' figure columns, core/run_figures.py), summed per operation.
 FIGURE_COUNTERS = (
     ("floe_operation_executor_cpu_seconds", "executor_cpu_s", "Executor CPU seconds of the tables' own Spark jobs"),
@@ -265,41 +263,6 @@ def run_totals(instance: DagsterInstance, since: datetime) -> dict[str, Any]:
         }
 
 
-def _quantiles(values: list[float]) -> list[tuple[float, float]]:
-    ordered = sorted(values)
-    if not ordered:
-        return [(q, math.nan) for q in QUANTILES]
-    return [(q, ordered[max(0, math.ceil(q * len(ordered)) - 1)]) for q in QUANTILES]
-
-
-def _window_summary(name: str, documentation: str, values: list[float]) -> Metric:
-    """A summary over the window: quantiles, and ``_count``/``_sum`` of the same runs (their mean;
-    they are not cumulative, so ``rate()`` does not apply)."""
-    family = Metric(name, documentation, "summary")
-    for q, value in _quantiles(values):
-        family.add_sample(name, {"quantile": f"{q:g}"}, value)
-    family.add_sample(name + "_count", {}, float(len(values)))
-    family.add_sample(name + "_sum", {}, float(sum(values)))
-    return family
-
-
-def _counter(name: str, documentation: str, labels: Iterable[str], values: Mapping[Key, float]) -> CounterMetricFamily:
-    family = CounterMetricFamily(name, documentation, labels=list(labels))
-    wanted = name + "_total"
-    for (sample_name, label_values), value in sorted(values.items()):
-        if sample_name == wanted:
-            family.add_metric(list(label_values), value)
-    return family
-
-
-def _gauge(name: str, documentation: str, value: float | None = None, labels: Iterable[str] = (),
-           values: Mapping[tuple[str, ...], float] | None = None) -> GaugeMetricFamily:
-    family = GaugeMetricFamily(name, documentation, value=value, labels=None if value is not None else list(labels))
-    for label_values, sample in sorted((values or {}).items()):
-        family.add_metric(list(label_values), sample)
-    return family
-
-
 def _timestamp(text: str | None) -> float | None:
     try:
         return naive_as_utc(datetime.fromisoformat(text)).timestamp() if text else None
@@ -352,16 +315,16 @@ class FloeCollector(Collector):
         if slas is not None:
             yield sla_gauge(slas)
         if policies is not None:
-            yield _gauge("floe_active_policies", "Enabled maintenance policies in the policy files",
+            yield gauge("floe_active_policies", "Enabled maintenance policies in the policy files",
                          float(sum(1 for policy in policies if policy.enabled)))
-        yield _gauge("floe_metrics_source_up", "Whether this scrape could read the source (1) or not (0)",
+        yield gauge("floe_metrics_source_up", "Whether this scrape could read the source (1) or not (0)",
                      labels=["source"], values={(source,): float(ok) for source, ok in up.items()})
-        yield _gauge("floe_metrics_scrape_duration_seconds", "How long the floe_* metrics of this scrape took",
+        yield gauge("floe_metrics_scrape_duration_seconds", "How long the floe_* metrics of this scrape took",
                      time.perf_counter() - started)
 
     # -- the coordination database's outcomes ------------------------------------------------------------
     def _outcomes(self, counted: dict[Key, float]) -> Iterator[Metric]:
-        yield _counter("floe_operation_executions", "Total number of operation executions",
+        yield counter("floe_operation_executions", "Total number of operation executions",
                        ["operation", "status"], counted)
         if self.outcomes.timed:
             summary = Metric("floe_operation_duration_seconds", "Duration of maintenance operations", "summary")
@@ -369,14 +332,14 @@ class FloeCollector(Collector):
                 if name.startswith("floe_operation_duration_seconds_"):
                     summary.add_sample(name, {"operation": labels[0]}, value)
             yield summary
-        yield _counter("floe_bytes_rewritten", "Bytes the maintenance runs rewrote (rewrite operations)",
+        yield counter("floe_bytes_rewritten", "Bytes the maintenance runs rewrote (rewrite operations)",
                        ["operation"], counted)
         for name, _, documentation in FIGURE_COUNTERS:
-            yield _counter(name, documentation, ["operation"], counted)
-        yield _counter("floe_operation_failures", "Failed operation executions by kind: error (the table's), "
+            yield counter(name, documentation, ["operation"], counted)
+        yield counter("floe_operation_failures", "Failed operation executions by kind: error (the table's), "
                        "lock_held (another run held the table's lock), outage (Spark or the catalog was down)",
                        ["operation", "kind"], counted)
-        yield _counter("floe_operation_conflicts", "Operation executions whose commit lost a race with another "
+        yield counter("floe_operation_conflicts", "Operation executions whose commit lost a race with another "
                        "writer (outcome conflict: not failures, no backoff; retried 5-15 minutes later)",
                        ["operation"], counted)
 
@@ -386,19 +349,19 @@ class FloeCollector(Collector):
         """What the shadow policies would have run: every operation's series from the start (0)."""
         ops = [_op(op.value) for op in ALL_OPERATIONS]
         found = {_op(op): value for op, value in counts.items()}
-        yield _gauge("floe_shadow_decisions", "Shadow policies' decisions the ledger recorded in the last day "
+        yield gauge("floe_shadow_decisions", "Shadow policies' decisions the ledger recorded in the last day "
                      "(what would have run; no run is created)", labels=["operation"],
                      values={(op,): float(found[op][0]) if op in found else 0.0 for op in ops})
-        yield _gauge("floe_shadow_last_decision_timestamp_seconds", "When the newest shadow decision of the last "
+        yield gauge("floe_shadow_last_decision_timestamp_seconds", "When the newest shadow decision of the last "
                      "day was recorded (when it would have run; Unix time)", labels=["operation"],
                      values={(op,): found[op][1].timestamp() for op in ops if op in found})
 
     # -- the instance's runs ----------------------------------------------------------------------------------
     def _runs(self, runs: dict[str, Any], admissions: dict[str, datetime] | None) -> Iterator[Metric]:
         in_flight = runs["in_flight"]
-        yield _gauge("floe_running_operations", "Floe maintenance runs running now (STARTED)",
+        yield gauge("floe_running_operations", "Floe maintenance runs running now (STARTED)",
                      float(in_flight.get(DagsterRunStatus.STARTED.value, 0)))
-        yield _gauge("floe_queued_runs", "Floe maintenance runs waiting in the run queue",
+        yield gauge("floe_queued_runs", "Floe maintenance runs waiting in the run queue",
                      float(sum(in_flight.get(status, 0) for status in QUEUED)))
         manual = runs["manual"]
         totals = {
@@ -407,17 +370,17 @@ class FloeCollector(Collector):
             ("floe_maintenance_failures_total", ()): float(manual.get(DagsterRunStatus.FAILURE.value, 0)),
         }
         counted = self.since_start.counted("manual", totals)
-        yield _counter("floe_maintenance_triggers", "Total number of maintenance operations triggered", [], counted)
-        yield _counter("floe_maintenance_success", "Total number of successful maintenance operations", [], counted)
-        yield _counter("floe_maintenance_failures", "Total number of failed maintenance operations", [], counted)
+        yield counter("floe_maintenance_triggers", "Total number of maintenance operations triggered", [], counted)
+        yield counter("floe_maintenance_success", "Total number of successful maintenance operations", [], counted)
+        yield counter("floe_maintenance_failures", "Total number of failed maintenance operations", [], counted)
         recent = runs["recent"]
-        yield _window_summary("floe_run_queue_wait_seconds", "Queue wait of the floe runs created in the last "
+        yield window_summary("floe_run_queue_wait_seconds", "Queue wait of the floe runs created in the last "
                               "day: run start minus run creation (started runs)",
                               [start - created for _, created, start in recent if start is not None])
         if admissions is not None:
             latency = [created - admissions[run_id].timestamp() for run_id, created, _ in recent
                        if run_id in admissions]
-            yield _window_summary("floe_trigger_to_run_latency_seconds", "Trigger-to-run latency of the runs "
+            yield window_summary("floe_trigger_to_run_latency_seconds", "Trigger-to-run latency of the runs "
                                   "created in the last day: run creation minus the ledger's admission",
                                   [max(0.0, value) for value in latency])
 
@@ -453,24 +416,24 @@ class FloeCollector(Collector):
                 for result, n in results.items():
                     totals[("floe_trigger_evaluations_by_operation_total", (operation, result))] += n
         counted = self.since_start.counted("ticks", totals)
-        yield _gauge("floe_tick_decisions", "The debt-score sensor's last planned tick: decisions by outcome "
+        yield gauge("floe_tick_decisions", "The debt-score sensor's last planned tick: decisions by outcome "
                      "(admitted: by trigger; shadow: recorded shadow decisions, by operation; skipped: by reason "
                      "code; refused: the ledger already had them)",
                      labels=["scope", "outcome", "reason"], values=decisions)
-        yield _gauge("floe_tick_timestamp_seconds", "When the debt-score sensor's last tick ran (Unix time)",
+        yield gauge("floe_tick_timestamp_seconds", "When the debt-score sensor's last tick ran (Unix time)",
                      labels=["scope"], values=at)
-        yield _gauge("floe_tick_duration_seconds", "How long the debt-score sensor's last tick took",
+        yield gauge("floe_tick_duration_seconds", "How long the debt-score sensor's last tick took",
                      labels=["scope"], values=seconds)
-        yield _gauge("floe_tick_skipped", "1 when the last tick planned or launched nothing, by reason code "
+        yield gauge("floe_tick_skipped", "1 when the last tick planned or launched nothing, by reason code "
                      "(lock_held, circuit_open, catalog_unavailable, scheduler_disabled); the decision gauges "
                      "are then the last planned tick's", labels=["scope", "reason"], values=skipped)
-        yield _gauge("floe_tick_runs_requested", "Runs the last planned tick requested (one per batch)",
+        yield gauge("floe_tick_runs_requested", "Runs the last planned tick requested (one per batch)",
                      labels=["scope"], values=runs)
-        yield _gauge("floe_tables_in_backoff", "Tables skipped for failure backoff by the last planned tick",
+        yield gauge("floe_tables_in_backoff", "Tables skipped for failure backoff by the last planned tick",
                      labels=["scope"], values=backoff)
-        yield _gauge("floe_tables_throttled", "Tables skipped by the zero-change throttle in the last planned tick",
+        yield gauge("floe_tables_throttled", "Tables skipped by the zero-change throttle in the last planned tick",
                      labels=["scope"], values=throttled)
-        yield _counter("floe_ledger_duplicates_refused", "Admissions the ledger refused because another launcher "
+        yield counter("floe_ledger_duplicates_refused", "Admissions the ledger refused because another launcher "
                        "had admitted the same (table, operation, slot, attempt)", ["scope"], counted)
         for name, documentation in (
             ("floe_trigger_evaluations", "Total number of trigger condition evaluations"),
@@ -479,8 +442,8 @@ class FloeCollector(Collector):
             ("floe_trigger_blocked_by_interval", "Total evaluations blocked by minimum interval"),
             ("floe_trigger_forced_by_critical_pipeline", "Total evaluations forced by critical pipeline deadline"),
         ):
-            yield _counter(name, documentation, [], counted)
-        yield _counter("floe_trigger_evaluations_by_operation", "Trigger evaluations by operation type",
+            yield counter(name, documentation, [], counted)
+        yield counter("floe_trigger_evaluations_by_operation", "Trigger evaluations by operation type",
                        ["operation", "result"], counted)
 
 
@@ -491,7 +454,7 @@ def sla_gauge(states: Mapping[str, Mapping[str, Any]]) -> Metric:
     values = {(state["table"], _op(state["operation"]), state["severity"], state.get("owner") or ""):
               float(bool(state.get("breached")))
               for scope in states.values() for state in scope.values() if isinstance(state, dict) and "table" in state}
-    return _gauge("floe_sla_breached", "1 when the operation's SLA contract is breached (its last success is older "
+    return gauge("floe_sla_breached", "1 when the operation's SLA contract is breached (its last success is older "
                   "than maxAge), 0 while met; as the debt-score sensor's last tick found it",
                   labels=["table", "operation", "severity", "owner"], values=values)
 
