@@ -64,20 +64,21 @@ def _gate_stage(state: PlanState) -> None:
         issues = policy.health_issues(metrics, data.now) if metrics is not None else ()
         table_debt = TableDebt(issues, metrics, data.now, weights)
         qualified, shadow = table.qualified, policy.shadow
+        owner = policy.overrides_for(metrics.properties) if metrics is not None else None  # floe.* properties
         for op in policy.configured_operations():
             history = history_of((qualified, op)) or _NO_HISTORY
             if shadow:  # the shadow's view: its newest recorded decision stands in for a success
                 history = history.as_shadow_sees_it()
             score, breakdown = table_debt.with_history(history.failure_rate, history.consecutive_failures)
             schedule = policy.schedule(op)
-            estimate = (estimate_bytes(table, op, metrics, policy.config(op))
+            estimate = (estimate_bytes(table, op, metrics, owned_config(policy, owner, op))
                         if estimate_bytes and op.rewrites_data else 0)
             base = build_decision(
                 DECISION_DEFAULTS, table=table, operation=op, policy=policy.name, decision="skip", reasons=(),
                 trigger=None, debt_score=score, debt_breakdown=breakdown, estimated_bytes=estimate,
                 next_eligible=None, rank=None, policy_priority=policy.priority,
                 schedule_priority=schedule.priority if schedule else 0, enabled=bool(schedule and schedule.enabled),
-                shadow=shadow,
+                shadow=shadow, owner_overrides=owner,
             )
             facts = Facts(data, in_catalog, table, op, policy, schedule, metrics, history, base)
             decision = run_gates(facts)
@@ -86,6 +87,11 @@ def _gate_stage(state: PlanState) -> None:
             if backlogs and not shadow:
                 decision = continue_backlog(facts, decision)
             (candidates if decision.decision == "run" else decided).append(decision)
+
+
+def owned_config(policy, owner, op):
+    """The policy's config of ``op`` with the table owner's overrides (``owner`` None: it sets none)."""
+    return owner.config(op, policy.config(op)) if owner is not None else policy.config(op)
 
 
 def continue_backlog(facts: Facts, decision: Decision) -> Decision:
