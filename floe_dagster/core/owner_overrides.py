@@ -209,6 +209,20 @@ class OwnerOverrides:
         }
 
 
+    def describe(self, op: Operation) -> str:
+        """One line for ``floe-dagster plan``: the options applied to ``op`` and the properties ignored."""
+        view = self.to_json(op)
+        parts = [f"{name}={value}" for name, value in view["applied"].items()]
+        parts += [f"ignored {i['property']}={i['value']} ({i['reason']})" for i in view["ignored"]]
+        return "; ".join(parts) or "none applies"
+
+
+def with_overrides(owner: OwnerOverrides | None, op: Operation, config: OperationConfig | None
+                   ) -> OperationConfig | None:
+    """``config`` with a table's overrides of ``op`` (``owner`` None: the table sets none)."""
+    return owner.config(op, config) if owner is not None else config
+
+
 def owner_overrides(policy_name: str, allowed: OwnerOverridePolicy, configured: Any,
                     properties: Mapping[str, str]) -> OwnerOverrides | None:
     """The verdict on a table's ``floe.*`` properties (None: it has none). ``configured``: the operations
@@ -296,5 +310,5 @@ def describe_keys() -> str:
 __all__ = [
     "PREFIX", "PAUSE_KEY", "PAUSE_PROPERTY", "KEYS", "LOCATION_KEYS", "OverrideKey", "Bounds", "OwnerOverridePolicy",
     "NONE_ALLOWED", "parse_owner_overrides", "Ignored", "OwnerOverrides", "owner_overrides", "override_keys",
-    "describe_keys",
+    "describe_keys", "with_overrides",
 ]

@@ -20,6 +20,7 @@ from floe_dagster.core.gates import (
     GATE_CODES, GATES, POSITION, Facts, admissible, backlog_due, gate_named, run_gates,
 )
 from floe_dagster.core.history import OperationHistory
+from floe_dagster.core.owner_overrides import with_overrides
 from floe_dagster.core.run_decision import SHADOW_ATTEMPT, SHADOW_PREFIX
 
 _NO_HISTORY = OperationHistory()
@@ -71,7 +72,7 @@ def _gate_stage(state: PlanState) -> None:
                 history = history.as_shadow_sees_it()
             score, breakdown = table_debt.with_history(history.failure_rate, history.consecutive_failures)
             schedule = policy.schedule(op)
-            estimate = (estimate_bytes(table, op, metrics, owned_config(policy, owner, op))
+            estimate = (estimate_bytes(table, op, metrics, with_overrides(owner, op, policy.config(op)))
                         if estimate_bytes and op.rewrites_data else 0)
             base = build_decision(
                 DECISION_DEFAULTS, table=table, operation=op, policy=policy.name, decision="skip", reasons=(),
@@ -87,11 +88,6 @@ def _gate_stage(state: PlanState) -> None:
             if backlogs and not shadow:
                 decision = continue_backlog(facts, decision)
             (candidates if decision.decision == "run" else decided).append(decision)
-
-
-def owned_config(policy, owner, op):
-    """The policy's config of ``op`` with the table owner's overrides (``owner`` None: it sets none)."""
-    return owner.config(op, policy.config(op)) if owner is not None else policy.config(op)
 
 
 def continue_backlog(facts: Facts, decision: Decision) -> Decision:

@@ -260,7 +260,7 @@ def _not_decided(op: Operation, why: str) -> dict[str, Any]:
         "backlog": None,
         "refs": None,
         "lastRun": {"start": None, "succeeded": None, "trigger": None},
-        "shadow": False, "shadowDecision": None, "envelope": None,
+        "shadow": False, "shadowDecision": None, "envelope": None, "ownerOverrides": None,
     }
 
 
