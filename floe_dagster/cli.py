@@ -202,7 +202,8 @@ def cmd_plan(args) -> int:
             mark = f"#{decision.rank:<3} run " if decision.decision == "run" else "     skip"
         print(f"{mark} {decision.table.qualified} {decision.operation.value} "
               f"[{decision.trigger or '-'}] debt {decision.debt_score:.0f}: {why}"
-              + (f" | envelope: {verdict.describe()}" if verdict is not None else ""))
+              + (f" | envelope: {verdict.describe()}" if verdict is not None else "")
+              + (f" | owner: {owner.describe(decision.operation)}" if (owner := decision.owner_overrides) else ""))
     for note in result.notes:
         print(f"note: {note}")
     return EXIT_OK

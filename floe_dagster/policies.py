@@ -11,6 +11,7 @@ from typing import Sequence
 
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.owner_overrides import NONE_ALLOWED, OwnerOverridePolicy, OwnerOverrides
 from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.policy import Policy, PolicySet, load_policies
 from floe_dagster.core.refs import RefRetentionRule
@@ -87,6 +88,9 @@ class ResolvedOperation:
     ref_retention: tuple[RefRetentionRule, ...] = ()
     # floe.yaml's envelope.allowed-table-properties: checked again before the run sets any (core/envelope.py).
     allowed_properties: tuple[str, ...] = ()
+    # The policy's ownerOverrides, and what the table's floe.* properties did under it once the run read them.
+    owner_allow: OwnerOverridePolicy = NONE_ALLOWED
+    owner_overrides: OwnerOverrides | None = None
 
     @property
     def policy_name(self) -> str | None:
@@ -111,7 +115,8 @@ def resolve_operation(settings: Settings, table: TableName, op: Operation,
         return ResolvedOperation(facts, None, f"policy '{policy.name}' does not configure {op.value} ({op.policy_key})")
     return ResolvedOperation(facts, config,
                              ref_retention=policy.ref_retention if op.spec.applies_ref_retention else (),
-                             allowed_properties=settings.envelope.allowed_table_properties)
+                             allowed_properties=settings.envelope.allowed_table_properties,
+                             owner_allow=policy.owner_overrides)
 
 
 def policy_facts(settings: Settings, policy: Policy | None, op: Operation) -> PolicyFacts:

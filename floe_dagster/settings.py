@@ -123,6 +123,11 @@ class MaintenanceSettings:
         None, "where orphan cleanup's quarantine lives (s3://bucket/prefix or an absolute folder; null: a "
         "_floe_quarantine folder inside each table's location); never inside the warehouse",
         expects="a URI or an absolute path", check=lambda value: quarantine_location_problem(value, None))
+    # Dagster's concurrency pool of the maintenance step (its Spark work): a user's own Spark assets that
+    # declare the same pool share one limit with it (`dagster instance concurrency set floe-spark 1`).
+    pool: str = setting(
+        "floe-spark", "the Dagster concurrency pool every maintenance run's step claims a slot of (no limit until "
+        "one is set: `dagster instance concurrency set floe-spark 1`)", expects="a pool name")
 
 
 @dataclass(frozen=True)

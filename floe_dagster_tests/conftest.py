@@ -6,8 +6,13 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import textwrap
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator, Mapping
 
 import pytest
 
@@ -59,6 +64,25 @@ def dagster_home(tmp_path, monkeypatch):
     shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     return home
+
+
+@contextmanager
+def dagster_daemon(env: Mapping[str, str], workspace: str = "workspace.yaml") -> Iterator[subprocess.Popen]:
+    """The real ``dagster-daemon run -w <workspace>`` from the project's root, in its own session, stopped
+    (the whole process group: its code servers too) when the block ends."""
+    root = Path(__file__).resolve().parents[1]
+    daemon = subprocess.Popen([str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", workspace],
+                              cwd=root, env=dict(env), start_new_session=True, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        yield daemon
+    finally:
+        os.killpg(daemon.pid, signal.SIGTERM)
+        try:
+            daemon.wait(timeout=40)
+        except subprocess.TimeoutExpired:
+            os.killpg(daemon.pid, signal.SIGKILL)
+            daemon.wait()
 
 
 def postgres_url(database: str) -> str:

@@ -254,6 +254,10 @@ class OperationTriggerStatus(_Open):
     propertyDrift: list[dict[str, Any]] | None = None
     envelope: EnvelopeVerdict | None = Field(None, description="The safety envelope's verdict; null for an operation "
                                                               "no policy configures")
+    ownerOverrides: dict[str, Any] | None = Field(
+        None, description="The table's floe.* properties under its policy (docs/policies.md, \"Owner overrides\"): "
+        "paused, the options applied ({policyField: value}) and those ignored ({property, value, reason}); null when "
+        "the table sets none")
 
 
 class TriggerStatusResponse(_Open):

@@ -17,6 +17,7 @@ from floe_dagster.core.decisions import Decision, PlanInput, replace_decision, s
 from floe_dagster.core.estimates import EstimateOptionError, RewriteRules
 from floe_dagster.core.fair_shares import BYTES, OPERATIONS, RUNS, TABLES, FairQueue, admission_costs, decayed_usage
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.owner_overrides import with_overrides
 from floe_dagster.core.partition_scope import plan_scope
 from floe_dagster.core.tables import TableName
 
@@ -265,7 +266,7 @@ def run_allowance(data: PlanInput, decision: Decision, bytes_used: int) -> tuple
         limits.append((data.batching.max_bytes, "batching max-bytes"))
     policy = data.policies.effective_policy(decision.table)
     config = policy.config(decision.operation) if policy is not None else None
-    per_run = getattr(config, "max_bytes_per_run", None)
+    per_run = getattr(with_overrides(decision.owner_overrides, decision.operation, config), "max_bytes_per_run", None)
     if per_run:
         limits.append((per_run, "the policy's maxBytesPerRun"))
     return min(limits) if limits else None
@@ -288,7 +289,8 @@ def scoped(data: PlanInput, decision: Decision, bytes_used: int) -> Decision:
     if metrics is None or policy is None:
         return decision
     try:
-        rules = RewriteRules.for_data_files(policy.config(decision.operation), metrics.properties)
+        config = with_overrides(decision.owner_overrides, decision.operation, policy.config(decision.operation))
+        rules = RewriteRules.for_data_files(config, metrics.properties)
     except EstimateOptionError:
         return decision
     if decision.estimated_bytes <= allowance[0] and metrics.total_data_bytes <= rules.max_file_group_size_bytes:

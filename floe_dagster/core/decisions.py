@@ -17,6 +17,7 @@ from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.owner_overrides import OwnerOverrides
 from floe_dagster.core.partition_scope import Backlog, PartitionSelection
 from floe_dagster.core.policy import PolicySet
 from floe_dagster.core.quiet import QuietVerdict
@@ -80,6 +81,8 @@ class Decision:
     # Every gate let it run (its own verdict, which the trigger status answers with); skipped, the
     # admission held it back this tick: its first reason says why, the others are the gates'.
     passed_gates: bool = False
+    # What the table's floe.* properties do under its policy (core/owner_overrides.py); None: it sets none.
+    owner_overrides: OwnerOverrides | None = None
 
     @property
     def conditions(self) -> dict[str, Any]:
@@ -112,6 +115,8 @@ class Decision:
             **({"shadow": True} if self.shadow else {}),  # a shadow policy's: recorded, never run
             **({"scope": self.scope.to_json()} if self.scope is not None else {}),
             **({"sla": self.sla.to_json()} if self.sla is not None else {}),  # a schedule with an SLA contract
+            **({"ownerOverrides": self.owner_overrides.to_json(self.operation)}
+               if self.owner_overrides is not None else {}),
         }
 
 

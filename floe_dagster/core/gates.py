@@ -94,6 +94,13 @@ def _schedule_enabled(f: Facts) -> Decision | None:
     return None
 
 
+def _owner_pause(f: Facts) -> Decision | None:
+    owner = f.decision.owner_overrides  # the table's floe.* properties, read once per table (plan_stages)
+    if owner is not None and owner.paused:
+        return skip(f.decision, "owner_paused", owner.pause_detail)
+    return None
+
+
 def _gc_allowed(f: Facts) -> Decision | None:
     if f.op.needs_gc and f.metrics is not None and gc_disabled(f.metrics.properties):  # as the run checks it
         return skip(f.decision, "gc_disabled", gc_disabled_reason(f.op))
@@ -218,6 +225,9 @@ def _not_in_flight(f: Facts) -> Decision | None:
 GATES: tuple[Gate, ...] = (
     Gate("schedule", ("schedule_disabled",), _schedule_enabled,
          "the operation's schedule is missing or `enabled: false`"),
+    Gate("owner", ("owner_paused",), _owner_pause,
+         "the table's owner set its property `floe.maintenance.enabled=false` and the policy's `ownerOverrides` "
+         "allows it"),
     Gate("gc", ("gc_disabled",), _gc_allowed,
          "an operation that deletes files (expiry, orphan cleanup) on a table that sets `gc.enabled=false`"),
     Gate("catalog", ("table_missing",), _listed, "the catalog no longer lists the table"),

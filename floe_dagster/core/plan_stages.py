@@ -21,6 +21,7 @@ from floe_dagster.core.gates import (
     GATE_CODES, GATES, POSITION, Facts, admissible, backlog_due, gate_named, run_gates,
 )
 from floe_dagster.core.history import OperationHistory
+from floe_dagster.core.owner_overrides import with_overrides
 from floe_dagster.core.run_decision import SHADOW_ATTEMPT, SHADOW_PREFIX
 from floe_dagster.core.sla import table_sla
 
@@ -66,6 +67,7 @@ def _gate_stage(state: PlanState) -> None:
         issues = policy.health_issues(metrics, data.now) if metrics is not None else ()
         table_debt = TableDebt(issues, metrics, data.now, weights)
         qualified, shadow = table.qualified, policy.shadow
+        owner = policy.overrides_for(metrics.properties) if metrics is not None else None  # floe.* properties
         for op in policy.configured_operations():
             history = history_of((qualified, op)) or _NO_HISTORY
             if shadow:  # the shadow's view: its newest recorded decision stands in for a success
@@ -73,14 +75,14 @@ def _gate_stage(state: PlanState) -> None:
             score, breakdown = table_debt.with_history(history.failure_rate, history.consecutive_failures)
             schedule = policy.schedule(op)
             contract = schedule.sla if schedule is not None else None
-            estimate = (estimate_bytes(table, op, metrics, policy.config(op))
+            estimate = (estimate_bytes(table, op, metrics, with_overrides(owner, op, policy.config(op)))
                         if estimate_bytes and op.rewrites_data else 0)
             base = build_decision(
                 DECISION_DEFAULTS, table=table, operation=op, policy=policy.name, decision="skip", reasons=(),
                 trigger=None, debt_score=score, debt_breakdown=breakdown, estimated_bytes=estimate,
                 next_eligible=None, rank=None, policy_priority=policy.priority,
                 schedule_priority=schedule.priority if schedule else 0, enabled=bool(schedule and schedule.enabled),
-                shadow=shadow,
+                shadow=shadow, owner_overrides=owner,
                 sla=table_sla(contract, history.last_success_start, metrics, data.now) if contract else None,
             )
             facts = Facts(data, in_catalog, table, op, policy, schedule, metrics, history, base)

@@ -4,7 +4,9 @@ docs/automation.md describes. Pure: the launchers (schedules, the debt-score sen
 
 A plan is made in stages (core/plan_stages.py ``STAGES``): gates, shadow, rank, sla first, live
 admission, shadow pass. Gates (core/gates.py ``GATES``), in order; a skipped decision's reasons start with the
-first gate that blocked it: schedule (schedule_disabled); gc (gc_disabled); catalog (table_missing);
+first gate that blocked it: schedule (schedule_disabled); owner (owner_paused: the table's own property
+floe.maintenance.enabled=false, as its policy allows: core/owner_overrides.py); gc (gc_disabled);
+catalog (table_missing);
 loaded (not_loaded); due (window_closed, day_not_allowed, not_due); backoff (failure_backoff);
 conflicts (conflict_retry); zero change (zero_change_throttle); sla (holds nothing: a breached SLA
 contract, core/sla.py, escalates the work past the conditions and ranks it first, trigger sla);

@@ -14,8 +14,9 @@ assets' owners), the operation configs, one per kind of the registry (core/opera
 ``rewriteDataFiles``, ``expireSnapshots``, ``orphanCleanup``, ``rewriteManifests``,
 ``rewritePositionDeleteFiles``, ``computeStatistics``, ``tableProperties`` (Iceberg table property →
 value: core/table_properties.py), ...) each with its schedule ``<operation>Schedule``, ``triggerConditions``,
-``healthThresholds`` and ``refRetention`` (the maximum age of branches and tags by name, which
-``expireSnapshots`` runs apply: core/refs.py).
+``healthThresholds``, ``refRetention`` (the maximum age of branches and tags by name, which
+``expireSnapshots`` runs apply: core/refs.py) and ``ownerOverrides`` (the table properties a table's owner
+may set to tune or pause its maintenance, and their bounds: core/owner_overrides.py).
 
 An operation is *configured* when it has a config, and *enabled* when it also has a schedule whose
 ``enabled`` is not false. Each table gets one effective policy: the enabled matching policy with the
@@ -55,6 +56,8 @@ from floe_dagster.core.envelope import check_policy as check_envelope
 from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operation_config import OperationConfig, parse_operation_config
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
+from floe_dagster.core.owner_overrides import NONE_ALLOWED, OwnerOverridePolicy, OwnerOverrides, owner_overrides, \
+    parse_owner_overrides
 from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.policy_files import (
     folder_policy_files,
@@ -118,6 +121,7 @@ class Policy:
     trigger_conditions: TriggerConditions | None = None
     health_thresholds: HealthThresholds = field(default_factory=HealthThresholds)
     ref_retention: tuple[RefRetentionRule, ...] = ()  # refRetention, in the policy's order
+    owner_overrides: OwnerOverridePolicy = NONE_ALLOWED  # ownerOverrides: the table properties owners may set
     source: str = ""  # the file it came from
     version: str = ""  # a hash of its definition (run tag core.run_tags.POLICY_VERSION)
 
@@ -189,6 +193,10 @@ class Policy:
         stale = ref_issues(metrics.refs, self.ref_retention, metrics.properties, now)
         return (*health_issues(metrics, self.health_thresholds, now), *stale)
 
+    def overrides_for(self, properties: Mapping[str, str]) -> OwnerOverrides | None:
+        """What a table's ``floe.*`` properties do under this policy (None: it has none; core/owner_overrides.py)."""
+        return owner_overrides(self.name, self.owner_overrides, self.configs, properties)
+
     def run_tags(self) -> dict[str, str]:
         return policy_tags_as_run_tags(self.tags)
 
@@ -209,6 +217,8 @@ class Policy:
         data["healthThresholds"] = self.health_thresholds.to_json()
         if self.ref_retention:
             data["refRetention"] = [rule.to_json() for rule in self.ref_retention]
+        if self.owner_overrides.allow:
+            data["ownerOverrides"] = self.owner_overrides.to_json()
         return data
 
 
@@ -348,13 +358,15 @@ def parse_policy(raw: Any, source: str, index: int, problems: Problems,
         conditions = parse_trigger_conditions(at.child("triggerConditions"), raw["triggerConditions"])
     thresholds = parse_health_thresholds(at.child("healthThresholds"), raw.get("healthThresholds"))
     ref_retention = _ref_retention(at, raw, configs)
+    owner = parse_owner_overrides(at.child("ownerOverrides"), raw.get("ownerOverrides"))
     _warn_due_every_tick(at, raw, configs, schedules, conditions)
     if len(problems.errors) > before:
         return None
     return Policy(
         name=name, table_pattern=pattern, description=description, enabled=enabled, priority=priority,
         tags=tags, mode=mode, configs=configs, schedules=schedules, trigger_conditions=conditions,
-        health_thresholds=thresholds, ref_retention=ref_retention, source=source, version=_version(raw),
+        health_thresholds=thresholds, ref_retention=ref_retention, owner_overrides=owner, source=source,
+        version=_version(raw),
     )
 
 

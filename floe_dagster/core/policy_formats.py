@@ -57,7 +57,7 @@ FORMAT_NAMES = {API_FORMAT: "Floe API format, camelCase", LOADER_FORMAT: "Floe P
 TOP_LEVEL_FIELDS = (
     "name", "description", "tablePattern", "enabled", "mode", "priority", "tags",
     *(op.policy_key for op in ALL_OPERATIONS), *(op.schedule_key for op in ALL_OPERATIONS),
-    "triggerConditions", "healthThresholds", "refRetention",
+    "triggerConditions", "healthThresholds", "refRetention", "ownerOverrides",
 )
 
 
@@ -192,6 +192,8 @@ _POLICY = LoaderSection(
         "trigger-conditions": LoaderSection(spelled(TRIGGER_CONDITION_FIELDS)),
         "health-thresholds": LoaderSection(spelled(HEALTH_THRESHOLD_FIELDS)),
         "ref-retention": LoaderSection(spelled(RULE_FIELDS)),  # a list of these mappings
+        # Its keys name table properties (rewrite-data-files.target-file-size-bytes): the same in both formats.
+        "owner-overrides": LoaderSection({"allow": "allow"}),
     },
     ignored=("created-at", "updated-at"),
 )

@@ -99,6 +99,7 @@ def build_table_assets(tables: Sequence[TableName], settings: Settings):
         partitions_def=OPERATIONS_PARTITIONS,
         can_subset=True,
         required_resource_keys={ENGINE_RESOURCE, COORDINATION_RESOURCE},
+        pool=settings.maintenance.pool,  # shared with the user's own Spark assets of that pool
     )
     def iceberg_tables(context):  # no annotation: Dagster reads it before `annotations` resolve
         coordination: Coordination = getattr(context.resources, COORDINATION_RESOURCE).coordination

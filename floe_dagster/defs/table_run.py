@@ -22,7 +22,7 @@ an error after the commit landed is FailedAfterCommit, which names the snapshots
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
@@ -33,16 +33,19 @@ from pyiceberg.table import Table
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.locks import Locks, table_lock_name
 from floe_dagster.core.estimates import estimate_error_pct
-from floe_dagster.core.operations import gc_disabled, gc_disabled_reason
+from floe_dagster.core.operations import Operation, gc_disabled, gc_disabled_reason
+from floe_dagster.core.owner_overrides import owner_overrides
 from floe_dagster.core.partition_scope import RewriteScope
 from floe_dagster.core.run_decision import RunDecision
 from floe_dagster.core.run_figures import NO_SPARK, SPARK, Benefit, Compute, TableShape
+from floe_dagster.core.tables import TableName
 from floe_dagster.defs.envelope_check import within_envelope
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.defs.table_metadata import table_metadata
 from floe_dagster.errors import CommitConflict, FailedAfterCommit, MaintenanceFailed, RowCountMismatch
 from floe_dagster.iceberg.catalog import (
     TableReads,
+    load_table,
     partition_fields,
     row_count,
     schema_columns,
@@ -65,6 +68,7 @@ def maintain_table(
     table, op = decision.table, decision.operation
     if resolved.config is None:
         raise MaintenanceFailed(f"table '{table.qualified}': {resolved.why_not}")
+    resolved = with_owner_overrides(catalog, table, op, resolved)  # before the envelope, which checks the result
     resolved = within_envelope(catalog, table, op, resolved)  # the safety envelope, before any engine call
     step = step_of(op)
     work = TableWork(op, table, resolved, catalog, context.run.run_id, context.log, _history(coordination, decision))
@@ -84,6 +88,29 @@ def maintain_table(
     except Exception as exc:
         raise FailedAfterCommit.of(f"{op.procedure} on '{table.qualified}'", outcome.new_snapshot_ids,
                                    "reading the table after it", exc) from exc
+
+
+def with_owner_overrides(catalog: Catalog, table: TableName, op: Operation, resolved: ResolvedOperation
+                         ) -> ResolvedOperation:
+    """The config with the options the table's owner set in its ``floe.*`` properties, as its policy allows
+    (core/owner_overrides.py), read from the table now; a table its owner paused is not maintained. Read only
+    when the policy allows owners anything (the planner and explain show the others' ignored properties)."""
+    if not resolved.owner_allow.allow:
+        return resolved
+    found = owner_overrides(resolved.policy_name or "", resolved.owner_allow, {op},
+                            load_table(catalog, table).properties)
+    if found is None:
+        return resolved
+    if found.paused:
+        raise MaintenanceFailed(f"table '{table.qualified}': {found.pause_detail}; set it to true (or remove it) "
+                                "to maintain the table again")
+    return replace(resolved, config=found.config(op, resolved.config), owner_overrides=found)
+
+
+def owner_metadata(work: TableWork) -> dict[str, Any]:
+    """The run's ``owner_overrides``: the options it took from the table's properties and those it ignored."""
+    found = work.resolved.owner_overrides
+    return {"owner_overrides": MetadataValue.json(found.to_json(work.op))} if found is not None else {}
 
 
 def _history(coordination: Coordination | None, decision: RunDecision) -> Callable[[], Any]:
@@ -162,6 +189,7 @@ def _materialization(work: TableWork, decision: RunDecision, outcome: EngineOutc
         **decision.metadata(),
         "procedure_call": MetadataValue.md(f"```sql\n{outcome.sql}\n```"),
         "arguments": MetadataValue.json(outcome.arguments),
+        **owner_metadata(work),
     })
     if work.op.rewrites_data:  # estimate accuracy over time: estimated_bytes (the decision's) against bytes_rewritten
         metadata["estimate_error_pct"] = estimate_error_pct(decision.estimated_bytes, outcome.result.bytes_rewritten)
@@ -205,6 +233,7 @@ def _without_engine(step: OperationStep, work: TableWork, decision: RunDecision,
         "policy": work.resolved.policy_name or "",
         "policy_version": work.resolved.policy_version,
         **decision.metadata(),
+        **owner_metadata(work),
     }
     metadata.update(table_metadata(work.table.qualified, after_table.location(), row_count(current),
                                    schema_columns(after_table.schema())))

@@ -162,6 +162,8 @@ def _status_tail(view: _TableView, op: Operation, decision: Decision, history: O
         "shadow": decision.shadow,
         "shadowDecision": _shadow(decision, recorded, view.now) if decision.shadow else None,
         "envelope": _json(envelope_verdict(view.data, view.table, op, decision.policy, view.allowed)),
+        # The table's floe.* properties under its policy: the options applied, the ones ignored and why.
+        "ownerOverrides": decision.owner_overrides.to_json(op) if decision.owner_overrides is not None else None,
     }
 
 
@@ -278,7 +280,7 @@ def _not_decided(op: Operation, why: str) -> dict[str, Any]:
         "refs": None,
         "lastRun": {"start": None, "succeeded": None, "trigger": None, "figuresRunId": None, "compute": None,
                     "benefit": None},
-        "shadow": False, "shadowDecision": None, "envelope": None,
+        "shadow": False, "shadowDecision": None, "envelope": None, "ownerOverrides": None,
     }
 
 

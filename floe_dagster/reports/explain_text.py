@@ -38,6 +38,10 @@ def _operation_lines(op: str, status: Mapping[str, Any]) -> list[str]:
     if status.get("sla"):
         lines.append(sla_line(status["sla"]))
     lines += _backlog_lines(status.get("backlog"))
+    owner = status.get("ownerOverrides") or {}
+    lines += [f"    owner override {name}={value}" for name, value in owner.get("applied", {}).items()]
+    lines += [f"    owner override ignored: {i['property']}={i['value']}: {i['reason']}"
+              for i in owner.get("ignored", ())]
     conflicts = status.get("conflicts") or {}
     if conflicts.get("consecutiveConflicts"):
         writer = f" to {conflicts['writerOperation']} commits" if conflicts.get("writerOperation") else ""

@@ -7,7 +7,6 @@ are the docs' commands (docs/automation.md)."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ from floe_dagster.demo import DemoSizes, build_demo_lakehouse
 from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.iceberg.table_cache import refresh_table_cache
 from floe_dagster.settings import load_settings
-from floe_dagster_tests.conftest import write_settings
+from floe_dagster_tests.conftest import dagster_daemon, write_settings
 
 pytestmark = pytest.mark.spark
 
@@ -59,24 +58,14 @@ def test_namespace_backfill_and_per_table_backfill_run_through_the_daemon(tmp_pa
     out = run(str(BIN / "floe-dagster"), "backfill", "--tables", "demo.ops.metrics", "--operation", "REWRITE_DATA_FILES")
     assert "1 run(s) queued" in out
 
-    daemon = subprocess.Popen([str(BIN / "dagster-daemon"), "run", "-w", "workspace.yaml"], cwd=ROOT, env=env,
-                              start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
+    with dagster_daemon(env), DagsterInstance.get() as instance:
         deadline = time.time() + 420
-        with DagsterInstance.get() as instance:
-            while time.time() < deadline:
-                runs = instance.get_runs()
-                if len(runs) == 2 and all(r.is_finished for r in runs):
-                    break
-                time.sleep(2)
-            runs = {r.tags.get("dagster/backfill") is not None: r for r in instance.get_runs()}
-    finally:
-        os.killpg(daemon.pid, signal.SIGTERM)
-        try:
-            daemon.wait(timeout=40)
-        except subprocess.TimeoutExpired:
-            os.killpg(daemon.pid, signal.SIGKILL)
-            daemon.wait()
+        while time.time() < deadline:
+            runs = instance.get_runs()
+            if len(runs) == 2 and all(r.is_finished for r in runs):
+                break
+            time.sleep(2)
+        runs = {r.tags.get("dagster/backfill") is not None: r for r in instance.get_runs()}
 
     dagster_run, floe_run = runs[True], runs[False]
     assert dagster_run.status == DagsterRunStatus.SUCCESS and floe_run.status == DagsterRunStatus.SUCCESS

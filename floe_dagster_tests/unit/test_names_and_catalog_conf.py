@@ -169,6 +169,8 @@ def test_tables_with_spaces_and_unicode_become_assets():
     resources = {ENGINE_RESOURCE: object(), COORDINATION_RESOURCE: object()}
     keys = Definitions(assets=[assets], resources=resources).resolve_asset_graph().get_all_asset_keys()
     assert {tuple(k.path) for k in keys} == {("demo", *t.namespace, t.name) for t in odd}
+    # The maintenance step's Dagster pool, by default (floe.yaml's maintenance.pool: docs/configuration.md)
+    assert assets.op.pool == "floe-spark"
 
 
 def _settings(tmp_path, text, environ=None):

@@ -1,0 +1,158 @@
+"""Owner overrides through the real stack (issue 28, deliver 6): Iceberg tables Spark created, their owners'
+``floe.*`` properties set with ``ALTER TABLE … SET TBLPROPERTIES``, a policy allowing the pause and a
+bounded target file size. A paused table is not maintained (the sensor requests nothing for it; plan,
+explain and a hand-triggered run say why); a tuned table's run hands Iceberg the owner's target file size
+(the procedure call in its materialization), and the properties the policy refuses (one naming a location
+of another table) are ignored, each with its reason, in plan, the HTTP trigger status and the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import requests
+from dagster import DagsterInstance
+
+from floe_dagster.api.app import create_app
+from floe_dagster.api.auth import KeyStore, hash_key
+from floe_dagster.coordination.database import Coordination
+from floe_dagster.core.tables import TableName
+from floe_dagster.defs.build import MAINTENANCE_JOB
+from floe_dagster.defs.names import asset_key_for
+from floe_dagster.iceberg.catalog import open_catalog
+from floe_dagster.iceberg.table_cache import refresh_table_cache
+from floe_dagster.launching.manual import trigger_table
+from floe_dagster.reports.explain import explain_table
+from floe_dagster.settings import load_settings
+from floe_dagster.spark.engine import IcebergSparkEngine
+from floe_dagster_tests.conftest import write_settings
+from floe_dagster_tests.integration.test_table_properties import sensor_requests
+from floe_dagster_tests.unit.test_api_http import start_server
+
+pytestmark = pytest.mark.spark
+
+CLI = str(Path(sys.executable).parent / "floe-dagster")
+KEY = "owner-test-key-0123456789"
+OP = "REWRITE_DATA_FILES"
+PAUSED, TUNED = TableName("demo", ("db",), "paused"), TableName("demo", ("db",), "tuned")
+OWN_SIZE = 2 * 2**20  # the owner's target file size: inside the policy's bounds, far from the policy's own
+POLICIES = """
+- name: owned
+  tablePattern: "demo.db.*"
+  rewriteDataFiles: {targetFileSizeBytes: 536870912, minInputFiles: 2}
+  rewriteDataFilesSchedule: {interval: P1D}
+  ownerOverrides:
+    allow:
+      maintenance.enabled: {}
+      rewrite-data-files.target-file-size-bytes: {min: 1048576, max: 1073741824}
+"""
+PROPERTIES = {
+    PAUSED: {"floe.maintenance.enabled": "false", "floe.rewrite-data-files.target-file-size-bytes": "1024"},
+    TUNED: {"floe.rewrite-data-files.target-file-size-bytes": str(OWN_SIZE),
+            "floe.rewrite-data-files.min-input-files": "1",  # not in the policy's allow list
+            "floe.orphan-cleanup.location": "s3://other-table/data"},  # never: the safety envelope
+}
+IGNORED_ON_TUNED = [
+    {"property": "floe.orphan-cleanup.location", "value": "s3://other-table/data",
+     "reason": "never overridable: it names a location, and a run lists, writes and deletes only under its own "
+               "table (the safety envelope)"},
+    {"property": "floe.rewrite-data-files.min-input-files", "value": "1",
+     "reason": "policy 'owned' does not allow owners to set it (ownerOverrides.allow)"},
+]
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory):
+    root = tmp_path_factory.mktemp("owners")
+    keys = root / "keys.txt"
+    keys.write_text(f"dash:VIEWER:{hash_key(KEY)}\n")
+    settings = load_settings(write_settings(root, POLICIES, extra=f"api:\n  keys-file: {keys}\n"), environ={})
+    open_catalog(settings.catalog).create_namespace("db")
+    engine = IcebergSparkEngine.from_settings(settings)
+    try:
+        with engine.unit_of_work() as spark:
+            for table, owned in PROPERTIES.items():
+                name = f"demo.db.{table.name}"
+                spark.sql(f"CREATE TABLE {name} (id BIGINT, kind STRING) USING iceberg")
+                for start in (0, 10, 20):  # three small files: something to compact
+                    spark.sql(f"INSERT INTO {name} SELECT id, 'k' FROM range({start}, {start + 10})")
+                pairs = ", ".join(f"'{k}'='{v}'" for k, v in owned.items())
+                spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ({pairs})")  # what an owner does
+    finally:
+        engine.stop()
+    refresh_table_cache(settings)
+    return settings
+
+
+@pytest.fixture
+def instance(dagster_home, lake, monkeypatch):
+    monkeypatch.setenv("FLOE_CONFIG", str(Path(lake.data_dir).parent / "floe.yaml"))  # what the sensor reads
+    with DagsterInstance.get() as instance:
+        yield instance
+
+
+def test_plan_and_explain_show_the_pause_and_each_override_with_its_reason(lake, instance):
+    env = {**os.environ, "DAGSTER_HOME": os.environ["DAGSTER_HOME"], "FLOE_CONFIG": os.environ["FLOE_CONFIG"]}
+    result = subprocess.run([CLI, "plan", "--json"], capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr
+    decisions = {(d["table"], d["operation"]): d for d in json.loads(result.stdout)["decisions"]}
+    paused, tuned = decisions[(PAUSED.qualified, OP)], decisions[(TUNED.qualified, OP)]
+    assert paused["decision"] == "skip" and paused["reasons"] == [
+        "owner_paused: the table's owner paused its maintenance: property floe.maintenance.enabled=false (allowed "
+        "by policy 'owned')"]
+    assert paused["ownerOverrides"]["ignored"] == [{
+        "property": "floe.rewrite-data-files.target-file-size-bytes", "value": "1024",
+        "reason": "1024 is below the minimum 1048576 policy 'owned' allows"}]
+    assert tuned["decision"] == "run"
+    assert tuned["ownerOverrides"] == {"paused": False, "applied": {"rewriteDataFiles.targetFileSizeBytes": OWN_SIZE},
+                                       "ignored": IGNORED_ON_TUNED}
+    text = subprocess.run([CLI, "plan"], capture_output=True, text=True, env=env, timeout=600).stdout
+    assert f"| owner: rewriteDataFiles.targetFileSizeBytes={OWN_SIZE}; ignored floe.orphan-cleanup.location" in text
+
+    status = explain_table(lake, Coordination(lake.coordination_url), PAUSED.qualified, datetime.now(timezone.utc),
+                           instance=instance)["operationStatuses"][OP]
+    assert status["shouldTrigger"] is False and status["reasons"][0].startswith("owner_paused: ")
+    assert status["ownerOverrides"]["paused"] is True
+
+
+def test_the_http_trigger_status_shows_the_ignored_overrides(lake, instance):
+    server, thread, url = start_server(create_app(lake, KeyStore(lake.api), instance))
+    try:
+        response = requests.get(f"{url}/api/v1/tables/db/tuned/trigger-status", headers={"X-API-Key": KEY},
+                                timeout=120)
+    finally:
+        server.should_exit = True
+        thread.join(20)
+    assert response.status_code == 200, response.text
+    status = response.json()["operationStatuses"][OP]
+    assert status["shouldTrigger"] is True
+    assert status["ownerOverrides"]["applied"] == {"rewriteDataFiles.targetFileSizeBytes": OWN_SIZE}
+    assert status["ownerOverrides"]["ignored"] == IGNORED_ON_TUNED
+
+
+def test_the_tuned_table_runs_with_the_owners_size_and_the_paused_one_is_not_maintained(lake, instance):
+    defs, requests_ = sensor_requests(lake, instance)
+    assert [(r.tags["floe/table"], r.partition_key) for r in requests_] == [(TUNED.qualified, OP)]  # not PAUSED
+    request = requests_[0]
+    result = defs.resolve_job_def(MAINTENANCE_JOB).execute_in_process(
+        instance=instance, partition_key=OP, asset_selection=request.asset_selection, tags=request.tags,
+        raise_on_error=False)
+    assert result.success
+    metadata = instance.get_latest_materialization_event(asset_key_for(TUNED)).asset_materialization.metadata
+    call = metadata["procedure_call"].value
+    assert f"'target-file-size-bytes', '{OWN_SIZE}'" in call and "536870912" not in call, call
+    assert "min-input-files', '2'" in call  # the policy's own option: the owner may not lower it
+    assert metadata["owner_overrides"].value == {
+        "paused": False, "applied": {"rewriteDataFiles.targetFileSizeBytes": OWN_SIZE}, "ignored": IGNORED_ON_TUNED}
+
+    # A run triggered by hand on the paused table fails before any engine call, naming the property.
+    paused = trigger_table(lake, PAUSED.qualified, [OP], reason="by hand", actor="tester", trigger_id="t-owner",
+                           instance=instance)
+    assert not paused.succeeded
+    assert "property floe.maintenance.enabled=false" in " ".join(paused.lines())
+    assert instance.get_latest_materialization_event(asset_key_for(PAUSED)) is None
