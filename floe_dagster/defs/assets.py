@@ -80,6 +80,7 @@ from floe_dagster.iceberg.catalog import (
 from floe_dagster.iceberg.ref_retention import apply_ref_retention
 from floe_dagster.iceberg.rollback import roll_back_run
 from floe_dagster.iceberg.rewrite_progress import rewrite_progress
+from floe_dagster.iceberg.row_proof import MetadataRowProof
 from floe_dagster.iceberg.table_statistics import statistics_facts, statistics_state, unknown_columns
 from floe_dagster.policies import ResolvedOperation, load_policy_set, resolve_operation
 from floe_dagster.settings import Settings
@@ -271,7 +272,7 @@ def maintain_table(
                 table, op, resolved.config, now, table_properties=properties, table_bytes=before["total_bytes"],
                 read_snapshots=reads.snapshots, scope=rewrite_scope(iceberg_table, decision),
                 statistics=statistics_state(iceberg_table.metadata) if op is Operation.COMPUTE_STATISTICS else None,
-                orphans=orphans,
+                orphans=orphans, row_proof=MetadataRowProof(lambda: reads.latest),  # the table read after the CALL
             )
         except RowCountMismatch as exc:  # the bad snapshot is current: take it back while the lock is held
             rollback = roll_back_run(catalog, table, exc.ours or [exc.snapshot_id])
@@ -302,6 +303,9 @@ def _materialization(context: AssetExecutionContext, decision: RunDecision, reso
         "changed": outcome.result.changed,
         "bytes_rewritten": outcome.result.bytes_rewritten,
         "duration_s": round(outcome.duration_s, 3),
+        "call_s": round(outcome.call_s, 3),  # the procedure's own statements
+        "overhead_s": round(outcome.overhead_s, 3),  # the engine's time around them (engine_phases)
+        "engine_phases": MetadataValue.json(outcome.phases),
         "snapshot_id": MetadataValue.text(str(current.snapshot_id)) if current else MetadataValue.text(""),
         "new_snapshots": len(outcome.new_snapshot_ids),
         "row_check": outcome.row_check.method,
@@ -325,6 +329,8 @@ def _materialization(context: AssetExecutionContext, decision: RunDecision, reso
                         ref_retention_set=MetadataValue.json(refs.changes_json()))
     if outcome.row_check.rows_after is not None:
         metadata["rows_checked"] = outcome.row_check.rows_after
+    if outcome.row_check.fallback:
+        metadata["row_check_fallback"] = outcome.row_check.fallback
     if progress is not None:
         metadata.update(progress.metadata())
     # Dagster's standard keys, from the metadata read after the commit (no Spark query).

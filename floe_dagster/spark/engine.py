@@ -39,6 +39,8 @@ from floe_dagster.core.commit_conflicts import commit_race
 from floe_dagster.core.operation_config import ComputeStatisticsConfig, OperationConfig, OrphanCleanupConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.partition_scope import RewriteScope
+from floe_dagster.core.phase_timer import PhaseTimer
+from floe_dagster.core.row_check import Prove, RowCheck, RowsChanged, check_commits
 from floe_dagster.core.secrets import mask_text, split_secret_entries
 from floe_dagster.core.statistics import StatisticsState, statistics_work
 from floe_dagster.core.tables import TableName
@@ -72,16 +74,6 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class RowCheck:
-    # "spark-count", "snapshot-summary", "snapshot-summary+spark-count", "not-applicable"; where the
-    # metadata keeps no parent (Nessie): "commit-summary", or "parent-not-kept" (could not be checked)
-    method: str
-    checked_snapshots: tuple[int, ...] = ()
-    rows_before: int | None = None
-    rows_after: int | None = None
-
-
-@dataclass(frozen=True)
 class EngineOutcome:
     result: ProcedureResult
     sql: str
@@ -91,6 +83,18 @@ class EngineOutcome:
     duration_s: float
     extra: dict[str, Any] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)  # for the materialization (orphan quarantine)
+    # Seconds per phase of duration_s: session (lock, session, catalog), snapshots_before, call (the
+    # procedure's own statements), snapshots_after, row_check, release (the catalog closed in Spark).
+    phases: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def call_s(self) -> float:
+        return self.phases.get("call", 0.0)
+
+    @property
+    def overhead_s(self) -> float:
+        """The engine's time besides the procedure: floe's own reads and checks around the CALL."""
+        return max(self.duration_s - self.call_s, 0.0)
 
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
@@ -385,6 +389,7 @@ class IcebergSparkEngine(ConfigurableResource):
         scope: RewriteScope | None = None,
         statistics: StatisticsState | None = None,
         orphans: OrphanContext | None = None,
+        row_proof: Prove | None = None,
     ) -> EngineOutcome:
         """Run one operation on one table; verify rows after rewrites; always release the catalog.
 
@@ -396,17 +401,22 @@ class IcebergSparkEngine(ConfigurableResource):
         (iceberg.table_statistics through PyIceberg); without it, Spark reads the current snapshot and
         the partitioning, and the statistics are computed whatever exists. ``orphans``: for ORPHAN_CLEANUP,
         the table's location and store and the run (spark/orphan_runs.py): quarantine, purge, the files'
-        real times; without it, no quarantine, and a capped run reads local files' times only."""
+        real times; without it, no quarantine, and a capped run reads local files' times only. ``row_proof``:
+        the row check's proof from the table's metadata (iceberg.row_proof through PyIceberg); without it,
+        Spark counts where the snapshot summaries cannot decide."""
         call = build_procedure_call(op, table, config, now, table_properties, self.file_io,  # the policy's config as SQL
                                     scope=scope, iceberg_version=self.iceberg_version, spark_line=self.spark_line,
                                     snapshot_id=statistics.current_snapshot_id if statistics else None)
         extra: dict[str, Any] = {}
         metadata: dict[str, Any] = {}
         started = time.monotonic()
+        phases = PhaseTimer(time.monotonic)
         with self.unit_of_work() as spark:
+            phases.lap("session")
             snapshots_of = read_snapshots or (lambda: self._snapshots(spark, table))
             try:
                 before = {s["snapshot_id"] for s in snapshots_of()}
+                phases.lap("snapshots_before")
             except FloeError:
                 raise
             except Exception as exc:
@@ -433,9 +443,12 @@ class IcebergSparkEngine(ConfigurableResource):
                     raise CommitConflict(f"{op.procedure} on '{table.qualified}' "
                                          f"{race.describe(_winner(snapshots_of, before))}") from exc
                 raise _classify(exc, table, op) from exc
+            phases.lap("call")
             if op not in (Operation.ORPHAN_CLEANUP, Operation.COMPUTE_STATISTICS):
                 result = summarize_result(op, rows)
-            new, row_check = self._after_procedure(spark, table, op, snapshots_of, before, table_bytes)
+            new, row_check = self._after_procedure(spark, table, op, snapshots_of, before, table_bytes, row_proof,
+                                                   phases)
+        phases.lap("release")
         return EngineOutcome(
             result=result,
             sql=call.sql,
@@ -445,11 +458,13 @@ class IcebergSparkEngine(ConfigurableResource):
             duration_s=time.monotonic() - started,
             extra=extra,
             metadata=metadata,
+            phases=phases.rounded(),
         )
 
     def _after_procedure(self, spark: Any, table: TableName, op: Operation,
                          snapshots_of: Callable[[], list[dict[str, Any]]], before: set[int],
-                         table_bytes: int) -> tuple[list[dict[str, Any]], RowCheck]:
+                         table_bytes: int, row_proof: Prove | None = None,
+                         phases: PhaseTimer | None = None) -> tuple[list[dict[str, Any]], RowCheck]:
         """The reads after the procedure returned (its changes have landed): the snapshots it committed,
         and the row check of a rewrite. A RowCountMismatch names the bad snapshot (the caller may roll
         it back); any other error is FailedAfterCommit, which names what landed and what failed."""
@@ -458,11 +473,17 @@ class IcebergSparkEngine(ConfigurableResource):
         try:
             snapshots = snapshots_of()
             new = [s for s in snapshots if s["snapshot_id"] not in before]
+            if phases is not None:
+                phases.lap("snapshots_after")
             if op not in (Operation.REWRITE_DATA_FILES, Operation.REWRITE_MANIFESTS,
                           Operation.REWRITE_POSITION_DELETE_FILES):
                 return new, RowCheck("not-applicable")
             stage = "the row check"
-            return new, self.verify_rows(spark, table, new, snapshots, table_bytes)
+            try:
+                return new, self.verify_rows(spark, table, new, snapshots, table_bytes, row_proof)
+            finally:
+                if phases is not None:
+                    phases.lap("row_check")
         except RowCountMismatch:
             raise
         except Exception as exc:
@@ -509,12 +530,15 @@ class IcebergSparkEngine(ConfigurableResource):
 
 
     def verify_rows(
-        self, spark: Any, table: TableName, new: list[dict], snapshots: list[dict], table_bytes: int
+        self, spark: Any, table: TableName, new: list[dict], snapshots: list[dict], table_bytes: int,
+        row_proof: Prove | None = None,
     ) -> RowCheck:
         """Each snapshot our rewrite committed must hold the same logical rows as its parent.
 
         Only our ``replace`` commits are compared with their own parents, so a concurrent append (its
         own snapshot) and deletes applied during the rewrite (same logical rows) do not confuse it.
+        Each is decided by the snapshot summaries, else by ``row_proof`` from the metadata, else by
+        Spark's counts (core/row_check.py); tables up to row_count_check_max_bytes are always counted.
         A catalog that keeps only the current snapshot in the metadata (Nessie) leaves no parent to
         compare with: such a commit is checked against its own summary (rows removed = rows added),
         when that can decide; when it cannot (delete files), nothing is left to count and the check
@@ -527,37 +551,12 @@ class IcebergSparkEngine(ConfigurableResource):
         ours = [s for s in replaces if s["parent_id"] is not None]
         if not ours:
             return RowCheck("not-applicable")
-        # Iceberg's snapshot summaries count the rows exactly when neither snapshot has delete files:
-        # Spark counts wherever they cannot decide (delete files, missing or disagreeing totals), and
-        # for tables up to row_count_check_max_bytes.
-        method = "snapshot-summary" if table_bytes > self.row_count_check_max_bytes else "spark-count"
-        first_before = last_after = None
-        counted: dict[int, int] = {}  # partial progress commits a chain: each snapshot is counted once
-
-        def count(snapshot_id: int) -> int:
-            if snapshot_id not in counted:
-                counted[snapshot_id] = self._count(spark, table, snapshot_id)
-            return counted[snapshot_id]
-
-        for snapshot in ours:
-            parent = snapshot["parent_id"]
-            after = before = None
-            if method == "snapshot-summary" and parent in by_id:
-                after = exact_live_rows(snapshot.get("summary"))
-                before = exact_live_rows(by_id[parent].get("summary"))
-            if after is None or before is None or after != before:
-                # The summary cannot tell (or disagrees): count for real rather than fail on a guess.
-                after, before = count(snapshot["snapshot_id"]), count(parent)
-                if method == "snapshot-summary":
-                    method = "snapshot-summary+spark-count"
-            if after != before:
-                raise RowCountMismatch(
-                    f"table '{table.qualified}': snapshot {snapshot['snapshot_id']} written by this run has {after} "
-                    f"rows but its parent {parent} has {before}; the rewrite changed the table's contents",
-                    snapshot["snapshot_id"], [s["snapshot_id"] for s in ours])
-            first_before = before if first_before is None else first_before
-            last_after = after
-        return RowCheck(method, tuple(s["snapshot_id"] for s in ours), first_before, last_after)
+        count_always = table_bytes <= self.row_count_check_max_bytes
+        try:
+            return check_commits(ours, by_id, exact_rows=exact_live_rows, prove=row_proof, count_always=count_always,
+                                 count=lambda snapshot_id: self._count(spark, table, snapshot_id))
+        except RowsChanged as changed:
+            raise RowCountMismatch(changed.message(table.qualified), changed.snapshot_id, changed.ours) from None
 
 
 def _check_without_parents(table: TableName, ours: list[dict]) -> RowCheck:

@@ -1,0 +1,196 @@
+"""The row check's proof from metadata against Spark's counts, on real merge-on-read tables: Spark writes
+the data files and the position deletes (DELETE, UPDATE), runs the real procedures (a partial-progress
+chain of commits, a position delete rewrite), and broken rewrites are committed through Iceberg's own
+Java API in the same session. For every commit the proof's verdict (PyIceberg and pyarrow, no Spark)
+must equal the verdict of Spark's ``count(*)`` of the commit and its parent; the engine's check
+decides with the proof alone where it can and falls back to Spark's count where it cannot (equality
+deletes). A rewrite that loses a row or resurrects a deleted one is caught either way."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from datetime import datetime, timezone
+
+import pytest
+
+from floe_dagster.core.operation_config import RewriteDataFilesConfig, RewritePositionDeleteFilesConfig
+from floe_dagster.core.operations import Operation
+from floe_dagster.core.row_proof import CannotProve
+from floe_dagster.core.tables import TableName
+from floe_dagster.demo import local_path
+from floe_dagster.errors import RowCountMismatch
+from floe_dagster.iceberg.catalog import TableReads, load_table, open_catalog
+from floe_dagster.iceberg.row_proof import MetadataRowProof
+from floe_dagster.settings import load_settings
+from floe_dagster.spark.engine import IcebergSparkEngine
+from floe_dagster.spark.procedures import spark_table_reference
+from floe_dagster_tests.conftest import write_settings
+from floe_dagster_tests.reliability._support import commit_equality_delete
+from floe_dagster_tests.reliability.test_row_check import java_list
+
+pytestmark = pytest.mark.spark
+
+PARTS = 4  # partitions; each gets FILES data files of ROWS rows
+FILES, ROWS = 3, 20
+CHAIN = RewriteDataFilesConfig(partial_progress_enabled=True, partial_progress_max_commits=PARTS, rewrite_all=True)
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory):
+    settings = load_settings(write_settings(tmp_path_factory.mktemp("row-proof"), "[]"), environ={})
+    open_catalog(settings.catalog).create_namespace("sales")
+    engine = IcebergSparkEngine.from_settings(settings)
+    yield settings, engine
+    engine.stop()
+
+
+@pytest.fixture
+def table(lake, request):
+    """A new format 2 merge-on-read table (its name from the test's): PARTS partitions of FILES files, then
+    a DELETE and an UPDATE that write position delete files (one per data file they touch)."""
+    settings, engine = lake
+    name = TableName(settings.catalog.name, ("sales",), re.sub(r"\W+", "_", request.node.name.removeprefix("test_")))
+    ref = spark_table_reference(name)
+    with engine.unit_of_work() as spark:
+        spark.sql(f"CREATE TABLE {ref} (id BIGINT, part INT, v STRING) USING iceberg PARTITIONED BY (part) "
+                  "TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read', "
+                  "'write.update.mode'='merge-on-read', 'write.delete.granularity'='file')")
+        for batch in range(FILES):
+            start = batch * PARTS * ROWS
+            spark.sql(f"INSERT INTO {ref} SELECT id, CAST(id % {PARTS} AS INT), 'x' "
+                      f"FROM range({start}, {start + PARTS * ROWS}, 1, 1)")
+        spark.sql(f"DELETE FROM {ref} WHERE id % 7 = 3")
+        spark.sql(f"UPDATE {ref} SET v = 'y' WHERE id % 11 = 5")
+    return name
+
+
+def spark_rows(engine, name: TableName, snapshot_id: int) -> int:
+    with engine.unit_of_work() as spark:
+        return spark.sql(f"SELECT count(*) AS n FROM {spark_table_reference(name)} "
+                         f"VERSION AS OF {snapshot_id}").collect()[0]["n"]
+
+
+def verdicts(settings, engine, name: TableName, before: set[int]) -> list[tuple[bool, bool]]:
+    """For each replace commit made since ``before``: (the proof holds, Spark counts the same rows)."""
+    table = load_table(open_catalog(settings.catalog), name)
+    proof = MetadataRowProof(lambda: table)
+    found = []
+    for snapshot in table.metadata.snapshots:
+        if snapshot.snapshot_id in before or snapshot.summary.operation.value != "replace":
+            continue
+        holds = proof(snapshot.parent_snapshot_id, snapshot.snapshot_id).holds
+        found.append((holds, spark_rows(engine, name, snapshot.parent_snapshot_id)
+                      == spark_rows(engine, name, snapshot.snapshot_id)))
+    return found
+
+
+def snapshot_ids(settings, name: TableName) -> set[int]:
+    return {s.snapshot_id for s in load_table(open_catalog(settings.catalog), name).metadata.snapshots}
+
+
+def maintain(settings, engine, name: TableName, op: Operation, config, monkeypatch) -> tuple:
+    """The run's engine call as defs/assets.py makes it; returns the outcome and the snapshots Spark counted."""
+    counted = []
+    real = IcebergSparkEngine._count
+    monkeypatch.setattr(IcebergSparkEngine, "_count",
+                        lambda self, spark, table, sid: counted.append(sid) or real(self, spark, table, sid))
+    reads = TableReads(open_catalog(settings.catalog), name)
+    outcome = engine.maintain(name, op, config, datetime.now(timezone.utc), table_bytes=10**12,
+                              read_snapshots=reads.snapshots,
+                              row_proof=MetadataRowProof(lambda: reads.latest))
+    return outcome, counted
+
+
+def test_a_partial_progress_chain_is_proved_from_metadata_as_spark_counts_it(lake, table, monkeypatch):
+    settings, engine = lake
+    before = snapshot_ids(settings, table)
+    outcome, counted = maintain(settings, engine, table, Operation.REWRITE_DATA_FILES, CHAIN, monkeypatch)
+    check = outcome.row_check
+    assert check.method == "snapshot-summary+metadata-proof" and counted == []  # no Spark query but the CALL
+    assert len(check.checked_snapshots) == PARTS  # one commit per partition's file group
+    live = PARTS * FILES * ROWS - len([i for i in range(PARTS * FILES * ROWS) if i % 7 == 3])
+    assert check.rows_before == check.rows_after == live  # every data file was touched, once
+    assert verdicts(settings, engine, table, before) == [(True, True)] * PARTS
+    assert outcome.call_s > 0 and outcome.phases["row_check"] < outcome.duration_s
+
+
+def test_a_position_delete_rewrite_is_proved_as_spark_counts_it(lake, table, monkeypatch):
+    settings, engine = lake
+    before = snapshot_ids(settings, table)
+    outcome, counted = maintain(settings, engine, table, Operation.REWRITE_POSITION_DELETE_FILES,
+                                RewritePositionDeleteFilesConfig(rewrite_all=True), monkeypatch)
+    assert outcome.row_check.method == "snapshot-summary+metadata-proof" and counted == []
+    assert verdicts(settings, engine, table, before) == [(True, True)]
+
+
+def test_equality_deletes_leave_the_check_to_spark(lake, table, monkeypatch):
+    settings, engine = lake
+    location = local_path(load_table(open_catalog(settings.catalog), table).location())
+    commit_equality_delete(engine, table, location / "data" / "part=0" / "eq-deletes.parquet", [0, 4], "part=0")
+    outcome, counted = maintain(settings, engine, table, Operation.REWRITE_DATA_FILES, CHAIN, monkeypatch)
+    check = outcome.row_check
+    assert check.method == "snapshot-summary+spark-count" and check.fallback.startswith("equality delete files")
+    assert len(counted) == len(set(counted)) == len(check.checked_snapshots) + 1  # each snapshot counted once
+
+
+# -- rewrites that change the rows, committed with Iceberg's API -------------------------------------------------
+
+def tamper(settings, engine, name: TableName, how: str, tmp_path) -> set[int]:
+    """One ``replace`` commit through Iceberg's RewriteFiles on the current snapshot; returns the snapshots before.
+    ``lose``: a data file dropped; ``copy``: a data file with a delete swapped for a byte copy under a new path;
+    ``readd``: that file removed and added back in one commit (a new data sequence number: its delete stops
+    applying); ``drop-delete``: a live position delete file dropped. Validating from the current snapshot,
+    as a careless engine would, lets Iceberg accept each of them."""
+    before = snapshot_ids(settings, name)
+    with engine.unit_of_work() as spark:
+        jvm = spark._jvm
+        java = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name.qualified)
+        task = next(t for t in java_list(java.newScan().planFiles()) if not t.deletes().isEmpty())
+        victim, delete = task.file(), task.deletes().get(0)
+        rewrite = java.newRewrite().validateFromSnapshot(java.currentSnapshot().snapshotId())
+        if how == "lose":
+            rewrite = rewrite.deleteFile(victim)
+        elif how == "copy":
+            copy = tmp_path / "copy.parquet"
+            shutil.copyfile(local_path(str(victim.location())), copy)
+            moved = jvm.org.apache.iceberg.DataFiles.builder(java.spec()).copy(victim).withPath(f"file://{copy}").build()
+            rewrite = rewrite.deleteFile(victim).addFile(moved)
+        elif how == "readd":
+            rewrite = rewrite.deleteFile(victim).addFile(victim)
+        else:
+            rewrite = rewrite.deleteFile(delete)
+        rewrite.commit()
+    return before
+
+
+@pytest.mark.parametrize("how", ["lose", "copy", "readd", "drop-delete"])
+def test_a_rewrite_that_changes_the_rows_is_caught_by_the_proof_as_by_spark(lake, table, how, tmp_path):
+    settings, engine = lake
+    before = tamper(settings, engine, table, how, tmp_path)
+    assert verdicts(settings, engine, table, before) == [(False, False)]
+    reads = TableReads(open_catalog(settings.catalog), table)
+    snapshots = reads.snapshots()
+    new = [s for s in snapshots if s["snapshot_id"] not in before]
+    [commit] = new
+    parent = commit["parent_id"]
+    after_rows, parent_rows = spark_rows(engine, table, commit["snapshot_id"]), spark_rows(engine, table, parent)
+    with engine.unit_of_work() as spark, pytest.raises(RowCountMismatch) as failed:
+        engine.verify_rows(spark, table, new, snapshots, 10**12, MetadataRowProof(lambda: reads.latest))
+    assert f"has {after_rows} rows but its parent {parent} has {parent_rows}" in str(failed.value)  # Spark's figures
+    assert "touched hold" in str(failed.value) and failed.value.snapshot_id == commit["snapshot_id"]
+
+
+def test_deletion_vectors_leave_the_check_to_spark(lake, table, monkeypatch):
+    """Format 3: a DELETE writes a deletion vector, and PyIceberg 0.12 drops which data file each one names."""
+    settings, engine = lake
+    with engine.unit_of_work() as spark:
+        spark.sql(f"ALTER TABLE {spark_table_reference(table)} SET TBLPROPERTIES ('format-version'='3')")
+        spark.sql(f"DELETE FROM {spark_table_reference(table)} WHERE id % 13 = 1")
+    current = load_table(open_catalog(settings.catalog), table)
+    snapshot = current.current_snapshot()
+    with pytest.raises(CannotProve, match="format 3"):
+        MetadataRowProof(lambda: current)(snapshot.parent_snapshot_id, snapshot.snapshot_id)
+    outcome, counted = maintain(settings, engine, table, Operation.REWRITE_DATA_FILES, CHAIN, monkeypatch)
+    assert outcome.row_check.method == "snapshot-summary+spark-count" and "format 3" in outcome.row_check.fallback
+    assert len(counted) == len(outcome.row_check.checked_snapshots) + 1
