@@ -9,7 +9,8 @@ Each commit is decided by the cheapest method that decides it exactly, in this o
    (and gives the whole-table figures the failure names);
 3. ``spark-count``: Spark counts both snapshots (each snapshot of a partial-progress chain once): where
    the proof cannot decide (equality deletes, deletion vectors, see row_proof), or is not offered, or
-   for every commit of a table up to ``row-count-check-max-bytes`` (``count_always``).
+   for every commit of a table up to ``row-count-check-max-bytes`` (``count_always``); and where the proof
+   itself failed (a file it could not read: Spark may still read the table, and decides).
 
 ``RowCheck.method`` names the methods that ran, joined with ``+`` (``snapshot-summary+metadata-proof``,
 ``snapshot-summary+spark-count``...), and ``fallback`` why the proof handed over to Spark.
@@ -97,6 +98,10 @@ class _Chain:
             proof = self.prove(parent_id, snapshot_id)
         except CannotProve as exc:
             self.fallback = exc.reason
+            return None
+        except Exception as exc:  # the proof only saves Spark's work: a read that fails leaves the check to Spark
+            log.warning("row check of snapshot %s: the metadata proof failed, Spark counts instead: %s", snapshot_id, exc)
+            self.fallback = f"the metadata proof failed: {type(exc).__name__}: {exc}"
             return None
         self.used.add(METADATA_PROOF)
         return proof

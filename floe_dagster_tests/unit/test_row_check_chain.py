@@ -74,6 +74,13 @@ def test_a_proof_that_cannot_decide_hands_the_chain_to_spark_counting_each_snaps
     assert sorted(fakes.counted) == [1, 2, 3, 4]
 
 
+def test_a_proof_that_fails_to_read_leaves_the_check_to_spark():
+    fakes = Fakes({1: 30, 2: 30})
+    fakes.proofs = None  # the fake's lookup fails as a read would
+    check = run(*chain(WITH_DELETES, WITH_DELETES), fakes)
+    assert check.method == "snapshot-summary+spark-count" and check.fallback.startswith("the metadata proof failed")
+
+
 def test_a_change_the_proof_finds_is_confirmed_by_spark_with_whole_table_figures():
     fakes = Fakes({1: 29, 2: 30}, proofs={2: (9, 10)})
     with pytest.raises(RowsChanged) as failed:
