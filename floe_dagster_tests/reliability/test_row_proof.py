@@ -13,6 +13,8 @@ import shutil
 from datetime import datetime, timezone
 
 import pytest
+from dagster import DagsterInstance
+from pyspark.sql import SparkSession
 
 from floe_dagster.core.operation_config import RewriteDataFilesConfig, RewritePositionDeleteFilesConfig
 from floe_dagster.core.operations import Operation
@@ -21,8 +23,11 @@ from floe_dagster.core.tables import TableName
 from floe_dagster.demo import local_path
 from floe_dagster.errors import RowCountMismatch
 from floe_dagster.iceberg.catalog import TableReads, load_table, open_catalog
+from floe_dagster.iceberg.table_cache import refresh_table_cache
+from floe_dagster.launching.manual import FAILED, trigger_table
 from floe_dagster.iceberg.row_proof import MetadataRowProof
 from floe_dagster.settings import load_settings
+from floe_dagster.spark import engine as engine_module
 from floe_dagster.spark.engine import IcebergSparkEngine
 from floe_dagster.spark.procedures import spark_table_reference
 from floe_dagster_tests.conftest import write_settings
@@ -36,12 +41,23 @@ FILES, ROWS = 3, 20
 CHAIN = RewriteDataFilesConfig(partial_progress_enabled=True, partial_progress_max_commits=PARTS, rewrite_all=True)
 
 
+POLICY = """
+- name: sales
+  tablePattern: "demo.sales.*"
+  rewriteDataFiles: {partialProgressEnabled: true, rewriteAll: true}
+"""
+
+
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory):
-    settings = load_settings(write_settings(tmp_path_factory.mktemp("row-proof"), "[]"), environ={})
+    """One lakehouse and Spark session for the module (its runs, too: FLOE_CONFIG names its floe.yaml)."""
+    config = write_settings(tmp_path_factory.mktemp("row-proof"), POLICY)
+    settings = load_settings(config, environ={})
     open_catalog(settings.catalog).create_namespace("sales")
     engine = IcebergSparkEngine.from_settings(settings)
-    yield settings, engine
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FLOE_CONFIG", str(config))
+        yield settings, engine
     engine.stop()
 
 
@@ -93,8 +109,12 @@ def maintain(settings, engine, name: TableName, op: Operation, config, monkeypat
     """The run's engine call as defs/assets.py makes it; returns the outcome and the snapshots Spark counted."""
     counted = []
     real = IcebergSparkEngine._count
-    monkeypatch.setattr(IcebergSparkEngine, "_count",
-                        lambda self, spark, table, sid: counted.append(sid) or real(self, spark, table, sid))
+
+    def count(self, spark, table, snapshot_id):
+        counted.append(snapshot_id)
+        return real(self, spark, table, snapshot_id)
+
+    monkeypatch.setattr(IcebergSparkEngine, "_count", count)
     reads = TableReads(open_catalog(settings.catalog), name)
     outcome = engine.maintain(name, op, config, datetime.now(timezone.utc), table_bytes=10**12,
                               read_snapshots=reads.snapshots,
@@ -136,38 +156,37 @@ def test_equality_deletes_leave_the_check_to_spark(lake, table, monkeypatch):
 
 # -- rewrites that change the rows, committed with Iceberg's API -------------------------------------------------
 
-def tamper(settings, engine, name: TableName, how: str, tmp_path) -> set[int]:
-    """One ``replace`` commit through Iceberg's RewriteFiles on the current snapshot; returns the snapshots before.
+def tamper(spark, name: TableName, how: str, tmp_path) -> None:
+    """One ``replace`` commit through Iceberg's RewriteFiles on the current snapshot, in ``spark``'s session.
     ``lose``: a data file dropped; ``copy``: a data file with a delete swapped for a byte copy under a new path;
     ``readd``: that file removed and added back in one commit (a new data sequence number: its delete stops
     applying); ``drop-delete``: a live position delete file dropped. Validating from the current snapshot,
     as a careless engine would, lets Iceberg accept each of them."""
-    before = snapshot_ids(settings, name)
-    with engine.unit_of_work() as spark:
-        jvm = spark._jvm
-        java = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name.qualified)
-        task = next(t for t in java_list(java.newScan().planFiles()) if not t.deletes().isEmpty())
-        victim, delete = task.file(), task.deletes().get(0)
-        rewrite = java.newRewrite().validateFromSnapshot(java.currentSnapshot().snapshotId())
-        if how == "lose":
-            rewrite = rewrite.deleteFile(victim)
-        elif how == "copy":
-            copy = tmp_path / "copy.parquet"
-            shutil.copyfile(local_path(str(victim.location())), copy)
-            moved = jvm.org.apache.iceberg.DataFiles.builder(java.spec()).copy(victim).withPath(f"file://{copy}").build()
-            rewrite = rewrite.deleteFile(victim).addFile(moved)
-        elif how == "readd":
-            rewrite = rewrite.deleteFile(victim).addFile(victim)
-        else:
-            rewrite = rewrite.deleteFile(delete)
-        rewrite.commit()
-    return before
+    jvm = spark._jvm
+    java = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name.qualified)
+    task = next(t for t in java_list(java.newScan().planFiles()) if not t.deletes().isEmpty())
+    victim, delete = task.file(), task.deletes().get(0)
+    rewrite = java.newRewrite().validateFromSnapshot(java.currentSnapshot().snapshotId())
+    if how == "lose":
+        rewrite = rewrite.deleteFile(victim)
+    elif how == "copy":
+        copy = tmp_path / "copy.parquet"
+        shutil.copyfile(local_path(str(victim.location())), copy)
+        moved = jvm.org.apache.iceberg.DataFiles.builder(java.spec()).copy(victim).withPath(f"file://{copy}").build()
+        rewrite = rewrite.deleteFile(victim).addFile(moved)
+    elif how == "readd":
+        rewrite = rewrite.deleteFile(victim).addFile(victim)
+    else:
+        rewrite = rewrite.deleteFile(delete)
+    rewrite.commit()
 
 
 @pytest.mark.parametrize("how", ["lose", "copy", "readd", "drop-delete"])
 def test_a_rewrite_that_changes_the_rows_is_caught_by_the_proof_as_by_spark(lake, table, how, tmp_path):
     settings, engine = lake
-    before = tamper(settings, engine, table, how, tmp_path)
+    before = snapshot_ids(settings, table)
+    with engine.unit_of_work() as spark:
+        tamper(spark, table, how, tmp_path)
     assert verdicts(settings, engine, table, before) == [(False, False)]
     reads = TableReads(open_catalog(settings.catalog), table)
     snapshots = reads.snapshots()
@@ -194,3 +213,29 @@ def test_deletion_vectors_leave_the_check_to_spark(lake, table, monkeypatch):
     outcome, counted = maintain(settings, engine, table, Operation.REWRITE_DATA_FILES, CHAIN, monkeypatch)
     assert outcome.row_check.method == "snapshot-summary+spark-count" and "format 3" in outcome.row_check.fallback
     assert len(counted) == len(outcome.row_check.checked_snapshots) + 1
+
+
+def test_a_run_whose_rewrite_resurrected_a_row_is_rolled_back(lake, table, dagster_home, monkeypatch, tmp_path):
+    """Through the real stack (a manual trigger's Dagster run): after the real CALL's partial-progress commits,
+    a careless commit swaps a file with a delete for a copy. The proof passes the CALL's commits and finds
+    the change in the last one, Spark's count confirms it, and the run rolls the table back."""
+    settings, engine = lake
+    refresh_table_cache(settings)
+    start = load_table(open_catalog(settings.catalog), table).current_snapshot().snapshot_id
+    rows = spark_rows(engine, table, start)
+    real = engine_module.summarize_result
+
+    def summarize_then_tamper(op, result_rows):
+        tamper(SparkSession.getActiveSession(), table, "copy", tmp_path)
+        return real(op, result_rows)
+
+    monkeypatch.setattr(engine_module, "summarize_result", summarize_then_tamper)
+    with DagsterInstance.get() as instance:
+        summary = trigger_table(settings, table.qualified, ["REWRITE_DATA_FILES"], reason="test", actor="tester",
+                                trigger_id="t-proof", instance=instance)
+    [outcome] = summary.outcomes
+    assert outcome.status == FAILED
+    assert f"has {rows + 1} rows but its parent" in outcome.message and "touched hold" in outcome.message
+    assert f"rolled back: snapshot {start} is current again" in outcome.message
+    assert load_table(open_catalog(settings.catalog), table).current_snapshot().snapshot_id == start
+    assert spark_rows(engine, table, start) == rows
