@@ -15,7 +15,8 @@ from datetime import datetime, timezone
 import pytest
 from dagster import DagsterInstance
 
-from floe_dagster.core.operation_config import RewriteDataFilesConfig, RewritePositionDeleteFilesConfig
+from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
+from floe_dagster.core.operation_kinds.rewrite_position_delete_files import RewritePositionDeleteFilesConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.row_proof import CannotProve
 from floe_dagster.core.tables import TableName
