@@ -61,7 +61,8 @@ COLUMNS = "id, kind, amount, region, at, payload"
 SCHEMA = "id BIGINT, kind STRING, amount DOUBLE, region STRING, at TIMESTAMP, payload STRING"
 MOR_PROPERTIES = ("'format-version'='2', 'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read', "
                   "'write.merge.mode'='merge-on-read'")
-COPIES = {"big_floe": "big", "big_bare": "big", "big_capped": "big", "mor_floe": "mor", "mor_bare": "mor"}
+COPIES = {"big_floe": "big", "big_bare": "big", "big_capped": "big", "mor_floe": "mor", "mor_bare": "mor",
+          "mor_counts": "mor"}
 BYTES_PER_ROW = 43.0  # zstd Parquet of the schema below, measured on a sample; the build prints the real size
 
 
@@ -263,8 +264,9 @@ def spark_session(settings):
     return engine, time.perf_counter() - t0
 
 
-def sensor_and_run(settings, instance, table_name: str):
-    """One debt-score sensor tick, then the run it requests for the table (None when none)."""
+def sensor_and_run(settings, instance, table_name: str, before_run=None):
+    """One debt-score sensor tick, then the run it requests for the table (None when none); ``before_run``
+    is called between them."""
     from dagster import build_sensor_context
 
     from floe_dagster.core import run_tags as T
@@ -281,10 +283,15 @@ def sensor_and_run(settings, instance, table_name: str):
     if not requests:
         return None, sensor_s, tick.skip_message
     [request] = requests
-    job = defs.resolve_job_def(MAINTENANCE_JOB)
+    # The run the daemon would launch for the request: its assets and its checks (none: the health checks are
+    # reported without runs). A bare asset_selection would also run the health check step.
+    job = defs.resolve_job_def(MAINTENANCE_JOB).get_subset(
+        asset_selection=set(request.asset_selection), asset_check_selection=set(request.asset_check_keys or ()))
+    if before_run is not None:
+        before_run()
     t0 = time.perf_counter()
-    result = job.execute_in_process(instance=instance, partition_key=request.partition_key,
-                                    asset_selection=request.asset_selection, tags=request.tags, raise_on_error=False)
+    result = job.execute_in_process(instance=instance, partition_key=request.partition_key, tags=request.tags,
+                                    raise_on_error=False)
     run_s = time.perf_counter() - t0
     if not result.success:
         raise RuntimeError(f"the floe run failed: {[e.message for e in result.all_events if e.is_failure]}")
@@ -295,7 +302,8 @@ def sensor_and_run(settings, instance, table_name: str):
             "delete_files_before", "delete_files_after", "total_bytes_before", "scoped_partitions",
             "backlog_partitions", "backlog_bytes", "scope_cap_bytes", "scope_oversized", "procedure_call",
             "failed_data_files_count", "outcome", "partial_progress", "commits", "commits_lost", "new_snapshots",
-            "file_groups_planned", "file_groups_left", "file_groups_rewritten", "data_files_left")
+            "file_groups_planned", "file_groups_left", "file_groups_rewritten", "data_files_left", "call_s",
+            "overhead_s", "engine_phases", "row_check_fallback")
     facts = {k: meta[k] for k in keep if k in meta}
     facts.update(sensor_s=sensor_s, run_s=run_s, trigger=request.tags.get(T.TRIGGER),
                  attempt=request.tags.get(T.ATTEMPT))
@@ -334,18 +342,64 @@ def measured(settings, table_name: str, with_checksum: bool, work) -> dict:
             "counts_after": file_counts(settings, table_name), "python_peak_mib": vm_hwm_mib()}
 
 
+def profile_the_step() -> dict[str, list[float]]:
+    """Seconds of each call of the maintenance step's parts (wrapped here, the product code untouched), so the
+    floe run's time outside the CALL can be placed: the step (table_run.maintain_table) holds the engine (maintain),
+    whose phases the materialization records (engine_phases), and the step's own PyIceberg reads. Nested:
+    TableReads.snapshots runs inside the engine (snapshots_before/after), the proof inside its row check."""
+    import functools
+
+    from floe_dagster.defs import assets, table_run
+    from floe_dagster.iceberg.catalog import TableReads
+    from floe_dagster.iceberg.row_proof import MetadataRowProof
+    from floe_dagster.spark.engine import IcebergSparkEngine
+    from floe_dagster.spark.operation_steps import rewrite_data_files
+
+    seconds: dict[str, list[float]] = {}
+    targets = [(assets, "maintain_table"), (table_run, "within_envelope"), (table_run, "_pre_checks"),
+               (table_run, "table_counts"), (rewrite_data_files, "rewrite_progress"),
+               (table_run, "_materialization"), (TableReads, "__init__"), (TableReads, "snapshots"),
+               (IcebergSparkEngine, "maintain"), (MetadataRowProof, "__call__")]
+    for owner, attribute in targets:
+        real = getattr(owner, attribute)
+
+        def timed(*args, __real=real, __name=f"{getattr(owner, '__name__', owner)}.{attribute}", **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return __real(*args, **kwargs)
+            finally:
+                seconds.setdefault(__name.removeprefix("floe_dagster."), []).append(time.perf_counter() - t0)
+
+        setattr(owner, attribute, functools.wraps(real)(timed))
+    return seconds
+
+
+def without_the_proof() -> None:
+    """floe's row check as it was before the metadata proof: Spark counts every commit with delete files."""
+    from floe_dagster.core.row_proof import CannotProve
+    from floe_dagster.iceberg.row_proof import MetadataRowProof
+
+    def refuse(self, parent_id, snapshot_id):
+        raise CannotProve("the proof is turned off by the benchmark")
+
+    MetadataRowProof.__call__ = refuse
+
+
 def phase_floe(table_name: str, driver_memory: str, with_checksum: bool) -> None:
     from floe_dagster.iceberg.table_cache import refresh_table_cache
 
     settings = phase_settings(f"floe-{table_name}", policy(table_name), driver_memory)
     refresh_table_cache(settings)
+    if table_name.endswith("_counts"):
+        without_the_proof()
+    step = profile_the_step()
 
     def floe_run(engine) -> dict:
         with fresh_instance(f"floe-{table_name}") as instance:
-            facts, _, skipped = sensor_and_run(settings, instance, table_name)
+            facts, _, skipped = sensor_and_run(settings, instance, table_name, before_run=step.clear)
         if facts is None:
             raise RuntimeError(f"the sensor requested no run for {table_name}: {skipped}")
-        return facts
+        return {**facts, "step": {name: [round(x, 3) for x in calls] for name, calls in step.items()}}
 
     emit(measured(settings, table_name, with_checksum, floe_run))
 
@@ -430,13 +484,47 @@ def run_phase(*args: str) -> dict:
         raise RuntimeError(f"phase {args} failed (exit {done.returncode}):\n{done.stderr[-5000:]}")
     print(f"  phase {' '.join(args[:2])}: {time.perf_counter() - t0:.0f} s (load average at its start {load})",
           flush=True)
-    return json.loads(result)
+    return {**json.loads(result), "load": f"{load} -> {os.getloadavg()[0]:.1f}"}
 
 
-def bare_sql(procedure_call: str, floe_table: str, bare_table: str) -> str:
+def side_by_side(pair: int, only: set[str], dm: list[str], report: dict) -> dict:
+    """One pair of measurements on fresh copies: floe's run and the bare CALL on ``bench.big``, floe's run, floe's
+    run with the row check's Spark counts (the check before the metadata proof) and the bare CALL on
+    ``bench.mor``. The order turns by one each pair (floe first, then the bare CALL first, ...), so neither
+    side always runs on a machine the other has just loaded; the bare SQL is the first floe run's (the same
+    text every time, the table's name changed)."""
+    wanted = [c for c, on in (("big_floe", "floe"), ("big_bare", "floe"), ("mor_floe", "mor"), ("mor_bare", "mor"),
+                              ("mor_counts", "mor")) if on in only]
+    if not wanted:
+        return {}
+    measured = {"copies": run_phase("copies", *dm, "--copies", *wanted)}
+    sql = report.setdefault("sql", {})
+
+    def floe(copy: str, checksum: str) -> None:
+        measured[copy] = run_phase("floe", copy, checksum, *dm)
+        sql.setdefault(copy.split("_")[0], measured[copy]["procedure_call"].replace(f"`{copy}`", "`{table}`"))
+
+    def bare(copy: str, checksum: str) -> None:
+        measured[copy] = run_phase("bare", copy, checksum, bare_sql(sql[copy.split("_")[0]], copy), *dm)
+
+    if "floe" in only:
+        steps = [lambda: floe("big_floe", "no-checksum"), lambda: bare("big_bare", "no-checksum")]
+        for step in (steps if pair % 2 == 0 or "big" not in sql else steps[::-1]):
+            step()
+    if "mor" in only:
+        steps = [lambda: floe("mor_floe", "checksum"), lambda: floe("mor_counts", "checksum"),
+                 lambda: bare("mor_bare", "checksum")]
+        turn = pair % 3 if "mor" in sql else 0
+        for step in steps[turn:] + steps[:turn]:
+            step()
+    return measured
+
+
+def bare_sql(procedure_call: str, bare_table: str) -> str:
+    """floe's CALL (its table's name as ``{table}``) on ``bare_table``."""
     sql = procedure_call.strip().removeprefix("```sql").removesuffix("```").strip()
-    assert f"`{floe_table}`" in sql, sql
-    return sql.replace(f"`{floe_table}`", f"`{bare_table}`")
+    assert "`{table}`" in sql, sql
+    return sql.replace("`{table}`", f"`{bare_table}`")
 
 
 def mib(n: float) -> str:
@@ -454,7 +542,10 @@ def main() -> None:
     parser.add_argument("--max-runs", type=int, default=8)
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument("--orphans", action="store_true", help="run bench_orphans.py (benchmark 9) afterwards")
+    parser.add_argument("--pairs", type=int, default=1,
+                        help="measurements side by side, each on fresh copies, the order turning each time")
     parser.add_argument("--phase", nargs="+", help=argparse.SUPPRESS)
+    parser.add_argument("--copies", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     ensure_java()
     if args.phase:
@@ -463,7 +554,7 @@ def main() -> None:
             build_spark_tables(args.gb, args.days, args.files_per_day, args.driver_memory)
             emit({})
         elif what == "copies":
-            make_copies(args.driver_memory)
+            make_copies(args.driver_memory, {copy: COPIES[copy] for copy in args.copies or COPIES})
         elif what == "floe":
             phase_floe(rest[0], args.driver_memory, with_checksum=rest[1] == "checksum")
         elif what == "bare":
@@ -493,16 +584,9 @@ def main() -> None:
           f"partitions, {built['big']['rows']:,} rows; bench.mor: {mor}", flush=True)
     dm = ["--driver-memory", args.driver_memory]
     report: dict = {}
-    if only & {"floe", "capped", "mor"}:
-        report["copies"] = run_phase("copies", *dm)
-    if "floe" in only:
-        report["floe_big"] = run_phase("floe", "big_floe", "no-checksum", *dm)
-        sql = bare_sql(report["floe_big"]["procedure_call"], "big_floe", "big_bare")
-        report["bare_big"] = run_phase("bare", "big_bare", "no-checksum", sql, *dm)
-    if "mor" in only:
-        report["floe_mor"] = run_phase("floe", "mor_floe", "checksum", *dm)
-        sql = bare_sql(report["floe_mor"]["procedure_call"], "mor_floe", "mor_bare")
-        report["bare_mor"] = run_phase("bare", "mor_bare", "checksum", sql, *dm)
+    if "capped" in only:
+        report["copies"] = run_phase("copies", *dm, "--copies", "big_capped")
+    report["pairs"] = [side_by_side(i, only, dm, report) for i in range(args.pairs)]
     if "capped" in only:
         cap = big["total_bytes"] // 4
         report["capped"] = run_phase("capped", "big_capped", str(cap), *dm, "--max-runs", str(args.max_runs))
@@ -517,35 +601,48 @@ def main() -> None:
               "--orphans runs it here")
 
 
+ENGINE_PHASES = ("session", "snapshots_before", "call", "snapshots_after", "row_check", "release")
+
+
 def print_report(report: dict, big: dict) -> None:
     print()
-    rows = []
-    for label, floe_key, bare_key in (("bench.big", "floe_big", "bare_big"), ("bench.mor", "floe_mor", "bare_mor")):
-        if floe_key not in report:
-            continue
-        f, b = report[floe_key], report[bare_key]
-        rows.append((label, f"{f['data_files_before']} -> {f['counts_after']['data_files']}",
-                     f"{f.get('delete_files_before', 0)} -> {f['counts_after']['delete_files']}",
-                     mib(f["bytes_rewritten"]), f"{f['run_s']:.1f}", f"{f['duration_s']:.1f}", f"{b['call_s']:.1f}",
-                     f"{f['run_s'] / b['call_s']:.3f}", f"{f['duration_s'] / b['call_s']:.3f}", f["row_check"],
-                     f"{f['sensor_s']:.1f}"))
+    rows, parts, est = [], [], []
+    for n, pair in enumerate(report["pairs"]):
+        for label, floe_keys, bare_key in (("bench.big", ("big_floe",), "big_bare"),
+                                           ("bench.mor", ("mor_floe", "mor_counts"), "mor_bare")):
+            for key in (k for k in floe_keys if k in pair):
+                f, b = pair[key], pair[bare_key]
+                bare_s = b["call_s"]
+                rows.append((n + 1, label + (" (Spark counts)" if key.endswith("counts") else ""),
+                             f"{f['data_files_before']} -> {f['counts_after']['data_files']}",
+                             f"{f.get('delete_files_before', 0)} -> {f['counts_after']['delete_files']}",
+                             f"{f['run_s']:.1f}", f"{f['duration_s']:.1f}", f"{f['call_s']:.1f}", f"{bare_s:.1f}",
+                             f"{f['run_s'] / bare_s:.3f}", f"{f['duration_s'] / bare_s:.3f}",
+                             f"{f['call_s'] / bare_s:.3f}", f["row_check"], f"{f['load']}", f"{b['load']}"))
+                parts.append((n + 1, key, f"{f['run_s'] - f['duration_s']:.2f}",
+                              *(f"{f['engine_phases'].get(p, 0):.2f}" for p in ENGINE_PHASES),
+                              ", ".join(f"{name} {sum(calls):.2f}/{len(calls)}" for name, calls in f["step"].items())))
+                if n == 0 and not key.endswith("counts"):
+                    est.append((key.split("_")[0], f"{f['estimated_bytes']:,}", f"{f['bytes_rewritten']:,}",
+                                f["estimate_error_pct"]))
     if rows:
-        print("1. floe run against the bare CALL (same SQL, identical copy; fresh process and JVM each)")
-        print(table(rows, ["table", "data files", "delete files", "MiB rewritten", "floe run s (job)",
-                           "engine s", "bare CALL s", "run ÷ bare", "engine ÷ bare", "row check",
-                           "sensor tick s (not in the run)"]))
-        est = []
-        for key in ("floe_big", "floe_mor"):
-            if key in report:
-                f = report[key]
-                est.append((key.split("_")[1], f"{f['estimated_bytes']:,}", f"{f['bytes_rewritten']:,}",
-                            f["estimate_error_pct"]))
+        print("1. floe run against the bare CALL (same SQL, identical copies; fresh process and JVM each; the order "
+              "turns each pair)")
+        print(table(rows, ["pair", "table", "data files", "delete files", "floe run s (job)", "engine s",
+                           "its CALL s", "bare CALL s", "run ÷ bare", "engine ÷ bare", "CALL ÷ bare", "row check",
+                           "load (floe)", "load (bare)"]))
+        print("\n   where floe's time besides the CALL goes (seconds): the run's machinery (job − engine), the "
+              "engine's phases, the step's parts (total s / calls; nested, see profile_the_step)")
+        print(table(parts, ["pair", "run", "job − engine", *ENGINE_PHASES, "step parts"]))
         print("\n2. estimated against actual bytes (whole-table runs)")
         print(table(est, ["table", "estimated_bytes", "bytes_rewritten", "estimate_error_pct"]))
-        for key in ("floe_mor", "bare_mor"):
-            if key in report:
-                r = report[key]
-                print(f"   {key}: rows/checksum before {r['checksum_before']} after {r['checksum_after']}")
+        for n, pair in enumerate(report["pairs"]):
+            for key in ("mor_floe", "mor_counts", "mor_bare"):
+                if key in pair:
+                    r = pair[key]
+                    same = "same" if r["checksum_before"] == r["checksum_after"] else "DIFFERENT"
+                    print(f"   pair {n + 1} {key}: rows/checksum before {r['checksum_before']} after "
+                          f"{r['checksum_after']} ({same})")
     if "capped" in report:
         c = report["capped"]
         cap = c["cap"]

@@ -6,8 +6,8 @@
    ``gc.enabled=false`` for a kind that deletes files, the kind's own checks (statistics columns);
 2. **work under the table lock**: the kind's ``prepare`` (refRetention set before an expiry, an orphan
    cleanup's context), then the engine call, which ends with its own reads of what landed (the
-   snapshots it committed, and the row check of a rewrite); a row-count mismatch is rolled back while
-   the lock is held;
+   snapshots it committed, and the row check of a rewrite, with the proof from the table's metadata:
+   iceberg/row_proof.py); a row-count mismatch is rolled back while the lock is held;
 3. **post-commit reads**: the table as read after the call, the kind's checks of what landed (a
    partial-progress rewrite's lost races);
 4. **metadata**: what every run reports (the numbers, counts before and after, the call, why it ran,
@@ -53,6 +53,7 @@ from floe_dagster.iceberg.catalog import (
     table_shape,
 )
 from floe_dagster.iceberg.rollback import roll_back_run
+from floe_dagster.iceberg.row_proof import MetadataRowProof
 from floe_dagster.policies import ResolvedOperation
 from floe_dagster.spark.engine import EngineOutcome, IcebergSparkEngine
 from floe_dagster.spark.operation_steps import step_of
@@ -151,7 +152,9 @@ def _engine_call(engine: IcebergSparkEngine, work: TableWork, decision: RunDecis
         return engine.maintain(
             table, work.op, work.config, before.now, table_properties=before.properties,
             table_bytes=before.counts["total_bytes"], read_snapshots=before.reads.snapshots,
-            scope=rewrite_scope(work.before, decision), **prepared.engine_inputs)
+            scope=rewrite_scope(work.before, decision),
+            row_proof=MetadataRowProof(lambda: before.reads.latest),  # the table as read after the call
+            **prepared.engine_inputs)
     except RowCountMismatch as exc:  # the bad snapshot is current: take it back while the lock is held
         rollback = roll_back_run(work.catalog, table, exc.ours or [exc.snapshot_id])
         raise RowCountMismatch(f"{exc}; {rollback.detail}", exc.snapshot_id, exc.ours, rollback.rolled_back,
@@ -181,6 +184,9 @@ def _materialization(work: TableWork, decision: RunDecision, outcome: EngineOutc
         "changed": outcome.result.changed,
         "bytes_rewritten": outcome.result.bytes_rewritten,
         "duration_s": round(outcome.duration_s, 3),
+        "call_s": round(outcome.call_s, 3),  # the procedure's own statements
+        "overhead_s": round(outcome.overhead_s, 3),  # the engine's time around them (engine_phases)
+        "engine_phases": MetadataValue.json(outcome.phases),
         "snapshot_id": MetadataValue.text(str(current.snapshot_id)) if current else MetadataValue.text(""),
         "new_snapshots": len(outcome.new_snapshot_ids),
         "row_check": outcome.row_check.method,
@@ -200,6 +206,8 @@ def _materialization(work: TableWork, decision: RunDecision, outcome: EngineOutc
     if outcome.row_check.rows_after is not None:
         metadata["rows_checked"] = outcome.row_check.rows_after
     metadata.update(_figures(work, outcome, read_before.shape, table_shape(after_table, after)))
+    if outcome.row_check.fallback:
+        metadata["row_check_fallback"] = outcome.row_check.fallback
     # Dagster's standard keys, from the metadata read after the commit (no Spark query).
     metadata.update(table_metadata(work.table.qualified, after_table.location(), row_count(current),
                                    schema_columns(after_table.schema())))

@@ -38,6 +38,8 @@ from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.partition_scope import RewriteScope
 from floe_dagster.core.run_figures import Compute
+from floe_dagster.core.phase_timer import PhaseTimer
+from floe_dagster.core.row_check import Prove
 from floe_dagster.core.secrets import mask_text
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import (
@@ -87,6 +89,18 @@ class EngineOutcome:
     extra: dict[str, Any] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)  # for the materialization (orphan quarantine)
     compute: Compute | None = None  # the table's own Spark work (spark/compute_metrics.py)
+    # Seconds per phase of duration_s: session (lock, session, catalog), snapshots_before, call (the
+    # procedure's own statements), snapshots_after, row_check, release (the catalog closed in Spark).
+    phases: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def call_s(self) -> float:
+        return self.phases.get("call", 0.0)
+
+    @property
+    def overhead_s(self) -> float:
+        """The engine's time besides the procedure: floe's own reads and checks around the CALL."""
+        return max(self.duration_s - self.call_s, 0.0)
 
 
 class IcebergSparkEngine(ConfigurableResource):
@@ -269,6 +283,7 @@ class IcebergSparkEngine(ConfigurableResource):
         table_bytes: int = 0,
         read_snapshots: Snapshots | None = None,
         scope: RewriteScope | None = None,
+        row_proof: Prove | None = None,
         **inputs: Any,
     ) -> EngineOutcome:
         """Run one operation on one table; verify rows after rewrites; always release the catalog.
@@ -281,22 +296,30 @@ class IcebergSparkEngine(ConfigurableResource):
         ``statistics``, the table's statistics files as its metadata registers them (without it, Spark reads
         the current snapshot and the partitioning); for ORPHAN_CLEANUP, ``orphans``, the table's location and
         store and the run (spark/orphan_runs.py; without it, no quarantine, and a capped run reads local
-        files' times only)."""
+        files' times only). ``row_proof``: the row check's proof from the table's metadata (iceberg.row_proof
+        through PyIceberg); without it, Spark counts where the snapshot summaries cannot decide. The time is
+        split into phases (``EngineOutcome.phases``): the procedure's own ``call`` and floe's work around it."""
         step = step_of(op)
         job = EngineJob(op, table, config, now, dict(table_properties or {}), scope, inputs, self)
         call = step.render(job)  # the policy's config as SQL, before Spark starts
         started = time.monotonic()
+        phases = PhaseTimer(time.monotonic)
         with self.unit_of_work() as spark, TableCompute(spark, connect=bool(self.remote)) as meter:
+            phases.lap("session")
             snapshots_of = read_snapshots or (lambda: self._snapshots(spark, table))
             before = self._snapshot_ids(table, snapshots_of)
+            phases.lap("snapshots_before")
             ran = self._call(spark, step, job, call, snapshots_of, before)
             result = ran.result if ran.result is not None else summarize_result(op, ran.rows or [])
-            new, row_check = self._after_procedure(spark, table, op, snapshots_of, before, table_bytes)
+            phases.lap("call")
+            new, row_check = self._after_procedure(spark, table, op, snapshots_of, before, table_bytes, row_proof,
+                                                   phases)
+        phases.lap("release")
         done = ran.call or call
         return EngineOutcome(result=result, sql=done.sql, arguments=done.arguments,
                              new_snapshot_ids=tuple(s["snapshot_id"] for s in new), row_check=row_check,
                              duration_s=time.monotonic() - started, extra=ran.extra, metadata=ran.metadata,
-                             compute=meter.read())
+                             compute=meter.read(), phases=phases.rounded())
 
     def _snapshot_ids(self, table: TableName, snapshots_of: Snapshots) -> set[int]:
         """The table's snapshots before the call (what the call commits is what is new after it)."""
@@ -327,7 +350,8 @@ class IcebergSparkEngine(ConfigurableResource):
             raise _classify(exc, table, op) from exc
 
     def _after_procedure(self, spark: Any, table: TableName, op: Operation, snapshots_of: Snapshots,
-                         before: set[int], table_bytes: int) -> tuple[list[dict[str, Any]], RowCheck]:
+                         before: set[int], table_bytes: int, row_proof: Prove | None = None,
+                         phases: PhaseTimer | None = None) -> tuple[list[dict[str, Any]], RowCheck]:
         """The reads after the procedure returned (its changes have landed): the snapshots it committed,
         and the row check of a kind that rewrites rows. A RowCountMismatch names the bad snapshot (the
         caller may roll it back); any other error is FailedAfterCommit, which names what landed and what
@@ -337,10 +361,16 @@ class IcebergSparkEngine(ConfigurableResource):
         try:
             snapshots = snapshots_of()
             new = [s for s in snapshots if s["snapshot_id"] not in before]
+            if phases is not None:
+                phases.lap("snapshots_after")
             if not op.spec.row_check:
                 return new, RowCheck("not-applicable")
             stage = "the row check"
-            return new, self.verify_rows(spark, table, new, snapshots, table_bytes)
+            try:
+                return new, self.verify_rows(spark, table, new, snapshots, table_bytes, row_proof)
+            finally:
+                if phases is not None:
+                    phases.lap("row_check")
         except RowCountMismatch:
             raise
         except Exception as exc:
@@ -350,12 +380,14 @@ class IcebergSparkEngine(ConfigurableResource):
                                        after, str(exc) if isinstance(exc, FloeError) else _headline(exc)) from exc
 
     def verify_rows(
-        self, spark: Any, table: TableName, new: list[dict], snapshots: list[dict], table_bytes: int
+        self, spark: Any, table: TableName, new: list[dict], snapshots: list[dict], table_bytes: int,
+        row_proof: Prove | None = None,
     ) -> RowCheck:
         """Each snapshot our rewrite committed must hold the same logical rows as its parent
-        (spark/row_check.py); Spark counts where the snapshot summaries cannot decide."""
+        (spark/row_check.py): decided by the snapshot summaries, else by ``row_proof`` from the metadata,
+        else by Spark's counts."""
         return check_rows(table, new, snapshots, table_bytes, self.row_count_check_max_bytes,
-                          lambda snapshot_id: self._count(spark, table, snapshot_id))
+                          lambda snapshot_id: self._count(spark, table, snapshot_id), row_proof)
 
 
 def _error_text(exc: Exception, with_causes: bool = True) -> str:

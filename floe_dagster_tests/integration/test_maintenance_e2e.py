@@ -96,6 +96,11 @@ def test_rewrite_data_files_compacts_small_files(lake, instance):
     assert outcome.metadata["rewritten_data_files_count"] == 40
     assert outcome.metadata["data_files_before"] == 40 and outcome.metadata["data_files_after"] == 1
     assert outcome.metadata["row_check"] == "snapshot-summary" and outcome.metadata["rows_checked"] == 400
+    # The engine's time split: the CALL, and floe's own reads and checks around it.
+    phases = outcome.metadata["engine_phases"]
+    assert set(phases) == {"session", "snapshots_before", "call", "snapshots_after", "row_check", "release"}
+    assert outcome.metadata["call_s"] == phases["call"] > 0
+    assert outcome.metadata["overhead_s"] == pytest.approx(outcome.metadata["duration_s"] - phases["call"], abs=0.002)
 
     run = instance.get_run_by_id(outcome.run_id)
     assert run.tags["floe/table"] == "demo.sales.orders"
@@ -195,6 +200,8 @@ def test_rewrite_position_delete_files(lake, instance):
     table = load_table(open_catalog(lake.catalog), name)
     assert table_counts(table)["delete_files"] == 1
     assert outcome.metadata["rewritten_delete_files_count"] == 6
+    # Delete files: the summaries cannot decide; the metadata proof does, with no Spark count.
+    assert outcome.metadata["row_check"] == "snapshot-summary+metadata-proof"
     assert table.scan().to_arrow().num_rows == live_before == 600 - 6 * 12
 
 

@@ -27,6 +27,7 @@ from floe_dagster.launching.manual import trigger_table
 from floe_dagster.settings import load_settings
 from floe_dagster.spark.engine import IcebergSparkEngine
 from floe_dagster_tests.conftest import write_settings
+from floe_dagster_tests.reliability._support import commit_equality_delete
 
 pytestmark = pytest.mark.spark
 
@@ -215,7 +216,8 @@ def test_merge_on_read_deletes_make_the_statistics_stale_by_the_rows_they_delete
         assert lagging.statistics_rows_changed_percent == pytest.approx(15.0)
         assert not stale(lake, MOR)
 
-        _commit_equality_delete(engine, lake, ids=[10, 11])  # 2 more rows: 8, 20 %
+        commit_equality_delete(engine, MOR, Path(local_path(table(lake, MOR).location())) / "data" / "eq-deletes.parquet",
+                               ids=[10, 11])  # 2 more rows: 8, 20 %
         with engine.unit_of_work() as spark:
             assert spark.sql(f"SELECT count(*) FROM {MOR.qualified}").collect()[0][0] == 32
         assert table(lake, MOR).current_snapshot().summary["added-equality-deletes"] == "2"
@@ -225,24 +227,3 @@ def test_merge_on_read_deletes_make_the_statistics_stale_by_the_rows_they_delete
         assert stale(lake, MOR)
     finally:
         engine.release_catalog()
-
-
-def _commit_equality_delete(engine: IcebergSparkEngine, settings, ids: list[int]) -> None:
-    """An equality delete file on ``id`` written with pyarrow and committed with Iceberg's RowDelta."""
-    import os
-
-    import pyarrow as pa
-
-    folder = Path(local_path(table(settings, MOR).location())) / "data"
-    path = folder / "eq-deletes.parquet"
-    pq.write_table(pa.table({"id": ids}, schema=pa.schema([
-        pa.field("id", pa.int64(), metadata={"PARQUET:field_id": "1"})])), path)
-    with engine.unit_of_work() as spark:
-        jvm = spark._jvm
-        java_table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, MOR.qualified)
-        field_ids = spark.sparkContext._gateway.new_array(jvm.int, 1)
-        field_ids[0] = 1
-        delete_file = (jvm.org.apache.iceberg.FileMetadata.deleteFileBuilder(java_table.spec())
-                       .ofEqualityDeletes(field_ids).withPath(f"file:{path}").withFormat("parquet")
-                       .withFileSizeInBytes(os.path.getsize(path)).withRecordCount(len(ids)).build())
-        java_table.newRowDelta().addDeletes(delete_file).commit()

@@ -53,3 +53,26 @@ def referenced_files(table: Table, local_path: Callable[[str], Path] = local_pat
         found.setdefault("statistics", set()).add(str(local_path(statistics.statistics_path)))
     return found
 
+
+def commit_equality_delete(engine, table: TableName, path: Path, ids: list[int], partition_path: str | None = None) -> None:
+    """An equality delete file on ``id`` (field 1) written with pyarrow at ``path`` and committed with Iceberg's
+    RowDelta through the engine's Spark session (Spark SQL writes no equality deletes); ``partition_path``:
+    the partition it belongs to (``part=0``), none for an unpartitioned table."""
+    import os
+
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"id": ids}, schema=pa.schema([
+        pa.field("id", pa.int64(), metadata={"PARQUET:field_id": "1"})])), path)
+    with engine.unit_of_work() as spark:
+        jvm = spark._jvm
+        java_table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table.qualified)
+        field_ids = spark.sparkContext._gateway.new_array(jvm.int, 1)
+        field_ids[0] = 1
+        builder = (jvm.org.apache.iceberg.FileMetadata.deleteFileBuilder(java_table.spec())
+                   .ofEqualityDeletes(field_ids).withPath(f"file:{path}").withFormat("parquet")
+                   .withFileSizeInBytes(os.path.getsize(path)).withRecordCount(len(ids)))
+        if partition_path is not None:
+            builder = builder.withPartitionPath(partition_path)
+        java_table.newRowDelta().addDeletes(builder.build()).commit()
