@@ -29,6 +29,7 @@ from floe_dagster.core.policy import Policy
 from floe_dagster.core.quiet import due_since, quiet_verdict
 from floe_dagster.core.schedule import schedule_due
 from floe_dagster.core.tables import TableName
+from floe_dagster.core.writers import writer_hold
 
 MAX_BACKOFF = timedelta(days=7)
 FIRST_BACKOFF = timedelta(minutes=5)
@@ -193,6 +194,19 @@ def _quiet(f: Facts) -> Decision | None:
     return None
 
 
+def _writer_running(f: Facts) -> Decision | None:
+    # A rewrite or an expiry of a table with a known writer (core/writers.py); the runs were read once per tick.
+    writers = f.data.writers.get(f.table.qualified) if f.op.holds_for_writers else None
+    if not writers:
+        return None
+    hold = f.learned["writer_hold"] = writer_hold(writers, f.data.writer_runs, due_since(f.due, f.metrics),
+                                                  f.schedule.max_writer_wait, f.data.now)
+    if not hold.passed:
+        return skip(f.decision, "writer_running", hold.detail, next_eligible=open_from(f.schedule, hold.next_eligible),
+                    **f.learned)
+    return None
+
+
 def _not_in_flight(f: Facts) -> Decision | None:
     data, qualified = f.data, f.table.qualified
     if (qualified, f.op) in data.in_flight:
@@ -222,6 +236,9 @@ GATES: tuple[Gate, ...] = (
          "the trigger conditions (declared table properties: their drift), their minimum intervals and the "
          "health they read; the critical-pipeline force passes it", holds_continuation=False),
     Gate("quiet", ("not_quiet",), _quiet, "another writer committed within the schedule's `quietFor`"),
+    Gate("writer", ("writer_running",), _writer_running,
+         "a rewrite or an expiry while a run of the table's writer asset is queued or started, until the "
+         "schedule's `maxWriterWait`"),
     Gate("in flight", ("in_flight",), _not_in_flight,
          "a run of the table is queued or running, or an admission in the ledger waits for its run"),
 )
@@ -254,14 +271,15 @@ def admissible(f: Facts) -> Decision:
     its run time bounded by the schedule's timeout and its window's end, with its run class."""
     data, schedule, due, now = f.data, f.schedule, f.due, f.data.now
     reason = f"{due.trigger}: {due.detail}"
-    quiet = f.learned.get("quiet")
+    quiet, hold = f.learned.get("quiet"), f.learned.get("writer_hold")
+    reasons = (reason, *(v.detail for v in (quiet, hold) if v is not None and (v is quiet or v.forced)))
     window_end = schedule.window_end_after(now) if schedule.enforce_window_end else None
     runtime = schedule.timeout_hours * 3600
     if window_end is not None:
         runtime = min(runtime, max(60.0, (window_end - now).total_seconds()))
     return replace_decision(
         f.decision, decision="run", passed_gates=True,
-        reasons=(reason, quiet.detail) if quiet is not None else (reason,),
+        reasons=reasons,
         attempt=data.last_attempts.get((f.table.qualified, f.op, due.slot_key), -1) + 1, max_runtime_s=runtime,
         next_eligible=now, run_class=_run_class(schedule), **f.learned)
 

@@ -7,8 +7,9 @@ shadow pass. Gates (core/gates.py ``GATES``), in order; a skipped decision's rea
 first gate that blocked it: schedule (schedule_disabled); gc (gc_disabled); catalog (table_missing);
 loaded (not_loaded); due (window_closed, day_not_allowed, not_due); backoff (failure_backoff);
 conflicts (conflict_retry); zero change (zero_change_throttle); conditions (conditions_unmet,
-min_interval, no_health, no_drift); quiet (not_quiet, core/quiet.py); in flight (in_flight: a run of
-the table is queued or running). Then admission (core/admission.py ``ADMISSION``), in rank order:
+min_interval, no_health, no_drift); quiet (not_quiet, core/quiet.py); writer (writer_running: a run
+of the table's writer asset, core/writers.py); in flight (in_flight: a run of the table is queued or
+running). Then admission (core/admission.py ``ADMISSION``), in rank order:
 launcher (out_of_scope: another launcher admits it); one operation per table (in_flight: another of
 its operations was admitted earlier in the same tick); table budget (budget_tables); operation budget
 (budget_operations); partition scoping (a rewrite larger than its run may take is scoped; it holds

@@ -16,7 +16,8 @@ Fields (Floe's names):
   window's end), ``priority`` (ranking among equally indebted work), ``enabled`` (default true).
 - ``quietFor`` (ISO-8601 duration): run only once the table has had no commit from another writer for
   this long; ``maxQuietWait`` (ISO-8601 duration, default ``P1D``, needs ``quietFor``): run anyway this
-  long after the work became due (:mod:`floe_dagster.core.quiet`).
+  long after the work became due (:mod:`floe_dagster.core.quiet`). ``maxWriterWait`` (default ``PT6H``): how
+  long a rewrite or an expiry waits for its writer's run to end (:mod:`floe_dagster.core.writers`).
 
 Every datetime returned is aware and in UTC (comparisons inside one zone would ignore DST's ``fold``).
 Whether work is due by a schedule (``Due``, ``schedule_due``) is core/schedule_due.py.
@@ -41,6 +42,7 @@ from floe_dagster.core.localtime import (
     zone,
 )
 from floe_dagster.core.quiet import DEFAULT_MAX_QUIET_WAIT, QuietPeriod
+from floe_dagster.core.writers import DEFAULT_MAX_WRITER_WAIT
 from floe_dagster.core.schedule_due import (  # Schedule.at and Schedule.due's answers
     TRIGGER_CONDITION,
     TRIGGER_CRON,
@@ -63,7 +65,7 @@ from floe_dagster.core.validation import (
 
 SCHEDULE_FIELDS = (
     "cronExpression", "interval", "windowStart", "windowEnd", "allowedDays", "timezone", "timeout",
-    "enforceWindowEnd", "priority", "enabled", "quietFor", "maxQuietWait",
+    "enforceWindowEnd", "priority", "enabled", "quietFor", "maxQuietWait", "maxWriterWait",
 )
 DEFAULT_TIMEOUT_HOURS = 1.0
 DAY_NAMES = ("MONDAY", "TUESDAY", "WEDNESDAY", "THURSDAY", "FRIDAY", "SATURDAY", "SUNDAY")  # weekday() order
@@ -83,6 +85,7 @@ class Schedule:
     enforce_window_end: bool = False
     priority: int = 0
     quiet: QuietPeriod | None = None  # quietFor / maxQuietWait (core/quiet.py); None: no quiet period
+    max_writer_wait: timedelta = DEFAULT_MAX_WRITER_WAIT  # the writer_running gate's limit (core/writers.py)
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -291,6 +294,8 @@ class Schedule:
                     priority=self.priority, kind=self.kind)
         if self.quiet is not None:
             data.update(self.quiet.to_json())
+        if self.max_writer_wait != DEFAULT_MAX_WRITER_WAIT:
+            data["maxWriterWait"] = format_iso_duration(self.max_writer_wait)
         return data
 
 
@@ -372,6 +377,7 @@ def parse_schedule(at: Location, raw: Any) -> Schedule:
         window_start=window_start, window_end=window_end, allowed_days=allowed_days, timezone=tz_name,
         timeout_hours=float(timeout), enforce_window_end=enforce, priority=priority,
         quiet=_parse_quiet(at, mapping),
+        max_writer_wait=_parse_wait(at, mapping, "maxWriterWait", "PT6H") or DEFAULT_MAX_WRITER_WAIT,
     )
 
 
@@ -408,7 +414,7 @@ def _parse_wait(at: Location, mapping: Mapping[str, Any], key: str, example: str
     except ValueError as exc:
         here.error(str(exc))
         return None
-    if key == "maxQuietWait" and wait <= timedelta(0):
+    if key.startswith("max") and wait <= timedelta(0):
         here.error(f"must be longer than zero, got {value!r} (zero would force every run at once)")
         return None
     return wait

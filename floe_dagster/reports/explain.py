@@ -75,6 +75,9 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
         "policyName": policy.name if policy else None,
         "conditionBasedTriggeringEnabled": data.limits.condition_based_triggering_enabled,
         "at": now.isoformat(),
+        # The assets that write the table (docs/beside-pipelines.md): a floe.yaml rule's or learned from
+        # their materializations' dagster/table_name, each with its newest materialization floe read.
+        "writers": [writer.to_json() for writer in data.writers.get(table.qualified, ())],
         "operationStatuses": statuses,
     }
 
@@ -130,6 +133,7 @@ def _status_tail(view: _TableView, op: Operation, decision: Decision, history: O
     """The status after the conditions: quiet, debt, backoff, conflicts, throttle, backlog, last run, shadow."""
     return {
         "quiet": _quiet(decision, view.policy),
+        "writerHold": decision.writer_hold.to_json() if decision.writer_hold is not None else None,
         "nextEligibleTime": decision.next_eligible.isoformat() if decision.next_eligible else None,
         "debtScore": decision.debt_score,
         "debtBreakdown": dict(decision.debt_breakdown),
@@ -249,7 +253,8 @@ def _not_decided(op: Operation, why: str) -> dict[str, Any]:
         "operationType": op.value, "shouldTrigger": False, "enabled": False, "reasons": [why], "waitsThisTick": None,
         "trigger": None,
         "conditionsMet": False, "metConditions": [], "unmetConditions": [why], "metConditionDetails": [],
-        "unmetConditionDetails": [], "forcedByCriticalPipeline": False, "quiet": None, "nextEligibleTime": None,
+        "unmetConditionDetails": [], "forcedByCriticalPipeline": False, "quiet": None, "writerHold": None,
+        "nextEligibleTime": None,
         "debtScore": 0.0, "debtBreakdown": {},
         "backoff": {"consecutiveFailures": 0, "until": None},
         "conflicts": {"consecutiveConflicts": 0, "lastConflictAt": None, "retryAt": None, "writerOperation": None,

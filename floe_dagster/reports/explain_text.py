@@ -9,6 +9,10 @@ from typing import Any, Mapping
 def format_explain_text(report: Mapping[str, Any]) -> str:
     lines = [f"{report['table']}: policy {report['policyName']}, condition-based triggering "
              f"{'on' if report['conditionBasedTriggeringEnabled'] else 'off'}"]
+    for writer in report.get("writers") or ():
+        last = writer["lastMaterialization"]
+        seen = f", last materialized {last['at']} (run {last['runId']})" if last else ""
+        lines.append(f"  written by {writer['assetKey']} ({writer['source']}){seen}")
     for op, status in report["operationStatuses"].items():
         lines += _operation_lines(op, status)
     return "\n".join(lines)
@@ -34,6 +38,9 @@ def _operation_lines(op: str, status: Mapping[str, Any]) -> list[str]:
     if status.get("quiet"):
         lines.append(f"    quiet period {status['quiet']['quietFor']} (forced after "
                      f"{status['quiet']['maxQuietWait']}): {status['quiet']['detail']}")
+    if status.get("writerHold"):
+        lines.append(f"    writer hold (maxWriterWait {status['writerHold']['maxWriterWait']}): "
+                     f"{status['writerHold']['detail']}")
     lines += _backlog_lines(status.get("backlog"))
     conflicts = status.get("conflicts") or {}
     if conflicts.get("consecutiveConflicts"):

@@ -1,0 +1,224 @@
+"""Maintenance beside the writers (issue 28, deliverables 1 and 3), through the real stack: a PyIceberg SQLite
+catalog, a real Dagster instance, the user's own code location beside floe's in one workspace, Dagit's
+GraphQL, the debt-score sensor and ``floe-dagster serve`` over HTTP.
+
+* a floe.yaml rule names the writer of ``demo.sales.orders``; the writer of ``demo.sales.events`` is
+  learned from the ``dagster/table_name`` its materializations carry, by the sensor's cursor over the
+  event log, and persisted (``floe_writers``);
+* Dagit's asset graph shows writer -> table maintenance across the two code locations;
+* ``explain`` and the HTTP trigger status name the writers;
+* a writer run that is really started (its asset blocks until the test lets it go) holds the table's
+  compaction (``writer_running``), and once the run ends the sensor requests the compaction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+import threading
+from datetime import datetime, timezone
+
+import pyarrow as pa
+import pytest
+import requests
+from dagster import DagsterInstance, DagsterRunStatus, build_sensor_context
+from pyiceberg.schema import Schema
+from pyiceberg.types import LongType, NestedField
+
+from floe_dagster.coordination.database import Coordination
+from floe_dagster.core.tables import TableName
+from floe_dagster.defs.build import build_definitions
+from floe_dagster.defs.names import asset_key_for
+from floe_dagster.defs.sensors import SENSOR_NAME
+from floe_dagster.iceberg.catalog import open_catalog
+from floe_dagster.iceberg.table_cache import read_cached_tables, refresh_table_cache
+from floe_dagster.reports.explain import explain_table
+from floe_dagster.reports.explain_text import format_explain_text
+from floe_dagster.settings import load_settings
+from floe_dagster_tests.conftest import write_settings
+from floe_dagster_tests.integration.test_api import start_serve, stop
+
+POLICIES = """
+- name: sales
+  tablePattern: "demo.sales.*"
+  rewriteDataFiles: {}
+  rewriteDataFilesSchedule: {interval: PT1H}
+"""
+WRITERS = """
+writers:
+  - {tables: "demo.sales.orders", asset: "warehouse/{namespace}/{table}"}
+"""
+ORDERS, EVENTS = TableName("demo", ("sales",), "orders"), TableName("demo", ("sales",), "events")
+ORDERS_WRITER, EVENTS_WRITER = ["warehouse", "sales", "orders"], ["etl", "events"]
+
+# The user's code location: two writers, each naming its table the Dagster way; the orders writer waits for a
+# file to appear while it runs (the test's way of holding a real run in STARTED).
+USER_LOCATION = """
+import os, time
+from pathlib import Path
+from dagster import Definitions, MaterializeResult, asset
+
+@asset(key=["warehouse", "sales", "orders"], metadata={"dagster/table_name": "demo.sales.orders"})
+def orders_writer():
+    gate = os.environ.get("WRITER_GATE")
+    while gate and not Path(gate).exists():
+        time.sleep(0.1)
+    return MaterializeResult(metadata={"dagster/table_name": "demo.sales.orders"})
+
+@asset(key=["etl", "events"])
+def events_writer():
+    return MaterializeResult(metadata={"dagster/table_name": "sales.events"})  # without the catalog
+
+defs = Definitions(assets=[orders_writer, events_writer])
+"""
+FLOE_LOCATION = """
+from floe_dagster.defs.build import build_definitions
+from floe_dagster.iceberg.table_cache import read_cached_tables
+from floe_dagster.settings import load_settings
+
+settings = load_settings()
+defs = build_definitions(settings, read_cached_tables(settings))
+"""
+WORKSPACE = """
+load_from:
+  - python_file: {relative_path: user_location.py, location_name: user-pipelines, working_directory: .}
+  - python_file: {relative_path: floe_location.py, location_name: floe, working_directory: .}
+"""
+LINEAGE = """
+query ($keys: [AssetKeyInput!]) {
+  assetNodes(assetKeys: $keys) {
+    assetKey { path } repository { location { name } } dependencyKeys { path } dependedByKeys { path }
+  }
+}
+"""
+
+
+@pytest.fixture
+def lake(tmp_path, dagster_home, monkeypatch):
+    config = write_settings(tmp_path, POLICIES, extra=WRITERS)
+    monkeypatch.setenv("FLOE_CONFIG", str(config))
+    settings = load_settings(config, environ={})
+    catalog = open_catalog(settings.catalog)
+    catalog.create_namespace("sales")
+    for name in (ORDERS, EVENTS):
+        table = catalog.create_table(name.identifier, schema=Schema(NestedField(1, "id", LongType(), required=False)))
+        for i in range(3):  # small files: work for REWRITE_DATA_FILES
+            table.append(pa.table({"id": [i]}))
+    refresh_table_cache(settings)
+    (tmp_path / "user_location.py").write_text(textwrap.dedent(USER_LOCATION))
+    (tmp_path / "floe_location.py").write_text(textwrap.dedent(FLOE_LOCATION))
+    (tmp_path / "workspace.yaml").write_text(textwrap.dedent(WORKSPACE))
+    with DagsterInstance.get() as instance:
+        yield settings, instance, tmp_path
+
+
+def user_defs(root):
+    namespace: dict = {}
+    exec(compile((root / "user_location.py").read_text(), "user_location.py", "exec"), namespace)
+    return namespace["defs"]
+
+
+def sensor_tick(settings, instance, cursor=None):
+    defs = build_definitions(settings, read_cached_tables(settings))
+    sensor = defs.resolve_sensor_def(SENSOR_NAME)
+    with build_sensor_context(instance=instance, definitions=defs, resources=defs.resources, cursor=cursor) as context:
+        result = sensor.evaluate_tick(context)
+    return result, result.cursor
+
+
+def materialize_user_asset(root, instance, key):
+    job = user_defs(root).resolve_implicit_global_asset_job_def()
+    from dagster import AssetKey
+
+    result = job.execute_in_process(instance=instance, asset_selection=[AssetKey(key)])
+    assert result.success
+    return result.run_id
+
+
+def test_writers_are_matched_shown_upstream_in_dagit_and_named_by_explain_and_http(lake):
+    settings, instance, root = lake
+    # The events writer materializes before floe knows it; the sensor's tick learns it from the event log.
+    events_run = materialize_user_asset(root, instance, EVENTS_WRITER)
+    _, cursor = sensor_tick(settings, instance)
+    learned = Coordination(settings.coordination_url).writer_rows()
+    [events_writer] = learned[EVENTS.qualified]
+    assert (events_writer.asset_key, events_writer.source, events_writer.last_run_id) == (
+        tuple(EVENTS_WRITER), "table_name", events_run)
+    assert json.loads(cursor) == {"writers": events_writer.last_storage_id}  # the cursor: the last event read
+    assert ORDERS.qualified not in learned  # its rule's writer has not materialized yet
+    # A tick with nothing new reads nothing and keeps the cursor; floe's own asset is never its own writer.
+    assert sensor_tick(settings, instance, cursor)[1] == cursor
+
+    # Dagit's asset graph over the two code locations: writer -> table maintenance.
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import WorkspaceFileTarget
+    from dagster_graphql.test.utils import execute_dagster_graphql
+
+    keys = [asset_key_for(ORDERS).path, asset_key_for(EVENTS).path, ORDERS_WRITER, EVENTS_WRITER]
+    with WorkspaceProcessContext(instance, WorkspaceFileTarget(paths=[str(root / "workspace.yaml")])) as process:
+        answer = execute_dagster_graphql(process.create_request_context(), LINEAGE,
+                                         {"keys": [{"path": list(k)} for k in keys]})
+    assert not answer.errors, answer.errors
+    nodes = {"/".join(n["assetKey"]["path"]): n for n in answer.data["assetNodes"]}
+    assert nodes["demo/sales/orders"]["repository"]["location"]["name"] == "floe"
+    assert nodes["demo/sales/orders"]["dependencyKeys"] == [{"path": ORDERS_WRITER}]
+    assert nodes["demo/sales/events"]["dependencyKeys"] == [{"path": EVENTS_WRITER}]
+    assert nodes["warehouse/sales/orders"]["repository"]["location"]["name"] == "user-pipelines"
+    assert nodes["warehouse/sales/orders"]["dependedByKeys"] == [{"path": ["demo", "sales", "orders"]}]
+    assert nodes["etl/events"]["dependedByKeys"] == [{"path": ["demo", "sales", "events"]}]
+
+    # explain names the writers, and the HTTP API answers the same.
+    report = explain_table(settings, Coordination(settings.coordination_url), "demo.sales.events",
+                           datetime.now(timezone.utc), instance)
+    assert report["writers"] == [{"assetKey": "etl/events", "source": "table_name", "lastMaterialization": {
+        "storageId": events_writer.last_storage_id, "runId": events_run,
+        "at": events_writer.last_materialized_at.isoformat()}}]
+    assert "  written by etl/events (table_name), last materialized" in format_explain_text(report)
+    process, url = start_serve(root / "floe.yaml", {**os.environ}, root / "serve.log")
+    try:
+        status = requests.get(url + "/api/v1/tables/sales/orders/trigger-status", timeout=60).json()
+    finally:
+        stop(process)
+    assert status["writers"] == [{"assetKey": "warehouse/sales/orders", "source": "rule", "lastMaterialization": None}]
+    assert status["operationStatuses"]["REWRITE_DATA_FILES"]["writerHold"]["held"] is False
+
+
+def test_a_started_writer_run_holds_the_compaction_until_it_ends(lake, monkeypatch):
+    settings, instance, root = lake
+    gate = root / "let-the-writer-finish"
+    monkeypatch.setenv("WRITER_GATE", str(gate))
+    writer = threading.Thread(target=materialize_user_asset, args=(root, instance, ORDERS_WRITER))
+    writer.start()
+    try:
+        [started] = wait_for_started_run(instance)
+        result, _ = sensor_tick(settings, instance)
+        assert "demo.sales.orders" not in [r.tags.get("floe/table") for r in result.run_requests or []]
+        report = explain_table(settings, Coordination(settings.coordination_url), "demo.sales.orders",
+                               datetime.now(timezone.utc), instance)
+        status = report["operationStatuses"]["REWRITE_DATA_FILES"]
+        assert status["shouldTrigger"] is False
+        assert status["reasons"][0].startswith(f"writer_running: its writer runs: warehouse/sales/orders (run "
+                                               f"{started.run_id[:8]}, STARTED); waits until it ends, forced in 5h")
+        assert status["writerHold"]["runs"] == [{"runId": started.run_id, "status": "STARTED",
+                                                 "assetKey": "warehouse/sales/orders"}]
+        # The table without a writer run is not held: events' compaction was requested in the same tick.
+        assert any(r.tags.get("floe/table") == "demo.sales.events" for r in result.run_requests)
+    finally:
+        gate.write_text("go")
+        writer.join(timeout=120)
+    assert instance.get_run_by_id(started.run_id).status == DagsterRunStatus.SUCCESS
+    result, _ = sensor_tick(settings, instance)
+    assert [r.tags.get("floe/table") for r in result.run_requests] == ["demo.sales.orders"]
+
+
+def wait_for_started_run(instance, timeout_s: float = 120.0):
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        runs = instance.get_runs()
+        if runs and runs[0].status == DagsterRunStatus.STARTED:
+            return runs
+        time.sleep(0.2)
+    raise AssertionError(f"the writer's run never started: {[(r.run_id, r.status) for r in instance.get_runs()]}")
