@@ -67,6 +67,7 @@ class Decision:
     condition_result: ConditionResult | None = None  # the trigger-condition gate's verdict, once reached
     quiet: QuietVerdict | None = None  # the quiet gate's verdict, once reached (a schedule with quietFor)
     writer_hold: WriterHold | None = None  # the writer_running gate's verdict, once reached (a known writer)
+    upstream: Writer | None = None  # after_write: the newest writer materialization that made it due
     backoff_until: datetime | None = None
     throttled_until: datetime | None = None
     max_runtime_s: float | None = None

@@ -27,7 +27,9 @@ from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled,
 from floe_dagster.core.partition_scope import Backlog
 from floe_dagster.core.policy import Policy
 from floe_dagster.core.quiet import due_since, quiet_verdict
+from floe_dagster.core.after_write import TRIGGER_AFTER_WRITE, combined_due
 from floe_dagster.core.schedule import schedule_due
+from floe_dagster.core.schedule_due import TRIGGER_CONDITION
 from floe_dagster.core.tables import TableName
 from floe_dagster.core.writers import writer_hold
 
@@ -112,10 +114,16 @@ def _loaded(f: Facts) -> Decision | None:
 
 def _due(f: Facts) -> Decision | None:
     # The window and the allowed days come first (window_closed, day_not_allowed), then not_due.
-    due = f.due = schedule_due(f.schedule, f.history.last_success_start, f.data.now)
+    due = schedule_due(f.schedule, f.history.last_success_start, f.data.now)
+    if f.schedule.after_write is not None:  # the writers' new materializations make it due too (or alone)
+        due = combined_due(due, f.schedule.after_write, f.data.writers.get(f.table.qualified, ()), f.data.now,
+                           clock_only=f.schedule.kind != TRIGGER_CONDITION)
+    f.due = due
     if not due.due:
         return skip(f.decision, due.blocked or "not_due", due.detail, next_eligible=due.next_eligible)
     f.learned = {"trigger": due.trigger, "slot": due.slot_key}
+    if due.trigger == TRIGGER_AFTER_WRITE:
+        f.learned["upstream"] = due.upstream
     return None
 
 

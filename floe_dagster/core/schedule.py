@@ -16,8 +16,8 @@ Fields (Floe's names):
   window's end), ``priority`` (ranking among equally indebted work), ``enabled`` (default true).
 - ``quietFor`` (ISO-8601 duration): run only once the table has had no commit from another writer for
   this long; ``maxQuietWait`` (ISO-8601 duration, default ``P1D``, needs ``quietFor``): run anyway this
-  long after the work became due (:mod:`floe_dagster.core.quiet`). ``maxWriterWait`` (default ``PT6H``): how
-  long a rewrite or an expiry waits for its writer's run to end (:mod:`floe_dagster.core.writers`).
+  long after the work became due (:mod:`floe_dagster.core.quiet`). ``maxWriterWait``, ``afterWrite``: the
+  writers' (core/writers.py, core/after_write.py).
 
 Every datetime returned is aware and in UTC (comparisons inside one zone would ignore DST's ``fold``).
 Whether work is due by a schedule (``Due``, ``schedule_due``) is core/schedule_due.py.
@@ -41,6 +41,7 @@ from floe_dagster.core.localtime import (
     transitions_on,
     zone,
 )
+from floe_dagster.core.after_write import AfterWrite, parse_after_write
 from floe_dagster.core.quiet import DEFAULT_MAX_QUIET_WAIT, QuietPeriod
 from floe_dagster.core.writers import DEFAULT_MAX_WRITER_WAIT
 from floe_dagster.core.schedule_due import (  # Schedule.at and Schedule.due's answers
@@ -65,7 +66,7 @@ from floe_dagster.core.validation import (
 
 SCHEDULE_FIELDS = (
     "cronExpression", "interval", "windowStart", "windowEnd", "allowedDays", "timezone", "timeout",
-    "enforceWindowEnd", "priority", "enabled", "quietFor", "maxQuietWait", "maxWriterWait",
+    "enforceWindowEnd", "priority", "enabled", "quietFor", "maxQuietWait", "maxWriterWait", "afterWrite",
 )
 DEFAULT_TIMEOUT_HOURS = 1.0
 DAY_NAMES = ("MONDAY", "TUESDAY", "WEDNESDAY", "THURSDAY", "FRIDAY", "SATURDAY", "SUNDAY")  # weekday() order
@@ -86,6 +87,7 @@ class Schedule:
     priority: int = 0
     quiet: QuietPeriod | None = None  # quietFor / maxQuietWait (core/quiet.py); None: no quiet period
     max_writer_wait: timedelta = DEFAULT_MAX_WRITER_WAIT  # the writer_running gate's limit (core/writers.py)
+    after_write: AfterWrite | None = None  # the after-write trigger (core/after_write.py); None: none
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -294,6 +296,7 @@ class Schedule:
                     priority=self.priority, kind=self.kind)
         if self.quiet is not None:
             data.update(self.quiet.to_json())
+        data.update({"afterWrite": self.after_write.to_json()} if self.after_write is not None else {})
         if self.max_writer_wait != DEFAULT_MAX_WRITER_WAIT:
             data["maxWriterWait"] = format_iso_duration(self.max_writer_wait)
         return data
@@ -378,6 +381,7 @@ def parse_schedule(at: Location, raw: Any) -> Schedule:
         timeout_hours=float(timeout), enforce_window_end=enforce, priority=priority,
         quiet=_parse_quiet(at, mapping),
         max_writer_wait=_parse_wait(at, mapping, "maxWriterWait", "PT6H") or DEFAULT_MAX_WRITER_WAIT,
+        after_write=parse_after_write(at, mapping.get("afterWrite")),
     )
 
 

@@ -33,7 +33,7 @@ from floe_dagster.coordination.runs import run_lock_name
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.run_decision import RunDecision
-from floe_dagster.core.run_tags import Origin, decision_from_tags, tables_run_tags
+from floe_dagster.core.run_tags import Origin, decision_from_tags, tables_run_tags, with_upstream_from_tags
 from floe_dagster.core.tables import TableName
 from floe_dagster.core.writers import writers_by_table
 from floe_dagster.defs.asset_policy import AssetPolicyFacts, asset_policy_facts
@@ -202,8 +202,8 @@ def _run_decisions(coordination: Coordination, tables: list[TableName], op: Oper
     planner's rank order when the tables were admitted together (the ledger's order), else by name."""
     batch_key = T.tag_value(run_tags, T.BATCH_KEY)
     admitted = coordination.batch_rows(batch_key) if batch_key else {}
-    decisions = [RunDecision.from_ledger(table, admitted[table.qualified]) if table.qualified in admitted
-                 else decision_from_tags(table, op, run_tags) for table in tables]
+    decisions = [with_upstream_from_tags(RunDecision.from_ledger(table, admitted[table.qualified]), run_tags)
+                 if table.qualified in admitted else decision_from_tags(table, op, run_tags) for table in tables]
     return sorted(decisions, key=lambda d: (d.ledger_row or 0, d.table))
 
 

@@ -45,6 +45,13 @@ POLICIES = """
   rewriteDataFiles: {}
   rewriteDataFilesSchedule: {interval: PT1H}
 """
+# Compaction only after a write (no interval): the orders table's writer is a floe.yaml rule's.
+AFTER_WRITE_POLICIES = """
+- name: sales
+  tablePattern: "demo.sales.*"
+  rewriteDataFiles: {}
+  rewriteDataFilesSchedule: {afterWrite: {settle: PT0S}}
+"""
 WRITERS = """
 writers:
   - {tables: "demo.sales.orders", asset: "warehouse/{namespace}/{table}"}
@@ -96,7 +103,16 @@ query ($keys: [AssetKeyInput!]) {
 
 @pytest.fixture
 def lake(tmp_path, dagster_home, monkeypatch):
-    config = write_settings(tmp_path, POLICIES, extra=WRITERS)
+    yield from make_lake(tmp_path, monkeypatch, POLICIES)
+
+
+@pytest.fixture
+def after_write_lake(tmp_path, dagster_home, monkeypatch):
+    yield from make_lake(tmp_path, monkeypatch, AFTER_WRITE_POLICIES)
+
+
+def make_lake(tmp_path, monkeypatch, policies):
+    config = write_settings(tmp_path, policies, extra=WRITERS)
     monkeypatch.setenv("FLOE_CONFIG", str(config))
     settings = load_settings(config, environ={})
     catalog = open_catalog(settings.catalog)
@@ -222,3 +238,36 @@ def wait_for_started_run(instance, timeout_s: float = 120.0):
             return runs
         time.sleep(0.2)
     raise AssertionError(f"the writer's run never started: {[(r.run_id, r.status) for r in instance.get_runs()]}")
+
+
+@pytest.mark.spark
+def test_a_writers_materialization_triggers_a_run_that_links_to_the_write(after_write_lake):
+    settings, instance, root = after_write_lake
+    result, cursor = sensor_tick(settings, instance)
+    assert not result.run_requests  # no write yet: an afterWrite-only schedule is not due every tick
+
+    writer_run = materialize_user_asset(root, instance, ORDERS_WRITER)
+    result, _ = sensor_tick(settings, instance, cursor)  # the cursor: only the new materialization is read
+    [request] = result.run_requests
+    [row] = Coordination(settings.coordination_url).writer_rows()[ORDERS.qualified]
+    assert request.tags["floe/table"] == "demo.sales.orders" and request.tags["floe/trigger"] == "after_write"
+    assert (request.tags["floe/upstream-asset"], request.tags["floe/upstream-run"],
+            request.tags["floe/upstream-storage-id"]) == ("warehouse/sales/orders", writer_run,
+                                                          str(row.last_storage_id))
+    assert request.tags["dagster/floe.slot"] == f"write:{row.last_storage_id}"
+
+    # The run (Spark) records the write in its materialization, beside Dagster's own pointer to it.
+    defs = build_definitions(settings, read_cached_tables(settings))
+    run = defs.resolve_job_def("floe_maintenance").execute_in_process(
+        instance=instance, partition_key=request.partition_key, asset_selection=request.asset_selection,
+        tags=request.tags)
+    assert run.success
+    event = instance.get_latest_materialization_event(asset_key_for(ORDERS))
+    metadata = {k: getattr(v, "value", v) for k, v in event.asset_materialization.metadata.items()}
+    assert (metadata["upstream_asset"], metadata["upstream_run"], metadata["upstream_storage_id"]) == (
+        "warehouse/sales/orders", writer_run, row.last_storage_id)
+    assert event.asset_materialization.tags[
+        "dagster/input_event_pointer/warehouse/sales/orders"] == str(row.last_storage_id)
+    # Maintained since that write: not due again until the writer writes again.
+    result, _ = sensor_tick(settings, instance, cursor)
+    assert not result.run_requests

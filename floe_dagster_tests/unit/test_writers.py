@@ -194,3 +194,90 @@ def test_max_writer_wait_is_checked():
     at = standalone()
     assert parse_schedule(at, INTERVAL).max_writer_wait == DEFAULT_MAX_WRITER_WAIT
     assert parse_schedule(at, {**INTERVAL, "maxWriterWait": "PT30M"}).max_writer_wait == timedelta(minutes=30)
+
+
+# -- the after-write trigger ---------------------------------------------------------------------
+
+LAST_SUCCESS = NOW - timedelta(hours=7)
+
+
+def wrote(key, minutes_ago: float, storage_id: int, run_id: str = "run") -> Writer:
+    return Writer(key, SOURCE_RULE, storage_id, run_id, NOW - timedelta(minutes=minutes_ago))
+
+
+def after_write(writers, schedule=None, *, now=NOW, history=SUCCEEDED):
+    data = PlanInput(
+        now=now, catalog_tables=[A], loaded_tables=frozenset({A}),
+        policies=policies(policy(schedules={RDF: schedule or {"afterWrite": {"settle": "PT5M"}}})),
+        limits=SchedulerSettings(), metrics={A: metrics(A)}, history=history,
+        writers={A.qualified: tuple(writers)} if writers else {},
+    )
+    return decision(plan(data), A, RDF)
+
+
+def test_a_write_since_the_last_success_makes_it_due_once_it_has_settled():
+    d = after_write([wrote(WRITER, 6, 812, "8faebc25-writer")])
+    assert d.decision == "run" and d.trigger == "after_write" and d.slot == "write:812"
+    assert d.upstream == wrote(WRITER, 6, 812, "8faebc25-writer")
+    written_at = (NOW - timedelta(minutes=6)).isoformat()
+    assert d.reasons[0].startswith(f"after_write: warehouse/sales/a materialized at {written_at} (run 8faebc25-writer, "
+                                   f"storage id 812), 1 of 1 writer(s) new since the last success at "
+                                   f"{LAST_SUCCESS.isoformat()}")
+    settling = after_write([wrote(WRITER, 2, 812)])  # another write 2 minutes ago: it waits for the storm to end
+    assert code(settling) == "not_due" and "settling: warehouse/sales/a materialized" in settling.reasons[0]
+    assert settling.next_eligible == NOW + timedelta(minutes=3)
+    old = after_write([wrote(WRITER, 8 * 60, 700)])  # written before the last success: nothing new
+    assert code(old) == "not_due" and "no new write by warehouse/sales/a since the last success" in old.reasons[0]
+
+
+def test_a_storm_of_writes_makes_one_slot_and_a_later_write_another():
+    # The sensor keeps each writer's newest materialization: whatever the storm, one slot (its newest write).
+    first = after_write([wrote(WRITER, 10, 900)])
+    assert first.slot == "write:900"
+    after_run = {(A.qualified, RDF): hist(last_success_start=NOW - timedelta(minutes=9), last_run_succeeded=True)}
+    assert code(after_write([wrote(WRITER, 10, 900)], history=after_run)) == "not_due"  # that write was maintained
+    assert after_write([wrote(WRITER, 6, 950)], history=after_run).slot == "write:950"
+
+
+def test_any_or_all_of_several_writers():
+    other = ("etl", "a")
+    writers = [wrote(WRITER, 30, 10), Writer(other, SOURCE_TABLE_NAME, 5, "r", NOW - timedelta(hours=9))]
+    assert after_write(writers).decision == "run"  # ANY_UPDATED, the default
+    every = {"afterWrite": {"settle": "PT5M", "dependency": "ALL_UPDATED"}}
+    held = after_write(writers, every)
+    assert code(held) == "not_due" and "no new write by etl/a since the last success" in held.reasons[0]
+    both = [wrote(WRITER, 30, 10), Writer(other, SOURCE_TABLE_NAME, 11, "r2", NOW - timedelta(minutes=20))]
+    d = after_write(both, every)
+    assert d.decision == "run" and d.slot == "write:11" and "2 of 2 writer(s) new" in d.reasons[0]
+
+
+def test_with_an_interval_either_rule_makes_it_due_and_without_a_writer_only_the_interval():
+    schedule = {"interval": "P1D", "afterWrite": {"settle": "PT5M"}}
+    assert after_write([wrote(WRITER, 6, 812)], schedule).trigger == "after_write"
+    assert code(after_write([], schedule)) == "not_due"  # interval not due (last success 7 h ago), no writer
+    assert code(after_write([], {"afterWrite": {}})) == "not_due"  # never due every tick like a condition rule
+    assert after_write([], {"interval": "PT6H", "afterWrite": {}}).trigger == "interval"
+
+
+def test_after_write_is_checked():
+    for raw, message in (({"settle": "-PT1M"}, "afterWrite.settle: "), ({"settle": 5}, "afterWrite.settle: "),
+                         ({"dependency": "SOME"}, "afterWrite.dependency: expected ANY_UPDATED or ALL_UPDATED"),
+                         ({"debounce": "PT1M"}, "afterWrite.debounce: unknown field"), ("PT5M", "afterWrite: ")):
+        at = standalone()
+        parse_schedule(at, {"afterWrite": raw})
+        assert any(e.startswith(message) for e in at.problems.errors), (raw, at.problems.errors)
+
+
+def test_the_run_is_tagged_with_the_write_and_the_ledger_decision_gets_it_back():
+    from floe_dagster.core import run_tags as T
+    from floe_dagster.core.run_decision import RunDecision
+    from floe_dagster.core.run_tags import Origin, PolicyFacts, run_tags, with_upstream_from_tags
+
+    d = RunDecision.admitted(after_write([wrote(WRITER, 6, 812, "8faebc25-writer")]))
+    tags = run_tags(A, RDF, PolicyFacts("p", "v1", {}), Origin("after_write", "written", "sensor:default"), d)
+    assert {k: tags[k] for k in (T.UPSTREAM_ASSET, T.UPSTREAM_RUN, T.UPSTREAM_STORAGE_ID)} == {
+        T.UPSTREAM_ASSET: "warehouse/sales/a", T.UPSTREAM_RUN: "8faebc25-writer", T.UPSTREAM_STORAGE_ID: "812"}
+    assert d.metadata()["upstream_storage_id"] == 812 and d.metadata()["upstream_asset"] == "warehouse/sales/a"
+    from_ledger = RunDecision(A, RDF, "after_write", "written", slot="write:812")
+    assert with_upstream_from_tags(from_ledger, tags).upstream.last_run_id == "8faebc25-writer"
+    assert with_upstream_from_tags(RunDecision(A, RDF, "after_write", "", slot="write:9"), tags).upstream is None
