@@ -264,11 +264,11 @@ class WriterRun:
 
 @dataclass(frozen=True)
 class WriterHold:
-    """The gate ``writer_running``'s verdict for one (table, operation) at ``now``."""
+    """The gate ``writer_running``'s verdict for one (table, operation) at ``now``; its words (``detail``) are
+    made only when asked (a tick makes a verdict for every rewrite and expiry of a table with a writer)."""
 
     passed: bool
     forced: bool
-    detail: str
     writers: tuple[Writer, ...]
     runs: tuple[WriterRun, ...]  # the writers' runs queued or started now
     max_wait: timedelta
@@ -282,6 +282,21 @@ class WriterHold:
             return self.now
         recheck = self.now + RECHECK
         return min(recheck, self.forced_at) if self.forced_at is not None else recheck
+
+    @property
+    def detail(self) -> str:
+        limit = format_iso_duration(self.max_wait)
+        if not self.runs:
+            names = ", ".join(key_text(w.asset_key) for w in self.writers)
+            return f"no run of its writer ({names}) is queued or started"
+        running = ", ".join(f"{key_text(r.asset_key)} (run {r.run_id[:8]}, {r.status})" for r in self.runs)
+        if self.forced_at is None:
+            return f"forced after {limit}: its writer runs ({running}), and when the work became due cannot be told"
+        since = self.due_since.isoformat() if self.due_since else ""
+        if self.forced:
+            return f"forced after {limit}: its writer runs ({running}); due since {since}"
+        return (f"its writer runs: {running}; waits until it ends, forced in {format_wait(self.forced_at - self.now)} "
+                f"at {self.forced_at.isoformat()} (maxWriterWait {limit}, due since {since})")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -300,25 +315,13 @@ def writer_hold(writers: Sequence[Writer], running: Mapping[AssetKeyPath, Sequen
                 since: datetime | None, max_wait: timedelta, now: datetime) -> WriterHold:
     """Whether a writer's run is queued or started now; held until it ends, or forced ``max_wait`` after
     ``since`` (when the work first became due: core/quiet.due_since). Not knowing since when, it never holds."""
-    now = as_utc(now)
-    runs = tuple(run for writer in writers for run in running.get(writer.asset_key, ()))
+    runs = tuple(run for writer in writers for run in running.get(writer.asset_key, ())) if running else ()
     forced_at = since + max_wait if since is not None else None
-    limit = format_iso_duration(max_wait)
-    verdict = dict(writers=tuple(writers), runs=runs, max_wait=max_wait, now=now, due_since=since,
-                   forced_at=forced_at)
-    names = ", ".join(key_text(w.asset_key) for w in writers)
     if not runs:
-        return WriterHold(True, False, f"no run of its writer ({names}) is queued or started", **verdict)
-    running_text = ", ".join(f"{key_text(r.asset_key)} (run {r.run_id[:8]}, {r.status})" for r in runs)
-    if forced_at is None:
-        return WriterHold(True, True, f"forced after {limit}: its writer runs ({running_text}), and when the work "
-                                      f"became due cannot be told", **verdict)
-    if now >= forced_at:
-        return WriterHold(True, True, f"forced after {limit}: its writer runs ({running_text}); due since "
-                                      f"{since.isoformat()}", **verdict)
-    return WriterHold(False, False, f"its writer runs: {running_text}; waits until it ends, forced in "
-                                    f"{format_wait(forced_at - now)} at {forced_at.isoformat()} (maxWriterWait "
-                                    f"{limit}, due since {since.isoformat()})", **verdict)
+        return WriterHold(True, False, tuple(writers), runs, max_wait, now, since, forced_at)
+    now = as_utc(now)
+    forced = forced_at is None or now >= forced_at
+    return WriterHold(forced, forced, tuple(writers), runs, max_wait, now, since, forced_at)
 
 
 __all__ = ["WriterRule", "Writer", "WriterRun", "WriterHold", "Materialization", "read_writer_rules", "rule_index",
