@@ -271,3 +271,22 @@ def test_a_writers_materialization_triggers_a_run_that_links_to_the_write(after_
     # Maintained since that write: not due again until the writer writes again.
     result, _ = sensor_tick(settings, instance, cursor)
     assert not result.run_requests
+
+
+def test_writer_rows_are_shared_and_never_go_back_on_both_databases(instance_home):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from floe_dagster.core.writers import Writer
+
+    at = datetime(2026, 11, 26, 12, 0, tzinfo=timezone.utc)
+    key = tuple(EVENTS_WRITER)
+    newer = {(EVENTS.qualified, key): Writer(key, "table_name", 20, "run-20", at)}
+    older = {(EVENTS.qualified, key): Writer(key, "rule", 10, "run-10", at)}
+    # Two shards' sensors record the same new writer at once: one row, no error.
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda rows: Coordination().record_writers(rows), [newer, newer]))
+    Coordination().record_writers(older)  # an older event read late: the row keeps the newer one
+    assert Coordination().writer_rows() == {EVENTS.qualified: (Writer(key, "table_name", 20, "run-20", at),)}
+    Coordination().record_writers({(EVENTS.qualified, key): Writer(key, "rule", 30, "run-30", at)})
+    # A writer that named the table itself stays one when a rule names it too.
+    assert Coordination().writer_rows()[EVENTS.qualified] == (Writer(key, "table_name", 30, "run-30", at),)
