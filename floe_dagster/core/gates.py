@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
 
+from floe_dagster.core.after_write import TRIGGER_AFTER_WRITE, combined_due
 from floe_dagster.core.batches import RunClass
 from floe_dagster.core.commit_conflicts import conflict_retry_delay
 from floe_dagster.core.decisions import Decision, PlanInput, replace_decision, skip
@@ -27,7 +28,6 @@ from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled,
 from floe_dagster.core.partition_scope import Backlog
 from floe_dagster.core.policy import Policy
 from floe_dagster.core.quiet import due_since, quiet_verdict
-from floe_dagster.core.after_write import TRIGGER_AFTER_WRITE, combined_due
 from floe_dagster.core.schedule import schedule_due
 from floe_dagster.core.schedule_due import TRIGGER_CONDITION
 from floe_dagster.core.tables import TableName

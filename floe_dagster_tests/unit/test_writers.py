@@ -281,3 +281,12 @@ def test_the_run_is_tagged_with_the_write_and_the_ledger_decision_gets_it_back()
     from_ledger = RunDecision(A, RDF, "after_write", "written", slot="write:812")
     assert with_upstream_from_tags(from_ledger, tags).upstream.last_run_id == "8faebc25-writer"
     assert with_upstream_from_tags(RunDecision(A, RDF, "after_write", "", slot="write:9"), tags).upstream is None
+
+
+def test_the_table_assets_description_says_it_runs_after_writes():
+    from floe_dagster.defs.asset_policy import operation_rule
+
+    [alone] = policies(policy(schedules={RDF: {"afterWrite": {}}})).policies
+    [both] = policies(policy(schedules={RDF: {"interval": "PT6H", "afterWrite": {}}})).policies
+    assert operation_rule(alone, RDF, {}) == "after its writer's writes (debt-score sensor)"
+    assert operation_rule(both, RDF, {}) == "every 6 hours (debt-score sensor), and after its writer's writes"
