@@ -35,6 +35,10 @@ MATERIALIZATION = DagsterEventType.ASSET_MATERIALIZATION
 LEARN_BATCH = 5000
 # Without a cursor (the sensor's first tick, or a reset in Dagit): the newest events only, never the history.
 FIRST_LOOKBACK = 1000
+# Storage ids read again below the cursor: on PostgreSQL an event with a lower id can commit after a reader saw a
+# higher one (ids come from a sequence at insert), so a writer's write landing late is still read. Those events
+# only update writers floe knows (no payload is read again).
+OVERLAP = 100
 TABLE_NAME = "dagster/table_name"
 # A run's targets never change: read once while the run is active (run id -> asset keys).
 _targets: dict[str, frozenset[AssetKeyPath]] = {}
@@ -48,25 +52,29 @@ def learn_writers(instance: DagsterInstance, coordination: Coordination, tables:
         summaries = list(instance.get_asset_event_summary_records(MATERIALIZATION, limit=FIRST_LOOKBACK))
     else:
         summaries = list(instance.get_asset_event_summary_records(
-            MATERIALIZATION, after_storage_id=cursor, ascending=True, limit=LEARN_BATCH))
+            MATERIALIZATION, after_storage_id=max(cursor - OVERLAP, 0), ascending=True, limit=LEARN_BATCH))
     if not summaries:
         return (cursor if cursor is not None else 0), 0
+    seen = cursor if cursor is not None else -1
     named = {table.qualified.lower(): table for table in tables}
     own = {(table.catalog, *table.namespace, table.name) for table in tables}
-    known = known_writers(rule_index(tables, rules), coordination.writer_rows(), named)
+    persisted = coordination.writer_rows()
+    known = known_writers(rule_index(tables, rules), persisted, named)
     newest_unknown: dict[AssetKeyPath, int] = {}
     for summary in summaries:
         key = tuple(summary.asset_key.path)
-        if key not in known and key not in own:
+        if key not in known and key not in own and summary.storage_id > seen:
             newest_unknown[key] = max(newest_unknown.get(key, 0), summary.storage_id)
     table_names = {storage_id: _table_name(instance, key, storage_id) for key, storage_id in newest_unknown.items()}
     events = [Materialization(tuple(s.asset_key.path), s.storage_id, s.run_id,
                               datetime.fromtimestamp(s.timestamp, timezone.utc), table_names.get(s.storage_id))
               for s in summaries if tuple(s.asset_key.path) in known or s.storage_id in table_names]
-    rows = learned_rows(events, known, named, catalog)
+    stored = {(table, w.asset_key): w.last_storage_id or 0 for table, rows in persisted.items() for w in rows}
+    rows = {pair: row for pair, row in learned_rows(events, known, named, catalog).items()
+            if (row.last_storage_id or 0) > stored.get(pair, -1)}  # the overlap's events are stored already
     if rows:
         coordination.record_writers(rows)
-    return max(s.storage_id for s in summaries), len(rows)
+    return max(seen, *(s.storage_id for s in summaries)), len(rows)
 
 
 def _table_name(instance: DagsterInstance, key: AssetKeyPath, storage_id: int) -> str | None:

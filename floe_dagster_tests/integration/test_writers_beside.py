@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 import pyarrow as pa
 import pytest
 import requests
-from dagster import DagsterInstance, DagsterRunStatus, build_sensor_context
+from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, build_sensor_context
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
 
@@ -290,3 +290,21 @@ def test_writer_rows_are_shared_and_never_go_back_on_both_databases(instance_hom
     Coordination().record_writers({(EVENTS.qualified, key): Writer(key, "rule", 30, "run-30", at)})
     # A writer that named the table itself stays one when a rule names it too.
     assert Coordination().writer_rows()[EVENTS.qualified] == (Writer(key, "table_name", 30, "run-30", at),)
+
+
+def test_a_write_committed_below_the_cursor_is_still_read(lake):
+    """On PostgreSQL a materialization can commit with a storage id below one the sensor already read (ids
+    come from a sequence at insert): the sensor reads a short overlap below its cursor again."""
+    from floe_dagster.scheduling.writer_facts import learn_writers
+
+    settings, instance, root = lake
+    run_id = materialize_user_asset(root, instance, ORDERS_WRITER)
+    [summary] = instance.get_asset_event_summary_records(
+        DagsterEventType.ASSET_MATERIALIZATION, limit=1)
+    coordination = Coordination(settings.coordination_url)
+    tables = read_cached_tables(settings)
+    ahead = summary.storage_id + 3  # as if a later event had been read before this one committed
+    assert learn_writers(instance, coordination, tables, settings.writers, "demo", ahead) == (ahead, 1)
+    [row] = coordination.writer_rows()[ORDERS.qualified]
+    assert (row.last_storage_id, row.last_run_id, row.source) == (summary.storage_id, run_id, "rule")
+    assert learn_writers(instance, coordination, tables, settings.writers, "demo", ahead) == (ahead, 0)
