@@ -34,6 +34,7 @@ from floe_dagster.core.tables import TableName
 from floe_dagster.core.writers import writer_hold
 
 MAX_BACKOFF = timedelta(days=7)
+HOLDS_FOR_WRITERS = frozenset(op for op in ALL_OPERATIONS if op.holds_for_writers)  # the kinds' flag, once
 FIRST_BACKOFF = timedelta(minutes=5)
 
 
@@ -204,7 +205,7 @@ def _quiet(f: Facts) -> Decision | None:
 
 def _writer_running(f: Facts) -> Decision | None:
     # A rewrite or an expiry of a table with a known writer (core/writers.py); the runs were read once per tick.
-    writers = f.data.writers.get(f.table.qualified) if f.op.holds_for_writers else None
+    writers = f.data.writers.get(f.table.qualified) if f.op in HOLDS_FOR_WRITERS else None
     if not writers:
         return None
     hold = f.learned["writer_hold"] = writer_hold(writers, f.data.writer_runs, due_since(f.due, f.metrics),

@@ -262,10 +262,10 @@ class WriterRun:
     asset_key: AssetKeyPath
 
 
-@dataclass(frozen=True)
-class WriterHold:
+@dataclass(slots=True)  # not frozen: a tick makes one per rewrite and expiry of a written table (frozen's
+class WriterHold:       # __init__ sets each field through object.__setattr__); never changed once made
     """The gate ``writer_running``'s verdict for one (table, operation) at ``now``; its words (``detail``) are
-    made only when asked (a tick makes a verdict for every rewrite and expiry of a table with a writer)."""
+    made only when asked."""
 
     passed: bool
     forced: bool
@@ -318,10 +318,10 @@ def writer_hold(writers: Sequence[Writer], running: Mapping[AssetKeyPath, Sequen
     runs = tuple(run for writer in writers for run in running.get(writer.asset_key, ())) if running else ()
     forced_at = since + max_wait if since is not None else None
     if not runs:
-        return WriterHold(True, False, tuple(writers), runs, max_wait, now, since, forced_at)
+        return WriterHold(True, False, writers, runs, max_wait, now, since, forced_at)
     now = as_utc(now)
     forced = forced_at is None or now >= forced_at
-    return WriterHold(forced, forced, tuple(writers), runs, max_wait, now, since, forced_at)
+    return WriterHold(forced, forced, writers, runs, max_wait, now, since, forced_at)
 
 
 __all__ = ["WriterRule", "Writer", "WriterRun", "WriterHold", "Materialization", "read_writer_rules", "rule_index",
