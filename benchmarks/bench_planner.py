@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import describe, machine, peak_rss_mib, table  # noqa: E402
 
 import floe_dagster.core.planner as planner  # noqa: E402
-import floe_dagster.core.policy as policy_module  # noqa: E402
+import floe_dagster.core.policy_set as policy_module  # noqa: E402  (the policies' match memo)
 import floe_dagster.iceberg.byte_estimates as byte_estimates  # noqa: E402
 from floe_dagster.core.debt import DebtWeights  # noqa: E402
 from floe_dagster.core.history import OperationHistory  # noqa: E402

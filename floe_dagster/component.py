@@ -81,6 +81,8 @@ class SectionAttributes(BaseModel):
 
 def _schema_type(key: Key) -> Any:
     """A key's type in the component's schema; null is always allowed (floe.yaml reads it as the default)."""
+    if "schema" in key.rules:  # a key whose value is structured (floe.yaml's writers: a list of mappings)
+        return key.rules["schema"] | None
     origin = typing.get_origin(key.kind)
     if origin is dict:
         return dict[str, str | int | float | bool] | None

@@ -30,6 +30,7 @@ from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.planner import SchedulerSettings
 from floe_dagster.core.quarantine import quarantine_location_problem
 from floe_dagster.core.validation import Location, Problems, setting
+from floe_dagster.core.writers import WriterRule, read_writer_rules
 from floe_dagster.errors import SettingsError
 from floe_dagster.redaction import remember
 from floe_dagster.settings_schema import (
@@ -241,6 +242,10 @@ class Settings:
         reader=_read_shards, component=False)
     api: ApiSettings = setting(default_factory=ApiSettings, description="floe-dagster serve (see HTTP API).",
                                component=False)
+    # Beside the user's pipelines (docs/beside-pipelines.md): tables matched to the assets that write them.
+    writers: tuple[WriterRule, ...] = setting(
+        (), "the assets that write the tables: [{tables: <table pattern>, asset: <asset key template>}] (see "
+        "Beside your pipelines)", reader=read_writer_rules, schema=list[dict[str, str]])
 
     @property
     def coordination_url(self) -> str | None:

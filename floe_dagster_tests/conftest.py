@@ -131,7 +131,7 @@ def instance_home(request, tmp_path, monkeypatch):
             instance.delete_instigator_state(schedule_state.instigator_origin_id, schedule_state.selector_id)
     engine = sqlalchemy.create_engine(url)
     with engine.begin() as connection:
-        for table in ("floe_ledger", "floe_outcomes", "floe_history"):
+        for table in ("floe_ledger", "floe_outcomes", "floe_history", "floe_writers"):
             connection.execute(sqlalchemy.text(f"DROP TABLE IF EXISTS {table}"))
     engine.dispose()
     return home

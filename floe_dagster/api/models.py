@@ -170,6 +170,29 @@ class SlaState(_Open):
     detail: str
 
 
+class WriterHoldState(_Open):
+    """The gate ``writer_running`` (docs/beside-pipelines.md): the writers' runs queued or started that hold a
+    rewrite or an expiry, and when it runs anyway (``maxWriterWait`` after it became due)."""
+
+    maxWriterWait: str
+    held: bool
+    forced: bool
+    runs: list[dict[str, str]] = Field(description="{runId, status, assetKey} of each writer run queued or started")
+    dueSince: str | None = None
+    forcedAt: str | None = None
+    secondsUntilForced: float | None = None
+    detail: str
+
+
+class TableWriter(_Open):
+    """An asset that writes the table: named by a floe.yaml ``writers`` rule (``rule``) or by the
+    ``dagster/table_name`` of its materializations (``table_name``), with its newest materialization floe read."""
+
+    assetKey: str = Field(description="The asset key as Dagit writes it (parts joined by '/')")
+    source: Literal["rule", "table_name"]
+    lastMaterialization: dict[str, Any] | None = Field(None, description="{storageId, runId, at}; null before one")
+
+
 class Backlog(_Open):
     """Work an operation left for later runs (docs/automation.md): a partition-scoped rewrite's
     partitions and bytes; orphan cleanup's files the last run left on disk (its per-run cap), with
@@ -235,6 +258,8 @@ class OperationTriggerStatus(_Open):
                                                  "conditions and minimum intervals")
     quiet: QuietState | None = None
     sla: SlaState | None = Field(None, description="The SLA contract's verdict now; null without one")
+    writerHold: WriterHoldState | None = Field(None, description="The writer_running gate's verdict (a rewrite or "
+                                               "an expiry of a table with a known writer); null before it is reached")
     nextEligibleTime: str | None
     debtScore: float
     debtBreakdown: dict[str, float]
@@ -270,6 +295,7 @@ class TriggerStatusResponse(_Open):
     policyName: str | None
     conditionBasedTriggeringEnabled: bool
     at: str
+    writers: list[TableWriter] = Field(default_factory=list, description="The assets that write the table")
     operationStatuses: dict[str, OperationTriggerStatus]
 
 

@@ -11,6 +11,8 @@ the Dagster instance. Reading all history is one query per tick, whatever the nu
   the run itself as each table finishes, or by the tick that finds the run dead; a success's row
   holds what the run cost and bought (core/run_figures.py).
 - ``floe_history``: the fold of the outcomes per (table, operation) that the planner reads.
+- ``floe_writers``: the writers of each table learned from the event log, with each writer's newest
+  materialization read (core/writers.py).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from floe_dagster.core.operations import Operation
 from floe_dagster.core.partition_scope import PartitionSelection
 from floe_dagster.core.run_decision import LedgerRow, RunDecision
 from floe_dagster.core.run_figures import OUTCOME_COLUMNS, RunFigures, figures_from_json, figures_json, outcome_columns
+from floe_dagster.core.writers import SOURCE_TABLE_NAME, Writer
 from floe_dagster.instance import default_coordination_url
 
 metadata = MetaData()
@@ -128,6 +131,19 @@ history = Table(
     Column("last_conflict_writer", String(32)),
     # The newest shadow decision's admission: a shadow policy's due rules read it as a success.
     Column("last_shadow_at", DateTime(timezone=True)),
+)
+
+# The writers of each table (core/writers.py) the sensor learned from the event log, and each writer's newest
+# materialization it read (for a floe.yaml rule's writer too): every process reads the same.
+writers = Table(
+    "floe_writers",
+    metadata,
+    Column("table_name", String(1024), primary_key=True),
+    Column("asset_key", String(1024), primary_key=True),  # its parts, as JSON
+    Column("source", String(32), nullable=False),  # rule | table_name
+    Column("last_storage_id", BigInteger),
+    Column("last_run_id", String(64)),
+    Column("last_materialized_at", DateTime(timezone=True)),
 )
 
 # An admission whose run was never created (the daemon failed to launch it) expires after this.
@@ -338,6 +354,40 @@ class Coordination:
                 found[(table_name, Operation(operation))].append(
                     RunFigures(run_id, naive_as_utc(finished), *figures_from_json(json.loads(figures))))
         return found
+
+    # -- writers ------------------------------------------------------------------------------
+
+    def writer_rows(self) -> dict[str, tuple[Writer, ...]]:
+        """Every persisted writer, by table (one query)."""
+        found: dict[str, list[Writer]] = {}
+        with self.engine.connect() as connection:
+            for row in connection.execute(select(writers).order_by(writers.c.table_name)).mappings():
+                at = row["last_materialized_at"]
+                found.setdefault(row["table_name"], []).append(Writer(
+                    tuple(json.loads(row["asset_key"])), row["source"], row["last_storage_id"], row["last_run_id"],
+                    naive_as_utc(at) if at is not None else None))
+        return {table: tuple(rows) for table, rows in found.items()}
+
+    def record_writers(self, rows: dict[tuple[str, tuple[str, ...]], Writer]) -> None:
+        """Insert or update writer rows; a row never goes back to an older materialization, and a learned
+        source (table_name) is kept once seen."""
+        with self.engine.begin() as connection:
+            for (table_name, key), writer in rows.items():
+                where = and_(writers.c.table_name == table_name, writers.c.asset_key == json.dumps(list(key)))
+                old = connection.execute(select(writers.c.source, writers.c.last_storage_id).where(where)).first()
+                values = dict(last_storage_id=writer.last_storage_id, last_run_id=writer.last_run_id,
+                              last_materialized_at=naive_as_utc(writer.last_materialized_at)
+                              if writer.last_materialized_at else None)
+                if old is None:
+                    try:
+                        with connection.begin_nested():
+                            connection.execute(writers.insert().values(
+                                table_name=table_name, asset_key=json.dumps(list(key)), source=writer.source, **values))
+                    except IntegrityError:  # another shard's sensor recorded it first: its row stands
+                        pass
+                elif (old.last_storage_id or 0) <= (writer.last_storage_id or 0):
+                    source = SOURCE_TABLE_NAME if SOURCE_TABLE_NAME in (old.source, writer.source) else writer.source
+                    connection.execute(update(writers).where(where).values(source=source, **values))
 
     def outcomes_for(self, table_name: str) -> list[dict]:
         with self.engine.connect() as connection:

@@ -40,9 +40,15 @@ class RunInFlight:
     tags: dict[str, str]
 
 
-def runs_in_flight(instance: DagsterInstance) -> list[RunInFlight]:
-    """Every queued or running floe run: one query, whatever the number of tables."""
-    records = instance.get_run_records(filters=RunsFilter(statuses=IN_FLIGHT_STATUSES))
+def active_run_records(instance: DagsterInstance) -> list:
+    """Every queued or running run of the instance, floe's and the user's: one query."""
+    return list(instance.get_run_records(filters=RunsFilter(statuses=IN_FLIGHT_STATUSES)))
+
+
+def runs_in_flight(instance: DagsterInstance, records: Iterable | None = None) -> list[RunInFlight]:
+    """Every queued or running floe run (of ``records`` when the caller read them): one query, whatever the
+    number of tables."""
+    records = active_run_records(instance) if records is None else records
     found = []
     for record in records:
         run = record.dagster_run

@@ -25,6 +25,7 @@ from floe_dagster.core.run_decision import item_key
 from floe_dagster.core.sla import SlaVerdict
 from floe_dagster.core.tables import TableName
 from floe_dagster.core.validation import setting
+from floe_dagster.core.writers import AssetKeyPath, Writer, WriterHold, WriterRun
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,8 @@ class Decision:
     condition_result: ConditionResult | None = None  # the trigger-condition gate's verdict, once reached
     quiet: QuietVerdict | None = None  # the quiet gate's verdict, once reached (a schedule with quietFor)
     sla: SlaVerdict | None = None  # the operation's SLA contract at ``now`` (a schedule with sla), every decision
+    writer_hold: WriterHold | None = None  # the writer_running gate's verdict, once reached (a known writer)
+    upstream: Writer | None = None  # after_write: the newest writer materialization that made it due
     backoff_until: datetime | None = None
     throttled_until: datetime | None = None
     max_runtime_s: float | None = None
@@ -147,6 +150,10 @@ class PlanInput:
     fair_shares: FairShareSettings = FAIR_SHARES_OFF  # settings.fair_shares (off: plain rank order)
     # The live admissions of the last hours (the ledger's): the fair shares' memory across ticks.
     past_admissions: tuple[PastAdmission, ...] = ()
+    # The tables' writers (core/writers.py), by qualified name: only tables that have one.
+    writers: Mapping[str, tuple[Writer, ...]] = field(default_factory=dict)
+    # The user's runs queued or started now that target a writer asset, by the asset key.
+    writer_runs: Mapping[AssetKeyPath, tuple[WriterRun, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

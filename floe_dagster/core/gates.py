@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
 
+from floe_dagster.core.after_write import TRIGGER_AFTER_WRITE, combined_due
 from floe_dagster.core.batches import RunClass
 from floe_dagster.core.commit_conflicts import conflict_retry_delay
 from floe_dagster.core.decisions import Decision, PlanInput, replace_decision, skip
@@ -29,9 +30,12 @@ from floe_dagster.core.policy import Policy
 from floe_dagster.core.quiet import due_since, quiet_verdict
 from floe_dagster.core.schedule import schedule_due
 from floe_dagster.core.sla import SlaVerdict
+from floe_dagster.core.schedule_due import TRIGGER_CONDITION
 from floe_dagster.core.tables import TableName
+from floe_dagster.core.writers import writer_hold
 
 MAX_BACKOFF = timedelta(days=7)
+HOLDS_FOR_WRITERS = frozenset(op for op in ALL_OPERATIONS if op.holds_for_writers)  # the kinds' flag, once
 FIRST_BACKOFF = timedelta(minutes=5)
 
 
@@ -122,10 +126,16 @@ def _loaded(f: Facts) -> Decision | None:
 
 def _due(f: Facts) -> Decision | None:
     # The window and the allowed days come first (window_closed, day_not_allowed), then not_due.
-    due = f.due = schedule_due(f.schedule, f.history.last_success_start, f.data.now)
+    due = schedule_due(f.schedule, f.history.last_success_start, f.data.now)
+    if f.schedule.after_write is not None:  # the writers' new materializations make it due too (or alone)
+        due = combined_due(due, f.schedule.after_write, f.data.writers.get(f.table.qualified, ()), f.data.now,
+                           clock_only=f.schedule.kind != TRIGGER_CONDITION)
+    f.due = due
     if not due.due:
         return skip(f.decision, due.blocked or "not_due", due.detail, next_eligible=due.next_eligible)
     f.learned = {"trigger": due.trigger, "slot": due.slot_key}
+    if due.trigger == TRIGGER_AFTER_WRITE:
+        f.learned["upstream"] = due.upstream
     return None
 
 
@@ -212,6 +222,19 @@ def _quiet(f: Facts) -> Decision | None:
     return None
 
 
+def _writer_running(f: Facts) -> Decision | None:
+    # A rewrite or an expiry of a table with a known writer (core/writers.py); the runs were read once per tick.
+    writers = f.data.writers.get(f.table.qualified) if f.op in HOLDS_FOR_WRITERS else None
+    if not writers:
+        return None
+    hold = f.learned["writer_hold"] = writer_hold(writers, f.data.writer_runs, due_since(f.due, f.metrics),
+                                                  f.schedule.max_writer_wait, f.data.now)
+    if not hold.passed:
+        return skip(f.decision, "writer_running", hold.detail, next_eligible=open_from(f.schedule, hold.next_eligible),
+                    **f.learned)
+    return None
+
+
 def _not_in_flight(f: Facts) -> Decision | None:
     data, qualified = f.data, f.table.qualified
     if (qualified, f.op) in data.in_flight:
@@ -247,6 +270,9 @@ GATES: tuple[Gate, ...] = (
          "health they read; the critical-pipeline force and a breached SLA pass it", holds_continuation=False,
          holds_escalation=False),
     Gate("quiet", ("not_quiet",), _quiet, "another writer committed within the schedule's `quietFor`"),
+    Gate("writer", ("writer_running",), _writer_running,
+         "a rewrite or an expiry while a run of the table's writer asset is queued or started, until the "
+         "schedule's `maxWriterWait`"),
     Gate("in flight", ("in_flight",), _not_in_flight,
          "a run of the table is queued or running, or an admission in the ledger waits for its run"),
 )
@@ -284,14 +310,15 @@ def admissible(f: Facts) -> Decision:
     if f.escalation is not None:
         f.learned["trigger"] = "sla"
         reasons += (f"sla: {f.escalation.detail}; escalated past the conditions and minimum intervals",)
-    quiet = f.learned.get("quiet")
+    quiet, hold = f.learned.get("quiet"), f.learned.get("writer_hold")
+    reasons += tuple(v.detail for v in (quiet, hold) if v is not None and (v is quiet or v.forced))
     window_end = schedule.window_end_after(now) if schedule.enforce_window_end else None
     runtime = schedule.timeout_hours * 3600
     if window_end is not None:
         runtime = min(runtime, max(60.0, (window_end - now).total_seconds()))
     return replace_decision(
         f.decision, decision="run", passed_gates=True,
-        reasons=(*reasons, quiet.detail) if quiet is not None else reasons,
+        reasons=reasons,
         attempt=data.last_attempts.get((f.table.qualified, f.op, due.slot_key), -1) + 1, max_runtime_s=runtime,
         next_eligible=now, run_class=_run_class(schedule), **f.learned)
 

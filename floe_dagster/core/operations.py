@@ -49,6 +49,10 @@ class _OperationKind(str, Enum):
         return self.spec.rewrites_data
 
     @property
+    def holds_for_writers(self) -> bool:
+        return self.spec.holds_for_writers
+
+    @property
     def needs_gc(self) -> bool:
         """Whether it deletes files, so that a table's ``gc.enabled=false`` forbids it."""
         return self.spec.needs_gc

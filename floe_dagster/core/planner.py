@@ -11,8 +11,8 @@ loaded (not_loaded); due (window_closed, day_not_allowed, not_due); backoff (fai
 conflicts (conflict_retry); zero change (zero_change_throttle); sla (holds nothing: a breached SLA
 contract, core/sla.py, escalates the work past the conditions and ranks it first, trigger sla);
 conditions (conditions_unmet, min_interval, no_health, no_drift); quiet (not_quiet, core/quiet.py);
-in flight (in_flight: a run of the table is queued or running). Then admission (core/admission.py
-``ADMISSION``), in rank order:
+writer (writer_running: a run of the table's writer asset, core/writers.py); in flight (in_flight: a
+run of the table is queued or running). Then admission (core/admission.py ``ADMISSION``), in rank order:
 launcher (out_of_scope: another launcher admits it); one operation per table (in_flight: another of
 its operations was admitted earlier in the same tick); table budget (budget_tables); operation budget
 (budget_operations); partition scoping (a rewrite larger than its run may take is scoped; it holds

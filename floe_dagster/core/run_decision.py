@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.partition_scope import PartitionSelection
 from floe_dagster.core.tables import TableName
+from floe_dagster.core.writers import Writer, key_text
 
 if TYPE_CHECKING:  # the planner imports item_key from here; a Decision is only read
     from floe_dagster.core.planner import Decision
@@ -91,6 +92,7 @@ class RunDecision:
     ledger_row: int | None = None  # its ledger row, once read back
     scope: PartitionSelection | None = None  # a partition-scoped rewrite: its partitions and backlog
     shadow: bool = False  # a shadow policy's decision (attempt SHADOW_ATTEMPT): the ledger records it, nothing runs
+    upstream: Writer | None = None  # after_write: the writer's materialization that made it due
 
     @property
     def item_key(self) -> str:
@@ -101,7 +103,8 @@ class RunDecision:
         """What the ledger and the run's tags keep of an admitted planner decision."""
         return cls(decision.table, decision.operation, decision.trigger or "", "; ".join(decision.reasons),
                    decision.debt_score, decision.slot or "", decision.attempt, decision.estimated_bytes,
-                   decision.max_runtime_s, batch_key, scope=decision.scope, shadow=decision.shadow)
+                   decision.max_runtime_s, batch_key, scope=decision.scope, shadow=decision.shadow,
+                   upstream=decision.upstream)
 
     @classmethod
     def from_ledger(cls, table: TableName, row: LedgerRow) -> "RunDecision":
@@ -112,6 +115,9 @@ class RunDecision:
         """The materialization metadata of why the table ran (numbers as numbers; no row: null)."""
         data = {"trigger": self.trigger, "reason": self.reason, "debt_score": self.debt_score, "slot": self.slot,
                 "attempt": self.attempt, "estimated_bytes": self.estimated_bytes, "ledger_row": self.ledger_row}
+        if self.upstream is not None:  # the write that made it due: the audit trail's link to it
+            data.update(upstream_asset=key_text(self.upstream.asset_key), upstream_run=self.upstream.last_run_id,
+                        upstream_storage_id=self.upstream.last_storage_id)
         if self.scope is not None:
             data.update(scoped_partitions=len(self.scope.partitions), backlog_partitions=self.scope.backlog_partitions,
                         backlog_bytes=self.scope.backlog_bytes, scope_cap_bytes=self.scope.cap,

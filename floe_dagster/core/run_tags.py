@@ -5,12 +5,13 @@ or Dagit's *Materialize*, whose runs get the missing tags at start): :func:`run_
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.run_decision import RunDecision
 from floe_dagster.core.tables import TableName
+from floe_dagster.core.writers import Writer, key_text
 
 # Where Dagit shows a run tag (dagster-webserver 1.13's runs list, ``RunRowTags`` with
 # ``useTagPinning``): the runs list shows a run's *pinned* tags and offers the rest behind "View all
@@ -32,7 +33,12 @@ OPERATION = "floe/operation"
 POLICY = "floe/policy"
 TRIGGER = "floe/trigger"
 REASON = "floe/reason"
-RUNS_LIST_KEYS = (TABLE, TABLES, OPERATION, POLICY, TRIGGER, REASON)
+# An after-write run (core/after_write.py): the writer's materialization that made it due (issue 28 names
+# them under floe/: the runs list shows which write a maintenance run follows).
+UPSTREAM_ASSET = "floe/upstream-asset"
+UPSTREAM_RUN = "floe/upstream-run"
+UPSTREAM_STORAGE_ID = "floe/upstream-storage-id"
+RUNS_LIST_KEYS = (TABLE, TABLES, OPERATION, POLICY, TRIGGER, REASON, UPSTREAM_ASSET, UPSTREAM_RUN, UPSTREAM_STORAGE_ID)
 
 # On the run page only.
 NAMESPACE = RUN_PAGE_PREFIX + "namespace"
@@ -75,7 +81,7 @@ def tag_value(tags: Mapping[str, str], key: str, default: str | None = None) -> 
     return default if value is None else value
 
 
-TRIGGERS = ("cron", "interval", "condition", "critical", "manual", "backfill", "backlog", "sla")
+TRIGGERS = ("cron", "interval", "condition", "critical", "manual", "backfill", "backlog", "sla", "after_write")
 
 # dagster/priority bands (higher runs first in the queue): manual > critical and a breached SLA > scheduled
 # > backfill, plus a debt bucket of 0..9 within the band.
@@ -147,11 +153,29 @@ def run_tags(
         })
         if decision.scope is not None:
             tags[PARTITIONS] = scope_tag(decision.scope)
+        if decision.upstream is not None:
+            tags.update(upstream_tags(decision.upstream))
         max_runtime_s = decision.max_runtime_s or max_runtime_s
     if max_runtime_s:
         tags[DAGSTER_MAX_RUNTIME] = str(int(max_runtime_s))
     tags.update(policy.tags)
     return tags
+
+
+def upstream_tags(upstream: Writer) -> dict[str, str]:
+    """An after-write run's link to the write that made it due."""
+    return {UPSTREAM_ASSET: key_text(upstream.asset_key), UPSTREAM_RUN: upstream.last_run_id or "",
+            UPSTREAM_STORAGE_ID: str(upstream.last_storage_id)}
+
+
+def with_upstream_from_tags(decision: RunDecision, tags: Mapping[str, str]) -> RunDecision:
+    """A decision read back from the ledger (which keeps the slot, ``write:<storage id>``, not the write) with
+    the write its run's tags name, when they name the same one (a run of one table)."""
+    storage_id = tags.get(UPSTREAM_STORAGE_ID)
+    if decision.upstream is not None or not storage_id or decision.slot != f"write:{storage_id}":
+        return decision
+    key = tuple(tags.get(UPSTREAM_ASSET, "").split("/"))
+    return replace(decision, upstream=Writer(key, "", int(storage_id), tags.get(UPSTREAM_RUN) or None))
 
 
 def scope_tag(scope: Any) -> str:

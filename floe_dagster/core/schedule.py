@@ -16,7 +16,8 @@ Fields (Floe's names):
   window's end), ``priority`` (ranking among equally indebted work), ``enabled`` (default true).
 - ``quietFor`` (ISO-8601 duration): run only once the table has had no commit from another writer for
   this long; ``maxQuietWait`` (ISO-8601 duration, default ``P1D``, needs ``quietFor``): run anyway this
-  long after the work became due (:mod:`floe_dagster.core.quiet`).
+  long after the work became due (:mod:`floe_dagster.core.quiet`). ``maxWriterWait``, ``afterWrite``: the
+  writers' (core/writers.py, core/after_write.py).
 - ``sla`` (``{maxAge, severity, owner}``): the operation's SLA contract (:mod:`floe_dagster.core.sla`).
 
 Every datetime returned is aware and in UTC (comparisons inside one zone would ignore DST's ``fold``).
@@ -31,7 +32,7 @@ from functools import cached_property, lru_cache
 from typing import Any, Mapping
 
 from floe_dagster.core import cron as cronlib
-from floe_dagster.core.durations import MAX_DURATION, format_iso_duration, parse_iso_duration
+from floe_dagster.core.durations import format_iso_duration
 from floe_dagster.core.localtime import (
     UTC,
     all_instants,
@@ -41,8 +42,11 @@ from floe_dagster.core.localtime import (
     transitions_on,
     zone,
 )
+from floe_dagster.core.after_write import AfterWrite, parse_after_write
 from floe_dagster.core.quiet import DEFAULT_MAX_QUIET_WAIT, QuietPeriod
 from floe_dagster.core.sla import SlaContract, parse_sla
+from floe_dagster.core.writers import DEFAULT_MAX_WRITER_WAIT
+from floe_dagster.core.schedule_values import parse_interval, parse_time, parse_wait
 from floe_dagster.core.schedule_due import (  # Schedule.at and Schedule.due's answers
     TRIGGER_CONDITION,
     TRIGGER_CRON,
@@ -65,7 +69,7 @@ from floe_dagster.core.validation import (
 
 SCHEDULE_FIELDS = (
     "cronExpression", "interval", "windowStart", "windowEnd", "allowedDays", "timezone", "timeout",
-    "enforceWindowEnd", "priority", "enabled", "quietFor", "maxQuietWait", "sla",
+    "enforceWindowEnd", "priority", "enabled", "quietFor", "maxQuietWait", "sla", "maxWriterWait", "afterWrite",
 )
 DEFAULT_TIMEOUT_HOURS = 1.0
 DAY_NAMES = ("MONDAY", "TUESDAY", "WEDNESDAY", "THURSDAY", "FRIDAY", "SATURDAY", "SUNDAY")  # weekday() order
@@ -86,6 +90,8 @@ class Schedule:
     priority: int = 0
     quiet: QuietPeriod | None = None  # quietFor / maxQuietWait (core/quiet.py); None: no quiet period
     sla: SlaContract | None = None  # the operation's SLA contract (core/sla.py)
+    max_writer_wait: timedelta = DEFAULT_MAX_WRITER_WAIT  # the writer_running gate's limit (core/writers.py)
+    after_write: AfterWrite | None = None  # the after-write trigger (core/after_write.py); None: none
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -296,6 +302,9 @@ class Schedule:
             data.update(self.quiet.to_json())
         if self.sla is not None:
             data["sla"] = self.sla.to_json()
+        data.update({"afterWrite": self.after_write.to_json()} if self.after_write is not None else {})
+        if self.max_writer_wait != DEFAULT_MAX_WRITER_WAIT:
+            data["maxWriterWait"] = format_iso_duration(self.max_writer_wait)
         return data
 
 
@@ -345,12 +354,12 @@ def parse_schedule(at: Location, raw: Any) -> Schedule:
             except cronlib.CronError as exc:
                 at.child("cronExpression").error(str(exc))
 
-    interval = _parse_interval(at, mapping)
+    interval = parse_interval(at, mapping)
     if interval is not None and cron_expression is not None:
         at.warn("both interval and cronExpression are set; the interval wins and the cron is ignored")
 
-    window_start = _parse_time(at, mapping, "windowStart")
-    window_end = _parse_time(at, mapping, "windowEnd")
+    window_start = parse_time(at, mapping, "windowStart")
+    window_end = parse_time(at, mapping, "windowEnd")
     if window_end == time(0) and window_start is None:
         at.child("windowEnd").error("00:00 without a windowStart leaves no time open (the window runs from "
                                     "midnight to its end); remove it for an always-open schedule")
@@ -378,13 +387,15 @@ def parse_schedule(at: Location, raw: Any) -> Schedule:
         quiet=_parse_quiet(at, mapping),
         sla=parse_sla(at.child("sla"), mapping.get("sla"),
                       interval or (cronlib.nominal_gap(cron5) if cron5 else None)),
+        max_writer_wait=parse_wait(at, mapping, "maxWriterWait", "PT6H") or DEFAULT_MAX_WRITER_WAIT,
+        after_write=parse_after_write(at, mapping.get("afterWrite")),
     )
 
 
 def _parse_quiet(at: Location, mapping: Mapping[str, Any]) -> QuietPeriod | None:
     """``quietFor`` and ``maxQuietWait``; ``maxQuietWait`` alone is an error (there is nothing to wait for)."""
-    quiet_for = _parse_wait(at, mapping, "quietFor", "PT10M")
-    max_wait = _parse_wait(at, mapping, "maxQuietWait", "PT6H")
+    quiet_for = parse_wait(at, mapping, "quietFor", "PT10M")
+    max_wait = parse_wait(at, mapping, "maxQuietWait", "PT6H")
     if mapping.get("maxQuietWait") is not None and mapping.get("quietFor") is None:
         at.child("maxQuietWait").error("is set without quietFor: it limits how long a quiet period is waited for, "
                                        "so set quietFor (such as PT10M) too, or remove it")
@@ -395,76 +406,6 @@ def _parse_quiet(at: Location, mapping: Mapping[str, Any]) -> QuietPeriod | None
     if quiet_for == timedelta(0):
         at.child("quietFor").warn("is zero: every table is quiet, so it has no effect; remove it")
     return QuietPeriod(quiet_for, max_wait)
-
-
-def _parse_wait(at: Location, mapping: Mapping[str, Any], key: str, example: str) -> timedelta | None:
-    """An ISO-8601 duration of the quiet period: zero or longer (``maxQuietWait`` longer than zero)."""
-    value = mapping.get(key)
-    if value is None:
-        return None
-    here = at.child(key)
-    if not isinstance(value, str):
-        here.error(f"expected an ISO-8601 duration such as {example}, got {describe(value)}")
-        return None
-    if value.strip().startswith("-"):
-        here.error(f"must not be negative, got {value!r}; write a duration such as {example}")
-        return None
-    try:
-        wait = parse_iso_duration(value)
-    except ValueError as exc:
-        here.error(str(exc))
-        return None
-    if key == "maxQuietWait" and wait <= timedelta(0):
-        here.error(f"must be longer than zero, got {value!r} (zero would force every run at once)")
-        return None
-    return wait
-
-
-def _parse_interval(at: Location, mapping: Mapping[str, Any]) -> timedelta | None:
-    value = mapping.get("interval")
-    if value is None:
-        return None
-    here = at.child("interval")
-    if isinstance(value, bool):
-        here.error(f"expected whole days or an ISO-8601 duration such as PT6H, got {describe(value)}")
-        return None
-    if isinstance(value, int):
-        if value < 1:
-            here.error(f"must be at least 1 day, got {value}")
-            return None
-        if value > MAX_DURATION.days:
-            here.error(f"must be at most {MAX_DURATION.days} days, got {value}")
-            return None
-        return timedelta(days=value)
-    if isinstance(value, str):
-        try:
-            interval = parse_iso_duration(value)
-        except ValueError as exc:
-            here.error(str(exc))
-            return None
-        if interval <= timedelta(0):
-            here.error(f"must be longer than zero, got {value!r}")
-            return None
-        if interval < timedelta(minutes=1):
-            here.warn(f"{value!r} is shorter than the scheduler's one-minute tick; it acts as one minute")
-        return interval
-    here.error(f"expected whole days or an ISO-8601 duration such as PT6H, got {describe(value)}")
-    return None
-
-
-def _parse_time(at: Location, mapping: Mapping[str, Any], key: str) -> time | None:
-    value = mapping.get(key)
-    if value is None:
-        return None
-    if isinstance(value, str):
-        hours, sep, minutes = value.strip().partition(":")
-        if sep and hours.isdigit() and minutes.isdigit() and len(minutes) == 2 and len(hours) <= 2:
-            if int(hours) < 24 and int(minutes) < 60:
-                return time(int(hours), int(minutes))
-    # YAML 1.1 reads an unquoted 02:30 as the sexagesimal number 150.
-    hint = " (quote it in YAML: \"02:30\")" if isinstance(value, int) and not isinstance(value, bool) else ""
-    at.child(key).error(f"expected a time HH:mm from 00:00 to 23:59, got {describe(value)}{hint}")
-    return None
 
 
 def _parse_days(at: Location, mapping: Mapping[str, Any]) -> frozenset[int]:

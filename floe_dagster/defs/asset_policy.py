@@ -164,6 +164,8 @@ def operation_rule(policy: Policy, op: Operation, schedule_names: ScheduleNames)
     elif schedule.kind == "interval":
         assert schedule.interval is not None
         rule = f"every {duration_text(schedule.interval)} ({SENSOR_LABEL})"
+    elif schedule.after_write is not None:  # writes alone make it due (core/after_write.py)
+        rule = f"after its writer's writes ({SENSOR_LABEL})"
     elif op.spec.own_condition is not None:  # the kind's own condition (its spec), not the thresholds
         rule = f"{op.spec.own_condition.rule_text} ({SENSOR_LABEL})"
     elif policy.trigger_conditions is not None:
@@ -172,6 +174,8 @@ def operation_rule(policy: Policy, op: Operation, schedule_names: ScheduleNames)
         rule = f"every tick ({SENSOR_LABEL})"
     if not schedule.always_open:
         rule += f", window {schedule.describe_window()}"
+    if schedule.after_write is not None and schedule.kind != "condition":
+        rule += ", and after its writer's writes"
     if schedule.quiet is not None:
         rule += (f", once quiet for {duration_text(schedule.quiet.quiet_for)} "
                  f"(forced after {duration_text(schedule.quiet.max_wait)})")

@@ -16,7 +16,10 @@ from datetime import datetime, timezone
 from typing import Iterator, Mapping, Sequence
 
 from dagster import (
+    AllPartitionMapping,
+    AssetDep,
     AssetExecutionContext,
+    AssetKey,
     AssetObservation,
     AssetOut,
     MaterializeResult,
@@ -30,8 +33,9 @@ from floe_dagster.coordination.runs import run_lock_name
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.run_decision import RunDecision
-from floe_dagster.core.run_tags import Origin, decision_from_tags, tables_run_tags
+from floe_dagster.core.run_tags import Origin, decision_from_tags, tables_run_tags, with_upstream_from_tags
 from floe_dagster.core.tables import TableName
+from floe_dagster.core.writers import writers_by_table
 from floe_dagster.defs.asset_policy import AssetPolicyFacts, asset_policy_facts
 from floe_dagster.defs.names import (
     COORDINATION_RESOURCE,
@@ -107,7 +111,43 @@ def build_table_assets(tables: Sequence[TableName], settings: Settings):
         with coordination.locks.hold(run_lock_name(context.run.run_id)):
             yield from _maintain_selected(context, settings, coordination)
 
-    return iceberg_tables
+    return with_writer_deps(iceberg_tables, tables, settings)
+
+
+def with_writer_deps(assets_def, tables: Sequence[TableName], settings: Settings):
+    """Each table asset with a known writer depends on it (Dagit's lineage, across code locations): one
+    ``AssetDep`` with ``AllPartitionMapping`` (the table depends on whatever the writer wrote), added with
+    ``map_asset_specs`` (the multi-asset keeps its reversible output names; ``internal_asset_deps`` is
+    quadratic). Only tables with a writer: each writer key is a node and an input more in the snapshot."""
+    writers = writers_at_load(settings, tables)
+    own = {asset_key_for(table) for table in tables}
+    upstream: dict[AssetKey, list[AssetKey]] = {}
+    for table in tables:
+        keys = [AssetKey(list(w.asset_key)) for w in writers.get(table.qualified, ())]
+        for key in [k for k in keys if k in own]:
+            log.warning("writer %s of table %s is one of floe's own table assets: no lineage edge is declared "
+                        "(check floe.yaml's writers rules)", key.to_user_string(), table.qualified)
+        if keys := [k for k in keys if k not in own]:
+            upstream[asset_key_for(table)] = keys
+    if not upstream:
+        return assets_def
+    return assets_def.map_asset_specs(lambda spec: spec.replace_attributes(deps=[
+        *spec.deps, *(AssetDep(key, partition_mapping=AllPartitionMapping()) for key in upstream[spec.key])])
+        if spec.key in upstream else spec)
+
+
+def writers_at_load(settings: Settings, tables: Sequence[TableName]) -> dict[str, tuple]:
+    """The tables' writers known when the code location loads: floe.yaml's rules and the learned ones the
+    coordination database holds (a writer learned later shows after the next reload)."""
+    try:
+        coordination = Coordination(settings.coordination_url)
+        learned = coordination.writer_rows()
+        coordination.engine.dispose()
+    except Exception:  # the coordination database cannot be reached: the rules alone, the runs will say more
+        log.warning("the learned writers could not be read; lineage shows floe.yaml's writers rules only",
+                    exc_info=True)
+        learned = {}
+    return writers_by_table(tables, settings.writers, learned)
 
 
 def _policy_facts_by_table(settings: Settings):
@@ -163,8 +203,8 @@ def _run_decisions(coordination: Coordination, tables: list[TableName], op: Oper
     planner's rank order when the tables were admitted together (the ledger's order), else by name."""
     batch_key = T.tag_value(run_tags, T.BATCH_KEY)
     admitted = coordination.batch_rows(batch_key) if batch_key else {}
-    decisions = [RunDecision.from_ledger(table, admitted[table.qualified]) if table.qualified in admitted
-                 else decision_from_tags(table, op, run_tags) for table in tables]
+    decisions = [with_upstream_from_tags(RunDecision.from_ledger(table, admitted[table.qualified]), run_tags)
+                 if table.qualified in admitted else decision_from_tags(table, op, run_tags) for table in tables]
     return sorted(decisions, key=lambda d: (d.ledger_row or 0, d.table))
 
 

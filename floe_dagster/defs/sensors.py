@@ -9,6 +9,7 @@ slot, attempt). A tick that launches nothing says why in a ``SkipReason``.
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import datetime, timedelta, timezone
 from typing import Sequence
@@ -27,6 +28,7 @@ from floe_dagster.defs.sla_reporting import report_sla_checks
 from floe_dagster.scheduling.retention import Pruned, prune_if_due
 from floe_dagster.scheduling.tick import TickResult, run_tick
 from floe_dagster.scheduling.tick_stats import record_tick
+from floe_dagster.scheduling.writer_facts import learn_writers
 from floe_dagster.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -35,6 +37,8 @@ SENSOR_NAME = "floe_debt_score_sensor"
 # A cron slot younger than this belongs to its schedule; after it, the sensor picks it up (a slot a
 # closed window, the budget or a missed schedule tick deferred).
 CRON_GRACE = timedelta(minutes=2)
+# The sensor's cursor: {"writers": <the storage id of the last materialization read>} (JSON: room for more).
+WRITERS_CURSOR = "writers"
 
 
 def build_sensor(settings: Settings, job, loaded_tables: Sequence[TableName], shard: Scope = DEFAULT_SCOPE):
@@ -58,6 +62,8 @@ def build_sensor(settings: Settings, job, loaded_tables: Sequence[TableName], sh
             return now - datetime.fromisoformat(decision.slot) >= CRON_GRACE
 
         coordination = floe_coordination.coordination
+        # The writers first (their newest materializations, new writers), so that this tick plans with them.
+        learn_writers_quietly(settings, context, coordination, loaded_tables)
         result = run_tick(settings, context.instance, coordination, now, launcher, loaded,
                           launcher_filter=not_a_schedules, shard=shard)
         # After the scheduler lock is released: Dagit's view of table health (the sensor only), and
@@ -77,6 +83,32 @@ def build_sensor(settings: Settings, job, loaded_tables: Sequence[TableName], sh
         yield from run_requests(result, launcher)
 
     return debt_score_sensor
+
+
+def learn_writers_quietly(settings: Settings, context: SensorEvaluationContext, coordination: Coordination,
+                          tables: Sequence[TableName]) -> None:
+    """New materializations after the sensor's cursor (scheduling/writer_facts.py); the cursor moves only when
+    the rows are recorded (and Dagster saves it only when the tick succeeds). Never fails the tick."""
+    cursor = _writers_cursor(context.cursor)
+    try:
+        after, recorded = learn_writers(context.instance, coordination, tables, settings.writers,
+                                        settings.catalog.name, cursor)
+    except Exception:  # the event log or the coordination database is down: the next tick reads the same events
+        log.warning("the writers' materializations could not be read this tick", exc_info=True)
+        return
+    if recorded:
+        context.log.info(f"writers: {recorded} writer row(s) recorded from new materializations")
+    if after != cursor:
+        context.update_cursor(json.dumps({WRITERS_CURSOR: after}))
+
+
+def _writers_cursor(text: str | None) -> int | None:
+    """The storage id the writers were read up to (None: never, or a cursor this version does not read)."""
+    try:
+        value = json.loads(text)[WRITERS_CURSOR] if text else None
+    except (ValueError, TypeError, KeyError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def prune_quietly(settings: Settings, instance: DagsterInstance, coordination: Coordination, now: datetime,

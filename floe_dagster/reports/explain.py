@@ -80,6 +80,9 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
         "policyName": policy.name if policy else None,
         "conditionBasedTriggeringEnabled": data.limits.condition_based_triggering_enabled,
         "at": now.isoformat(),
+        # The assets that write the table (docs/beside-pipelines.md): a floe.yaml rule's or learned from
+        # their materializations' dagster/table_name, each with its newest materialization floe read.
+        "writers": [writer.to_json() for writer in data.writers.get(table.qualified, ())],
         "operationStatuses": statuses,
     }
 
@@ -139,6 +142,7 @@ def _status_tail(view: _TableView, op: Operation, decision: Decision, history: O
         "quiet": _quiet(decision, view.policy),
         # The SLA contract's verdict now (core/sla.py): every decision carries it, whichever gate decided.
         "sla": decision.sla.to_json() if decision.sla is not None else None,
+        "writerHold": decision.writer_hold.to_json() if decision.writer_hold is not None else None,
         "nextEligibleTime": decision.next_eligible.isoformat() if decision.next_eligible else None,
         "debtScore": decision.debt_score,
         "debtBreakdown": dict(decision.debt_breakdown),
@@ -270,7 +274,7 @@ def _not_decided(op: Operation, why: str) -> dict[str, Any]:
         "trigger": None,
         "conditionsMet": False, "metConditions": [], "unmetConditions": [why], "metConditionDetails": [],
         "unmetConditionDetails": [], "forcedByCriticalPipeline": False, "forcedBySla": False, "quiet": None,
-        "sla": None, "nextEligibleTime": None,
+        "sla": None, "writerHold": None, "nextEligibleTime": None,
         "debtScore": 0.0, "debtBreakdown": {},
         "backoff": {"consecutiveFailures": 0, "until": None},
         "conflicts": {"consecutiveConflicts": 0, "lastConflictAt": None, "retryAt": None, "writerOperation": None,

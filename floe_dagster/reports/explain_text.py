@@ -10,6 +10,10 @@ from typing import Any, Mapping
 def format_explain_text(report: Mapping[str, Any]) -> str:
     lines = [f"{report['table']}: policy {report['policyName']}, condition-based triggering "
              f"{'on' if report['conditionBasedTriggeringEnabled'] else 'off'}"]
+    for writer in report.get("writers") or ():
+        last = writer["lastMaterialization"]
+        seen = f", last materialized {last['at']} (run {last['runId']})" if last else ""
+        lines.append(f"  written by {writer['assetKey']} ({writer['source']}){seen}")
     for op, status in report["operationStatuses"].items():
         lines += _operation_lines(op, status)
     return "\n".join(lines)
@@ -37,6 +41,9 @@ def _operation_lines(op: str, status: Mapping[str, Any]) -> list[str]:
                      f"{status['quiet']['maxQuietWait']}): {status['quiet']['detail']}")
     if status.get("sla"):
         lines.append(sla_line(status["sla"]))
+    if status.get("writerHold"):
+        lines.append(f"    writer hold (maxWriterWait {status['writerHold']['maxWriterWait']}): "
+                     f"{status['writerHold']['detail']}")
     lines += _backlog_lines(status.get("backlog"))
     owner = status.get("ownerOverrides") or {}
     lines += [f"    owner override {name}={value}" for name, value in owner.get("applied", {}).items()]

@@ -13,7 +13,13 @@ from typing import Callable, Iterable, Mapping
 from dagster import DagsterInstance, RunsFilter
 
 from floe_dagster.coordination.database import ADMISSION_TTL, Coordination
-from floe_dagster.coordination.runs import QUEUED_STATUSES, RunInFlight, mark_dead_runs, runs_in_flight
+from floe_dagster.coordination.runs import (
+    QUEUED_STATUSES,
+    RunInFlight,
+    active_run_records,
+    mark_dead_runs,
+    runs_in_flight,
+)
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.fair_shares import USAGE_HORIZON, PastAdmission
@@ -22,10 +28,12 @@ from floe_dagster.core.planner import Decision, PlanInput
 from floe_dagster.core.run_decision import LedgerRow
 from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
+from floe_dagster.core.writers import writers_by_table
 from floe_dagster.iceberg.catalog import list_tables, open_catalog
 from floe_dagster.iceberg.byte_estimates import estimate_operation_bytes
 from floe_dagster.iceberg.health_collector import HealthCollector
 from floe_dagster.policies import load_policy_set
+from floe_dagster.scheduling.writer_facts import writer_runs
 from floe_dagster.settings import Settings
 
 # The health collection's share of a tick (Dagster's sensor limit is 60 s).
@@ -125,7 +133,9 @@ def gather(
     catalog = open_catalog(settings.catalog)
     tables = shard.select(list_tables(catalog))
     scoped = {t.qualified for t in tables}
-    in_flight_runs = runs_in_flight(instance)
+    active = active_run_records(instance)  # one query: floe's runs in flight, and the writers' runs
+    in_flight_runs = runs_in_flight(instance, active)
+    writers = writers_by_table(tables, settings.writers, coordination.writer_rows())  # one query
     dead = mark_dead_runs(instance, coordination, in_flight_runs, now) if mark_dead else []
     running = frozenset((table, r.operation) for r in in_flight_runs
                         if r.run_id not in dead and r.operation for table in r.table_names)
@@ -159,6 +169,8 @@ def gather(
         shadow_bytes_last_hour=ledger.shadow_bytes_last_hour,
         fair_shares=settings.fair_shares,
         past_admissions=ledger.recent_admissions if settings.fair_shares.enabled else (),
+        writers=writers,
+        writer_runs=writer_runs(instance, active, writers),
     )
     return TickInputs(data, dead, len(health.missing))
 

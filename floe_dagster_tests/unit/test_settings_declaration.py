@@ -13,6 +13,8 @@ import pytest
 from floe_dagster.component import FloeMaintenanceComponent
 from floe_dagster.errors import SettingsError
 from floe_dagster.iceberg import table_cache
+from floe_dagster.core.patterns import TablePattern
+from floe_dagster.core.writers import WriterRule
 from floe_dagster.settings import Key, all_keys, load_settings, reference_markdown, sections
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
@@ -24,6 +26,8 @@ SPECIAL = {
     "api.keys-env": ("MY_KEYS", "MY_KEYS"),
     "batching.group-by": ("window", ("window",)),
     "shards": ('[{"name": "east", "tables": "lake.east.*"}]', (("east", "lake.east.*"),)),
+    "writers": ('[{"tables": "lake.east.*", "asset": "etl/{table}"}]',
+                (WriterRule(TablePattern.parse("lake.east.*"), "etl/{table}"),)),
     "fair-shares.by": ("tag:team", "tag:team"),
     "fair-shares.weights": ('{"sales": 2, "a.b": "0.5"}', {"sales": 2.0, "a.b": 0.5}),
     "envelope.allowed-table-properties": ("write.data.path,gc.enabled", ("write.data.path", "gc.enabled")),

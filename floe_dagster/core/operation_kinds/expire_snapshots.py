@@ -64,6 +64,7 @@ SPEC = OperationSpec(
     policy_key="expireSnapshots",
     procedure="expire_snapshots",
     order=20,
+    holds_for_writers=True,  # a writer's run commits meanwhile: the run would lose its commit race
     config_type=ExpireSnapshotsConfig,
     needs_gc=True,
     applies_ref_retention=True,

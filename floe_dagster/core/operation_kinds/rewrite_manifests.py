@@ -116,6 +116,7 @@ SPEC = OperationSpec(
     policy_key="rewriteManifests",
     procedure="rewrite_manifests",
     order=40,
+    holds_for_writers=True,  # a writer's run commits meanwhile: the run would lose its commit race
     config_type=RewriteManifestsConfig,
     row_check=True,
     floe_native=True,

@@ -94,6 +94,8 @@ class OperationSpec:
     scopes_partitions: bool = False  # the planner may scope it to partitions (core/partition_scope.py)
     applies_ref_retention: bool = False  # the policy's refRetention is set on the table's refs before it
     floe_native: bool = False  # one of Floe's four operations (the policies API's top-level summaries)
+    # Waits while a run of the table's writer asset is queued or started (the gate writer_running).
+    holds_for_writers: bool = False
     defaults: Mapping[str, Any] = field(default_factory=dict)  # what an unset field means, for display
     ignored: Mapping[str, str] = field(default_factory=dict)  # Floe's fields kept and (partly) ignored: why
     refused: Mapping[str, str] = field(default_factory=dict)  # Floe's fields refused: why

@@ -1,0 +1,87 @@
+"""Benchmark 14: the planner tick at scale with writer mappings (issue 28), against benchmark 1's tick in the
+same run.
+
+Benchmark 1's inputs (``bench_planner.plan_input``), then every table given a writer: one floe.yaml rule
+(``writers: [{tables: "lake.*.*", asset: "warehouse/{namespace}/{table}"}]``) merged with one learned writer
+per table (``dagster/table_name``) as the coordination database would hand them (``writers_by_table``, the
+part of ``gather`` the writers add, timed on its own), and a tenth of the writers with a run started now (the
+gate ``writer_running`` holds their tables' rewrites and expiries). Two variants: **writers** (the writer
+hold only) and **writers + afterWrite** (every policy's rewrite schedule also ``afterWrite: {}``, settle
+PT5M, half of the writers with a materialization 10 minutes old). Cold and warm ticks as in benchmark 1;
+wall and CPU time (median of ``--repeat``) and each variant's ratio to benchmark 1.
+
+    python benchmarks/bench_writers.py [--tables 10000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import describe, machine, peak_rss_mib, table  # noqa: E402
+from bench_planner import POLICIES, plan_input, time_plan  # noqa: E402
+
+from floe_dagster.core.planner import PlanInput  # noqa: E402
+from floe_dagster.core.validation import standalone  # noqa: E402
+from floe_dagster.core.writers import SOURCE_TABLE_NAME, Writer, WriterRun, read_writer_rules, writers_by_table  # noqa: E402
+
+# Every policy's rewrite schedule keeps its cron or interval and is also due after writes.
+AFTER_WRITE_POLICIES = POLICIES.replace("rewriteDataFilesSchedule: {", "rewriteDataFilesSchedule: {afterWrite: {}, ")
+
+
+def with_writers(base: PlanInput, now: datetime) -> tuple[PlanInput, float]:
+    """Every table with a rule's writer and a learned one; a tenth of the rule writers running now, half of
+    them written 10 minutes ago. Returns the input and the seconds ``writers_by_table`` took."""
+    rules = read_writer_rules(standalone(), [{"tables": "lake.*.*", "asset": "warehouse/{namespace}/{table}"}])
+    learned = {}
+    for i, t in enumerate(base.catalog_tables):
+        written = now - timedelta(minutes=10) if i % 2 else now - timedelta(days=3)
+        learned[t.qualified] = (Writer(("warehouse", t.namespace_str, t.name), "rule", i, f"run-{i}", written),
+                                Writer(("etl", t.name), SOURCE_TABLE_NAME, i + 10**6, f"etl-{i}", written))
+    t0 = time.perf_counter()
+    writers = writers_by_table(base.catalog_tables, rules, learned)
+    seconds = time.perf_counter() - t0
+    running = {}
+    for i, t in enumerate(base.catalog_tables):
+        if i % 10 == 0:
+            key = ("warehouse", t.namespace_str, t.name)
+            running[key] = (WriterRun(f"run-{i}", "STARTED", key),)
+    return PlanInput(**{**base.__dict__, "writers": writers, "writer_runs": running}), seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tables", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    print(machine())
+    now = datetime(2026, 11, 23, 10, 7, tzinfo=timezone.utc)
+    base = plan_input(args.tables, now)
+    mapped, merge_s = with_writers(base, now)
+    print(f"{args.tables:,} tables × 5 operations; writers_by_table (rules + learned rows): {merge_s:.3f} s",
+          flush=True)
+    variants = {"benchmark 1": (base, POLICIES), "writers": (mapped, POLICIES),
+                "writers + afterWrite": (mapped, AFTER_WRITE_POLICIES)}
+    rows, reference = [], {}
+    for label, (data, policies) in variants.items():
+        for tick, cold in (("cold", True), ("warm", False)):
+            walls, cpus, result = time_plan(data, args.repeat, cold=cold, policies=policies)
+            wall, cpu = statistics.median(walls), statistics.median(cpus)
+            wall0, cpu0 = reference.setdefault(tick, (wall, cpu))
+            print(f"  {label}, {tick}: wall {describe(walls)}; CPU {describe(cpus)}; {len(result.admitted)} "
+                  f"admitted; skips {result.reason_counts()}", flush=True)
+            rows.append((label, tick, f"{wall:.3f}", f"{cpu:.3f}", f"{wall / wall0:.2f}", f"{cpu / cpu0:.2f}",
+                         len(result.admitted)))
+    print()
+    print(table(rows, ["variant", "tick", "wall s (median)", "CPU s (median)", "wall ÷ bench 1", "CPU ÷ bench 1",
+                       "admitted"]))
+    print(f"peak RSS {peak_rss_mib():.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
