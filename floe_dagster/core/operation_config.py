@@ -22,6 +22,7 @@ from typing import Any, Callable, ClassVar, Mapping
 
 from floe_dagster.core.durations import parse_iso_duration
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.orphan_cadence import AdaptiveCadence, parse_adaptive
 from floe_dagster.core.quarantine import QuarantinePolicy, parse_quarantine
 from floe_dagster.core.table_properties import parse_table_properties
 from floe_dagster.core.validation import (
@@ -117,7 +118,7 @@ class OperationConfig:
             value = getattr(self, f.name)
             if value is None:
                 continue
-            if isinstance(value, QuarantinePolicy):
+            if isinstance(value, (QuarantinePolicy, AdaptiveCadence)):
                 value = value.to_json()
             elif _READERS.get(f.name) is _str_map:
                 value = dict(value)
@@ -201,6 +202,9 @@ class OrphanCleanupConfig(OperationConfig):
     # Move orphans into a quarantine instead of deleting them; purged after the grace period
     # (core/quarantine.py). Unset: only the table's first orphan cleanup quarantines.
     quarantine: QuarantinePolicy | None = None
+    # Time each cleanup from the orphan rate its past cleanups found (core/orphan_cadence.py), within
+    # [min, max]. Unset: the schedule alone decides.
+    adaptive: AdaptiveCadence | None = None
 
 
 @dataclass(frozen=True)
@@ -491,6 +495,7 @@ _READERS: dict[str, Reader] = {
     "max_concurrent_deletes": _int(1),
     "max_files_to_delete": _int(1),
     "quarantine": parse_quarantine,
+    "adaptive": parse_adaptive,
     "spec_id": _int(0),
     "use_caching": _bool,
     "expire_snapshot_id": lambda at, raw, key: get_int(at, raw, key, None),

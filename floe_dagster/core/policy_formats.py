@@ -46,6 +46,7 @@ from floe_dagster.core.durations import MAX_DURATION, format_iso_duration, parse
 from floe_dagster.core.health_assessment import HEALTH_THRESHOLD_FIELDS
 from floe_dagster.core.operation_config import FIELDS, MANIFEST_FILTER_FIELDS, PARTITION_SUMMARY_FIELDS, REFUSED
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
+from floe_dagster.core.orphan_cadence import ADAPTIVE_FIELDS
 from floe_dagster.core.quarantine import QUARANTINE_FIELDS
 from floe_dagster.core.refs import RULE_FIELDS
 from floe_dagster.core.schedule import SCHEDULE_FIELDS
@@ -211,7 +212,8 @@ _MANIFEST_FILTER = _Section(_spelled(MANIFEST_FILTER_FIELDS),
                             nested={"partition-summaries": _Section(_spelled(PARTITION_SUMMARY_FIELDS))})
 _NESTED_OPTIONS = {  # an operation's options that are mappings of their own
     Operation.REWRITE_MANIFESTS: {"rewrite-if": _MANIFEST_FILTER},
-    Operation.ORPHAN_CLEANUP: {"quarantine": _Section(_spelled(QUARANTINE_FIELDS))},  # enabled, grace-period
+    Operation.ORPHAN_CLEANUP: {"quarantine": _Section(_spelled(QUARANTINE_FIELDS)),  # enabled, grace-period
+                               "adaptive": _Section(_spelled(ADAPTIVE_FIELDS))},  # target-bytes, min, max
 }
 
 
