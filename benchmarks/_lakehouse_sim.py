@@ -21,9 +21,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
-
-from _common import table as markdown
+from typing import Any, Iterator
 
 from floe_dagster.core.batches import BatchSettings
 from floe_dagster.core.estimates import (
@@ -124,7 +122,7 @@ def make_fleet(n: int, seed: int) -> list[SimTable]:
             table.files["[]"] = [log_uniform(rng, 20 * MIB, 90 * MIB) for _ in range(rng.randint(20, 200))]
         elif shape == "mor":
             for p in range(rng.randint(10, 40)):
-                table.files[f"[{p}]"] = [log_uniform(rng, 2 * MIB, 40 * MIB) for _ in range(rng.randint(3, 12))]
+                table.files[f"[{p}]"] = [log_uniform(rng, 1 * MIB, 16 * MIB) for _ in range(rng.randint(5, 30))]
                 table.deletes[f"[{p}]"] = [log_uniform(rng, 5e3, 50e3) for _ in range(rng.randint(0, 6))]
         elif shape == "many_parts":
             for p in range(rng.randint(100, 400)):
@@ -154,7 +152,7 @@ def write(table: SimTable, hour: int, seed: int, at_ms: int) -> None:
         table.changed(DATA, "[]")
     elif shape == "mor":
         newest = sorted(table.files, key=lambda k: int(k[1:-1]))[-10:]
-        for _ in range(rng.randint(2, 20)):
+        for _ in range(rng.randint(2, 12)):
             key = rng.choice(newest)
             table.deletes.setdefault(key, []).append(log_uniform(rng, 5e3, 50e3))
             table.changed(DELETES, key)
@@ -291,9 +289,26 @@ def execute(table: SimTable, op: Operation, rules: RewriteRules, model: CostMode
                       scan_before[1], scan_after[1])
 
 
+@dataclass(frozen=True)
+class Variant:
+    """How a world ranks: the static order, or the learned one with its settings."""
+
+    label: str
+    learned: bool
+    settings: RankingSettings = LEARNING
+    estimate_prior: bool = True  # the prior from the byte estimate (else the fleet's efficiency)
+
+
+STATIC = Variant("static", False)
+VARIANTS = (STATIC, Variant("learned", True),
+            Variant("learned, byte-estimate prior only (history ignored)", True,
+                    RankingSettings(learned=True, prior_runs=1e12, history_half_life_days=30)),
+            Variant("learned, history only (fleet prior)", True, estimate_prior=False))
+
+
 @dataclass
 class World:
-    ranking: str  # static, learned, or unlimited (every due item runs: the demand)
+    variant: Variant
     tables: dict[TableName, SimTable]
     figures: dict[tuple[str, Operation], list[RunFigures]] = field(default_factory=dict)
     history: dict[tuple[str, Operation], OperationHistory] = field(default_factory=dict)
@@ -303,6 +318,8 @@ class World:
     hourly: list[float] = field(default_factory=list)  # compute spent in each hour
     carried_s: float = 0.0
     shadow: list[tuple[int, int, int]] = field(default_factory=list)  # (admitted, only learned, only static)
+    first_debt: dict[str, list[float]] = field(default_factory=dict)  # the first tick's debt scores by shape
+    last_factor: dict[tuple[TableName, Operation], float] = field(default_factory=dict)  # the newest factor of each
 
 
 class Simulation:
@@ -320,8 +337,8 @@ class Simulation:
                                               else RewriteRules.for_position_deletes(config, properties))
         return found
 
-    def world(self, ranking: str) -> World:
-        return World(ranking, {t.name: t.copy() for t in self.fleet})
+    def world(self, variant: Variant) -> World:
+        return World(variant, {t.name: t.copy() for t in self.fleet})
 
     def candidates(self, world: World, now: datetime) -> list:
         """The decisions that passed every gate this tick (the planner with unlimited budgets)."""
@@ -356,23 +373,28 @@ class Simulation:
         for table in world.tables.values():
             write(table, hour, self.seed, now_ms - 1)
         due = self.candidates(world, now)
+        settings = world.variant.settings
         fleet = {op: HistoryTotals() for op in (DATA, DELETES)}
         for (_, op), runs in world.figures.items():
-            fleet[op] = fleet[op] + HistoryTotals.of(runs, now, LEARNING.history_half_life_days)
+            fleet[op] = fleet[op] + HistoryTotals.of(runs, now, settings.history_half_life_days)
         learned: dict[int, tuple[float, float, float]] = {}  # id(decision) → (compute estimate, factor, benefit)
         for decision in due:
             op = decision.operation
             own = HistoryTotals.of(world.figures.get((decision.table.qualified, op), ()), now,
-                                   LEARNING.history_half_life_days)
+                                   settings.history_half_life_days)
             rough = estimate(world.tables[decision.table], op, self.rules_for(decision.table, op))
             expected = expected_files_removed(rough.files, rough.bytes, rough.groups,
                                               TARGET if op is DATA else DELETE_TARGET)
-            compute = estimate_compute(own, fleet[op], rough.bytes, LEARNING)
-            factor = efficiency_factor(own, fleet[op], compute, expected, LEARNING)
+            compute = estimate_compute(own, fleet[op], rough.bytes, settings)
+            factor = efficiency_factor(own, fleet[op], compute, expected if world.variant.estimate_prior else None,
+                                       settings)
             learned[id(decision)] = (compute.seconds, factor.factor, expected)
+            if hour == 0:
+                world.first_debt.setdefault(world.tables[decision.table].shape, []).append(decision.debt_score)
+            world.last_factor[(decision.table, op)] = factor.factor
         comparison = compare_rankings(due, lambda d: learned[id(d)][1], lambda d: learned[id(d)][0],
                                       lambda d: learned[id(d)][2], budget, used_s=world.carried_s)
-        admitted = comparison.learned_admitted if world.ranking == "learned" else comparison.static_admitted
+        admitted = comparison.learned_admitted if world.variant.learned else comparison.static_admitted
         world.shadow.append((len(admitted), len(comparison.only_learned), len(comparison.only_static)))
         spent = sum(self.run(world, decision, hour, now, late) for decision in admitted)
         world.hourly.append(spent)
@@ -396,74 +418,38 @@ class Simulation:
                                 ("data_files_removed", figures.data_files_removed),
                                 ("delete_files_removed", figures.delete_files_removed),
                                 ("scan_cost_saved", figures.scan_cost_saved or 0.0),
-                                (f"runs_{table.shape}", 1), (f"compute_{table.shape}", figures.compute_s)):
+                                (f"runs_{table.shape}", 1), (f"compute_{table.shape}", figures.compute_s),
+                                (f"removed_{table.shape}", figures.data_files_removed + figures.delete_files_removed)):
                 into[name] = into.get(name, 0.0) + value
         return figures.compute_s
 
 
-def run_simulation(fit: dict[str, Any], tables: int, days: int, budget_share: float, seed: int) -> None:
+def run_simulation(fit: dict[str, Any], tables: int, days: int, budget_shares: list[float], seed: int,
+                   ablation: bool = True) -> Iterator[list[World]]:
+    """The worlds of each budget share, one list per share (the static world first)."""
     fleet = make_fleet(tables, seed)
     sim = Simulation(fit, fleet, seed)
     counts = {s: sum(1 for t in fleet if t.shape == s) for s, _ in SHAPES}
     print(f"\nsimulated lakehouse: {tables} tables ({', '.join(f'{n} {s}' for s, n in counts.items())}), {days} days "
           f"of hourly ticks; target file size {TARGET // MIB} MiB", flush=True)
     t0 = time.perf_counter()
-    demand = sim.world("unlimited")
+    demand = sim.world(Variant("unlimited", False))
     sim.check_estimates(demand)
     for hour in range(48):
         sim.tick(demand, hour, None, late=False)
     steady = sum(demand.hourly[24:]) / 24
-    budget = budget_share * steady
     print(f"demand: with no budget every due item runs every hour: {demand.hourly[0]:,.0f} executor CPU s in the first "
-          f"hour (the backlog), {steady:,.0f} s per hour on the second day ({time.perf_counter() - t0:.0f} s)")
-    print(f"compute budget: {budget:,.0f} executor CPU s per simulated hour ({budget_share:.0%} of the second day's "
-          f"hourly demand), the same for both rankings", flush=True)
-    worlds = [sim.world("static"), sim.world("learned")]
-    for world in worlds:
-        t0 = time.perf_counter()
-        for hour in range(days * 24):
-            sim.tick(world, hour, budget, late=hour >= days * 16)
-        print(f"  {world.ranking} world: {days * 24} ticks in {time.perf_counter() - t0:.0f} s", flush=True)
-    report(worlds)
-
-
-def report(worlds: list[World]) -> None:
-    rows = []
-    for label, pick in (("whole run", lambda w: w.totals), ("last third", lambda w: w.late)):
-        for world in worlds:
-            t = pick(world)
-            hours = t.get("compute_s", 0) / 3600
-            small = t.get("data_files_removed", 0) + t.get("delete_files_removed", 0)
-            rows.append((label, world.ranking, int(t.get("runs", 0)), f"{hours:.2f}", int(t.get("data_files_removed", 0)),
-                         int(t.get("delete_files_removed", 0)), int(small), f"{small / hours:,.0f}" if hours else "-",
-                         f"{t.get('scan_cost_saved', 0):,.0f}",
-                         f"{t.get('scan_cost_saved', 0) / hours:,.0f}" if hours else "-"))
-    print()
-    print(markdown(rows, ["period", "ranking", "runs", "compute h", "data files removed", "delete files removed",
-                          "small files removed", "small files removed per compute h", "scan cost saved (file opens)",
-                          "scan cost saved per compute h"]))
-    for label, pick in (("whole run", lambda w: w.totals), ("last third", lambda w: w.late)):
-        per_hour = []
-        for world in worlds:
-            t = pick(world)
-            small = t.get("data_files_removed", 0) + t.get("delete_files_removed", 0)
-            per_hour.append(small / (t.get("compute_s", 0) / 3600) if t.get("compute_s") else 0.0)
-        gain = per_hour[1] / per_hour[0] - 1 if per_hour[0] else float("nan")
-        print(f"{label}: the learned ranking removes {gain:+.1%} small files per compute hour against the static one "
-              f"(target +20 %)")
-    end = []
-    for world in worlds:
-        files = sum(len(s) for t in world.tables.values() for s in t.files.values())
-        deletes = sum(len(s) for t in world.tables.values() for s in t.deletes.values())
-        cost = sum(t.scan()[0] + t.scan()[1] / (4 * MIB) for t in world.tables.values())
-        end.append((world.ranking, files, deletes, f"{cost:,.0f}"))
-    print("\nthe lakehouse at the end (fewer is better)")
-    print(markdown(end, ["ranking", "data files", "delete files", "scan cost of a full scan of every table (file opens)"]))
-    by_shape = [(shape, *(f"{int(w.totals.get(f'runs_{shape}', 0))} / {w.totals.get(f'compute_{shape}', 0) / 3600:.2f}"
-                          for w in worlds)) for shape, _ in SHAPES]
-    print("\nruns / compute hours by table shape")
-    print(markdown(by_shape, ["shape", *(w.ranking for w in worlds)]))
-    learned = worlds[1]
-    moved = sum(s[1] for s in learned.shadow) / max(1, sum(s[0] for s in learned.shadow))
-    print(f"\nshadow comparison in the learned world (compare_rankings each tick): {moved:.0%} of the admitted items "
-          f"would not have been admitted by the static order under the same budget")
+          f"hour (the backlog), {steady:,.0f} s per hour on the second day ({time.perf_counter() - t0:.0f} s)", flush=True)
+    for index, share in enumerate(budget_shares):
+        budget = share * steady
+        print(f"\n### compute budget {budget:,.0f} executor CPU s per simulated hour ({share:.0%} of the second day's "
+              "hourly demand), the same for every ranking", flush=True)
+        worlds = []
+        for variant in VARIANTS if (ablation and index == 0) else VARIANTS[:2]:
+            world = sim.world(variant)
+            t0 = time.perf_counter()
+            for hour in range(days * 24):
+                sim.tick(world, hour, budget, late=hour >= days * 16)
+            print(f"  {variant.label}: {days * 24} ticks in {time.perf_counter() - t0:.0f} s", flush=True)
+            worlds.append(world)
+        yield worlds

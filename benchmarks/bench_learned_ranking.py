@@ -36,6 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import JARS_CACHE, ensure_java, machine, table  # noqa: E402
+from _lakehouse_sim import DATA, MIB, SHAPES, run_simulation  # noqa: E402
 
 ROOT = Path(os.environ.get("FLOE_BENCH_LEARNED_ROOT", "/tmp/floe-bench/learned"))
 CALIBRATION = ROOT / "calibration.json"
@@ -92,11 +93,69 @@ def print_calibration(payload: dict) -> None:
                   f"{model['max_rel_error']:.0%}, {model['runs']} runs)")
 
 
+def small_per_hour(totals: dict[str, float]) -> float:
+    small = totals.get("data_files_removed", 0) + totals.get("delete_files_removed", 0)
+    return small / (totals["compute_s"] / 3600) if totals.get("compute_s") else 0.0
+
+
+def by_shape(totals: dict[str, float], shape: str) -> str:
+    runs, seconds = int(totals.get(f"runs_{shape}", 0)), totals.get(f"compute_{shape}", 0.0)
+    per_hour = f"{totals.get(f'removed_{shape}', 0) * 3600 / seconds:,.0f}" if seconds else "-"
+    return f"{runs} / {seconds / 3600:.2f} / {per_hour}"
+
+
+def report(worlds: list) -> None:
+    rows = []
+    for label, pick in (("whole run", lambda w: w.totals), ("last third", lambda w: w.late)):
+        for world in worlds:
+            t = pick(world)
+            hours = t.get("compute_s", 0) / 3600
+            small = t.get("data_files_removed", 0) + t.get("delete_files_removed", 0)
+            rows.append((label, world.variant.label, int(t.get("runs", 0)), f"{hours:.2f}",
+                         int(t.get("data_files_removed", 0)), int(t.get("delete_files_removed", 0)), int(small),
+                         f"{small_per_hour(t):,.0f}", f"{t.get('scan_cost_saved', 0):,.0f}",
+                         f"{t.get('scan_cost_saved', 0) / hours:,.0f}" if hours else "-"))
+    print()
+    print(table(rows, ["period", "ranking", "runs", "compute h", "data files removed", "delete files removed",
+                          "small files removed", "small files removed per compute h", "scan cost saved (file opens)",
+                          "scan cost saved per compute h"]))
+    static = worlds[0]
+    for label, pick in (("whole run", lambda w: w.totals), ("last third", lambda w: w.late)):
+        for world in worlds[1:]:
+            base = small_per_hour(pick(static))
+            gain = small_per_hour(pick(world)) / base - 1 if base else float("nan")
+            print(f"{label}: {world.variant.label} removes {gain:+.1%} small files per compute hour against the static "
+                  "ranking (target +20 %)")
+    end = []
+    for world in worlds:
+        files = sum(len(s) for t in world.tables.values() for s in t.files.values())
+        deletes = sum(len(s) for t in world.tables.values() for s in t.deletes.values())
+        cost = sum(t.scan()[0] + t.scan()[1] / (4 * MIB) for t in world.tables.values())
+        end.append((world.variant.label, files, deletes, f"{cost:,.0f}"))
+    print("\nthe lakehouse at the end (fewer is better)")
+    print(table(end, ["ranking", "data files", "delete files", "scan cost of a full scan of every table (file opens)"]))
+    rows = []
+    for shape, _ in SHAPES:
+        debts = static.first_debt.get(shape, [0.0])
+        factors = sorted(f for (name, op), f in worlds[1].last_factor.items()
+                         if op is DATA and worlds[1].tables[name].shape == shape)
+        rows.append((shape, f"{sum(debts) / len(debts):.0f}", f"{factors[len(factors) // 2]:.2f}" if factors else "-",
+                     *(by_shape(w.totals, shape) for w in worlds)))
+    print("\nby table shape: the mean debt score of the first tick's candidates, the median learned factor (rewrite "
+          "data files) at the end, and in each world: runs / compute hours / small files removed per compute hour")
+    print(table(rows, ["shape", "debt", "factor", *(w.variant.label for w in worlds)]))
+    learned = worlds[1]
+    moved = sum(s[1] for s in learned.shadow) / max(1, sum(s[0] for s in learned.shadow))
+    print(f"\nshadow comparison in the learned world (compare_rankings each tick): {moved:.0%} of the admitted items "
+          f"would not have been admitted by the static order under the same budget")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tables", type=int, default=1200)
     parser.add_argument("--days", type=int, default=7)
-    parser.add_argument("--budget-share", type=float, default=0.25)
+    parser.add_argument("--budget-share", default="0.25,0.5", help="budgets, as shares of the hourly demand")
+    parser.add_argument("--no-ablation", action="store_true", help="only the static and the learned ranking")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--recalibrate", action="store_true")
@@ -116,10 +175,10 @@ def main() -> None:
     print_calibration(payload)
     if args.calibrate_only:
         return
-    from _lakehouse_sim import run_simulation
-
-    run_simulation(payload["fit"], tables=args.tables, days=args.days, budget_share=args.budget_share,
-                   seed=args.seed)
+    for worlds in run_simulation(payload["fit"], tables=args.tables, days=args.days,
+                                 budget_shares=[float(x) for x in args.budget_share.split(",")], seed=args.seed,
+                                 ablation=not args.no_ablation):
+        report(worlds)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ opens*: files no longer opened, plus bytes no longer read at :data:`OPEN_COST_BY
 ``spark.sql.files.openCostInBytes``: what opening a file costs, in bytes it could have read
 meanwhile). Without scan figures it is the data and delete files removed. Never below 0 (a run
 that left a scan no cheaper bought nothing measurable). A failed run spent its compute and bought
-nothing, so it counts as such.
+nothing, so it counts as such; a run without a usable compute figure is left out.
 
 **Weights.** A run weighs ``0.5 ** (age / half-life)`` (``ranking.history-half-life-days``; 0: no
 decay), so a table is judged on what its writers do now; ``n``, the sum of the weights, is its
@@ -127,9 +127,11 @@ class HistoryTotals:
         now = as_utc(now)
         n = compute = benefit = rewritten = rewrite_runs = rewrite_compute = 0.0
         for run in runs:
+            seconds = run.compute_s
+            if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds >= 0):
+                continue  # not measured (a broken recorder): its benefit without its cost would skew every ratio
             age_days = max(0.0, (now - naive_as_utc(run.finished_at)).total_seconds() / 86400)
             w = 0.5 ** (age_days / half_life_days) if half_life_days > 0 else 1.0
-            seconds = max(0.0, run.compute_s)
             n += w
             compute += w * seconds
             benefit += w * run.benefit

@@ -149,3 +149,13 @@ def test_the_ranking_section_of_floe_yaml(tmp_path):
     assert keys == ["ranking.half-life", "ranking.learned", "ranking.prior-runs"], raised.value.errors
     with pytest.raises(ValueError, match="history-half-life-days: expected a number ≥ 0"):
         RankingSettings(history_half_life_days=float("nan"))
+
+
+def test_figures_a_broken_recorder_wrote_cannot_skew_the_sums():
+    broken = [run(compute_s=-50), run(compute_s=float("nan")), run(compute_s=100, rewritten=-5),
+              run(compute_s=100, scan_files_before=3, scan_files_after=10**9)]
+    sums = totals(*broken)
+    # Runs without a usable compute figure are left out whole: their benefit alone would inflate efficiency.
+    assert sums.runs == 2 and sums.compute_s == 200
+    assert sums.bytes_rewritten == GIB and sums.rewrite_runs == 1  # the negative byte count is left out
+    assert sums.benefit == 100  # the files one run removed; the one whose scan got dearer bought nothing
