@@ -89,7 +89,8 @@ class SimTable:
         self.touched[(op, key)] = self.touched.get((op, key), 0) + 1
 
     def copy(self) -> "SimTable":
-        return SimTable(self.name, self.shape, self.narrow, self.schema_cost, {k: list(v) for k, v in self.files.items()},
+        return SimTable(self.name, self.shape, self.narrow, self.schema_cost,
+                        {k: list(v) for k, v in self.files.items()},
                         {k: list(v) for k, v in self.deletes.items()}, self.last_write_ms, list(self.commits),
                         self.version, dict(self.touched))
 
@@ -439,7 +440,8 @@ def run_simulation(fit: dict[str, Any], tables: int, days: int, budget_shares: l
         sim.tick(demand, hour, None, late=False)
     steady = sum(demand.hourly[24:]) / 24
     print(f"demand: with no budget every due item runs every hour: {demand.hourly[0]:,.0f} executor CPU s in the first "
-          f"hour (the backlog), {steady:,.0f} s per hour on the second day ({time.perf_counter() - t0:.0f} s)", flush=True)
+          f"hour (the backlog), {steady:,.0f} s per hour on the second day ({time.perf_counter() - t0:.0f} s)",
+          flush=True)
     for index, share in enumerate(budget_shares):
         budget = share * steady
         print(f"\n### compute budget {budget:,.0f} executor CPU s per simulated hour ({share:.0%} of the second day's "

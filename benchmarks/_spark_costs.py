@@ -15,7 +15,8 @@ seconds (``executorCpuTime``, the compute figure of issue 29) and executor run t
 JVM's process CPU seconds (``/proc/<pid>/stat``: driver planning and commit included); wall
 seconds. Fitted by non-negative least squares:
 
-* ``rewrite_data_files``: executor CPU s = a + b·files + c·GiB(wide) + d·GiB(narrow) + e·partitions + f·delete files;
+* ``rewrite_data_files``: executor CPU s = a + b·files + c·GiB(wide) + d·GiB(narrow) + e·partitions
+  + f·delete files;
 * ``rewrite_position_delete_files``: executor CPU s = a + b·delete files + c·partitions.
 
 The merge-on-read tables write partition-scoped position deletes (``write.delete.granularity`` =

@@ -44,17 +44,18 @@ from floe_dagster.core.validation import setting
 
 GIB = 1024**3
 OPEN_COST_BYTES = 4 * 1024 * 1024  # spark.sql.files.openCostInBytes' default
-# Priors for a fleet with no recorded run yet, measured on a 2-core machine by benchmark 14
-# (benchmarks/README.md): executor CPU seconds per GiB rewritten, and per run of an operation that
-# rewrites nothing. The fleet's own figures replace them from its first recorded run on.
-DEFAULT_COMPUTE_S_PER_GIB = 60.0
+# Priors for a fleet with no recorded run yet; the fleet's own figures replace them from its first
+# recorded run on. Per GiB rewritten: the executor CPU seconds benchmark 14 measured for
+# rewrite_data_files on a 2-core machine (29 s/GiB for a wide schema, 20 for a narrow one;
+# benchmarks/README.md). Per run of an operation that rewrites nothing: not measured, a placeholder.
+DEFAULT_COMPUTE_S_PER_GIB = 30.0
 DEFAULT_COMPUTE_S_PER_RUN = 5.0
 FACTOR_MIN, FACTOR_MAX = 0.05, 20.0
 
 
 @dataclass(frozen=True)
 class RankingSettings:
-    """How candidates are ranked: the static debt score, or the debt score × the measured-efficiency factor (see Automation)."""
+    """How due work is ranked: by debt score, or by debt score × the measured-efficiency factor (see Automation)."""
 
     learned: bool = setting(False, "rank by debt score × the measured-efficiency factor learned from each table's "
                             "runs (not read by the planner yet)")

@@ -178,7 +178,8 @@ def next_orphan_run(cadence: AdaptiveCadence, runs: Iterable[OrphanRunFigures], 
     else:
         told = f"{format_gib(cadence.target_bytes)} target → every {_every(wanted)}"
         if clamped:
-            told += f", {'raised to the minimum' if clamped == 'min' else 'lowered to the maximum'} {getattr(cadence, clamped)}"
+            bound = "raised to the minimum" if clamped == "min" else "lowered to the maximum"
+            told += f", {bound} {getattr(cadence, clamped)}"
     return CadenceVerdict(next_at, interval, rate, len(periods), clamped,
                           f"expected next run at {_moment(next_at)}: {observed}, {told}")
 

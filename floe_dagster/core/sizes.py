@@ -36,7 +36,8 @@ def parse_size(value: object) -> int:
         raise ValueError(f"expected {FORMS}, got {describe(value)}")
     unit = (match.group("unit") or "b").lower()
     if unit not in UNITS:
-        raise ValueError(f"{value!r}: unknown unit {match.group('unit')!r} (use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)")
+        raise ValueError(f"{value!r}: unknown unit {match.group('unit')!r} "
+                         "(use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)")
     return int(round(float(match.group("number")) * UNITS[unit]))
 
 

@@ -54,7 +54,8 @@ def test_the_static_order_is_the_planners():
     tables = [TableName("demo", ("sales",), f"t{i:02d}") for i in range(30)]
     metrics = {t: TableMetrics(qualified_name=t.qualified, metadata_location=f"file:///w/{t.name}/v1.json",
                                tier="summary", collected_at_ms=0, data_file_count=10, total_data_bytes=10_000,
-                               snapshot_count=3, newest_snapshot_ms=int((NOW - timedelta(days=i % 7)).timestamp() * 1000),
+                               snapshot_count=3,
+                               newest_snapshot_ms=int((NOW - timedelta(days=i % 7)).timestamp() * 1000),
                                current_snapshot_id=1) for i, t in enumerate(tables)}
     result = plan(PlanInput(now=NOW, catalog_tables=tables, loaded_tables=frozenset(tables), policies=policies,
                             limits=SchedulerSettings(max_run_requests_per_tick=1000), metrics=metrics,
