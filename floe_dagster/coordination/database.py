@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
-from typing import Iterable
+from typing import Any, Iterable
 
 from sqlalchemy import (
     BigInteger,
@@ -48,6 +48,7 @@ from floe_dagster.core.localtime import naive_as_utc
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.partition_scope import PartitionSelection
 from floe_dagster.core.run_decision import LedgerRow, RunDecision
+from floe_dagster.core.run_figures import RecordedRun
 from floe_dagster.instance import default_coordination_url
 
 metadata = MetaData()
@@ -95,6 +96,7 @@ outcomes = Table(
     Column("changed", Boolean),
     Column("bytes_rewritten", BigInteger, nullable=False, default=0),
     Column("snapshot_after", BigInteger),
+    Column("figures", Text),  # JSON: the run's measured figures (core/run_figures.py)
 )
 
 history = Table(
@@ -226,6 +228,7 @@ class Coordination:
                     failure_kind=outcome.failure_kind, message=(outcome.message or "")[:2000],
                     changed=outcome.changed, bytes_rewritten=outcome.bytes_rewritten,
                     snapshot_after=outcome.snapshot_after,
+                    figures=json.dumps(dict(outcome.figures)) if outcome.figures else None,
                 ))
                 key = and_(history.c.table_name == outcome.table_name, history.c.operation == outcome.operation.value)
                 row = connection.execute(select(history).where(key)).mappings().first()
@@ -304,6 +307,22 @@ class Coordination:
                 ledger.delete().where(ledger.c.admitted_at < naive_as_utc(ledger_before))).rowcount
         return outcome_rows, ledger_rows
 
+    def recorded_runs(self, operations: Iterable[Operation] | None = None
+                      ) -> dict[tuple[str, Operation], list[RecordedRun]]:
+        """Every kept outcome row of these operations (None: all), oldest first per (table, operation): the
+        runs the learned ranking and a kind's own cadence learn from (one read per tick)."""
+        query = select(outcomes.c.table_name, outcomes.c.operation, outcomes.c.started_at, outcomes.c.finished_at,
+                       outcomes.c.succeeded, outcomes.c.failure_kind, outcomes.c.bytes_rewritten, outcomes.c.figures)
+        if operations is not None:
+            query = query.where(outcomes.c.operation.in_([op.value for op in operations]))
+        found: dict[tuple[str, Operation], list[RecordedRun]] = {}
+        with self.engine.connect() as connection:
+            for row in connection.execute(query.order_by(outcomes.c.finished_at)).mappings():
+                found.setdefault((row["table_name"], Operation(row["operation"])), []).append(RecordedRun(
+                    naive_as_utc(row["started_at"]), naive_as_utc(row["finished_at"]), bool(row["succeeded"]),
+                    row["failure_kind"], int(row["bytes_rewritten"] or 0), _figures(row["figures"])))
+        return found
+
     def outcomes_for(self, table_name: str) -> list[dict]:
         with self.engine.connect() as connection:
             rows = connection.execute(
@@ -338,6 +357,7 @@ def _add_missing_columns(engine: Engine) -> None:
     for table, column, sql_type in ((ledger, "batch_key", "VARCHAR(1200)"),
                                     (ledger, "scope", "TEXT"),
                                     (ledger, "shadow", "BOOLEAN NOT NULL DEFAULT FALSE"),
+                                    (outcomes, "figures", "TEXT"),
                                     (history, "last_shadow_at", _timestamp_type(engine)),
                                     (history, "consecutive_conflicts", "INTEGER NOT NULL DEFAULT 0"),
                                     (history, "last_conflict_at", _timestamp_type(engine)),
@@ -379,6 +399,15 @@ def _ledger_row(row) -> LedgerRow:
         scope=PartitionSelection.from_json(row.get("scope")),
         shadow=bool(row.get("shadow")),
     )
+
+
+def _figures(text_value: str | None) -> dict[str, Any] | None:
+    """An outcome's figures as stored (a row that cannot be read counts as none: it never stops a tick)."""
+    try:
+        found = json.loads(text_value) if text_value else None
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def _history_from_row(row) -> OperationHistory:

@@ -14,6 +14,7 @@ from floe_dagster.core.conditions import ConditionResult
 from floe_dagster.core.debt import DebtWeights
 from floe_dagster.core.fair_shares import FAIR_SHARES_OFF, FairShareSettings, PastAdmission
 from floe_dagster.core.history import OperationHistory
+from floe_dagster.core.learned_ranking import LEARNING_OFF, RankingSettings
 from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation
@@ -21,6 +22,7 @@ from floe_dagster.core.partition_scope import Backlog, PartitionSelection
 from floe_dagster.core.policy import PolicySet
 from floe_dagster.core.quiet import QuietVerdict
 from floe_dagster.core.run_decision import item_key
+from floe_dagster.core.run_figures import RecordedRun
 from floe_dagster.core.tables import TableName
 from floe_dagster.core.validation import setting
 
@@ -78,6 +80,8 @@ class Decision:
     # Every gate let it run (its own verdict, which the trigger status answers with); skipped, the
     # admission held it back this tick: its first reason says why, the others are the gates'.
     passed_gates: bool = False
+    cadence: Any = None  # the kind's own cadence's verdict (an adaptive orphan cleanup), once the due gate read it
+    efficiency: Any = None  # the learned ranking's factor (core/learned_ranking.EfficiencyFactor), once ranked by it
 
     @property
     def conditions(self) -> dict[str, Any]:
@@ -139,6 +143,10 @@ class PlanInput:
     fair_shares: FairShareSettings = FAIR_SHARES_OFF  # settings.fair_shares (off: plain rank order)
     # The live admissions of the last hours (the ledger's): the fair shares' memory across ticks.
     past_admissions: tuple[PastAdmission, ...] = ()
+    ranking: RankingSettings = LEARNING_OFF  # settings.ranking: the static order, the learned one, or both
+    # Each (table, operation)'s recorded runs with their figures (core/run_figures.py), read only when the
+    # learned ranking or a kind's own cadence needs them: scheduling/inputs.py.
+    recorded_runs: Mapping[tuple[str, Operation], Sequence[RecordedRun]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

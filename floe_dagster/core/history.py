@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any, Mapping
 
 from floe_dagster.core.localtime import naive_as_utc
 from floe_dagster.core.operations import Operation
@@ -84,6 +85,9 @@ class Outcome:
     snapshot_after: int | None = None
     # A conflict: the snapshot operation of the commit that won (core/commit_conflicts.winning_operation).
     conflict_writer: str | None = None
+    # The run's measured figures (core/run_figures.py: compute, files and bytes before and after, orphans
+    # found), for the learned ranking and the adaptive orphan cadence; None: a failure, or none measured.
+    figures: Mapping[str, Any] | None = None
 
 
 def fold_outcome(state: OperationHistory, outcome: Outcome) -> OperationHistory:

@@ -58,9 +58,9 @@ class RankingSettings:
     """How due work is ranked: by debt score, or by debt score × the measured-efficiency factor (see Automation)."""
 
     learned: bool = setting(False, "rank by debt score × the measured-efficiency factor learned from each table's "
-                            "runs (not read by the planner yet)")
-    shadow: bool = setting(False, "compute the learned order beside the static one and record the comparison, "
-                           "without changing what runs (not read by the planner yet)")
+                            "runs")
+    shadow: bool = setting(False, "compute the learned order beside the static one and note the comparison in each "
+                           "plan, without changing what runs")
     prior_runs: float = setting(5, "k of the credibility weight n/(n+k): how many of a table's own runs weigh as "
                                 "much as the prior")
     history_half_life_days: float = setting(30, "a run's weight halves every this many days (0: no decay)")
@@ -90,6 +90,13 @@ class RunFigures:
     scan_bytes_before: int | None = None
     scan_bytes_after: int | None = None
     succeeded: bool = True
+    # A benefit measured elsewhere (file opens saved), used as is: see :meth:`measured`.
+    measured_benefit: float | None = None
+
+    @classmethod
+    def measured(cls, finished_at: datetime, compute_s: float, benefit: float) -> "RunFigures":
+        """A run as a (compute seconds, benefit) pair: the interface another source of figures plugs into."""
+        return cls(finished_at, compute_s, measured_benefit=benefit)
 
     @property
     def scan_cost_saved(self) -> float | None:
@@ -106,7 +113,7 @@ class RunFigures:
     def benefit(self) -> float:
         if not self.succeeded:
             return 0.0
-        saved = self.scan_cost_saved
+        saved = self.measured_benefit if self.measured_benefit is not None else self.scan_cost_saved
         if saved is None:
             saved = float(self.data_files_removed + self.delete_files_removed)
         return max(0.0, saved)

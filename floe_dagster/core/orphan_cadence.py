@@ -125,6 +125,20 @@ class OrphanRunFigures:
     orphan_bytes: int
     orphan_files: int = 0
     succeeded: bool = True
+    estimated: bool = False  # the bytes are the files × the table's mean file size (no quarantine measured them)
+
+
+def recorded_cleanups(runs: Iterable[Any]) -> list[OrphanRunFigures]:
+    """The cleanups among a table's recorded runs (core/run_figures.RecordedRun: ``succeeded``,
+    ``finished_at``, ``figures``) that measured the orphans they found."""
+    found = []
+    for run in runs:
+        figures = run.figures or {}
+        if run.succeeded and isinstance(figures.get("orphan_bytes"), (int, float)):
+            found.append(OrphanRunFigures(run.finished_at, int(figures["orphan_bytes"]),
+                                          int(figures.get("orphan_files", 0)), True,
+                                          bool(figures.get("orphan_bytes_estimated"))))
+    return found
 
 
 @dataclass(frozen=True)
@@ -173,6 +187,8 @@ def next_orphan_run(cadence: AdaptiveCadence, runs: Iterable[OrphanRunFigures], 
     interval, clamped = _clamped(wanted, cadence)
     next_at = last + interval
     observed = f"{format_gib(rate)}/day of orphans observed over {len(periods)} cleanup{'s' * (len(periods) != 1)}"
+    if any(run.estimated for run in done[-len(periods):]):
+        observed += " (bytes estimated: files found × the table's mean file size)"
     if wanted is None:
         told = f"no orphans found → the maximum {cadence.max}"
     else:
@@ -217,6 +233,6 @@ def _moment(at: datetime) -> str:
 
 
 __all__ = [
-    "AdaptiveCadence", "OrphanRunFigures", "CadenceVerdict", "parse_adaptive", "next_orphan_run", "ADAPTIVE_FIELDS",
-    "DEFAULT_MIN", "DEFAULT_MAX", "MAX_CLEANUPS",
+    "AdaptiveCadence", "OrphanRunFigures", "recorded_cleanups", "CadenceVerdict", "parse_adaptive", "next_orphan_run",
+    "ADAPTIVE_FIELDS", "DEFAULT_MIN", "DEFAULT_MAX", "MAX_CLEANUPS",
 ]

@@ -23,6 +23,7 @@ from floe_dagster.core.commit_conflicts import winning_operation
 from floe_dagster.core.history import CONFLICT_STREAK, Outcome
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.run_decision import RunDecision
+from floe_dagster.core.run_figures import figures_from_metadata
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.errors import (
     CONFLICT,
@@ -51,7 +52,7 @@ class BatchOutcomes:
         numbers = result.metadata or {}
         self._record(decision, started, succeeded=True, changed=bool(numbers.get("changed")),
                      bytes_rewritten=int(numbers.get("bytes_rewritten", 0)),
-                     snapshot_after=_snapshot_id(numbers.get("snapshot_id")))
+                     snapshot_after=_snapshot_id(numbers.get("snapshot_id")), figures=figures_from_metadata(numbers))
 
     def failed(self, decision: RunDecision, started: datetime, exc: Exception) -> Iterator[AssetObservation]:
         """Record the table's failed outcome, say it in the run's log and tags, and yield what its

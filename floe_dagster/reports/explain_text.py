@@ -35,6 +35,12 @@ def _operation_lines(op: str, status: Mapping[str, Any]) -> list[str]:
         lines.append(f"    quiet period {status['quiet']['quietFor']} (forced after "
                      f"{status['quiet']['maxQuietWait']}): {status['quiet']['detail']}")
     lines += _backlog_lines(status.get("backlog"))
+    if status.get("cadence"):
+        lines.append(f"    adaptive cadence: {status['cadence']['why']}")
+    if status.get("efficiency"):
+        efficiency = status["efficiency"]
+        lines.append(f"    efficiency factor {efficiency['why']} (ranking {efficiency['ranking']}, compute from "
+                     f"{efficiency['computeSource'] or 'no recorded run'})")
     conflicts = status.get("conflicts") or {}
     if conflicts.get("consecutiveConflicts"):
         writer = f" to {conflicts['writerOperation']} commits" if conflicts.get("writerOperation") else ""

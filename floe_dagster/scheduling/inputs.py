@@ -15,11 +15,12 @@ from dagster import DagsterInstance, RunsFilter
 from floe_dagster.coordination.database import ADMISSION_TTL, Coordination
 from floe_dagster.coordination.runs import QUEUED_STATUSES, RunInFlight, mark_dead_runs, runs_in_flight
 from floe_dagster.core import run_tags as T
-from floe_dagster.core.operations import Operation
+from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.fair_shares import USAGE_HORIZON, PastAdmission
 from floe_dagster.core.partition_scope import Backlog
 from floe_dagster.core.planner import Decision, PlanInput
 from floe_dagster.core.run_decision import LedgerRow
+from floe_dagster.core.run_figures import RecordedRun
 from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
 from floe_dagster.iceberg.catalog import list_tables, open_catalog
@@ -159,8 +160,24 @@ def gather(
         shadow_bytes_last_hour=ledger.shadow_bytes_last_hour,
         fair_shares=settings.fair_shares,
         past_admissions=ledger.recent_admissions if settings.fair_shares.enabled else (),
+        ranking=settings.ranking,
     )
+    data = replace(data, recorded_runs=recorded_runs(data, coordination, {t.qualified for t in tables}))
     return TickInputs(data, dead, len(health.missing))
+
+
+def recorded_runs(data: PlanInput, coordination: Coordination,
+                  scoped: set[str]) -> dict[tuple[str, Operation], list[RecordedRun]]:
+    """The recorded runs the plan learns from, read only when it does: every operation's with the learned
+    ranking (or its shadow) on, else only the kinds with a cadence of their own that a policy turns on."""
+    if data.ranking.learned or data.ranking.shadow:
+        operations = None
+    else:
+        operations = [op for op in ALL_OPERATIONS if op.spec.cadence is not None and any(
+            op.spec.cadence(policy.config(op), (), data.now) is not None for policy in data.policies.policies)]
+        if not operations:
+            return {}
+    return {key: runs for key, runs in coordination.recorded_runs(operations).items() if key[0] in scoped}
 
 
 def queued_runs(in_flight_runs: Iterable[RunInFlight]) -> int:

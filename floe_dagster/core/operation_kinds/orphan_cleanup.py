@@ -6,12 +6,15 @@ quarantine (core/quarantine.py). Its ``location`` is a safety-envelope field (co
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from datetime import datetime
+from typing import Any, Mapping, Sequence
 
 from floe_dagster.core.loader_format import LoaderSection, spelled, written_as
 from floe_dagster.core.operation_config import OperationConfig, at_least, boolean, one_of, option, text, text_map
 from floe_dagster.core.operation_kinds.spec import ExplainView, OperationSpec
-from floe_dagster.core.orphan_cadence import ADAPTIVE_FIELDS, AdaptiveCadence, parse_adaptive
+from floe_dagster.core.orphan_cadence import (
+    ADAPTIVE_FIELDS, AdaptiveCadence, CadenceVerdict, next_orphan_run, parse_adaptive, recorded_cleanups,
+)
 from floe_dagster.core.quarantine import QUARANTINE_FIELDS, QuarantinePolicy, parse_quarantine
 from floe_dagster.core.validation import Location, get_number
 
@@ -69,6 +72,14 @@ def _backlog(view: ExplainView) -> dict[str, Any]:
                         "at": last.at.isoformat()}}
 
 
+def _adaptive_cadence(config: OrphanCleanupConfig | None, runs: Sequence[Any], now: datetime) -> CadenceVerdict | None:
+    """``adaptive``: the next cleanup from the orphan rate the table's recorded cleanups found (None: not
+    adaptive, the schedule's interval or cron decides)."""
+    if config is None or config.adaptive is None:
+        return None
+    return next_orphan_run(config.adaptive, recorded_cleanups(runs), now)
+
+
 SPEC = OperationSpec(
     name="ORPHAN_CLEANUP",
     policy_key="orphanCleanup",
@@ -88,6 +99,7 @@ SPEC = OperationSpec(
                 "adaptive": LoaderSection(spelled(ADAPTIVE_FIELDS))},  # target-bytes, min, max
     ),
     explain=_backlog,
+    cadence=_adaptive_cadence,
     no_change="`ORPHAN_CLEANUP` changed nothing when it deleted or quarantined no file and purged no quarantined "
               "run (a dry run never changes anything).",
     docs_row=(
