@@ -42,13 +42,19 @@ def parse_size(value: object) -> int:
 
 
 def format_gib(value: float) -> str:
-    """Bytes as GiB with the digits a reader needs: ``1 GiB``, ``0.2 GiB``, ``0.004 GiB``."""
+    """Bytes as GiB with the digits a reader needs: ``1 GiB``, ``0.2 GiB``, ``0.004 GiB``; below a
+    thousandth of a GiB in MiB, KiB or bytes (``2.5 KiB``)."""
     gib = value / 1024**3
     if gib == 0 or abs(gib) >= 10:
         return f"{gib:.0f} GiB"
     if abs(gib) >= 0.1:
         return f"{gib:.2g} GiB" if abs(gib) < 1 else f"{gib:.3g} GiB"
-    return f"{gib:.1g} GiB"
+    if abs(gib) >= 0.001:
+        return f"{gib:.1g} GiB"
+    for unit, size in (("MiB", 1024**2), ("KiB", 1024)):  # a few orphans: GiB would read 2e-06
+        if abs(value) >= size:
+            return f"{value / size:.3g} {unit}"
+    return f"{value:.0f} B"
 
 
 __all__ = ["parse_size", "format_gib", "UNITS", "FORMS"]
