@@ -426,8 +426,9 @@ class Simulation:
 
 
 def run_simulation(fit: dict[str, Any], tables: int, days: int, budget_shares: list[float], seed: int,
-                   ablation: bool = True) -> Iterator[list[World]]:
-    """The worlds of each budget share, one list per share (the static world first)."""
+                   ablation: bool = True, variants: list[int] | None = None) -> Iterator[list[World]]:
+    """The worlds of each budget share, one list per share (the static world first); ``variants``: the
+    indexes into VARIANTS to simulate (the static one is always first)."""
     fleet = make_fleet(tables, seed)
     sim = Simulation(fit, fleet, seed)
     counts = {s: sum(1 for t in fleet if t.shape == s) for s, _ in SHAPES}
@@ -447,7 +448,9 @@ def run_simulation(fit: dict[str, Any], tables: int, days: int, budget_shares: l
         print(f"\n### compute budget {budget:,.0f} executor CPU s per simulated hour ({share:.0%} of the second day's "
               "hourly demand), the same for every ranking", flush=True)
         worlds = []
-        for variant in VARIANTS if (ablation and index == 0) else VARIANTS[:2]:
+        chosen = [VARIANTS[0], *(VARIANTS[i] for i in variants if i)] if variants else (
+            VARIANTS if (ablation and index == 0) else VARIANTS[:2])
+        for variant in chosen:
             world = sim.world(variant)
             t0 = time.perf_counter()
             for hour in range(days * 24):

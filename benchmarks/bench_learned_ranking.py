@@ -156,6 +156,8 @@ def main() -> None:
     parser.add_argument("--days", type=int, default=7)
     parser.add_argument("--budget-share", default="0.25,0.5", help="budgets, as shares of the hourly demand")
     parser.add_argument("--no-ablation", action="store_true", help="only the static and the learned ranking")
+    parser.add_argument("--variants", help="indexes of the rankings to simulate besides the static one (1: learned, "
+                        "2: byte-estimate prior only, 3: history only with the fleet's prior, as the planner ranks)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--recalibrate", action="store_true")
@@ -177,7 +179,8 @@ def main() -> None:
         return
     for worlds in run_simulation(payload["fit"], tables=args.tables, days=args.days,
                                  budget_shares=[float(x) for x in args.budget_share.split(",")], seed=args.seed,
-                                 ablation=not args.no_ablation):
+                                 ablation=not args.no_ablation,
+                                 variants=[int(x) for x in args.variants.split(",")] if args.variants else None):
         report(worlds)
 
 

@@ -307,14 +307,16 @@ class Coordination:
                 ledger.delete().where(ledger.c.admitted_at < naive_as_utc(ledger_before))).rowcount
         return outcome_rows, ledger_rows
 
-    def recorded_runs(self, operations: Iterable[Operation] | None = None
+    def recorded_runs(self, operations: Iterable[Operation] | None = None, since: datetime | None = None
                       ) -> dict[tuple[str, Operation], list[RecordedRun]]:
-        """Every kept outcome row of these operations (None: all), oldest first per (table, operation): the
-        runs the learned ranking and a kind's own cadence learn from (one read per tick)."""
+        """The kept outcome rows of these operations (None: all) finished since then (None: all), oldest
+        first per (table, operation): the runs the learned ranking and a kind's own cadence learn from."""
         query = select(outcomes.c.table_name, outcomes.c.operation, outcomes.c.started_at, outcomes.c.finished_at,
                        outcomes.c.succeeded, outcomes.c.failure_kind, outcomes.c.bytes_rewritten, outcomes.c.figures)
         if operations is not None:
             query = query.where(outcomes.c.operation.in_([op.value for op in operations]))
+        if since is not None:
+            query = query.where(outcomes.c.finished_at >= naive_as_utc(since))
         found: dict[tuple[str, Operation], list[RecordedRun]] = {}
         with self.engine.connect() as connection:
             for row in connection.execute(query.order_by(outcomes.c.finished_at)).mappings():

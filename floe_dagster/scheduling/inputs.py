@@ -168,16 +168,17 @@ def gather(
 
 def recorded_runs(data: PlanInput, coordination: Coordination,
                   scoped: set[str]) -> dict[tuple[str, Operation], list[RecordedRun]]:
-    """The recorded runs the plan learns from, read only when it does: every operation's with the learned
-    ranking (or its shadow) on, else only the kinds with a cadence of their own that a policy turns on."""
+    """The recorded runs the plan learns from, read only when it does: the kinds with a cadence of their own
+    that a policy turns on (every kept run), and with the learned ranking (or its shadow) on every
+    operation's runs of the last 8 half-lives (older ones weigh less than 0.4 %)."""
+    cadenced = [op for op in ALL_OPERATIONS if op.spec.cadence is not None and any(
+        op.spec.cadence(policy.config(op), (), data.now) is not None for policy in data.policies.policies)]
+    found = coordination.recorded_runs(cadenced) if cadenced else {}
+    half_life = data.ranking.history_half_life_days
     if data.ranking.learned or data.ranking.shadow:
-        operations = None
-    else:
-        operations = [op for op in ALL_OPERATIONS if op.spec.cadence is not None and any(
-            op.spec.cadence(policy.config(op), (), data.now) is not None for policy in data.policies.policies)]
-        if not operations:
-            return {}
-    return {key: runs for key, runs in coordination.recorded_runs(operations).items() if key[0] in scoped}
+        since = data.now - timedelta(days=8 * half_life) if half_life > 0 else None
+        found = {**coordination.recorded_runs(None, since), **found}
+    return {key: runs for key, runs in found.items() if key[0] in scoped}
 
 
 def queued_runs(in_flight_runs: Iterable[RunInFlight]) -> int:

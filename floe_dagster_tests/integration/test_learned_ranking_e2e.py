@@ -102,7 +102,8 @@ def test_explain_shows_the_learned_factor_and_the_next_adaptive_orphan_cleanup(t
     # At the expected time every gate lets it run (the schedule's own PT1H interval passed long before); the
     # compaction, due again too, goes first: one operation per table at a time.
     assert main(["--config", str(config), "plan", "--json", "--at", next_run.isoformat()]) == 0
-    planned = {(d["table"], d["operation"]): d for d in json.loads(capsys.readouterr().out)["decisions"]}
+    planned_at_next_run = json.loads(capsys.readouterr().out)["decisions"]
+    planned = {(d["table"], d["operation"]): d for d in planned_at_next_run}
     reasons = planned[(TABLE, "ORPHAN_CLEANUP")]["reasons"]
     assert reasons[0].startswith("in_flight: REWRITE_DATA_FILES of this table was admitted this tick"), reasons
     assert reasons[1].startswith("interval: adaptive cadence, expected next run at"), reasons
@@ -110,3 +111,14 @@ def test_explain_shows_the_learned_factor_and_the_next_adaptive_orphan_cleanup(t
     assert main(["--config", str(config), "plan", "--json", "--at", before.isoformat()]) == 0
     planned = {(d["table"], d["operation"]): d for d in json.loads(capsys.readouterr().out)["decisions"]}
     assert planned[(TABLE, "ORPHAN_CLEANUP")]["reasons"][0].startswith("not_due: adaptive cadence")
+
+    # Shadow mode (floe.yaml's ranking.shadow, here from the environment): the plan's notes compare both
+    # orders; what runs is the same; explain says the plan ranks statically with the learned order in shadow.
+    monkeypatch.setenv("FLOE_RANKING__SHADOW", "true")
+    assert main(["--config", str(config), "plan", "--json", "--at", next_run.isoformat()]) == 0
+    shadowed = json.loads(capsys.readouterr().out)
+    assert any(note.startswith("ranking shadow: static admits 1, learned 1") for note in shadowed["notes"]), shadowed
+    assert [d for d in shadowed["decisions"] if d["decision"] == "run"] == [
+        d for d in planned_at_next_run if d["decision"] == "run"]
+    assert explain(config, capsys)["operationStatuses"]["REWRITE_DATA_FILES"]["efficiency"]["ranking"] == \
+        "static (learned in shadow)"
