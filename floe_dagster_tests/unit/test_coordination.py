@@ -125,3 +125,27 @@ def test_a_database_from_before_conflicts_gets_their_columns_and_keeps_its_histo
     assert state.consecutive_failures == 1 and state.consecutive_conflicts == 1
     assert state.last_conflict_writer == "delete"
     assert state.last_conflict_at == T0 + timedelta(hours=1, minutes=1)
+
+
+def test_outcomes_keep_the_runs_figures_and_an_older_database_gains_the_column(tmp_path):
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    c = Coordination(url)
+    with c.engine.begin() as connection:  # a database created before outcomes had figures
+        connection.execute(text("ALTER TABLE floe_outcomes DROP COLUMN figures"))
+    at = datetime(2026, 11, 26, 12, 0, tzinfo=timezone.utc)
+    old = Coordination(url)  # opening it adds the column back
+    old.record_outcome(Outcome("r0", "demo.s.t", Operation.REWRITE_DATA_FILES, at, at, True, bytes_rewritten=5))
+    old.record_outcome(Outcome("r1", "demo.s.t", Operation.REWRITE_DATA_FILES, at, at + timedelta(seconds=9), True,
+                               figures={"compute_s": 9.0, "compute_source": "wall", "data_files_removed": 3}))
+    old.record_outcome(Outcome("r2", "demo.s.t", Operation.ORPHAN_CLEANUP, at, at + timedelta(seconds=1), True))
+    with old.engine.begin() as connection:  # a row a failing disk or a hand edit left unreadable
+        connection.execute(text("UPDATE floe_outcomes SET figures = '{not json' WHERE run_id = 'r2'"))
+    runs = old.recorded_runs()
+    first, second = runs[("demo.s.t", Operation.REWRITE_DATA_FILES)]
+    assert first.figures is None and first.bytes_rewritten == 5
+    assert second.figures == {"compute_s": 9.0, "compute_source": "wall", "data_files_removed": 3}
+    assert second.finished_at == at + timedelta(seconds=9)
+    (unreadable,) = runs[("demo.s.t", Operation.ORPHAN_CLEANUP)]
+    assert unreadable.figures is None  # never stops a tick
+    assert list(old.recorded_runs([Operation.ORPHAN_CLEANUP])) == [("demo.s.t", Operation.ORPHAN_CLEANUP)]
+    assert old.recorded_runs(since=at + timedelta(seconds=5)).keys() == {("demo.s.t", Operation.REWRITE_DATA_FILES)}
