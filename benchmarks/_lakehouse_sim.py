@@ -384,8 +384,8 @@ class Simulation:
             own = HistoryTotals.of(world.figures.get((decision.table.qualified, op), ()), now,
                                    settings.history_half_life_days)
             rough = estimate(world.tables[decision.table], op, self.rules_for(decision.table, op))
-            expected = expected_files_removed(rough.files, rough.bytes, rough.groups,
-                                              TARGET if op is DATA else DELETE_TARGET)
+            # As the planner's rank stage (core/learned_plan.py): one file written per group.
+            expected = expected_files_removed(rough.files, rough.bytes, rough.groups, 0)
             compute = estimate_compute(own, fleet[op], rough.bytes, settings)
             factor = efficiency_factor(own, fleet[op], compute, expected if world.variant.estimate_prior else None,
                                        settings)

@@ -8,9 +8,12 @@ core/learned_ranking.py), and shadow mode's comparison of the static and the lea
   compute of what the live admission admitted this tick) and the plan's notes say what each would
   admit and the benefit each expects per compute hour; nothing about what runs changes.
 
-The factor's prior here is the fleet's efficiency for the operation (the planner has the byte
-estimate, not the file counts the estimate's own prior needs); the compute estimate is per GiB of
-the decision's estimated bytes for rewrites, per run otherwise (core/learned_ranking.py).
+The factor's prior is what the item's byte estimate promises (core/estimates.py: the files Iceberg's
+planner would take, minus one file written per group: small-file groups write about one file each)
+over its compute estimate; without an estimate (no full-tier health, an operation that rewrites
+nothing) the fleet's efficiency for the operation. Benchmark 14 measured why: with the fleet's
+prior alone, a table the static order never ran has no history and stays where it was. The compute
+estimate is per GiB of the estimated bytes for rewrites, per run otherwise (core/learned_ranking.py).
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from floe_dagster.core.learned_ranking import (
     RankingSettings,
     efficiency_factor,
     estimate_compute,
+    expected_files_removed,
 )
+from floe_dagster.core.estimates import EstimateOptionError
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.ranking_shadow import compare_rankings
 from floe_dagster.core.run_figures import RecordedRun, compute_source, learning_figures
@@ -64,17 +69,36 @@ class LearnedView:
                                                   estimated_bytes, self.settings)
         return self._compute[key]
 
-    def factor(self, table: str, op: Operation) -> EfficiencyFactor:
-        return efficiency_factor(self.items.get((table, op), _NONE), self.fleet.get(op, _NONE),
-                                 settings=self.settings)
+    def factor(self, table: str, op: Operation, metrics: Any = None, config: Any = None) -> EfficiencyFactor:
+        """The item's factor; its prior is what its byte estimate promises (the files Iceberg's planner would
+        take minus one per file group it writes) over its compute estimate, else the fleet's efficiency."""
+        own, fleet = self.items.get((table, op), _NONE), self.fleet.get(op, _NONE)
+        rough = _rough_estimate(op, metrics, config)
+        if rough is None:
+            return efficiency_factor(own, fleet, settings=self.settings)
+        expected = expected_files_removed(rough.files, rough.bytes, rough.groups, 0)
+        return efficiency_factor(own, fleet, self.compute(table, op, rough.bytes), expected, self.settings)
 
     def to_json(self, table: str, op: Operation, factor: EfficiencyFactor | None, estimated_bytes: int,
-                ranked_by: str) -> dict[str, Any]:
+                ranked_by: str, metrics: Any = None, config: Any = None) -> dict[str, Any]:
         """``explain``'s ``efficiency``: the factor, the compute estimate, how the plan ranks, and where the
         compute figures came from (``executor_cpu``, ``wall``: the runs' durations, until compute is recorded)."""
-        factor = factor or self.factor(table, op)
+        factor = factor or self.factor(table, op, metrics, config)
         return {**factor.to_json(), "ranking": ranked_by, "computeSource": self.sources.get((table, op)),
                 "computeEstimate": self.compute(table, op, estimated_bytes).to_json()}
+
+
+def _rough_estimate(op: Operation, metrics: Any, config: Any) -> Any:
+    """The kind's byte estimate (files, bytes, groups) of a rewrite (None: no estimate, no full tier, or
+    options Iceberg would refuse: the fleet's prior then)."""
+    estimate = op.spec.byte_estimate
+    if estimate is None or metrics is None:
+        return None
+    try:
+        rough = estimate(metrics, config)
+    except EstimateOptionError:
+        return None
+    return rough
 
 
 def ranked_by(settings: RankingSettings) -> str:

@@ -11,7 +11,7 @@ order a decision meets them, and :func:`gates_markdown` the table docs/automatio
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Any, Callable
 
 from floe_dagster.core.admission import ADMISSION, ADMISSION_CODES, admit_within_budgets
 from floe_dagster.core.debt import TableDebt
@@ -132,12 +132,18 @@ def _rank_stage(state: PlanState) -> None:
     ranking = state.data.ranking
     if ranking.learned or ranking.shadow:
         view = state.learned = LearnedView.of(state.data.recorded_runs, state.data.now, ranking)
-        state.candidates = [replace_decision(d, efficiency=view.factor(d.table.qualified, d.operation))
-                            for d in state.candidates]
+        data = state.data
+        state.candidates = [replace_decision(d, efficiency=view.factor(
+            d.table.qualified, d.operation, data.metrics.get(d.table), _config(data, d))) for d in state.candidates]
     if ranking.learned:
         state.candidates.sort(key=lambda d: learned_rank_key(d, d.efficiency.factor))
     else:
         state.candidates.sort(key=static_rank_key)
+
+
+def _config(data: PlanInput, decision: Decision) -> Any:
+    policy = data.policies.get(decision.policy) if decision.policy else None
+    return policy.config(decision.operation) if policy is not None else None
 
 
 def _live_admission(state: PlanState) -> None:

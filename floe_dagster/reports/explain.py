@@ -158,8 +158,9 @@ def _status_tail(view: _TableView, op: Operation, decision: Decision, history: O
             "succeeded": history.last_run_succeeded if history else None,
             "trigger": history.last_run_trigger if history else None,
         },
-        "efficiency": view.learned.to_json(view.table.qualified, op, decision.efficiency, decision.estimated_bytes,
-                                           ranked_by(view.data.ranking)),
+        "efficiency": view.learned.to_json(
+            view.table.qualified, op, decision.efficiency, decision.estimated_bytes, ranked_by(view.data.ranking),
+            view.data.metrics.get(view.table), view.policy.config(op) if view.policy is not None else None),
         "cadence": decision.cadence.to_json() if decision.cadence is not None else None,
         "shadow": decision.shadow,
         "shadowDecision": _shadow(decision, recorded, view.now) if decision.shadow else None,

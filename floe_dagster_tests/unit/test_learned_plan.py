@@ -179,3 +179,21 @@ def test_without_adaptive_the_schedule_alone_decides():
     data = orphan_input(NOW, [cleanup(1, GIB)], NOW - timedelta(hours=2))
     decision = plan(PlanInput(**{**data.__dict__, "policies": policies})).decisions[0]
     assert decision.decision == "run" and decision.cadence is None and t == decision.table
+
+
+def test_a_table_never_run_gets_its_prior_from_its_byte_estimate():
+    # Benchmark 14: with the fleet's prior alone, a table the static order never ran stays at ×1 forever.
+    # Its byte estimate says what a run would buy: 200 tiny files in one group against 2 files of 100 MiB.
+    def full(name: str, sizes: tuple[int, ...]) -> TableMetrics:
+        return TableMetrics(qualified_name=f"demo.sales.{name}", metadata_location="file:///w/v1.json", tier="full",
+                            collected_at_ms=0, data_file_count=len(sizes), total_data_bytes=sum(sizes),
+                            data_file_groups=(("[]", sizes, ()),),
+                            properties={"write.target-file-size-bytes": str(128 * 1024**2)})
+
+    fleet = {("demo.sales.other", RDF): [rewrite_run(d, 100, 50) for d in (1, 2, 3)]}
+    view = LearnedView.of(fleet, NOW, RankingSettings())
+    tiny = view.factor("demo.sales.tiny", RDF, full("tiny", (100_000,) * 200))
+    large = view.factor("demo.sales.large", RDF, full("large", (100 * 1024**2,) * 2))
+    assert tiny.prior_source == "estimate" and tiny.runs == 0
+    assert tiny.factor > 1 > large.factor, (tiny.why, large.why)  # large: nothing to rewrite, the minimum
+    assert view.factor("demo.sales.tiny", RDF).factor == 1.0  # no estimate (summary tier): the fleet's prior
