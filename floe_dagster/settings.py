@@ -6,7 +6,7 @@ the sensors agree. Relative paths in the file are resolved against the file's fo
 floe.yaml is declared once, here: :class:`Settings`' fields are its top-level keys and sections (a
 field whose type is a dataclass is a section), each section's fields are its keys (kebab-case in the
 file), declared with :func:`~floe_dagster.core.validation.setting` (default, description, rules). The
-scheduler's, the safety envelope's, the batching's, the fair shares' and the debt's sections are the
+scheduler's, the safety envelope's, the batching's, the fair shares', the debt's and the ranking's sections are the
 pure core's own dataclasses. The reader
 below, the component's attributes (component.py) and the tables of docs/configuration.md are all
 derived from these fields.
@@ -26,6 +26,7 @@ from floe_dagster.core.batches import BatchSettings
 from floe_dagster.core.debt import DebtWeights
 from floe_dagster.core.envelope import EnvelopeSettings
 from floe_dagster.core.fair_shares import FairShareSettings
+from floe_dagster.core.learned_ranking import RankingSettings
 from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.planner import SchedulerSettings
 from floe_dagster.core.quarantine import quarantine_location_problem
@@ -232,6 +233,7 @@ class Settings:
                                              description=FairShareSettings.__doc__)
     health: HealthSettings = setting(default_factory=HealthSettings, description=HealthSettings.__doc__)
     debt: DebtWeights = setting(default_factory=DebtWeights, description="The debt score's weights.")
+    ranking: RankingSettings = setting(default_factory=RankingSettings, description=RankingSettings.__doc__)
     coordination: CoordinationSettings = setting(default_factory=CoordinationSettings,
                                                  description=CoordinationSettings.__doc__)
     refresh_tables: bool = setting(False, "list the catalog again whenever the code location loads, instead of "

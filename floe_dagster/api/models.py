@@ -270,6 +270,10 @@ class OperationTriggerStatus(_Open):
     refs: dict[str, Any] | None = Field(default=None, description="EXPIRE_SNAPSHOTS only: the policy's refRetention "
                                         "rules and each branch and tag with its age, limit and what it alone keeps")
     lastRun: LastRun
+    efficiency: dict[str, Any] | None = Field(None, description="The learned ranking's measured-efficiency factor "
+                                              "(factor, why, ranking, computeSource, computeEstimate...)")
+    cadence: dict[str, Any] | None = Field(None, description="An adaptive orphan cleanup's expected next run "
+                                           "(nextRunAt, interval, orphanBytesPerDay, cleanups, clamped, why)")
     shadow: bool = Field(False, description="The policy's mode is shadow: decisions are recorded, never run "
                                             "(shouldTrigger stays false)")
     shadowDecision: ShadowDecision | None = Field(None, description="A shadow policy's: what would run now, and "

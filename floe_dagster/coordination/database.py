@@ -18,7 +18,6 @@ the Dagster instance. Reading all history is one query per tick, whatever the nu
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Iterable
 
@@ -52,8 +51,10 @@ from floe_dagster.core.localtime import naive_as_utc
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.partition_scope import PartitionSelection
 from floe_dagster.core.run_decision import LedgerRow, RunDecision
-from floe_dagster.core.run_figures import OUTCOME_COLUMNS, RunFigures, figures_from_json, figures_json, outcome_columns
+from floe_dagster.coordination.run_records import recorded_runs, run_figures_where
+from floe_dagster.core.run_figures import OUTCOME_COLUMNS, RunFigures, figures_json, outcome_columns
 from floe_dagster.core.writers import SOURCE_TABLE_NAME, Writer
+from floe_dagster.core.run_history import RecordedRun
 from floe_dagster.instance import default_coordination_url
 
 metadata = MetaData()
@@ -336,24 +337,12 @@ class Coordination:
         most ``limit``): what a ranking learned from history reads. Runs recorded before the figures were
         are left out."""
         where = and_(outcomes.c.table_name == table_name, outcomes.c.operation == operation.value)
-        return self._figures(where, limit)[(table_name, operation)]
+        return run_figures_where(self.engine, outcomes, where, limit)[(table_name, operation)]
 
     def all_run_figures(self, since: datetime) -> dict[tuple[str, Operation], list[RunFigures]]:
         """Every (table, operation)'s successful runs with figures finished since then, newest first: one
         query for a planner that ranks every table at once."""
-        return self._figures(outcomes.c.finished_at >= naive_as_utc(since), None)
-
-    def _figures(self, where, limit: int | None) -> defaultdict[tuple[str, Operation], list[RunFigures]]:
-        query = (select(outcomes.c.table_name, outcomes.c.operation, outcomes.c.run_id, outcomes.c.finished_at,
-                        outcomes.c.figures)
-                 .where(where, outcomes.c.succeeded.is_(True), outcomes.c.figures.is_not(None))
-                 .order_by(outcomes.c.finished_at.desc(), outcomes.c.run_id).limit(limit))
-        found: defaultdict[tuple[str, Operation], list[RunFigures]] = defaultdict(list)
-        with self.engine.connect() as connection:
-            for table_name, operation, run_id, finished, figures in connection.execute(query):
-                found[(table_name, Operation(operation))].append(
-                    RunFigures(run_id, naive_as_utc(finished), *figures_from_json(json.loads(figures))))
-        return found
+        return run_figures_where(self.engine, outcomes, outcomes.c.finished_at >= naive_as_utc(since), None)
 
     # -- writers ------------------------------------------------------------------------------
 
@@ -388,6 +377,12 @@ class Coordination:
                 elif (old.last_storage_id or 0) <= (writer.last_storage_id or 0):
                     source = SOURCE_TABLE_NAME if SOURCE_TABLE_NAME in (old.source, writer.source) else writer.source
                     connection.execute(update(writers).where(where).values(source=source, **values))
+
+    def recorded_runs(self, operations: Iterable[Operation] | None = None, since: datetime | None = None
+                      ) -> dict[tuple[str, Operation], list[RecordedRun]]:
+        """The kept outcome rows of these operations (None: all) finished since then (None: all), oldest
+        first per (table, operation): the runs the learned ranking and a kind's own cadence learn from."""
+        return recorded_runs(self.engine, outcomes, operations, since)
 
     def outcomes_for(self, table_name: str) -> list[dict]:
         with self.engine.connect() as connection:

@@ -14,6 +14,7 @@ from floe_dagster.core.conditions import ConditionResult
 from floe_dagster.core.debt import DebtWeights
 from floe_dagster.core.fair_shares import FAIR_SHARES_OFF, FairShareSettings, PastAdmission
 from floe_dagster.core.history import OperationHistory
+from floe_dagster.core.learned_ranking import LEARNING_OFF, RankingSettings
 from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation
@@ -23,6 +24,7 @@ from floe_dagster.core.policy import PolicySet
 from floe_dagster.core.quiet import QuietVerdict
 from floe_dagster.core.run_decision import item_key
 from floe_dagster.core.sla import SlaVerdict
+from floe_dagster.core.run_history import RecordedRun
 from floe_dagster.core.tables import TableName
 from floe_dagster.core.validation import setting
 from floe_dagster.core.writers import AssetKeyPath, Writer, WriterHold, WriterRun
@@ -86,6 +88,8 @@ class Decision:
     passed_gates: bool = False
     # What the table's floe.* properties do under its policy (core/owner_overrides.py); None: it sets none.
     owner_overrides: OwnerOverrides | None = None
+    cadence: Any = None  # the kind's own cadence's verdict (an adaptive orphan cleanup), once the due gate read it
+    efficiency: Any = None  # the learned ranking's factor (core/learned_ranking.EfficiencyFactor), once ranked by it
 
     @property
     def conditions(self) -> dict[str, Any]:
@@ -154,6 +158,10 @@ class PlanInput:
     writers: Mapping[str, tuple[Writer, ...]] = field(default_factory=dict)
     # The user's runs queued or started now that target a writer asset, by the asset key.
     writer_runs: Mapping[AssetKeyPath, tuple[WriterRun, ...]] = field(default_factory=dict)
+    ranking: RankingSettings = LEARNING_OFF  # settings.ranking: the static order, the learned one, or both
+    # Each (table, operation)'s recorded runs with their figures (core/run_history.py), read only when the
+    # learned ranking or a kind's own cadence needs them: scheduling/inputs.py.
+    recorded_runs: Mapping[tuple[str, Operation], Sequence[RecordedRun]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ order are checked against this list (floe_dagster_tests/unit/test_gates.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
 
@@ -23,6 +23,7 @@ from floe_dagster.core.batches import RunClass
 from floe_dagster.core.commit_conflicts import conflict_retry_delay
 from floe_dagster.core.decisions import Decision, PlanInput, replace_decision, skip
 from floe_dagster.core.history import CONFLICT_STREAK, OperationHistory
+from floe_dagster.core.localtime import as_utc, naive_as_utc
 from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled, gc_disabled_reason
 from floe_dagster.core.partition_scope import Backlog
@@ -125,18 +126,41 @@ def _loaded(f: Facts) -> Decision | None:
 
 
 def _due(f: Facts) -> Decision | None:
-    # The window and the allowed days come first (window_closed, day_not_allowed), then not_due.
-    due = schedule_due(f.schedule, f.history.last_success_start, f.data.now)
-    if f.schedule.after_write is not None:  # the writers' new materializations make it due too (or alone)
+    # The window and the allowed days come first (window_closed, day_not_allowed), then not_due. A kind's own
+    # cadence (an adaptive orphan cleanup) takes the place of the interval or cron; the writers' new
+    # materializations make it due too (or alone).
+    cadence = f.op.spec.cadence
+    verdict = cadence(f.policy.config(f.op), f.data.recorded_runs.get((f.table.qualified, f.op), ()),
+                      f.data.now) if cadence is not None else None
+    if verdict is None:
+        due = schedule_due(f.schedule, f.history.last_success_start, f.data.now)
+    else:
+        due = own_cadence_due(f.schedule, verdict, f.history.last_success_start, f.data.now)
+    if f.schedule.after_write is not None:
         due = combined_due(due, f.schedule.after_write, f.data.writers.get(f.table.qualified, ()), f.data.now,
                            clock_only=f.schedule.kind != TRIGGER_CONDITION)
     f.due = due
     if not due.due:
-        return skip(f.decision, due.blocked or "not_due", due.detail, next_eligible=due.next_eligible)
-    f.learned = {"trigger": due.trigger, "slot": due.slot_key}
+        return skip(f.decision, due.blocked or "not_due", due.detail, next_eligible=due.next_eligible,
+                    cadence=verdict)
+    f.learned = {"trigger": due.trigger, "slot": due.slot_key, "cadence": verdict}
     if due.trigger == TRIGGER_AFTER_WRITE:
         f.learned["upstream"] = due.upstream
     return None
+
+
+def own_cadence_due(schedule: Any, verdict: Any, last_success_start: datetime | None, now: datetime) -> Any:
+    """The schedule's verdict with a kind's own cadence in place of its interval or cron: an interval that
+    ends at the cadence's next run (its window, days and timeout still hold), told in the cadence's words."""
+    last = naive_as_utc(last_success_start) if last_success_start is not None else None
+    next_run = as_utc(verdict.next_run_at)
+    interval = max(next_run - last, timedelta(seconds=1)) if last is not None else timedelta(seconds=1)
+    if last is not None and next_run <= last:  # measured from older runs than the last success: due now
+        interval = max(as_utc(now) - last, timedelta(seconds=1))
+    due = schedule_due(replace(schedule, interval=interval, cron_expression=None, cron_5field=None), last, now)
+    return replace(due, detail=f"adaptive cadence, {verdict.why}" + (
+        f"; {due.blocked.replace('_', ' ')}, eligible {due.next_eligible.isoformat()}"
+        if due.blocked and due.blocked != "not_due" and due.next_eligible else ""))
 
 
 def _backoff(f: Facts) -> Decision | None:

@@ -12,7 +12,7 @@ order a decision meets them, and :func:`gates_markdown` the table docs/automatio
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Any, Callable
 
 from floe_dagster.core.admission import ADMISSION, ADMISSION_CODES, admit_within_budgets
 from floe_dagster.core.debt import TableDebt
@@ -22,6 +22,8 @@ from floe_dagster.core.gates import (
 )
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.owner_overrides import with_overrides
+from floe_dagster.core.learned_plan import LearnedView, shadow_note
+from floe_dagster.core.ranking_shadow import learned_rank_key, static_rank_key
 from floe_dagster.core.run_decision import SHADOW_ATTEMPT, SHADOW_PREFIX
 from floe_dagster.core.sla import table_sla
 
@@ -40,6 +42,7 @@ class PlanState:
     candidates: list[Decision] = field(default_factory=list)
     live: list[Decision] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    learned: LearnedView | None = None  # the recorded runs' totals, when the ranking reads them
 
 
 @dataclass(frozen=True)
@@ -130,9 +133,23 @@ def _as_shadow(decision: Decision) -> Decision:
 
 
 def _rank_stage(state: PlanState) -> None:
-    """Debt score, policy priority, schedule priority, table name, then Floe's operation order."""
-    state.candidates.sort(key=lambda d: (
-        -d.debt_score, -d.policy_priority, -d.schedule_priority, d.table.qualified, d.operation.order))
+    """Debt score, policy priority, schedule priority, table name, then Floe's operation order; with
+    ``ranking.learned`` the debt score × each candidate's measured-efficiency factor (core/learned_plan.py)."""
+    ranking = state.data.ranking
+    if ranking.learned or ranking.shadow:
+        view = state.learned = LearnedView.of(state.data.recorded_runs, state.data.now, ranking)
+        data = state.data
+        state.candidates = [replace_decision(d, efficiency=view.factor(
+            d.table.qualified, d.operation, data.metrics.get(d.table), _config(data, d))) for d in state.candidates]
+    if ranking.learned:
+        state.candidates.sort(key=lambda d: learned_rank_key(d, d.efficiency.factor))
+    else:
+        state.candidates.sort(key=static_rank_key)
+
+
+def _config(data: PlanInput, decision: Decision) -> Any:
+    policy = data.policies.get(decision.policy) if decision.policy else None
+    return policy.config(decision.operation) if policy is not None else None
 
 
 def _sla_first_stage(state: PlanState) -> None:
@@ -145,8 +162,11 @@ def _sla_first_stage(state: PlanState) -> None:
 
 
 def _live_admission(state: PlanState) -> None:
-    state.live = admit_within_budgets(state.data, [d for d in state.candidates if not d.shadow], state.notes)
+    live = [d for d in state.candidates if not d.shadow]
+    state.live = admit_within_budgets(state.data, live, state.notes)
     state.decided.extend(state.live)
+    if state.learned is not None and state.data.ranking.shadow:  # both orders side by side, in the notes
+        state.notes.append(shadow_note(state.learned, live, [d for d in state.live if d.decision == "run"]))
 
 
 def _shadow_pass(state: PlanState) -> None:
@@ -172,12 +192,13 @@ STAGES: tuple[Stage, ...] = (
           "gates in order; a shadow policy's reads its history as the shadow sees it, and a live rewrite's "
           "backlog continues in its slot"),
     Stage("shadow", (), _shadow_stage, "a shadow policy's candidates become shadow decisions (recorded, never run)"),
-    Stage("rank", (), _rank_stage, "debt score, policy priority, schedule priority, table name, Floe's operation "
-          "order"),
+    Stage("rank", (), _rank_stage, "debt score (× the measured-efficiency factor with `ranking.learned`), policy "
+          "priority, schedule priority, table name, Floe's operation order"),
     Stage("sla first", (), _sla_first_stage, "work a breached SLA contract escalated (trigger `sla`) goes first: "
           "ERROR before WARN, the longest breached first"),
     Stage("live admission", ADMISSION_CODES, _live_admission, "the live candidates, in rank order, admitted "
-          "within the budgets, one operation per table at a time"),
+          "within the budgets, one operation per table at a time; with `ranking.shadow`, both orders compared "
+          "under the compute it spent (the plan's notes)"),
     Stage("shadow pass", (), _shadow_pass, "the shadow candidates through the same admission with budgets of "
           "their own, ranked after every live one"),
 )

@@ -11,7 +11,7 @@ Pure: the engine measures (spark/compute_metrics.py), the iceberg layer reads th
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime
 from typing import Any, Mapping
 
@@ -95,6 +95,12 @@ class Benefit:
     before: TableShape
     after: TableShape
     files_deleted: int = 0
+    # An orphan cleanup's: the bytes of the orphans it found (deleted, quarantined or listed by a dry run, and
+    # the backlog a cap left), what the adaptive cadence learns from (core/orphan_cadence.py). Exact when the
+    # quarantine moved them, else ``estimated``: the files × the table's mean file size after the run
+    # (Iceberg's procedure names the files, not their sizes). None: not an orphan cleanup.
+    orphan_bytes: int | None = None
+    orphan_bytes_estimated: bool = False
 
     @property
     def files_removed(self) -> int:
@@ -129,15 +135,19 @@ class Benefit:
         return metadata
 
     def to_json(self) -> dict[str, Any]:
+        orphans = ({"orphan_bytes": self.orphan_bytes, "orphan_bytes_estimated": self.orphan_bytes_estimated}
+                   if self.orphan_bytes is not None else {})
         return {"before": asdict(self.before), "after": asdict(self.after), "files_deleted": self.files_deleted,
-                **self.deltas()}
+                **orphans, **self.deltas()}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> "Benefit | None":
         if not data or "before" not in data or "after" not in data:
             return None
+        orphan_bytes = data.get("orphan_bytes")
         return cls(_known(TableShape, data["before"]), _known(TableShape, data["after"]),
-                   int(data.get("files_deleted") or 0))
+                   int(data.get("files_deleted") or 0), int(orphan_bytes) if orphan_bytes is not None else None,
+                   bool(data.get("orphan_bytes_estimated")))
 
 
 def _known(cls: Any, data: Mapping[str, Any]) -> Any:
@@ -216,7 +226,22 @@ def figures_from_metadata(metadata: Mapping[str, Any]) -> tuple[Compute | None, 
     if shapes["before"]["data_files"] is not None and shapes["after"]["data_files"] is not None:
         benefit = Benefit(TableShape(**shapes["before"]), TableShape(**shapes["after"]),
                           int(metadata_value(metadata, BENEFIT_PREFIX + "files_deleted") or 0))
+        benefit = _with_orphans(benefit, metadata)
     return compute, benefit
+
+
+def _with_orphans(benefit: Benefit, metadata: Mapping[str, Any]) -> Benefit:
+    """An orphan cleanup's benefit with the bytes of the orphans it found (see :class:`Benefit`), from its
+    metadata: ``orphan_files_count`` and ``orphan_backlog_files``, and ``quarantined_bytes`` when it moved them."""
+    files = metadata_value(metadata, "orphan_files_count")
+    if not isinstance(files, int) or isinstance(files, bool):
+        return benefit
+    backlog = metadata_value(metadata, "orphan_backlog_files")
+    files += backlog if isinstance(backlog, int) and not isinstance(backlog, bool) else 0
+    quarantined = metadata_value(metadata, "quarantined_bytes")
+    if isinstance(quarantined, int) and not isinstance(quarantined, bool) and quarantined > 0:
+        return replace(benefit, orphan_bytes=quarantined)
+    return replace(benefit, orphan_bytes=files * (benefit.after.mean_file_bytes or 0), orphan_bytes_estimated=True)
 
 
 __all__ = ["Compute", "TableShape", "Benefit", "RunFigures", "SPARK", "SPARK_CONNECT", "NO_SPARK",

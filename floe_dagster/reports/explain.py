@@ -17,11 +17,15 @@ location while the table's location is not known yet); ``floe-dagster plan`` sho
 
 An operation kind adds its own keys (its spec's ``explain``, core/operation_kinds/): ``propertyDrift``
 (APPLY_TABLE_PROPERTIES), ``refs`` (EXPIRE_SNAPSHOTS), the orphans its last run left as ``backlog``
-(ORPHAN_CLEANUP; the others' backlog is a partition-scoped rewrite's)."""
+(ORPHAN_CLEANUP; the others' backlog is a partition-scoped rewrite's).
+
+``efficiency`` is each operation's measured-efficiency factor (core/learned_ranking.py) with its why,
+its compute estimate and how the plan ranks (``ranking``); ``cadence`` an adaptive orphan cleanup's
+expected next run and why (core/orphan_cadence.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
@@ -33,6 +37,7 @@ from floe_dagster.core.conditions import NO_MATCHING_POLICY, OPERATION_DISABLED,
 from floe_dagster.core.envelope import Verdict, check_operation
 from floe_dagster.core.gates import gate_before
 from floe_dagster.core.history import OperationHistory
+from floe_dagster.core.learned_plan import LearnedView, ranked_by
 from floe_dagster.core.operation_kinds.spec import ExplainView, LastRun
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.planner import Decision, PlanInput, plan
@@ -54,6 +59,8 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
     instance = instance or get_instance()
     data = gather(settings, instance, coordination, now,
                   frozenset(cached) if cached is not None else None).plan_input
+    if not (data.ranking.learned or data.ranking.shadow):  # the factor is shown while the plan ranks statically
+        data = replace(data, recorded_runs=coordination.recorded_runs())
     policy = data.policies.effective_policy(table)
     decisions = {d.operation: d for d in plan(data).decisions if d.table == table}
     recorded: dict[Operation, LedgerRow] = {}  # each shadow decision's newest ledger row
@@ -62,7 +69,9 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
             newest = coordination.shadow_rows(table.qualified, limit=1, operation=op)[1]
             if newest:
                 recorded[op] = newest[0]
-    view = _TableView(data, table, policy, now, instance, settings.envelope.allowed_table_properties, coordination)
+    learned = LearnedView.of(data.recorded_runs, now, data.ranking)
+    view = _TableView(data, table, policy, now, instance, settings.envelope.allowed_table_properties, learned,
+                      coordination)
     statuses: dict[str, Any] = {}
     # Every operation, as Floe lists them: the ones no policy configures are shown disabled (a view:
     # the planner decides only for configured operations).
@@ -97,6 +106,7 @@ class _TableView:
     now: datetime
     instance: DagsterInstance
     allowed: tuple[str, ...]  # floe.yaml's envelope.allowed-table-properties
+    learned: LearnedView  # the recorded runs' totals: each operation's efficiency factor
     coordination: Coordination | None = None  # the last run's compute and benefit
 
 
@@ -163,6 +173,10 @@ def _status_tail(view: _TableView, op: Operation, decision: Decision, history: O
             "trigger": history.last_run_trigger if history else None,
             **_last_figures(view, op),
         },
+        "efficiency": view.learned.to_json(
+            view.table.qualified, op, decision.efficiency, decision.estimated_bytes, ranked_by(view.data.ranking),
+            view.data.metrics.get(view.table), view.policy.config(op) if view.policy is not None else None),
+        "cadence": decision.cadence.to_json() if decision.cadence is not None else None,
         "shadow": decision.shadow,
         "shadowDecision": _shadow(decision, recorded, view.now) if decision.shadow else None,
         "envelope": _json(envelope_verdict(view.data, view.table, op, decision.policy, view.allowed)),
@@ -284,6 +298,7 @@ def _not_decided(op: Operation, why: str) -> dict[str, Any]:
         "refs": None,
         "lastRun": {"start": None, "succeeded": None, "trigger": None, "figuresRunId": None, "compute": None,
                     "benefit": None},
+        "efficiency": None, "cadence": None,
         "shadow": False, "shadowDecision": None, "envelope": None, "ownerOverrides": None,
     }
 

@@ -49,6 +49,12 @@ def _operation_lines(op: str, status: Mapping[str, Any]) -> list[str]:
     lines += [f"    owner override {name}={value}" for name, value in owner.get("applied", {}).items()]
     lines += [f"    owner override ignored: {i['property']}={i['value']}: {i['reason']}"
               for i in owner.get("ignored", ())]
+    if status.get("cadence"):
+        lines.append(f"    adaptive cadence: {status['cadence']['why']}")
+    if status.get("efficiency"):
+        efficiency = status["efficiency"]
+        lines.append(f"    efficiency factor {efficiency['why']} (ranking {efficiency['ranking']}, compute from "
+                     f"{efficiency['computeSource'] or 'no recorded run'})")
     conflicts = status.get("conflicts") or {}
     if conflicts.get("consecutiveConflicts"):
         writer = f" to {conflicts['writerOperation']} commits" if conflicts.get("writerOperation") else ""

@@ -21,11 +21,12 @@ from floe_dagster.coordination.runs import (
     runs_in_flight,
 )
 from floe_dagster.core import run_tags as T
-from floe_dagster.core.operations import Operation
+from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.fair_shares import USAGE_HORIZON, PastAdmission
 from floe_dagster.core.partition_scope import Backlog
 from floe_dagster.core.planner import Decision, PlanInput
 from floe_dagster.core.run_decision import LedgerRow
+from floe_dagster.core.run_history import RecordedRun
 from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
 from floe_dagster.core.writers import writers_by_table
@@ -171,8 +172,25 @@ def gather(
         past_admissions=ledger.recent_admissions if settings.fair_shares.enabled else (),
         writers=writers,
         writer_runs=writer_runs(instance, active, writers),
+        ranking=settings.ranking,
     )
+    data = replace(data, recorded_runs=recorded_runs(data, coordination, {t.qualified for t in tables}))
     return TickInputs(data, dead, len(health.missing))
+
+
+def recorded_runs(data: PlanInput, coordination: Coordination,
+                  scoped: set[str]) -> dict[tuple[str, Operation], list[RecordedRun]]:
+    """The recorded runs the plan learns from, read only when it does: the kinds with a cadence of their own
+    that a policy turns on (every kept run), and with the learned ranking (or its shadow) on every
+    operation's runs of the last 8 half-lives (older ones weigh less than 0.4 %)."""
+    cadenced = [op for op in ALL_OPERATIONS if op.spec.cadence is not None and any(
+        op.spec.cadence(policy.config(op), (), data.now) is not None for policy in data.policies.policies)]
+    found = coordination.recorded_runs(cadenced) if cadenced else {}
+    half_life = data.ranking.history_half_life_days
+    if data.ranking.learned or data.ranking.shadow:
+        since = data.now - timedelta(days=8 * half_life) if half_life > 0 else None
+        found = {**coordination.recorded_runs(None, since), **found}
+    return {key: runs for key, runs in found.items() if key[0] in scoped}
 
 
 def queued_runs(in_flight_runs: Iterable[RunInFlight]) -> int:

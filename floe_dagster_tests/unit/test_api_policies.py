@@ -19,6 +19,8 @@ from dagster import DagsterInstance
 
 from floe_dagster.api.app import create_app
 from floe_dagster.api.auth import KeyStore, hash_key
+from floe_dagster.core.operations import Operation
+from floe_dagster.core.orphan_cadence import AdaptiveCadence
 from floe_dagster.core.policy import validate_policy_paths
 from floe_dagster.demo import _create, rows
 from floe_dagster.iceberg.catalog import open_catalog
@@ -472,3 +474,21 @@ def test_the_policy_directory_setting(tmp_path):
     config.write_text("api:\n  policy-directory: x\n  policy-dir: y\n")
     with pytest.raises(SettingsError, match="did you mean 'policy-directory'"):
         load_settings(config, environ={})
+
+
+def test_an_adaptive_orphan_cadence_is_written_and_checked_over_http(api):
+    body = {"name": "orphans-adaptive", "tablePattern": "demo.sales.*",
+            "orphanCleanup": {"retentionPeriodInDays": 3, "adaptive": {"targetBytes": "1GiB", "min": "P1D"}},
+            "orphanCleanupSchedule": {"interval": "P1D"}}
+    created = create(api, body)
+    assert json.loads((api["directory"] / "orphans-adaptive.json").read_text()) == body
+    config = load_policy_set(api["settings"]).get("orphans-adaptive").config(Operation.ORPHAN_CLEANUP)
+    assert config.adaptive == AdaptiveCadence(1024**3, "P1D", "P90D")
+    url = f"{COLLECTION}/{created['id']}"
+    bad = {"retentionPeriodInDays": 3, "adaptive": {"targetBytes": "1G", "min": "P9D", "max": "P2D"}}
+    error = assert_error(call(api, "PUT", url, json={"orphanCleanup": bad}), 400, "VALIDATION_FAILED",
+                         "body.orphanCleanup.adaptive.targetBytes", "unknown unit 'G'")
+    assert any("body.orphanCleanup.adaptive.min" in str(e) and "min must be at most max" in str(e)
+               for e in error["details"]["errors"]), error
+    assert json.loads((api["directory"] / "orphans-adaptive.json").read_text()) == body  # the file is left alone
+    remove(api, "orphans-adaptive")

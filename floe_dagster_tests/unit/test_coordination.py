@@ -13,6 +13,7 @@ from floe_dagster.coordination.resource import CoordinationResource
 from floe_dagster.core.history import Outcome
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.run_decision import RunDecision
+from floe_dagster.core.run_figures import SPARK, Benefit, Compute, TableShape
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import COORDINATION_RESOURCE
 from floe_dagster.settings import load_settings
@@ -125,3 +126,29 @@ def test_a_database_from_before_conflicts_gets_their_columns_and_keeps_its_histo
     assert state.consecutive_failures == 1 and state.consecutive_conflicts == 1
     assert state.last_conflict_writer == "delete"
     assert state.last_conflict_at == T0 + timedelta(hours=1, minutes=1)
+
+
+def test_recorded_runs_read_the_runs_figures_failures_included_and_survive_an_unreadable_row(tmp_path):
+    old = Coordination(f"sqlite:///{tmp_path / 'c.db'}")
+    at = datetime(2026, 11, 26, 12, 0, tzinfo=timezone.utc)
+    shape = TableShape(data_files=10, delete_files=0, live_bytes=100, manifests=1, snapshots=1)
+    compute, benefit = Compute(SPARK, 9.0, executor_cpu_s=4.5), Benefit(replace(shape, data_files=13), shape)
+    old.record_outcome(Outcome("r0", "demo.s.t", Operation.REWRITE_DATA_FILES, at, at, True, bytes_rewritten=5))
+    old.record_outcome(Outcome("r1", "demo.s.t", Operation.REWRITE_DATA_FILES, at, at + timedelta(seconds=9), True,
+                               compute=compute, benefit=benefit))
+    old.record_outcome(Outcome("r2", "demo.s.t", Operation.REWRITE_DATA_FILES, at, at + timedelta(seconds=10), False,
+                               failure_kind="error"))
+    old.record_outcome(Outcome("r3", "demo.s.t", Operation.ORPHAN_CLEANUP, at, at + timedelta(seconds=1), True,
+                               compute=compute))
+    with old.engine.begin() as connection:  # a row a failing disk or a hand edit left unreadable
+        connection.execute(text("UPDATE floe_outcomes SET figures = '{not json' WHERE run_id = 'r3'"))
+    runs = old.recorded_runs()
+    first, second, failed = runs[("demo.s.t", Operation.REWRITE_DATA_FILES)]
+    assert (first.compute, first.benefit, first.bytes_rewritten) == (None, None, 5)
+    assert (second.compute, second.benefit) == (compute, benefit)  # one declaration: core/run_figures.py
+    assert second.finished_at == at + timedelta(seconds=9)
+    assert (failed.succeeded, failed.failure_kind, failed.compute) == (False, "error", None)
+    (unreadable,) = runs[("demo.s.t", Operation.ORPHAN_CLEANUP)]
+    assert (unreadable.compute, unreadable.benefit) == (None, None)  # never stops a tick
+    assert list(old.recorded_runs([Operation.ORPHAN_CLEANUP])) == [("demo.s.t", Operation.ORPHAN_CLEANUP)]
+    assert old.recorded_runs(since=at + timedelta(seconds=5)).keys() == {("demo.s.t", Operation.REWRITE_DATA_FILES)}

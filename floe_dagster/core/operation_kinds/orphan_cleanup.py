@@ -6,11 +6,15 @@ quarantine (core/quarantine.py). Its ``location`` is a safety-envelope field (co
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from datetime import datetime
+from typing import Any, Mapping, Sequence
 
 from floe_dagster.core.loader_format import LoaderSection, spelled, written_as
 from floe_dagster.core.operation_config import OperationConfig, at_least, boolean, one_of, option, text, text_map
 from floe_dagster.core.operation_kinds.spec import ExplainView, OperationSpec
+from floe_dagster.core.orphan_cadence import (
+    ADAPTIVE_FIELDS, AdaptiveCadence, CadenceVerdict, next_orphan_run, parse_adaptive, recorded_cleanups,
+)
 from floe_dagster.core.quarantine import QUARANTINE_FIELDS, QuarantinePolicy, parse_quarantine
 from floe_dagster.core.validation import Location, get_number
 
@@ -47,6 +51,9 @@ class OrphanCleanupConfig(OperationConfig):
     # Move orphans into a quarantine instead of deleting them; purged after the grace period
     # (core/quarantine.py). Unset: only the table's first orphan cleanup quarantines.
     quarantine: QuarantinePolicy | None = option(parse_quarantine, shown=lambda policy: policy.to_json())
+    # Time each cleanup from the orphan rate its past cleanups found (core/orphan_cadence.py), within
+    # [min, max], in place of the schedule's interval or cron. Unset: the schedule alone decides.
+    adaptive: AdaptiveCadence | None = option(parse_adaptive, shown=lambda cadence: cadence.to_json())
 
 
 def _backlog(view: ExplainView) -> dict[str, Any]:
@@ -65,6 +72,14 @@ def _backlog(view: ExplainView) -> dict[str, Any]:
                         "at": last.at.isoformat()}}
 
 
+def _adaptive_cadence(config: OrphanCleanupConfig | None, runs: Sequence[Any], now: datetime) -> CadenceVerdict | None:
+    """``adaptive``: the next cleanup from the orphan rate the table's recorded cleanups found (None: not
+    adaptive, the schedule's interval or cron decides)."""
+    if config is None or config.adaptive is None:
+        return None
+    return next_orphan_run(config.adaptive, recorded_cleanups(runs), now)
+
+
 SPEC = OperationSpec(
     name="ORPHAN_CLEANUP",
     policy_key="orphanCleanup",
@@ -80,9 +95,11 @@ SPEC = OperationSpec(
     loader=LoaderSection(
         keys={"retention-period-days": "retentionPeriodInDays"},
         refused={"retention-period-in-days": written_as("retention-period-days")},
-        nested={"quarantine": LoaderSection(spelled(QUARANTINE_FIELDS))},  # enabled, grace-period
+        nested={"quarantine": LoaderSection(spelled(QUARANTINE_FIELDS)),  # enabled, grace-period
+                "adaptive": LoaderSection(spelled(ADAPTIVE_FIELDS))},  # target-bytes, min, max
     ),
     explain=_backlog,
+    cadence=_adaptive_cadence,
     no_change="`ORPHAN_CLEANUP` changed nothing when it deleted or quarantined no file and purged no quarantined "
               "run (a dry run never changes anything).",
     docs_row=(
@@ -91,5 +108,6 @@ SPEC = OperationSpec(
         "`prefixMismatchMode` (default ERROR), `equalSchemes`, `equalAuthorities`, `dryRun`, `streamResults` "
         "(default true from Iceberg 1.11), `maxConcurrentDeletes`, `maxFilesToDelete` (Floe's per-run cap; see "
         "below), `quarantine` (`enabled`, `gracePeriod`: move orphans into a quarantine instead of deleting them; "
-        "on for a table's first cleanup; see below) |"),
+        "on for a table's first cleanup; see below), `adaptive` (`targetBytes`, `min`, `max`: time each cleanup from "
+        "the orphan rate; [Automation](automation.md), \"Adaptive orphan cadence\") |"),
 )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from floe_dagster.core.loader_format import LoaderSection
 from floe_dagster.core.operation_config import camel
@@ -109,6 +109,10 @@ class OperationSpec:
     byte_estimate: Callable[[Any, Any], Any] | None = None  # (metrics, config) → core.estimates.Estimate | None
     changed: Callable[[Mapping[str, int]], bool] | None = None  # the no-change rule over the result's numbers
     explain: Callable[[ExplainView], Mapping[str, Any]] | None = None  # keys it adds to (or sets in) explain
+    # A cadence of its own, in place of the schedule's interval or cron (its window and days still hold):
+    # (config, the table's recorded runs of the kind, now) → a verdict (``next_run_at``, ``why``,
+    # ``to_json()``), or None to keep the schedule's rule (ORPHAN_CLEANUP's ``adaptive``).
+    cadence: Callable[[Any, Sequence[Any], datetime], Any] | None = None
 
     def __post_init__(self) -> None:
         self.config_type.spec = self  # the config class parses itself through its spec (from_mapping)
