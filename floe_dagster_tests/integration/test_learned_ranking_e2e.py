@@ -20,6 +20,7 @@ from dagster import DagsterInstance
 from floe_dagster.cli import main
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.run_history import compute_seconds, learning_run
 from floe_dagster.demo import _create, local_path, rows
 from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.iceberg.table_cache import refresh_table_cache
@@ -69,18 +70,22 @@ def test_explain_shows_the_learned_factor_and_the_next_adaptive_orphan_cleanup(t
         assert [o.status for o in summary.outcomes] == ["SUCCEEDED", "SUCCEEDED"], summary.lines()
     assert not orphan.exists()  # the table's first cleanup quarantines it
 
-    # Each outcome row keeps the run's figures: wall seconds as compute (no CPU seconds recorded yet),
-    # the files the compaction removed, and the orphan bytes the quarantine measured.
+    # Each outcome row keeps the run's figures (core/run_figures.py, the one declaration): the executor CPU
+    # seconds Spark measured as compute, the files the compaction removed, the orphan bytes the quarantine
+    # measured; the ranking reads the rewrite as (executor CPU seconds, benefit).
     runs = Coordination(settings.coordination_url).recorded_runs()
     (rewrite,), (cleanup,) = runs[(TABLE, Operation.REWRITE_DATA_FILES)], runs[(TABLE, Operation.ORPHAN_CLEANUP)]
-    assert rewrite.figures["compute_source"] == "wall" and rewrite.figures["compute_s"] > 0
-    assert rewrite.figures["data_files_removed"] == 7 and rewrite.figures["scan_files_before"] == 8
-    assert (cleanup.figures["orphan_bytes"], cleanup.figures["orphan_files"]) == (orphan_bytes, 1)
-    assert cleanup.figures["orphan_bytes_estimated"] is False
+    assert rewrite.compute.source == "spark" and rewrite.compute.executor_cpu_s > 0
+    assert compute_seconds(rewrite.compute) == (rewrite.compute.executor_cpu_s, "executor_cpu")
+    counted = learning_run(rewrite)
+    assert (counted.compute_s, counted.data_files_removed, counted.scan_files_before) == \
+        (rewrite.compute.executor_cpu_s, 7, 8)
+    assert (cleanup.benefit.orphan_bytes, cleanup.benefit.files_deleted) == (orphan_bytes, 1)
+    assert cleanup.benefit.orphan_bytes_estimated is False
 
     report = explain(config, capsys)
     efficiency = report["operationStatuses"]["REWRITE_DATA_FILES"]["efficiency"]
-    assert efficiency["runs"] == pytest.approx(1.0, abs=0.01) and efficiency["computeSource"] == "wall"
+    assert efficiency["runs"] == pytest.approx(1.0, abs=0.01) and efficiency["computeSource"] == "executor_cpu"
     assert efficiency["ranking"] == "static" and efficiency["table"] > 0
     # Compacted into one file, its byte estimate promises nothing more: the prior (5 of 6 parts with one run)
     # pulls the factor toward 0; the only table, its own efficiency is the fleet's.
@@ -100,7 +105,7 @@ def test_explain_shows_the_learned_factor_and_the_next_adaptive_orphan_cleanup(t
     assert main(["--config", str(config), "explain", TABLE]) == 0
     text = capsys.readouterr().out
     assert f"adaptive cadence: expected next run at {next_run.isoformat(timespec='seconds')}" in text
-    assert "efficiency factor ×0.167" in text and "compute from wall" in text
+    assert "efficiency factor ×0.167" in text and "compute from executor_cpu" in text
 
     # At the expected time every gate lets it run (the schedule's own PT1H interval passed long before); the
     # compaction, due again too, goes first: one operation per table at a time.
