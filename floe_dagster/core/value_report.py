@@ -17,6 +17,7 @@ from typing import Any, Iterable
 from floe_dagster.core.durations import parse_iso_duration
 from floe_dagster.core.history import CONFLICT
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.table_facts import format_bytes
 
 GROUPINGS = ("namespace", "table", "operation")
 DEFAULT_SINCE = "P7D"
@@ -185,18 +186,10 @@ COLUMNS = (  # the text table's columns: (heading, the figure's key in Totals.to
 )
 
 
-def human_bytes(size: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(size) < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size} B"
-
-
 def cell(value: Any, form: str) -> str:
     if value is None:
         return "-"
-    return human_bytes(value) if form == "bytes" else form.format(value)
+    return format_bytes(value) if form == "bytes" else form.format(value)
 
 
 def format_value_report_text(report: dict[str, Any]) -> str:
@@ -216,4 +209,4 @@ def format_value_report_text(report: dict[str, Any]) -> str:
 
 
 __all__ = ["OutcomeRow", "Totals", "ValueReport", "value_report", "parse_since", "check_grouping", "group_key",
-           "format_value_report_text", "GROUPINGS", "DEFAULT_SINCE", "DEFAULT_GROUPING", "human_bytes"]
+           "format_value_report_text", "GROUPINGS", "DEFAULT_SINCE", "DEFAULT_GROUPING"]
