@@ -192,6 +192,12 @@ def cell(value: Any, form: str) -> str:
     return format_bytes(value) if form == "bytes" else form.format(value)
 
 
+def window_text(report: dict[str, Any]) -> str:
+    """``from 2026-11-19 14:15 to 2026-11-26 14:15 UTC``: the window as people read it."""
+    since, until = (datetime.fromisoformat(report[key]).strftime("%Y-%m-%d %H:%M") for key in ("since", "until"))
+    return f"from {since} to {until} UTC"
+
+
 def format_value_report_text(report: dict[str, Any]) -> str:
     """The report's JSON (:meth:`ValueReport.to_json`) as a table, one line per group and a total."""
     by = report["by"]
@@ -199,7 +205,7 @@ def format_value_report_text(report: dict[str, Any]) -> str:
     rows.append(["total", *(cell(report["total"][key], form) for _, key, form in COLUMNS)])
     header = [by, *(heading for heading, _, _ in COLUMNS)]
     widths = [max(len(line[i]) for line in [header, *rows]) for i in range(len(header))]
-    lines = [f"maintenance from {report['since']} to {report['until']}, by {by}"]
+    lines = [f"maintenance {window_text(report)}, by {by}"]
     for line in [header, *rows]:
         lines.append("  ".join(text.ljust(width) if i == 0 else text.rjust(width)
                                for i, (text, width) in enumerate(zip(line, widths))))
@@ -209,4 +215,4 @@ def format_value_report_text(report: dict[str, Any]) -> str:
 
 
 __all__ = ["OutcomeRow", "Totals", "ValueReport", "value_report", "parse_since", "check_grouping", "group_key",
-           "format_value_report_text", "GROUPINGS", "DEFAULT_SINCE", "DEFAULT_GROUPING"]
+           "format_value_report_text", "window_text", "GROUPINGS", "DEFAULT_SINCE", "DEFAULT_GROUPING"]

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from floe_dagster.core.value_report import COLUMNS, cell
+from floe_dagster.core.value_report import COLUMNS, cell, window_text
 
 
 def _charts(days: list[Mapping[str, Any]]) -> str:
@@ -47,11 +47,11 @@ def _table(report: Mapping[str, Any]) -> str:
 
 def value_report_html(report: Mapping[str, Any]) -> str:
     """The page for the report's JSON (:meth:`core.value_report.ValueReport.to_json`)."""
-    title = f"floe-dagster: maintenance from {report['since']} to {report['until']}"
+    title = f"floe-dagster: maintenance {window_text(report)}"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}th[scope=row]{{text-align:left}}
+td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}th[scope=row],thead th:first-child{{text-align:left}}
 tr.total{{font-weight:bold}}</style></head>
 <body><h1>{escape(title)}</h1>
 <p>Compute is the executor CPU of the tables' own Spark jobs; benefit per compute hour is files removed per

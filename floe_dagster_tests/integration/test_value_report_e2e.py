@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -17,6 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance
 
+from floe_dagster.coordination.resource import CoordinationResource
+from floe_dagster.core.operations import Operation
 from floe_dagster.defs.build import build_definitions
 from floe_dagster.defs.names import MAINTENANCE_JOB, asset_key_for
 from floe_dagster.core.tables import TableName
@@ -70,6 +73,16 @@ def floe(config: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([CLI, *args], capture_output=True, text=True, env=env, timeout=600)
 
 
+def rendered(page: Path) -> str:
+    """The page's DOM after its scripts ran, in headless Chromium (Debian's ``chromium``)."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert browser, "headless Chromium is needed to render the report's page: apt-get install chromium"
+    done = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000",
+                           "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 class _Cells(HTMLParser):
     """The page's table: each row's name and its cells by data-key."""
 
@@ -120,12 +133,23 @@ def test_the_report_shows_a_real_runs_compute_and_benefit(maintained, tmp_path):
     page = tmp_path / "report.html"
     written = floe(config, "report", "--html", str(page))
     assert written.returncode == 0 and f"wrote {page}" in written.stdout, written.stderr
-    html = page.read_text()
-    assert 'id="cost-per-day"' in html and "Plotly.newPlot" in html  # the charts, plotly.js inlined
+    assert "Plotly.newPlot" in page.read_text() and "<script src=" not in page.read_text()  # plotly.js inlined
+
+    # In a browser: plotly drew both charts (its SVG in each), and the table shows the database's numbers.
+    dom = rendered(page)
+    before_benefit, _, benefit = dom.partition('id="benefit-per-compute-hour"')
+    cost = before_benefit.partition('id="cost-per-day"')[2]
+    assert 'class="trace bars"' in cost and 'class="trace scatter' in cost, "the cost chart did not render"
+    assert 'class="trace scatter' in benefit.partition("<table")[0], "the benefit chart did not render"
+    [recorded] = CoordinationResource.from_settings(load_settings(config, environ={})).coordination.run_figures(
+        TABLE.qualified, Operation.REWRITE_DATA_FILES)
+    assert recorded.run_id == run_id
     cells = _Cells()
-    cells.feed(html)
-    assert cells.rows[TABLE.qualified]["files_removed"] == str(FILES - 1)
-    assert cells.rows[TABLE.qualified]["compute_hours"] == f"{cpu_s / 3600:.4f}"
+    cells.feed(dom)
+    assert cells.rows[TABLE.qualified]["files_removed"] == str(recorded.benefit.files_removed) == str(FILES - 1)
+    assert cells.rows[TABLE.qualified]["compute_hours"] == f"{recorded.compute.executor_cpu_s / 3600:.4f}"
+    assert cells.rows[TABLE.qualified]["files_removed_per_compute_hour"] == \
+        f"{recorded.benefit.files_removed / (recorded.compute.executor_cpu_s / 3600):.1f}"
     assert cells.rows["total"]["runs"] == "1"
 
 
