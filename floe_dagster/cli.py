@@ -462,6 +462,10 @@ def _add_fleet_commands(sub) -> None:
     migrate.add_argument("--overwrite", action="store_true", help="replace files that already exist")
     migrate.set_defaults(func=cmd_import_floe)
 
+    from floe_dagster.reports.value_cli import add_report_command, cmd_report
+
+    add_report_command(sub, lambda args: cmd_report(args, _coordination, _settings))
+
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)

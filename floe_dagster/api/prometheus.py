@@ -71,6 +71,7 @@ FIGURE_COUNTERS = (
     ("floe_operation_files_removed", "files_removed", "Live data and delete files fewer after the runs"),
     ("floe_operation_bytes_reclaimed", "bytes_reclaimed", "Live bytes fewer after the runs"),
     ("floe_operation_files_deleted", "files_deleted", "Files the runs deleted from storage (expired, orphans)"),
+    ("floe_operation_snapshots_expired", "snapshots_expired", "Snapshots fewer in the tables' metadata after the runs"),
 )
 # The tick summary's running totals → Floe's trigger counters.
 _FLOE_TRIGGER_TOTALS = {

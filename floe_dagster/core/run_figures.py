@@ -113,6 +113,11 @@ class Benefit:
         storage an expiry or an orphan cleanup frees is not in the metadata: their ``files_deleted`` counts it."""
         return max(0, self.before.live_bytes - self.after.live_bytes)
 
+    @property
+    def snapshots_expired(self) -> int:
+        """Snapshots fewer in the metadata (an expiry's; 0 when the run added some)."""
+        return max(0, self.before.snapshots - self.after.snapshots)
+
     def deltas(self) -> dict[str, int]:
         before, after = self.before, self.after
         return {
@@ -122,7 +127,7 @@ class Benefit:
             "data_files_removed": before.data_files - after.data_files,
             "delete_files_removed": before.delete_files - after.delete_files,
             "manifests_removed": before.manifests - after.manifests,
-            "snapshots_expired": max(0, before.snapshots - after.snapshots),
+            "snapshots_expired": self.snapshots_expired,
             "scan_files_saved": before.scan_files - after.scan_files,
             "scan_bytes_saved": before.scan_bytes - after.scan_bytes,
         }
@@ -196,6 +201,7 @@ OUTCOME_COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("files_removed", "benefit", True),
     ("bytes_reclaimed", "benefit", True),
     ("files_deleted", "benefit", True),
+    ("snapshots_expired", "benefit", True),
 )
 
 

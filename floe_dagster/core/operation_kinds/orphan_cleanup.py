@@ -87,6 +87,7 @@ SPEC = OperationSpec(
     order=30,
     config_type=OrphanCleanupConfig,
     needs_gc=True,
+    reclaims_orphans=True,
     floe_native=True,
     defaults={"retentionPeriodInDays": DEFAULT_ORPHAN_RETENTION_DAYS,
               "prefixMismatchMode": DEFAULT_PREFIX_MISMATCH_MODE},

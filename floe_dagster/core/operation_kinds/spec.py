@@ -90,6 +90,7 @@ class OperationSpec:
     no_change: str
     rewrites_data: bool = False  # counts against the bytes-per-hour budget
     needs_gc: bool = False  # deletes files, so a table's gc.enabled=false forbids it
+    reclaims_orphans: bool = False  # the files it deletes are orphans (the value report counts them so)
     row_check: bool = False  # each snapshot it commits must hold its parent's rows (the engine checks)
     scopes_partitions: bool = False  # the planner may scope it to partitions (core/partition_scope.py)
     applies_ref_retention: bool = False  # the policy's refRetention is set on the table's refs before it
