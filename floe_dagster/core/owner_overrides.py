@@ -54,16 +54,19 @@ class OverrideKey:
         return f"{self.operation.policy_key}.{camel(self.field)}"
 
 
-def _location_keys() -> dict[str, str]:
-    """Every ``<operation>.<field>`` in kebab case that names a location (location and withheld fields)."""
-    return {f"{kebab(op.policy_key)}.{kebab(camel(name))}": _ENVELOPE for op in ALL_OPERATIONS
-            for name in (*op.spec.location_fields, *op.spec.withheld_fields)}
+def _never_overridable() -> dict[str, str]:
+    """Every ``<operation>.<field>`` in kebab case that no owner may ever set, with why: the fields naming a
+    location (location and withheld fields) and those the kind keeps for the policy alone."""
+    never = {f"{kebab(op.policy_key)}.{kebab(camel(name))}": _ENVELOPE for op in ALL_OPERATIONS
+             for name in (*op.spec.location_fields, *op.spec.withheld_fields)}
+    return never | {f"{kebab(op.policy_key)}.{kebab(camel(name))}": why for op in ALL_OPERATIONS
+                    for name, why in op.spec.policy_only_fields.items()}
 
 
 def _offered(op: Operation, f: Any) -> str | None:
     """The override kind of a config field, or None when owners can never set it."""
     kind = _KINDS.get(str(f.type))
-    if kind is None or f.name in op.spec.location_fields or f.name in op.spec.withheld_fields:
+    if kind is None or f.name in (*op.spec.location_fields, *op.spec.withheld_fields, *op.spec.policy_only_fields):
         return None
     if f.name.endswith(("location", "path")) or (kind == _KINDS["str | None"] and f.metadata.get("read") is text):
         return None  # a location by another name, or free text (a Spark SQL filter)
@@ -85,7 +88,7 @@ def override_keys() -> dict[str, OverrideKey]:
 
 
 KEYS = override_keys()
-LOCATION_KEYS = _location_keys()
+NEVER_OVERRIDABLE = _never_overridable()
 
 
 # -- the policy's allow list -----------------------------------------------------------------------------
@@ -130,8 +133,8 @@ def parse_owner_overrides(at: Location, raw: Any) -> OwnerOverridePolicy:
 
 
 def _bounds(at: Location, key: Any, raw: Any) -> Bounds | None:
-    if key in LOCATION_KEYS:
-        at.error(f"{LOCATION_KEYS[key]}; no policy may allow it")
+    if key in NEVER_OVERRIDABLE:
+        at.error(f"{NEVER_OVERRIDABLE[key]}; no policy may allow it")
         return None
     known = KEYS.get(key)
     if known is None and key != PAUSE_KEY:
@@ -246,8 +249,8 @@ def owner_overrides(policy_name: str, allowed: OwnerOverridePolicy, configured: 
 def _refusal(policy_name: str, allowed: OwnerOverridePolicy, configured: Any, key: str, known: OverrideKey | None,
              value: str) -> str | None:
     """Why one property is ignored (None: it applies)."""
-    if key in LOCATION_KEYS:
-        return LOCATION_KEYS[key]
+    if key in NEVER_OVERRIDABLE:
+        return NEVER_OVERRIDABLE[key]
     if known is None and key != PAUSE_KEY:
         return f"not a key owners may set (floe.{PAUSE_KEY} or floe.<operation>.<option>: docs/policies.md)"
     bounds = allowed.allow.get(key)
@@ -308,7 +311,7 @@ def describe_keys() -> str:
 
 
 __all__ = [
-    "PREFIX", "PAUSE_KEY", "PAUSE_PROPERTY", "KEYS", "LOCATION_KEYS", "OverrideKey", "Bounds", "OwnerOverridePolicy",
-    "NONE_ALLOWED", "parse_owner_overrides", "Ignored", "OwnerOverrides", "owner_overrides", "override_keys",
-    "describe_keys", "with_overrides",
+    "PREFIX", "PAUSE_KEY", "PAUSE_PROPERTY", "KEYS", "NEVER_OVERRIDABLE", "OverrideKey", "Bounds",
+    "OwnerOverridePolicy", "NONE_ALLOWED", "parse_owner_overrides", "Ignored", "OwnerOverrides",
+    "owner_overrides", "override_keys", "describe_keys", "with_overrides",
 ]

@@ -14,7 +14,7 @@ import pytest
 
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.owner_overrides import (
-    KEYS, LOCATION_KEYS, PAUSE_PROPERTY, Bounds, OwnerOverridePolicy, describe_keys, owner_overrides,
+    KEYS, NEVER_OVERRIDABLE, PAUSE_PROPERTY, Bounds, OwnerOverridePolicy, describe_keys, owner_overrides,
 )
 from floe_dagster.core.planner import PlanInput, SchedulerSettings, plan
 from floe_dagster.core.policy import PolicyError, parse_policies_text
@@ -45,7 +45,10 @@ def test_the_keys_are_the_registrys_options_in_kebab_case_without_locations_or_f
         assert key.field in {f.name for f in fields(key.operation.spec.config_type)}
         assert key.field not in key.operation.spec.location_fields and "location" not in key.key
     # Every location field of the registry is refused by name, and no free-text option (a SQL filter) is offered.
-    assert set(LOCATION_KEYS) == {"orphan-cleanup.location", "rewrite-manifests.staging-location"}
+    # So is every field that decides which live rows are deleted (row retention: the policy's alone).
+    assert set(NEVER_OVERRIDABLE) == {"orphan-cleanup.location", "rewrite-manifests.staging-location",
+                                      "row-retention.column", "row-retention.max-age", "row-retention.granularity"}
+    assert not [k for k in KEYS if k.startswith("row-retention.")]
     assert "rewrite-data-files.filter" not in KEYS
     # A kind whose config is not options (tableProperties: the envelope governs what a run sets) has none.
     assert not [k for k in KEYS.values() if k.operation.spec.parse is not None]
@@ -175,6 +178,20 @@ def test_a_location_stays_refused_even_when_an_allow_list_names_it():
     found = verdict({"floe.orphan-cleanup.location": "s3://other-table/"},
                     allowed(**{"orphan-cleanup.location": {}}), configured={Operation.ORPHAN_CLEANUP})
     assert not found.applied and "safety envelope" in found.ignored[0].reason
+
+
+@pytest.mark.parametrize("key,value", [("max-age", "PT1S"), ("column", "created_at"), ("granularity", "HOUR")])
+def test_no_owner_property_can_decide_which_rows_are_deleted(key, value):
+    """An attacker who can set a table property must not make floe delete live rows: row retention's fields
+    are the policy's alone, even when an allow list names them (the policy parser refuses such a list)."""
+    found = verdict({f"floe.row-retention.{key}": value}, allowed(**{f"row-retention.{key}": {}}),
+                    configured={Operation.EXPIRE_ROWS})
+    assert not found.applied
+    assert found.ignored[0].reason.startswith("never overridable: it decides which live rows are deleted")
+    policy_text = API.replace("maintenance.enabled: {}", f"row-retention.{key}: {{}}")
+    with pytest.raises(PolicyError) as raised:
+        parse_policies_text(policy_text)
+    assert any(f"allow.row-retention.{key}: never overridable" in e for e in raised.value.errors), raised.value.errors
 
 
 def test_an_override_of_an_operation_the_policy_does_not_configure_is_ignored():

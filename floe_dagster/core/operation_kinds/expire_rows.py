@@ -143,6 +143,10 @@ SPEC = OperationSpec(
     order=58,  # after the rewrites, before the statistics (so they describe the rows it left)
     config_type=ExpireRowsConfig,
     defaults={"granularity": DEFAULT_GRANULARITY},
+    # Which live rows are deleted is the policy's decision alone: a table property (untrusted, and a
+    # duration has no bounds a policy could set) must never shorten the retention or move the column.
+    policy_only_fields={name: ("never overridable: it decides which live rows are deleted, which only the policy "
+                               "may say") for name in ("column", "max_age", "granularity")},
     changed=_changed,
     explain=_cutoff_shown,
     no_change="`EXPIRE_ROWS` changed nothing when no row was older than the cut-off.",

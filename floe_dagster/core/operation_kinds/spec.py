@@ -102,6 +102,8 @@ class OperationSpec:
     refused: Mapping[str, str] = field(default_factory=dict)  # Floe's fields refused: why
     location_fields: Mapping[str, str] = field(default_factory=dict)  # config field → what a run does under it
     withheld_fields: tuple[str, ...] = ()  # config fields naming a location no engine is ever handed
+    # Config fields only a policy may set, never a table owner's property (core/owner_overrides.py): why.
+    policy_only_fields: Mapping[str, str] = field(default_factory=dict)
     loader: LoaderSection = field(default_factory=LoaderSection)  # the PolicyLoader format's own spellings
     parse: ConfigParser | None = None  # the config when it is not fields (tableProperties)
     read_first: FieldsReader | None = None  # fields read together before the others (strategy + its columns)
