@@ -51,9 +51,10 @@ from floe_dagster.core.localtime import naive_as_utc
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.partition_scope import PartitionSelection
 from floe_dagster.core.run_decision import LedgerRow, RunDecision
-from floe_dagster.coordination.run_records import recorded_runs, run_figures_where
+from floe_dagster.coordination.run_records import by_table_operation, read_outcomes
+from floe_dagster.coordination.writer_rows import record_writer_rows, writer_rows
 from floe_dagster.core.run_figures import OUTCOME_COLUMNS, RunFigures, figures_json, outcome_columns
-from floe_dagster.core.writers import SOURCE_TABLE_NAME, Writer
+from floe_dagster.core.writers import Writer
 from floe_dagster.core.run_history import RecordedRun
 from floe_dagster.instance import default_coordination_url
 
@@ -334,55 +335,37 @@ class Coordination:
 
     def run_figures(self, table_name: str, operation: Operation, limit: int = 50) -> list[RunFigures]:
         """The (table, operation)'s past successful runs with their compute and benefit, newest first (at
-        most ``limit``): what a ranking learned from history reads. Runs recorded before the figures were
-        are left out."""
-        where = and_(outcomes.c.table_name == table_name, outcomes.c.operation == operation.value)
-        return run_figures_where(self.engine, outcomes, where, limit)[(table_name, operation)]
+        most ``limit``). Runs recorded before the figures were are left out."""
+        return [r.run_figures() for r in read_outcomes(
+            self.engine, outcomes, table_name=table_name, operations=[operation], successes_with_figures=True,
+            newest_first=True, limit=limit)]
 
-    def all_run_figures(self, since: datetime) -> dict[tuple[str, Operation], list[RunFigures]]:
-        """Every (table, operation)'s successful runs with figures finished since then, newest first: one
-        query for a planner that ranks every table at once."""
-        return run_figures_where(self.engine, outcomes, outcomes.c.finished_at >= naive_as_utc(since), None)
+    def latest_figures(self, table_name: str) -> dict[Operation, RunFigures]:
+        """Each operation's newest successful run with figures on the table, in one read: ``explain``'s
+        ``lastRun`` figures."""
+        newest: dict[Operation, RunFigures] = {}
+        for record in read_outcomes(self.engine, outcomes, table_name=table_name, successes_with_figures=True,
+                                    newest_first=True):
+            newest.setdefault(record.operation, record.run_figures())
+        return newest
 
     # -- writers ------------------------------------------------------------------------------
 
     def writer_rows(self) -> dict[str, tuple[Writer, ...]]:
         """Every persisted writer, by table (one query)."""
-        found: dict[str, list[Writer]] = {}
-        with self.engine.connect() as connection:
-            for row in connection.execute(select(writers).order_by(writers.c.table_name)).mappings():
-                at = row["last_materialized_at"]
-                found.setdefault(row["table_name"], []).append(Writer(
-                    tuple(json.loads(row["asset_key"])), row["source"], row["last_storage_id"], row["last_run_id"],
-                    naive_as_utc(at) if at is not None else None))
-        return {table: tuple(rows) for table, rows in found.items()}
+        return writer_rows(self.engine, writers)
 
     def record_writers(self, rows: dict[tuple[str, tuple[str, ...]], Writer]) -> None:
         """Insert or update writer rows; a row never goes back to an older materialization, and a learned
         source (table_name) is kept once seen."""
-        with self.engine.begin() as connection:
-            for (table_name, key), writer in rows.items():
-                where = and_(writers.c.table_name == table_name, writers.c.asset_key == json.dumps(list(key)))
-                old = connection.execute(select(writers.c.source, writers.c.last_storage_id).where(where)).first()
-                values = dict(last_storage_id=writer.last_storage_id, last_run_id=writer.last_run_id,
-                              last_materialized_at=naive_as_utc(writer.last_materialized_at)
-                              if writer.last_materialized_at else None)
-                if old is None:
-                    try:
-                        with connection.begin_nested():
-                            connection.execute(writers.insert().values(
-                                table_name=table_name, asset_key=json.dumps(list(key)), source=writer.source, **values))
-                    except IntegrityError:  # another shard's sensor recorded it first: its row stands
-                        pass
-                elif (old.last_storage_id or 0) <= (writer.last_storage_id or 0):
-                    source = SOURCE_TABLE_NAME if SOURCE_TABLE_NAME in (old.source, writer.source) else writer.source
-                    connection.execute(update(writers).where(where).values(source=source, **values))
+        record_writer_rows(self.engine, writers, rows)
 
     def recorded_runs(self, operations: Iterable[Operation] | None = None, since: datetime | None = None
                       ) -> dict[tuple[str, Operation], list[RecordedRun]]:
         """The kept outcome rows of these operations (None: all) finished since then (None: all), oldest
         first per (table, operation): the runs the learned ranking and a kind's own cadence learn from."""
-        return recorded_runs(self.engine, outcomes, operations, since)
+        records = read_outcomes(self.engine, outcomes, operations=operations, since=since)
+        return {key: [r.recorded_run() for r in group] for key, group in by_table_operation(records).items()}
 
     def outcomes_for(self, table_name: str) -> list[dict]:
         with self.engine.connect() as connection:
@@ -390,6 +373,25 @@ class Coordination:
                 select(outcomes).where(outcomes.c.table_name == table_name).order_by(outcomes.c.finished_at)
             ).mappings().all()
         return [dict(row) for row in rows]
+
+
+# At most this long to reach the database when a code location loads (learned_writers): a database that is
+# down must not stall Dagster's load of the code location (it falls back to floe.yaml's writers rules).
+LOAD_CONNECT_TIMEOUT_S = 5
+
+
+def learned_writers(url: str | None = None) -> dict[str, tuple[Writer, ...]]:
+    """The persisted writers, by table, as a code location's load reads them for lineage: one query, with a
+    short connect timeout, and without creating or migrating any table (a load, and every run process's
+    load of the same definitions, must not write; a database not made yet has no writers)."""
+    url = url or default_coordination_url()
+    timeout = {"timeout": LOAD_CONNECT_TIMEOUT_S} if url.startswith("sqlite") else (
+        {"connect_timeout": LOAD_CONNECT_TIMEOUT_S} if url.startswith("postgresql") else {})
+    engine = create_engine(url, connect_args=timeout)
+    try:
+        return writer_rows(engine, writers) if inspect(engine).has_table(writers.name) else {}
+    finally:
+        engine.dispose()
 
 
 def _create_tables(engine: Engine, attempts: int = 3) -> None:

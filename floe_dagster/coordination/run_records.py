@@ -1,15 +1,16 @@
-"""The reads of the outcome rows' figures (core/run_figures.py) that the planner learns from, for
-coordination/database.py's :class:`Coordination`: a (table, operation)'s successful runs with their compute
-and benefit (:class:`~floe_dagster.core.run_figures.RunFigures`, newest first), and every kept row as the
-learned ranking and a kind's own cadence read it (:class:`~floe_dagster.core.run_history.RecordedRun`,
-oldest first, failures included)."""
+"""The one read of the outcome rows (``floe_outcomes``) with their figures (core/run_figures.py), for
+coordination/database.py's :class:`Coordination` and the value report (coordination/value_rows.py): filtered
+by table, operations and a finish window, optionally only the successful runs that recorded figures. Each
+reader shapes the same :class:`OutcomeRecord` its own way: the learned ranking and a kind's own cadence as
+:class:`~floe_dagster.core.run_history.RecordedRun`, ``explain`` and the history as
+:class:`~floe_dagster.core.run_figures.RunFigures`, the value report as its ``OutcomeRow``."""
 
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Iterable
 
 from sqlalchemy import Engine, Table, select
 
@@ -19,37 +20,65 @@ from floe_dagster.core.run_figures import Benefit, Compute, RunFigures, figures_
 from floe_dagster.core.run_history import RecordedRun
 
 
-def run_figures_where(engine: Engine, outcomes: Table, where: Any,
-                      limit: int | None) -> defaultdict[tuple[str, Operation], list[RunFigures]]:
-    """The successful runs with figures that match ``where``, newest first (at most ``limit``)."""
-    query = (select(outcomes.c.table_name, outcomes.c.operation, outcomes.c.run_id, outcomes.c.finished_at,
-                    outcomes.c.figures)
-             .where(where, outcomes.c.succeeded.is_(True), outcomes.c.figures.is_not(None))
-             .order_by(outcomes.c.finished_at.desc(), outcomes.c.run_id).limit(limit))
-    found: defaultdict[tuple[str, Operation], list[RunFigures]] = defaultdict(list)
-    with engine.connect() as connection:
-        for table_name, operation, run_id, finished, figures in connection.execute(query):
-            found[(table_name, Operation(operation))].append(
-                RunFigures(run_id, naive_as_utc(finished), *_readable(figures)))
-    return found
+@dataclass(frozen=True)
+class OutcomeRecord:
+    """One outcome row: one table's result of one run, with what it cost and bought (None: a failure, or a
+    row recorded before runs recorded figures, or one whose figures cannot be read)."""
+
+    table_name: str
+    operation: Operation
+    run_id: str
+    started_at: datetime
+    finished_at: datetime
+    succeeded: bool
+    failure_kind: str | None
+    bytes_rewritten: int
+    compute: Compute | None
+    benefit: Benefit | None
+
+    def recorded_run(self) -> RecordedRun:
+        return RecordedRun(self.started_at, self.finished_at, self.succeeded, self.failure_kind,
+                           self.bytes_rewritten, self.compute, self.benefit)
+
+    def run_figures(self) -> RunFigures:
+        return RunFigures(self.run_id, self.finished_at, self.compute, self.benefit)
 
 
-def recorded_runs(engine: Engine, outcomes: Table, operations: Iterable[Operation] | None,
-                  since: datetime | None) -> dict[tuple[str, Operation], list[RecordedRun]]:
-    """The kept outcome rows of these operations (None: all) finished since then (None: all), oldest first
-    per (table, operation)."""
-    query = select(outcomes.c.table_name, outcomes.c.operation, outcomes.c.started_at, outcomes.c.finished_at,
-                   outcomes.c.succeeded, outcomes.c.failure_kind, outcomes.c.bytes_rewritten, outcomes.c.figures)
+def read_outcomes(engine: Engine, outcomes: Table, *, table_name: str | None = None,
+                  operations: Iterable[Operation] | None = None, since: datetime | None = None,
+                  until: datetime | None = None, successes_with_figures: bool = False,
+                  newest_first: bool = False, limit: int | None = None) -> list[OutcomeRecord]:
+    """The outcome rows that match every filter given (None: no filter on it), finished in [since, until],
+    oldest first (or newest first), at most ``limit``. Rows of an operation this version does not know
+    are skipped: a newer floe's rows in a shared database never stop a tick or a report."""
+    c = outcomes.c
+    query = select(c.table_name, c.operation, c.run_id, c.started_at, c.finished_at, c.succeeded,
+                   c.failure_kind, c.bytes_rewritten, c.figures)
+    if table_name is not None:
+        query = query.where(c.table_name == table_name)
     if operations is not None:
-        query = query.where(outcomes.c.operation.in_([op.value for op in operations]))
+        query = query.where(c.operation.in_([op.value for op in operations]))
     if since is not None:
-        query = query.where(outcomes.c.finished_at >= naive_as_utc(since))
-    found: dict[tuple[str, Operation], list[RecordedRun]] = {}
+        query = query.where(c.finished_at >= naive_as_utc(since))
+    if until is not None:
+        query = query.where(c.finished_at <= naive_as_utc(until))
+    if successes_with_figures:
+        query = query.where(c.succeeded.is_(True), c.figures.is_not(None))
+    order = (c.finished_at.desc(), c.run_id, c.table_name) if newest_first else (c.finished_at, c.run_id, c.table_name)
     with engine.connect() as connection:
-        for row in connection.execute(query.order_by(outcomes.c.finished_at)).mappings():
-            found.setdefault((row["table_name"], Operation(row["operation"])), []).append(RecordedRun(
-                naive_as_utc(row["started_at"]), naive_as_utc(row["finished_at"]), bool(row["succeeded"]),
-                row["failure_kind"], int(row["bytes_rewritten"] or 0), *_readable(row["figures"])))
+        rows = connection.execute(query.order_by(*order).limit(limit)).all()
+    known = {op.value: op for op in Operation}
+    return [OutcomeRecord(table, known[operation], run_id, naive_as_utc(started), naive_as_utc(finished),
+                          bool(succeeded), failure_kind, int(size or 0), *_readable(figures))
+            for table, operation, run_id, started, finished, succeeded, failure_kind, size, figures in rows
+            if operation in known]
+
+
+def by_table_operation(records: Iterable[OutcomeRecord]) -> dict[tuple[str, Operation], list[OutcomeRecord]]:
+    """The records grouped per (table, operation), each group in the order read."""
+    found: dict[tuple[str, Operation], list[OutcomeRecord]] = {}
+    for record in records:
+        found.setdefault((record.table_name, record.operation), []).append(record)
     return found
 
 
@@ -61,4 +90,4 @@ def _readable(text_value: str | None) -> tuple[Compute | None, Benefit | None]:
         return None, None
 
 
-__all__ = ["run_figures_where", "recorded_runs"]
+__all__ = ["OutcomeRecord", "by_table_operation", "read_outcomes"]

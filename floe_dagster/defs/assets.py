@@ -28,7 +28,7 @@ from dagster import (
     multi_asset,
 )
 
-from floe_dagster.coordination.database import Coordination
+from floe_dagster.coordination.database import Coordination, learned_writers
 from floe_dagster.coordination.runs import run_lock_name
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
@@ -138,11 +138,10 @@ def with_writer_deps(assets_def, tables: Sequence[TableName], settings: Settings
 
 def writers_at_load(settings: Settings, tables: Sequence[TableName]) -> dict[str, tuple]:
     """The tables' writers known when the code location loads: floe.yaml's rules and the learned ones the
-    coordination database holds (a writer learned later shows after the next reload)."""
+    coordination database holds (a writer learned later shows after the next reload), read without creating
+    anything and with a short connect timeout (coordination/database.py ``learned_writers``)."""
     try:
-        coordination = Coordination(settings.coordination_url)
-        learned = coordination.writer_rows()
-        coordination.engine.dispose()
+        learned = learned_writers(settings.coordination_url)
     except Exception:  # the coordination database cannot be reached: the rules alone, the runs will say more
         log.warning("the learned writers could not be read; lineage shows floe.yaml's writers rules only",
                     exc_info=True)

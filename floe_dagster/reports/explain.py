@@ -42,13 +42,13 @@ from floe_dagster.core.operation_kinds.spec import ExplainView, LastRun
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.planner import Decision, PlanInput, plan
 from floe_dagster.core.run_decision import LedgerRow, shadow_summary
-from floe_dagster.core.run_figures import figures_json
+from floe_dagster.core.run_figures import RunFigures, figures_json
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.iceberg.catalog import existing_table
 from floe_dagster.iceberg.table_cache import read_cached_tables
 from floe_dagster.instance import get_instance
-from floe_dagster.scheduling.inputs import gather
+from floe_dagster.scheduling.inputs import gather, recorded_runs
 from floe_dagster.settings import Settings
 
 
@@ -59,8 +59,12 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
     instance = instance or get_instance()
     data = gather(settings, instance, coordination, now,
                   frozenset(cached) if cached is not None else None).plan_input
-    if not (data.ranking.learned or data.ranking.shadow):  # the factor is shown while the plan ranks statically
-        data = replace(data, recorded_runs=coordination.recorded_runs())
+    if not (data.ranking.learned or data.ranking.shadow):  # the factor is shown while the plan ranks statically:
+        # the runs the plan would learn from if it ranked by it (the same window, and the fleet's runs too,
+        # which the factor's prior reads), so explain shows the factor the learned ranking would use
+        shown = replace(data, ranking=replace(data.ranking, learned=True))
+        scoped = {t.qualified for t in data.catalog_tables}
+        data = replace(data, recorded_runs=recorded_runs(shown, coordination, scoped))
     policy = data.policies.effective_policy(table)
     decisions = {d.operation: d for d in plan(data).decisions if d.table == table}
     recorded: dict[Operation, LedgerRow] = {}  # each shadow decision's newest ledger row
@@ -71,7 +75,7 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
                 recorded[op] = newest[0]
     learned = LearnedView.of(data.recorded_runs, now, data.ranking)
     view = _TableView(data, table, policy, now, instance, settings.envelope.allowed_table_properties, learned,
-                      coordination)
+                      coordination.latest_figures(table.qualified))
     statuses: dict[str, Any] = {}
     # Every operation, as Floe lists them: the ones no policy configures are shown disabled (a view:
     # the planner decides only for configured operations).
@@ -107,7 +111,7 @@ class _TableView:
     instance: DagsterInstance
     allowed: tuple[str, ...]  # floe.yaml's envelope.allowed-table-properties
     learned: LearnedView  # the recorded runs' totals: each operation's efficiency factor
-    coordination: Coordination | None = None  # the last run's compute and benefit
+    latest_figures: Mapping[Operation, RunFigures]  # each operation's last run's compute and benefit
 
 
 def _status(view: _TableView, op: Operation, decision: Decision, recorded: LedgerRow | None) -> dict[str, Any]:
@@ -275,9 +279,9 @@ def _last_run(instance: DagsterInstance, table: TableName, op: Operation) -> Las
 
 def _last_figures(view: _TableView, op: Operation) -> dict[str, Any]:
     """The newest successful run's compute and benefit (core/run_figures.py; None: no such run recorded)."""
-    newest = view.coordination.run_figures(view.table.qualified, op, limit=1) if view.coordination else []
-    figures = figures_json(newest[0].compute, newest[0].benefit) if newest else None
-    return {"figuresRunId": newest[0].run_id if newest else None,
+    newest = view.latest_figures.get(op)
+    figures = figures_json(newest.compute, newest.benefit) if newest else None
+    return {"figuresRunId": newest.run_id if newest else None,
             "compute": figures["compute"] if figures else None, "benefit": figures["benefit"] if figures else None}
 
 

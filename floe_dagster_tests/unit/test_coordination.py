@@ -3,6 +3,7 @@
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from dagster import build_resources
 from sqlalchemy import text
 
@@ -152,3 +153,22 @@ def test_recorded_runs_read_the_runs_figures_failures_included_and_survive_an_un
     assert (unreadable.compute, unreadable.benefit) == (None, None)  # never stops a tick
     assert list(old.recorded_runs([Operation.ORPHAN_CLEANUP])) == [("demo.s.t", Operation.ORPHAN_CLEANUP)]
     assert old.recorded_runs(since=at + timedelta(seconds=5)).keys() == {("demo.s.t", Operation.REWRITE_DATA_FILES)}
+
+
+def test_the_code_locations_load_reads_the_writers_without_creating_anything(tmp_path):
+    """Lineage at load (defs/assets.py writers_at_load) reads the learned writers with one query: a
+    database not made yet has none and stays unmade; once the sensor recorded one, the load sees it; a
+    database that cannot be reached raises at once (the load then falls back to floe.yaml's rules)."""
+    import sqlalchemy
+
+    from floe_dagster.coordination.database import learned_writers
+    from floe_dagster.core.writers import SOURCE_TABLE_NAME, Writer
+
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    assert learned_writers(url) == {}
+    assert sqlalchemy.inspect(sqlalchemy.create_engine(url)).get_table_names() == []  # nothing created
+    writer = Writer(("etl", "orders"), SOURCE_TABLE_NAME, 42, "run-42", T0)
+    Coordination(url).record_writers({("demo.s.orders", ("etl", "orders")): writer})
+    assert learned_writers(url) == {"demo.s.orders": (writer,)}
+    with pytest.raises(sqlalchemy.exc.OperationalError):
+        learned_writers("postgresql://floe:floe@127.0.0.1:1/none")

@@ -93,8 +93,9 @@ def test_a_row_written_by_a_newer_version_reads_back_without_its_new_keys():
     assert figures_from_json(data) == (COMPUTE, Benefit(BEFORE, AFTER))
 
 
-def _outcome(run: str, at: datetime, ok: bool = True, compute=COMPUTE, benefit=Benefit(BEFORE, AFTER)) -> Outcome:
-    return Outcome(run, "demo.t", RDF, at, at + timedelta(minutes=1), ok, "interval", None if ok else "error",
+def _outcome(run: str, at: datetime, ok: bool = True, compute=COMPUTE, benefit=Benefit(BEFORE, AFTER),
+             operation: Operation = RDF) -> Outcome:
+    return Outcome(run, "demo.t", operation, at, at + timedelta(minutes=1), ok, "interval", None if ok else "error",
                    None, True, 100, 7, compute=compute if ok else None, benefit=benefit if ok else None)
 
 
@@ -109,9 +110,10 @@ def test_the_history_read_gives_each_successful_runs_figures_newest_first(tmp_pa
     assert figures[1].benefit == Benefit(BEFORE, AFTER) and figures[1].finished_at == T0 + timedelta(minutes=1)
     assert c.run_figures("demo.t", Operation.EXPIRE_SNAPSHOTS) == [] and c.run_figures("demo.other", RDF) == []
     assert [f.run_id for f in c.run_figures("demo.t", RDF, limit=1)] == ["r3"]
-    everything = c.all_run_figures(T0 + timedelta(minutes=30))  # one query for every table: r1 is older
-    assert {key: [f.run_id for f in runs] for key, runs in everything.items()} == {("demo.t", RDF): ["r3"]}
-    assert c.all_run_figures(T0 + timedelta(hours=5)) == {}
+    c.record_outcome(_outcome("e1", T0 + timedelta(hours=3), operation=Operation.EXPIRE_SNAPSHOTS))
+    newest = c.latest_figures("demo.t")  # explain's one read: each operation's newest success with figures
+    assert {op: f.run_id for op, f in newest.items()} == {RDF: "r3", Operation.EXPIRE_SNAPSHOTS: "e1"}
+    assert c.latest_figures("demo.other") == {}
     row = next(r for r in c.outcomes_for("demo.t") if r["run_id"] == "r1")
     assert (row["executor_cpu_s"], row["bytes_read"], row["files_removed"], row["compute_source"]) == \
         (0.61, 3_072_612, 44, SPARK)
