@@ -103,12 +103,6 @@ def lake(tmp_path_factory):
     return settings
 
 
-@pytest.fixture
-def instance(dagster_home, lake, monkeypatch):
-    monkeypatch.setenv("FLOE_CONFIG", str(Path(lake.data_dir).parent / "floe.yaml"))
-    with DagsterInstance.get() as instance:
-        yield instance
-
 
 def table(settings, name: TableName):
     return load_table(open_catalog(settings.catalog), name)

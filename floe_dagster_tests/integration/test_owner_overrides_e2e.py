@@ -89,12 +89,6 @@ def lake(tmp_path_factory):
     return settings
 
 
-@pytest.fixture
-def instance(dagster_home, lake, monkeypatch):
-    monkeypatch.setenv("FLOE_CONFIG", str(Path(lake.data_dir).parent / "floe.yaml"))  # what the sensor reads
-    with DagsterInstance.get() as instance:
-        yield instance
-
 
 def test_plan_and_explain_show_the_pause_and_each_override_with_its_reason(lake, instance):
     env = {**os.environ, "DAGSTER_HOME": os.environ["DAGSTER_HOME"], "FLOE_CONFIG": os.environ["FLOE_CONFIG"]}

@@ -62,12 +62,6 @@ def lake(tmp_path_factory):
     return settings
 
 
-@pytest.fixture
-def instance(dagster_home, lake, monkeypatch):
-    monkeypatch.setenv("FLOE_CONFIG", str(Path(lake.data_dir).parent / "floe.yaml"))  # what the sensor reads
-    with DagsterInstance.get() as instance:
-        yield instance
-
 
 def sensor_requests(settings, instance):
     defs = build_definitions(settings)
