@@ -73,6 +73,8 @@ FIGURE_COUNTERS = (
     ("floe_operation_bytes_reclaimed", "bytes_reclaimed", "Live bytes fewer after the runs"),
     ("floe_operation_files_deleted", "files_deleted", "Files the runs deleted from storage (expired, orphans)"),
     ("floe_operation_snapshots_expired", "snapshots_expired", "Snapshots fewer in the tables' metadata after the runs"),
+    ("floe_operation_orphan_bytes_reclaimed", "orphan_bytes_reclaimed", "Bytes of the orphan files the runs removed "
+     "from the tables (deleted, or moved into the quarantine)"),
 )
 # The tick summary's running totals → Floe's trigger counters.
 _FLOE_TRIGGER_TOTALS = {

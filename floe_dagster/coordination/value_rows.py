@@ -15,7 +15,7 @@ from floe_dagster.core.value_report import OutcomeRow
 
 # The figure columns it reads, each with its type (None stays None: a run that did not measure it).
 _FIGURES = (("executor_cpu_s", float), ("wall_s", float), ("files_removed", int), ("bytes_reclaimed", int),
-            ("files_deleted", int), ("snapshots_expired", int))
+            ("files_deleted", int), ("snapshots_expired", int), ("orphan_bytes_reclaimed", int))
 
 
 def outcome_rows(coordination: Coordination, since: datetime, until: datetime) -> list[OutcomeRow]:

@@ -24,6 +24,7 @@ from floe_dagster.core.run_figures import (
     figures_from_json,
     figures_from_metadata,
     figures_json,
+    outcome_columns,
 )
 from floe_dagster.core.run_history import RecordedRun, compute_seconds, compute_source, learning_run
 from floe_dagster.core.tables import TableName
@@ -150,6 +151,21 @@ def test_orphans_found_are_measured_when_quarantined_and_estimated_otherwise():
     assert (estimated.orphan_bytes, estimated.orphan_bytes_estimated) == (5000, True)
     assert figures_from_json(figures_json(None, estimated))[1] == estimated  # the outcome row keeps them
     assert figures_from_metadata(metadata | {"orphan_files_count": None})[1].orphan_bytes is None
+
+
+def test_orphan_bytes_reclaimed_are_the_listings_sizes_and_estimated_only_after_the_plain_call():
+    benefit = Benefit(shape(10, 10_000), shape(10, 10_000), files_deleted=4)  # 1,000 bytes a file
+    metadata = {**Compute(SPARK, 1.0, 0.5).to_metadata(), **benefit.to_metadata(), "orphan_files_count": 4}
+    _, listed = figures_from_metadata({**metadata, "orphan_bytes_reclaimed": 4321})  # rounds: the listing's sizes
+    assert (listed.orphan_bytes_reclaimed, listed.orphan_bytes_reclaimed_estimated) == (4321, False)
+    _, plain = figures_from_metadata(metadata)  # the plain CALL: Iceberg names the files, not their sizes
+    assert (plain.orphan_bytes_reclaimed, plain.orphan_bytes_reclaimed_estimated) == (4000, True)
+    _, dry = figures_from_metadata({**metadata, "orphan_bytes_reclaimed": 0})  # a dry run removes nothing
+    assert dry.orphan_bytes_reclaimed == 0 and dry.orphan_bytes == 4000  # what it found is still there
+    assert figures_from_json(figures_json(None, listed))[1] == listed  # the outcome row keeps them
+    assert listed.to_metadata()["floe/benefit/orphan_bytes_reclaimed"] == 4321
+    assert outcome_columns(None, listed)["orphan_bytes_reclaimed"] == 4321
+    assert "floe/benefit/orphan_bytes_reclaimed" not in benefit.to_metadata()  # not an orphan cleanup
 
 
 # -- the adaptive orphan cadence in the due gate -------------------------------------------------------
