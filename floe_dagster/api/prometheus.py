@@ -46,6 +46,7 @@ from sqlalchemy.engine import Engine
 from floe_dagster.coordination.database import ADMISSION_TTL, Coordination, ledger, outcomes
 from floe_dagster.coordination.runs import IN_FLIGHT_STATUSES, QUEUED_STATUSES
 from floe_dagster.core import run_tags as T
+from floe_dagster.core.compute_budget import WINDOW as COMPUTE_WINDOW, spent_in_window
 from floe_dagster.core.history import CONFLICT, LOCK_HELD, OUTAGE
 from floe_dagster.core.localtime import naive_as_utc
 from floe_dagster.core.operations import ALL_OPERATIONS
@@ -72,6 +73,8 @@ FIGURE_COUNTERS = (
     ("floe_operation_bytes_reclaimed", "bytes_reclaimed", "Live bytes fewer after the runs"),
     ("floe_operation_files_deleted", "files_deleted", "Files the runs deleted from storage (expired, orphans)"),
     ("floe_operation_snapshots_expired", "snapshots_expired", "Snapshots fewer in the tables' metadata after the runs"),
+    ("floe_operation_orphan_bytes_reclaimed", "orphan_bytes_reclaimed", "Bytes of the orphan files the runs removed "
+     "from the tables (deleted, or moved into the quarantine)"),
 )
 # The tick summary's running totals → Floe's trigger counters.
 _FLOE_TRIGGER_TOTALS = {
@@ -300,6 +303,8 @@ class FloeCollector(Collector):
         done = read("coordination", lambda: self.outcomes.read(engine, now))
         admissions = read("coordination", lambda: self.admissions.read(engine, now - WINDOW - ADMISSION_TTL))
         shadow = read("coordination", lambda: self.coordination.shadow_counts_since(now - WINDOW))
+        spent = read("coordination", lambda: spent_in_window(
+            self.coordination.recorded_runs(None, now - COMPUTE_WINDOW), now))
         runs = read("instance", lambda: run_totals(self.instance, now - WINDOW))
         ticks = read("instance", lambda: read_tick_stats(self.instance))
         slas = read("instance", lambda: read_sla_states(self.instance))
@@ -309,6 +314,8 @@ class FloeCollector(Collector):
             yield from self._outcomes(done)
         if shadow is not None:
             yield from self._shadow(shadow)
+        if spent is not None:
+            yield from self._compute_budget(spent[0])
         if runs is not None:
             yield from self._runs(runs, admissions)
         if ticks is not None:
@@ -343,6 +350,16 @@ class FloeCollector(Collector):
         yield counter("floe_operation_conflicts", "Operation executions whose commit lost a race with another "
                        "writer (outcome conflict: not failures, no backoff; retried 5-15 minutes later)",
                        ["operation"], counted)
+
+    def _compute_budget(self, spent_s: float) -> Iterator[Metric]:
+        """The compute budget's rolling hour as the planner charges it (core/compute_budget.py): what the runs
+        that finished in it spent, against ``max-compute-hours-per-hour`` (left out when unset)."""
+        yield gauge("floe_compute_budget_spent_seconds", "Compute seconds (executor CPU) the runs that finished in the "
+                     "last hour recorded: the compute budget's window", spent_s)
+        limit = self.settings.scheduler.max_compute_hours_per_hour
+        if limit:
+            yield gauge("floe_compute_budget_limit_seconds", "max-compute-hours-per-hour in seconds per rolling hour",
+                         limit * 3600.0)
 
     # -- the ledger's shadow rows ---------------------------------------------------------------------------------
     @staticmethod

@@ -15,13 +15,16 @@ from typing import Callable
 from floe_dagster.core.batches import BatchPacker, RunClass
 from floe_dagster.core.decisions import Decision, PlanInput, replace_decision, skip
 from floe_dagster.core.estimates import EstimateOptionError, RewriteRules
-from floe_dagster.core.fair_shares import BYTES, OPERATIONS, RUNS, TABLES, FairQueue, admission_costs, decayed_usage
+from floe_dagster.core.compute_budget import compute_budget
+from floe_dagster.core.fair_shares import (
+    BYTES, COMPUTE, OPERATIONS, RUNS, TABLES, FairQueue, admission_costs, decayed_usage,
+)
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.owner_overrides import with_overrides
 from floe_dagster.core.partition_scope import plan_scope
 from floe_dagster.core.tables import TableName
 
-BUDGET_CODES = ("budget_tables", "budget_operations", "budget_bytes", "tick_cap")
+BUDGET_CODES = ("budget_tables", "budget_operations", "budget_bytes", "budget_compute", "tick_cap")
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,9 @@ ADMISSION: tuple[AdmissionStep, ...] = (
                   "with the most benefit per byte (it holds nothing back)", "_scope"),
     AdmissionStep("byte budget", ("budget_bytes",), "`max-bytes-per-hour` estimated bytes over a rolling hour",
                   "_byte_budget"),
+    AdmissionStep("compute budget", ("budget_compute",), "`max-compute-hours-per-hour` executor CPU hours over a "
+                  "rolling hour: each table's compute estimate, charged with the finished runs' recorded compute",
+                  "_compute_budget"),
     AdmissionStep("tick cap", ("tick_cap",), "a new run past `max-run-requests-per-tick` or `max-queued-runs`",
                   "_tick_cap"),
     AdmissionStep("fair shares", ("budget_share",),
@@ -164,6 +170,13 @@ class _Admission:
             getattr(self, step.method) for step in ADMISSION if step.method is not None)
         # What the steps learn about the decision on offer, for its admission.
         self.alone = False  # larger than the whole byte budget, into an empty window: noted once admitted
+        self.compute = compute_budget(data)  # None: no max-compute-hours-per-hour
+        self.compute_before = self.compute.window.used_s if self.compute is not None else 0.0
+        self.compute_used = self.compute_before
+        self.compute_cost = 0.0  # the compute estimate of the decision on offer
+        self.compute_alone = False
+        if self.compute is not None and self.compute.window.over_spent:
+            notes.append(f"compute budget: {self.compute.window.describe()}")
         self.kind: tuple = ()  # its batch kind (operation and run class)
 
     def capacity(self) -> dict[str, float]:
@@ -176,6 +189,8 @@ class _Admission:
             capacity[OPERATIONS] = float(limits.max_operations_per_poll)
         if limits.max_bytes_per_hour:
             capacity[BYTES] = float(max(0, limits.max_bytes_per_hour - self.bytes_before))
+        if self.compute is not None:
+            capacity[COMPUTE] = self.compute.left_s
         return capacity
 
     def budget_named(self, code: str) -> tuple[str, int, str]:
@@ -187,6 +202,8 @@ class _Admission:
                                   "operations this tick (max-operations-per-poll)"),
             "budget_bytes": (BYTES, max(0, limits.max_bytes_per_hour - self.bytes_before),
                              "bytes left of max-bytes-per-hour this tick"),
+            "budget_compute": (COMPUTE, int(self.compute.left_s) if self.compute is not None else 0,
+                               "compute seconds left of max-compute-hours-per-hour this tick"),
             "tick_cap": (RUNS, self.runs_allowed, "run requests of this tick (the tick cap)"),
         }[code]
 
@@ -234,6 +251,22 @@ class _Admission:
                             more=decision.reasons)
         return decision
 
+    def _compute_budget(self, decision: Decision) -> Decision:
+        self.compute_cost, self.compute_alone = 0.0, False
+        if self.compute is None:
+            return decision
+        estimate = self.compute.estimate(decision.table.qualified, decision.operation, decision.estimated_bytes)
+        self.compute_cost = estimate.seconds
+        limit = self.compute.window.limit_s
+        if self.compute_used + estimate.seconds > limit:
+            if estimate.seconds > limit and self.compute_used == 0:
+                self.compute_alone = True
+            else:
+                window = self.compute.window.describe(self.compute_used - self.compute_before)
+                return skip(decision, "budget_compute", f"{window}; this run needs {estimate.why}",
+                            more=decision.reasons)
+        return decision
+
     def _tick_cap(self, decision: Decision) -> Decision:
         kind = self.kind = (decision.operation, *(decision.run_class or RunClass()).key(self.data.batching.group_by))
         if self.packer.opens_new(kind, decision.estimated_bytes) and self.packer.batches >= self.runs_allowed:
@@ -246,13 +279,18 @@ class _Admission:
         elif self.alone:
             self.notes.append(f"{decision.table.qualified} {decision.operation.value}: estimated "
                               f"{decision.estimated_bytes} bytes exceed the whole hourly budget; admitted alone")
+        if self.compute_alone:
+            self.notes.append(f"{decision.table.qualified} {decision.operation.value}: estimated "
+                              f"{self.compute_cost:.0f} compute s exceed the whole max-compute-hours-per-hour; "
+                              "admitted alone")
         self.rank += 1
         self.tables_admitted[decision.table] = decision.operation
         self.operations_admitted += 1
         rewritten = decision.estimated_bytes if decision.operation.rewrites_data else 0
         self.bytes_used += rewritten
+        self.compute_used += self.compute_cost
         # A run request is shared by the tables of its batch, whatever their share: each takes a seat.
-        self.last_costs = admission_costs(rewritten, self.data.batching.max_tables)
+        self.last_costs = admission_costs(rewritten, self.data.batching.max_tables, self.compute_cost)
         return replace_decision(decision, rank=self.rank, batch=self.packer.place(self.kind, decision.estimated_bytes))
 
 

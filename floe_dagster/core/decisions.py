@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from floe_dagster.core.batches import ONE_TABLE_PER_RUN, BatchSettings, RunClass
+from floe_dagster.core.compute_budget import InFlightAdmission, compute_hours_problem, read_compute_hours
 from floe_dagster.core.conditions import ConditionResult
 from floe_dagster.core.debt import DebtWeights
 from floe_dagster.core.fair_shares import FAIR_SHARES_OFF, FairShareSettings, PastAdmission
@@ -42,6 +43,9 @@ class SchedulerSettings:
     max_tables_per_poll: int = setting(0, "tables admitted per tick")
     max_operations_per_poll: int = setting(0, "(table, operation) items admitted per tick")
     max_bytes_per_hour: int = setting(0, "estimated bytes admitted over a rolling hour")
+    max_compute_hours_per_hour: float | None = setting(
+        None, "executor CPU hours over a rolling hour: admitted on each table's compute estimate, charged with what "
+        "the finished runs recorded (null: no compute budget; 0 is refused)", reader=read_compute_hours, schema=float)
     failure_backoff_threshold: int = setting(3, "failures in a row before a table backs off")
     failure_backoff_hours: float = setting(6, "the first backoff, doubled with each further failure (at most 7 days)")
     zero_change_threshold: int = setting(5, "runs that changed nothing before a table's interval is stretched")
@@ -49,6 +53,11 @@ class SchedulerSettings:
     zero_change_min_interval_hours: float = setting(6, "the shortest stretched interval")
     max_run_requests_per_tick: int = setting(25, "runs requested per tick, even with the unlimited budgets above")
     max_queued_runs: int = setting(100, "floe's queued runs at any time, even with the unlimited budgets above")
+
+    def __post_init__(self) -> None:
+        problem = compute_hours_problem(self.max_compute_hours_per_hour)
+        if problem:
+            raise ValueError(f"scheduler.{problem}")
 
 
 @dataclass(frozen=True)
@@ -162,6 +171,8 @@ class PlanInput:
     # Each (table, operation)'s recorded runs with their figures (core/run_history.py), read only when the
     # learned ranking or a kind's own cadence needs them: scheduling/inputs.py.
     recorded_runs: Mapping[tuple[str, Operation], Sequence[RecordedRun]] = field(default_factory=dict)
+    # The live admissions whose runs have not finished (the ledger's): the compute budget counts their estimates.
+    admissions_in_flight: tuple[InFlightAdmission, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,11 @@ share of their own). Each share has a weight: ``weights``, else ``default-weight
 The planner offers its ranked candidates to the budgets in a fair order instead of its plain rank order: weighted
 dominant-resource fairness by progressive filling. The next decision offered is always the next one (in rank order,
 so debt order holds within a share) of the share whose *usage* is smallest, where a share's usage is the largest
-fraction it took of any limited budget of the pass (tables, operations, bytes, run requests) divided by its weight
-(start-time fair queuing); equal usages go to the heavier share, then by the rank of the shares' next decisions. So
-when a budget runs out, each share with demand got a part of it in proportion to its weight (as far as its items'
-sizes allow), and a share that needs less than its part leaves the rest to the others in the same pass. With one
-share, or off, the order is the plain rank order: behaviour unchanged.
+fraction it took of any limited budget of the pass (tables, operations, bytes, compute, run requests) divided by its
+weight (start-time fair queuing); equal usages go to the heavier share, then by the rank of the shares' next
+decisions. So when a budget runs out, each share with demand got a part of it in proportion to its weight (as far
+as its items' sizes allow), and a share that needs less than its part leaves the rest to the others in the same
+pass. With one share, or off, the order is the plain rank order: behaviour unchanged.
 
 **Memory across ticks.** A share's usage also counts what it was admitted in earlier ticks (the
 ledger's live admissions of the last :data:`USAGE_HORIZON`), each admission's costs weighed by
@@ -39,8 +39,8 @@ NAMESPACE = "namespace"
 TAG_PREFIX = "tag:"
 UNTAGGED = ""  # the share of the tables whose effective policy lacks the tag (or that have none)
 
-# The budgets a pass splits, by the name their costs are charged under.
-TABLES, OPERATIONS, BYTES, RUNS = "tables", "operations", "bytes", "runs"
+# The budgets a pass splits, by the name their costs are charged under (compute: estimated seconds).
+TABLES, OPERATIONS, BYTES, RUNS, COMPUTE = "tables", "operations", "bytes", "runs", "compute"
 
 T = TypeVar("T")
 
@@ -130,10 +130,12 @@ class FairShareSettings:
 FAIR_SHARES_OFF = FairShareSettings()
 
 
-def admission_costs(rewritten_bytes: int, max_tables_per_run: int) -> dict[str, float]:
+def admission_costs(rewritten_bytes: int, max_tables_per_run: int, compute_s: float = 0.0) -> dict[str, float]:
     """What admitting one (table, operation) takes of each budget: a table, an operation, the bytes it
-    rewrites, and its seat of a run request (1/``max_tables_per_run``: a batch's tables share the run)."""
-    return {TABLES: 1.0, OPERATIONS: 1.0, BYTES: float(rewritten_bytes), RUNS: 1.0 / max_tables_per_run}
+    rewrites, its seat of a run request (1/``max_tables_per_run``: a batch's tables share the run), and its
+    estimated compute seconds (core/compute_budget.py; 0 without a compute budget)."""
+    return {TABLES: 1.0, OPERATIONS: 1.0, BYTES: float(rewritten_bytes), RUNS: 1.0 / max_tables_per_run,
+            COMPUTE: float(compute_s)}
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,7 @@ def decayed_usage(admissions: Iterable[PastAdmission], now: datetime, share_of: 
         if share is None:
             continue
         decay = math.exp(-(age / USAGE_TIME_CONSTANT))
-        costs = usage.setdefault(share, dict.fromkeys((TABLES, OPERATIONS, BYTES, RUNS), 0.0))
+        costs = usage.setdefault(share, dict.fromkeys((TABLES, OPERATIONS, BYTES, RUNS, COMPUTE), 0.0))
         for name, amount in admission_costs(admission.rewritten_bytes, max_tables_per_run).items():
             costs[name] += amount * decay
     return usage

@@ -148,8 +148,10 @@ def _rank_stage(state: PlanState) -> None:
 
 
 def _config(data: PlanInput, decision: Decision) -> Any:
+    """The decision's operation config as its byte estimate read it: the policy's, with the table's owner overrides."""
     policy = data.policies.get(decision.policy) if decision.policy else None
-    return policy.config(decision.operation) if policy is not None else None
+    config = policy.config(decision.operation) if policy is not None else None
+    return with_overrides(decision.owner_overrides, decision.operation, config)
 
 
 def _sla_first_stage(state: PlanState) -> None:

@@ -16,8 +16,9 @@ run of the table is queued or running). Then admission (core/admission.py ``ADMI
 launcher (out_of_scope: another launcher admits it); one operation per table (in_flight: another of
 its operations was admitted earlier in the same tick); table budget (budget_tables); operation budget
 (budget_operations); partition scoping (a rewrite larger than its run may take is scoped; it holds
-nothing back); byte budget (budget_bytes); tick cap (tick_cap); fair shares (budget_share: a budget
-that stopped a decision while several shares wanted it, told as its share's: core/fair_shares.py).
+nothing back); byte budget (budget_bytes); compute budget (budget_compute); tick cap (tick_cap); fair
+shares (budget_share: a budget that stopped a decision while several shares wanted it, told as its share's:
+core/fair_shares.py).
 
 Admitted decisions are grouped into batches (core/batches.py): one run per batch. The table and
 operation budgets and the byte budget count (table, operation) items; ``max-run-requests-per-tick``

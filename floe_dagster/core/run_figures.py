@@ -101,6 +101,11 @@ class Benefit:
     # (Iceberg's procedure names the files, not their sizes). None: not an orphan cleanup.
     orphan_bytes: int | None = None
     orphan_bytes_estimated: bool = False
+    # An orphan cleanup's: the bytes of the orphans it removed from the table (deleted, or moved into the
+    # quarantine, which deletes them after its grace period): the sizes its own listing read, exact; after
+    # the plain ``CALL`` (no listing of floe's) ``estimated``, its deleted files × the mean file size.
+    orphan_bytes_reclaimed: int | None = None
+    orphan_bytes_reclaimed_estimated: bool = False
 
     @property
     def files_removed(self) -> int:
@@ -137,11 +142,17 @@ class Benefit:
         for when, shape in (("before", self.before), ("after", self.after)):
             metadata.update({f"{BENEFIT_PREFIX}{name}_{when}": value for name, value in shape.numbers().items()})
         metadata.update({BENEFIT_PREFIX + name: value for name, value in self.deltas().items()})
+        if self.orphan_bytes_reclaimed is not None:
+            metadata[BENEFIT_PREFIX + "orphan_bytes_reclaimed"] = self.orphan_bytes_reclaimed
+            metadata[BENEFIT_PREFIX + "orphan_bytes_reclaimed_estimated"] = self.orphan_bytes_reclaimed_estimated
         return metadata
 
     def to_json(self) -> dict[str, Any]:
         orphans = ({"orphan_bytes": self.orphan_bytes, "orphan_bytes_estimated": self.orphan_bytes_estimated}
                    if self.orphan_bytes is not None else {})
+        if self.orphan_bytes_reclaimed is not None:
+            orphans.update(orphan_bytes_reclaimed=self.orphan_bytes_reclaimed,
+                           orphan_bytes_reclaimed_estimated=self.orphan_bytes_reclaimed_estimated)
         return {"before": asdict(self.before), "after": asdict(self.after), "files_deleted": self.files_deleted,
                 **orphans, **self.deltas()}
 
@@ -149,10 +160,11 @@ class Benefit:
     def from_json(cls, data: Mapping[str, Any] | None) -> "Benefit | None":
         if not data or "before" not in data or "after" not in data:
             return None
-        orphan_bytes = data.get("orphan_bytes")
+        orphan_bytes, reclaimed = data.get("orphan_bytes"), data.get("orphan_bytes_reclaimed")
         return cls(_known(TableShape, data["before"]), _known(TableShape, data["after"]),
                    int(data.get("files_deleted") or 0), int(orphan_bytes) if orphan_bytes is not None else None,
-                   bool(data.get("orphan_bytes_estimated")))
+                   bool(data.get("orphan_bytes_estimated")), int(reclaimed) if reclaimed is not None else None,
+                   bool(data.get("orphan_bytes_reclaimed_estimated")))
 
 
 def _known(cls: Any, data: Mapping[str, Any]) -> Any:
@@ -202,6 +214,7 @@ OUTCOME_COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("bytes_reclaimed", "benefit", True),
     ("files_deleted", "benefit", True),
     ("snapshots_expired", "benefit", True),
+    ("orphan_bytes_reclaimed", "benefit", True),
 )
 
 
@@ -232,24 +245,33 @@ def figures_from_metadata(metadata: Mapping[str, Any]) -> tuple[Compute | None, 
     if shapes["before"]["data_files"] is not None and shapes["after"]["data_files"] is not None:
         benefit = Benefit(TableShape(**shapes["before"]), TableShape(**shapes["after"]),
                           int(metadata_value(metadata, BENEFIT_PREFIX + "files_deleted") or 0))
-        benefit = _with_orphans(benefit, metadata)
+        benefit = with_orphans(benefit, metadata)
     return compute, benefit
 
 
-def _with_orphans(benefit: Benefit, metadata: Mapping[str, Any]) -> Benefit:
-    """An orphan cleanup's benefit with the bytes of the orphans it found (see :class:`Benefit`), from its
-    metadata: ``orphan_files_count`` and ``orphan_backlog_files``, and ``quarantined_bytes`` when it moved them."""
-    files = metadata_value(metadata, "orphan_files_count")
-    if not isinstance(files, int) or isinstance(files, bool):
+def _count(metadata: Mapping[str, Any], key: str) -> int | None:
+    value = metadata_value(metadata, key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def with_orphans(benefit: Benefit, metadata: Mapping[str, Any]) -> Benefit:
+    """An orphan cleanup's benefit with the bytes of the orphans it found and of those it removed (see
+    :class:`Benefit`), from its metadata: ``orphan_files_count`` and ``orphan_backlog_files``,
+    ``quarantined_bytes`` when it moved them, ``orphan_bytes_reclaimed`` when its listing read their sizes."""
+    removed = _count(metadata, "orphan_files_count")
+    if removed is None:
         return benefit
-    backlog = metadata_value(metadata, "orphan_backlog_files")
-    files += backlog if isinstance(backlog, int) and not isinstance(backlog, bool) else 0
-    quarantined = metadata_value(metadata, "quarantined_bytes")
-    if isinstance(quarantined, int) and not isinstance(quarantined, bool) and quarantined > 0:
+    mean = benefit.after.mean_file_bytes or 0
+    reclaimed = _count(metadata, "orphan_bytes_reclaimed")
+    benefit = (replace(benefit, orphan_bytes_reclaimed=reclaimed) if reclaimed is not None else
+               replace(benefit, orphan_bytes_reclaimed=removed * mean, orphan_bytes_reclaimed_estimated=True))
+    files = removed + (_count(metadata, "orphan_backlog_files") or 0)
+    quarantined = _count(metadata, "quarantined_bytes")
+    if quarantined is not None and quarantined > 0:
         return replace(benefit, orphan_bytes=quarantined)
-    return replace(benefit, orphan_bytes=files * (benefit.after.mean_file_bytes or 0), orphan_bytes_estimated=True)
+    return replace(benefit, orphan_bytes=files * mean, orphan_bytes_estimated=True)
 
 
 __all__ = ["Compute", "TableShape", "Benefit", "RunFigures", "SPARK", "SPARK_CONNECT", "NO_SPARK",
            "CONNECT_UNAVAILABLE", "COMPUTE_PREFIX", "BENEFIT_PREFIX", "OUTCOME_COLUMNS", "outcome_columns",
-           "figures_json", "figures_from_json", "figures_from_metadata", "metadata_value"]
+           "figures_json", "figures_from_json", "figures_from_metadata", "metadata_value", "with_orphans"]

@@ -40,6 +40,7 @@ class OutcomeRow:
     bytes_reclaimed: int | None = None
     files_deleted: int | None = None
     snapshots_expired: int | None = None
+    orphan_bytes_reclaimed: int | None = None
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Totals:
     snapshots_expired: int = 0
     files_deleted: int = 0
     orphan_files_reclaimed: int = 0
+    orphan_bytes_reclaimed: int = 0
 
     def add(self, row: OutcomeRow) -> None:
         self.runs += 1
@@ -76,6 +78,7 @@ class Totals:
         self.files_deleted += row.files_deleted or 0
         if _reclaims_orphans(row.operation):
             self.orphan_files_reclaimed += row.files_deleted or 0
+        self.orphan_bytes_reclaimed += row.orphan_bytes_reclaimed or 0
 
     @property
     def compute_hours(self) -> float:
@@ -182,6 +185,7 @@ COLUMNS = (  # the text table's columns: (heading, the figure's key in Totals.to
     ("files removed", "files_removed", "{:d}"),
     ("snapshots expired", "snapshots_expired", "{:d}"),
     ("orphans", "orphan_files_reclaimed", "{:d}"),
+    ("orphan bytes", "orphan_bytes_reclaimed", "bytes"),
     ("files/cpu h", "files_removed_per_compute_hour", "{:.1f}"),
 )
 

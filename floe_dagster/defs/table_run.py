@@ -37,7 +37,7 @@ from floe_dagster.core.operations import Operation, gc_disabled, gc_disabled_rea
 from floe_dagster.core.owner_overrides import owner_overrides
 from floe_dagster.core.partition_scope import RewriteScope
 from floe_dagster.core.run_decision import RunDecision
-from floe_dagster.core.run_figures import NO_SPARK, SPARK, Benefit, Compute, TableShape
+from floe_dagster.core.run_figures import NO_SPARK, SPARK, Benefit, Compute, TableShape, with_orphans
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.envelope_check import within_envelope
 from floe_dagster.defs.names import asset_key_for
@@ -221,6 +221,7 @@ def _figures(work: TableWork, outcome: EngineOutcome, before: TableShape, after:
     before and after, and the files its procedure deleted), as ``floe/compute/*`` and ``floe/benefit/*``."""
     compute = outcome.compute or Compute(SPARK, round(outcome.duration_s, 3), unavailable="not measured")
     benefit = Benefit(before, after, step_of(work.op).files_deleted(outcome.result))
+    benefit = with_orphans(benefit, {**outcome.result.numbers, **outcome.metadata})  # an orphan cleanup's bytes
     return {**compute.to_metadata(), **benefit.to_metadata()}
 
 

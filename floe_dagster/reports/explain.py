@@ -40,6 +40,7 @@ from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.learned_plan import LearnedView, ranked_by
 from floe_dagster.core.operation_kinds.spec import ExplainView, LastRun
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
+from floe_dagster.core.owner_overrides import with_overrides
 from floe_dagster.core.planner import Decision, PlanInput, plan
 from floe_dagster.core.run_decision import LedgerRow, shadow_summary
 from floe_dagster.core.run_figures import RunFigures, figures_json
@@ -179,7 +180,8 @@ def _status_tail(view: _TableView, op: Operation, decision: Decision, history: O
         },
         "efficiency": view.learned.to_json(
             view.table.qualified, op, decision.efficiency, decision.estimated_bytes, ranked_by(view.data.ranking),
-            view.data.metrics.get(view.table), view.policy.config(op) if view.policy is not None else None),
+            view.data.metrics.get(view.table),
+            with_overrides(decision.owner_overrides, op, view.policy.config(op) if view.policy is not None else None)),
         "cadence": decision.cadence.to_json() if decision.cadence is not None else None,
         "shadow": decision.shadow,
         "shadowDecision": _shadow(decision, recorded, view.now) if decision.shadow else None,

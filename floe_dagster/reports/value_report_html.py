@@ -55,7 +55,8 @@ td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}th[scope=row],the
 tr.total{{font-weight:bold}}</style></head>
 <body><h1>{escape(title)}</h1>
 <p>Compute is the executor CPU of the tables' own Spark jobs; benefit per compute hour is files removed per
-executor CPU hour (- where no compute was measured). Orphans: files orphan cleanup deleted.</p>
+executor CPU hour (- where no compute was measured). Orphans: files orphan cleanup deleted; orphan bytes: their
+bytes (moved into the quarantine or deleted), estimated from the mean file size after a plain cleanup.</p>
 {_charts(report["days"])}
 <h2>By {escape(report["by"])}</h2>
 {_table(report)}

@@ -22,6 +22,7 @@ from floe_dagster.coordination.runs import (
 )
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
+from floe_dagster.core.compute_budget import WINDOW as COMPUTE_WINDOW, InFlightAdmission
 from floe_dagster.core.fair_shares import USAGE_HORIZON, PastAdmission
 from floe_dagster.core.partition_scope import Backlog
 from floe_dagster.core.planner import Decision, PlanInput
@@ -56,6 +57,8 @@ class LedgerState:
     shadow_bytes_last_hour: int = 0  # the shadow pass's budget: estimated bytes of the last hour's shadow rows
     # The live admissions of the fair shares' memory (core/fair_shares.USAGE_HORIZON), oldest first.
     recent_admissions: tuple[PastAdmission, ...] = ()
+    # The admissions whose bytes_in_flight counts (not finished yet): the compute budget counts their estimates.
+    unfinished: tuple[InFlightAdmission, ...] = ()
 
 
 def ledger_state(rows: Iterable[LedgerRow], now: datetime,
@@ -74,6 +77,7 @@ def ledger_state(rows: Iterable[LedgerRow], now: datetime,
     in_flight = set(running)
     last_attempts: dict[tuple[str, Operation, str], int] = {}
     pending_bytes = 0
+    pending: list[InFlightAdmission] = []
     created = []
     for row in rows:
         item = (row.table_name, row.operation)
@@ -83,11 +87,13 @@ def ledger_state(rows: Iterable[LedgerRow], now: datetime,
             if now - row.admitted_at < ADMISSION_TTL:
                 in_flight.add(item)
                 pending_bytes += row.estimated_bytes
+                pending.append(InFlightAdmission(*item, row.estimated_bytes))
         else:
             created.append((item, row.estimated_bytes))
     estimated_running = sum(estimate for item, estimate in created if item in in_flight)
+    pending += [InFlightAdmission(*item, estimate) for item, estimate in created if item in in_flight]
     return LedgerState(frozenset(in_flight), last_attempts, pending_bytes + estimated_running, backlogs_of(rows),
-                       shadow_bytes, recent_admissions(rows, now))
+                       shadow_bytes, recent_admissions(rows, now), tuple(pending))
 
 
 def recent_admissions(rows: Iterable[LedgerRow], now: datetime) -> tuple[PastAdmission, ...]:
@@ -173,6 +179,7 @@ def gather(
         writers=writers,
         writer_runs=writer_runs(instance, active, writers),
         ranking=settings.ranking,
+        admissions_in_flight=ledger.unfinished,
     )
     data = replace(data, recorded_runs=recorded_runs(data, coordination, {t.qualified for t in tables}))
     return TickInputs(data, dead, len(health.missing))
@@ -182,13 +189,14 @@ def recorded_runs(data: PlanInput, coordination: Coordination,
                   scoped: set[str]) -> dict[tuple[str, Operation], list[RecordedRun]]:
     """The recorded runs the plan learns from, read only when it does: the kinds with a cadence of their own
     that a policy turns on (every kept run), and with the learned ranking (or its shadow) on every
-    operation's runs of the last 8 half-lives (older ones weigh less than 0.4 %)."""
+    operation's runs of the last 8 half-lives (older ones weigh less than 0.4 %), and with the compute budget
+    on those too, at least the budget's hour (its window, and the history its estimates learn from)."""
     cadenced = [op for op in ALL_OPERATIONS if op.spec.cadence is not None and any(
         op.spec.cadence(policy.config(op), (), data.now) is not None for policy in data.policies.policies)]
     found = coordination.recorded_runs(cadenced) if cadenced else {}
     half_life = data.ranking.history_half_life_days
-    if data.ranking.learned or data.ranking.shadow:
-        since = data.now - timedelta(days=8 * half_life) if half_life > 0 else None
+    if data.ranking.learned or data.ranking.shadow or data.limits.max_compute_hours_per_hour:
+        since = min(data.now - timedelta(days=8 * half_life), data.now - COMPUTE_WINDOW) if half_life > 0 else None
         found = {**coordination.recorded_runs(None, since), **found}
     return {key: runs for key, runs in found.items() if key[0] in scoped}
 

@@ -65,6 +65,7 @@ class _Tally:
     referenced: int = 0  # listed, then referenced by a commit (Iceberg's check before a move said so)
     rechecks: int = 0
     moved_bytes: int = 0
+    deleted_bytes: int = 0  # the deleted orphans' sizes, as the listing's facts read them
     not_moved: list[str] = field(default_factory=list)
 
 
@@ -99,15 +100,23 @@ class OrphanCleanup:
         purge = PurgeReport()
         if self.quarantine is not None and not self.config.dry_run:
             purge = self.quarantine.purge(self.quarantine_now, policy.grace)
+        # The bytes of the orphans removed from the table: the sizes the rounds' listing read (moved or
+        # deleted); a dry run removes none; the plain CALL's are unknown (Iceberg names files, not sizes).
+        reclaimed: int | None
         if choice.enabled:
             result, sql, folder = self._rounds(quarantine=True)
+            reclaimed = self.tally.moved_bytes
         elif self.config.max_files_to_delete is not None and not self.config.dry_run:
             (result, sql, _), folder = self._rounds(quarantine=False), None
+            reclaimed = self.tally.deleted_bytes
         else:
             rows = [row.asDict() for row in self.spark.sql(plain.sql).collect()]
             streamed = plain.arguments.get("stream_results") is True
             result, sql, folder = summarize_orphan_cleanup(rows, streamed, bool(self.config.dry_run)), plain.sql, None
+            reclaimed = 0 if self.config.dry_run else None
         metadata = self._metadata(choice, policy, purge, folder)
+        if reclaimed is not None:
+            metadata["orphan_bytes_reclaimed"] = reclaimed
         if folder is not None:
             metadata["quarantined_files"] = result.numbers["orphan_files_count"]
         if purge.files or purge.runs:
@@ -186,7 +195,9 @@ class OrphanCleanup:
             return ()
         deleted = self._over_view(calls, old, facts, dry_run=False)
         self.tally.referenced += len(old) - len(deleted)
-        return tuple(p for p in old if p in deleted)
+        removed = tuple(p for p in old if p in deleted)
+        self.tally.deleted_bytes += sum(facts[p].size for p in removed)
+        return removed
 
     def _move(self, calls: OrphanCalls, batch: list[str], version: str | None, folder) -> tuple[str, ...]:
         facts, old = self._aged(calls, batch)

@@ -82,6 +82,9 @@ def test_explain_shows_the_learned_factor_and_the_next_adaptive_orphan_cleanup(t
         (rewrite.compute.executor_cpu_s, 7, 8)
     assert (cleanup.benefit.orphan_bytes, cleanup.benefit.files_deleted) == (orphan_bytes, 1)
     assert cleanup.benefit.orphan_bytes_estimated is False
+    # Moved into the quarantine: removed from the table, the size the quarantine's move read.
+    assert (cleanup.benefit.orphan_bytes_reclaimed, cleanup.benefit.orphan_bytes_reclaimed_estimated) == \
+        (orphan_bytes, False)
 
     report = explain(config, capsys)
     efficiency = report["operationStatuses"]["REWRITE_DATA_FILES"]["efficiency"]

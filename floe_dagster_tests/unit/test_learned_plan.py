@@ -24,6 +24,7 @@ from floe_dagster.core.run_figures import (
     figures_from_json,
     figures_from_metadata,
     figures_json,
+    outcome_columns,
 )
 from floe_dagster.core.run_history import RecordedRun, compute_seconds, compute_source, learning_run
 from floe_dagster.core.tables import TableName
@@ -152,6 +153,21 @@ def test_orphans_found_are_measured_when_quarantined_and_estimated_otherwise():
     assert figures_from_metadata(metadata | {"orphan_files_count": None})[1].orphan_bytes is None
 
 
+def test_orphan_bytes_reclaimed_are_the_listings_sizes_and_estimated_only_after_the_plain_call():
+    benefit = Benefit(shape(10, 10_000), shape(10, 10_000), files_deleted=4)  # 1,000 bytes a file
+    metadata = {**Compute(SPARK, 1.0, 0.5).to_metadata(), **benefit.to_metadata(), "orphan_files_count": 4}
+    _, listed = figures_from_metadata({**metadata, "orphan_bytes_reclaimed": 4321})  # rounds: the listing's sizes
+    assert (listed.orphan_bytes_reclaimed, listed.orphan_bytes_reclaimed_estimated) == (4321, False)
+    _, plain = figures_from_metadata(metadata)  # the plain CALL: Iceberg names the files, not their sizes
+    assert (plain.orphan_bytes_reclaimed, plain.orphan_bytes_reclaimed_estimated) == (4000, True)
+    _, dry = figures_from_metadata({**metadata, "orphan_bytes_reclaimed": 0})  # a dry run removes nothing
+    assert dry.orphan_bytes_reclaimed == 0 and dry.orphan_bytes == 4000  # what it found is still there
+    assert figures_from_json(figures_json(None, listed))[1] == listed  # the outcome row keeps them
+    assert listed.to_metadata()["floe/benefit/orphan_bytes_reclaimed"] == 4321
+    assert outcome_columns(None, listed)["orphan_bytes_reclaimed"] == 4321
+    assert "floe/benefit/orphan_bytes_reclaimed" not in benefit.to_metadata()  # not an orphan cleanup
+
+
 # -- the adaptive orphan cadence in the due gate -------------------------------------------------------
 
 
@@ -220,3 +236,30 @@ def test_a_table_never_run_gets_its_prior_from_its_byte_estimate():
     assert tiny.prior_source == "estimate" and tiny.runs == 0
     assert tiny.factor > 1 > large.factor, (tiny.why, large.why)  # large: nothing to rewrite, the minimum
     assert view.factor("demo.sales.tiny", RDF).factor == 1.0  # no estimate (summary tier): the fleet's prior
+
+
+def test_the_factors_prior_reads_the_config_with_the_tables_owner_overrides_as_the_byte_estimate_does():
+    # 20 files of 100 MiB: small under the default target (512 MiB), not under the owner's 64 MiB. The byte
+    # estimate reads the owner's target; the factor's prior read the policy's alone and promised a rewrite.
+    t = table("owned")
+    sizes = (100 * 1024**2,) * 20
+    full = TableMetrics(qualified_name=t.qualified, metadata_location="file:///w/v1.json", tier="full",
+                        collected_at_ms=0, data_file_count=len(sizes), total_data_bytes=sum(sizes),
+                        data_file_groups=(("[]", sizes, ()),), snapshot_count=3, current_snapshot_id=1,
+                        newest_snapshot_ms=int((NOW - timedelta(days=2)).timestamp() * 1000),
+                        properties={"floe.rewrite-data-files.target-file-size-bytes": str(64 * 1024**2)})
+    policies = parse_policies_text(json.dumps([{
+        "name": "p", "tablePattern": "demo.sales.*", "rewriteDataFiles": {},
+        "rewriteDataFilesSchedule": {"interval": "PT1H"},
+        "ownerOverrides": {"allow": {"rewrite-data-files.target-file-size-bytes": {}}}}]))
+    fleet = {("demo.sales.other", RDF): [rewrite_run(d, 100, 50) for d in (1, 2, 3)]}
+    data = PlanInput(now=NOW, catalog_tables=[t], loaded_tables=frozenset([t]), policies=policies,
+                     limits=SchedulerSettings(), metrics={t: full}, ranking=RankingSettings(learned=True),
+                     recorded_runs=fleet)
+    decision = plan(data).decisions[0]
+    assert decision.owner_overrides is not None and decision.owner_overrides.applied
+    view = LearnedView.of(fleet, NOW, RankingSettings())
+    policy_only = view.factor(t.qualified, RDF, full, policies.get("p").config(RDF))
+    owned = view.factor(t.qualified, RDF, full, decision.owner_overrides.config(RDF, policies.get("p").config(RDF)))
+    assert policy_only.prior_efficiency != owned.prior_efficiency  # the override changes what the estimate promises
+    assert decision.efficiency.prior_efficiency == owned.prior_efficiency, decision.efficiency.why

@@ -31,6 +31,7 @@ SPECIAL = {
     "fair-shares.by": ("tag:team", "tag:team"),
     "fair-shares.weights": ('{"sales": 2, "a.b": "0.5"}', {"sales": 2.0, "a.b": 0.5}),
     "envelope.allowed-table-properties": ("write.data.path,gc.enabled", ("write.data.path", "gc.enabled")),
+    "scheduler.max-compute-hours-per-hour": ("2.5", 2.5),
 }
 
 

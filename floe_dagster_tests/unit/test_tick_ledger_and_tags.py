@@ -25,6 +25,7 @@ from floe_dagster.core.run_decision import LedgerRow, RunDecision, item_key
 from floe_dagster.core.run_tags import Origin, PolicyFacts, run_tags, shared_run_tags
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import LockHeld
+from floe_dagster.core.compute_budget import InFlightAdmission
 from floe_dagster.scheduling.inputs import ledger_state, queued_runs
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
@@ -48,6 +49,7 @@ def test_an_admission_without_a_run_holds_its_item_and_bytes_until_it_expires():
     state = ledger_state([fresh, stale], NOW, running=frozenset())
     assert state.in_flight == {("demo.a", RDF)}  # the daemon never launched b's run: it expired
     assert state.bytes_in_flight == 100
+    assert state.unfinished == (InFlightAdmission("demo.a", RDF, 100),)  # the compute budget's estimates
 
 
 def test_a_created_run_counts_its_estimate_only_while_it_is_in_flight():
@@ -56,6 +58,8 @@ def test_a_created_run_counts_its_estimate_only_while_it_is_in_flight():
     state = ledger_state([running, finished], NOW, running=frozenset({("demo.a", RDF)}))
     assert state.in_flight == {("demo.a", RDF)}
     assert state.bytes_in_flight == 300
+    # b finished: the compute budget charges what its outcome recorded, not its estimate.
+    assert state.unfinished == (InFlightAdmission("demo.a", RDF, 300),)
 
 
 def test_last_attempts_are_per_table_operation_and_slot():

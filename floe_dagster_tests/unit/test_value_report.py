@@ -33,7 +33,7 @@ ROWS = [
     row(executor_cpu_s=1800.0, files_removed=30, bytes_rewritten=500),
     row("demo.sales.returns", executor_cpu_s=3600.0, files_removed=10),
     row("demo.sales.returns", EXPIRE, snapshots_expired=4, files_deleted=12),  # no Spark: no compute
-    row("demo.lake.raw.clicks", ORPHANS, files_deleted=7),
+    row("demo.lake.raw.clicks", ORPHANS, files_deleted=7, orphan_bytes_reclaimed=7 * 2**20),
     row("demo.lake.raw.clicks", RDF, ok=False, kind="error"),
     row("demo.lake.raw.clicks", RDF, ok=False, kind=CONFLICT),
     row("demo.lake.raw.clicks", RDF, ok=False, kind=LOCK_HELD),
@@ -54,6 +54,9 @@ def test_grouping_by_table_sums_each_tables_runs_busiest_compute_first():
     clicks = groups["demo.lake.raw.clicks"]
     assert (clicks["runs"], clicks["succeeded"], clicks["failures"], clicks["conflicts"]) == (4, 1, 2, 1)
     assert clicks["orphan_files_reclaimed"] == 7 and returns["orphan_files_reclaimed"] == 0  # expiry's are not orphans
+    assert clicks["orphan_bytes_reclaimed"] == report["total"]["orphan_bytes_reclaimed"] == 7 * 2**20
+    text = format_value_report_text(report)
+    assert "orphan bytes" in text.splitlines()[1] and "7.0 MiB" in text.splitlines()[-1], text
     total = report["total"]
     assert (total["runs"], total["compute_hours"], total["files_removed"], total["failures"], total["conflicts"]) == \
         (8, 2.0, 130, 2, 1)
