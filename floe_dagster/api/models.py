@@ -300,6 +300,10 @@ class TriggerStatusResponse(_Open):
     conditionBasedTriggeringEnabled: bool
     at: str
     writers: list[TableWriter] = Field(default_factory=list, description="The assets that write the table")
+    computeBudget: dict[str, Any] | None = Field(
+        None, description="max-compute-hours-per-hour's rolling hour now (limitSeconds, spentSeconds by the finished "
+        "runs, finishedRuns, inFlightSeconds estimated, inFlightRuns, overSpent, summary); null without a compute "
+        "budget")
     operationStatuses: dict[str, OperationTriggerStatus]
 
 

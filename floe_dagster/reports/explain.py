@@ -33,6 +33,7 @@ from dagster import AssetRecordsFilter, DagsterInstance
 
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.commit_conflicts import conflict_retry_delay
+from floe_dagster.core.compute_budget import compute_budget
 from floe_dagster.core.conditions import NO_MATCHING_POLICY, OPERATION_DISABLED, floe_condition_strings
 from floe_dagster.core.envelope import Verdict, check_operation
 from floe_dagster.core.gates import gate_before
@@ -97,8 +98,15 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
         # The assets that write the table (docs/beside-pipelines.md): a floe.yaml rule's or learned from
         # their materializations' dagster/table_name, each with its newest materialization floe read.
         "writers": [writer.to_json() for writer in data.writers.get(table.qualified, ())],
+        "computeBudget": _compute_window(data),
         "operationStatuses": statuses,
     }
+
+
+def _compute_window(data: PlanInput) -> dict[str, Any] | None:
+    """The compute budget's window as the plan charged it (core/compute_budget.py); None: no budget."""
+    budget = compute_budget(data)
+    return {**budget.window.to_json(), "summary": budget.window.describe()} if budget is not None else None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ def format_explain_text(report: Mapping[str, Any]) -> str:
         last = writer["lastMaterialization"]
         seen = f", last materialized {last['at']} (run {last['runId']})" if last else ""
         lines.append(f"  written by {writer['assetKey']} ({writer['source']}){seen}")
+    if report.get("computeBudget"):
+        lines.append(f"  compute budget: {report['computeBudget']['summary']}")
     for op, status in report["operationStatuses"].items():
         lines += _operation_lines(op, status)
     return "\n".join(lines)

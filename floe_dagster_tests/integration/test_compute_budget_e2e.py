@@ -97,8 +97,11 @@ def test_the_next_plan_is_charged_with_the_compute_the_finished_run_recorded(lak
                      reason), reason
 
     assert main(["--config", str(config), "explain", WAITS.qualified, "--json"]) == 0
-    status = json.loads(capsys.readouterr().out)["operationStatuses"]["REWRITE_DATA_FILES"]
-    assert status["waitsThisTick"] == reason
+    explained = json.loads(capsys.readouterr().out)
+    assert explained["operationStatuses"]["REWRITE_DATA_FILES"]["waitsThisTick"] == reason
+    window = explained["computeBudget"]  # the over-spend, whatever the table's own verdict
+    assert (window["spentSeconds"], window["finishedRuns"], window["overSpent"]) == (round(spent, 1), 1, True)
+    assert window["limitSeconds"] == round(spent / 2, 1) and "over-spent" in window["summary"]
 
     server, thread, url = start_server(create_app(load_settings(config), KeyStore(settings.api), instance))
     try:
