@@ -406,10 +406,14 @@ def estimate_rewrite_position_delete_files(
 ) -> RewriteEstimate | None:
     """What ``rewrite_position_delete_files`` with the policy's config would rewrite; None without the
     full tier."""
-    files = position_deletes_of(metrics)
-    if files is None:
+    groups = metrics.position_delete_groups
+    if groups is None:
         return None
-    return plan_position_delete_rewrite(files, _rules("deletes", config, metrics.properties))
+    rules = _rules("deletes", config, metrics.properties)
+    if len({partition for partition, _ in groups}) != len(groups):  # the collector lists each once
+        return plan_position_delete_rewrite(position_deletes_of(metrics), rules)
+    # Read as stored, no object per delete file: a cold tick estimates every table's.
+    return _estimate((partition, _partition_groups(sizes, None, rules)) for partition, sizes in groups if sizes)
 
 
 def _rules(kind: str, config: Any, properties: Mapping[str, str]) -> RewriteRules:
