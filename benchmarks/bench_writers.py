@@ -15,16 +15,15 @@ wall and CPU time (median of ``--repeat``) and each variant's ratio to benchmark
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import describe, machine, peak_rss_mib, table  # noqa: E402
-from bench_planner import POLICIES, plan_input, time_plan  # noqa: E402
+from _common import PLANNER_NOW, cold_and_warm, describe, peak_rss_mib, planner_variants_setup, table  # noqa: E402
+from bench_planner import POLICIES  # noqa: E402
 
 from floe_dagster.core.planner import PlanInput  # noqa: E402
 from floe_dagster.core.validation import standalone  # noqa: E402
@@ -55,22 +54,15 @@ def with_writers(base: PlanInput, now: datetime) -> tuple[PlanInput, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tables", type=int, default=10_000)
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
-    print(machine())
-    now = datetime(2026, 11, 23, 10, 7, tzinfo=timezone.utc)
-    base = plan_input(args.tables, now)
-    mapped, merge_s = with_writers(base, now)
+    args, base = planner_variants_setup(__doc__)
+    mapped, merge_s = with_writers(base, PLANNER_NOW)
     print(f"{args.tables:,} tables × 5 operations; writers_by_table (rules + learned rows): {merge_s:.3f} s",
           flush=True)
     variants = {"benchmark 1": (base, POLICIES), "writers": (mapped, POLICIES),
                 "writers + afterWrite": (mapped, AFTER_WRITE_POLICIES)}
     rows, reference = [], {}
     for label, (data, policies) in variants.items():
-        for tick, cold in (("cold", True), ("warm", False)):
-            walls, cpus, result = time_plan(data, args.repeat, cold=cold, policies=policies)
+        for tick, walls, cpus, result in cold_and_warm(data, args.repeat, policies):
             wall, cpu = statistics.median(walls), statistics.median(cpus)
             wall0, cpu0 = reference.setdefault(tick, (wall, cpu))
             print(f"  {label}, {tick}: wall {describe(walls)}; CPU {describe(cpus)}; {len(result.admitted)} "
