@@ -416,6 +416,12 @@ def estimate_rewrite_position_delete_files(
     return _estimate((partition, _partition_groups(sizes, None, rules)) for partition, sizes in groups if sizes)
 
 
+def data_file_rules(config: Any, properties: Mapping[str, str]) -> RewriteRules:
+    """``RewriteRules.for_data_files``, built once per config and target size (the admission scopes every
+    rewrite candidate of a tick with them)."""
+    return _rules("data", config, properties)
+
+
 def _rules(kind: str, config: Any, properties: Mapping[str, str]) -> RewriteRules:
     """The rules for a table. They depend only on the config and the one table property read, which
     most tables share, so a tick builds each combination once."""
