@@ -249,6 +249,13 @@ def _partition_groups(sizes: Sequence[int], delete_hits: Sequence[bool] | None, 
     """The groups (lists of file sizes) a rewrite takes from one partition's files, in scan order.
     ``delete_hits[i]``: file i meets a delete rule (None: no file does, as for delete files). Plain
     numbers, no per-file objects: a cold planner tick estimates every file of every table."""
+    if delete_hits is None and not rules.rewrite_all:  # sizes alone decide: no index lists
+        low, high = rules.min_file_size_bytes, rules.max_file_size_bytes
+        candidates = [size for size in sizes if size < low or size > high]
+        if not candidates:
+            return []
+        if sum(candidates) <= rules.max_file_group_size_bytes:  # one bin, as pack_groups packs it
+            return [candidates] if _keep_by_size(candidates, rules) else []
     return [[sizes[i] for i in group] for group in partition_group_indexes(sizes, delete_hits, rules)]
 
 

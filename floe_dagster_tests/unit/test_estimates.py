@@ -348,3 +348,18 @@ def test_position_delete_estimate_from_a_record_equals_planning_its_files(groups
     config = RewritePositionDeleteFilesConfig(**options)
     expected = plan_position_delete_rewrite(position_deletes_of(m), RewriteRules.for_position_deletes(config, {}))
     assert estimate_rewrite_position_delete_files(m, config) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=4000), max_size=20),
+       st.fixed_dictionaries({}, optional={
+           "min_input_files": st.integers(min_value=1, max_value=6), "rewrite_all": st.booleans(),
+           "max_file_group_size_bytes": st.integers(min_value=500, max_value=20000)}))
+def test_the_groups_of_sizes_alone_are_the_groups_of_their_indexes(sizes, options):
+    """Without delete rules the groups are made from the sizes alone (no index lists): the same groups as
+    the indexes Iceberg's bin-pack picks."""
+    from floe_dagster.core.estimates import _partition_groups, partition_group_indexes
+
+    rules = RewriteRules.sized(T, **options)
+    expected = [[sizes[i] for i in group] for group in partition_group_indexes(sizes, None, rules)]
+    assert _partition_groups(sizes, None, rules) == expected
