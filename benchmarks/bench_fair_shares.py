@@ -19,15 +19,13 @@ scarce budgets.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import describe, machine, peak_rss_mib, table  # noqa: E402
-from bench_planner import POLICIES, plan_input, time_plan  # noqa: E402
+from _common import cold_and_warm, describe, peak_rss_mib, planner_variants_setup, table  # noqa: E402
+from bench_planner import POLICIES  # noqa: E402
 
 from floe_dagster.core.batches import BatchSettings  # noqa: E402
 from floe_dagster.core.fair_shares import FairShareSettings  # noqa: E402
@@ -64,21 +62,14 @@ VARIANTS = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tables", type=int, default=10_000)
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
-    print(machine())
-    now = datetime(2026, 11, 23, 10, 7, tzinfo=timezone.utc)
-    base = plan_input(args.tables, now)
+    args, base = planner_variants_setup(__doc__)
     print(f"{args.tables:,} tables × 5 operations, {len({t.namespace for t in base.catalog_tables})} namespaces",
           flush=True)
     medians: dict[tuple[str, str], tuple[float, float]] = {}
     rows = []
     for label, (budgets, changes, policies) in VARIANTS.items():
         data = PlanInput(**{**base.__dict__, **changes})
-        for tick, cold in (("cold", True), ("warm", False)):
-            walls, cpus, result = time_plan(data, args.repeat, cold=cold, policies=policies)
+        for tick, walls, cpus, result in cold_and_warm(data, args.repeat, policies):
             medians[(label, tick)] = (statistics.median(walls), statistics.median(cpus))
             reference = next(name for name, (b, _, _) in VARIANTS.items() if b == budgets)
             wall0, cpu0 = medians[(reference, tick)]

@@ -35,11 +35,11 @@ import random
 import statistics
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import describe, machine, peak_rss_mib, table  # noqa: E402
+from _common import PLANNER_NOW, describe, machine, peak_rss_mib, table  # noqa: E402
 
 import floe_dagster.core.planner as planner  # noqa: E402
 import floe_dagster.core.policy_set as policy_module  # noqa: E402  (the policies' match memo)
@@ -238,7 +238,7 @@ def main() -> None:
     parser.add_argument("--no-profile", action="store_true")
     args = parser.parse_args()
     print(machine())
-    now = datetime(2026, 11, 23, 10, 7, tzinfo=timezone.utc)
+    now = PLANNER_NOW
     sizes = sorted(set(args.tables))
     rows, walls, inputs = [], {}, {}
     for n in sizes:

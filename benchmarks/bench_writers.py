@@ -7,24 +7,25 @@ per table (``dagster/table_name``) as the coordination database would hand them 
 part of ``gather`` the writers add, timed on its own), and a tenth of the writers with a run started now (the
 gate ``writer_running`` holds their tables' rewrites and expiries). Two variants: **writers** (the writer
 hold only) and **writers + afterWrite** (every policy's rewrite schedule also ``afterWrite: {}``, settle
-PT5M, half of the writers with a materialization 10 minutes old). Cold and warm ticks as in benchmark 1;
-wall and CPU time (median of ``--repeat``) and each variant's ratio to benchmark 1.
+PT5M, half of the writers with a materialization 10 minutes old). Cold and warm ticks as in benchmark 1,
+in ``--repeat`` rounds that each tick every variant once (so the shared machine's changing load falls on
+all of them alike); wall and CPU time (median of the rounds), each variant's ratio to benchmark 1, and the
+median of the rounds' ratios.
 
     python benchmarks/bench_writers.py [--tables 10000] [--repeat 3]
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import describe, machine, peak_rss_mib, table  # noqa: E402
-from bench_planner import POLICIES, plan_input, time_plan  # noqa: E402
+from _common import PLANNER_NOW, cold_and_warm, describe, peak_rss_mib, planner_variants_setup, table  # noqa: E402
+from bench_planner import POLICIES  # noqa: E402
 
 from floe_dagster.core.planner import PlanInput  # noqa: E402
 from floe_dagster.core.validation import standalone  # noqa: E402
@@ -55,31 +56,37 @@ def with_writers(base: PlanInput, now: datetime) -> tuple[PlanInput, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tables", type=int, default=10_000)
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
-    print(machine())
-    now = datetime(2026, 11, 23, 10, 7, tzinfo=timezone.utc)
-    base = plan_input(args.tables, now)
-    mapped, merge_s = with_writers(base, now)
+    args, base = planner_variants_setup(__doc__)
+    mapped, merge_s = with_writers(base, PLANNER_NOW)
     print(f"{args.tables:,} tables × 5 operations; writers_by_table (rules + learned rows): {merge_s:.3f} s",
           flush=True)
     variants = {"benchmark 1": (base, POLICIES), "writers": (mapped, POLICIES),
                 "writers + afterWrite": (mapped, AFTER_WRITE_POLICIES)}
-    rows, reference = [], {}
-    for label, (data, policies) in variants.items():
-        for tick, cold in (("cold", True), ("warm", False)):
-            walls, cpus, result = time_plan(data, args.repeat, cold=cold, policies=policies)
-            wall, cpu = statistics.median(walls), statistics.median(cpus)
-            wall0, cpu0 = reference.setdefault(tick, (wall, cpu))
-            print(f"  {label}, {tick}: wall {describe(walls)}; CPU {describe(cpus)}; {len(result.admitted)} "
-                  f"admitted; skips {result.reason_counts()}", flush=True)
-            rows.append((label, tick, f"{wall:.3f}", f"{cpu:.3f}", f"{wall / wall0:.2f}", f"{cpu / cpu0:.2f}",
-                         len(result.admitted)))
+    # Round robin: each round ticks every variant once (cold, then warm), so a change in the machine's load
+    # (shared: other processes come and go) falls on every variant alike, pair by pair.
+    walls: dict[tuple[str, str], list[float]] = {}
+    cpus: dict[tuple[str, str], list[float]] = {}
+    results = {}
+    for _ in range(args.repeat):
+        for label, (data, policies) in variants.items():
+            for tick, wall, cpu, result in cold_and_warm(data, 1, policies):
+                walls.setdefault((label, tick), []).extend(wall)
+                cpus.setdefault((label, tick), []).extend(cpu)
+                results[(label, tick)] = result
+    rows = []
+    for (label, tick), times in walls.items():
+        result, cpu_times = results[(label, tick)], cpus[(label, tick)]
+        wall, cpu = statistics.median(times), statistics.median(cpu_times)
+        wall0, cpu0 = statistics.median(walls[("benchmark 1", tick)]), statistics.median(cpus[("benchmark 1", tick)])
+        pairs = [c / c0 for c, c0 in zip(cpu_times, cpus[("benchmark 1", tick)])]
+        print(f"  {label}, {tick}: wall {describe(times)}; CPU {describe(cpu_times)}; CPU ÷ benchmark 1 round by "
+              f"round {', '.join(f'{r:.2f}' for r in pairs)}; {len(result.admitted)} admitted; "
+              f"skips {result.reason_counts()}", flush=True)
+        rows.append((label, tick, f"{wall:.3f}", f"{cpu:.3f}", f"{wall / wall0:.2f}", f"{cpu / cpu0:.2f}",
+                     f"{statistics.median(pairs):.2f}", len(result.admitted)))
     print()
     print(table(rows, ["variant", "tick", "wall s (median)", "CPU s (median)", "wall ÷ bench 1", "CPU ÷ bench 1",
-                       "admitted"]))
+                       "CPU ÷ bench 1, median of the rounds' ratios", "admitted"]))
     print(f"peak RSS {peak_rss_mib():.0f} MiB")
 
 

@@ -14,7 +14,7 @@ from typing import Callable
 
 from floe_dagster.core.batches import BatchPacker, RunClass
 from floe_dagster.core.decisions import Decision, PlanInput, replace_decision, skip
-from floe_dagster.core.estimates import EstimateOptionError, RewriteRules
+from floe_dagster.core.estimates import EstimateOptionError, data_file_rules
 from floe_dagster.core.compute_budget import compute_budget
 from floe_dagster.core.fair_shares import (
     BYTES, COMPUTE, OPERATIONS, RUNS, TABLES, FairQueue, admission_costs, decayed_usage,
@@ -328,7 +328,7 @@ def scoped(data: PlanInput, decision: Decision, bytes_used: int) -> Decision:
         return decision
     try:
         config = with_overrides(decision.owner_overrides, decision.operation, policy.config(decision.operation))
-        rules = RewriteRules.for_data_files(config, metrics.properties)
+        rules = data_file_rules(config, metrics.properties)
     except EstimateOptionError:
         return decision
     if decision.estimated_bytes <= allowance[0] and metrics.total_data_bytes <= rules.max_file_group_size_bytes:

@@ -16,6 +16,7 @@ Pure: no Dagster, Spark or PyIceberg.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from datetime import datetime, timedelta
 from typing import Any, Sequence
 
@@ -38,6 +39,10 @@ class AfterWrite:
 
     def to_json(self) -> dict[str, str]:
         return {"settle": format_iso_duration(self.settle), "dependency": self.dependency}
+
+    @cached_property  # frozen: every verdict of a tick names its rule
+    def text(self) -> str:
+        return f"afterWrite {self.dependency}, settle {format_iso_duration(self.settle)}"
 
 
 def parse_after_write(at: Location, raw: Any) -> AfterWrite | None:
@@ -93,7 +98,7 @@ def after_write_due(rule: AfterWrite, writers: Sequence[Writer], last_success_st
     """Whether the writers' new materializations make the work due now (the module's rules)."""
     now = as_utc(now)
     last = as_utc(last_success_start) if last_success_start is not None else None
-    rule_text = f"afterWrite {rule.dependency}, settle {format_iso_duration(rule.settle)}"
+    rule_text = rule.text
     if not writers:
         return AfterWriteDue(False, f"no writer of the table is known ({rule_text})", None, None, None, last,
                              "not_due")

@@ -54,7 +54,13 @@ class RunClass:
     window: str = ""
 
     def key(self, group_by: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(getattr(self, name) for name in group_by)
+        # Kept on the (immutable) record by ``group_by``: one run class per schedule is offered for every
+        # candidate of a tick.
+        keys = self.__dict__.setdefault("_keys", {})
+        found = keys.get(group_by)
+        if found is None:
+            found = keys[group_by] = tuple(getattr(self, name) for name in group_by)
+        return found
 
 
 @dataclass

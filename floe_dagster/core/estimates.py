@@ -249,6 +249,13 @@ def _partition_groups(sizes: Sequence[int], delete_hits: Sequence[bool] | None, 
     """The groups (lists of file sizes) a rewrite takes from one partition's files, in scan order.
     ``delete_hits[i]``: file i meets a delete rule (None: no file does, as for delete files). Plain
     numbers, no per-file objects: a cold planner tick estimates every file of every table."""
+    if delete_hits is None and not rules.rewrite_all:  # sizes alone decide: no index lists
+        low, high = rules.min_file_size_bytes, rules.max_file_size_bytes
+        candidates = [size for size in sizes if size < low or size > high]
+        if not candidates:
+            return []
+        if sum(candidates) <= rules.max_file_group_size_bytes:  # one bin, as pack_groups packs it
+            return [candidates] if _keep_by_size(candidates, rules) else []
     return [[sizes[i] for i in group] for group in partition_group_indexes(sizes, delete_hits, rules)]
 
 
@@ -406,10 +413,20 @@ def estimate_rewrite_position_delete_files(
 ) -> RewriteEstimate | None:
     """What ``rewrite_position_delete_files`` with the policy's config would rewrite; None without the
     full tier."""
-    files = position_deletes_of(metrics)
-    if files is None:
+    groups = metrics.position_delete_groups
+    if groups is None:
         return None
-    return plan_position_delete_rewrite(files, _rules("deletes", config, metrics.properties))
+    rules = _rules("deletes", config, metrics.properties)
+    if len({partition for partition, _ in groups}) != len(groups):  # the collector lists each once
+        return plan_position_delete_rewrite(position_deletes_of(metrics), rules)
+    # Read as stored, no object per delete file: a cold tick estimates every table's.
+    return _estimate((partition, _partition_groups(sizes, None, rules)) for partition, sizes in groups if sizes)
+
+
+def data_file_rules(config: Any, properties: Mapping[str, str]) -> RewriteRules:
+    """``RewriteRules.for_data_files``, built once per config and target size (the admission scopes every
+    rewrite candidate of a tick with them)."""
+    return _rules("data", config, properties)
 
 
 def _rules(kind: str, config: Any, properties: Mapping[str, str]) -> RewriteRules:

@@ -348,12 +348,16 @@ def admissible(f: Facts) -> Decision:
 
 
 def _run_class(schedule: Any) -> RunClass:
-    days = ",".join(str(d) for d in sorted(schedule.allowed_days))
-    return RunClass(
-        timeout=f"{schedule.timeout_hours:g}h",
-        window=f"{schedule.window_start}-{schedule.window_end} days {days} {schedule.timezone} "
-               f"enforce {schedule.enforce_window_end}",
-    )
+    """The schedule's run class, kept on the (immutable) schedule: the same for every table it governs."""
+    found = schedule.__dict__.get("_run_class")
+    if found is None:
+        days = ",".join(str(d) for d in sorted(schedule.allowed_days))
+        found = schedule.__dict__["_run_class"] = RunClass(  # not a field: equality and to_json ignore it
+            timeout=f"{schedule.timeout_hours:g}h",
+            window=f"{schedule.window_start}-{schedule.window_end} days {days} {schedule.timezone} "
+                   f"enforce {schedule.enforce_window_end}",
+        )
+    return found
 
 
 # -- a backlog's continuation: its due verdict -----------------------------------------------------

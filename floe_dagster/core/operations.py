@@ -8,56 +8,64 @@ names and flags, comes from its spec (``op.spec``); the properties below are the
 from __future__ import annotations
 
 from enum import Enum
+from functools import cached_property
 from typing import Any, Mapping
 
 from floe_dagster.core.operation_kinds import SPECS, OperationSpec, spec_of
 
 
 class _OperationKind(str, Enum):
-    """The members' behaviour (an enum without members, so it can be extended: ``Operation``)."""
+    """The members' behaviour (an enum without members, so it can be extended: ``Operation``).
 
-    @property
+    The spec and the flags read from it are kept on each member once read (``cached_property``: a
+    planner tick asks them ~250,000 times), and a member hashes as its value does, in C (Enum's own
+    ``__hash__`` is a Python call, on every dict lookup keyed by an operation; name and value are equal
+    here, so the hash is the same number)."""
+
+    __hash__ = str.__hash__
+
+    @cached_property
     def spec(self) -> OperationSpec:
         """The kind's declaration (core/operation_kinds/<kind>.py)."""
         return spec_of(self.value)
 
-    @property
+    @cached_property
     def order(self) -> int:
         """Its place in Floe's order within a table (0 for the first): compaction first, manifests and
         deletes last; statistics after them, so they describe the files the other operations left. The
         kinds sort by their spec's ``order``, which leaves room for new kinds between them."""
         return _PLACES[self.value]
 
-    @property
+    @cached_property
     def policy_key(self) -> str:
         """The policy field holding this operation's config, e.g. ``rewriteDataFiles``."""
         return self.spec.policy_key
 
-    @property
+    @cached_property
     def schedule_key(self) -> str:
         """The policy field holding this operation's schedule, e.g. ``rewriteDataFilesSchedule``."""
         return self.spec.schedule_key
 
-    @property
+    @cached_property
     def procedure(self) -> str:
         """Iceberg's Spark procedure that performs it (for APPLY_TABLE_PROPERTIES, the statement)."""
         return self.spec.procedure
 
-    @property
+    @cached_property
     def rewrites_data(self) -> bool:
         """Whether it rewrites table data, so that it counts against the bytes-per-hour budget."""
         return self.spec.rewrites_data
 
-    @property
+    @cached_property
     def holds_for_writers(self) -> bool:
         return self.spec.holds_for_writers
 
-    @property
+    @cached_property
     def needs_gc(self) -> bool:
         """Whether it deletes files, so that a table's ``gc.enabled=false`` forbids it."""
         return self.spec.needs_gc
 
-    @property
+    @cached_property
     def scopes_partitions(self) -> bool:
         """Whether the planner may scope a run of it to partitions (core/partition_scope.py)."""
         return self.spec.scopes_partitions

@@ -7,6 +7,7 @@ fields, windows, days and cron slots) is core/schedule.py, which imports this mo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +54,7 @@ class Due:
     detail: str
     last_success_start: datetime | None = None
 
-    @property
+    @cached_property  # frozen: read twice per due decision (its slot, then its attempt number)
     def slot_key(self) -> str:
         """A stable text naming the piece of work, for run keys and the trigger ledger: one per cron
         slot, per interval period and per condition cycle (a success starts a new one)."""

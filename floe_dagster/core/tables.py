@@ -21,6 +21,18 @@ class TableName:
         """``catalog.ns1.ns2.table``: the form patterns, tags, the CLI and the API use."""
         return ".".join((self.catalog, *self.namespace, self.name))
 
+    def __hash__(self) -> int:
+        # The generated hash builds and hashes a tuple of the three fields on every dict or set lookup (a
+        # planner tick makes ~200,000); frozen, so it is kept once computed. String hashes differ between
+        # processes, so the kept one is never pickled (``__getstate__``).
+        found = self.__dict__.get("_hash")
+        if found is None:
+            found = self.__dict__["_hash"] = hash((self.catalog, self.namespace, self.name))
+        return found
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     @property
     def namespace_str(self) -> str:
         return ".".join(self.namespace)

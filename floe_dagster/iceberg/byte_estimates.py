@@ -31,7 +31,8 @@ def estimate_operation_bytes(
     key = None
     if metrics.metadata_location is not None:
         key = (metrics.metadata_location, metrics.tier, metrics.current_snapshot_id, metrics.data_file_count,
-               metrics.delete_file_count, metrics.total_data_bytes, op, repr(config), repr(metrics.properties))
+               metrics.delete_file_count, metrics.total_data_bytes, op, _kept_repr(config),
+               _kept_repr(metrics.properties, metrics, "_properties_repr"))
         cached = _ESTIMATES.get(key)
         if cached is not None:
             return cached
@@ -44,6 +45,21 @@ def estimate_operation_bytes(
 
 
 _ESTIMATES: dict[tuple, int] = {}
+
+
+def _kept_repr(value: object, holder: object = None, name: str = "_repr") -> str:
+    """``repr(value)``, kept in ``holder``'s (by default the value's own) ``__dict__`` under ``name``: the
+    policies' configs and the metrics records are immutable, and a cold tick builds 20,000 keys from them
+    (the configs are one per policy). Values without a ``__dict__`` (a plain dict held by nothing) are
+    rendered each time."""
+    holder = value if holder is None else holder
+    kept = getattr(holder, "__dict__", None)
+    if kept is None:
+        return repr(value)
+    found = kept.get(name)
+    if found is None:
+        found = kept[name] = repr(value)  # not a field: equality, hashing and asdict ignore it
+    return found
 _ESTIMATES_MAX = 200_000
 
 

@@ -25,6 +25,7 @@ from floe_dagster.core.estimates import (
     plan_data_file_rewrite,
     plan_position_delete_rewrite,
     plan_recorded_data_files,
+    position_deletes_of,
 )
 from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
@@ -332,3 +333,33 @@ def test_rules_remembered_for_one_config_never_answer_for_another():
     # The same config on a table with a smaller target: 600 bytes are now "enough content".
     smaller = metrics(data_file_groups=m.data_file_groups, properties={"write.target-file-size-bytes": "500"})
     assert estimate_rewrite_data_files(smaller, RewriteDataFilesConfig(min_input_files=7)).files == 6
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(['["a"]', '["b"]', '["c"]', "[]"]),
+                          st.lists(st.integers(min_value=1, max_value=4000), max_size=8)), max_size=5),
+       st.fixed_dictionaries({}, optional={
+           "min_input_files": st.integers(min_value=1, max_value=6), "rewrite_all": st.booleans(),
+           "target_file_size_bytes": st.integers(min_value=100, max_value=8000)}))
+def test_position_delete_estimate_from_a_record_equals_planning_its_files(groups, options):
+    """The planner reads a record's position delete groups as stored (no object per delete file); it must
+    pick what planning the same delete files one by one picks, partitions listed twice or empty included."""
+    m = metrics(position_delete_groups=tuple((partition, tuple(sizes)) for partition, sizes in groups))
+    config = RewritePositionDeleteFilesConfig(**options)
+    expected = plan_position_delete_rewrite(position_deletes_of(m), RewriteRules.for_position_deletes(config, {}))
+    assert estimate_rewrite_position_delete_files(m, config) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=4000), max_size=20),
+       st.fixed_dictionaries({}, optional={
+           "min_input_files": st.integers(min_value=1, max_value=6), "rewrite_all": st.booleans(),
+           "max_file_group_size_bytes": st.integers(min_value=500, max_value=20000)}))
+def test_the_groups_of_sizes_alone_are_the_groups_of_their_indexes(sizes, options):
+    """Without delete rules the groups are made from the sizes alone (no index lists): the same groups as
+    the indexes Iceberg's bin-pack picks."""
+    from floe_dagster.core.estimates import _partition_groups, partition_group_indexes
+
+    rules = RewriteRules.sized(T, **options)
+    expected = [[sizes[i] for i in group] for group in partition_group_indexes(sizes, None, rules)]
+    assert _partition_groups(sizes, None, rules) == expected
