@@ -21,8 +21,9 @@ from datetime import datetime, timedelta, timezone
 from typing import Callable
 
 import pyarrow as pa
-from dagster import (AssetKey, AssetSelection, DagsterInstance, DefaultScheduleStatus,
-                     Definitions, MaterializeResult, ScheduleDefinition, asset, define_asset_job, in_process_executor)
+from dagster import (AssetKey, AssetSelection, DagsterInstance, DagsterRunStatus, DefaultScheduleStatus, Definitions,
+                     MaterializeResult, RunRequest, RunsFilter, SkipReason, asset,
+                     define_asset_job, in_process_executor, schedule)
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
 from pyiceberg.table import Table
@@ -46,6 +47,8 @@ LIVE_IDS = 10**12
 EVENTS_KEPT = timedelta(minutes=15)
 COMMIT_ATTEMPTS = 5
 TABLE_NAME = "dagster/table_name"
+IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
+             DagsterRunStatus.STARTED]
 
 
 @dataclass(frozen=True)
@@ -127,12 +130,23 @@ def _writer_asset(writer: DemoWriter, settings: Settings):
 
 def build_demo_writers(settings: Settings) -> Definitions:
     assets = [_writer_asset(writer, settings) for writer in WRITERS]
+    # dagster/priority: when a run slot frees, the writers go before floe's ordinary maintenance runs (0).
     job = define_asset_job(JOB_NAME, selection=AssetSelection.groups(GROUP), executor_def=in_process_executor,
+                           tags={"dagster/priority": "100"},
                            description="The demo's pipelines: a few rows appended, deleted and upserted.")
     status = DefaultScheduleStatus.RUNNING if settings.scheduler.enabled else DefaultScheduleStatus.STOPPED
-    schedule = ScheduleDefinition(name=SCHEDULE_NAME, job=job, cron_schedule=CRON, default_status=status,
-                                  description="Writes the demo tables every three minutes (on with the automation).")
-    return Definitions(assets=assets, jobs=[job], schedules=[schedule])
+
+    @schedule(name=SCHEDULE_NAME, job=job, cron_schedule=CRON, default_status=status,
+              description="Writes the demo tables every three minutes (on with the automation), unless its last run "
+                          "is still queued or running.")
+    def every_three_minutes(context):
+        # One write at a time: runs piling up in a busy queue would hold floe's maintenance of these tables
+        # (writer_running) for as long as any of them waits.
+        if context.instance.get_runs(RunsFilter(job_name=JOB_NAME, statuses=IN_FLIGHT), limit=1):
+            return SkipReason(f"a {JOB_NAME} run is still queued or running")
+        return RunRequest()
+
+    return Definitions(assets=assets, jobs=[job], schedules=[every_three_minutes])
 
 
 def first_writes(settings: Settings, instance: DagsterInstance) -> str | None:

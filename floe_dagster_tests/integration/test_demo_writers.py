@@ -17,7 +17,8 @@ from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
 import pytest
-from dagster import AssetKey, DagsterInstance, DagsterRunStatus, DefaultScheduleStatus, RunsFilter
+from dagster import (AssetKey, DagsterInstance, DagsterRunStatus, DefaultScheduleStatus, RunsFilter,
+                     build_schedule_context)
 
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core import run_tags as T
@@ -98,8 +99,16 @@ def test_the_demo_pipelines_write_their_tables_and_floe_knows_them_before_dagit_
     assert len(ids) == after["sales.events"] + 5
 
     # The schedule runs by default while the automation is on, and is stopped by default when it is off.
-    assert build_demo_writers(settings).resolve_schedule_def(SCHEDULE_NAME).default_status == \
-        DefaultScheduleStatus.RUNNING
+    writers = build_demo_writers(settings)
+    schedule = writers.resolve_schedule_def(SCHEDULE_NAME)
+    assert schedule.default_status == DefaultScheduleStatus.RUNNING
+    # It asks for a run, but not while one is still queued (runs piling up would hold the tables' maintenance).
+    with build_schedule_context(instance=instance) as context:
+        assert len(schedule.evaluate_tick(context).run_requests) == 1
+    instance.create_run_for_job(writers.resolve_job_def(JOB_NAME), status=DagsterRunStatus.NOT_STARTED)
+    with build_schedule_context(instance=instance) as context:
+        tick = schedule.evaluate_tick(context)
+    assert not tick.run_requests and tick.skip_message == "a demo_writes run is still queued or running"
     monkeypatch.setenv("FLOE_SCHEDULER_ENABLED", "false")
     from floe_dagster.settings import load_settings
 
@@ -115,7 +124,7 @@ def test_a_writers_materialization_leads_to_an_after_write_run_launched_by_the_d
     # The writer's run, as its schedule would launch it; floe has not read it yet (no first_writes).
     writer_run = build_demo_writers(settings).resolve_job_def(JOB_NAME).execute_in_process(instance=instance)
     assert writer_run.success and not Coordination(settings.coordination_url).writer_rows()
-    write = instance.get_latest_materialization_event(AssetKey(list(EVENTS_WRITER)))
+    [write] = instance.fetch_materializations(AssetKey(list(EVENTS_WRITER)), limit=1).records
 
     env = {**os.environ, "FLOE_CONFIG": os.environ["FLOE_CONFIG"], "DAGSTER_HOME": os.environ["DAGSTER_HOME"]}
     with dagster_daemon(env, str(workspace)):
