@@ -1,4 +1,4 @@
-"""Benchmark 15: lost commit races, the same table maintained by polling alone and by the after-write trigger
+"""Benchmark 16: lost commit races, the same table maintained by polling alone and by the after-write trigger
 (issue 28's second "done when").
 
 Two copies of one fragmented table (the same files), side by side in one process and one time window, so both
@@ -20,8 +20,8 @@ the writer's read and its commit; the writer reloads and retries), the compactio
 ``CommitConflict``: the writer's delete replaced a file the rewrite was replacing), the compactions that
 committed, and the data files left at the end.
 
-    python benchmarks/bench_after_write_races.py [--duration 180] [--period 30] [--commits 4] [--gap 1.5]
-                                                 [--poll 10] [--settle 2]
+    python benchmarks/bench_after_write_races.py [--duration 270] [--period 45] [--commits 8] [--gap 2]
+                                                 [--poll 5] [--settle 2]
 """
 
 from __future__ import annotations
@@ -96,12 +96,14 @@ def compaction(engine, name, counts: Counter) -> None:
     from floe_dagster.errors import CommitConflict
 
     counts["compactions"] += 1
+    started = time.monotonic()
     try:
         outcome = engine.maintain(name, Operation.REWRITE_DATA_FILES, RewriteDataFilesConfig(min_input_files=2),
                                   datetime.now(timezone.utc))
         counts["compactions committed"] += bool(outcome.new_snapshot_ids)
     except CommitConflict:
         counts["compactions refused"] += 1
+    counts["compaction s (sum)"] += round(time.monotonic() - started)
 
 
 def data_files(catalog_settings, identifier: str) -> int:
@@ -180,18 +182,18 @@ def run(args) -> dict[str, Counter]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--duration", type=float, default=180.0, help="seconds of writing")
-    parser.add_argument("--period", type=float, default=30.0, help="seconds from one burst's start to the next")
-    parser.add_argument("--commits", type=int, default=4, help="commits per burst")
-    parser.add_argument("--gap", type=float, default=1.5, help="seconds between a burst's commits")
-    parser.add_argument("--poll", type=float, default=10.0, help="the polling side's interval, seconds")
+    parser.add_argument("--duration", type=float, default=270.0, help="seconds of writing")
+    parser.add_argument("--period", type=float, default=45.0, help="seconds from one burst's start to the next")
+    parser.add_argument("--commits", type=int, default=8, help="commits per burst")
+    parser.add_argument("--gap", type=float, default=2.0, help="seconds between a burst's commits")
+    parser.add_argument("--poll", type=float, default=5.0, help="the polling side's interval, seconds")
     parser.add_argument("--settle", type=float, default=2.0, help="the after-write side's settle, seconds")
     args = parser.parse_args()
     print(machine(), flush=True)
     ensure_java()
     counts = run(args)
     keys = ["bursts", "writer commits", "writer commits refused", "compactions", "compactions committed",
-            "compactions refused", "data files at the end"]
+            "compactions refused", "compaction s (sum)", "data files at the end"]
     print(table([[key, counts["polling"][key], counts["after-write"][key]] for key in keys],
                 ["", "polling", "after-write"]))
     lost = {side: counts[side]["writer commits refused"] + counts[side]["compactions refused"] for side in SIDES}
