@@ -16,7 +16,8 @@ floe's real step (``IcebergSparkEngine.maintain``, REWRITE_DATA_FILES through Sp
   seconds) says when the compaction is due.
 
 Counted per side: the writer's commits refused (``CommitFailedException``: a compaction committed between
-the writer's read and its commit; the writer reloads and retries), the compactions refused (floe's
+the writer's read and its commit; or PyIceberg's ``ValidationException`` when a compaction replaced a file
+its delete was replacing; the writer reloads and retries), the compactions refused (floe's
 ``CommitConflict``: the writer's delete replaced a file the rewrite was replacing), the compactions that
 committed, and the data files left at the end.
 
@@ -54,7 +55,7 @@ POLICY = """
 def writer_job(catalog_settings, names: dict[str, str], args, counts: dict[str, Counter]):
     """The writer: one run is one burst on both copies; its assets materialize at the end of the burst."""
     from dagster import AssetSpec, Definitions, MaterializeResult, multi_asset
-    from pyiceberg.exceptions import CommitFailedException
+    from pyiceberg.exceptions import CommitFailedException, ValidationException
     from pyiceberg.expressions import EqualTo
 
     from floe_dagster.demo import rows
@@ -68,7 +69,7 @@ def writer_job(catalog_settings, names: dict[str, str], args, counts: dict[str, 
             try:
                 change(open_catalog(catalog_settings).load_table(names[side]))
                 return
-            except CommitFailedException:
+            except (CommitFailedException, ValidationException):  # the catalog's check, or the delete's
                 counts[side]["writer commits refused"] += 1
         raise RuntimeError(f"the writer lost 50 races in a row on {names[side]}")
 
