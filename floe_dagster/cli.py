@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import uuid
 from pathlib import Path
 
@@ -91,7 +90,7 @@ def cmd_tables(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from floe_dagster.demo import build_demo_lakehouse, live_writer, write_workspace
+    from floe_dagster.demo import build_demo_lakehouse, write_workspace
     from floe_dagster.iceberg.table_cache import refresh_table_cache
     from floe_dagster.instance import ensure_dagster_home
 
@@ -105,9 +104,9 @@ def cmd_demo(args) -> int:
     print(f"Dagster instance: {home}")
     if args.no_dagit:
         return EXIT_OK
-    if args.live:
-        threading.Thread(target=live_writer, args=(settings,), daemon=True).start()
-        print("Live writer: appending to sales.orders and sales.events every minute")
+    from floe_dagster.demo_writers import start_demo_writers
+
+    print("\n".join(start_demo_writers(settings)))
     workspace = write_workspace(home)
     print(f"Dagit: http://{args.host}:{args.port}  (Ctrl-C to stop)", flush=True)
     command = ["dagster", "dev", "-w", str(workspace), "-h", args.host, "-p", str(args.port)]
@@ -387,7 +386,6 @@ def _add_setup_commands(sub) -> None:
     tables.set_defaults(func=cmd_tables)
 
     demo = sub.add_parser("demo", help="create the embedded demo lakehouse and start Dagit with the automation on")
-    demo.add_argument("--live", action="store_true", help="keep appending to two tables every minute")
     demo.add_argument("--host", default="127.0.0.1")
     demo.add_argument("--port", type=int, default=3000)
     demo.add_argument("--no-dagit", action="store_true", help="only build the lakehouse")

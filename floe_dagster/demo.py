@@ -61,6 +61,8 @@ ARROW_SCHEMA = pa.schema([
     pa.field("at", pa.timestamp("us", tz="UTC")),
 ])
 REGIONS = ("eu", "us", "apac", "latam")
+# The demo workspace's second code location: the pipelines that write the demo tables (demo_writers.py).
+WRITERS_LOCATION = "demo-pipelines"
 
 
 def rows(start: int, count: int, region: str | None = None) -> pa.Table:
@@ -180,30 +182,17 @@ def _build_position_deletes(settings: Settings, sizes: DemoSizes, engine=None) -
             spark.sql(f"DELETE FROM {name} WHERE id % 50 = {i}")
 
 
-def live_writer(settings: Settings, interval_s: float = 60.0, iterations: int | None = None) -> None:
-    """Append a few rows to two demo tables every minute, so the automation always has fresh work."""
-    catalog = open_catalog(settings.catalog)
-    done = 0
-    while iterations is None or done < iterations:
-        for name in ("sales.orders", "sales.events"):
-            for attempt in range(5):
-                try:
-                    catalog.load_table(name).append(rows(int(time.time()) + done, 5))
-                    break
-                except Exception as exc:  # a commit can race with a maintenance run: retry
-                    log.warning("live writer: append to %s failed (%s), retrying", name, exc)
-                    time.sleep(2 + attempt)
-        done += 1
-        if iterations is None or done < iterations:
-            time.sleep(interval_s)
-
-
 def write_workspace(home: Path) -> Path:
-    """The demo's Dagit workspace: a workspace file in DAGSTER_HOME that loads this package, whatever
-    folder Dagit starts in."""
+    """The demo's Dagit workspace, a file in DAGSTER_HOME that loads this package whatever folder Dagit starts
+    in: floe's code location and the demo's pipelines that write its tables (floe_dagster/demo_writers.py)."""
     workspace = home / "workspace.yaml"
+    folder = json.dumps(str(Path.cwd()))
     workspace.write_text(
-        "load_from:\n  - python_module:\n      module_name: floe_dagster.definitions\n"
-        f"      location_name: floe\n      working_directory: {json.dumps(str(Path.cwd()))}\n"
+        "load_from:\n"
+        f"  - python_module:\n      module_name: floe_dagster.definitions\n      location_name: floe\n"
+        f"      working_directory: {folder}\n"
+        f"  - python_module:\n      module_name: floe_dagster.demo_writers\n"
+        f"      location_name: {WRITERS_LOCATION}\n"
+        f"      working_directory: {folder}\n"
     )
     return workspace

@@ -209,14 +209,3 @@ def test_unknown_table_is_a_clear_error_before_any_run(lake, instance):
     with pytest.raises(LookupError, match="table 'demo.sales.nope' does not exist in catalog 'demo'"):
         trigger_table(lake, "demo.sales.nope", [], reason="x", actor="t", trigger_id="x", instance=instance)
     assert not instance.get_runs()
-
-
-def test_live_writer_keeps_adding_work(lake):
-    from floe_dagster.demo import live_writer
-
-    catalog = open_catalog(lake.catalog)
-    before = {name: table_counts(load_table(catalog, TableName.parse(name, "demo"))) for name in ("sales.orders", "sales.events")}
-    live_writer(lake, interval_s=0, iterations=2)
-    for name, counts in before.items():
-        after = table_counts(load_table(open_catalog(lake.catalog), TableName.parse(name, "demo")))
-        assert after["records"] == counts["records"] + 10 and after["data_files"] == counts["data_files"] + 2
