@@ -85,14 +85,43 @@ def dagster_daemon(env: Mapping[str, str], workspace: str = "workspace.yaml") ->
             daemon.wait()
 
 
+# The databases ./dev's setup_postgres creates; tests wipe and refill their tables, so each pytest-xdist
+# worker (PYTEST_XDIST_WORKER: gw0, gw1, ...) gets copies of its own, created on first use (the floe role
+# has CREATEDB); a serial run uses these names as they are.
+TEST_DATABASES = ("floe_dagster", "floe_catalog", "floe_coordination")
+
+
+def worker_database(database: str) -> str:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return f"{database}_{worker}" if worker and database in TEST_DATABASES else database
+
+
+def _create_database(base: str, database: str) -> None:
+    import sqlalchemy
+
+    admin = sqlalchemy.create_engine(f"{base}/postgres", isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            exists = connection.execute(sqlalchemy.text("SELECT 1 FROM pg_database WHERE datname = :name"),
+                                        {"name": database}).first()
+            if not exists:
+                connection.execute(sqlalchemy.text(f'CREATE DATABASE "{database}"'))
+    finally:
+        admin.dispose()
+
+
 def postgres_url(database: str) -> str:
-    """A URL for one of the test databases; fails (never skips) with a clear message when the server
-    on 127.0.0.1:5432 cannot be reached, since ./dev test starts it."""
+    """A URL for one of the test databases (this worker's copy of it: worker_database); fails (never
+    skips) with a clear message when the server on 127.0.0.1:5432 cannot be reached, since ./dev test
+    starts it."""
     import sqlalchemy
 
     base = os.environ.get("FLOE_TEST_PG_URL", "postgresql://floe:floe@127.0.0.1:5432")
+    requested, database = database, worker_database(database)
     url = f"{base}/{database}"
     try:
+        if database != requested:
+            _create_database(base, database)
         engine = sqlalchemy.create_engine(url)
         with engine.connect():
             pass
@@ -135,3 +164,28 @@ def instance_home(request, tmp_path, monkeypatch):
             connection.execute(sqlalchemy.text(f"DROP TABLE IF EXISTS {table}"))
     engine.dispose()
     return home
+
+
+# The longest modules by the last measured run (--durations, summed per module), longest first. ./dev test
+# hands whole modules to its processes in collection order (--dist loadfile, --no-loadscope-reorder):
+# starting the long ones first keeps one of them from being the last thing running while the other
+# processes sit idle. Then the other integration and reliability modules, then the quick unit ones.
+LONGEST_MODULES_FIRST = (
+    "reliability/test_row_level_writers.py",
+    "integration/test_daemon_backfills.py",
+    "integration/test_object_storage_quarantine.py",
+    "integration/test_api.py",
+)
+
+
+def _module_rank(item: pytest.Item) -> tuple[int, int]:
+    path = Path(str(item.path)).as_posix()
+    for rank, module in enumerate(LONGEST_MODULES_FIRST):
+        if path.endswith("/" + module):
+            return 0, rank
+    return (2, 0) if "/unit/" in path else (1, 0)
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # a serial run keeps the usual order
+        items.sort(key=_module_rank)  # stable: each module's own order stays

@@ -239,9 +239,22 @@ def answer_texts(answers) -> dict[str, str]:
             for operation, who, _, response in answers}
 
 
-def test_every_endpoint_for_every_role_no_key_a_revoked_and_an_expired_key(secured):
+@pytest.fixture(scope="module")
+def working_answers(secured):
+    """The working server's answers to the whole matrix (asked once: the logs test reads what it logged)."""
     url = secured["urls"]["working"]
-    answers = run_matrix(url, keys_of_every_kind(url))
+    return run_matrix(url, keys_of_every_kind(url))
+
+
+@pytest.fixture(scope="module")
+def catalog_down_answers(secured):
+    """The answers of the server whose catalog is down, for ADMIN, VIEWER and no key."""
+    url = secured["urls"]["catalog-down"]
+    return run_matrix(url, {"ADMIN": API_KEYS["ADMIN"], "VIEWER": API_KEYS["VIEWER"], "no key": None})
+
+
+def test_every_endpoint_for_every_role_no_key_a_revoked_and_an_expired_key(working_answers):
+    answers = working_answers
     assert_roles(answers)
     served = [response.status_code for operation, who, role, response in answers if who == "ADMIN"]
     assert all(status < 500 for status in served), served  # the working server answers every call
@@ -251,17 +264,16 @@ def test_every_endpoint_for_every_role_no_key_a_revoked_and_an_expired_key(secur
     assert catalog["properties"]["header.Authorization"] == catalog["properties"]["s3.secret-access-key"] == "***"
 
 
-def test_with_the_catalog_down_errors_name_it_without_its_secrets(secured):
-    url = secured["urls"]["catalog-down"]
-    answers = run_matrix(url, {"ADMIN": API_KEYS["ADMIN"], "VIEWER": API_KEYS["VIEWER"], "no key": None})
+def test_with_the_catalog_down_errors_name_it_without_its_secrets(catalog_down_answers):
+    answers = catalog_down_answers
     assert_roles(answers)
     down = [response for operation, who, _, response in answers if who == "ADMIN" and response.status_code >= 500]
     assert len(down) >= 3, [r.text for r in down]  # health, table details, trigger… answer that the catalog is down
     assert not leaks(answer_texts(answers))
 
 
-def test_the_servers_logs_hold_no_secret(secured):
-    # After the matrices above (same module): every log line of both servers, errors included.
+def test_the_servers_logs_hold_no_secret(secured, working_answers, catalog_down_answers):
+    # Once both servers have answered the whole matrix (the fixtures): every log line, errors included.
     texts = {path.name: path.read_text(errors="replace") for path in secured["logs"].glob("serve-*.log")}
     assert "catalog" in texts["serve-catalog-down.log"].lower()  # the outage was logged
     assert not leaks(texts)
