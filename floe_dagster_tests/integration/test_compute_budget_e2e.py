@@ -28,6 +28,7 @@ from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.iceberg.table_cache import refresh_table_cache
 from floe_dagster.settings import load_settings
 from floe_dagster_tests.conftest import write_settings
+from floe_dagster_tests.integration._seeded import seeded_table, viewer_config
 from floe_dagster_tests.unit.test_api_http import VIEWER_KEY, start_server
 
 pytestmark = pytest.mark.spark
@@ -44,23 +45,11 @@ BUDGET_VARIABLE = "FLOE_SCHEDULER__MAX_COMPUTE_HOURS_PER_HOUR"
 
 @pytest.fixture
 def lake(tmp_path, dagster_home, monkeypatch):
-    keys = tmp_path / "keys.txt"
-    keys.write_text(f"viewer:VIEWER:{hash_key(VIEWER_KEY)}\n")
-    config = write_settings(tmp_path, POLICY, f"api:\n  keys-file: {keys}\n")
-    monkeypatch.setenv("FLOE_CONFIG", str(config))
-    settings = load_settings(config, environ={})
+    config, settings = viewer_config(tmp_path, POLICY, monkeypatch)
     catalog = open_catalog(settings.catalog)
     catalog.create_namespace("budget")
-    for table in (RAN, WAITS):  # four files of 20 rows each: the smallest table a compaction changes
-        created = catalog.create_table(f"budget.{table.name}", schema=EVENT_SCHEMA)
-        folder = local_path(created.location()) / "data"
-        folder.mkdir(parents=True)
-        paths = []
-        for i in range(4):
-            path = folder / f"seed-{uuid.uuid4().hex}.parquet"
-            pq.write_table(rows(i * 20, 20), path)
-            paths.append(f"file://{path}")
-        created.add_files(paths)
+    for table in (RAN, WAITS):
+        seeded_table(catalog, f"budget.{table.name}", 4, 20)
     refresh_table_cache(settings)
     with DagsterInstance.get() as instance:
         yield config, settings, instance

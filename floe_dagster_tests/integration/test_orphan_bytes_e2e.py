@@ -33,6 +33,7 @@ from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.iceberg.table_cache import refresh_table_cache
 from floe_dagster.settings import load_settings
 from floe_dagster_tests.conftest import write_settings
+from floe_dagster_tests.integration._seeded import seeded_table, viewer_config
 from floe_dagster_tests.integration.test_value_report_e2e import _Cells
 from floe_dagster_tests.unit.test_api_http import VIEWER_KEY, start_server
 
@@ -56,20 +57,12 @@ def served_sample(url: str) -> float:
 
 def test_an_orphan_cleanup_records_the_bytes_it_deleted_and_the_report_shows_them(tmp_path, dagster_home, capsys,
                                                                                    monkeypatch):
-    keys = tmp_path / "keys.txt"
-    keys.write_text(f"viewer:VIEWER:{hash_key(VIEWER_KEY)}\n")
-    config = write_settings(tmp_path, POLICY, f"api:\n  keys-file: {keys}\n")
-    monkeypatch.setenv("FLOE_CONFIG", str(config))
+    config, settings = viewer_config(tmp_path, POLICY, monkeypatch)
     monkeypatch.setattr(OutcomeTally, "LAG", timedelta(0))  # count an outcome at the next scrape
-    settings = load_settings(config, environ={})
     catalog = open_catalog(settings.catalog)
     catalog.create_namespace("orphans")
-    created = catalog.create_table("orphans.events", schema=EVENT_SCHEMA)
-    folder = local_path(created.location()) / "data"
-    folder.mkdir(parents=True)
-    seed = folder / f"seed-{uuid.uuid4().hex}.parquet"
-    pq.write_table(rows(0, 20), seed)
-    created.add_files([f"file://{seed}"])
+    _, folder = seeded_table(catalog, "orphans.events", 1, 20)
+    [seed] = folder.glob("seed-*.parquet")
     orphan = folder / "planted-orphan.parquet"
     pq.write_table(rows(900, 300), orphan)
     ten_days_ago = time.time() - 10 * 86400

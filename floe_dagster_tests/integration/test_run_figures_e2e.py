@@ -33,6 +33,7 @@ from floe_dagster.iceberg.catalog import load_table, open_catalog
 from floe_dagster.iceberg.table_cache import refresh_table_cache
 from floe_dagster.settings import load_settings
 from floe_dagster_tests.conftest import write_settings
+from floe_dagster_tests.integration._seeded import seeded_table, viewer_config
 from floe_dagster_tests.unit.test_api_http import VIEWER_KEY, start_server
 
 pytestmark = pytest.mark.spark
@@ -50,23 +51,11 @@ FILES = 6
 
 @pytest.fixture
 def lake(tmp_path, dagster_home, monkeypatch):
-    keys = tmp_path / "keys.txt"
-    keys.write_text(f"viewer:VIEWER:{hash_key(VIEWER_KEY)}\n")
-    config = write_settings(tmp_path, POLICY, f"api:\n  keys-file: {keys}\n")
-    monkeypatch.setenv("FLOE_CONFIG", str(config))
-    settings = load_settings(config, environ={})
+    config, settings = viewer_config(tmp_path, POLICY, monkeypatch)
     catalog = open_catalog(settings.catalog)
     catalog.create_namespace("figures")
     for table, rows_per_file in ((BIG, 4000), (SMALL, 40)):
-        created = catalog.create_table(f"figures.{table.name}", schema=EVENT_SCHEMA)
-        folder = local_path(created.location()) / "data"
-        folder.mkdir(parents=True)
-        paths = []
-        for i in range(FILES):
-            path = folder / f"seed-{uuid.uuid4().hex}.parquet"
-            pq.write_table(rows(i * rows_per_file, rows_per_file), path)
-            paths.append(f"file://{path}")
-        created.add_files(paths)
+        seeded_table(catalog, f"figures.{table.name}", FILES, rows_per_file)
     refresh_table_cache(settings)
     with DagsterInstance.get() as instance:
         yield settings, instance

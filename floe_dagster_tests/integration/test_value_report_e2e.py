@@ -28,6 +28,7 @@ from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.iceberg.table_cache import refresh_table_cache
 from floe_dagster.settings import load_settings
 from floe_dagster_tests.conftest import write_settings
+from floe_dagster_tests.integration._seeded import seeded_table
 
 pytestmark = pytest.mark.spark
 
@@ -50,15 +51,7 @@ def maintained(tmp_path, dagster_home, monkeypatch):
     settings = load_settings(config, environ={})
     catalog = open_catalog(settings.catalog)
     catalog.create_namespace("valued")
-    created = catalog.create_table("valued.events", schema=EVENT_SCHEMA)
-    folder = local_path(created.location()) / "data"
-    folder.mkdir(parents=True)
-    paths = []
-    for i in range(FILES):
-        path = folder / f"seed-{uuid.uuid4().hex}.parquet"
-        pq.write_table(rows(i * 20, 20), path)
-        paths.append(f"file://{path}")
-    created.add_files(paths)
+    seeded_table(catalog, "valued.events", FILES, 20)
     refresh_table_cache(settings)
     with DagsterInstance.get() as instance:
         result = build_definitions(settings).resolve_job_def(MAINTENANCE_JOB).execute_in_process(
