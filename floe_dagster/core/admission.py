@@ -16,6 +16,7 @@ from floe_dagster.core.batches import BatchPacker, RunClass
 from floe_dagster.core.decisions import Decision, PlanInput, replace_decision, skip
 from floe_dagster.core.estimates import EstimateOptionError, data_file_rules
 from floe_dagster.core.compute_budget import compute_budget
+from floe_dagster.core.learned_plan import LearnedView
 from floe_dagster.core.fair_shares import (
     BYTES, COMPUTE, OPERATIONS, RUNS, TABLES, FairQueue, admission_costs, decayed_usage,
 )
@@ -63,12 +64,14 @@ ADMISSION: tuple[AdmissionStep, ...] = (
 ADMISSION_CODES: tuple[str, ...] = tuple(code for step in ADMISSION for code in step.codes)
 
 
-def admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: list[str]) -> list[Decision]:
+def admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: list[str],
+                         learned: LearnedView | None = None) -> list[Decision]:
     """One admission pass: the ranked ``candidates`` (each passed every gate) admitted or skipped
     against the budgets ``data`` gives (``limits``, ``bytes_last_hour``, ``queued_runs``), one operation
     per table, split between shares when ``data.fair_shares`` is on. Admitted decisions get their rank
     (1, 2, … in this pass) and batch; notes go to ``notes``. A second pass over other candidates
-    (shadow policies) calls it again with its own budgets."""
+    (shadow policies) calls it again with its own budgets. ``learned``: the plan's view of the recorded
+    runs, which the compute budget estimates with (made here when not given)."""
     decisions: list[Decision] = []
     offered: list[Decision] = []
     for decision in candidates:
@@ -76,7 +79,7 @@ def admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: lis
             decisions.append(skip(decision, "out_of_scope", "another launcher admits it", more=decision.reasons))
         else:
             offered.append(decision)
-    admission = _Admission(data, notes)
+    admission = _Admission(data, notes, learned)
     if not data.fair_shares.enabled:
         decisions.extend(admission.offer(decision) for decision in offered)
         return decisions
@@ -153,7 +156,7 @@ class _Admission:
     of :data:`ADMISSION` in order and is admitted, or skipped by the first step that stops it. Batches are
     filled in that order, so with fair shares a run may hold the tables of several shares."""
 
-    def __init__(self, data: PlanInput, notes: list[str]) -> None:
+    def __init__(self, data: PlanInput, notes: list[str], learned: LearnedView | None = None) -> None:
         self.data, self.limits, self.notes = data, data.limits, notes
         self.tables_admitted: dict[TableName, Operation] = {}  # one operation per table at a time
         self.operations_admitted = 0
@@ -170,7 +173,7 @@ class _Admission:
             getattr(self, step.method) for step in ADMISSION if step.method is not None)
         # What the steps learn about the decision on offer, for its admission.
         self.alone = False  # larger than the whole byte budget, into an empty window: noted once admitted
-        self.compute = compute_budget(data)  # None: no max-compute-hours-per-hour
+        self.compute = compute_budget(data, learned)  # None: no max-compute-hours-per-hour
         self.compute_before = self.compute.window.used_s if self.compute is not None else 0.0
         self.compute_used = self.compute_before
         self.compute_cost = 0.0  # the compute estimate of the decision on offer

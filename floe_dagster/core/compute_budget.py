@@ -140,8 +140,9 @@ class ComputeBudget:
     """One admission pass's compute budget: the window at the pass's start and each decision's estimate."""
 
     def __init__(self, limit_hours: float, runs: Mapping[tuple[str, Operation], Sequence[RecordedRun]],
-                 in_flight: Iterable[InFlightAdmission], now: datetime, ranking: RankingSettings) -> None:
-        self.view = LearnedView.of(runs, now, ranking)
+                 in_flight: Iterable[InFlightAdmission], now: datetime, ranking: RankingSettings,
+                 view: LearnedView | None = None) -> None:
+        self.view = view if view is not None else LearnedView.of(runs, now, ranking)
         recorded, finished = spent_in_window(runs, now)
         pending = list(in_flight)
         estimated = sum(self.estimate(a.table, a.operation, a.estimated_bytes).seconds for a in pending)
@@ -156,13 +157,14 @@ class ComputeBudget:
         return max(0.0, self.window.limit_s - self.window.used_s)
 
 
-def compute_budget(data: Any) -> ComputeBudget | None:
-    """The pass's compute budget from the plan's input (a :class:`~floe_dagster.core.decisions.PlanInput`);
-    None when ``max-compute-hours-per-hour`` is not set."""
+def compute_budget(data: Any, view: LearnedView | None = None) -> ComputeBudget | None:
+    """The pass's compute budget from the plan's input (a :class:`~floe_dagster.core.decisions.PlanInput`),
+    estimating with the plan's ``view`` of the same recorded runs when given; None when
+    ``max-compute-hours-per-hour`` is not set."""
     limit = data.limits.max_compute_hours_per_hour
     if not limit:
         return None
-    return ComputeBudget(limit, data.recorded_runs, data.admissions_in_flight, data.now, data.ranking)
+    return ComputeBudget(limit, data.recorded_runs, data.admissions_in_flight, data.now, data.ranking, view)
 
 
 __all__ = ["SETTING", "WINDOW", "compute_hours_problem", "read_compute_hours", "InFlightAdmission",

@@ -133,12 +133,25 @@ def _as_shadow(decision: Decision) -> Decision:
     return replace_decision(decision, reasons=(reason, *decision.reasons[1:]), attempt=SHADOW_ATTEMPT)
 
 
+def _learned_view(state: PlanState) -> LearnedView:
+    """The recorded runs' totals, made once per plan: the learned ranking and the compute budget's estimates
+    (both admission passes) read the same view."""
+    if state.learned is None:
+        state.learned = LearnedView.of(state.data.recorded_runs, state.data.now, state.data.ranking)
+    return state.learned
+
+
+def _budget_view(state: PlanState) -> LearnedView | None:
+    """The view the compute budget estimates with (None: no compute budget, so none is made for it)."""
+    return _learned_view(state) if state.data.limits.max_compute_hours_per_hour else None
+
+
 def _rank_stage(state: PlanState) -> None:
     """Debt score, policy priority, schedule priority, table name, then Floe's operation order; with
     ``ranking.learned`` the debt score × each candidate's measured-efficiency factor (core/learned_plan.py)."""
     ranking = state.data.ranking
     if ranking.learned or ranking.shadow:
-        view = state.learned = LearnedView.of(state.data.recorded_runs, state.data.now, ranking)
+        view = _learned_view(state)
         data = state.data
         state.candidates = [replace_decision(d, efficiency=view.factor(
             d.table.qualified, d.operation, data.metrics.get(d.table), _config(data, d))) for d in state.candidates]
@@ -166,10 +179,10 @@ def _sla_first_stage(state: PlanState) -> None:
 
 def _live_admission(state: PlanState) -> None:
     live = [d for d in state.candidates if not d.shadow]
-    state.live = admit_within_budgets(state.data, live, state.notes)
+    state.live = admit_within_budgets(state.data, live, state.notes, _budget_view(state))
     state.decided.extend(state.live)
-    if state.learned is not None and state.data.ranking.shadow:  # both orders side by side, in the notes
-        state.notes.append(shadow_note(state.learned, live, [d for d in state.live if d.decision == "run"]))
+    if state.data.ranking.shadow:  # both orders side by side, in the notes
+        state.notes.append(shadow_note(_learned_view(state), live, [d for d in state.live if d.decision == "run"]))
 
 
 def _shadow_pass(state: PlanState) -> None:
@@ -181,7 +194,7 @@ def _shadow_pass(state: PlanState) -> None:
     data, live = state.data, state.live
     shadow_notes: list[str] = []
     own_budgets = replace(data, bytes_last_hour=data.shadow_bytes_last_hour, queued_runs=0, past_admissions=())
-    passed = admit_within_budgets(own_budgets, candidates, shadow_notes)
+    passed = admit_within_budgets(own_budgets, candidates, shadow_notes, _budget_view(state))
     ranks = max((d.rank for d in live if d.rank is not None), default=0)
     batches = max((d.batch for d in live if d.batch is not None), default=0)
     state.notes.extend(f"shadow: {note}" for note in shadow_notes)
