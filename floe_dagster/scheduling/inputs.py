@@ -51,14 +51,19 @@ class LedgerState:
 
     in_flight: frozenset[tuple[str, Operation]]  # queued or running runs, and fresh admissions
     last_attempts: Mapping[tuple[str, Operation, str], int]  # (table, operation, slot) -> last attempt
-    bytes_in_flight: int  # estimated bytes of admissions not finished yet (byte budget)
+    # The admissions not finished yet, each with its estimate: the byte budget counts their bytes, the
+    # compute budget their compute estimates.
+    unfinished: tuple[InFlightAdmission, ...] = ()
     # (table, operation) -> what its newest admission left to do (a partition-scoped rewrite's backlog)
     backlogs: Mapping[tuple[str, Operation], Backlog] = field(default_factory=dict)
     shadow_bytes_last_hour: int = 0  # the shadow pass's budget: estimated bytes of the last hour's shadow rows
     # The live admissions of the fair shares' memory (core/fair_shares.USAGE_HORIZON), oldest first.
     recent_admissions: tuple[PastAdmission, ...] = ()
-    # The admissions whose bytes_in_flight counts (not finished yet): the compute budget counts their estimates.
-    unfinished: tuple[InFlightAdmission, ...] = ()
+
+    @property
+    def bytes_in_flight(self) -> int:
+        """Estimated bytes of the admissions not finished yet (the byte budget)."""
+        return sum(admission.estimated_bytes for admission in self.unfinished)
 
 
 def ledger_state(rows: Iterable[LedgerRow], now: datetime,
@@ -76,7 +81,6 @@ def ledger_state(rows: Iterable[LedgerRow], now: datetime,
     rows = [row for row in rows if not row.shadow]
     in_flight = set(running)
     last_attempts: dict[tuple[str, Operation, str], int] = {}
-    pending_bytes = 0
     pending: list[InFlightAdmission] = []
     created = []
     for row in rows:
@@ -86,14 +90,12 @@ def ledger_state(rows: Iterable[LedgerRow], now: datetime,
         if row.run_id is None:
             if now - row.admitted_at < ADMISSION_TTL:
                 in_flight.add(item)
-                pending_bytes += row.estimated_bytes
                 pending.append(InFlightAdmission(*item, row.estimated_bytes))
         else:
             created.append((item, row.estimated_bytes))
-    estimated_running = sum(estimate for item, estimate in created if item in in_flight)
     pending += [InFlightAdmission(*item, estimate) for item, estimate in created if item in in_flight]
-    return LedgerState(frozenset(in_flight), last_attempts, pending_bytes + estimated_running, backlogs_of(rows),
-                       shadow_bytes, recent_admissions(rows, now), tuple(pending))
+    return LedgerState(frozenset(in_flight), last_attempts, tuple(pending), backlogs_of(rows), shadow_bytes,
+                       recent_admissions(rows, now))
 
 
 def recent_admissions(rows: Iterable[LedgerRow], now: datetime) -> tuple[PastAdmission, ...]:
