@@ -46,6 +46,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from floe_dagster.coordination.locks import Locks, locks_for
+from floe_dagster.core.circuit import OutageCircuit
 from floe_dagster.core.history import OUTAGE, OperationHistory, Outcome, fold_outcome
 from floe_dagster.core.localtime import naive_as_utc
 from floe_dagster.core.operations import Operation
@@ -304,23 +305,25 @@ class Coordination:
             ).all()
         return {name: int(total or 0) for name, total in rows}
 
-    def outage_circuit(self, now: datetime, pause: timedelta) -> datetime | None:
-        """When launches may resume after an outage (an outcome whose failure kind is ``outage``, by
-        errors.failure_kind's rule: something could not be reached): the last outage failure + ``pause``,
-        as long as no run has succeeded since; None when the circuit is closed."""
+    def outage_circuit(self, now: datetime, pause: timedelta) -> OutageCircuit | None:
+        """The launch circuit after an outage (an outcome whose failure kind is ``outage``, by
+        errors.failure_kind's rule: something could not be reached): launches resume at the last
+        outage failure + ``pause``, as long as no run has succeeded since; with the tables whose runs
+        met an outage since the last success (the probe avoids them). None when the circuit is closed."""
         with self.engine.connect() as connection:
             last_outage = connection.execute(
                 select(func.max(outcomes.c.finished_at)).where(outcomes.c.failure_kind == OUTAGE)
             ).scalar()
             if last_outage is None:
                 return None
-            succeeded_since = connection.execute(
-                select(func.count()).select_from(outcomes).where(
-                    outcomes.c.succeeded.is_(True), outcomes.c.finished_at > last_outage)
-            ).scalar()
-        if succeeded_since:
-            return None
-        return naive_as_utc(last_outage) + pause
+            last_success = connection.execute(
+                select(func.max(outcomes.c.finished_at)).where(outcomes.c.succeeded.is_(True))).scalar()
+            if last_success is not None and last_success > last_outage:
+                return None
+            since = [] if last_success is None else [outcomes.c.finished_at > last_success]
+            tripped = connection.execute(
+                select(outcomes.c.table_name).distinct().where(outcomes.c.failure_kind == OUTAGE, *since)).scalars()
+            return OutageCircuit(naive_as_utc(last_outage) + pause, frozenset(tripped))
 
     def prune(self, outcomes_before: datetime, ledger_before: datetime) -> tuple[int, int]:
         """Delete outcome rows finished before ``outcomes_before`` and ledger rows admitted before

@@ -1,12 +1,21 @@
-"""The one rule that tells an outage from a table's own failure (DESIGN.md section 6, "Blast radius").
+"""The one rule that tells an outage from a table's own failure ("Blast radius" in docs/security.md).
 
 An outage is a service floe-dagster depends on that cannot be reached: the catalog, the table's
-storage, Spark (its JVM gateway, a Spark Connect server) or the coordination database. It is nobody's
-fault: it does not count toward any table's backoff, and it pauses launches (the circuit breaker).
-Everything else that goes wrong while loading or maintaining one table (corrupt or missing metadata,
-a permission refused on its files, a table the catalog no longer has, a 4xx answer of a REST catalog
-about it, an ``AnalysisException``) is that table's failure: recorded as its outcome, with backoff,
-and the other tables go on.
+storage, Spark (its JVM gateway, its master, a Spark Connect server) or the coordination database.
+It is nobody's fault: it does not count toward any table's backoff, and it pauses launches (the
+circuit breaker). Everything else that goes wrong while loading or maintaining one table (corrupt or
+missing metadata, a permission refused on its files, a table the catalog no longer has, a 4xx answer
+of a REST catalog about it, an ``AnalysisException``) is that table's failure: recorded as its
+outcome, with backoff, and the other tables go on.
+
+A failure inside one of Spark's jobs (a task, an executor or a shuffle fetch that failed, an executor
+out of memory) is the table's too, even when its text is full of connection words: an executor that
+dies of memory makes the next stage's fetch fail with "Failed to connect to <executor>", "Connection
+refused". Spark, the catalog and the driver all answered; what failed is this table's job. So Spark's
+job-internal words win over connection text. Only an error about the client's own connection (a
+Python socket error, Py4J's lost gateway, a gateway's 503) is an outage whatever text it carries.
+When the storage itself goes down in the middle of a job, that one table is charged one backoff step;
+the next table's load, on the driver, meets the outage outside any job and opens the circuit.
 
 Pure: the caller (``errors.error_links``) describes each exception of a cause chain by its class
 names, its text (a Java error's text carries its ``Caused by:`` chain), an HTTP status when it
@@ -52,6 +61,16 @@ _UNREACHABLE_TEXT = re.compile("|".join((
     r"StatusCode\.UNAVAILABLE", r"failed to connect to all addresses",  # Spark Connect (gRPC)
 )))
 
+# What Spark says when a failure happened inside one of its jobs (Spark 3.5's texts, Scala and Connect
+# alike): a stage or a task that failed, an executor that was lost or killed, a shuffle fetch that
+# failed, memory exhausted in a task. None of these names an unreachable service.
+_JOB_INTERNAL_TEXT = re.compile("|".join((
+    r"Job aborted due to stage failure", r"FetchFailedException", r"FetchFailed\(", r"MetadataFetchFailedException",
+    r"Missing an output location for shuffle", r"ExecutorLostFailure", r"Lost executor \d",
+    r"Executor heartbeat timed out", r"exited caused by one of the running tasks", r"TaskKilled", r"Lost task \d",
+    r"OutOfMemoryError", r"Container killed", r"Task failed while writing rows",
+)))
+
 # A commit whose outcome is unknown (the answer was lost, often to a network error) may have landed:
 # it is the table's failure, for someone to look at, never an outage that is retried blindly.
 _COMMIT_STATE_UNKNOWN = re.compile(r"CommitStateUnknownException|Cannot determine whether the commit was successful")
@@ -68,7 +87,11 @@ class ErrorLink:
 
 
 def outage_evidence(links: Iterable[ErrorLink]) -> str | None:
-    """Why the error is an outage (a short phrase naming what showed it), or None: the table's own."""
+    """Why the error is an outage (a short phrase naming what showed it), or None: the table's own.
+
+    In this order: a commit whose outcome is unknown is the table's; an exception of the client's own
+    connection (its class, a gateway's status, a dropped database connection) is an outage; a
+    failure inside a Spark job is the table's (:func:`job_internal_evidence`); then connection text."""
     links = list(links)
     if any(_COMMIT_STATE_UNKNOWN.search(link.text) for link in links):
         return None
@@ -80,7 +103,20 @@ def outage_evidence(links: Iterable[ErrorLink]) -> str | None:
             return f"HTTP {link.status}"
         if link.disconnect:
             return "the database connection was dropped"
+    if job_internal_evidence(links):
+        return None
+    for link in links:
         match = _UNREACHABLE_TEXT.search(link.text)
+        if match:
+            return repr(match.group(0))
+    return None
+
+
+def job_internal_evidence(links: Iterable[ErrorLink]) -> str | None:
+    """The words that show the error happened inside one of Spark's jobs (``'FetchFailedException'``),
+    or None. Such an error is the table's failure, whatever connection text it also carries."""
+    for link in links:
+        match = _JOB_INTERNAL_TEXT.search(link.text)
         if match:
             return repr(match.group(0))
     return None
@@ -91,4 +127,5 @@ def outage_in_text(text: str | None) -> str | None:
     return outage_evidence([ErrorLink((), text or "")])
 
 
-__all__ = ["ErrorLink", "UNREACHABLE_STATUSES", "UNREACHABLE_TYPES", "outage_evidence", "outage_in_text"]
+__all__ = ["ErrorLink", "UNREACHABLE_STATUSES", "UNREACHABLE_TYPES", "job_internal_evidence", "outage_evidence",
+           "outage_in_text"]

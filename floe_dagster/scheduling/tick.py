@@ -9,7 +9,7 @@ The shadow policies' decisions that would run are recorded in the ledger as shad
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Callable
 
@@ -18,6 +18,7 @@ from dagster import DagsterInstance
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.locks import scheduler_lock_name
 from floe_dagster.core.batches import batch_key
+from floe_dagster.core.circuit import only_the_probe
 from floe_dagster.core.planner import Decision, Plan, PlanInput, plan
 from floe_dagster.core.policy import PolicySet
 from floe_dagster.core.run_decision import RunDecision
@@ -98,15 +99,16 @@ def run_tick(
                             shard=shard)
             dead = inputs.dead_runs
             result = plan(inputs.plan_input)
-            breaker = coordination.outage_circuit(now, CIRCUIT_PAUSE)
-            if breaker is not None:
+            circuit = coordination.outage_circuit(now, CIRCUIT_PAUSE)
+            if circuit is not None:
                 # Spark or the catalog failed runs recently and nothing has succeeded since: pause
-                # launches (no table is blamed) until the pause ends, then let one run probe.
-                if now < breaker:
+                # launches (no table is blamed) until the pause ends, then let one run probe, on a
+                # table other than those whose runs met the outage (core/circuit.py).
+                if circuit.is_open(now):
                     return TickResult(result, [], skipped_tick=f"circuit_open: an outage failed runs; launches "
-                                      f"resume at {breaker.isoformat()}", dead_runs=dead,
+                                      f"resume at {circuit.resume_at.isoformat()}", dead_runs=dead,
                                       seconds=time.monotonic() - started)
-                result = Plan(result.at, _only_first_admitted(result.decisions), result.notes
+                result = Plan(result.at, only_the_probe(result.decisions, circuit.tripped_by), result.notes
                               + ["circuit half-open after an outage: one run probes"])
             admissions = {d.item_key: d for d in (*result.admitted, *result.shadowed)}
             accepted = {item.item_key: item for item in coordination.admit(_admissions(result), now, launcher)}
@@ -142,9 +144,3 @@ def _run_batch(admitted: list[RunDecision], members: list[Decision], settings: S
                     {d.table: policy_facts(settings, policies.get(d.policy) if d.policy else None, d.operation)
                      for d in members})
 
-
-def _only_first_admitted(decisions: list[Decision]) -> list[Decision]:
-    return [d if d.decision != "run" or (d.rank == 1 and not d.shadow) else
-            replace(d, decision="skip", rank=None, reasons=("circuit_open: probing with one run after an outage",
-                                                           *d.reasons))
-            for d in decisions]

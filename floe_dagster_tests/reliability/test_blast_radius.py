@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 import pytest
 import sqlalchemy
 from dagster import AssetKey, DagsterEventType, DagsterInstance
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyspark.sql import SparkSession
 
 from floe_dagster.coordination.database import Coordination
@@ -43,6 +44,7 @@ from floe_dagster_tests.reliability.test_batches import (
     the_batch,
 )
 from floe_dagster_tests.reliability.test_row_check import java_list
+from floe_dagster_tests.unit.test_outages import closed_port
 
 pytestmark = pytest.mark.spark
 
@@ -283,3 +285,57 @@ def test_a_group_that_failed_for_its_own_reason_is_a_failure_though_a_writer_com
     assert "rewrote nothing" in outcome["message"] and "failed to rewrite" in outcome["message"]
     history = Coordination(settings.coordination_url).all_history()[(ORDERS.qualified, RDF)]
     assert (history.consecutive_failures, history.consecutive_conflicts) == (1, 0)
+
+
+# -- a failure inside one table's Spark job, whose text is full of connection words ----------------------
+
+
+def add_a_file_nobody_serves(settings, table: TableName, port: int) -> str:
+    """One more data file in the table's metadata, at an HTTP address where nothing listens (as its owner
+    may list a file on a host that is gone): Spark's job fails in the task that reads it, with Java's
+    "Connection refused". The catalog, the table's metadata and manifests, and Spark all answer."""
+    loaded = load_table(open_catalog(settings.catalog), table)
+    model = next(iter(loaded.scan().plan_files())).file
+    address = f"http://127.0.0.1:{port}/lake/{table.name}/part-gone.parquet"
+    gone = DataFile.from_args(content=DataFileContent.DATA, file_path=address, file_format=FileFormat.PARQUET,
+                              partition=model.partition, record_count=model.record_count,
+                              file_size_in_bytes=model.file_size_in_bytes, _table_format_version=loaded.format_version)
+    with loaded.transaction() as transaction:
+        with transaction.update_snapshot().fast_append() as append:
+            append.append_data_file(gone)
+    return address
+
+
+def test_a_failure_inside_one_tables_spark_job_is_its_own_though_its_text_says_connection_refused(lake):
+    """The issue's scenario: one table's job fails with connection words in its text (an executor that
+    dies makes the next stage's fetch fail with "Failed to connect to"; here a task cannot reach the
+    one file its table lists on a host that is gone). It is that table's failure, with backoff: the
+    batch goes on, the other tables are maintained in the same run, and launches do not pause."""
+    settings = lake
+    for table in (A, B, C):
+        create_fragmented_table(settings, table, files=6, rows_per_file=10)
+    before = contents(settings, A, C)
+    add_a_file_nobody_serves(settings, B, closed_port())
+    defs = build(settings, {})
+    coordination = Coordination(settings.coordination_url)
+    with DagsterInstance.get() as instance:
+        request = the_batch(defs, instance)
+        assert sorted(".".join(k.path) for k in request.asset_selection) == [A.qualified, B.qualified, C.qualified]
+        result = execute(defs, instance, request)
+        assert not result.success
+        assert materialized(result) == {A.qualified, C.qualified}  # maintained in the same run
+        assert T.FAILURE_KIND not in instance.get_run_by_id(result.run_id).tags  # not an outage
+        [outcome] = coordination.outcomes_for(B.qualified)
+        assert (outcome["succeeded"], outcome["failure_kind"]) == (False, None)
+        assert "Job aborted due to stage failure" in outcome["message"] and "part-gone.parquet" in outcome["message"]
+        assert coordination.all_history()[(B.qualified, RDF)].consecutive_failures == 1
+        now = datetime.now(timezone.utc)
+        assert coordination.outage_circuit(now, CIRCUIT_PAUSE) is None
+        tick = run_tick(settings, instance, coordination, now, "sensor:test", None)
+        assert tick.skipped_tick is None
+        b = next(d for d in tick.plan.decisions if d.table == B and d.operation == RDF)
+        assert b.decision == "skip" and b.reasons[0].startswith("failure_backoff: 1 consecutive failure(s)")
+    catalog = open_catalog(settings.catalog)
+    for table in (A, C):
+        assert table_counts(load_table(catalog, table))["data_files"] == 1
+    assert contents(settings, A, C) == before

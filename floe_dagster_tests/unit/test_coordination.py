@@ -64,7 +64,7 @@ def test_outage_circuit_opens_and_closes(tmp_path):
     pause = timedelta(minutes=5)
     assert c.outage_circuit(T0, pause) is None
     c.record_outcome(outcome("o1", False, T0, kind="outage"))
-    assert c.outage_circuit(T0, pause) == T0 + timedelta(minutes=1) + pause
+    assert c.outage_circuit(T0, pause).resume_at == T0 + timedelta(minutes=1) + pause
     state = c.all_history()[("demo.t", RDF)]  # an outage is not the table's failure
     assert state.consecutive_failures == 0 and state.runs == 0
     c.record_outcome(outcome("ok", True, T0 + timedelta(minutes=10)))
