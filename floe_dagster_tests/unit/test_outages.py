@@ -20,7 +20,7 @@ from pyiceberg.exceptions import (
     ValidationError,
 )
 
-from floe_dagster.core.outages import ErrorLink, outage_evidence, outage_in_text
+from floe_dagster.core.outages import ErrorLink, job_internal_evidence, outage_evidence, outage_in_text
 from floe_dagster.errors import (
     OUTAGE,
     CatalogUnavailable,
@@ -151,3 +151,127 @@ def test_unreachable_reads_the_text_the_caller_adds():
     assert unreachable(ValueError("An error occurred while calling o51.sql")) is None
     assert unreachable(ValueError("An error occurred while calling o51.sql"),
                        "Caused by: java.net.UnknownHostException: catalog.internal") == "'UnknownHostException'"
+
+
+# -- a failure inside one of Spark's jobs is the table's, whatever connection words it carries ------------
+# The texts as Spark 3.5 prints them (most "at" lines left out). The dead executor, the lost output
+# location, the lost executor and the task out of memory were printed by this machine's PySpark 3.5 in
+# local-cluster mode (an executor killed with SIGKILL between stages and during a task; a task building
+# a 2 GB string in a 512 MB executor). "Failed to connect to" is the text when the executor's host stops
+# answering before the driver has marked it dead (a node lost, an executor killed by the kernel).
+
+FETCH_FAILED_TO_CONNECT = """\
+org.apache.spark.SparkException: Job aborted due to stage failure: ResultStage 7 (sql at NativeMethodAccessorImpl.java:0) \
+has failed the maximum allowable number of times: 4. Most recent failure reason:
+org.apache.spark.shuffle.FetchFailedException: Failed to connect to /10.0.1.7:39211
+	at org.apache.spark.errors.SparkCoreErrors$.fetchFailedError(SparkCoreErrors.scala:437)
+	at org.apache.spark.storage.ShuffleBlockFetcherIterator.throwFetchFailedException(ShuffleBlockFetcherIterator.scala:1239)
+Caused by: java.io.IOException: Failed to connect to /10.0.1.7:39211
+	at org.apache.spark.network.client.TransportClientFactory.createClient(TransportClientFactory.java:294)
+Caused by: io.netty.channel.AbstractChannel$AnnotatedConnectException: Connection refused: /10.0.1.7:39211
+Caused by: java.net.ConnectException: Connection refused
+"""
+FETCH_FROM_A_DEAD_EXECUTOR = """\
+org.apache.spark.SparkException: Job aborted due to stage failure: ResultStage 3 (count at /tmp/blast/texts2.py:21) \
+has failed the maximum allowable number of times: 1. Most recent failure reason:
+org.apache.spark.shuffle.FetchFailedException
+	at org.apache.spark.errors.SparkCoreErrors$.fetchFailedError(SparkCoreErrors.scala:437)
+Caused by: org.apache.spark.ExecutorDeadException: [INTERNAL_ERROR_NETWORK] The relative remote executor(Id: 0), \
+which maintains the block data to fetch is dead.
+	at org.apache.spark.network.netty.NettyBlockTransferService$$anon$2.createAndStart(NettyBlockTransferService.scala:141)
+"""
+OUTPUT_LOCATION_LOST = """\
+org.apache.spark.SparkException: Job aborted due to stage failure: ResultStage 3 (count at /tmp/blast/texts.py:21) \
+has failed the maximum allowable number of times: 1. Most recent failure reason:
+org.apache.spark.shuffle.MetadataFetchFailedException: Missing an output location for shuffle 0 partition 0
+	at org.apache.spark.MapOutputTracker$.validateStatus(MapOutputTracker.scala:1747)
+"""
+EXECUTOR_LOST = """\
+org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 4.0 failed 1 times, most recent \
+failure: Lost task 0.0 in stage 4.0 (TID 10) (192.0.2.2 executor 1): ExecutorLostFailure (executor 1 exited caused by \
+one of the running tasks) Reason: Command exited with code 137
+Driver stacktrace:
+	at org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:2898)
+"""
+EXECUTOR_LOST_TO_THE_NETWORK = """\
+org.apache.spark.SparkException: Job aborted due to stage failure: Task 2 in stage 5.0 failed 4 times, most recent \
+failure: Lost task 2.3 in stage 5.0 (TID 31) (10.0.1.7 executor 3): ExecutorLostFailure (executor 3 exited unrelated \
+to the running tasks) Reason: Remote RPC client disassociated. Likely due to containers exceeding thresholds, or \
+network issues. Check driver logs for WARN messages.
+Caused by: java.io.IOException: Connection reset by peer
+"""
+TASK_OUT_OF_MEMORY = """\
+org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 5.0 failed 1 times, most recent \
+failure: Lost task 0.0 in stage 5.0 (TID 11) (192.0.2.2 executor 2): java.lang.OutOfMemoryError: Java heap space
+	at org.apache.spark.unsafe.types.UTF8String.fromBytes(UTF8String.java:109)
+Driver stacktrace:
+Caused by: java.lang.OutOfMemoryError: Java heap space
+"""
+TASK_CANNOT_READ_A_FILE = """\
+java.lang.RuntimeException: org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 7.0 \
+failed 1 times, most recent failure: Lost task 0.0 in stage 7.0 (TID 5) (192.0.2.2 executor driver): \
+org.apache.iceberg.exceptions.RuntimeIOException: Failed to open Parquet file: http://127.0.0.1:57529/lake/b/gone.parquet
+Caused by: java.net.ConnectException: Connection refused (Connection refused)
+"""
+# Spark Connect relays the server's job failure with its text.
+OVER_SPARK_CONNECT = """\
+(org.apache.spark.SparkException) Job aborted due to stage failure: ShuffleMapStage 12 (rewrite) has failed the \
+maximum allowable number of times: 4. Most recent failure reason: FetchFailed(BlockManagerId(2, 10.0.1.9, 41017, None), \
+shuffleId=3, mapIndex=1, mapId=40, reduceId=0, message=
+org.apache.spark.shuffle.FetchFailedException: Failed to connect to /10.0.1.9:41017"""
+
+JOB_INTERNAL = {
+    "fetch failure, failed to connect": FETCH_FAILED_TO_CONNECT, "fetch from a dead executor": FETCH_FROM_A_DEAD_EXECUTOR,
+    "output location lost": OUTPUT_LOCATION_LOST, "executor lost": EXECUTOR_LOST,
+    "executor lost to the network": EXECUTOR_LOST_TO_THE_NETWORK, "task out of memory": TASK_OUT_OF_MEMORY,
+    "task cannot read a file": TASK_CANNOT_READ_A_FILE, "over Spark Connect": OVER_SPARK_CONNECT,
+}
+
+
+@pytest.mark.parametrize("text", JOB_INTERNAL.values(), ids=JOB_INTERNAL.keys())
+def test_a_failure_inside_a_spark_job_is_the_tables_even_with_connection_words(text):
+    assert outage_in_text(text) is None
+    assert job_internal_evidence([ErrorLink((), text)])
+    # As the engine asks it: Py4J's "An error occurred while calling" with the Java text it adds.
+    assert unreachable(RuntimeError("An error occurred while calling o51.sql"), text) is None
+
+
+def test_the_words_of_a_job_in_one_link_of_the_chain_decide_for_the_chain():
+    chain = [ErrorLink(("Py4JJavaError", "Py4JError", "Exception"), "An error occurred while calling o88.sql.\n"
+                       "Caused by: java.net.ConnectException: Connection refused"),
+             ErrorLink((), FETCH_FAILED_TO_CONNECT)]
+    assert outage_evidence(chain) is None and job_internal_evidence(chain) == "'Job aborted due to stage failure'"
+
+
+SERVICE_UNREACHABLE = {
+    "Spark master": "org.apache.spark.SparkException: Exception thrown in awaitResult: \nCaused by: java.io.IOException: "
+                    "Failed to connect to spark-master/10.0.0.2:7077\nCaused by: io.netty.channel.AbstractChannel$"
+                    "AnnotatedConnectException: Connection refused: spark-master/10.0.0.2:7077",
+    "Spark stopped": "org.apache.spark.SparkException: Job 12 cancelled because SparkContext was shut down",
+    "Spark Connect server": "<_MultiThreadedRendezvous of RPC that terminated with: status = StatusCode.UNAVAILABLE "
+                            "details = \"failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:15002: "
+                            "Failed to connect to remote host: Connection refused\">",
+    "JDBC catalog": "org.apache.iceberg.jdbc.UncheckedSQLException: Failed to connect to: jdbc:postgresql://catalog:5432/"
+                    "lake\nCaused by: org.postgresql.util.PSQLException: Connection to catalog:5432 refused.\n"
+                    "Caused by: java.net.ConnectException: Connection refused",
+    "REST catalog": "org.apache.iceberg.exceptions.RESTException: Error occurred while processing GET request\n"
+                    "Caused by: org.apache.hc.client5.http.HttpHostConnectException: Connect to http://rest:8181 "
+                    "[rest/10.0.0.3] failed: Connection refused",
+    "storage on the driver": "org.apache.iceberg.exceptions.RuntimeIOException: Failed to open input stream for file: "
+                             "s3://lake/sales/b/metadata/snap-1.avro\nCaused by: software.amazon.awssdk.core.exception."
+                             "SdkClientException: Unable to execute HTTP request: Connect to s3.internal:9000 "
+                             "[s3.internal/10.0.0.4] failed: Connection refused",
+    "Py4J gateway": "py4j.protocol.Py4JNetworkError: Answer from Java side is empty",
+}
+
+
+@pytest.mark.parametrize("text", SERVICE_UNREACHABLE.values(), ids=SERVICE_UNREACHABLE.keys())
+def test_a_service_that_cannot_be_reached_outside_any_job_is_an_outage(text):
+    assert outage_in_text(text)
+
+
+def test_the_clients_own_lost_connection_is_an_outage_whatever_its_text_says():
+    # Py4J lost its gateway while a job ran: the JVM is gone, whatever the last text was.
+    gone = ErrorLink(("Py4JNetworkError", "Py4JError", "Exception"), f"Error while sending\n{EXECUTOR_LOST}")
+    assert outage_evidence([gone]) == "Py4JNetworkError"
+    assert outage_evidence([ErrorLink(("ServerError",), TASK_OUT_OF_MEMORY, status=503)]) == "HTTP 503"
