@@ -212,20 +212,28 @@ def test_schedule_admits_its_rule_at_cron_time(setup):
     assert not again.run_requests and "in_flight" in again.skip_message
 
 
-def test_outage_opens_the_circuit_then_one_run_probes(setup):
+def test_outage_opens_the_circuit_then_one_run_probes_on_another_table(setup):
+    from floe_dagster.core.circuit import TRIPPED_SKIP_REASON
     from floe_dagster.core.history import Outcome
+    from floe_dagster.core.planner import plan
+    from floe_dagster.scheduling.inputs import gather
     from floe_dagster.scheduling.tick import CIRCUIT_PAUSE, run_tick
 
     settings, instance, defs = setup
     now = datetime.now(timezone.utc)
-    Coordination(settings.coordination_url).record_outcome(Outcome(
-        "outage-run", "demo.sales.orders", Operation.REWRITE_DATA_FILES, now - timedelta(minutes=1), now, False,
-        failure_kind="outage", message="Spark could not start"))
     coordination = Coordination(settings.coordination_url)
+    # The outage met the run of the table that ranks first: the probe must not go back to it.
+    first = plan(gather(settings, instance, coordination, now, None).plan_input).admitted[0]
+    coordination.record_outcome(Outcome(
+        "outage-run", first.table.qualified, first.operation, now - timedelta(minutes=1), now, False,
+        failure_kind="outage", message="Spark could not start"))
     paused = run_tick(settings, instance, coordination, now, "sensor:test", None)
     assert paused.skipped_tick.startswith("circuit_open") and not paused.admitted
     probe = run_tick(settings, instance, coordination, now + CIRCUIT_PAUSE + timedelta(seconds=1), "sensor:test", None)
-    assert len(probe.admitted) == 1 and any("circuit_open" in d.reasons[0] for d in probe.plan.decisions)
+    assert len(probe.admitted) == 1 and probe.admitted[0].table != first.table
+    tripped = next(d for d in probe.plan.decisions if d.table == first.table and d.operation == first.operation)
+    assert tripped.decision == "skip" and tripped.reasons[0] == TRIPPED_SKIP_REASON
+    assert any(d.reasons[0].startswith("circuit_open: probing") for d in probe.plan.decisions)
 
 
 def test_the_sensor_batches_due_tables_into_one_run_per_operation(tmp_path, instance_home, monkeypatch):
