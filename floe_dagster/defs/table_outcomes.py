@@ -1,5 +1,5 @@
 """What each table of a maintenance run ended as: its outcome row, its events, the run's tags and
-whether the run fails (DESIGN.md section 6, "Blast radius": one table's trouble stays its own).
+whether the run fails ("Blast radius" in docs/security.md: one table's trouble stays its own).
 
 Every error inside a table's step, before or after its commit, is that table's outcome, classified
 by the one rule (``errors.failure_kind``): ``lock_held`` (skipped), ``conflict`` (a lost race;

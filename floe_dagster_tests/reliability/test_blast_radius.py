@@ -1,11 +1,12 @@
-"""One table's trouble stays its own (DESIGN.md section 6, "Blast radius"), through the real stack: real
+"""One table's trouble stays its own ("Blast radius" in docs/security.md), through the real stack: real
 Spark, the real SQLite catalog, batch runs the debt-score sensor requests, run in a real Dagster
 instance. A table whose metadata is garbage, or whose catalog row points to a metadata file that is
 gone, fails alone and backs off while the others are compacted; the circuit breaker stays closed and
-the next tick plans as usual. A Spark error after a commit landed (the row check's count) is that
-table's failure naming the landed snapshot, and the batch goes on. A rewrite that changed the rows is
-rolled back when only its own snapshots are on top, and left alone (and said so) when a writer
-committed on top."""
+the next tick plans as usual. A table whose Spark job fails inside a task, with "Connection refused"
+in its text, fails alone the same way (not an outage). A Spark error after a commit landed (the row
+check's count) is that table's failure naming the landed snapshot, and the batch goes on. A rewrite
+that changed the rows is rolled back when only its own snapshots are on top, and left alone (and said
+so) when a writer committed on top."""
 
 from __future__ import annotations
 
