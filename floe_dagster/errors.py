@@ -4,8 +4,9 @@ What a caller needs to know is which kind a failure is, not which module raised 
 
 - :class:`Outage`: something floe-dagster depends on cannot be reached (the catalog, the storage, Spark,
   the coordination database). It is never a table's fault: it does not count toward a table's
-  backoff, and it opens the launch circuit. Only network and connection errors are outages: the
-  one rule is :func:`failure_kind` (core/outages.py reads the error), and every layer asks it.
+  backoff, and it opens the launch circuit. Only network and connection errors are outages, never
+  a failure inside a Spark job (a fetch failure, a lost executor, a task out of memory) whatever its
+  text: the one rule is :func:`failure_kind` (core/outages.py reads the error), and every layer asks it.
 - :class:`LockHeld`: someone else is maintaining the table (or planning). Not a failure of the work.
 - :class:`TableFailure`: this table's maintenance failed; it counts toward the table's backoff. So
   does any other error raised inside a table's step that the rule does not call an outage.
