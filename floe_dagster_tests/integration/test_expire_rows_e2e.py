@@ -162,7 +162,10 @@ def test_a_partition_aligned_cutoff_drops_whole_files_and_writes_none(lake, inst
     assert answer["operationStatuses"][OP]["shouldTrigger"] is True
     assert answer["operationStatuses"][OP]["rowRetention"]["deletesRowsBefore"] == cutoff.isoformat()
     assert floe_cli(["explain", DAILY.qualified]) == 0
-    assert "  EXPIRE_ROWS: TRIGGER - interval: " in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "  EXPIRE_ROWS: TRIGGER - interval: " in text
+    assert (f"    row retention on column 'ts': deletes rows before {cutoff.isoformat()} (timestamptz), or before "
+            f"{cutoff.replace(tzinfo=None).isoformat()} on the UTC wall clock (a date or timestamp without zone)") in text
 
     files_before, parent = data_files_on_disk(lake, DAILY), table(lake, DAILY).current_snapshot()
     summary = expire_rows(lake, instance, DAILY)

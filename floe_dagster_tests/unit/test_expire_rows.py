@@ -223,6 +223,14 @@ def test_explain_shows_the_cutoff_a_run_would_use_now():
     shown = explain(berlin)["rowRetention"]
     assert (shown["timezone"], shown["zonelessDeletesRowsBefore"], shown["deletesRowsBefore"]) == (
         "Europe/Berlin", "2026-11-23T00:00:00", "2026-11-23T00:00:00+00:00")
+    from floe_dagster.reports.explain_text import format_explain_text
+
+    status = {"shouldTrigger": False, "reasons": ["not due"], "nextEligibleTime": None, "debtScore": 0.0,
+              "debtBreakdown": {}, "metConditions": [], "unmetConditions": [], **explain(berlin)}
+    text_ = format_explain_text({"table": "t", "policyName": "p", "conditionBasedTriggeringEnabled": False,
+                                 "operationStatuses": {"EXPIRE_ROWS": status}})
+    assert ("    row retention on column 'ts': deletes rows before 2026-11-23T00:00:00+00:00 (timestamptz), or before "
+            "2026-11-23T00:00:00 on the Europe/Berlin wall clock (a date or timestamp without zone)") in text_
     assert explain(ExplainView(None, None, None, NOW, lambda: None)) == {"rowRetention": None}
 
 
