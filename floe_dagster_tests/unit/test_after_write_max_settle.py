@@ -165,3 +165,20 @@ def test_an_after_write_only_schedule_is_not_warned_as_due_every_tick():
     assert not [w for w in parse_policies_text(text).warnings if "due on every tick" in w]
     bare = parse_policies_text(text.replace("{afterWrite: {}}", "{}")).warnings
     assert any("due on every tick" in w for w in bare)
+
+
+def test_with_all_updated_it_forces_only_once_every_writer_has_written():
+    other = ("etl", "a")
+    busy = writes_every(EVERY, START + timedelta(minutes=1), NOW)
+    once = NOW - timedelta(minutes=30)
+    writes = {WRITER: busy.times, other: [once]}
+
+    def first_write_after(key, after):
+        return next((t for t in writes[key] if after is None or t > after), None)
+
+    rule = AfterWrite(dependency="ALL_UPDATED")
+    newest = busy.newest(NOW)
+    verdict = after_write_due(rule, [newest, Writer(other, SOURCE_RULE, 1, "r", once)], START, NOW, first_write_after)
+    assert verdict.due and "forced after maxSettle PT1H" in verdict.detail  # the busy writer's first write, 3 h ago
+    waiting = after_write_due(rule, [newest, Writer(other, SOURCE_RULE)], START, NOW, first_write_after)
+    assert not waiting.due and waiting.detail.startswith("no new write by etl/a")
