@@ -167,6 +167,9 @@ class PlanInput:
     writers: Mapping[str, tuple[Writer, ...]] = field(default_factory=dict)
     # The user's runs queued or started now that target a writer asset, by the asset key.
     writer_runs: Mapping[AssetKeyPath, tuple[WriterRun, ...]] = field(default_factory=dict)
+    # A writer's first materialization after a moment, from the event log (core/after_write.py's maxSettle);
+    # None: unknown, and an after-write rule forces nothing before its settle.
+    first_write_after: Callable[[AssetKeyPath, datetime | None], datetime | None] | None = None
     ranking: RankingSettings = LEARNING_OFF  # settings.ranking: the static order, the learned one, or both
     # Each (table, operation)'s recorded runs with their figures (core/run_history.py), read only when the
     # learned ranking or a kind's own cadence needs them: scheduling/inputs.py.

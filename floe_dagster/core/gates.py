@@ -138,7 +138,7 @@ def _due(f: Facts) -> Decision | None:
         due = own_cadence_due(f.schedule, verdict, f.history.last_success_start, f.data.now)
     if f.schedule.after_write is not None:
         due = combined_due(due, f.schedule.after_write, f.data.writers.get(f.table.qualified, ()), f.data.now,
-                           clock_only=f.schedule.kind != TRIGGER_CONDITION)
+                           clock_only=f.schedule.kind != TRIGGER_CONDITION, first_write_after=f.data.first_write_after)
     f.due = due
     if not due.due:
         return skip(f.decision, due.blocked or "not_due", due.detail, next_eligible=due.next_eligible,

@@ -427,12 +427,13 @@ def _ref_retention(at: Location, raw: Mapping[str, Any],
 def _warn_due_every_tick(at: Location, raw: Mapping[str, Any], configs: Mapping[Operation, OperationConfig],
                          schedules: Mapping[Operation, Schedule], conditions: TriggerConditions | None) -> None:
     """A schedule without a cron or an interval, in a policy without trigger conditions, is due every tick;
-    not a kind whose own condition decides (tableProperties: the table's drift from them)."""
+    not a kind whose own condition decides (tableProperties: the table's drift from them), nor one with an
+    ``afterWrite`` rule (only writes make it due)."""
     for op, schedule in schedules.items():
         rules = [k for k in ("cronExpression", "interval") if isinstance(raw[op.schedule_key], Mapping)
                  and raw[op.schedule_key].get(k) is not None]
         if op in configs and schedule.enabled and not rules and conditions is None \
-                and op.spec.own_condition is None:
+                and op.spec.own_condition is None and schedule.after_write is None:
             at.child(op.schedule_key).warn("has neither cronExpression nor interval and the policy has no "
                                            "triggerConditions: it is due on every tick (every minute)")
 

@@ -47,6 +47,7 @@ from floe_dagster.core.health_assessment import HEALTH_THRESHOLD_FIELDS
 from floe_dagster.core.loader_format import Combined, LoaderSection, kebab, spelled, whole_units, written_as
 from floe_dagster.core.operations import ALL_OPERATIONS
 from floe_dagster.core.refs import RULE_FIELDS
+from floe_dagster.core.after_write import FIELDS as AFTER_WRITE_FIELDS
 from floe_dagster.core.schedule import SCHEDULE_FIELDS
 from floe_dagster.core.sla import SLA_FIELDS
 from floe_dagster.core.validation import Location, Problems, check_mapping, check_unknown, describe, get_int
@@ -166,7 +167,8 @@ _SCHEDULE = LoaderSection(
     refused={"interval": written_as("interval-days, interval-hours or interval-minutes (summed)"),
              "timeout": written_as("timeout-hours")},
     combined={"interval": Combined(tuple(_INTERVAL_UNITS), _interval, _split_interval)},
-    nested={"sla": LoaderSection(spelled(SLA_FIELDS))},  # max-age, severity, owner
+    nested={"sla": LoaderSection(spelled(SLA_FIELDS)),  # max-age, severity, owner
+            "after-write": LoaderSection(spelled(AFTER_WRITE_FIELDS))},  # settle, max-settle, dependency
 )
 
 

@@ -53,6 +53,11 @@ def _operation_lines(op: str, status: Mapping[str, Any]) -> list[str]:
               for i in owner.get("ignored", ())]
     if status.get("cadence"):
         lines.append(f"    adaptive cadence: {status['cadence']['why']}")
+    if status.get("rowRetention"):
+        rows = status["rowRetention"]
+        lines.append(f"    row retention on column {rows['column']!r}: deletes rows before {rows['deletesRowsBefore']} "
+                     f"(timestamptz), or before {rows['zonelessDeletesRowsBefore']} on the {rows['timezone']} wall "
+                     f"clock (a date or timestamp without zone)")
     if status.get("efficiency"):
         efficiency = status["efficiency"]
         lines.append(f"    efficiency factor {efficiency['why']} (ranking {efficiency['ranking']}, compute from "

@@ -35,7 +35,7 @@ from floe_dagster.iceberg.catalog import list_tables, open_catalog
 from floe_dagster.iceberg.byte_estimates import estimate_operation_bytes
 from floe_dagster.iceberg.health_collector import HealthCollector
 from floe_dagster.policies import load_policy_set
-from floe_dagster.scheduling.writer_facts import writer_runs
+from floe_dagster.scheduling.writer_facts import first_write_lookup, writer_runs
 from floe_dagster.settings import Settings
 
 # The health collection's share of a tick (Dagster's sensor limit is 60 s).
@@ -180,6 +180,7 @@ def gather(
         past_admissions=ledger.recent_admissions if settings.fair_shares.enabled else (),
         writers=writers,
         writer_runs=writer_runs(instance, active, writers),
+        first_write_after=first_write_lookup(instance),
         ranking=settings.ranking,
         admissions_in_flight=ledger.unfinished,
     )

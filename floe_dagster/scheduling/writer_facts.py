@@ -7,12 +7,15 @@
 - :func:`writer_runs`: the user's runs queued or started that target a writer asset, from the run records
   the tick reads anyway (one query); a run's targets are its asset selection, else (a whole-job run) its
   planned materializations, read once per run and remembered while the run is active.
+- :func:`first_write_lookup`: a writer's first materialization after a moment (an after-write rule's
+  ``maxSettle``, core/after_write.py): one indexed query per (writer, moment) in a tick, asked only while a
+  write settles on a table whose last success is older than ``maxSettle``.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from dagster import AssetKey, AssetRecordsFilter, DagsterEventType, DagsterInstance
 
@@ -85,6 +88,22 @@ def _table_name(instance: DagsterInstance, key: AssetKeyPath, storage_id: int) -
     value = materialization.metadata.get(TABLE_NAME) if materialization is not None else None
     value = getattr(value, "value", value)
     return value if isinstance(value, str) else None
+
+
+def first_write_lookup(instance: DagsterInstance) -> Callable[[AssetKeyPath, datetime | None], datetime | None]:
+    """The time of a writer's first materialization after a moment (None: its first ever), read from the event
+    log (ascending, one record; the tick's operations of a table share the answer); None when it has none."""
+    found: dict[tuple[AssetKeyPath, datetime | None], datetime | None] = {}
+
+    def first_write_after(key: AssetKeyPath, after: datetime | None) -> datetime | None:
+        if (key, after) not in found:
+            records = instance.fetch_materializations(AssetRecordsFilter(
+                asset_key=AssetKey(list(key)), after_timestamp=after.timestamp() if after else None),
+                limit=1, ascending=True).records
+            found[(key, after)] = datetime.fromtimestamp(records[0].timestamp, timezone.utc) if records else None
+        return found[(key, after)]
+
+    return first_write_after
 
 
 def writer_runs(instance: DagsterInstance, records: Iterable, writers: Mapping[str, Sequence[Writer]]

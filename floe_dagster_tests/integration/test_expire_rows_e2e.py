@@ -6,6 +6,8 @@ real Spark with the Iceberg runtime and a real catalog, on tables of a few rows 
 - an unpartitioned merge-on-read table whose column's name holds quotes and a back quote: a row-level
   delete with position delete files, the rows right;
 - a policy whose column tries to break out of its identifier: refused before any Spark call, no snapshot;
+- a top-level column named ``a.b`` holding zone-less timestamps, with the policy's ``timezone`` far from UTC:
+  one identifier (never a struct's field), its cut-off the wall clock of that zone;
 - the surfaces: ``explain`` and the HTTP trigger status before the run, and a shadow policy's tick that
   records the decision and runs nothing, shown by ``plan``.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 import requests
@@ -47,6 +50,7 @@ pytestmark = pytest.mark.spark
 OP = "EXPIRE_ROWS"
 ODD_COLUMN = 'event`s "ts"'  # a back quote, a quote and double quotes: one identifier all the same
 INJECTION = "ts` < now() OR 1=1; DROP TABLE `demo`.`lake`.`typo`; --"
+ZONE = "Pacific/Kiritimati"  # UTC+14: its wall clock is 14 hours ahead of UTC's
 POLICIES = f"""
 - name: retention-daily
   tablePattern: "demo.lake.daily"
@@ -60,13 +64,24 @@ POLICIES = f"""
   tablePattern: "demo.lake.cow"
   rowRetention: {{column: day, maxAge: P3D}}
   rowRetentionSchedule: {{interval: P1D}}
+- name: retention-zoned
+  tablePattern: "demo.lake.zoned"
+  rowRetention: {{column: 'a.b', maxAge: P3D, granularity: HOUR, timezone: {ZONE}}}
+  rowRetentionSchedule: {{interval: P1D}}
 - name: retention-typo
   tablePattern: "demo.lake.typo"
   rowRetention: {{column: '{INJECTION}', maxAge: P1D}}
   rowRetentionSchedule: {{interval: P1D}}
 """
-DAILY, MOR, COW, TYPO = (TableName("demo", ("lake",), name) for name in ("daily", "mor", "cow", "typo"))
+DAILY, MOR, COW, TYPO, ZONED = (TableName("demo", ("lake",), name) for name in ("daily", "mor", "cow", "typo", "zoned"))
 NOW = datetime.now(timezone.utc)
+# The zoned table's wall-clock cut-off (Kiritimati's now - 3 days, to the hour), and its rows' offsets from it:
+# 1, 2 and 4 are older (4 only by Kiritimati's clock: read as UTC, 14 hours earlier, it would be kept), 3 and 5
+# younger. Hours apart, so the run a few seconds later cuts at the same place or an hour on, alike.
+WALL_CUTOFF = (NOW - timedelta(days=3)).astimezone(ZoneInfo(ZONE)).replace(minute=0, second=0, microsecond=0,
+                                                                          tzinfo=None)
+ZONED_ROWS = {1: -timedelta(hours=2), 2: -timedelta(days=1), 3: timedelta(hours=3), 4: -timedelta(hours=5),
+              5: timedelta(days=3)}
 AGES = {1: timedelta(days=10), 2: timedelta(days=10, hours=2), 3: timedelta(days=5), 4: timedelta(days=5, hours=1),
         5: timedelta(days=1), 6: timedelta(minutes=5)}  # id → age: 1-4 older than 3 days and its midnight, 5-6 not
 
@@ -95,6 +110,9 @@ def lake(tmp_path_factory):
             days = ", ".join(f"({i}, DATE '{(NOW - age).date().isoformat()}')" for i, age in AGES.items())
             spark.sql("CREATE TABLE demo.lake.cow (id BIGINT, day DATE) USING iceberg")  # copy-on-write: the default
             spark.sql(f"INSERT INTO demo.lake.cow SELECT /*+ COALESCE(1) */ * FROM VALUES {days}")
+            spark.sql("CREATE TABLE demo.lake.zoned (id BIGINT, `a.b` TIMESTAMP_NTZ) USING iceberg")
+            walls = ", ".join(f"({i}, TIMESTAMP_NTZ '{WALL_CUTOFF + offset}')" for i, offset in ZONED_ROWS.items())
+            spark.sql(f"INSERT INTO demo.lake.zoned VALUES {walls}")
             spark.sql("CREATE TABLE demo.lake.typo (id BIGINT, ts TIMESTAMP) USING iceberg")
             spark.sql(f"INSERT INTO demo.lake.typo VALUES {values}")
     finally:
@@ -129,7 +147,10 @@ def test_a_partition_aligned_cutoff_drops_whole_files_and_writes_none(lake, inst
     cutoff = (NOW - timedelta(days=3)).replace(hour=0, minute=0, second=0, microsecond=0)
     status = explain_table(lake, coordination, DAILY.qualified, NOW, instance=instance)["operationStatuses"][OP]
     assert status["shouldTrigger"] is True and status["trigger"] == "interval"
-    assert status["rowRetention"] == {"column": "ts", "granularity": "DAY", "deletesRowsBefore": cutoff.isoformat()}
+    assert status["rowRetention"] == {
+        "column": "ts", "granularity": "DAY", "deletesRowsBefore": cutoff.isoformat(), "timezone": "UTC",
+        "zonelessDeletesRowsBefore": cutoff.replace(tzinfo=None).isoformat(),
+        "zoneless": "a date or timestamp (without zone) column is read as wall-clock time in UTC"}
     server, thread, url = start_server(create_app(lake, KeyStore(lake.api), instance))
     try:
         answer = requests.get(f"{url}/api/v1/tables/lake/daily/trigger-status", params={"at": NOW.isoformat()},
@@ -141,7 +162,10 @@ def test_a_partition_aligned_cutoff_drops_whole_files_and_writes_none(lake, inst
     assert answer["operationStatuses"][OP]["shouldTrigger"] is True
     assert answer["operationStatuses"][OP]["rowRetention"]["deletesRowsBefore"] == cutoff.isoformat()
     assert floe_cli(["explain", DAILY.qualified]) == 0
-    assert "  EXPIRE_ROWS: TRIGGER - interval: " in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "  EXPIRE_ROWS: TRIGGER - interval: " in text
+    assert (f"    row retention on column 'ts': deletes rows before {cutoff.isoformat()} (timestamptz), or before "
+            f"{cutoff.replace(tzinfo=None).isoformat()} on the UTC wall clock (a date or timestamp without zone)") in text
 
     files_before, parent = data_files_on_disk(lake, DAILY), table(lake, DAILY).current_snapshot()
     summary = expire_rows(lake, instance, DAILY)
@@ -151,7 +175,10 @@ def test_a_partition_aligned_cutoff_drops_whole_files_and_writes_none(lake, inst
     after = table(lake, DAILY)
     deleted = after.current_snapshot()
     assert deleted.parent_snapshot_id == parent.snapshot_id and deleted.summary.operation.value == "delete"
-    assert deleted.summary["deleted-data-files"] == "2" and deleted.summary["deleted-records"] == "4"
+    # One file a day: 2 days, or 3 when the test runs in the first two hours of a UTC day (id 2, 10 days and 2
+    # hours old, then falls on the day before id 1's).
+    old_days = len({(NOW - AGES[i]).date() for i in (1, 2, 3, 4)})
+    assert deleted.summary["deleted-data-files"] == str(old_days) and deleted.summary["deleted-records"] == "4"
     for written in ("added-data-files", "added-delete-files", "added-records"):
         assert written not in deleted.summary.additional_properties
     assert data_files_on_disk(lake, DAILY) == files_before  # nothing written (the dropped files wait for expiry)
@@ -159,7 +186,7 @@ def test_a_partition_aligned_cutoff_drops_whole_files_and_writes_none(lake, inst
     meta = summary.outcomes[0].metadata
     assert meta["changed"] is True and meta["delete_kind"] == "metadata-only"
     assert (meta["rows_deleted"], meta["data_files_deleted"], meta["data_files_added"], meta["delete_files_added"]) \
-        == (4, 2, 0, 0)
+        == (4, old_days, 0, 0)
     assert meta["records_before"] == 6 and meta["records_after"] == 2 and meta["row_check"] == "not-applicable"
     assert meta["new_snapshots"] == 1 and meta["cutoff"] == cutoff.isoformat()
     assert meta["procedure_call"] == ("```sql\nDELETE FROM `demo`.`lake`.`daily` WHERE `ts` < "
@@ -216,10 +243,23 @@ def test_a_column_the_table_lacks_is_refused_before_any_spark_call(lake, instanc
     summary = expire_rows(lake, instance, TYPO)
     assert not summary.succeeded
     assert (f"policy 'retention-typo': rowRetention.column names {INJECTION!r}, which table 'demo.lake.typo' does "
-            "not have (its columns: id, ts)") in summary.outcomes[0].message
+            "not have as a top-level column (its columns: id, ts)") in summary.outcomes[0].message
     after = table(lake, TYPO)
     assert after.metadata_location == before.metadata_location and len(after.metadata.snapshots) == 1
     assert ids(lake, TYPO) == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_dotted_zoneless_column_is_cut_on_the_policys_wall_clock(lake, instance):
+    """The column ``a.b`` is the table's top-level column of that name (one identifier), and its zone-less
+    values are compared with the wall clock of Kiritimati (UTC+14), not UTC's."""
+    assert str(table(lake, ZONED).schema().find_field("a.b").field_type) == "timestamp"  # zone-less, top-level
+    summary = expire_rows(lake, instance, ZONED)
+    assert summary.succeeded, summary.lines()
+    assert ids(lake, ZONED) == [3, 5]  # 1, 2 and 4 are older than the cut-off on Kiritimati's clock
+    meta = summary.outcomes[0].metadata
+    assert meta["rows_deleted"] == 3
+    assert "WHERE `a.b` < TIMESTAMP_NTZ '" in meta["procedure_call"]
+    assert meta["cutoff"] in (WALL_CUTOFF.isoformat(), (WALL_CUTOFF + timedelta(hours=1)).isoformat())
 
 
 SHADOW = """

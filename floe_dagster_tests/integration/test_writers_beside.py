@@ -52,6 +52,13 @@ AFTER_WRITE_POLICIES = """
   rewriteDataFiles: {}
   rewriteDataFilesSchedule: {afterWrite: {settle: PT0S}}
 """
+# Compaction after writes only, with the default settle (PT5M) and maxSettle (PT1H).
+SETTLE_POLICIES = """
+- name: sales
+  tablePattern: "demo.sales.*"
+  rewriteDataFiles: {}
+  rewriteDataFilesSchedule: {afterWrite: {}}
+"""
 WRITERS = """
 writers:
   - {tables: "demo.sales.orders", asset: "warehouse/{namespace}/{table}"}
@@ -109,6 +116,11 @@ def lake(tmp_path, dagster_home, monkeypatch):
 @pytest.fixture
 def after_write_lake(tmp_path, dagster_home, monkeypatch):
     yield from make_lake(tmp_path, monkeypatch, AFTER_WRITE_POLICIES)
+
+
+@pytest.fixture
+def settle_lake(tmp_path, dagster_home, monkeypatch):
+    yield from make_lake(tmp_path, monkeypatch, SETTLE_POLICIES)
 
 
 def make_lake(tmp_path, monkeypatch, policies):
@@ -308,3 +320,45 @@ def test_a_write_committed_below_the_cursor_is_still_read(lake):
     [row] = coordination.writer_rows()[ORDERS.qualified]
     assert (row.last_storage_id, row.last_run_id, row.source) == (summary.storage_id, run_id, "rule")
     assert learn_writers(instance, coordination, tables, settings.writers, "demo", ahead) == (ahead, 0)
+
+
+def record_write(instance, key, at: datetime) -> None:
+    """A materialization of ``key`` in the instance's event log at ``at`` (a runless event, as a writer outside
+    Dagster reports one, but with its own time: the test cannot wait an hour)."""
+    from dagster import AssetKey, AssetMaterialization
+    from dagster._core.events import DagsterEvent, StepMaterializationData
+    from dagster._core.instance.utils import RUNLESS_JOB_NAME, RUNLESS_RUN_ID
+
+    event = DagsterEvent(event_type_value=DagsterEventType.ASSET_MATERIALIZATION.value, job_name=RUNLESS_JOB_NAME,
+                         event_specific_data=StepMaterializationData(AssetMaterialization(AssetKey(key))))
+    instance.report_dagster_event(event, run_id=RUNLESS_RUN_ID, timestamp=at.timestamp())
+
+
+def test_a_writer_every_minute_cannot_starve_an_after_write_only_table(settle_lake):
+    """The table owner's attack (issue 34): a writer that materializes every minute never leaves the default
+    settle (PT5M) a pause; once its oldest write the table has not had is older than maxSettle (PT1H), the
+    sensor requests the compaction anyway, and explain says why."""
+    from datetime import timedelta
+
+    settings, instance, _ = settle_lake
+    now = datetime.now(timezone.utc)
+    for minutes_ago in range(70, -1, -1):  # a write every minute for 70 minutes, the newest just now
+        record_write(instance, ORDERS_WRITER, now - timedelta(minutes=minutes_ago, seconds=1))
+    # explain says why (the writer as the sensor learns it), before the sensor admits it.
+    from floe_dagster.scheduling.writer_facts import learn_writers
+
+    learn_writers(instance, Coordination(settings.coordination_url), read_cached_tables(settings), settings.writers,
+                  "demo", None)
+    report = explain_table(settings, Coordination(settings.coordination_url), "demo.sales.orders",
+                           datetime.now(timezone.utc), instance)
+    reason = report["operationStatuses"]["REWRITE_DATA_FILES"]["reasons"][0]
+    oldest = now - timedelta(minutes=70, seconds=1)
+    assert reason.startswith("after_write: forced after maxSettle PT1H although the writer keeps writing (oldest "
+                             "unprocessed write at " + oldest.isoformat()[:19]), reason
+    assert reason.endswith("(afterWrite ANY_UPDATED, settle PT5M, maxSettle PT1H)")
+    result, _ = sensor_tick(settings, instance)
+    [request] = result.run_requests
+    [row] = Coordination(settings.coordination_url).writer_rows()[ORDERS.qualified]
+    assert (request.tags["floe/table"], request.tags["floe/trigger"], request.tags["dagster/floe.slot"]) == (
+        "demo.sales.orders", "after_write", f"write:{row.last_storage_id}")
+    assert now - row.last_materialized_at < timedelta(minutes=1)  # the writer was still writing

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from pyiceberg.schema import Schema
-from pyiceberg.types import DateType, LongType, NestedField, StringType, TimestampType, TimestamptzType
+from pyiceberg.types import DateType, LongType, NestedField, StringType, StructType, TimestampType, TimestamptzType
 
 from floe_dagster.core.operation_kinds.expire_rows import ExpireRowsConfig, delete_kind, deleted_numbers, truncate
 from floe_dagster.core.operation_kinds.spec import ExplainView
@@ -183,7 +183,7 @@ def test_a_missing_column_and_a_column_of_another_type_are_refused_naming_policy
     with pytest.raises(MaintenanceFailed) as missing:
         step.check(_work("TS"))  # names are matched exactly, as the schema writes them
     assert str(missing.value) == ("policy 'retention': rowRetention.column names 'TS', which table 'lake.db.events' "
-                                  "does not have (its columns: id, name, ts, local, day)")
+                                  "does not have as a top-level column (its columns: id, name, ts, local, day)")
     with pytest.raises(MaintenanceFailed) as typed:
         step.check(_work("name"))
     assert str(typed.value) == ("policy 'retention': rowRetention.column names 'name', a string column of table "
@@ -215,6 +215,101 @@ def test_the_summaries_say_what_each_kind_of_delete_did_and_the_no_change_rule_r
 def test_explain_shows_the_cutoff_a_run_would_use_now():
     explain = ROWS.spec.explain
     view = ExplainView(None, config(column="ts", maxAge="P3D", granularity="HOUR"), None, NOW, lambda: None)
-    assert explain(view) == {"rowRetention": {"column": "ts", "granularity": "HOUR",
-                                              "deletesRowsBefore": "2026-11-23T13:00:00+00:00"}}
+    assert explain(view) == {"rowRetention": {
+        "column": "ts", "granularity": "HOUR", "deletesRowsBefore": "2026-11-23T13:00:00+00:00", "timezone": "UTC",
+        "zonelessDeletesRowsBefore": "2026-11-23T13:00:00",
+        "zoneless": "a date or timestamp (without zone) column is read as wall-clock time in UTC"}}
+    berlin = ExplainView(None, config(column="ts", maxAge="P3D", timezone="Europe/Berlin"), None, NOW, lambda: None)
+    shown = explain(berlin)["rowRetention"]
+    assert (shown["timezone"], shown["zonelessDeletesRowsBefore"], shown["deletesRowsBefore"]) == (
+        "Europe/Berlin", "2026-11-23T00:00:00", "2026-11-23T00:00:00+00:00")
+    from floe_dagster.reports.explain_text import format_explain_text
+
+    status = {"shouldTrigger": False, "reasons": ["not due"], "nextEligibleTime": None, "debtScore": 0.0,
+              "debtBreakdown": {}, "metConditions": [], "unmetConditions": [], **explain(berlin)}
+    text_ = format_explain_text({"table": "t", "policyName": "p", "conditionBasedTriggeringEnabled": False,
+                                 "operationStatuses": {"EXPIRE_ROWS": status}})
+    assert ("    row retention on column 'ts': deletes rows before 2026-11-23T00:00:00+00:00 (timestamptz), or before "
+            "2026-11-23T00:00:00 on the Europe/Berlin wall clock (a date or timestamp without zone)") in text_
     assert explain(ExplainView(None, None, None, NOW, lambda: None)) == {"rowRetention": None}
+
+
+# -- the sharp edges (issue 34, deliverable 7) ---------------------------------------------------------------
+
+
+def _errors(raw: dict) -> list[str]:
+    with pytest.raises(PolicyError) as caught:
+        parse_policies_text(json.dumps({"name": "p", "tablePattern": "db.*", "rowRetention": raw}))
+    return caught.value.errors
+
+
+def test_a_max_age_under_one_hour_needs_allow_short():
+    assert _errors({"column": "ts", "maxAge": "PT59M"}) == [
+        "<text>: policy 'p': rowRetention.maxAge: 'PT59M' is shorter than one hour: a run would delete every row "
+        "older than that; set allowShort: true beside it if that is meant"]
+    assert config(column="ts", maxAge="PT1M", allowShort=True).max_age == "PT1M"
+    assert config(column="ts", maxAge="PT1H").max_age == "PT1H"  # the floor itself is allowed
+    assert _errors({"column": "ts", "maxAge": "PT1M", "allowShort": "yes"})[0].startswith(
+        "<text>: policy 'p': rowRetention.")
+    loader = parse_policies_text("policies:\n  - name: p\n    pattern: 'db.*'\n"
+                                 "    row-retention: {column: ts, max-age: PT10M, allow-short: true}\n").get("p")
+    assert loader.config(ROWS) == ExpireRowsConfig(column="ts", max_age="PT10M", allow_short=True)
+    with pytest.raises(PolicyError) as caught:
+        parse_policies_text("policies:\n  - name: p\n    pattern: 'db.*'\n    row-retention: {column: ts, max-age: PT10M}\n")
+    assert any("row-retention.max-age: 'PT10M' is shorter than one hour" in e for e in caught.value.errors)
+
+
+def test_a_zoneless_columns_cutoff_is_the_wall_clock_of_the_policys_timezone():
+    step = step_of(ROWS)
+    tokyo = config(column="t", maxAge="P3D", granularity="HOUR", timezone="Asia/Tokyo")  # UTC+9
+    # 2026-11-23 13:47 UTC is 22:47 in Tokyo: the zone-less cut-off is that wall clock, truncated on it.
+    assert tokyo.wall_cutoff(NOW) == datetime(2026, 11, 23, 22, 0)
+    call = step.render_call(ROWS, TABLE, tokyo, NOW, column_type="timestamp")
+    assert call.sql.endswith("WHERE `t` < TIMESTAMP_NTZ '2026-11-23 22:00:00.000000'")
+    assert (call.arguments["cutoff"], call.arguments["timezone"]) == ("2026-11-23T22:00:00", "Asia/Tokyo")
+    # A timestamptz holds instants: the timezone changes nothing.
+    assert step.render_call(ROWS, TABLE, tokyo, NOW).sql.endswith(
+        "WHERE `t` < TIMESTAMP '2026-11-23 13:00:00.000000Z'")
+    # A date is zone-less too: in Kiritimati (UTC+14) the cut-off's day is already the 24th.
+    kiritimati = config(column="d", maxAge="P3D", timezone="Pacific/Kiritimati")
+    assert step.render_call(ROWS, TABLE, kiritimati, NOW, column_type="date").sql.endswith("< DATE '2026-11-24'")
+    # Default UTC: as before the timezone existed.
+    assert step.render_call(ROWS, TABLE, config(column="t", maxAge="P3D"), NOW, column_type="timestamp").arguments[
+        "timezone"] == "UTC"
+
+
+def test_a_timezone_is_checked():
+    assert _errors({"column": "ts", "maxAge": "P1D", "timezone": "Mars/Olympus"}) == [
+        "<text>: policy 'p': rowRetention.timezone: 'Mars/Olympus' is not a time zone name (an IANA name such as "
+        "UTC or Europe/Berlin)"]
+    assert _errors({"column": "ts", "maxAge": "P1D", "timezone": "../../etc/passwd"})[0].endswith(
+        "is not a time zone name (an IANA name such as UTC or Europe/Berlin)")
+    assert config(column="ts", maxAge="P1D", timezone="Europe/Berlin").to_json()["timezone"] == "Europe/Berlin"
+
+
+@pytest.mark.parametrize("column", ["a.b", "event time.utc", "we`ird.col", "a..b"])
+def test_a_dotted_or_odd_column_is_one_top_level_identifier(column):
+    sql = build_procedure_call(ROWS, TABLE, config(column=column, maxAge="P3D"), NOW).sql
+    assert sql == ("DELETE FROM `lake`.`db`.`events` WHERE `" + column.replace("`", "``") + "` < "
+                   "TIMESTAMP '2026-11-23 00:00:00.000000Z'")
+
+
+DOTTED = Schema(NestedField(1, "a.b", TimestamptzType()), NestedField(2, "id", LongType()))
+NESTED = Schema(NestedField(1, "a", StructType(NestedField(2, "b", TimestamptzType()))), NestedField(3, "id", LongType()))
+
+
+def _work_on(schema: Schema, column: str) -> TableWork:
+    table = type("Table", (), {"schema": lambda self: schema})()
+    resolved = ResolvedOperation(PolicyFacts("retention"), config(column=column, maxAge="P1D"))
+    return TableWork(ROWS, TABLE, resolved, None, "run", logging.getLogger("test"), before=table)
+
+
+def test_a_dotted_name_is_the_top_level_column_of_that_name_never_a_nested_field():
+    step = step_of(ROWS)
+    assert step.prepare(_work_on(DOTTED, "a.b")).engine_inputs == {"column_type": "timestamptz"}
+    with pytest.raises(MaintenanceFailed) as nested:
+        step.check(_work_on(NESTED, "a.b"))
+    assert str(nested.value) == (
+        "policy 'retention': rowRetention.column names 'a.b', which table 'lake.db.events' does not have as a "
+        "top-level column (its columns: a, id); 'a.b' is a field inside a struct, and row retention needs a "
+        "top-level column")

@@ -47,7 +47,8 @@ def test_the_keys_are_the_registrys_options_in_kebab_case_without_locations_or_f
     # Every location field of the registry is refused by name, and no free-text option (a SQL filter) is offered.
     # So is every field that decides which live rows are deleted (row retention: the policy's alone).
     assert set(NEVER_OVERRIDABLE) == {"orphan-cleanup.location", "rewrite-manifests.staging-location",
-                                      "row-retention.column", "row-retention.max-age", "row-retention.granularity"}
+                                      "row-retention.column", "row-retention.max-age", "row-retention.granularity",
+                                      "row-retention.timezone", "row-retention.allow-short"}
     assert not [k for k in KEYS if k.startswith("row-retention.")]
     assert "rewrite-data-files.filter" not in KEYS
     # A kind whose config is not options (tableProperties: the envelope governs what a run sets) has none.

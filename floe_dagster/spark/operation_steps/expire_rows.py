@@ -1,6 +1,7 @@
-"""EXPIRE_ROWS in a run: the policy's column checked against the table before anything runs (it must exist
-and be a date, timestamp or timestamptz column: the message names the policy, the field and the table);
-then, under the lock, one Spark SQL ``DELETE FROM <table> WHERE <column> < <cut-off>``.
+"""EXPIRE_ROWS in a run: the policy's column checked against the table before anything runs (it must be a
+top-level date, timestamp or timestamptz column: the message names the policy, the field and the table, and
+says so when the name is a nested field's); then, under the lock, one Spark SQL
+``DELETE FROM <table> WHERE <column> < <cut-off>``.
 
 Spark decides how the rows go, as for any DELETE on an Iceberg table: when every file the filter selects
 lies wholly before the cut-off (by its partition, or by its column bounds), Iceberg's ``SparkTable``
@@ -8,8 +9,10 @@ answers ``canDeleteWhere`` and ``deleteWhere`` drops those files in one metadata
 delete file; otherwise the delete is row-level, in the table's ``write.delete.mode`` (copy-on-write
 rewrites the files holding old rows, merge-on-read writes delete files). For the metadata-only path the
 filter must reach Iceberg as a plain comparison of the column, so the cut-off is written as a literal of
-the column's own type (``DATE``, ``TIMESTAMP_NTZ`` or ``TIMESTAMP``): a cast of the column would not.
-What the delete did is read from the snapshot summaries it committed, after the commit.
+the column's own type (``DATE``, ``TIMESTAMP_NTZ`` or ``TIMESTAMP``): a cast of the column would not. The
+column is one back-quoted identifier whatever its name holds (``a.b`` is never read as a struct's field).
+A zone-less column's cut-off is the wall clock of the policy's ``timezone`` (core/operation_kinds/
+expire_rows.py). What the delete did is read from the snapshot summaries it committed, after the commit.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from typing import Any, Mapping
 from floe_dagster.core.operation_kinds.expire_rows import (
     COLUMN_TYPES,
     DEFAULT_GRANULARITY,
+    DEFAULT_TIMEZONE,
+    ZONELESS_TYPES,
     ExpireRowsConfig,
     delete_kind,
     deleted_numbers,
@@ -34,14 +39,19 @@ KIND = "EXPIRE_ROWS"
 
 
 def cutoff_literal(column_type: str, cutoff: datetime) -> str:
-    """The cut-off as a literal of the column's type: a ``date`` compares with the cut-off's UTC date (a
-    date is deleted only when its whole day lies before the cut-off), a ``timestamp`` without zone with
-    its UTC wall time, a ``timestamptz`` with the instant."""
+    """The cut-off as a literal of the column's type: a ``date`` compares with the cut-off's day (a date is
+    deleted only when its whole day lies before the cut-off), a ``timestamp`` without zone with the cut-off's
+    wall-clock time (both from the naive wall cut-off), a ``timestamptz`` with the instant."""
     if column_type == "date":
         return "DATE " + quote_literal(cutoff.date().isoformat())
     if column_type == "timestamp":
         return "TIMESTAMP_NTZ " + quote_literal(cutoff.strftime("%Y-%m-%d %H:%M:%S.%f"))
     return timestamp_literal(cutoff)
+
+
+def column_cutoff(config: ExpireRowsConfig, column_type: str, now: datetime) -> datetime:
+    """The cut-off for the column's type: wall-clock (naive) for a zone-less column, the instant otherwise."""
+    return config.wall_cutoff(now) if column_type in ZONELESS_TYPES else config.cutoff(now)
 
 
 def delete_sql(table: TableName, column: str, column_type: str, cutoff: datetime) -> str:
@@ -56,18 +66,29 @@ def column_type(work: TableWork) -> str:
     the table: the column is missing, or not a date or timestamp."""
     config: ExpireRowsConfig = work.config
     schema = work.before.schema()
-    field = next((f for f in schema.fields if f.name == config.column), None)
+    field = next((f for f in schema.fields if f.name == config.column), None)  # top-level only, by exact name
     where = f"policy '{work.resolved.policy_name}': rowRetention.column"
     if field is None:
+        nested = _nested_field(schema, config.column)
+        hint = (f"; {config.column!r} is a field inside a struct, and row retention needs a top-level column"
+                if nested else "")
         raise MaintenanceFailed(
-            f"{where} names {config.column!r}, which table '{work.table.qualified}' does not have (its columns: "
-            f"{', '.join(f.name for f in schema.fields)})")
+            f"{where} names {config.column!r}, which table '{work.table.qualified}' does not have as a top-level "
+            f"column (its columns: {', '.join(f.name for f in schema.fields)}){hint}")
     kind = str(field.field_type)
     if kind not in COLUMN_TYPES:
         raise MaintenanceFailed(
             f"{where} names {config.column!r}, a {kind} column of table '{work.table.qualified}'; row retention "
             f"needs a {', '.join(COLUMN_TYPES[:-1])} or {COLUMN_TYPES[-1]} column")
     return kind
+
+
+def _nested_field(schema: Any, name: str) -> bool:
+    """Whether ``name`` is the dotted path of a field inside a struct (PyIceberg resolves full names)."""
+    try:
+        return schema.find_field(name) is not None
+    except ValueError:
+        return False
 
 
 class ExpireRowsStep(OperationStep):
@@ -85,9 +106,10 @@ class ExpireRowsStep(OperationStep):
                     column_type: str = "timestamptz", **unused: Any) -> ProcedureCall:
         """Not a CALL: the DELETE (the column's type from the table; by default a timestamptz)."""
         assert config.column is not None, "rowRetention.column is required"
-        cutoff = config.cutoff(now)
+        cutoff = column_cutoff(config, column_type, now)
         arguments = {"column": config.column, "column_type": column_type, "max_age": config.max_age,
-                     "granularity": config.granularity or DEFAULT_GRANULARITY, "cutoff": cutoff.isoformat()}
+                     "granularity": config.granularity or DEFAULT_GRANULARITY, "cutoff": cutoff.isoformat(),
+                     **({"timezone": config.timezone or DEFAULT_TIMEZONE} if column_type in ZONELESS_TYPES else {})}
         return ProcedureCall(op, table, delete_sql(table, config.column, column_type, cutoff), arguments)
 
     def render(self, job: EngineJob) -> ProcedureCall:
