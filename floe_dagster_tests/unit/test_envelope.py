@@ -31,6 +31,7 @@ from floe_dagster.core.operation_kinds.rewrite_manifests import RewriteManifests
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.policy import PolicyError, parse_policies_text, validate_policy_paths
+from floe_dagster.core.table_properties import COLUMN_FAMILIES, PROPERTIES
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import SettingsError
 from floe_dagster.settings import settings_from_mapping
@@ -322,13 +323,15 @@ def test_a_key_that_steers_storage_is_refused_in_both_formats_whatever_floe_yaml
         assert f"policy 'p': {section}.{key}: '{key}' is refused by the safety envelope: it " in errors[0]
         assert "never a table property's, and no setting allows it" in errors[0]
     assert property_refusal(key, allowed=[key]) == storage_refusal(key) is not None  # the run's check too
-    with pytest.raises(SettingsError, match=f"no setting allows a key that steers a table's storage .*: '{re.escape(key)}'"):
+    refused = f"no setting allows a key that steers a table's storage .*: '{re.escape(key)}'"
+    with pytest.raises(SettingsError, match=refused):
         settings_from_mapping({"envelope": {"allowed-table-properties": [key]}}, Path("."), "floe.yaml", {})
 
 
 @pytest.mark.parametrize("key", ["s3", "client", "write.s3.endpoint", "history.expire.max-snapshot-age-ms", "comment"])
 def test_a_key_that_only_resembles_a_storage_key_steers_nothing(key):
     assert storage_refusal(key) is None
+    assert not [name for name in (*PROPERTIES, *COLUMN_FAMILIES) if storage_refusal(name)]  # no Iceberg property
 
 
 @pytest.mark.parametrize("pattern, catalog, table", [
