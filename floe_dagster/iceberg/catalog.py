@@ -35,8 +35,8 @@ from floe_dagster.iceberg.snapshot_summary import (
     TOTAL_RECORDS,
     summary_total,
 )
-from floe_dagster.redaction import mask
 from floe_dagster.iceberg.table_io import guard_catalog
+from floe_dagster.redaction import mask
 from floe_dagster.settings import CatalogSettings
 
 
