@@ -136,7 +136,8 @@ class EnvelopeSettings:
 
     allowed_table_properties: tuple[str, ...] = setting(
         (), "table property keys policies may declare although the safety envelope refuses them (write.data.path, "
-        "encryption.*, *.impl, gc.enabled…): each named exactly", check=_allowable)
+        "encryption.*, *.impl, gc.enabled…): each named exactly; never a key that steers storage (py-io-impl, s3.*…)",
+        check=_allowable)
 
 
 # -- the verdict ----------------------------------------------------------------------------------------------
