@@ -41,7 +41,8 @@ segment or separator (``%2e%2e``, ``%2f``) and a backslash are refused rather th
 **Table properties floe may set** (``tableProperties``) exclude the keys that move data or metadata,
 load classes, change encryption or garbage collection (:func:`property_refusal`), unless floe.yaml's
 ``envelope.allowed-table-properties`` names the key: a setting only the deployment's owner writes,
-never the HTTP API.
+never the HTTP API. The keys that steer a table's FileIO (``py-io-impl``, ``io-impl``,
+``s3.*``, ``client.*``…: core/storage_keys.py) are refused whatever floe.yaml says (:func:`storage_refusal`).
 
 A :class:`Verdict` names the policy, the operation, each refused field and why; ``plan``, ``explain``
 and the HTTP trigger status show it per (table, operation). Pure: no Dagster, Spark or PyIceberg.
@@ -56,6 +57,7 @@ from floe_dagster.core.locations import is_relative, joined, parse_location, rel
 from floe_dagster.core.operation_config import camel
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.patterns import TablePattern
+from floe_dagster.core.storage_keys import storage_key_why, storage_refusal
 from floe_dagster.core.tables import TableName
 from floe_dagster.core.validation import Location, setting
 
@@ -99,6 +101,9 @@ ALLOW_SETTING = "envelope.allowed-table-properties"
 
 def property_refusal(name: str, allowed: Iterable[str] = ()) -> str | None:
     """Why the envelope refuses a declared property (None: a policy may set it)."""
+    storage = storage_refusal(name)
+    if storage is not None:
+        return storage
     why = _refused_why(name)
     if why is None or name in set(allowed):
         return None
@@ -114,6 +119,10 @@ def _refused_why(name: str) -> str | None:
 
 def _allowable(names: tuple[str, ...]) -> str | None:
     """floe.yaml's check of ``allowed-table-properties``: each name one the envelope refuses."""
+    never = [name for name in names if storage_key_why(name) is not None]
+    if never:
+        return ("no setting allows a key that steers a table's storage as a table property (only the catalog's "
+                f"properties may set it): {', '.join(map(repr, never))}")
     pointless = [name for name in names if _refused_why(name) is None]
     if pointless:
         return (f"{', '.join(map(repr, pointless))}: not refused by the safety envelope, so there is nothing to allow "
@@ -127,7 +136,8 @@ class EnvelopeSettings:
 
     allowed_table_properties: tuple[str, ...] = setting(
         (), "table property keys policies may declare although the safety envelope refuses them (write.data.path, "
-        "encryption.*, *.impl, gc.enabled…): each named exactly", check=_allowable)
+        "encryption.*, *.impl, gc.enabled…): each named exactly; never a key that steers storage (py-io-impl, s3.*…)",
+        check=_allowable)
 
 
 # -- the verdict ----------------------------------------------------------------------------------------------
@@ -313,7 +323,7 @@ def _inside(where: str, what_it_does: str, value: str, table_location: str, tabl
 
 __all__ = [
     "LOCATION_FIELDS", "WITHHELD_FIELDS", "REFUSED_PROPERTIES", "REFUSED_PREFIXES",
-    "REFUSED_SUFFIXES", "ALLOW_SETTING", "EnvelopeSettings", "Refusal", "Verdict", "policy_field",
+    "REFUSED_SUFFIXES", "ALLOW_SETTING", "storage_refusal", "EnvelopeSettings", "Refusal", "Verdict", "policy_field",
     "is_relative", "parse_location", "relative_segments", "joined", "property_refusal", "names_one_table",
     "single_table", "check_policy", "named_locations", "absolute_location_fields", "catalog_refusals",
     "check_operation",

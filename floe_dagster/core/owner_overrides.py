@@ -15,7 +15,8 @@ The policy says which keys owners may set and within which bounds: ``ownerOverri
 allow, out of its bounds, unreadable, or for an operation the policy does not configure, is ignored, and
 :class:`OwnerOverrides` says why (plan, explain, the trigger status and the run's metadata show it). An
 override tunes; it never enables an operation, and a policy cannot allow a location key (an error when
-the policy is read). Pure: no Dagster, Spark or PyIceberg.
+the policy is read). A table property that would steer its storage (``py-io-impl``, ``s3.endpoint``…:
+core/storage_keys.py) is listed as ignored too: floe's FileIO never reads it. Pure: no Dagster, Spark or PyIceberg.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from typing import Any, Mapping
 from floe_dagster.core.loader_format import kebab
 from floe_dagster.core.operation_config import OperationConfig, camel, text
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
+from floe_dagster.core.secrets import masked
+from floe_dagster.core.storage_keys import TABLE_STORAGE_IGNORED, storage_properties
 from floe_dagster.core.validation import Location, check_mapping, check_unknown, standalone
 
 PREFIX = "floe."
@@ -228,12 +231,16 @@ def with_overrides(owner: OwnerOverrides | None, op: Operation, config: Operatio
 
 def owner_overrides(policy_name: str, allowed: OwnerOverridePolicy, configured: Any,
                     properties: Mapping[str, str]) -> OwnerOverrides | None:
-    """The verdict on a table's ``floe.*`` properties (None: it has none). ``configured``: the operations
-    the policy configures (a container of Operation)."""
+    """The verdict on a table's ``floe.*`` properties and the storage keys it sets (None: it has neither).
+    ``configured``: the operations the policy configures (a container of Operation)."""
     owned = {k[len(PREFIX):]: v for k, v in properties.items() if k.startswith(PREFIX)}
-    if not owned:
+    steering = storage_properties(properties)
+    if not owned and not steering:
         return None
-    paused, applied, ignored = False, {}, []
+    paused, applied = False, {}
+    # Keys that would steer a FileIO (py-io-impl, s3.endpoint…) are never used (iceberg/table_io.py): say so,
+    # the value masked when it is a secret (s3.secret-access-key set on a table).
+    ignored = [Ignored(name, str(masked(value, key=name)), TABLE_STORAGE_IGNORED) for name, value in steering.items()]
     for key, value in sorted(owned.items()):
         known = KEYS.get(key)
         why = _refusal(policy_name, allowed, configured, key, known, value)

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from floe_dagster.core.storage_keys import storage_refusal
 from floe_dagster.core.validation import Location, check_mapping, closest, describe
 
 PROPERTIES = frozenset({
@@ -168,6 +169,10 @@ def _checked(at: Location, name: str, value: Any) -> str | None:
     if name in RESERVED:
         at.error(f"'{name}' is reserved by Iceberg (it keeps the table's own bookkeeping); a policy cannot "
                  "declare it")
+        return None
+    storage = storage_refusal(name)
+    if storage is not None:  # the envelope's refusal, said here rather than "not an Iceberg table property"
+        at.error(storage)
         return None
     if not is_table_property(name):
         hint = closest(name, PROPERTIES)

@@ -35,6 +35,7 @@ from floe_dagster.iceberg.snapshot_summary import (
     TOTAL_RECORDS,
     summary_total,
 )
+from floe_dagster.iceberg.table_io import guard_catalog
 from floe_dagster.redaction import mask
 from floe_dagster.settings import CatalogSettings
 
@@ -45,7 +46,8 @@ def open_catalog(settings: CatalogSettings) -> Catalog:
         # A SQLite catalog is a local file: create its folder, as the embedded default expects.
         os.makedirs(os.path.dirname(os.path.abspath(uri.split(":///", 1)[1].split("?", 1)[0])) or ".", exist_ok=True)
     try:
-        return load_catalog(settings.name, **pyiceberg_properties(settings.properties))
+        # Guarded: no table property reaches the FileIO of a table it loads (iceberg/table_io.py).
+        return guard_catalog(load_catalog(settings.name, **pyiceberg_properties(settings.properties)))
     except Exception as exc:  # PyIceberg raises many kinds; all mean the same to the caller
         raise CatalogUnavailable(f"catalog '{settings.name}' could not be loaded: {exc}") from masked_cause(exc)
 

@@ -3,7 +3,8 @@
 Spark Connect gives the driver no JVM, so floe cannot reach Hadoop's FileSystem or Iceberg's FileIO
 there; what every deployment does have is PyIceberg, which floe already uses to read each table's
 metadata. This wraps the pyarrow file systems of PyIceberg's ``PyArrowFileIO``, built from the
-table's FileIO properties (the catalog's, plus credentials a REST catalog vends): local and HDFS
+table's FileIO properties (the catalog's, plus credentials a REST catalog vends, never the table's own:
+iceberg/table_io.py builds them): local and HDFS
 files, S3 (and S3-compatible servers), GCS and Azure, with the same credentials the metadata reads use.
 
 Locations in and out are URIs as Iceberg's listing spells them (``file:/x``, ``s3://bucket/key``):
@@ -21,7 +22,7 @@ import stat
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from pyarrow import fs as pafs
 from pyiceberg.io.pyarrow import PyArrowFileIO
@@ -47,11 +48,6 @@ class FileStore:
         self._io = PyArrowFileIO(properties=dict(io_properties or {}))
         self.workers = workers
         self._made: set[str] = set()  # local folders known to exist
-
-    @classmethod
-    def for_io(cls, io: Any) -> "FileStore":
-        """From a PyIceberg table's FileIO (``table.io``): its properties, whatever its class."""
-        return cls(getattr(io, "properties", None) or {})
 
     # -- addressing ---------------------------------------------------------------------------------
     def _resolve(self, location: str | StorageLocation) -> tuple[pafs.FileSystem, str, StorageLocation]:

@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterable, Literal, Mapping
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.io import FileIO, load_file_io
+from pyiceberg.io import FileIO
 from pyiceberg.manifest import ManifestFile
 from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import Table
@@ -48,6 +48,7 @@ from floe_dagster.iceberg.catalog import list_table_metadata_locations, list_tab
 from floe_dagster.iceberg.counting_file_io import CountingFileIO
 from floe_dagster.iceberg.metadata_reduction import full_metrics, pinned_by_ref, summarize_manifest, summary_metrics
 from floe_dagster.iceberg.metrics_cache import CACHE_FILE, MetricsCache
+from floe_dagster.iceberg.table_io import catalog_file_io
 
 log = logging.getLogger(__name__)
 
@@ -347,14 +348,11 @@ class HealthCollector:
             location = locations[table]  # type: ignore[assignment]
             metadata = self._metadata.get(location)
             if metadata is None:
-                meta_io = CountingFileIO(load_file_io(properties=self.catalog.properties, location=location),
-                                         self._count_read)
+                meta_io = CountingFileIO(catalog_file_io(self.catalog, location), self._count_read)
                 metadata = FromInputFile.table_metadata(meta_io.new_input(location))
                 if len(self._metadata) < _METADATA_KEPT:
                     self._metadata[location] = metadata
-            io = CountingFileIO(
-                load_file_io({**self.catalog.properties, **metadata.properties}, location), self._count_read
-            )
+            io = CountingFileIO(catalog_file_io(self.catalog, location), self._count_read)  # never the table's
         now_ms = self._now_ms()
         if tier == "summary":
             metrics = summary_metrics(table, location, metadata, now_ms, io)

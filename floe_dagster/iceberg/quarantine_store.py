@@ -29,6 +29,7 @@ from floe_dagster.core.quarantine import (
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import MaintenanceFailed
 from floe_dagster.iceberg.file_store import FileFacts, FileStore
+from floe_dagster.iceberg.table_io import table_file_store
 
 
 @dataclass(frozen=True)
@@ -204,6 +205,6 @@ def open_table_quarantine(settings: Any, text: str) -> tuple[TableQuarantine, ti
     loaded = load_table(open_catalog(settings.catalog), table)
     config = resolve_operation(settings, table, Operation.ORPHAN_CLEANUP).config
     policy = config.quarantine if isinstance(config, OrphanCleanupConfig) else None
-    quarantine = TableQuarantine(FileStore.for_io(loaded.io), table, loaded.location(),
+    quarantine = TableQuarantine(table_file_store(loaded), table, loaded.location(),
                                  settings.maintenance.quarantine_location)
     return quarantine, (policy or QuarantinePolicy()).grace

@@ -31,6 +31,7 @@ from floe_dagster.core.tables import TableName
 from floe_dagster.errors import MaintenanceFailed
 from floe_dagster.iceberg.file_store import FileFacts, FileStore
 from floe_dagster.iceberg.quarantine_store import PurgeReport, TableQuarantine
+from floe_dagster.iceberg.table_io import table_file_store
 from floe_dagster.spark.orphan_calls import (
     OrphanCalls,
     OrphanRound,
@@ -244,9 +245,9 @@ class OrphanCleanup:
 
 def orphan_context(catalog: Any, iceberg_table: Any, table: TableName, run_id: str,
                    first_cleanup: bool) -> OrphanContext:
-    """The context of a run from the PyIceberg table it loaded: its location, its FileIO's store, and
-    its version read afresh from the catalog."""
+    """The context of a run from the PyIceberg table it loaded: its location, its store (the catalog's FileIO
+    settings, never the table's: iceberg/table_io.py), and its version read afresh from the catalog."""
     from floe_dagster.iceberg.catalog import load_table
 
-    return OrphanContext(iceberg_table.location(), FileStore.for_io(iceberg_table.io), run_id, first_cleanup,
+    return OrphanContext(iceberg_table.location(), table_file_store(iceberg_table), run_id, first_cleanup,
                          lambda: load_table(catalog, table).metadata_location)

@@ -6,6 +6,7 @@ Spark): integration/test_envelope.py."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from floe_dagster.core.envelope import (
     property_refusal,
     relative_segments,
     single_table,
+    storage_refusal,
 )
 from floe_dagster.core.operation_kinds.apply_table_properties import TablePropertiesConfig
 from floe_dagster.core.operation_kinds.expire_snapshots import ExpireSnapshotsConfig
@@ -29,6 +31,7 @@ from floe_dagster.core.operation_kinds.rewrite_manifests import RewriteManifests
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.policy import PolicyError, parse_policies_text, validate_policy_paths
+from floe_dagster.core.table_properties import COLUMN_FAMILIES, PROPERTIES
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import SettingsError
 from floe_dagster.settings import settings_from_mapping
@@ -298,6 +301,37 @@ def test_the_issues_four_keys_are_refused_in_both_formats_and_allowed_by_the_set
     assert allowed.errors == []
     config = allowed.policies.get("p").config(PROPS)
     assert config.properties == ((key, value),)
+
+
+STORAGE_KEYS = [("py-io-impl", "evil.RecordingFileIO"), ("io-impl", "evil.JavaIO"),
+                ("s3.endpoint", "http://127.0.0.1:1"), ("s3.proxy-uri", "http://proxy:3128"),
+                ("s3.signer.uri", "http://signer"), ("s3.retry-strategy-impl", "evil.Retry"),
+                ("client.region", "eu-west-9"), ("gcs.service.host", "http://gcs"), ("adls.account-host", "evil"),
+                ("hdfs.host", "evil"), ("oss.endpoint", "http://oss"), ("header.Authorization", "x"),
+                ("http-client.type", "apache"), ("pyarrow.use-large-types-on-read", "true")]
+
+
+@pytest.mark.parametrize("form", PROPERTY_POLICIES)
+@pytest.mark.parametrize("key, value", STORAGE_KEYS)
+def test_a_key_that_steers_storage_is_refused_in_both_formats_whatever_floe_yaml_allows(tmp_path, form, key, value):
+    """A policy can never make a table's FileIO load a class or reach another endpoint, proxy or signer."""
+    text, section = PROPERTY_POLICIES[form]
+    (tmp_path / "p.yaml").write_text(text.format(key=key, value=value))
+    for allowed in ((), (key,)):
+        errors = validate_policy_paths([tmp_path / "p.yaml"], allowed_properties=allowed).errors
+        assert len(errors) == 1, errors
+        assert f"policy 'p': {section}.{key}: '{key}' is refused by the safety envelope: it " in errors[0]
+        assert "never a table property's, and no setting allows it" in errors[0]
+    assert property_refusal(key, allowed=[key]) == storage_refusal(key) is not None  # the run's check too
+    refused = f"no setting allows a key that steers a table's storage .*: '{re.escape(key)}'"
+    with pytest.raises(SettingsError, match=refused):
+        settings_from_mapping({"envelope": {"allowed-table-properties": [key]}}, Path("."), "floe.yaml", {})
+
+
+@pytest.mark.parametrize("key", ["s3", "client", "write.s3.endpoint", "history.expire.max-snapshot-age-ms", "comment"])
+def test_a_key_that_only_resembles_a_storage_key_steers_nothing(key):
+    assert storage_refusal(key) is None
+    assert not [name for name in (*PROPERTIES, *COLUMN_FAMILIES) if storage_refusal(name)]  # no Iceberg property
 
 
 @pytest.mark.parametrize("pattern, catalog, table", [

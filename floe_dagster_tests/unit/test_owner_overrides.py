@@ -18,6 +18,7 @@ from floe_dagster.core.owner_overrides import (
 )
 from floe_dagster.core.planner import PlanInput, SchedulerSettings, plan
 from floe_dagster.core.policy import PolicyError, parse_policies_text
+from floe_dagster.core.storage_keys import TABLE_STORAGE_IGNORED
 from floe_dagster_tests.unit.test_planner import EXP, NOW, RDF, A, B, code, metrics, policies, policy
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "policies.md"
@@ -48,7 +49,8 @@ def test_the_keys_are_the_registrys_options_in_kebab_case_without_locations_or_f
     # So is every field that decides which live rows are deleted (row retention: the policy's alone).
     assert set(NEVER_OVERRIDABLE) == {"orphan-cleanup.location", "rewrite-manifests.staging-location",
                                       "row-retention.column", "row-retention.max-age", "row-retention.granularity",
-                                      "row-retention.timezone", "row-retention.allow-short"}
+                                      "row-retention.timezone", "row-retention.allow-short",
+                                      "orphan-cleanup.prefix-mismatch-mode"}
     assert not [k for k in KEYS if k.startswith("row-retention.")]
     assert "rewrite-data-files.filter" not in KEYS
     # A kind whose config is not options (tableProperties: the envelope governs what a run sets) has none.
@@ -193,6 +195,36 @@ def test_no_owner_property_can_decide_which_rows_are_deleted(key, value):
     with pytest.raises(PolicyError) as raised:
         parse_policies_text(policy_text)
     assert any(f"allow.row-retention.{key}: never overridable" in e for e in raised.value.errors), raised.value.errors
+
+
+def test_no_owner_property_can_make_orphan_cleanup_delete_files_of_another_prefix():
+    """prefixMismatchMode DELETE removes files whose scheme or authority differs from the table's: the
+    policy's call alone, ignored on the table even when an allow list names it (which the parser refuses)."""
+    found = verdict({"floe.orphan-cleanup.prefix-mismatch-mode": "DELETE"},
+                    allowed(**{"orphan-cleanup.prefix-mismatch-mode": {}}), configured={Operation.ORPHAN_CLEANUP})
+    assert not found.applied and found.config(Operation.ORPHAN_CLEANUP, None) is None
+    assert found.ignored[0].reason.startswith("never overridable: DELETE removes files whose scheme or authority")
+    policy_text = API.replace("maintenance.enabled: {}", "orphan-cleanup.prefix-mismatch-mode: {}")
+    with pytest.raises(PolicyError) as raised:
+        parse_policies_text(policy_text)
+    assert any("allow.orphan-cleanup.prefix-mismatch-mode: never overridable: DELETE removes" in e
+               for e in raised.value.errors), raised.value.errors
+
+
+def test_a_table_property_that_would_steer_storage_is_shown_ignored_with_the_reason_and_no_secret():
+    """py-io-impl, s3.endpoint… on the table never reach floe's FileIO (iceberg/table_io.py): plan and
+    explain say so, even under a policy that allows owners nothing, and a secret's value stays masked."""
+    found = owner_overrides("p", OwnerOverridePolicy(), CONFIGURED, {
+        "py-io-impl": "evil.RecordingFileIO", "s3.endpoint": "http://127.0.0.1:1",
+        "s3.secret-access-key": "owner-secret-value", "comment": "fine"})
+    assert found is not None and not found.applied and not found.paused
+    assert [i.to_json() for i in found.ignored] == [
+        {"property": name, "value": value, "reason": TABLE_STORAGE_IGNORED}
+        for name, value in (("py-io-impl", "evil.RecordingFileIO"), ("s3.endpoint", "http://127.0.0.1:1"),
+                            ("s3.secret-access-key", "***"))]
+    assert "ignored py-io-impl=evil.RecordingFileIO (a table property never steers floe's storage" in \
+        found.describe(RDF)
+    assert owner_overrides("p", OwnerOverridePolicy(), CONFIGURED, {"comment": "fine"}) is None
 
 
 def test_an_override_of_an_operation_the_policy_does_not_configure_is_ignored():

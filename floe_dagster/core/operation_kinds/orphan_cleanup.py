@@ -93,6 +93,10 @@ SPEC = OperationSpec(
               "prefixMismatchMode": DEFAULT_PREFIX_MISMATCH_MODE},
     location_fields={"location": "remove_orphan_files would delete every file under it that this table does not "
                                  "reference, other tables' files included"},
+    # DELETE removes files whose scheme or authority differs from the table's (another bucket's copy of a
+    # path): whether that is safe is the policy's call, never a table property's (owners are untrusted).
+    policy_only_fields={"prefix_mismatch_mode": "never overridable: DELETE removes files whose scheme or authority "
+                                                "differs from the table's, which only the policy may decide"},
     loader=LoaderSection(
         keys={"retention-period-days": "retentionPeriodInDays"},
         refused={"retention-period-in-days": written_as("retention-period-days")},
