@@ -239,3 +239,19 @@ def test_a_path_is_cut_without_a_parse_only_when_it_is_clean():
     assert bucket.relative_text("s3://lake/wh/t/data/a") == "data/a"
     assert bucket.relative_text("s3a://lake/wh/t/data/a") == "data/a"  # parsed: s3a is s3
     assert bucket.relative_text("s3://other/wh/t/data/a") is None
+
+
+def test_explain_shows_whether_a_tables_cleanups_quarantine():
+    from floe_dagster.core.operation_kinds.orphan_cleanup import SPEC
+    from floe_dagster.core.operation_kinds.spec import ExplainView
+
+    def shown(raw):
+        config = OrphanCleanupConfig.from_mapping(raw)
+        return SPEC.explain(ExplainView(None, config, None, NOW, lambda: None))["quarantine"]
+
+    assert shown({}) == {"enabled": True, "gracePeriod": "P7D", "explicit": False,
+                         "reason": quarantine_choice(None, False).reason}
+    off = shown({"quarantine": False})
+    assert off["enabled"] is False and off["explicit"] is True and "opts out" in off["reason"]
+    assert shown({"quarantine": {"gracePeriod": "P14D"}})["gracePeriod"] == "P14D"
+    assert SPEC.explain(ExplainView(None, None, None, NOW, lambda: None))["quarantine"] is None
