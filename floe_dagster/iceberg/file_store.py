@@ -225,17 +225,20 @@ class FileStore:
                 pass
 
     @staticmethod
-    def through_link(location: str, base: StorageLocation) -> bool:
-        """Whether a local ``location`` below ``base`` is, or lies under, a symbolic link at or below
-        ``base`` (False for other stores, which have no links): such a path reaches outside the table."""
+    def through_link(location: str, base: StorageLocation, checked: dict[str, bool] | None = None) -> bool:
+        """Whether a local ``location`` at or below ``base`` is, or lies under, a symbolic link at or below
+        ``base`` (False for other stores, which have no links): such a path reaches outside the table.
+        ``checked``: the folders already looked at, by path (a listing's files share their folders)."""
         where = store_location(location)
-        relative = base.relative(where) if where.scheme in _LOCAL else None
-        if relative is None:
-            return where.scheme in _LOCAL and where == base and os.path.islink(where.path)
-        current = base.path.rstrip("/")
-        for part in [""] + relative.split("/"):
+        if where.scheme not in _LOCAL or not (where == base or base.contains(where)):
+            return False
+        seen = {} if checked is None else checked
+        current, parts = base.path.rstrip("/"), (base.relative(where) or "").split("/")
+        for part in [""] + [p for p in parts if p]:
             current = f"{current}/{part}" if part else current
-            if os.path.islink(current):
+            if current not in seen:
+                seen[current] = os.path.islink(current)
+            if seen[current]:
                 return True
         return False
 

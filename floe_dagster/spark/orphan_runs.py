@@ -136,7 +136,8 @@ class OrphanCleanup:
         listing was a full sample (more orphans may lie beyond it)."""
         cap = self.config.max_files_to_delete
         view = f"floe_orphans_{uuid.uuid4().hex[:12]}"
-        stream = not quarantine or cap is not None or self.config.stream_results is True
+        # Unstreamed without a cap: one round lists every orphan (a local table's uncapped delete mode too).
+        stream = cap is not None or self.config.stream_results is True
         calls = orphan_cleanup_calls(self.table, self.config, self.now, self.table_properties, self.file_io,
                                      self.iceberg_version, view, stream=stream)
         run_id = self.context.run_id if self.context is not None else uuid.uuid4().hex
@@ -187,7 +188,8 @@ class OrphanCleanup:
         outside the table, and the link itself is left where it is."""
         if self._local():
             assert self.table_location is not None
-            linked = [p for p in batch if self.files.through_link(p, self.table_location)]
+            checked: dict[str, bool] = {}
+            linked = [p for p in batch if self.files.through_link(p, self.table_location, checked)]
             self.tally.not_moved += [f"{p} is, or lies under, a symbolic link: left alone" for p in linked]
             batch = [p for p in batch if p not in set(linked)]
         facts = self.files.facts(batch)
