@@ -134,9 +134,6 @@ class TableQuarantine:
         relative to the table>``; a path outside the location is never moved. Records the run in the
         folder's marker (counts added to what an earlier round of the same run wrote)."""
         folder = self.root.child(run.name)
-        if self.linked(self.root):
-            raise MaintenanceFailed(f"table '{self.table.qualified}': its quarantine folder {self.root.uri} is a "
-                                    "symbolic link, which could reach another table's files; remove the link")
         into = folder.uri + "/"
         pairs, refused = [], []
         for original in originals:
@@ -147,6 +144,10 @@ class TableQuarantine:
                 pairs.append((original, into + relative))
         if not pairs:
             return MoveReport((), 0, tuple(refused))
+        if self.linked(self.root):
+            raise MaintenanceFailed(f"table '{self.table.qualified}': its quarantine folder {self.root.uri} is, or "
+                                    "lies under, a symbolic link, which could reach another table's files; nothing "
+                                    "was moved: remove the link")
         if self.on_use is not None:
             self.on_use(self.root)  # remembered before anything moves: a later setting cannot lose it
         self._record(folder, run, 0, 0)  # the marker first: the table and the promise go in with the files

@@ -7,11 +7,13 @@ from __future__ import annotations
 import os
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from pyarrow import fs as pafs
 
 from floe_dagster.core.locations import store_location
 from floe_dagster.core.quarantine import parse_run_folder, run_folder_name
 from floe_dagster.core.tables import TableName
+from floe_dagster.errors import MaintenanceFailed
 from floe_dagster.iceberg.file_store import FileStore, _facts, local_path
 from floe_dagster.iceberg.quarantine_store import TableQuarantine
 
@@ -95,3 +97,24 @@ def test_symbolic_links_are_never_followed_listed_or_deleted(tmp_path):
     assert not (run / "data" / "a.parquet").exists()
     assert (run / "data" / "linked").is_symlink() and (run / "data" / "one.parquet").is_symlink()
     assert (outside / "precious.parquet").read_bytes() == b"keep"
+
+
+def test_a_quarantine_folder_that_is_a_link_is_never_moved_into_purged_or_listed(tmp_path):
+    """The owner replaces the table's ``_floe_quarantine`` with a link to another table's folder: no move
+    goes through it, and no purge deletes what lies behind it (a folder there named like an old run)."""
+    table, other = tmp_path / "t", tmp_path / "other"
+    (table / "data").mkdir(parents=True)
+    (table / "data" / "a.parquet").write_bytes(b"1")
+    behind = other / run_folder_name(datetime(2020, 1, 1, tzinfo=timezone.utc), "x")
+    behind.mkdir(parents=True)
+    (behind / "theirs.parquet").write_bytes(b"theirs")
+    (table / "_floe_quarantine").symlink_to(other)
+    quarantine = TableQuarantine(FileStore(), T, f"file:{table}")
+    assert quarantine.runs() == []
+    assert quarantine.purge(datetime(2026, 12, 1, tzinfo=timezone.utc), timedelta(days=7)).runs == ()
+    assert (behind / "theirs.parquet").exists()
+    run = parse_run_folder(run_folder_name(datetime(2026, 12, 1, tzinfo=timezone.utc), "r", timedelta(days=7)))
+    listed = [f"file:{table}/data/a.parquet"]
+    with pytest.raises(MaintenanceFailed, match="symbolic link"):
+        quarantine.move_in(run, listed, quarantine.files.facts(listed))
+    assert (table / "data" / "a.parquet").exists() and not (other / run.name).exists()
