@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
 from floe_dagster.core.durations import format_iso_duration
+from floe_dagster.core.locations import store_location
 from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
 from floe_dagster.core.quarantine import (
     QuarantineChoice,
@@ -28,7 +29,6 @@ from floe_dagster.core.quarantine import (
     quarantine_choice,
     run_folder_name,
 )
-from floe_dagster.core.locations import store_location
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import MaintenanceFailed
 from floe_dagster.iceberg.file_store import FileFacts, FileStore
