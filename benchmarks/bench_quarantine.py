@@ -82,7 +82,7 @@ def run_mode(mode: str) -> None:
     engine = IcebergSparkEngine.from_settings(settings)
     with engine.unit_of_work() as spark:
         spark.sql("SELECT 1").collect()
-    context = orphan_context(catalog, iceberg_table, name, str(uuid.uuid4()), first_cleanup=False)
+    context = orphan_context(catalog, iceberg_table, name, str(uuid.uuid4()))
     config = OrphanCleanupConfig.from_mapping(MODES[mode])
     t0 = time.perf_counter()
     outcome = engine.maintain(name, Operation.ORPHAN_CLEANUP, config, datetime.now(timezone.utc),

@@ -256,13 +256,20 @@ def cmd_runs(args) -> int:
 
 def cmd_restore(args) -> int:
     """A table's quarantined orphans: without --run, list its runs; with one, move that run's files
-    back to their original paths under the table lock, never over an existing file."""
+    back to their original paths under the table lock, never over an existing file. Without a table:
+    the quarantines no policy will ever purge."""
     from floe_dagster.coordination.locks import table_lock_name
+    from floe_dagster.coordination.quarantine_roots import QuarantineRoots
     from floe_dagster.errors import LockHeld, MaintenanceFailed
     from floe_dagster.iceberg.quarantine_store import open_table_quarantine
+    from floe_dagster.reports.quarantine_orphans import never_purged, print_never_purged
 
     settings = _settings(args)
-    quarantine, grace = open_table_quarantine(settings, args.table)
+    roots = QuarantineRoots(_coordination(settings).engine)
+    if not args.table:
+        print_never_purged(never_purged(settings, roots))
+        return EXIT_OK
+    quarantine, grace = open_table_quarantine(settings, args.table, roots)
     name = quarantine.table.qualified
     if not args.run:
         return _list_quarantine(quarantine, grace)
@@ -298,7 +305,7 @@ def _list_quarantine(quarantine, grace) -> int:
     for found in runs:
         facts = quarantine.describe(found)
         print(f"  run {found.run.run_id}  quarantined {found.run.at.isoformat()}  {facts.get('files', '?')} file(s), "
-              f"{facts.get('bytes', '?')} bytes  purged from {found.run.due(grace).isoformat()}  in {found.folder.uri}")
+              f"{facts.get('bytes', '?')} bytes  purged from {found.due(grace).isoformat()}  in {found.folder.uri}")
     print(f"restore one with: floe-dagster restore {name} --run RUN (its run id, a unique prefix of it, or latest)")
     return EXIT_OK
 
@@ -426,8 +433,9 @@ def _add_table_commands(sub) -> None:
     runs.set_defaults(func=cmd_runs)
 
     restore = sub.add_parser("restore", help="list a table's quarantined orphan cleanup runs, or put one run's "
-                                             "files back (never over an existing file)")
-    restore.add_argument("table", help="catalog.namespace.table or namespace.table")
+                                             "files back (never over an existing file); without a table, list "
+                                             "the quarantines no policy will ever purge")
+    restore.add_argument("table", nargs="?", help="catalog.namespace.table or namespace.table")
     restore.add_argument("--run", help="the run to restore: its run id, a unique prefix of it, or latest "
                                        "(without it: list the runs)")
     restore.set_defaults(func=cmd_restore)

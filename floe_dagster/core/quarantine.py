@@ -6,7 +6,9 @@ Orphan cleanup in quarantine mode moves each orphan to
 a later run deletes a run folder once its grace period is over, and ``floe-dagster restore`` moves a
 run folder's files back. The quarantine root is the reserved folder :data:`QUARANTINE_FOLDER` inside
 the table location, or, with ``maintenance.quarantine-location`` in floe.yaml,
-``<that location>/_floe_quarantine/<catalog>/<namespace…>/<table>``.
+``<that location>/_floe_quarantine/<catalog>/<namespace.….table>``: always two folders deep, each
+name escaped (a dot inside a name too), so no table's quarantine ever lies inside another's (before,
+``<catalog>/<namespace…>/<table>`` put table ``a.b.x``'s quarantine inside table ``a.b``'s).
 
 The folder's leading ``_`` is what keeps it out of every orphan listing: Iceberg's
 ``remove_orphan_files`` skips hidden path components (``_`` or ``.``, except ``<partition field>=``
@@ -14,10 +16,13 @@ folders) whether it lists with Hadoop or with the FileIO's prefix listing, so no
 quarantine or in delete mode, ever sees a quarantined file. The one way around it is a listing that
 starts inside the folder (the policy's ``location``): :func:`listing_location_problem` refuses it.
 
-A run folder is named ``<UTC time>_<run id>`` (``20261124T101500Z_6f1c…``): the quarantine is
-self-describing, its grace period counts from the name (not from a file's time: a local rename keeps
-the file's old modification time, an S3 copy gets a new one), and no database is needed to purge or
-restore it.
+A run folder is named ``<UTC time>-<purge date>_<run id>`` (``20261124T101500Z-20261201T101500Z_6f1c…``):
+the quarantine is self-describing. The purge date is the run's promise: written in the name when the
+files go in, it is purged at the later of that date and the run's time plus the grace period in force
+then (a shorter grace period, or another policy, never brings it forward). The times come from the
+name, not from a file's time (a local rename keeps the file's old modification time, an S3 copy gets
+a new one). Folders of older releases, ``<UTC time>_<run id>``, carry no date in their name: their
+marker's ``purgeAfter`` when it has one, else the grace period in force.
 """
 
 from __future__ import annotations
@@ -38,7 +43,8 @@ DEFAULT_GRACE_PERIOD = "P7D"
 MIN_GRACE_PERIOD = timedelta(hours=1)
 QUARANTINE_FIELDS = ("enabled", "gracePeriod")
 RUN_MARKER = "_floe_run.json"  # in each run folder: what was quarantined, from where (never an orphan's name)
-_RUN_FOLDER = re.compile(r"^(?P<at>\d{8}T\d{6}Z)_(?P<run>[A-Za-z0-9-]{1,64})$")
+_STAMP = "%Y%m%dT%H%M%SZ"
+_RUN_FOLDER = re.compile(r"^(?P<at>\d{8}T\d{6}Z)(?:-(?P<due>\d{8}T\d{6}Z))?_(?P<run>[A-Za-z0-9-]{1,64})$")
 
 
 # -- the policy's orphanCleanup.quarantine ---------------------------------------------------------------
@@ -46,8 +52,8 @@ _RUN_FOLDER = re.compile(r"^(?P<at>\d{8}T\d{6}Z)_(?P<run>[A-Za-z0-9-]{1,64})$")
 
 @dataclass(frozen=True)
 class QuarantinePolicy:
-    """``orphanCleanup.quarantine``: ``enabled`` (unset: only a table's first cleanup quarantines) and
-    ``gracePeriod`` (ISO-8601, default :data:`DEFAULT_GRACE_PERIOD`; upper-cased)."""
+    """``orphanCleanup.quarantine``: ``enabled`` (unset: every cleanup quarantines; ``false`` is the
+    explicit opt-out) and ``gracePeriod`` (ISO-8601, default :data:`DEFAULT_GRACE_PERIOD`; upper-cased)."""
 
     enabled: bool | None = None
     grace_period: str | None = None
@@ -104,22 +110,20 @@ class QuarantineChoice:
     reason: str
 
 
-def quarantine_choice(policy: QuarantinePolicy | None, first_cleanup: bool, dry_run: bool) -> QuarantineChoice:
-    """The policy decides when it says; unset, a table's first orphan cleanup (no successful one in its
-    history) quarantines, as S3 Tables' two-phase deletion does, and later ones delete. A dry run
-    moves nothing."""
+def quarantine_choice(policy: QuarantinePolicy | None, dry_run: bool) -> QuarantineChoice:
+    """Every orphan cleanup quarantines unless the policy opts out (``quarantine: false``): a wrong
+    deletion stays recoverable for the grace period. A dry run moves nothing."""
     enabled = policy.enabled if policy is not None else None
     if dry_run:
         return QuarantineChoice(False, "dry run: nothing is moved or deleted")
-    if enabled is True:
-        return QuarantineChoice(True, "orphanCleanup.quarantine.enabled is true")
     if enabled is False:
-        return QuarantineChoice(False, "orphanCleanup.quarantine.enabled is false")
-    if first_cleanup:
-        return QuarantineChoice(True, "the table's first orphan cleanup (no successful one is recorded): quarantined "
-                                      "by default")
-    return QuarantineChoice(False, "orphanCleanup.quarantine.enabled is unset and the table has had a successful "
-                                   "orphan cleanup")
+        return QuarantineChoice(False, "orphanCleanup.quarantine is false: the policy opts out, orphans are deleted "
+                                       "at once")
+    grace = (policy or QuarantinePolicy()).grace_period or DEFAULT_GRACE_PERIOD
+    if enabled is True:
+        return QuarantineChoice(True, f"orphanCleanup.quarantine.enabled is true: orphans are kept {grace}")
+    return QuarantineChoice(True, f"quarantined by default: orphans are kept {grace} before they are deleted "
+                                  "(orphanCleanup.quarantine: false opts out)")
 
 
 # -- the quarantine's locations (core/locations.py normalises them) ---------------------------------------
@@ -132,10 +136,23 @@ def escape_component(name: str) -> str:
     return escaped.replace(".", "%2E") if set(name) <= {"."} else escaped
 
 
+def table_folder(table: TableName) -> str:
+    """The one folder of a table under its catalog's: its namespace and name, each escaped with every
+    dot encoded, joined by dots. One component for every table, so ``a.b``'s folder is a sibling of
+    ``a.b.x``'s, never its parent, and ``a%2Eb`` (a name with a dot) differs from ``a.b``."""
+    return ".".join(quote(part, safe="").replace(".", "%2E") for part in (*table.namespace, table.name))
+
+
 def quarantine_root(table_location: str, table: TableName, configured: str | None = None) -> StorageLocation:
     """Where a table's quarantine lives: its reserved folder, or its folder under ``configured``."""
     if configured is None:
         return store_location(table_location).child(QUARANTINE_FOLDER)
+    return store_location(configured).child(QUARANTINE_FOLDER, escape_component(table.catalog), table_folder(table))
+
+
+def nested_root(table: TableName, configured: str) -> StorageLocation:
+    """Where releases before the one-folder naming put a table's configured quarantine
+    (``<catalog>/<namespace…>/<table>``): looked in for runs whose marker names this very table."""
     parts = [escape_component(p) for p in (table.catalog, *table.namespace, table.name)]
     return store_location(configured).child(QUARANTINE_FOLDER, *parts)
 
@@ -199,34 +216,57 @@ def placement_problem(root: StorageLocation, table_location: str) -> str | None:
 
 @dataclass(frozen=True)
 class QuarantineRun:
-    """One run's folder in a quarantine root: when the files went in, by which run."""
+    """One run's folder in a quarantine root: when the files went in, by which run, and the purge date
+    it promised (None: a folder of an older release, whose name carries none)."""
 
     name: str
     at: datetime
     run_id: str
+    promised: datetime | None = None
 
-    def due(self, grace: timedelta) -> datetime:
-        return self.at + grace
+    def due(self, grace: timedelta, recorded: datetime | None = None) -> datetime:
+        """When the run may be purged: the later of its promise (the name's, else ``recorded``: its
+        marker's) and its time plus the grace period in force. No rule brings a promise forward."""
+        promise = self.promised or recorded
+        in_force = self.at + grace
+        return max(promise, in_force) if promise is not None else in_force
 
 
-def run_folder_name(at: datetime, run_id: str) -> str:
-    """``20261124T101500Z_<run id>``: UTC to the second; the run id's letters, digits and dashes only."""
+def run_folder_name(at: datetime, run_id: str, grace: timedelta | None = None) -> str:
+    """``20261124T101500Z-20261201T101500Z_<run id>``: UTC to the second, then the purge date the
+    run promises (``at`` + ``grace``; without a grace, the older name with none); the run id's
+    letters, digits and dashes only."""
     safe = re.sub(r"[^A-Za-z0-9-]", "-", run_id)[:64] or "run"
-    return f"{at.astimezone(timezone.utc):%Y%m%dT%H%M%SZ}_{safe}"
+    stamp = f"{at.astimezone(timezone.utc):{_STAMP}}"
+    if grace is not None:
+        stamp += f"-{(at + grace).astimezone(timezone.utc):{_STAMP}}"
+    return f"{stamp}_{safe}"
 
 
 def parse_run_folder(name: str) -> QuarantineRun | None:
-    """A run folder's time and run id; None for anything else in the root (left alone)."""
+    """A run folder's time, run id and promised purge date; None for anything else in the root (left
+    alone)."""
     found = _RUN_FOLDER.match(name)
     if not found:
         return None
-    at = datetime.strptime(found.group("at"), "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
-    return QuarantineRun(name, at, found.group("run"))
+    at = datetime.strptime(found.group("at"), _STAMP).replace(tzinfo=timezone.utc)
+    due = found.group("due")
+    promised = datetime.strptime(due, _STAMP).replace(tzinfo=timezone.utc) if due else None
+    return QuarantineRun(name, at, found.group("run"), promised)
 
 
-def expired_runs(runs: Iterable[QuarantineRun], now: datetime, grace: timedelta) -> list[QuarantineRun]:
-    """The runs whose grace period is over at ``now`` (oldest first)."""
-    return sorted((r for r in runs if now >= r.due(grace)), key=lambda r: r.at)
+def expired_runs(runs: Iterable[QuarantineRun], now: datetime, grace: timedelta,
+                 recorded: Mapping[str, datetime] | None = None) -> list[QuarantineRun]:
+    """The runs whose promise and grace period are both over at ``now`` (oldest first); ``recorded``:
+    the purge date each older run's marker names, by folder name."""
+    dates = recorded or {}
+    return sorted((r for r in runs if now >= r.due(grace, dates.get(r.name))), key=lambda r: r.at)
+
+
+def is_old(modified: datetime | None, cutoff: datetime) -> bool:
+    """Whether a listed file is old enough to remove: its modification time is known and before the
+    cutoff. A time that could not be read is young: an unknown fact never makes a file deletable."""
+    return modified is not None and modified < cutoff
 
 
 def select_run(runs: list[QuarantineRun], wanted: str) -> QuarantineRun:

@@ -32,6 +32,7 @@ from pyiceberg.table import Table
 
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.locks import Locks, table_lock_name
+from floe_dagster.coordination.quarantine_roots import QuarantineRoots
 from floe_dagster.core.estimates import estimate_error_pct
 from floe_dagster.core.operations import Operation, gc_disabled, gc_disabled_reason
 from floe_dagster.core.owner_overrides import owner_overrides
@@ -65,14 +66,15 @@ def maintain_table(
     locks: Locks, catalog: Catalog, coordination: Coordination | None = None,
 ) -> MaterializeResult:
     """Run one operation on one table under its lock and describe what changed, and why it ran.
-    ``coordination``: the history an orphan cleanup reads (a table's first one quarantines)."""
+    ``coordination``: the history a step reads, and the quarantine roots orphan cleanup remembers."""
     table, op = decision.table, decision.operation
     if resolved.config is None:
         raise MaintenanceFailed(f"table '{table.qualified}': {resolved.why_not}")
     resolved = with_owner_overrides(catalog, table, op, resolved)  # before the envelope, which checks the result
     resolved = within_envelope(catalog, table, op, resolved)  # the safety envelope, before any engine call
     step = step_of(op)
-    work = TableWork(op, table, resolved, catalog, context.run.run_id, context.log, _history(coordination, decision))
+    work = TableWork(op, table, resolved, catalog, context.run.run_id, context.log, _history(coordination, decision),
+                     quarantine_roots=QuarantineRoots(coordination.engine) if coordination is not None else None)
     if not step.uses_engine:
         return _without_engine(step, work, decision, locks)
     before = _pre_checks(step, work)

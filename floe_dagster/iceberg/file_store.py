@@ -38,7 +38,7 @@ _LIST_PARENT_AT = 32  # this many stats under one folder of an object store: one
 class FileFacts:
     location: str  # as :class:`StorageLocation.uri` spells it
     size: int
-    modified: datetime  # UTC
+    modified: datetime | None  # UTC; None: the store did not say (such a file is young: core/quarantine.is_old)
 
 
 class FileStore:
@@ -106,6 +106,8 @@ class FileStore:
         return {loc: _facts(loc, info) for loc, info in zip(group, infos) if info.type == pafs.FileType.File}
 
     def _listing(self, folder: StorageLocation, recursive: bool) -> list[FileFacts]:
+        if folder.scheme in _LOCAL:
+            return _local_listing(folder, recursive)
         filesystem, path, where = self._resolve(folder)
         selector = pafs.FileSelector(path, allow_not_found=True, recursive=recursive)
         return [_facts(self._uri(where, info.path), info) for info in filesystem.get_file_info(selector)
@@ -116,8 +118,11 @@ class FileStore:
         return self._listing(folder if isinstance(folder, StorageLocation) else store_location(folder), recursive=True)
 
     def folders_in(self, folder: str | StorageLocation) -> list[str]:
-        """The names of ``folder``'s direct subfolders (on an object store: its common prefixes)."""
-        filesystem, path, _ = self._resolve(folder)
+        """The names of ``folder``'s direct subfolders (on an object store: its common prefixes; locally
+        a symbolic link is none: it is never followed)."""
+        filesystem, path, where = self._resolve(folder)
+        if where.scheme in _LOCAL:
+            return sorted(entry.name for entry in _local_entries(path) if entry.is_dir(follow_symlinks=False))
         selector = pafs.FileSelector(path, allow_not_found=True, recursive=False)
         return sorted(info.base_name for info in filesystem.get_file_info(selector)
                       if info.type == pafs.FileType.Directory)
@@ -195,9 +200,12 @@ class FileStore:
             source_fs.delete_file(source_path)
 
     def delete_folder(self, folder: str | StorageLocation) -> None:
-        """``folder`` and everything below it (nothing when it does not exist)."""
-        filesystem, path, _ = self._resolve(folder)
-        if filesystem.get_file_info(path).type != pafs.FileType.NotFound:
+        """``folder`` and everything below it (nothing when it does not exist). Locally a symbolic link
+        below it (or at it) is neither followed nor deleted: it stays, with the folders that hold it."""
+        filesystem, path, where = self._resolve(folder)
+        if where.scheme in _LOCAL:
+            _local_delete_tree(path)
+        elif filesystem.get_file_info(path).type != pafs.FileType.NotFound:
             filesystem.delete_dir(path)
 
     def remove_empty_folders(self, folder: str | StorageLocation) -> None:
@@ -211,6 +219,24 @@ class FileStore:
                 os.rmdir(current)
             except OSError:  # not empty: it still holds something
                 pass
+
+    @staticmethod
+    def through_link(location: str, base: StorageLocation, checked: dict[str, bool] | None = None) -> bool:
+        """Whether a local ``location`` at or below ``base`` is, or lies under, a symbolic link at or below
+        ``base`` (False for other stores, which have no links): such a path reaches outside the table.
+        ``checked``: the folders already looked at, by path (a listing's files share their folders)."""
+        where = store_location(location)
+        if where.scheme not in _LOCAL or not (where == base or base.contains(where)):
+            return False
+        seen = {} if checked is None else checked
+        current, parts = base.path.rstrip("/"), (base.relative(where) or "").split("/")
+        for part in [""] + [p for p in parts if p]:
+            current = f"{current}/{part}" if part else current
+            if current not in seen:
+                seen[current] = os.path.islink(current)
+            if seen[current]:
+                return True
+        return False
 
     def _make_parent(self, filesystem: pafs.FileSystem, path: str, where: StorageLocation) -> None:
         parent = path.rsplit("/", 1)[0]
@@ -238,7 +264,7 @@ def local_path(location: str) -> str | None:
 
 def _local_facts(location: str, path: str) -> FileFacts | None:
     try:
-        found = os.stat(path)
+        found = os.lstat(path)  # a symbolic link is no file of the table's: never followed
     except (FileNotFoundError, NotADirectoryError):
         return None
     if not stat.S_ISREG(found.st_mode):
@@ -250,7 +276,49 @@ def _facts(location: str, info: pafs.FileInfo) -> FileFacts:
     modified = info.mtime
     if modified is not None and modified.tzinfo is None:
         modified = modified.replace(tzinfo=timezone.utc)
-    return FileFacts(location, int(info.size or 0), modified or datetime.fromtimestamp(0, timezone.utc))
+    return FileFacts(location, int(info.size or 0), modified)  # None stays None: an unknown time is no age
+
+
+def _local_entries(path: str) -> list[os.DirEntry]:
+    try:
+        with os.scandir(path) as entries:
+            return list(entries)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _local_listing(folder: StorageLocation, recursive: bool) -> list[FileFacts]:
+    """The regular files below a local folder, never through a symbolic link (nor the link itself)."""
+    found, pending = [], [folder.path]
+    if os.path.islink(folder.path):
+        return []
+    while pending:
+        for entry in _local_entries(pending.pop()):
+            if entry.is_symlink():
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                if recursive:
+                    pending.append(entry.path)
+            elif entry.is_file(follow_symlinks=False):
+                facts = _local_facts(StorageLocation("file", "", entry.path).uri, entry.path)
+                if facts is not None:
+                    found.append(facts)
+    return found
+
+
+def _local_delete_tree(path: str) -> None:
+    """Delete a local folder's files and then its emptied folders, bottom up; a symbolic link is left
+    where it is (never followed), and so are the folders that hold one."""
+    if os.path.islink(path) or not os.path.isdir(path):
+        return
+    for current, folders, files in os.walk(path, topdown=False, followlinks=False):
+        for name in files:
+            if not os.path.islink(os.path.join(current, name)):
+                os.unlink(os.path.join(current, name))
+        try:
+            os.rmdir(current)
+        except OSError:  # it still holds a link: left
+            pass
 
 
 def _local_move(source: str, target: str) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from floe_dagster.core.locations import StorageLocation, store_location
 from floe_dagster.core.quarantine import (
@@ -19,7 +19,7 @@ from floe_dagster.core.quarantine import (
     RUN_MARKER,
     QuarantinePolicy,
     QuarantineRun,
-    expired_runs,
+    nested_root,
     parse_run_folder,
     placement_problem,
     quarantine_root,
@@ -67,18 +67,45 @@ class QuarantinedRun:
     def folder(self) -> StorageLocation:
         return self.root.child(self.run.name)
 
+    @property
+    def purge_after(self) -> datetime | None:
+        """The purge date the marker recorded (what an older folder's name does not carry)."""
+        try:
+            return datetime.fromisoformat(str(self.marker["purgeAfter"]))
+        except (KeyError, ValueError):
+            return None
+
+    def due(self, grace: timedelta) -> datetime:
+        return self.run.due(grace, self.purge_after)
+
 
 class TableQuarantine:
-    """The quarantine of one table: new runs go to :attr:`root`; purge and restore look in every root."""
+    """The quarantine of one table: new runs go to :attr:`root`; purge and restore look in every root:
+    the current ones, where an older release put a configured quarantine, and every root the
+    coordination database remembers the table used (``remembered``; ``on_use`` records a root before
+    the first file moves into it)."""
 
-    def __init__(self, files: FileStore, table: TableName, table_location: str, configured: str | None = None):
-        self.files, self.table = files, table
+    def __init__(self, files: FileStore, table: TableName, table_location: str, configured: str | None = None,
+                 remembered: Iterable[str] = (), on_use: Callable[[StorageLocation], None] | None = None):
+        self.files, self.table, self.on_use = files, table, on_use
         self.location = store_location(table_location)
         self.root = quarantine_root(table_location, table, configured)
         self.roots = quarantine_roots(table_location, table, configured)
+        # Roots that are not this table's own folder today: a run there counts only when its marker
+        # names this table (an older nested layout may hold another table's runs below this one's).
+        self.shared = [nested_root(table, configured)] if configured else []
+        for uri in remembered:
+            where = store_location(uri)
+            if where not in self.roots and where not in self.shared:
+                self.shared.append(where)
         problem = placement_problem(self.root, table_location)
         if problem:
             raise MaintenanceFailed(f"table '{table.qualified}': {problem}")
+
+    def linked(self, root: StorageLocation) -> bool:
+        """Whether a reserved quarantine folder inside the table is a symbolic link (or lies under one):
+        it would reach outside the table, so it is never moved into, purged or restored from."""
+        return self.location.contains(root) and self.files.through_link(root.uri, self.location)
 
     def holds(self, location: str) -> bool:
         """Whether ``location`` lies in one of the table's quarantines (a path under the table's
@@ -90,14 +117,17 @@ class TableQuarantine:
         return any(root.contains(where) for root in self.roots)
 
     def runs(self) -> list[QuarantinedRun]:
-        """Every run folder in the table's quarantine roots, oldest first (other folders are left alone)."""
+        """Every run folder of this table in its quarantine roots, oldest first, with its marker (other
+        folders, and runs whose marker names another table, are left alone)."""
         found = []
-        for root in self.roots:
-            for name in self.files.folders_in(root):
-                run = parse_run_folder(name)
-                if run is not None:
-                    found.append(QuarantinedRun(root, run))
+        for root in [*self.roots, *self.shared]:
+            if not self.linked(root):
+                found += [r for r in runs_in(self.files, root, None) if self._ours(r)]
         return sorted(found, key=lambda r: r.run.at)
+
+    def _ours(self, found: QuarantinedRun) -> bool:
+        named = found.marker.get("table")
+        return named == self.table.qualified or (named is None and found.root not in self.shared)
 
     # -- moving in ----------------------------------------------------------------------------------
     def move_in(self, run: QuarantineRun, originals: Iterable[str], facts: dict[str, FileFacts]) -> MoveReport:
@@ -113,6 +143,15 @@ class TableQuarantine:
                 refused.append(f"{original} lies outside the table's location {self.location.uri}: not moved")
             else:
                 pairs.append((original, into + relative))
+        if not pairs:
+            return MoveReport((), 0, tuple(refused))
+        if self.linked(self.root):
+            raise MaintenanceFailed(f"table '{self.table.qualified}': its quarantine folder {self.root.uri} is, or "
+                                    "lies under, a symbolic link, which could reach another table's files; nothing "
+                                    "was moved: remove the link")
+        if self.on_use is not None:
+            self.on_use(self.root)  # remembered before anything moves: a later setting cannot lose it
+        self._record(folder, run, 0, 0)  # the marker first: the table and the promise go in with the files
         outcomes = self.files.move_many(pairs)
         moved = tuple(source for (source, _), why in zip(pairs, outcomes) if why is None)
         refused += [why for why in outcomes if why is not None]
@@ -126,18 +165,17 @@ class TableQuarantine:
         before = _marker(self.files.read_text(marker))
         self.files.write_text(marker, json.dumps({
             "table": self.table.qualified, "tableLocation": self.location.uri, "runId": run.run_id,
-            "quarantinedAt": run.at.isoformat(), "files": int(before.get("files", 0)) + files,
-            "bytes": int(before.get("bytes", 0)) + size,
+            "quarantinedAt": run.at.isoformat(), "purgeAfter": run.promised.isoformat() if run.promised else None,
+            "files": int(before.get("files", 0)) + files, "bytes": int(before.get("bytes", 0)) + size,
         }, indent=2))
 
     # -- purging ------------------------------------------------------------------------------------
     def purge(self, now: datetime, grace: timedelta) -> PurgeReport:
-        """Delete every run folder whose grace period is over at ``now``."""
-        runs = self.runs()
-        due = set(expired_runs([r.run for r in runs], now, grace))
+        """Delete every run folder whose promise and grace period are both over at ``now`` (the later of
+        the purge date it recorded and its time plus ``grace``, the rule in force)."""
         names, files, size = [], 0, 0
-        for found in runs:
-            if found.run not in due:
+        for found in self.runs():
+            if now < found.due(grace):
                 continue
             folder = found.folder
             held = [f for f in self.files.files_under(folder) if store_location(f.location) != folder.child(RUN_MARKER)]
@@ -193,9 +231,10 @@ def _marker(text: str | None) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def open_table_quarantine(settings: Any, text: str) -> tuple[TableQuarantine, timedelta]:
+def open_table_quarantine(settings: Any, text: str, roots: Any = None) -> tuple[TableQuarantine, timedelta]:
     """The quarantine of a table named as the command line names it (UnknownTable when the catalog has
-    no such table), and the grace period its orphan cleanup policy gives (the default without one)."""
+    no such table), with the roots ``roots`` (coordination/quarantine_roots.py) remembers for it, and the
+    grace period its orphan cleanup policy gives (the default without one)."""
     from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
     from floe_dagster.core.operations import Operation
     from floe_dagster.iceberg.catalog import load_table, open_catalog
@@ -206,5 +245,18 @@ def open_table_quarantine(settings: Any, text: str) -> tuple[TableQuarantine, ti
     config = resolve_operation(settings, table, Operation.ORPHAN_CLEANUP).config
     policy = config.quarantine if isinstance(config, OrphanCleanupConfig) else None
     quarantine = TableQuarantine(table_file_store(loaded), table, loaded.location(),
-                                 settings.maintenance.quarantine_location)
+                                 settings.maintenance.quarantine_location,
+                                 roots.roots_of(table.qualified) if roots is not None else ())
     return quarantine, (policy or QuarantinePolicy()).grace
+
+
+def runs_in(files: FileStore, root: StorageLocation, table: str | None) -> list[QuarantinedRun]:
+    """The run folders in one root, with their markers; ``table``: only those whose marker names it."""
+    found = []
+    for name in files.folders_in(root):
+        run = parse_run_folder(name)
+        if run is not None:
+            marker = _marker(files.read_text(root.child(name, RUN_MARKER)))
+            if table is None or marker.get("table") == table:
+                found.append(QuarantinedRun(root, run, marker))
+    return sorted(found, key=lambda r: r.run.at)

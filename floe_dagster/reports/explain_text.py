@@ -47,6 +47,8 @@ def _operation_lines(op: str, status: Mapping[str, Any]) -> list[str]:
         lines.append(f"    writer hold (maxWriterWait {status['writerHold']['maxWriterWait']}): "
                      f"{status['writerHold']['detail']}")
     lines += _backlog_lines(status.get("backlog"))
+    if status.get("quarantine"):
+        lines.append(f"    quarantine: {status['quarantine']['reason']}")
     owner = status.get("ownerOverrides") or {}
     lines += [f"    owner override {name}={value}" for name, value in owner.get("applied", {}).items()]
     lines += [f"    owner override ignored: {i['property']}={i['value']}: {i['reason']}"

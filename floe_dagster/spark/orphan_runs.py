@@ -18,10 +18,12 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
 from floe_dagster.core.durations import format_iso_duration
+from floe_dagster.core.locations import store_location
 from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
 from floe_dagster.core.quarantine import (
     QuarantineChoice,
     QuarantinePolicy,
+    is_old,
     listing_location_problem,
     parse_run_folder,
     quarantine_choice,
@@ -47,17 +49,19 @@ ListedHook = Callable[[list[str]], None]
 @dataclass(frozen=True)
 class OrphanContext:
     """What an orphan cleanup needs besides its policy, from the run (defs/assets.py): the table's
-    location and store, the run's id (the quarantine's run folder), whether the history records no
-    successful orphan cleanup of the table yet, and the table's version (its metadata location, read
-    afresh: every commit changes it; None: Iceberg always checks again before a move), and the
-    quarantine's clock (its run folder's time and the grace periods; None: the run's ``now``)."""
+    location and store, the run's id (the quarantine's run folder), the table's version (its metadata
+    location, read afresh: every commit changes it; None: Iceberg always checks again before a move),
+    the quarantine's clock (its run folder's time and the grace periods; None: the run's ``now``), and
+    the quarantine roots the coordination database remembers for the table, with the way to record
+    one (coordination/quarantine_roots.py; none without the database)."""
 
     table_location: str
     files: FileStore
     run_id: str
-    first_cleanup: bool = False
     table_version: Callable[[], str] | None = None
     clock: Callable[[], datetime] | None = None
+    remembered_roots: tuple[str, ...] = ()
+    remember: Callable[[Any], None] | None = None
 
 
 @dataclass
@@ -82,7 +86,9 @@ class OrphanCleanup:
         self.context, self.listed_hook = context, listed_hook
         self.files = context.files if context is not None else FileStore()  # local files only without a context
         self.quarantine = None if context is None else TableQuarantine(
-            context.files, table, context.table_location, quarantine_location)
+            context.files, table, context.table_location, quarantine_location, context.remembered_roots,
+            context.remember)
+        self.table_location = None if context is None else store_location(context.table_location)
         self.tally = _Tally()
         clock = context.clock if context is not None else None
         self.quarantine_now = clock() if clock is not None else now
@@ -94,8 +100,7 @@ class OrphanCleanup:
         if problem:
             raise MaintenanceFailed(f"table '{self.table.qualified}': {problem}")
         policy = self.config.quarantine or QuarantinePolicy()
-        first = self.context is not None and self.context.first_cleanup
-        choice = quarantine_choice(policy, first, bool(self.config.dry_run))
+        choice = quarantine_choice(policy, bool(self.config.dry_run))
         if self.quarantine is None:
             choice = QuarantineChoice(False, "no quarantine: the engine was called without the table's store")
         purge = PurgeReport()
@@ -107,7 +112,9 @@ class OrphanCleanup:
         if choice.enabled:
             result, sql, folder = self._rounds(quarantine=True)
             reclaimed = self.tally.moved_bytes
-        elif self.config.max_files_to_delete is not None and not self.config.dry_run:
+        elif (self.config.max_files_to_delete is not None or self._local()) and not self.config.dry_run:
+            # A local table is deleted from in rounds too: floe checks each listed path for a symbolic link
+            # before Iceberg deletes (Hadoop's local listing follows links out of the table).
             (result, sql, _), folder = self._rounds(quarantine=False), None
             reclaimed = self.tally.deleted_bytes
         else:
@@ -130,11 +137,13 @@ class OrphanCleanup:
         listing was a full sample (more orphans may lie beyond it)."""
         cap = self.config.max_files_to_delete
         view = f"floe_orphans_{uuid.uuid4().hex[:12]}"
-        stream = not quarantine or cap is not None or self.config.stream_results is True
+        # Unstreamed without a cap: one round lists every orphan (a local table's uncapped delete mode too).
+        stream = cap is not None or self.config.stream_results is True
         calls = orphan_cleanup_calls(self.table, self.config, self.now, self.table_properties, self.file_io,
                                      self.iceberg_version, view, stream=stream)
         run_id = self.context.run_id if self.context is not None else uuid.uuid4().hex
-        folder = parse_run_folder(run_folder_name(self.quarantine_now, run_id)) if quarantine else None
+        grace = (self.config.quarantine or QuarantinePolicy()).grace
+        folder = parse_run_folder(run_folder_name(self.quarantine_now, run_id, grace)) if quarantine else None
         rounds: list[OrphanRound] = []
         while True:
             version = self._version()
@@ -156,6 +165,9 @@ class OrphanCleanup:
                 self._described(calls, len(rounds), folder.name if folder else None),
                 folder.name if folder else None)
 
+    def _local(self) -> bool:
+        return self.table_location is not None and self.table_location.scheme == "file"
+
     def _version(self) -> str | None:
         read = self.context.table_version if self.context is not None else None
         return read() if read is not None else None
@@ -172,10 +184,18 @@ class OrphanCleanup:
                 f"{inside[0]}), though its listing skips hidden folders; nothing was moved or deleted")
 
     def _aged(self, calls: OrphanCalls, batch: list[str]) -> tuple[dict[str, FileFacts], list[str]]:
-        """Each listed file's real facts, and the listed files still older than the cutoff."""
+        """Each listed file's real facts, and the listed files still older than the cutoff (a file whose
+        time could not be read is young), never one reached through a symbolic link: that file is
+        outside the table, and the link itself is left where it is."""
+        if self._local():
+            assert self.table_location is not None
+            checked: dict[str, bool] = {}
+            linked = [p for p in batch if self.files.through_link(p, self.table_location, checked)]
+            self.tally.not_moved += [f"{p} is, or lies under, a symbolic link: left alone" for p in linked]
+            batch = [p for p in batch if p not in set(linked)]
         facts = self.files.facts(batch)
         cutoff = calls.cutoff if calls.cutoff.tzinfo else calls.cutoff.replace(tzinfo=timezone.utc)
-        old = [p for p in batch if p in facts and facts[p].modified < cutoff]
+        old = [p for p in batch if p in facts and is_old(facts[p].modified, cutoff)]
         self.tally.changed += len(batch) - len(old)
         return facts, old
 
@@ -239,15 +259,22 @@ class OrphanCleanup:
             run = parse_run_folder(folder)
             data.update(quarantine_run=folder, quarantined_bytes=tally.moved_bytes, quarantine_rechecks=tally.rechecks,
                         quarantine_purge_due=run.due(policy.grace).isoformat() if run else "",
+                        quarantine_promise="the later of this date and the grace period in force when it is "
+                                           "purged: no later rule brings it forward",
                         orphans_not_moved=len(tally.not_moved), orphans_not_moved_sample=tally.not_moved[:20])
         return data
 
 
 def orphan_context(catalog: Any, iceberg_table: Any, table: TableName, run_id: str,
-                   first_cleanup: bool) -> OrphanContext:
+                   roots: Any = None) -> OrphanContext:
     """The context of a run from the PyIceberg table it loaded: its location, its store (the catalog's FileIO
-    settings, never the table's: iceberg/table_io.py), and its version read afresh from the catalog."""
+    settings, never the table's: iceberg/table_io.py), its
+    version read afresh from the catalog, and the quarantine roots ``roots`` (the coordination
+    database's QuarantineRoots; None: none remembered) holds for it."""
     from floe_dagster.iceberg.catalog import load_table
 
-    return OrphanContext(iceberg_table.location(), table_file_store(iceberg_table), run_id, first_cleanup,
-                         lambda: load_table(catalog, table).metadata_location)
+    remembered = tuple(roots.roots_of(table.qualified)) if roots is not None else ()
+    remember = (lambda root: roots.remember(table.qualified, root.uri)) if roots is not None else None
+    return OrphanContext(iceberg_table.location(), table_file_store(iceberg_table), run_id,
+                         lambda: load_table(catalog, table).metadata_location, remembered_roots=remembered,
+                         remember=remember)

@@ -68,7 +68,7 @@ def test_explain_shows_the_learned_factor_and_the_next_adaptive_orphan_cleanup(t
         summary = trigger_table(settings, TABLE, ["REWRITE_DATA_FILES", "ORPHAN_CLEANUP"], reason="learn",
                                 actor="test", trigger_id="learned-e2e", instance=instance)
         assert [o.status for o in summary.outcomes] == ["SUCCEEDED", "SUCCEEDED"], summary.lines()
-    assert not orphan.exists()  # the table's first cleanup quarantines it
+    assert not orphan.exists()  # every cleanup quarantines it by default
 
     # Each outcome row keeps the run's figures (core/run_figures.py, the one declaration): the executor CPU
     # seconds Spark measured as compute, the files the compaction removed, the orphan bytes the quarantine

@@ -1,9 +1,9 @@
 """Orphan quarantine on S3 for real (issue 26): s3proxy, the README's object-storage floe.yaml, real Spark
-over Iceberg's S3FileIO with prefix listing. A table's first orphan cleanup copies each old orphan into
+over Iceberg's S3FileIO with prefix listing. Every orphan cleanup copies each old orphan into
 ``<table>/_floe_quarantine/<run folder>/`` and deletes the original (S3 has no rename; floe moves from
 the Dagster process with PyIceberg's pyarrow S3 file system, as it would under Spark Connect); the next
-cleanup deletes in delete mode and leaves quarantined objects alone even when they are old; the grace
-period is kept, ``floe-dagster restore`` puts the objects back byte for byte, and a purge past the
+cleanup quarantines into a run folder of its own and leaves the first run's objects alone even when they
+are old; the grace period is kept, ``floe-dagster restore`` puts the objects back byte for byte, and a purge past the
 grace period deletes what is left. The runs are processes of their own (see test_object_storage.py)."""
 
 from __future__ import annotations
@@ -61,12 +61,14 @@ def test_quarantine_on_object_storage_moves_keeps_restores_and_purges(s3_lake, c
     assert not any(server.object_file(uri).exists() for uri in bodies)  # and the originals deleted
     assert server.object_file(f"{base}/{QUARANTINE_FOLDER}/{folder}/{RUN_MARKER}").exists()
 
-    # The next cleanup deletes (delete mode) and leaves the quarantine, though its objects are old too.
+    # The next cleanup quarantines too, into its own run folder, and leaves the first run's objects where they
+    # are, though they are old too.
     for path in held.values():
         os.utime(path, (time.time() - TEN_DAYS, time.time() - TEN_DAYS))
     later = put_object(server, f"{base}/data/orphan-c.parquet", b"orphan c", age_s=TEN_DAYS)
     second = orphan_cleanup(config)
-    assert second["quarantine"] is False and second["orphan_files_count"] == 1 and second["quarantine_purged_files"] == 0
+    assert second["quarantine"] is True and second["quarantined_files"] == 1 and second["quarantine_purged_files"] == 0
+    assert second["quarantine_run"] != folder
     assert not os.path.exists(later) and all(path.exists() for path in held.values())
 
     # Within its grace period a purge keeps the run; restore puts the objects back where they were.
@@ -77,7 +79,7 @@ def test_quarantine_on_object_storage_moves_keeps_restores_and_purges(s3_lake, c
                              .split("_", 1)[1][:8]]) == 0
     assert "restored 2 file(s)" in capsys.readouterr().out
     assert {uri: server.object_file(uri).read_bytes() for uri in bodies} == bodies
-    assert quarantine.runs() == []
+    assert [found.run.name for found in quarantine.runs()] == [second["quarantine_run"]]
 
     # Past the grace period a purge deletes a run folder: its objects, its marker.
     run = parse_run_folder(f"20261101T000000Z_{'0' * 8}")

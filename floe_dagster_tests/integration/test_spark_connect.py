@@ -160,6 +160,8 @@ def test_orphan_quarantine_through_spark_connect(connect_lake):
     later = root / "data" / "orphan-later.parquet"
     later.write_bytes(b"later")
     os.utime(later, (old, old))
+    policies = config.parent / "policies" / "p.yaml"  # every cleanup quarantines unless the policy opts out
+    policies.write_text(POLICIES.replace("maxFilesToDelete: 100}", "maxFilesToDelete: 100, quarantine: false}"))
     second = trigger(config, table, "ORPHAN_CLEANUP")
     assert second.returncode == 0 and "ORPHAN_CLEANUP: SUCCEEDED" in second.stdout, second.stdout[-3000:]
     with DagsterInstance.get() as instance:

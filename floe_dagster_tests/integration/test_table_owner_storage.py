@@ -197,7 +197,7 @@ def test_s3_endpoint_on_a_table_never_takes_floes_file_work_to_another_server(s3
         bodies = {f"{base}/data/orphan-a.parquet": b"orphan a", f"{base}/metadata/orphan-b.avro": b"orphan b"}
         for uri, body in bodies.items():
             put_object(server, uri, body, age_s=TEN_DAYS)
-        context = orphan_context(catalog, table, ORDERS, "owner-attack", first_cleanup=True)
+        context = orphan_context(catalog, table, ORDERS, "owner-attack")
         quarantine = TableQuarantine(context.files, ORDERS, context.table_location)
         facts = context.files.facts(list(bodies))  # the file times a cleanup checks
         assert {uri: found.size for uri, found in facts.items()} == {uri: len(b) for uri, b in bodies.items()}

@@ -202,8 +202,8 @@ def test_prefix_mismatch_stops_with_a_clear_error_and_deletes_nothing(lake, tmp_
     foreign, old_orphans, before = planted[strict]
     assert files_under(load_table(open_catalog(settings.catalog), strict)) == before  # not even the real orphans
 
-    # IGNORE (the policy's choice) reaches Iceberg: real orphans go (into the quarantine: the table's first
-    # cleanup), the conflicting file stays.
+    # IGNORE (the policy's choice) reaches Iceberg: real orphans go (into the quarantine, as every cleanup's
+    # do by default), the conflicting file stays.
     outcome = cleanup(settings, instance, lenient.qualified)
     assert outcome.status == "SUCCEEDED", outcome.message
     foreign, old_orphans, before = planted[lenient]

@@ -258,6 +258,9 @@ def test_orphan_cleanups_backlog_is_in_trigger_status(api):
         assert answer.status_code == 200, answer.text
         statuses = answer.json()["operationStatuses"]
         assert statuses["REWRITE_DATA_FILES"]["backlog"] is None  # no partition-scoped rewrite
+        quarantine = statuses["ORPHAN_CLEANUP"]["quarantine"]  # explain shows the choice: the default here
+        assert quarantine["enabled"] is True and quarantine["explicit"] is False and quarantine["gracePeriod"] == "P7D"
+        assert "quarantine: false opts out" in quarantine["reason"]
         return statuses["ORPHAN_CLEANUP"]["backlog"]
 
     capped = a_run(instance, ORDERS, Operation.ORPHAN_CLEANUP, "capped")

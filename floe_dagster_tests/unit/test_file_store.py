@@ -7,9 +7,14 @@ from __future__ import annotations
 import os
 from datetime import datetime, timedelta, timezone
 
+import pytest
+from pyarrow import fs as pafs
+
+from floe_dagster.core.locations import store_location
 from floe_dagster.core.quarantine import parse_run_folder, run_folder_name
 from floe_dagster.core.tables import TableName
-from floe_dagster.iceberg.file_store import FileStore, local_path
+from floe_dagster.errors import MaintenanceFailed
+from floe_dagster.iceberg.file_store import FileStore, _facts, local_path
 from floe_dagster.iceberg.quarantine_store import TableQuarantine
 
 T = TableName("demo", ("sales",), "orders")
@@ -60,3 +65,56 @@ def test_only_files_inside_the_table_go_into_its_quarantine_and_a_purge_keeps_th
     assert quarantine.purge(now + timedelta(days=7) - timedelta(seconds=1), timedelta(days=7)).files == 0
     purged = quarantine.purge(now + timedelta(days=7), timedelta(days=7))
     assert (purged.runs, purged.files, purged.bytes) == ((run.name,), 1, 4) and quarantine.runs() == []
+
+
+def test_a_time_the_store_does_not_give_is_no_time_at_all():
+    """pyarrow leaves ``mtime`` unset when a store does not say; it was read as 1970, the oldest file."""
+    unknown = pafs.FileInfo("bucket/t/data/a.parquet", pafs.FileType.File, size=3)
+    assert _facts("s3://bucket/t/data/a.parquet", unknown).modified is None
+
+
+def test_symbolic_links_are_never_followed_listed_or_deleted(tmp_path):
+    """A link inside a table's folder (to a folder or a file outside it): listings skip it, a purge
+    leaves it and what it points at, and a path through it is known to leave the table."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.parquet").write_bytes(b"keep")
+    run = tmp_path / "t" / "_floe_quarantine" / "run"
+    (run / "data").mkdir(parents=True)
+    (run / "data" / "a.parquet").write_bytes(b"1")
+    (run / "data" / "linked").symlink_to(outside)
+    (run / "data" / "one.parquet").symlink_to(outside / "precious.parquet")
+    (tmp_path / "t" / "_floe_quarantine" / "linked-run").symlink_to(outside)
+    files = FileStore()
+    assert [f.location for f in files.files_under(f"file:{run}")] == [f"file:{run}/data/a.parquet"]
+    assert files.folders_in(f"file:{tmp_path / 't' / '_floe_quarantine'}") == ["run"]
+    assert files.facts([f"file:{run}/data/one.parquet"]) == {}
+    table = store_location(f"file:{tmp_path / 't'}")
+    assert files.through_link(f"file:{run}/data/linked/precious.parquet", table)
+    assert files.through_link(f"file:{run}/data/one.parquet", table)
+    assert not files.through_link(f"file:{run}/data/a.parquet", table)
+    files.delete_folder(f"file:{run}")
+    assert not (run / "data" / "a.parquet").exists()
+    assert (run / "data" / "linked").is_symlink() and (run / "data" / "one.parquet").is_symlink()
+    assert (outside / "precious.parquet").read_bytes() == b"keep"
+
+
+def test_a_quarantine_folder_that_is_a_link_is_never_moved_into_purged_or_listed(tmp_path):
+    """The owner replaces the table's ``_floe_quarantine`` with a link to another table's folder: no move
+    goes through it, and no purge deletes what lies behind it (a folder there named like an old run)."""
+    table, other = tmp_path / "t", tmp_path / "other"
+    (table / "data").mkdir(parents=True)
+    (table / "data" / "a.parquet").write_bytes(b"1")
+    behind = other / run_folder_name(datetime(2020, 1, 1, tzinfo=timezone.utc), "x")
+    behind.mkdir(parents=True)
+    (behind / "theirs.parquet").write_bytes(b"theirs")
+    (table / "_floe_quarantine").symlink_to(other)
+    quarantine = TableQuarantine(FileStore(), T, f"file:{table}")
+    assert quarantine.runs() == []
+    assert quarantine.purge(datetime(2026, 12, 1, tzinfo=timezone.utc), timedelta(days=7)).runs == ()
+    assert (behind / "theirs.parquet").exists()
+    run = parse_run_folder(run_folder_name(datetime(2026, 12, 1, tzinfo=timezone.utc), "r", timedelta(days=7)))
+    listed = [f"file:{table}/data/a.parquet"]
+    with pytest.raises(MaintenanceFailed, match="symbolic link"):
+        quarantine.move_in(run, listed, quarantine.files.facts(listed))
+    assert (table / "data" / "a.parquet").exists() and not (other / run.name).exists()

@@ -1,6 +1,8 @@
 """Recoverable orphan deletion, the pure half (core/quarantine.py): where a quarantined file goes and
-comes back from, when a run folder is purged (an injected clock), when a run quarantines, which
-locations are refused, and ``orphanCleanup.quarantine`` in both policy formats."""
+comes back from (no table's folder ever nests in another's), when a run folder is purged (an injected
+clock: the later of its promise and the rule in force), when a run quarantines (every run unless the
+policy opts out), that an unknown file time is young, which locations are refused, and
+``orphanCleanup.quarantine`` in both policy formats."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from floe_dagster.core.quarantine import (
     QuarantineRun,
     escape_component,
     expired_runs,
+    is_old,
     listing_location_problem,
     parse_run_folder,
     placement_problem,
@@ -29,6 +32,7 @@ from floe_dagster.core.quarantine import (
     run_folder_name,
     select_run,
     store_location,
+    table_folder,
 )
 from floe_dagster.core.tables import TableName
 
@@ -68,15 +72,33 @@ def test_a_file_goes_to_its_run_folder_under_its_path_relative_to_the_table():
     # A configured location: one folder per table, hidden too, whatever the names hold.
     hostile = TableName("lake", ("..", "a/b"), "name with space")
     configured = quarantine_root("s3://lake/wh/t", hostile, "s3://quarantine/floe/")
-    assert configured.uri == "s3://quarantine/floe/_floe_quarantine/lake/%2E%2E/a%2Fb/name%20with%20space"
+    assert configured.uri == "s3://quarantine/floe/_floe_quarantine/lake/%2E%2E.a%2Fb.name%20with%20space"
     assert [r.uri for r in quarantine_roots("s3://lake/wh/t", T, "s3://q/p")] == [
-        "s3://q/p/_floe_quarantine/demo/sales/orders", "s3://lake/wh/t/_floe_quarantine"]
+        "s3://q/p/_floe_quarantine/demo/sales.orders", "s3://lake/wh/t/_floe_quarantine"]
     assert escape_component(".") == "%2E" and escape_component("a.b") == "a.b"
+
+
+def test_no_tables_quarantine_folder_holds_or_names_another_tables():
+    """Table ``a.b``'s configured quarantine held ``a.b.x``'s in a subfolder (``…/a/b/x``): its purge
+    and restore reached it. Each table now has one folder, two levels below the location."""
+    names = [TableName("demo", ("a",), "b"), TableName("demo", ("a", "b"), "x"),
+             TableName("demo", ("a", "b"), run_folder_name(NOW, "r")), TableName("demo", ("a.b",), "x"),
+             TableName("demo", ("a",), "b.x"), TableName("demo", ("a%2Eb",), "x"), TableName("other", ("a",), "b")]
+    roots = [quarantine_root("s3://lake/wh/t", name, "s3://q/p") for name in names]
+    assert len(set(roots)) == len(names)  # a dot inside a name is not a namespace separator
+    for one in roots:
+        assert len(one.path.split("/")) == len(store_location("s3://q/p/_floe_quarantine").path.split("/")) + 2
+        assert not any(one != other and (one.contains(other) or other.contains(one)) for other in roots)
+    assert table_folder(names[1]) == "a.b.x" and table_folder(names[3]) == "a%2Eb.x"
+    assert parse_run_folder(table_folder(names[2])) is None  # a table named like a run folder is no run folder
 
 
 def test_run_folders_name_their_time_and_run_and_nothing_else_is_one():
     run = parse_run_folder(run_folder_name(NOW, "abc-123"))
-    assert run == QuarantineRun("20261124T101500Z_abc-123", NOW, "abc-123")
+    assert run == QuarantineRun("20261124T101500Z_abc-123", NOW, "abc-123")  # an older release's name
+    promised = parse_run_folder(run_folder_name(NOW, "abc-123", timedelta(days=7)))
+    assert promised == QuarantineRun("20261124T101500Z-20261201T101500Z_abc-123", NOW, "abc-123",
+                                     NOW + timedelta(days=7))
     assert run_folder_name(NOW, "../../etc") == "20261124T101500Z_------etc"  # nothing but letters, digits, dashes
     for other in ("notes", "20261124T101500Z", "20261124T101500Z_", "2026-11-24_abc", "20261124T101500Z_a/b"):
         assert parse_run_folder(other) is None  # left alone by purge and restore
@@ -91,14 +113,36 @@ def test_the_grace_period_counts_from_the_run_folders_time():
     assert runs[0].due(grace) == NOW - timedelta(days=1)
 
 
-def test_a_tables_first_cleanup_quarantines_unless_the_policy_says_otherwise():
+def test_the_purge_date_is_the_later_of_the_runs_promise_and_the_rule_in_force():
+    """A shrunk grace period (or another policy's) never brings a recorded promise forward; a longer one
+    keeps the files longer. Before, the grace in force at purge time alone decided."""
+    promised = parse_run_folder(run_folder_name(NOW, "r", timedelta(days=7)))
+    assert promised.due(timedelta(hours=1)) == NOW + timedelta(days=7)  # shrunk: the promise holds
+    assert promised.due(timedelta(days=30)) == NOW + timedelta(days=30)  # lengthened: the rule in force
+    assert expired_runs([promised], NOW + timedelta(days=6), timedelta(hours=1)) == []
+    assert expired_runs([promised], NOW + timedelta(days=7), timedelta(hours=1)) == [promised]
+    older = parse_run_folder(run_folder_name(NOW, "old"))  # no date in its name: its marker's, if any
+    assert older.due(timedelta(hours=1), recorded=NOW + timedelta(days=7)) == NOW + timedelta(days=7)
+    assert expired_runs([older], NOW + timedelta(days=2), timedelta(hours=1), {older.name: NOW + timedelta(days=7)}) == []
+    assert older.due(timedelta(hours=1)) == NOW + timedelta(hours=1)  # nothing recorded: the rule in force
+
+
+def test_an_unknown_file_time_is_young():
+    cutoff = NOW - timedelta(days=3)
+    assert is_old(cutoff - timedelta(seconds=1), cutoff)
+    assert not is_old(cutoff, cutoff) and not is_old(None, cutoff)  # unread: never old, so never removed
+
+
+def test_every_cleanup_quarantines_unless_the_policy_opts_out():
     unset, on, off = QuarantinePolicy(), QuarantinePolicy(enabled=True), QuarantinePolicy(enabled=False)
-    assert quarantine_choice(unset, first_cleanup=True, dry_run=False).enabled
-    assert "first orphan cleanup" in quarantine_choice(None, True, False).reason
-    assert not quarantine_choice(unset, first_cleanup=False, dry_run=False).enabled
-    assert quarantine_choice(on, first_cleanup=False, dry_run=False).enabled
-    assert not quarantine_choice(off, first_cleanup=True, dry_run=False).enabled  # the policy's explicit choice
-    assert not quarantine_choice(on, first_cleanup=True, dry_run=True).enabled  # a dry run moves nothing
+    assert quarantine_choice(unset, dry_run=False).enabled and quarantine_choice(None, dry_run=False).enabled
+    assert "quarantined by default" in quarantine_choice(None, False).reason
+    assert "kept P7D" in quarantine_choice(None, False).reason
+    assert "kept P3D" in quarantine_choice(QuarantinePolicy(grace_period="P3D"), False).reason
+    assert quarantine_choice(on, dry_run=False).enabled
+    off_choice = quarantine_choice(off, dry_run=False)  # the policy's explicit choice
+    assert not off_choice.enabled and "opts out" in off_choice.reason
+    assert not quarantine_choice(on, dry_run=True).enabled  # a dry run moves nothing
 
 
 def test_the_policys_quarantine_options_are_checked_with_clear_messages():
@@ -195,3 +239,19 @@ def test_a_path_is_cut_without_a_parse_only_when_it_is_clean():
     assert bucket.relative_text("s3://lake/wh/t/data/a") == "data/a"
     assert bucket.relative_text("s3a://lake/wh/t/data/a") == "data/a"  # parsed: s3a is s3
     assert bucket.relative_text("s3://other/wh/t/data/a") is None
+
+
+def test_explain_shows_whether_a_tables_cleanups_quarantine():
+    from floe_dagster.core.operation_kinds.orphan_cleanup import SPEC
+    from floe_dagster.core.operation_kinds.spec import ExplainView
+
+    def shown(raw):
+        config = OrphanCleanupConfig.from_mapping(raw)
+        return SPEC.explain(ExplainView(None, config, None, NOW, lambda: None))["quarantine"]
+
+    assert shown({}) == {"enabled": True, "gracePeriod": "P7D", "explicit": False,
+                         "reason": quarantine_choice(None, False).reason}
+    off = shown({"quarantine": False})
+    assert off["enabled"] is False and off["explicit"] is True and "opts out" in off["reason"]
+    assert shown({"quarantine": {"gracePeriod": "P14D"}})["gracePeriod"] == "P14D"
+    assert SPEC.explain(ExplainView(None, None, None, NOW, lambda: None))["quarantine"] is None

@@ -15,7 +15,9 @@ from floe_dagster.core.operation_kinds.spec import ExplainView, OperationSpec
 from floe_dagster.core.orphan_cadence import (
     ADAPTIVE_FIELDS, AdaptiveCadence, CadenceVerdict, next_orphan_run, parse_adaptive, recorded_cleanups,
 )
-from floe_dagster.core.quarantine import QUARANTINE_FIELDS, QuarantinePolicy, parse_quarantine
+from floe_dagster.core.quarantine import (
+    DEFAULT_GRACE_PERIOD, QUARANTINE_FIELDS, QuarantinePolicy, parse_quarantine, quarantine_choice,
+)
 from floe_dagster.core.validation import Location, get_number
 
 PREFIX_MISMATCH_MODES = ("ERROR", "IGNORE", "DELETE")
@@ -49,11 +51,23 @@ class OrphanCleanupConfig(OperationConfig):
     # (docs/operations.md, "Orphan cleanup at millions of files"). Unset: no cap.
     max_files_to_delete: int | None = option(at_least(1))
     # Move orphans into a quarantine instead of deleting them; purged after the grace period
-    # (core/quarantine.py). Unset: only the table's first orphan cleanup quarantines.
+    # (core/quarantine.py). Unset: every cleanup quarantines; ``false`` opts out.
     quarantine: QuarantinePolicy | None = option(parse_quarantine, shown=lambda policy: policy.to_json())
     # Time each cleanup from the orphan rate its past cleanups found (core/orphan_cadence.py), within
     # [min, max], in place of the schedule's interval or cron. Unset: the schedule alone decides.
     adaptive: AdaptiveCadence | None = option(parse_adaptive, shown=lambda cadence: cadence.to_json())
+
+
+def _explained(view: ExplainView) -> dict[str, Any]:
+    """``quarantine``: whether the table's cleanups quarantine (the policy's choice, or the default) and
+    for how long; and the ``backlog``."""
+    config = view.config if isinstance(view.config, OrphanCleanupConfig) else None
+    if config is None:
+        return {"quarantine": None, **_backlog(view)}
+    policy = config.quarantine or QuarantinePolicy()
+    choice = quarantine_choice(policy, bool(config.dry_run))
+    return {"quarantine": {"enabled": choice.enabled, "gracePeriod": policy.grace_period or DEFAULT_GRACE_PERIOD,
+                           "explicit": policy.enabled is not None, "reason": choice.reason}, **_backlog(view)}
 
 
 def _backlog(view: ExplainView) -> dict[str, Any]:
@@ -103,7 +117,7 @@ SPEC = OperationSpec(
         nested={"quarantine": LoaderSection(spelled(QUARANTINE_FIELDS)),  # enabled, grace-period
                 "adaptive": LoaderSection(spelled(ADAPTIVE_FIELDS))},  # target-bytes, min, max
     ),
-    explain=_backlog,
+    explain=_explained,
     cadence=_adaptive_cadence,
     no_change="`ORPHAN_CLEANUP` changed nothing when it deleted or quarantined no file and purged no quarantined "
               "run (a dry run never changes anything).",
@@ -112,7 +126,8 @@ SPEC = OperationSpec(
         "least 1), `location` (default the table's location; relative to it, or absolute inside it: see below), "
         "`prefixMismatchMode` (default ERROR), `equalSchemes`, `equalAuthorities`, `dryRun`, `streamResults` "
         "(default true from Iceberg 1.11), `maxConcurrentDeletes`, `maxFilesToDelete` (Floe's per-run cap; see "
-        "below), `quarantine` (`enabled`, `gracePeriod`: move orphans into a quarantine instead of deleting them; "
-        "on for a table's first cleanup; see below), `adaptive` (`targetBytes`, `min`, `max`: time each cleanup from "
-        "the orphan rate; [Automation](automation.md), \"Adaptive orphan cadence\") |"),
+        "below), `quarantine` (`enabled`, `gracePeriod` (default P7D, at least PT1H): move orphans into a quarantine "
+        "instead of deleting them; on for every cleanup unless `quarantine: false`; see below), `adaptive` "
+        "(`targetBytes`, `min`, `max`: time each cleanup from the orphan rate; [Automation](automation.md), "
+        "\"Adaptive orphan cadence\") |"),
 )

@@ -1,5 +1,5 @@
-"""ORPHAN_CLEANUP in a run: under the lock, the run's context (the table's location and store, whether
-the history records no successful cleanup yet: a table's first cleanup quarantines); then the plain
+"""ORPHAN_CLEANUP in a run: under the lock, the run's context (the table's location and store, the
+quarantine roots the coordination database remembers for it); then the plain
 ``remove_orphan_files`` call, or rounds under a cap or into the quarantine (spark/orphan_runs.py,
 spark/orphan_calls.py); after it, a sample of the files it removed."""
 
@@ -33,9 +33,7 @@ class OrphanCleanupStep(OperationStep):
 
     def prepare(self, work: TableWork) -> Prepared:
         """Read under the lock: no other run of the table can succeed meanwhile."""
-        history = work.history()
-        context = orphan_context(work.catalog, work.before, work.table, work.run_id,
-                                 first_cleanup=history is not None and history.last_success_start is None)
+        context = orphan_context(work.catalog, work.before, work.table, work.run_id, work.quarantine_roots)
         return Prepared(engine_inputs={"orphans": context})
 
     def render_call(self, op: Any, table: TableName, config: OrphanCleanupConfig, now: datetime,

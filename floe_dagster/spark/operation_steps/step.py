@@ -65,6 +65,7 @@ class TableWork:
     log: Any  # the run's logger (info, warning)
     history: Callable[[], Any] = lambda: None  # the table's OperationHistory of this operation (None: unknown)
     before: Any = None  # the PyIceberg table as read before the lock (engine kinds)
+    quarantine_roots: Any = None  # orphan cleanup's remembered roots (coordination/quarantine_roots.py; None: none)
 
     @property
     def config(self) -> Any:

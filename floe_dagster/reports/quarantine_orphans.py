@@ -1,0 +1,85 @@
+"""``floe-dagster restore`` without a table: the quarantines no policy will ever purge. A quarantine is
+purged by its table's own orphan cleanup, so it stays for good when the table was dropped or no
+policy gives it orphan cleanup any more. The tables looked at: every table the coordination database
+remembers a quarantine root for (coordination/quarantine_roots.py), and every table folder under the
+configured ``maintenance.quarantine-location`` (core/quarantine.table_folder's naming)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+from floe_dagster.coordination.quarantine_roots import QuarantineRoots
+from floe_dagster.core.locations import StorageLocation, store_location
+from floe_dagster.core.operations import Operation
+from floe_dagster.core.quarantine import QUARANTINE_FOLDER, escape_component
+from floe_dagster.core.tables import TableName
+from floe_dagster.errors import UnknownTable
+from floe_dagster.iceberg.catalog import load_table, open_catalog, pyiceberg_properties
+from floe_dagster.iceberg.file_store import FileStore
+from floe_dagster.iceberg.quarantine_store import QuarantinedRun, runs_in
+from floe_dagster.policies import resolve_operation
+
+
+@dataclass(frozen=True)
+class OrphanedQuarantine:
+    table: str
+    why: str  # why no policy will purge it
+    runs: tuple[QuarantinedRun, ...]
+
+
+def configured_tables(files: FileStore, configured: str | None, catalog: str) -> dict[str, list[StorageLocation]]:
+    """The tables that have a folder under the configured quarantine location, with that folder."""
+    if not configured:
+        return {}
+    under = store_location(configured).child(QUARANTINE_FOLDER, escape_component(catalog))
+    found: dict[str, list[StorageLocation]] = {}
+    for folder in files.folders_in(under):
+        *namespace, name = [unquote(part) for part in folder.split(".")]
+        if namespace:
+            found[TableName(catalog, tuple(namespace), name).qualified] = [under.child(folder)]
+        # a folder without a dot is none of floe's tables (an older release's nested layout): left alone
+    return found
+
+
+def never_purged(settings, roots: QuarantineRoots) -> list[OrphanedQuarantine]:
+    """The quarantines, with their runs, whose table no policy will ever clean up again."""
+    files = FileStore(pyiceberg_properties(settings.catalog.properties))
+    candidates = configured_tables(files, settings.maintenance.quarantine_location, settings.catalog.name)
+    for table, remembered in roots.all().items():
+        candidates.setdefault(table, [])
+        candidates[table] += [store_location(uri) for uri in remembered if store_location(uri) not in candidates[table]]
+    catalog = open_catalog(settings.catalog)
+    found = []
+    for text, where in sorted(candidates.items()):
+        why = _why_never_purged(settings, catalog, TableName.parse(text, settings.catalog.name))
+        if why is None:
+            continue
+        held = tuple(run for root in where for run in runs_in(files, root, text))
+        if held:
+            found.append(OrphanedQuarantine(text, why, held))
+    return found
+
+
+def _why_never_purged(settings, catalog, table: TableName) -> str | None:
+    try:
+        load_table(catalog, table)
+    except UnknownTable:
+        return "the table no longer exists in the catalog"
+    resolved = resolve_operation(settings, table, Operation.ORPHAN_CLEANUP)
+    if resolved.config is None:
+        return f"no policy gives it orphan cleanup ({resolved.why_not})"
+    return None
+
+
+def print_never_purged(found: list[OrphanedQuarantine]) -> None:
+    if not found:
+        print("no quarantine is left without a policy to purge it")
+        return
+    print(f"{len(found)} table(s) hold quarantined runs that no policy will ever purge:")
+    for orphaned in found:
+        print(f"  {orphaned.table}: {orphaned.why}")
+        for held in orphaned.runs:
+            print(f"    run {held.run.run_id}  quarantined {held.run.at.isoformat()}  {held.marker.get('files', '?')} "
+                  f"file(s), {held.marker.get('bytes', '?')} bytes  in {held.folder.uri}")
+    print("delete a folder by hand once sure, or give the table a policy with orphanCleanup again")
