@@ -49,10 +49,11 @@ def spark_answers(spark: Any) -> bool:
 def watching_spark_process(engine: Any, table: TableName, op: Operation) -> Iterator[Any]:
     """``engine.unit_of_work()`` around one table's work: Spark found gone as it begins is an outage;
     Spark's process dying during it is told apart (the module's doc)."""
-    local = not engine.remote
     answered = False
     try:
         with engine.unit_of_work() as spark:
+            # A Spark Connect session (spark.remote, or SPARK_REMOTE set outside floe.yaml) has no JVM here.
+            local = not engine.remote and getattr(spark, "_jsparkSession", None) is not None
             if local and not spark_answers(spark):
                 raise EngineUnavailable(f"Spark's JVM gateway is gone: it did not answer as the work on "
                                         f"'{table.qualified}' began")
@@ -61,7 +62,8 @@ def watching_spark_process(engine: Any, table: TableName, op: Operation) -> Iter
     except Exception as exc:
         if not answered or failure_kind(exc) != OUTAGE:
             raise
-        blamed = _after_spark_died(engine, exc, SparkProcessFacts(local, answered, spark_answers(spark)), table, op)
+        facts = SparkProcessFacts(local_driver=True, answered_before=True, answers_after=spark_answers(spark))
+        blamed = _after_spark_died(engine, exc, facts, table, op)
         if blamed is None:
             raise
         raise blamed from exc
