@@ -114,6 +114,12 @@ class EnvelopeViolation(MaintenanceFailed):
     refused in the run's first step, before any engine call (core/envelope.py)."""
 
 
+class SparkProcessDied(MaintenanceFailed):
+    """Spark's own process (a local driver's JVM) died during this table's work, and a fresh one started
+    and answered: the table's failure, with backoff; the run goes on with the fresh Spark
+    (spark/driver_restart.py)."""
+
+
 class RowCountMismatch(MaintenanceFailed):
     """A rewrite committed a snapshot whose rows differ from its parent's. ``snapshot_id`` is that
     snapshot; ``ours`` every snapshot the run committed (what a rollback may take back). The run rolls
@@ -318,6 +324,7 @@ __all__ = [
     "FloeError", "Outage", "CatalogUnavailable", "EngineUnavailable", "LockHeld", "CommitConflict", "TableFailure",
     "UnknownTable",
     "TableUnreadable", "MaintenanceFailed", "EnvelopeViolation", "RowCountMismatch", "FailedAfterCommit", "HealthError",
+    "SparkProcessDied",
     "SettingsError", "KeysError", "BindRefused", "LastAdminKey",
     "ProcedureOptionError", "TriggerRefused", "LaunchFailed", "JarResolutionError", "PolicyError", "CronError",
     "EstimateOptionError",

@@ -29,6 +29,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
+from floe_dagster.core.history import OUTAGE
+
 # Exception classes (by name, anywhere in the class's hierarchy) that mean "could not reach it":
 # Python's socket errors, requests'/urllib3's connection errors and timeouts, Py4J's lost gateway,
 # SQLAlchemy's dropped connection, PyIceberg's 503 answer.
@@ -122,10 +124,36 @@ def job_internal_evidence(links: Iterable[ErrorLink]) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class SparkProcessFacts:
+    """What the engine saw of Spark's own process around one table's work that failed as an outage.
+
+    In local mode (floe's default) Spark's JVM is a child of floe's process, and a task of that table's
+    job that runs out of memory ends it: the run sees the Py4J gateway gone. That is the table's doing
+    only if Spark answered when the table's work began, and only if a fresh Spark then starts and
+    answers (:func:`spark_death_kind`); a Spark Connect server is a service, never restarted by a client."""
+
+    local_driver: bool  # floe's own process started Spark's JVM (not a Spark Connect server)
+    answered_before: bool  # Spark answered when the table's work began
+    answers_after: bool  # Spark still answers after the error (then something else could not be reached)
+
+    @property
+    def died_during_the_work(self) -> bool:
+        """Spark's own process died during this table's work: start a fresh one to tell whose fault it was."""
+        return self.local_driver and self.answered_before and not self.answers_after
+
+
+def spark_death_kind(facts: SparkProcessFacts, fresh_spark_answered: bool) -> str | None:
+    """How the table's outcome is recorded: None (the table's failure, with backoff) when Spark's process
+    died during its work and a fresh one answers; an outage otherwise (Spark gone before the work began,
+    a Connect server gone, or no Spark that answers)."""
+    return None if facts.died_during_the_work and fresh_spark_answered else OUTAGE
+
+
 def outage_in_text(text: str | None) -> str | None:
     """The rule for an error known only by its text (a Java error's message and cause chain)."""
     return outage_evidence([ErrorLink((), text or "")])
 
 
-__all__ = ["ErrorLink", "UNREACHABLE_STATUSES", "UNREACHABLE_TYPES", "job_internal_evidence", "outage_evidence",
-           "outage_in_text"]
+__all__ = ["ErrorLink", "SparkProcessFacts", "UNREACHABLE_STATUSES", "UNREACHABLE_TYPES", "job_internal_evidence",
+           "outage_evidence", "outage_in_text", "spark_death_kind"]

@@ -60,6 +60,8 @@ FAILURE_KIND = RUN_PAGE_PREFIX + "failure-kind"
 SKIPPED = RUN_PAGE_PREFIX + "skipped"
 # Tables whose commit lost a race with another writer in this run (a conflict, not a failure).
 CONFLICTS = RUN_PAGE_PREFIX + "conflicts"
+# Tables whose work ended Spark's own process in this run (their failure; a fresh Spark was started).
+SPARK_RESTARTED = RUN_PAGE_PREFIX + "spark-restarted"
 # A partition-scoped rewrite (core/partition_scope.py): its partitions and bytes, and the backlog left.
 PARTITIONS = RUN_PAGE_PREFIX + "partitions"
 POLICY_TAG_PREFIX = RUN_PAGE_PREFIX + "tag."  # + a policy's tag key: the policy's ``tags``

@@ -4,7 +4,9 @@ whether the run fails ("Blast radius" in docs/security.md: one table's trouble s
 Every error inside a table's step, before or after its commit, is that table's outcome, classified
 by the one rule (``errors.failure_kind``): ``lock_held`` (skipped), ``conflict`` (a lost race;
 from the CONFLICT_STREAK-th in a row on it counts as a failure too), ``outage`` (nobody's fault; the
-run stops there, since the other tables would fail the same way) or the table's own failure (backoff).
+run stops there, since the other tables would fail the same way) or the table's own failure (backoff;
+Spark's process dying during the table's work is one, once a fresh Spark answers, and the run's
+``spark-restarted`` tag names the table: spark/driver_restart.py).
 The run goes on with its next table and fails at the end, naming only the tables that failed. A
 table whose commit landed before something failed says so on its asset: an observation on the
 operation's partition names the snapshots that landed (and a rollback, when the row check failed).
@@ -32,6 +34,7 @@ from floe_dagster.errors import (
     FailedAfterCommit,
     FloeError,
     RowCountMismatch,
+    SparkProcessDied,
     failure_kind,
 )
 
@@ -47,6 +50,7 @@ class BatchOutcomes:
         self.skipped: list[str] = []
         self.skipped_tables: list[str] = []
         self.conflicts: list[str] = []
+        self.spark_restarted: list[str] = []
 
     def succeeded(self, decision: RunDecision, started: datetime, result: MaterializeResult) -> None:
         numbers = result.metadata or {}
@@ -83,6 +87,10 @@ class BatchOutcomes:
                         "counts as a failure, with backoff)")
         if kind == OUTAGE:
             message += " (an outage: no backoff; launches pause until it recovers)"
+        if isinstance(exc.after if isinstance(exc, FailedAfterCommit) else exc, SparkProcessDied):
+            self.spark_restarted.append(table.qualified)
+            self.context.instance.add_run_tags(run_id, {
+                T.SPARK_RESTARTED: ",".join(self.spark_restarted)[:T.MAX_TABLES_CHARS]})
         self.context.log.error(message)
         self.failures.append(message)
         if isinstance(exc, (FailedAfterCommit, RowCountMismatch)):

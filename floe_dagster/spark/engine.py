@@ -54,6 +54,7 @@ from floe_dagster.errors import (
 from floe_dagster.settings import Settings
 from floe_dagster.spark.catalog_conf import spark_catalog_conf
 from floe_dagster.spark.compute_metrics import TableCompute
+from floe_dagster.spark.driver_restart import watching_spark_process
 from floe_dagster.spark.jars import resolve_jars
 from floe_dagster.spark.operation_steps import step_of, summarize_result
 from floe_dagster.spark.operation_steps.step import EngineJob, OperationStep, Ran
@@ -304,7 +305,8 @@ class IcebergSparkEngine(ConfigurableResource):
         call = step.render(job)  # the policy's config as SQL, before Spark starts
         started = time.monotonic()
         phases = PhaseTimer(time.monotonic)
-        with self.unit_of_work() as spark, TableCompute(spark, connect=bool(self.remote)) as meter:
+        # Spark's process dying during this work is told apart (spark/driver_restart.py).
+        with watching_spark_process(self, table, op) as spark, TableCompute(spark, connect=bool(self.remote)) as meter:
             phases.lap("session")
             snapshots_of = read_snapshots or (lambda: self._snapshots(spark, table))
             before = self._snapshot_ids(table, snapshots_of)

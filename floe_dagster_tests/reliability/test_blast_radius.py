@@ -10,12 +10,19 @@ so) when a writer committed on top."""
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+from contextlib import contextmanager
 from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator
 
 import pytest
 import sqlalchemy
 from dagster import AssetKey, DagsterEventType, DagsterInstance
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from floe_dagster.coordination.database import Coordination
@@ -27,10 +34,12 @@ from floe_dagster.demo import local_path
 from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.scheduling.tick import CIRCUIT_PAUSE, run_tick
 from floe_dagster.spark import engine as engine_module
+from floe_dagster.spark.driver_restart import start_fresh_spark
 from floe_dagster.spark.engine import IcebergSparkEngine
 from floe_dagster.spark.procedures import spark_table_reference
 from floe_dagster_tests.conftest import configured
 from floe_dagster_tests.reliability._support import checksum, create_fragmented_table
+from floe_dagster_tests.reliability.test_killed_rewrite import wait_for
 from floe_dagster_tests.reliability.test_batches import (
     POLICIES,
     RDF,
@@ -66,6 +75,21 @@ def break_metadata(settings, table: TableName, how: str) -> None:
         connection.execute(sqlalchemy.text(
             "UPDATE iceberg_tables SET metadata_location = :gone WHERE table_namespace = :ns AND table_name = :name"),
             {"gone": location.replace(".metadata.json", "-gone.metadata.json"), "ns": "sales", "name": table.name})
+
+
+def b_failed_alone_and_backs_off(settings, instance, coordination) -> dict:
+    """b's outcome is its own failure (not an outage) with one backoff step, and the circuit stays closed:
+    the next tick plans, and skips b alone for its backoff. Returns b's outcome."""
+    [outcome] = coordination.outcomes_for(B.qualified)
+    assert (outcome["succeeded"], outcome["failure_kind"]) == (False, None)
+    assert coordination.all_history()[(B.qualified, RDF)].consecutive_failures == 1
+    now = datetime.now(timezone.utc)
+    assert coordination.outage_circuit(now, CIRCUIT_PAUSE) is None
+    tick = run_tick(settings, instance, coordination, now, "sensor:test", None)
+    assert tick.skipped_tick is None
+    b = next(d for d in tick.plan.decisions if d.table == B and d.operation == RDF)
+    assert b.decision == "skip" and b.reasons[0].startswith("failure_backoff: 1 consecutive failure(s)")
+    return outcome
 
 
 @pytest.fixture
@@ -105,16 +129,8 @@ def test_a_table_whose_metadata_cannot_be_read_fails_alone_and_backs_off(lake, h
             assert table_counts(load_table(catalog, table))["data_files"] == 1
             assert current_snapshot(settings, table) != snapshots_before[table]
         assert contents(settings, A, C) == before
-        [outcome] = coordination.outcomes_for(B.qualified)
-        assert (outcome["succeeded"], outcome["failure_kind"]) == (False, None)
-        assert coordination.all_history()[(B.qualified, RDF)].consecutive_failures == 1
         # No circuit breaker: nothing was an outage, so the next tick plans, and b backs off alone.
-        now = datetime.now(timezone.utc)
-        assert coordination.outage_circuit(now, CIRCUIT_PAUSE) is None
-        tick = run_tick(settings, instance, coordination, now, "sensor:test", None)
-        assert tick.skipped_tick is None
-        b = next(d for d in tick.plan.decisions if d.table == B and d.operation == RDF)
-        assert b.decision == "skip" and b.reasons[0].startswith("failure_backoff: 1 consecutive failure(s)")
+        b_failed_alone_and_backs_off(settings, instance, coordination)
 
 
 def count_fails_for(table: TableName):
@@ -170,6 +186,98 @@ def _observations_of(instance, run_id: str, table: TableName) -> list[dict]:
         if observation.asset_key == key and observation.partition == RDF.value:
             found.append({k: getattr(v, "value", getattr(v, "data", v)) for k, v in observation.metadata.items()})
     return found
+
+
+# -- Spark's own process killed during one table's rewrite -----------------------------------------------
+
+
+def spark_pid() -> int | None:
+    """The pid of the Spark JVM PySpark started in this process (its spark-submit execs the JVM), if any."""
+    gateway = SparkContext._gateway
+    process = getattr(gateway, "proc", None)
+    return process.pid if process is not None else None
+
+
+def holds_open(pid: int, path: Path) -> bool:
+    try:
+        return any(os.readlink(f"/proc/{pid}/fd/{fd}") == str(path) for fd in os.listdir(f"/proc/{pid}/fd"))
+    except OSError:  # the process or one of its descriptors went away meanwhile
+        return False
+
+
+@contextmanager
+def spark_killed_while_reading(settings, table: TableName) -> Iterator[dict]:
+    """SIGKILL Spark's JVM while a task of ``table``'s job is reading one of its data files, as a task out of
+    memory ends a local-mode Spark. Hadoop's local file system opens a data file's checksum file
+    (``.<name>.crc``) beside it and reads its header first: here that is a FIFO whose only writer (this
+    test) never writes, so the task waits in that read, inside the job, until a watcher thread sees the
+    JVM hold the FIFO open and kills it. The data file itself is never touched; the FIFO goes after."""
+    victim = local_path(load_table(open_catalog(settings.catalog), table).inspect.files().to_pydict()["file_path"][0])
+    fifo = victim.parent / f".{victim.name}.crc"
+    assert not fifo.exists()
+    os.mkfifo(fifo)
+    writer = os.open(fifo, os.O_RDWR)  # a reader's open returns at once; its read waits for bytes never written
+    killed: dict = {}
+    done = threading.Event()
+
+    def kill_when_reading() -> None:
+        def reading() -> int | str | None:  # the JVM's pid once it holds the FIFO open; "done": the run ended
+            if done.is_set():
+                return "done"
+            pid = spark_pid()
+            return pid if pid is not None and holds_open(pid, fifo) else None
+
+        found = wait_for(reading, "Spark's JVM to read the table's data file", timeout_s=300, every_s=0.02)
+        if found != "done":
+            os.kill(found, signal.SIGKILL)
+            killed["pid"] = found
+
+    watcher = threading.Thread(target=kill_when_reading, daemon=True)
+    watcher.start()
+    try:
+        yield killed
+    finally:
+        done.set()
+        watcher.join(timeout=30)
+        os.close(writer)
+        fifo.unlink()
+        if killed and spark_pid() == killed["pid"]:  # nothing started a fresh Spark: later tests need one
+            start_fresh_spark(IcebergSparkEngine.from_settings(settings))
+
+
+def test_spark_killed_during_one_tables_rewrite_is_that_tables_failure_and_the_batch_goes_on(lake):
+    """The issue's attack: in one batch, Spark's own process (local mode's JVM, where the tasks run) dies
+    while b's rewrite is under way, as it does when one of b's tasks runs out of memory. Spark answered as
+    b's work began and a fresh Spark starts and answers: b's failure, with backoff, and c is compacted in
+    the same run on the fresh Spark. Without the rule it is an outage: the batch stops at b, c is not
+    maintained, b gets no backoff and launches pause."""
+    settings = lake
+    defs = build(settings, {A: (6, 10), B: (6, 10), C: (6, 10)})
+    before = contents(settings, A, B, C)
+    b_snapshot = current_snapshot(settings, B)
+    coordination = Coordination(settings.coordination_url)
+    with DagsterInstance.get() as instance:
+        request = the_batch(defs, instance)
+        assert sorted(".".join(k.path) for k in request.asset_selection) == [A.qualified, B.qualified, C.qualified]
+        with spark_killed_while_reading(settings, B) as killed:
+            result = execute(defs, instance, request)
+        assert killed, "Spark's JVM was never seen reading b's data file"
+        assert not result.success
+        assert materialized(result) == {A.qualified, C.qualified}  # c too: the batch went on after b
+        tags = instance.get_run_by_id(result.run_id).tags
+        assert T.FAILURE_KIND not in tags and tags[T.SPARK_RESTARTED] == B.qualified
+        message = b_failed_alone_and_backs_off(settings, instance, coordination)["message"]
+        assert "Spark's process died during this table's work" in message
+        assert "a fresh Spark was started" in message and "spark.driver.memory" in message
+        assert "Spark's process died during this table's work" in failure_of(result)
+    with pytest.raises(ProcessLookupError):
+        os.kill(killed["pid"], 0)  # the killed JVM is gone (reaped), and a fresh one serves the run's last table
+    assert spark_pid() not in (None, killed["pid"])
+    catalog = open_catalog(settings.catalog)
+    for table in (A, C):
+        assert table_counts(load_table(catalog, table))["data_files"] == 1
+    assert table_counts(load_table(catalog, B))["data_files"] == 6 and current_snapshot(settings, B) == b_snapshot
+    assert contents(settings, A, B, C) == before  # every row of each, b's readable and unchanged
 
 
 # -- a rewrite that changed the rows --------------------------------------------------------------------------
@@ -326,17 +434,10 @@ def test_a_failure_inside_one_tables_spark_job_is_its_own_though_its_text_says_c
         assert not result.success
         assert materialized(result) == {A.qualified, C.qualified}  # maintained in the same run
         assert T.FAILURE_KIND not in instance.get_run_by_id(result.run_id).tags  # not an outage
-        [outcome] = coordination.outcomes_for(B.qualified)
-        assert (outcome["succeeded"], outcome["failure_kind"]) == (False, None)
-        assert "Job aborted due to stage failure" in outcome["message"] and "part-gone.parquet" in outcome["message"]
-        assert coordination.all_history()[(B.qualified, RDF)].consecutive_failures == 1
-        now = datetime.now(timezone.utc)
-        assert coordination.outage_circuit(now, CIRCUIT_PAUSE) is None
-        tick = run_tick(settings, instance, coordination, now, "sensor:test", None)
-        assert tick.skipped_tick is None
-        b = next(d for d in tick.plan.decisions if d.table == B and d.operation == RDF)
-        assert b.decision == "skip" and b.reasons[0].startswith("failure_backoff: 1 consecutive failure(s)")
+        message = b_failed_alone_and_backs_off(settings, instance, coordination)["message"]
+        assert "Job aborted due to stage failure" in message and "part-gone.parquet" in message
     catalog = open_catalog(settings.catalog)
     for table in (A, C):
         assert table_counts(load_table(catalog, table))["data_files"] == 1
     assert contents(settings, A, C) == before
+
