@@ -64,7 +64,7 @@ NOT_THE_TABLES_FAULT = (LOCK_HELD, OUTAGE)
 # The commit lost a race with another writer: the run happened and changed nothing, through no
 # fault of the table's; it does not use the slot and does not count toward backoff, until the streak
 # is long: from the CONFLICT_STREAK-th lost race in a row on, each one also counts as a failure, so
-# the retries back off as failures do (DESIGN.md section 6) instead of coming every 5-15 minutes forever.
+# the retries back off as failures do (docs/security.md, "Blast radius") instead of coming every 5-15 minutes forever.
 CONFLICT = "conflict"
 CONFLICT_STREAK = 10
 

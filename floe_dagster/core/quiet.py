@@ -1,7 +1,7 @@
 """The quiet period (a schedule's ``quietFor`` and ``maxQuietWait``): run an operation only once the
 table has had no commit from another writer for ``quietFor``, and anyway once it has waited
 ``maxQuietWait`` past the moment it first became due, so a table that is never quiet is still
-maintained (docs/automation.md, "Quiet period"; DESIGN.md section 4).
+maintained (docs/automation.md, "Quiet period").
 
 - **Another writer's commit**: a snapshot whose operation is not ``replace``: ``append``,
   ``overwrite``, ``delete`` (or a snapshot without a summary). floe's own commits are all ``replace``

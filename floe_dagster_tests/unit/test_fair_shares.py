@@ -1,4 +1,4 @@
-"""Fair shares (core/fair_shares.py, DESIGN.md section 4): when due work exceeds a budget, the
+"""Fair shares (core/fair_shares.py, docs/automation.md): when due work exceeds a budget, the
 budget is split between namespaces (or policy-tag values) by weight; debt order holds within a
 share; what a share does not need goes to the others in the same tick; a table that waits for its
 share skips with ``budget_share``. Pure and fast, through the real planner, ``now`` injected."""

@@ -58,7 +58,7 @@ FLOE_TYPES = {  # Floe's names (section 6 of its FloeMetrics) and their types
     "floe_trigger_forced_by_critical_pipeline": "counter",
     "floe_trigger_evaluations_by_operation": "counter",
 }
-DESIGN_TYPES = {
+FLOE_DAGSTER_TYPES = {
     "floe_tick_decisions": "gauge",
     "floe_tick_timestamp_seconds": "gauge",
     "floe_tick_duration_seconds": "gauge",
@@ -139,7 +139,7 @@ def test_ready_is_503_naming_the_catalog_when_it_cannot_be_reached_and_metrics_s
 
 def test_metrics_need_no_key_and_carry_floes_names_and_types(api):
     families = scrape(api["url"])  # no X-API-Key, though keys are configured
-    for name, kind in {**FLOE_TYPES, **DESIGN_TYPES}.items():
+    for name, kind in {**FLOE_TYPES, **FLOE_DAGSTER_TYPES}.items():
         if name in families:
             assert families[name].type == kind, name
     always = {"floe_maintenance_triggers", "floe_maintenance_success", "floe_maintenance_failures",

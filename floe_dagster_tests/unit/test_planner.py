@@ -1,4 +1,4 @@
-"""The planner (DESIGN.md section 4): decisions, gates and their reason codes, due, triggers, failure
+"""The planner (docs/automation.md): decisions, gates and their reason codes, due, triggers, failure
 backoff, no-change throttling, budgets and ranking; mirrors Floe's scheduler tests
 (floe-inventory.md section 8). Pure and fast: ``now`` is injected; no Dagster, Spark or PyIceberg."""
 
@@ -612,7 +612,7 @@ def test_min_interval_and_per_operation_override():
 
 
 def test_min_interval_is_reported_before_unmet_thresholds():
-    # conditions.py evaluates in Floe's order (min interval first); see the report about DESIGN.md's list
+    # conditions.py evaluates in Floe's order (min interval first), as docs/automation.md's gate table lists them
     history = {(A.qualified, RDF): hist(last_success_start=NOW - timedelta(minutes=10))}
     d = decision(run(with_conditions({"minIntervalMinutes": 60, "snapshotCountAbove": 50}), history=history), A)
     assert code(d) == "min_interval"

@@ -1,4 +1,4 @@
-"""Schedules: parsing, windows and allowed days in a time zone, and the due rules (DESIGN.md §4)."""
+"""Schedules: parsing, windows and allowed days in a time zone, and the due rules (docs/automation.md)."""
 
 from __future__ import annotations
 
@@ -237,7 +237,7 @@ def test_out_of_window_work_is_deferred_to_the_next_open_moment():
     # Inside the window but on a day not allowed
     due = schedule_due(schedule, None, utc(2026, 6, 16, 3))  # Tuesday
     assert due.blocked == "day_not_allowed" and due.next_eligible == utc(2026, 6, 19, 1)
-    # Not due and closed: the window is reported first (DESIGN's gate order). The next slot (Tuesday
+    # Not due and closed: the window is reported first (the gate order of docs/automation.md). The next slot (Tuesday
     # 02:00) waits, coalesced with Wednesday's and Thursday's, for Friday's window at 01:00.
     due = schedule_due(schedule, utc(2026, 6, 15, 2), utc(2026, 6, 15, 12))
     assert due.blocked == "window_closed" and not due.rule_due and due.next_eligible == utc(2026, 6, 19, 1)

@@ -1,4 +1,4 @@
-"""Shadow policies (``mode: shadow``, DESIGN.md section 4): the planner's second budget pass, the
+"""Shadow policies (``mode: shadow``, docs/automation.md): the planner's second budget pass, the
 ledger's shadow rows, a shadow row standing in for a success, and the policy key in both formats.
 Pure where it can be (``now`` injected); the ledger tests use a real SQLite coordination database."""
 
