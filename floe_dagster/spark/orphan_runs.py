@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
 from floe_dagster.core.durations import format_iso_duration
+from floe_dagster.core.locations import StorageLocation, store_location
 from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
 from floe_dagster.core.quarantine import (
     QuarantineChoice,
@@ -57,6 +58,8 @@ class OrphanContext:
     first_cleanup: bool = False
     table_version: Callable[[], str] | None = None
     clock: Callable[[], datetime] | None = None
+    # The nested tables' folders the listing leaves out (the policy's nestedTables: core/table_location.py).
+    excluded: tuple[str, ...] = ()
 
 
 @dataclass
@@ -106,7 +109,7 @@ class OrphanCleanup:
         if choice.enabled:
             result, sql, folder = self._rounds(quarantine=True)
             reclaimed = self.tally.moved_bytes
-        elif self.config.max_files_to_delete is not None and not self.config.dry_run:
+        elif (self.config.max_files_to_delete is not None or self._excluded) and not self.config.dry_run:
             (result, sql, _), folder = self._rounds(quarantine=False), None
             reclaimed = self.tally.deleted_bytes
         else:
@@ -137,7 +140,8 @@ class OrphanCleanup:
         rounds: list[OrphanRound] = []
         while True:
             version = self._version()
-            listed = [str(row["orphan_file_location"]) for row in self.spark.sql(calls.listing.sql).collect()]
+            listed = self._outside_nested([str(row["orphan_file_location"])
+                                           for row in self.spark.sql(calls.listing.sql).collect()])
             self._refuse_quarantined(listed)
             if self.listed_hook is not None:  # tests: what happens between the listing and the removal
                 self.listed_hook(listed)
@@ -154,6 +158,15 @@ class OrphanCleanup:
         return (summarize_capped_orphan_cleanup(rounds, cap, calls.sample_limit),
                 self._described(calls, len(rounds), folder.name if folder else None),
                 folder.name if folder else None)
+
+    @property
+    def _excluded(self) -> list[StorageLocation]:
+        return [store_location(folder) for folder in (self.context.excluded if self.context is not None else ())]
+
+    def _outside_nested(self, listed: list[str]) -> list[str]:
+        """The listed files outside every nested table's folder (those belong to the nested tables)."""
+        nested = self._excluded
+        return [path for path in listed if not any(folder.relative_text(path) is not None for folder in nested)]
 
     def _version(self) -> str | None:
         read = self.context.table_version if self.context is not None else None
@@ -243,10 +256,10 @@ class OrphanCleanup:
 
 
 def orphan_context(catalog: Any, iceberg_table: Any, table: TableName, run_id: str,
-                   first_cleanup: bool) -> OrphanContext:
+                   first_cleanup: bool, excluded: tuple[str, ...] = ()) -> OrphanContext:
     """The context of a run from the PyIceberg table it loaded: its location, its FileIO's store, and
     its version read afresh from the catalog."""
     from floe_dagster.iceberg.catalog import load_table
 
     return OrphanContext(iceberg_table.location(), FileStore.for_io(iceberg_table.io), run_id, first_cleanup,
-                         lambda: load_table(catalog, table).metadata_location)
+                         lambda: load_table(catalog, table).metadata_location, excluded=excluded)

@@ -35,7 +35,8 @@ class OrphanCleanupStep(OperationStep):
         """Read under the lock: no other run of the table can succeed meanwhile."""
         history = work.history()
         context = orphan_context(work.catalog, work.before, work.table, work.run_id,
-                                 first_cleanup=history is not None and history.last_success_start is None)
+                                 first_cleanup=history is not None and history.last_success_start is None,
+                                 excluded=work.resolved.listing_exclusions)
         return Prepared(engine_inputs={"orphans": context})
 
     def render_call(self, op: Any, table: TableName, config: OrphanCleanupConfig, now: datetime,
