@@ -8,6 +8,7 @@ from floe_dagster.core.envelope import TABLE_LOCATION, check_operation, own_loca
 from floe_dagster.core.operation_kinds.expire_snapshots import ExpireSnapshotsConfig
 from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.policy import validate_policy_paths
 from floe_dagster.core.table_location import KnownLocations, check_table_location, table_folders
 from floe_dagster.core.tables import TableName
 
@@ -115,3 +116,17 @@ def test_nested_tables_is_validated_in_both_policy_formats():
         OrphanCleanupConfig.from_mapping({"nestedTables": ["db.*"]})
     assert OrphanCleanupConfig.from_mapping({"nestedTables": ["db.archive"]}).nested_tables == ("db.archive",)
     assert ExpireSnapshotsConfig.from_mapping({"nestedTables": ["db.archive"]}).nested_tables == ("db.archive",)
+
+
+def test_nested_tables_in_the_policy_loader_format_and_a_bad_one_named(tmp_path):
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text('policies:\n  - name: hive\n    pattern: "lake.db.orders"\n'
+                    '    orphan-cleanup: {nested-tables: [db.archive]}\n')
+    bad.write_text('policies:\n  - name: hive\n    pattern: "lake.db.orders"\n'
+                   '    orphan-cleanup: {nested-tables: ["s3://b/wh/db/orders/archive"]}\n')
+    loaded = validate_policy_paths([good])
+    assert loaded.errors == []
+    assert loaded.policies.get("hive").config(Operation.ORPHAN_CLEANUP).nested_tables == ("db.archive",)
+    errors = validate_policy_paths([bad]).errors
+    assert len(errors) == 1 and "bad.yaml" in str(errors[0]) and "nested-tables" in str(errors[0])
+    assert "name each nested table exactly" in str(errors[0])
