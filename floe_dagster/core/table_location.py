@@ -30,8 +30,10 @@ Spark or PyIceberg.
 from __future__ import annotations
 
 import posixpath
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from functools import cached_property
+from typing import Any, Iterable, Iterator, Mapping
 
 from floe_dagster.core.locations import StorageLocation, parse_location, store_location
 from floe_dagster.core.quarantine import QUARANTINE_FOLDER
@@ -51,6 +53,11 @@ class KnownLocations:
     namespaces: Mapping[str, str] = field(default_factory=dict)
     tables: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     quarantine_location: str | None = None
+
+    @cached_property
+    def index(self) -> "_FolderIndex":
+        """The tables' folders, parsed and sorted once (a plan checks every table against them)."""
+        return _FolderIndex(self)
 
 
 def table_folders(location: str | None, metadata_location: str | None) -> tuple[str, ...]:
@@ -92,23 +99,54 @@ def check_table_location(table: TableName, location: str | None, known: KnownLoc
         return LocationCheck((f"the table's location {location!r} cannot be read, so it cannot be checked: {exc}",))
     allowed = {_qualified(name, table.catalog) for name in nested}
     refusals = [*_quarantine_refusals(own, location, known), *_lake_refusals(own, location, known)]
-    others = _other_tables(table, known)
+    found, excluded = _tables_around(own, table.qualified, known.index, allowed)
+    opt_in = f"; a policy may name nested tables in orphanCleanup.{NESTED_FIELD}"
+    for relation, what, consequence in (
+            ("is", "it is the location of", "listing it would remove the files of {}"),
+            ("holds", "it holds the location of", "listing it would remove the files of {}" + opt_in),
+            ("inside", "it lies inside the location of", "listing it would remove the files {} has there" + opt_in)):
+        named = sorted(f"'{name}' ({text})" for name, (seen, text) in found.items() if seen == relation)
+        if named:
+            whose = "that table" if len(named) == 1 else "those tables"
+            refusals.append(f"{what} {_some_tables(named)}: {consequence.format(whose)}")
+    return LocationCheck(tuple(refusals), tuple(dict.fromkeys(excluded)))
+
+
+_RANK = {"is": 0, "holds": 1, "inside": 2}
+
+
+def _tables_around(own: StorageLocation, me: str, index: "_FolderIndex", allowed: set[str]
+                   ) -> tuple[dict[str, tuple[str, str]], list[str]]:
+    """Each other table that stands in the way, with how (``is``, ``holds``, ``inside``) and the folder
+    that shows it; and the folders of the nested tables the policy names (left out of the listing)."""
+    found: dict[str, tuple[str, str]] = {}
     excluded: list[str] = []
-    for name, folders in others.items():
-        for text, folder in folders:
-            if folder == own:
-                refusals.append(f"it is the location of table '{name}' ({text}): listing it would remove that "
-                                "table's files")
-            elif own.contains(folder):
-                if name in allowed:
-                    excluded.append(folder.uri)
-                else:
-                    refusals.append(f"it holds table '{name}' ({text}): listing it would remove that table's files; "
-                                    f"a policy may name nested tables in orphanCleanup.{NESTED_FIELD}")
-            elif folder.contains(own) and name not in allowed and not _holds_more(folder, own, name, others, known):
-                refusals.append(f"it lies inside table '{name}' ({text}): listing it would remove that table's "
-                                f"files there; a policy may name nested tables in orphanCleanup.{NESTED_FIELD}")
-    return LocationCheck(tuple(dict.fromkeys(refusals)), tuple(dict.fromkeys(excluded)))
+
+    def note(name: str, relation: str, text: str) -> None:
+        if name != me and (name not in found or _RANK[relation] < _RANK[found[name][0]]):
+            found[name] = (relation, text)
+
+    for name, text in index.at(own):
+        note(name, "is", text)
+    for name, text, folder in index.below(own):
+        if name in allowed and name != me:
+            excluded.append(folder.uri)
+        else:
+            note(name, "holds", text)
+    for container in own.ancestors():
+        for name, text in index.at(container):
+            if name not in allowed and not index.holds_more(container, own, {name, me}):
+                note(name, "inside", text)
+    return found, excluded
+
+
+def _some_tables(named: list[str], shown: int = 3) -> str:
+    """``table 'a' (folder)``, or ``5 other tables: 'a' (…), 'b' (…), 'c' (…) and 2 more``: a fleet of
+    50,000 tables under the warehouse root must not make a message of 50,000 names."""
+    if len(named) == 1:
+        return f"table {named[0]}"
+    more = f" and {len(named) - shown} more" if len(named) > shown else ""
+    return f"{len(named)} other tables: {', '.join(named[:shown])}{more}"
 
 
 def _quarantine_refusals(own: StorageLocation, location: str, known: KnownLocations) -> list[str]:
@@ -138,27 +176,40 @@ def _lake_refusals(own: StorageLocation, location: str, known: KnownLocations) -
     return refusals
 
 
-def _other_tables(table: TableName, known: KnownLocations) -> dict[str, list[tuple[str, StorageLocation]]]:
-    """Every other table's folders, parsed (a folder that cannot be read is left out)."""
-    found: dict[str, list[tuple[str, StorageLocation]]] = {}
-    for name, texts in known.tables.items():
-        if name == table.qualified:
-            continue
-        parsed = [(text, folder) for text in texts if (folder := _lenient(text)) is not None]
-        if parsed:
-            found[name] = parsed
-    return found
+class _FolderIndex:
+    """Every known table's folders, sorted, so that a check costs a few look-ups and a range, not a pass
+    over the fleet (``plan`` checks each of 50,000 tables against the other 49,999)."""
 
+    def __init__(self, known: KnownLocations):
+        rows = sorted((folder.scheme, folder.authority, folder.path, name, text)
+                      for name, texts in known.tables.items() for text in texts
+                      if (folder := _lenient(text)) is not None)
+        self._keys = [row[:3] for row in rows]
+        self._rows = rows
+        self._lake = [folder for text in (known.warehouse, *known.namespaces.values())
+                      if (folder := _lenient(text)) is not None]
 
-def _holds_more(container: StorageLocation, own: StorageLocation, name: str,
-                others: Mapping[str, list[tuple[str, StorageLocation]]], known: KnownLocations) -> bool:
-    """Whether a table whose folder holds ``own`` also holds the warehouse root, a namespace or a third
-    table: then it is refused itself, and does not count as this table's container."""
-    lake = [_lenient(known.warehouse), *(_lenient(text) for text in known.namespaces.values())]
-    if any(folder is not None and container.contains(folder) for folder in lake):
-        return True
-    return any(container.contains(folder) and not folder.contains(own) and other != name
-               for other, folders in others.items() for _, folder in folders)
+    def at(self, where: StorageLocation) -> list[tuple[str, str]]:
+        """(table, folder as written) of every folder that is ``where``."""
+        key = (where.scheme, where.authority, where.path)
+        first = bisect_left(self._keys, key)
+        return [(row[3], row[4]) for row in self._rows[first:bisect_right(self._keys, key)]]
+
+    def below(self, where: StorageLocation) -> Iterator[tuple[str, str, StorageLocation]]:
+        """(table, folder as written, folder) of every folder strictly below ``where``, in path order."""
+        prefix = where.path.rstrip("/") + "/"
+        first = bisect_left(self._keys, (where.scheme, where.authority, prefix))
+        for scheme, authority, path, name, text in self._rows[first:]:
+            if (scheme, authority) != (where.scheme, where.authority) or not path.startswith(prefix):
+                return
+            yield name, text, StorageLocation(scheme, authority, path)
+
+    def holds_more(self, container: StorageLocation, own: StorageLocation, owners: set[str]) -> bool:
+        """Whether ``container`` also holds the warehouse root, a namespace or a table other than ``owners``
+        that is not on the way to ``own``: then it is refused itself, and counts as no table's container."""
+        if any(container.contains(folder) for folder in self._lake):
+            return True
+        return any(name not in owners and not folder.contains(own) for name, _, folder in self.below(container))
 
 
 def _lenient(text: str | None) -> StorageLocation | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from floe_dagster.core.envelope import TABLE_LOCATION, check_operation, own_location_check
@@ -60,7 +62,7 @@ def test_a_sibling_whose_name_extends_another_is_not_inside_it():
 
 def test_a_table_inside_another_tables_folder_is_refused():
     found = refusals("s3://bucket/wh/db/events/data")
-    assert found and "lies inside table 'lake.db.events'" in found[0]
+    assert found and "lies inside the location of table 'lake.db.events'" in found[0]
 
 
 def test_a_container_that_holds_the_root_never_refuses_the_tables_under_it():
@@ -80,9 +82,34 @@ def test_nested_tables_opt_in_leaves_their_folders_out():
     known = KnownLocations(tables={"lake.db.orders": ("file:/wh/db/orders",),
                                    "lake.db.archive": ("file:/wh/db/orders/archive",)})
     refused = check_table_location(T, "/wh/db/orders", known)
-    assert "it holds table 'lake.db.archive'" in refused.refusals[0]
+    assert refused.refusals == ("it holds the location of table 'lake.db.archive' (file:/wh/db/orders/archive): "
+                                "listing it would remove the files of that table; a policy may name nested tables in "
+                                "orphanCleanup.nestedTables",)
     allowed = check_table_location(T, "file:///wh/db/orders", known, ["db.archive"])
     assert allowed.ok and allowed.excluded == ("file:/wh/db/orders/archive",)
+    # Known only by its metadata location (a SQL catalog's listing): its whole folder is left out.
+    listed = KnownLocations(tables={"lake.db.archive": table_folders(None, "/wh/db/orders/archive/metadata/1.json")})
+    assert check_table_location(T, "/wh/db/orders", listed, ["lake.db.archive"]).excluded == (
+        "file:/wh/db/orders/archive", "file:/wh/db/orders/archive/metadata")
+
+
+def test_a_check_against_a_fleet_of_50000_tables_costs_look_ups_not_a_pass():
+    known = KnownLocations(warehouse="s3://bucket/wh", tables={
+        f"lake.ns{i % 50}.t{i}": (f"s3://bucket/wh/ns{i % 50}/t{i}",) for i in range(50_000)})
+    known.index  # built once per run or plan
+    started = time.perf_counter()
+    for i in range(1_000):
+        assert check_table_location(TableName("lake", (f"ns{i % 50}",), f"t{i}"), f"s3://bucket/wh/ns{i % 50}/t{i}",
+                                    known).ok
+    assert time.perf_counter() - started < 1.0
+
+
+def test_a_fleet_under_the_root_is_named_in_a_short_message():
+    known = KnownLocations(tables={f"lake.db.t{i:03}": (f"s3://bucket/wh/db/t{i:03}",) for i in range(500)})
+    (message,) = refusals("s3://bucket/wh", known)
+    assert message.startswith("it holds the location of 500 other tables: 'lake.db.t000' (s3://bucket/wh/db/t000), ")
+    assert message.count("lake.db.") == 3
+    assert "and 497 more: listing it would remove the files of those tables" in message
 
 
 def test_the_same_location_is_never_allowed_by_the_opt_in():
@@ -96,7 +123,8 @@ def test_an_unreadable_location_is_refused():
 
 def test_local_spellings_compare_equal():
     known = KnownLocations(warehouse="file:///data/wh")
-    assert refusals("file:/data/wh", known) and refusals("/data/wh/", known) and refusals("file://localhost/data", known)
+    assert refusals("file:/data/wh", known) and refusals("/data/wh/", known)
+    assert refusals("file://localhost/data", known)
     assert refusals("file:/data/wh2", known) == ()
 
 
