@@ -29,6 +29,7 @@ from dagster import DagsterEventType, DagsterInstance
 
 from floe_dagster.cli import main
 from floe_dagster.coordination.database import Coordination
+from floe_dagster.core import run_tags as T
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.build import build_definitions
@@ -118,7 +119,28 @@ def test_a_fleet_cleanup_refuses_the_table_at_the_warehouse_root_and_maintains_t
     why = f"is the catalog's warehouse root {warehouse!r}: listing it would remove every other table's files"
 
     with DagsterInstance.get() as instance:
-        # Before any run: plan and explain show the refusal and its reason.
+        # The whole fleet's orphan cleanup, as one batch run of the maintenance job (Dagit's materialize-all).
+        defs = build_definitions(settings)
+        selection = [asset_key_for(table) for table in (A, B, ROOT)]
+        result = defs.resolve_job_def(MAINTENANCE_JOB).execute_in_process(
+            instance=instance, partition_key=OC.value, asset_selection=selection, raise_on_error=False)
+        assert not result.success
+        failure = next(e for e in result.all_events if e.event_type == DagsterEventType.STEP_FAILURE)
+        text = failure.event_specific_data.user_failure_data.description
+        assert "failed on 1 of 3 table(s)" in text and ROOT.qualified in text and why in text, text
+        maintained = {".".join(m.asset_key.path) for m in result.asset_materializations_for_node("iceberg_tables")}
+        assert maintained == {A.qualified, B.qualified}
+        # The table's failure, not an outage: the batch went on, and the refused table backs off alone.
+        assert instance.get_run_by_id(result.run_id).tags.get(T.FAILURE_KIND) is None
+
+    the_others_are_whole(settings, warehouse, before)
+    assert not orphan.exists()  # a's own cleanup ran: its orphan is in its own quarantine
+    outcomes = Coordination(settings.coordination_url).all_history()
+    assert outcomes[(ROOT.qualified, OC)].consecutive_failures == 1
+    assert outcomes[(A.qualified, OC)].last_run_succeeded and outcomes[(B.qualified, OC)].last_run_succeeded
+
+    # plan and explain show the refusal and its reason (before a run as after it).
+    with DagsterInstance.get() as instance:
         assert main(["--config", str(config), "plan", "--json"]) == 0
         planned = {d["table"]: d["envelope"] for d in json.loads(capsys.readouterr().out)["decisions"]
                    if d["operation"] == OC.value}
@@ -131,24 +153,6 @@ def test_a_fleet_cleanup_refuses_the_table_at_the_warehouse_root_and_maintains_t
         verdict = report["operationStatuses"][OC.value]["envelope"]
         assert verdict["status"] == "refused" and verdict["refusals"][0]["field"] == "table location"
 
-        # The whole fleet's orphan cleanup, as one batch run of the maintenance job.
-        defs = build_definitions(settings)
-        selection = [asset_key_for(table) for table in (A, B, ROOT)]
-        result = defs.resolve_job_def(MAINTENANCE_JOB).execute_in_process(
-            instance=instance, partition_key=OC.value, asset_selection=selection, raise_on_error=False)
-        assert not result.success
-        failure = next(e for e in result.all_events if e.event_type == DagsterEventType.STEP_FAILURE)
-        text = failure.event_specific_data.user_failure_data.description
-        assert "failed on 1 of 3 table(s)" in text and ROOT.qualified in text and why in text, text
-        maintained = {".".join(m.asset_key.path) for m in result.asset_materializations_for_node("iceberg_tables")}
-        assert maintained == {A.qualified, B.qualified}
-
-    the_others_are_whole(settings, warehouse, before)
-    assert not orphan.exists()  # a's own cleanup ran: its orphan is in its own quarantine
-    outcomes = Coordination(settings.coordination_url).all_history()
-    assert outcomes[(ROOT.qualified, OC)].consecutive_failures == 1
-    assert outcomes[(A.qualified, OC)].last_run_succeeded and outcomes[(B.qualified, OC)].last_run_succeeded
-
 
 @pytest.mark.parametrize("name, where, reason", [
     ("at_namespace", lambda wh, a: f"{wh}/sales.db", "is the location of namespace 'sales'"),
@@ -159,8 +163,10 @@ def test_a_table_its_owner_puts_over_other_tables_is_refused_and_lists_nothing(l
                                                                               where, reason):
     settings, config, warehouse = lake
     a_location = load_table(open_catalog(settings.catalog), A).location()
+    kept = local_path(a_location) / "_floe_quarantine" / f"20261201T000000Z_run-{name}" / "data" / "kept.parquet"
+    kept.parent.mkdir(parents=True, exist_ok=True)  # a run folder of a's quarantine, within its grace period
+    pq.write_table(rows(700, 2), kept)
     quarantined = files(local_path(a_location) / "_floe_quarantine")
-    assert quarantined  # a's first cleanup (the test above) quarantined its orphan
     attacker = TableName("demo", ("ops",), name)
     owner_creates(settings, attacker, where(warehouse, a_location))
     age(local_path(warehouse))
