@@ -175,12 +175,14 @@ def test_a_table_its_owner_puts_over_other_tables_is_refused_and_lists_nothing(l
     with DagsterInstance.get() as instance:
         summary = trigger_table(settings, attacker.qualified, [OC.value], reason="owner", actor="test",
                                 trigger_id=f"owner-{name}", instance=instance)
+    # Nothing of the other tables was listed, moved or deleted (a's quarantined files neither).
+    assert victims_files(settings) >= before, sorted(before - victims_files(settings))[:5]
+    assert files(local_path(a_location) / "_floe_quarantine") >= quarantined
+    the_others_are_whole(settings, warehouse, before)
     (outcome,) = summary.outcomes
     assert outcome.status == "FAILED", summary.lines()
     assert f"ORPHAN_CLEANUP on table '{attacker.qualified}' refused by the safety envelope" in outcome.message
     assert reason in outcome.message, outcome.message
-    assert victims_files(settings) >= before and files(local_path(a_location) / "_floe_quarantine") >= quarantined
-    the_others_are_whole(settings, warehouse, before)
     if name == "at_namespace":  # restore, which moves files back under the table, is refused the same way
         capsys.readouterr()
         assert main(["--config", str(config), "restore", attacker.qualified, "--run", "latest"]) != 0
