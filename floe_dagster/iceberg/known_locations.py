@@ -18,10 +18,12 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from sqlalchemy import text
 
+from floe_dagster.core.operations import Operation
 from floe_dagster.core.table_location import KnownLocations, check_table_location, table_folders
 from floe_dagster.core.tables import TableName
-from floe_dagster.iceberg.catalog import list_table_metadata_locations
+from floe_dagster.iceberg.catalog import list_table_metadata_locations, open_catalog
 from floe_dagster.iceberg.metrics_cache import CACHE_FILE, MetricsCache
+from floe_dagster.policies import resolve_operation
 
 
 def known_locations(catalog: Catalog, settings: Any = None, metrics: Mapping[TableName, Any] | None = None
@@ -29,12 +31,11 @@ def known_locations(catalog: Catalog, settings: Any = None, metrics: Mapping[Tab
     """The lake around every table of ``catalog``: read once per run (or plan), shared by its tables.
     ``settings``: floe's (its health cache and ``maintenance.quarantine-location``); ``metrics``: the health
     a plan already holds, by table."""
-    tables: dict[str, tuple[str, ...]] = {}
+    found: dict[str, tuple[str | None, set[str]]] = {}  # qualified → (its location, its metadata locations)
 
     def add(qualified: str, location: str | None, metadata_location: str | None) -> None:
-        folders = table_folders(location, metadata_location)
-        if folders:
-            tables[qualified] = tuple(dict.fromkeys((*tables.get(qualified, ()), *folders)))
+        known, metadata = found.get(qualified, (None, set()))
+        found[qualified] = (known or location, metadata | ({metadata_location} if metadata_location else set()))
 
     if isinstance(catalog, SqlCatalog):
         for table, metadata_location in list_table_metadata_locations(catalog).items():
@@ -44,6 +45,11 @@ def known_locations(catalog: Catalog, settings: Any = None, metrics: Mapping[Tab
             add(qualified, location, metadata_location)
     for table, facts in (metrics or {}).items():
         add(table.qualified, getattr(facts, "location", None), getattr(facts, "metadata_location", None))
+    # A table's folders: its location when a record gives it (else the folder above its metadata folder),
+    # and each metadata file's folder.
+    tables = {name: tuple(dict.fromkeys(folder for metadata in sorted(metadata_locations) or [None]
+                                        for folder in table_folders(location, metadata)))
+              for name, (location, metadata_locations) in found.items()}
     quarantine = settings.maintenance.quarantine_location if settings is not None else None
     return KnownLocations(_warehouse(catalog, settings), _namespace_locations(catalog), tables, quarantine)
 
@@ -96,10 +102,6 @@ def _namespace_locations(catalog: Catalog) -> dict[str, str]:
 def restore_refusals(settings: Any, table: TableName, location: str) -> tuple[str, ...]:
     """Why ``floe-dagster restore`` may not move a table's quarantined files back (empty: it may): the
     envelope's check of the table's own location, as an orphan cleanup of it would be checked."""
-    from floe_dagster.core.operations import Operation
-    from floe_dagster.iceberg.catalog import open_catalog
-    from floe_dagster.policies import resolve_operation
-
     config = resolve_operation(settings, table, Operation.ORPHAN_CLEANUP).config
     known = known_locations(open_catalog(settings.catalog), settings)
     return check_table_location(table, location, known, getattr(config, "nested_tables", None) or ()).refusals
