@@ -8,6 +8,7 @@ from floe_dagster.core.envelope import TABLE_LOCATION, check_operation, own_loca
 from floe_dagster.core.operation_kinds.expire_snapshots import ExpireSnapshotsConfig
 from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.owner_overrides import KEYS
 from floe_dagster.core.policy import validate_policy_paths
 from floe_dagster.core import table_location
 from floe_dagster.core.table_location import KnownLocations, check_table_location, table_folders
@@ -161,3 +162,8 @@ def test_nested_tables_in_the_policy_loader_format_and_a_bad_one_named(tmp_path)
     errors = validate_policy_paths([bad]).errors
     assert len(errors) == 1 and "bad.yaml" in str(errors[0]) and "nested-tables" in str(errors[0])
     assert "name each nested table exactly" in str(errors[0])
+
+
+def test_no_table_owner_can_opt_their_table_in_as_nested():
+    """nestedTables is the policy's alone: no floe.* table property sets it."""
+    assert not [key for key in KEYS if "nested" in key]
