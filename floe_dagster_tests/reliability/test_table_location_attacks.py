@@ -8,7 +8,9 @@ SQL's ``CREATE TABLE … LOCATION``, as the issue tried it:
   table) refuses it with the reason in the run's failure and the table's outcome, and maintains the
   others; ``plan`` and ``explain`` show the refusal before;
 - at the namespace's folder, at another table's folder, inside a table's quarantine: each one's cleanup
-  (``floe-dagster trigger``) fails with its reason, and ``restore`` refuses the first.
+  (``floe-dagster trigger``) fails with its reason, and ``restore`` refuses the first;
+- a Hive-style nested table its policy names (``nestedTables``): the outer table's cleanup runs and
+  leaves every file of the nested one.
 
 After each: every file of the other tables is where it was (the quarantined one too), and Spark reads
 every row of them. Without the check, the first cleanup of such a table moves the others' files into its
@@ -50,6 +52,11 @@ POLICIES = """
 - name: fleet
   tablePattern: "demo.*.*"
   orphanCleanup: {}
+  orphanCleanupSchedule: {interval: P1D}
+- name: hive
+  tablePattern: "demo.hive.outer"
+  priority: 5
+  orphanCleanup: {nestedTables: [hive.archive]}
   orphanCleanupSchedule: {interval: P1D}
 """
 A, B = TableName("demo", ("sales",), "a"), TableName("demo", ("sales",), "b")
@@ -188,3 +195,29 @@ def test_a_table_its_owner_puts_over_other_tables_is_refused_and_lists_nothing(l
         assert main(["--config", str(config), "restore", attacker.qualified, "--run", "latest"]) != 0
         assert "restore refused by the safety envelope: table location: " in (err := capsys.readouterr().err)
         assert reason in err, err
+
+
+def test_a_nested_table_the_policy_names_is_left_out_of_the_outer_tables_listing(lake, dagster_home):
+    settings, config, warehouse = lake
+    catalog = open_catalog(settings.catalog)
+    catalog.create_namespace("hive")
+    outer = TableName("demo", ("hive",), "outer")
+    created = _create(catalog, ".".join(outer.identifier))
+    created.append(rows(0, 6))
+    owner_creates(settings, TableName("demo", ("hive",), "archive"), f"{created.location().rstrip('/')}/archive")
+    archive = local_path(created.location()) / "archive"
+    orphan = local_path(created.location()) / "data" / "outer-orphan.parquet"
+    pq.write_table(rows(800, 2), orphan)
+    age(local_path(warehouse))
+    nested_files = files(archive)
+
+    with DagsterInstance.get() as instance:
+        summary = trigger_table(settings, outer.qualified, [OC.value], reason="hive", actor="test",
+                                trigger_id="hive-outer", instance=instance)
+    assert files(archive) == nested_files  # listed under the outer table, yet left alone
+    with IcebergSparkEngine.from_settings(settings).unit_of_work() as spark:
+        assert spark.sql("SELECT count(*) AS n FROM demo.hive.archive").collect()[0]["n"] == 1
+        assert spark.sql("SELECT count(*) AS n FROM demo.hive.outer").collect()[0]["n"] == 6
+    (outcome,) = summary.outcomes
+    assert outcome.status == "SUCCEEDED", outcome.message
+    assert not orphan.exists() and outcome.metadata["orphan_files_count"] == 1  # the outer table's own orphan
