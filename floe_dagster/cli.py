@@ -171,7 +171,7 @@ def cmd_plan(args) -> int:
     from floe_dagster.core.run_decision import shadow_summary
     from floe_dagster.iceberg.table_cache import read_cached_tables
     from floe_dagster.instance import get_instance
-    from floe_dagster.reports.explain import envelope_verdict
+    from floe_dagster.reports.explain import envelope_verdict, lake_around
     from floe_dagster.scheduling.inputs import gather
 
     settings = _settings(args)
@@ -181,7 +181,8 @@ def cmd_plan(args) -> int:
     data, missing = inputs.plan_input, inputs.health_missing
     result = plan(data)
     allowed = settings.envelope.allowed_table_properties
-    verdicts = [envelope_verdict(data, d.table, d.operation, d.policy, allowed) for d in result.decisions]
+    known = lake_around(settings, data) if any(d.operation.needs_gc for d in result.decisions) else None
+    verdicts = [envelope_verdict(data, d.table, d.operation, d.policy, allowed, known) for d in result.decisions]
     if args.json:
         payload = result.to_json()
         for item, verdict in zip(payload["decisions"], verdicts):
@@ -261,6 +262,7 @@ def cmd_restore(args) -> int:
     from floe_dagster.coordination.locks import table_lock_name
     from floe_dagster.coordination.quarantine_roots import QuarantineRoots
     from floe_dagster.errors import LockHeld, MaintenanceFailed
+    from floe_dagster.iceberg.known_locations import restore_refusals
     from floe_dagster.iceberg.quarantine_store import open_table_quarantine
     from floe_dagster.reports.quarantine_orphans import never_purged, print_never_purged
 
@@ -273,6 +275,11 @@ def cmd_restore(args) -> int:
     name = quarantine.table.qualified
     if not args.run:
         return _list_quarantine(quarantine, grace)
+    refused = restore_refusals(settings, quarantine.table, quarantine.location.uri)
+    if refused:  # the table's own location reaches other tables: nothing is moved (core/table_location.py)
+        print(f"floe-dagster: {name}: restore refused by the safety envelope: table location: {'; '.join(refused)}",
+              file=sys.stderr)
+        return EXIT_FAILED
     try:
         with _coordination(settings).locks.hold(table_lock_name(quarantine.table)):
             run = quarantine.find(args.run)

@@ -91,6 +91,9 @@ class ResolvedOperation:
     # The policy's ownerOverrides, and what the table's floe.* properties did under it once the run read them.
     owner_allow: OwnerOverridePolicy = NONE_ALLOWED
     owner_overrides: OwnerOverrides | None = None
+    # ORPHAN_CLEANUP: the nested tables' folders its listing leaves out (the policy's nestedTables, as the
+    # safety envelope found them inside the table's location: core/table_location.py).
+    listing_exclusions: tuple[str, ...] = ()
 
     @property
     def policy_name(self) -> str | None:

@@ -44,6 +44,10 @@ load classes, change encryption or garbage collection (:func:`property_refusal`)
 never the HTTP API. The keys that steer a table's FileIO (``py-io-impl``, ``io-impl``,
 ``s3.*``, ``client.*``…: core/storage_keys.py) are refused whatever floe.yaml says (:func:`storage_refusal`).
 
+**The table's own location**, written by its owner, is checked too before a kind that lists, deletes
+or moves files (core/table_location.py): never the warehouse root, a namespace's or another table's
+location, never inside a quarantine. Its refusals name the field ``table location``.
+
 A :class:`Verdict` names the policy, the operation, each refused field and why; ``plan``, ``explain``
 and the HTTP trigger status show it per (table, operation). Pure: no Dagster, Spark or PyIceberg.
 """
@@ -58,8 +62,11 @@ from floe_dagster.core.operation_config import camel
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.storage_keys import storage_key_why, storage_refusal
+from floe_dagster.core.table_location import KnownLocations, LocationCheck, check_table_location
 from floe_dagster.core.tables import TableName
 from floe_dagster.core.validation import Location, setting
+
+TABLE_LOCATION = "table location"  # a Refusal's field for the table's own location (written by its owner)
 
 # -- which policy fields name a location -------------------------------------------------------------------
 
@@ -275,11 +282,13 @@ def catalog_refusals(pattern: TablePattern, configs: Mapping[Operation, Any], ca
 
 
 def check_operation(policy: str | None, op: Operation, config: Any, table_location: str | None,
-                    allowed_properties: Iterable[str] = (), table: str | None = None) -> Verdict:
+                    allowed_properties: Iterable[str] = (), table: str | None = None,
+                    own_location: LocationCheck | None = None) -> Verdict:
     """The verdict on running ``op`` with ``config`` on a table at ``table_location`` (None: not known yet,
     then an absolute location stays unchecked); ``config`` in the verdict has every location spelled from
-    the table's (:func:`joined`) and the withheld ones removed."""
-    refusals: list[Refusal] = []
+    the table's (:func:`joined`) and the withheld ones removed. ``own_location``: the check of the table's
+    own location (core/table_location.py), for a kind that lists, deletes or moves files."""
+    refusals: list[Refusal] = [Refusal(TABLE_LOCATION, why) for why in (own_location.refusals if own_location else ())]
     resolved: dict[str, str] = {}
     pending = ""
     for name, value in named_locations(op, config):
@@ -299,6 +308,15 @@ def check_operation(policy: str | None, op: Operation, config: Any, table_locati
     changes = {**resolved, **withheld}
     usable = None if refusals else replace(config, **changes) if changes else config
     return Verdict(policy, op, table, tuple(refusals), "" if refusals else pending, usable)
+
+
+def own_location_check(table: TableName, op: Operation, config: Any, location: str | None,
+                       known: KnownLocations | None) -> LocationCheck | None:
+    """The check of a table's own location for a kind that lists, deletes or moves files (``needs_gc``),
+    with the policy's ``nestedTables`` (None: another kind, or nothing known to check it against)."""
+    if known is None or not op.needs_gc:
+        return None
+    return check_table_location(table, location, known, getattr(config, "nested_tables", None) or ())
 
 
 def _inside(where: str, what_it_does: str, value: str, table_location: str, table: str | None) -> str | Refusal:
@@ -323,8 +341,8 @@ def _inside(where: str, what_it_does: str, value: str, table_location: str, tabl
 
 __all__ = [
     "LOCATION_FIELDS", "WITHHELD_FIELDS", "REFUSED_PROPERTIES", "REFUSED_PREFIXES",
-    "REFUSED_SUFFIXES", "ALLOW_SETTING", "storage_refusal", "EnvelopeSettings", "Refusal", "Verdict", "policy_field",
+    "REFUSED_SUFFIXES", "ALLOW_SETTING", "storage_refusal", "TABLE_LOCATION", "EnvelopeSettings", "Refusal", "Verdict", "policy_field",
     "is_relative", "parse_location", "relative_segments", "joined", "property_refusal", "names_one_table",
     "single_table", "check_policy", "named_locations", "absolute_location_fields", "catalog_refusals",
-    "check_operation",
+    "check_operation", "own_location_check",
 ]

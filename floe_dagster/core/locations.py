@@ -70,6 +70,12 @@ class StorageLocation:
             return None
         return other.path[len(self.path.rstrip("/")) + 1:]
 
+    def ancestors(self) -> list[StorageLocation]:
+        """The folders above this location, nearest first, up to the root."""
+        parts = self.segments
+        return [StorageLocation(self.scheme, self.authority, "/" + "/".join(parts[:n]))
+                for n in range(len(parts) - 1, -1, -1)]
+
     def child(self, *parts: str) -> StorageLocation:
         return StorageLocation(self.scheme, self.authority, posixpath.join(self.path, *parts))
 

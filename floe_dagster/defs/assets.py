@@ -10,6 +10,7 @@ description of when its policy's operations run (defs/asset_policy.py).
 
 from __future__ import annotations
 
+import functools
 import getpass
 import logging
 from datetime import datetime, timezone
@@ -52,6 +53,7 @@ from floe_dagster.defs.table_outcomes import BatchOutcomes
 from floe_dagster.defs.table_run import maintain_table
 from floe_dagster.errors import OUTAGE, failure_kind
 from floe_dagster.iceberg.catalog import open_catalog
+from floe_dagster.iceberg.known_locations import known_locations
 from floe_dagster.policies import ResolvedOperation, load_policy_set, resolve_operation
 from floe_dagster.settings import Settings
 from floe_dagster.spark.engine import IcebergSparkEngine
@@ -178,13 +180,16 @@ def _maintain_selected(context: AssetExecutionContext, settings: Settings,
     resolved = {table: resolve_operation(settings, table, op, policies) for table in tables}
     run_tags = _add_missing_run_tags(context, tables, op, resolved)
     catalog = open_catalog(settings.catalog)
+    # The lake around the tables (warehouse, namespaces, known tables' folders), read once per run when a
+    # table's own location is checked (a kind that lists, deletes or moves files: core/table_location.py).
+    known = functools.cache(lambda: known_locations(catalog, settings))
     outcomes = BatchOutcomes(context, coordination, op)
     decisions = _run_decisions(coordination, tables, op, run_tags)
     for decision in decisions:
         started = datetime.now(timezone.utc)
         try:
             result = maintain_table(context, engine, decision, resolved[decision.table], coordination.locks, catalog,
-                                    coordination)
+                                    coordination, known)
         except Exception as exc:  # whatever it is, it is this table's outcome; the batch goes on
             yield from outcomes.failed(decision, started, exc)
             if failure_kind(exc) == OUTAGE:

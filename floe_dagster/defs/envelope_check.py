@@ -2,33 +2,42 @@
 
 A policy was checked when it was read, but the files can change between that check and the run, and an
 absolute location can only be compared with the table's location, which the run reads here from the
-table's metadata. A refusal fails this table's run (:class:`~floe_dagster.errors.EnvelopeViolation`,
-naming the policy, the field, the location given and the table's) and nothing is called; otherwise the
-run goes on with its locations spelled from the table's own, the form Iceberg then lists.
+table's metadata. For a kind that lists, deletes or moves files, the table's own location (written by its
+owner) is checked too, against the lake floe knows (core/table_location.py, iceberg/known_locations.py).
+A refusal fails this table's run (:class:`~floe_dagster.errors.EnvelopeViolation`, naming the policy,
+the field, the location given and the table's) and nothing is called or listed; otherwise the run goes on
+with its locations spelled from the table's own, the form Iceberg then lists.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Callable
 
 from pyiceberg.catalog import Catalog
 
-from floe_dagster.core.envelope import check_operation, named_locations
+from floe_dagster.core.envelope import check_operation, named_locations, own_location_check
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.table_location import KnownLocations
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import EnvelopeViolation
 from floe_dagster.iceberg.catalog import load_table
 from floe_dagster.policies import ResolvedOperation
 
 
-def within_envelope(catalog: Catalog, table: TableName, op: Operation, resolved: ResolvedOperation
-                    ) -> ResolvedOperation:
-    """``resolved`` with its locations spelled from the table's, or EnvelopeViolation. The table's location
-    is read only when the config names a location (most runs cost nothing here)."""
+def within_envelope(catalog: Catalog, table: TableName, op: Operation, resolved: ResolvedOperation,
+                    known: Callable[[], KnownLocations] | None = None) -> ResolvedOperation:
+    """``resolved`` with its locations spelled from the table's (and, for an orphan cleanup, the nested
+    tables its listing leaves out), or EnvelopeViolation. The table's location is read only when the
+    config names a location or the kind lists, deletes or moves files; ``known``: the lake around it,
+    read once per run (None: the table's own location is not checked)."""
     config = resolved.config
-    location = load_table(catalog, table).location() if named_locations(op, config) else None
+    checks_own = known is not None and op.needs_gc
+    location = load_table(catalog, table).location() if named_locations(op, config) or checks_own else None
+    own = own_location_check(table, op, config, location, known() if checks_own and known else None)
     verdict = check_operation(resolved.policy_name, op, config, location, resolved.allowed_properties,
-                              table.qualified)
+                              table.qualified, own)
     if not verdict.ok:
         raise EnvelopeViolation(verdict.message())
-    return replace(resolved, config=verdict.config)
+    return replace(resolved, config=verdict.config, listing_exclusions=own.excluded if own else ())
+

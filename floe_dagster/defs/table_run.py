@@ -39,6 +39,7 @@ from floe_dagster.core.owner_overrides import owner_overrides
 from floe_dagster.core.partition_scope import RewriteScope
 from floe_dagster.core.run_decision import RunDecision
 from floe_dagster.core.run_figures import NO_SPARK, SPARK, Benefit, Compute, TableShape, with_orphans
+from floe_dagster.core.table_location import KnownLocations
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.envelope_check import within_envelope
 from floe_dagster.defs.names import asset_key_for
@@ -64,14 +65,16 @@ from floe_dagster.spark.operation_steps.step import Committed, OperationStep, Pr
 def maintain_table(
     context: AssetExecutionContext, engine: IcebergSparkEngine, decision: RunDecision, resolved: ResolvedOperation,
     locks: Locks, catalog: Catalog, coordination: Coordination | None = None,
+    known: Callable[[], KnownLocations] | None = None,
 ) -> MaterializeResult:
     """Run one operation on one table under its lock and describe what changed, and why it ran.
-    ``coordination``: the history a step reads, and the quarantine roots orphan cleanup remembers."""
+    ``coordination``: the history a step reads, and the quarantine roots orphan cleanup remembers; ``known``: the
+    lake around the table, read once per run (the envelope checks the table's own location against it)."""
     table, op = decision.table, decision.operation
     if resolved.config is None:
         raise MaintenanceFailed(f"table '{table.qualified}': {resolved.why_not}")
     resolved = with_owner_overrides(catalog, table, op, resolved)  # before the envelope, which checks the result
-    resolved = within_envelope(catalog, table, op, resolved)  # the safety envelope, before any engine call
+    resolved = within_envelope(catalog, table, op, resolved, known)  # the safety envelope, before any engine call
     step = step_of(op)
     work = TableWork(op, table, resolved, catalog, context.run.run_id, context.log, _history(coordination, decision),
                      quarantine_roots=QuarantineRoots(coordination.engine) if coordination is not None else None)

@@ -91,6 +91,20 @@ class MetricsCache:
             found.setdefault(qualified, {})[tier] = (location, checked)
         return found
 
+    def table_locations(self) -> dict[str, tuple[str | None, str]]:
+        """qualified name → (the table's location, its metadata location), for every table with a record: one
+        query (the location is read inside SQLite from the summary record only), for the safety envelope's
+        check of a table's own location (core/table_location.py)."""
+        rows = self._conn.execute(
+            "SELECT qualified, metadata_location, CASE WHEN tier = 'summary' THEN json_extract(record, '$.location') "
+            "END FROM metrics").fetchall()
+        found: dict[str, tuple[str | None, str]] = {}
+        for qualified, metadata_location, location in rows:
+            known = found.get(qualified)
+            if known is None or (location and not known[0]):
+                found[qualified] = (location if isinstance(location, str) else None, metadata_location)
+        return found
+
     def record(self, qualified: str, tier: str) -> tuple[str, TableMetrics] | None:
         row = self._conn.execute(
             "SELECT metadata_location, record FROM metrics WHERE qualified = ? AND tier = ? AND version = ?",

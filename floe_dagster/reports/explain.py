@@ -25,9 +25,10 @@ expected next run and why (core/orphan_cadence.py)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from dagster import AssetRecordsFilter, DagsterInstance
 
@@ -35,7 +36,7 @@ from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.commit_conflicts import conflict_retry_delay
 from floe_dagster.core.compute_budget import compute_budget
 from floe_dagster.core.conditions import NO_MATCHING_POLICY, OPERATION_DISABLED, floe_condition_strings
-from floe_dagster.core.envelope import Verdict, check_operation
+from floe_dagster.core.envelope import Verdict, check_operation, own_location_check
 from floe_dagster.core.gates import gate_before
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.learned_plan import LearnedView, ranked_by
@@ -45,9 +46,11 @@ from floe_dagster.core.owner_overrides import with_overrides
 from floe_dagster.core.planner import Decision, PlanInput, plan
 from floe_dagster.core.run_decision import LedgerRow, shadow_summary
 from floe_dagster.core.run_figures import RunFigures, figures_json
+from floe_dagster.core.table_location import KnownLocations
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
-from floe_dagster.iceberg.catalog import existing_table
+from floe_dagster.iceberg.catalog import existing_table, open_catalog
+from floe_dagster.iceberg.known_locations import known_locations
 from floe_dagster.iceberg.table_cache import read_cached_tables
 from floe_dagster.instance import get_instance
 from floe_dagster.scheduling.inputs import gather, recorded_runs
@@ -76,8 +79,9 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
             if newest:
                 recorded[op] = newest[0]
     learned = LearnedView.of(data.recorded_runs, now, data.ranking)
+    known = functools.cache(lambda: lake_around(settings, data))  # read once, when an envelope check needs it
     view = _TableView(data, table, policy, now, instance, settings.envelope.allowed_table_properties, learned,
-                      coordination.latest_figures(table.qualified))
+                      coordination.latest_figures(table.qualified), known)
     statuses: dict[str, Any] = {}
     # Every operation, as Floe lists them: the ones no policy configures are shown disabled (a view:
     # the planner decides only for configured operations).
@@ -121,6 +125,7 @@ class _TableView:
     allowed: tuple[str, ...]  # floe.yaml's envelope.allowed-table-properties
     learned: LearnedView  # the recorded runs' totals: each operation's efficiency factor
     latest_figures: Mapping[Operation, RunFigures]  # each operation's last run's compute and benefit
+    known: Callable[[], KnownLocations]  # the lake around the table, read once when an envelope check needs it
 
 
 def _status(view: _TableView, op: Operation, decision: Decision, recorded: LedgerRow | None) -> dict[str, Any]:
@@ -193,7 +198,8 @@ def _status_tail(view: _TableView, op: Operation, decision: Decision, history: O
         "cadence": decision.cadence.to_json() if decision.cadence is not None else None,
         "shadow": decision.shadow,
         "shadowDecision": _shadow(decision, recorded, view.now) if decision.shadow else None,
-        "envelope": _json(envelope_verdict(view.data, view.table, op, decision.policy, view.allowed)),
+        "envelope": _json(envelope_verdict(view.data, view.table, op, decision.policy, view.allowed,
+                                           view.known() if op.needs_gc else None)),
         # The table's floe.* properties under its policy: the options applied, the ones ignored and why.
         "ownerOverrides": decision.owner_overrides.to_json(op) if decision.owner_overrides is not None else None,
     }
@@ -220,16 +226,25 @@ def _with_add_ons(head: dict[str, Any], tail: dict[str, Any], add_ons: Mapping[s
 
 
 def envelope_verdict(data: PlanInput, table: TableName, op: Operation, policy_name: str | None,
-                     allowed_properties: tuple[str, ...]) -> Verdict | None:
+                     allowed_properties: tuple[str, ...], known: KnownLocations | None = None) -> Verdict | None:
     """The safety envelope's verdict on a policy's operation for one table, against the table's location
-    as the plan's health read it (a run reads it again from the table's metadata); None: not configured."""
+    as the plan's health read it (a run reads it again from the table's metadata); None: not configured.
+    ``known``: the lake around the table (iceberg/known_locations.py), which the table's own location is
+    checked against for a kind that lists, deletes or moves files."""
     policy = data.policies.get(policy_name) if policy_name else None
     config = policy.config(op) if policy is not None else None
     if config is None:
         return None
     metrics = data.metrics.get(table)
-    return check_operation(policy.name, op, config, metrics.location if metrics else None, allowed_properties,
-                           table.qualified)
+    location = metrics.location if metrics else None
+    return check_operation(policy.name, op, config, location, allowed_properties, table.qualified,
+                           own_location_check(table, op, config, location, known))
+
+
+def lake_around(settings: Settings, data: PlanInput) -> KnownLocations:
+    """What ``plan`` and ``explain`` check a table's own location against: the catalog's warehouse and
+    namespaces, the SQL catalog's tables, and every table the plan's health knows."""
+    return known_locations(open_catalog(settings.catalog), settings, data.metrics)
 
 
 def _json(verdict: Verdict | None) -> dict[str, Any] | None:

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
 from floe_dagster.core.durations import format_iso_duration
-from floe_dagster.core.locations import store_location
+from floe_dagster.core.locations import StorageLocation, store_location
 from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
 from floe_dagster.core.quarantine import (
     QuarantineChoice,
@@ -62,6 +62,8 @@ class OrphanContext:
     clock: Callable[[], datetime] | None = None
     remembered_roots: tuple[str, ...] = ()
     remember: Callable[[Any], None] | None = None
+    # The nested tables' folders the listing leaves out (the policy's nestedTables: core/table_location.py).
+    excluded: tuple[str, ...] = ()
 
 
 @dataclass
@@ -112,7 +114,8 @@ class OrphanCleanup:
         if choice.enabled:
             result, sql, folder = self._rounds(quarantine=True)
             reclaimed = self.tally.moved_bytes
-        elif (self.config.max_files_to_delete is not None or self._local()) and not self.config.dry_run:
+        elif (self.config.max_files_to_delete is not None or self._local() or self._excluded) \
+                and not self.config.dry_run:
             # A local table is deleted from in rounds too: floe checks each listed path for a symbolic link
             # before Iceberg deletes (Hadoop's local listing follows links out of the table).
             (result, sql, _), folder = self._rounds(quarantine=False), None
@@ -147,7 +150,8 @@ class OrphanCleanup:
         rounds: list[OrphanRound] = []
         while True:
             version = self._version()
-            listed = [str(row["orphan_file_location"]) for row in self.spark.sql(calls.listing.sql).collect()]
+            listed = self._outside_nested([str(row["orphan_file_location"])
+                                           for row in self.spark.sql(calls.listing.sql).collect()])
             self._refuse_quarantined(listed)
             if self.listed_hook is not None:  # tests: what happens between the listing and the removal
                 self.listed_hook(listed)
@@ -167,6 +171,15 @@ class OrphanCleanup:
 
     def _local(self) -> bool:
         return self.table_location is not None and self.table_location.scheme == "file"
+
+    @property
+    def _excluded(self) -> list[StorageLocation]:
+        return [store_location(folder) for folder in (self.context.excluded if self.context is not None else ())]
+
+    def _outside_nested(self, listed: list[str]) -> list[str]:
+        """The listed files outside every nested table's folder (those belong to the nested tables)."""
+        nested = self._excluded
+        return [path for path in listed if not any(folder.relative_text(path) is not None for folder in nested)]
 
     def _version(self) -> str | None:
         read = self.context.table_version if self.context is not None else None
@@ -266,15 +279,15 @@ class OrphanCleanup:
 
 
 def orphan_context(catalog: Any, iceberg_table: Any, table: TableName, run_id: str,
-                   roots: Any = None) -> OrphanContext:
+                   roots: Any = None, excluded: tuple[str, ...] = ()) -> OrphanContext:
     """The context of a run from the PyIceberg table it loaded: its location, its store (the catalog's FileIO
-    settings, never the table's: iceberg/table_io.py), its
-    version read afresh from the catalog, and the quarantine roots ``roots`` (the coordination
-    database's QuarantineRoots; None: none remembered) holds for it."""
+    settings, never the table's: iceberg/table_io.py), its version read afresh from the catalog, the
+    quarantine roots ``roots`` (the coordination database's QuarantineRoots; None: none remembered) holds
+    for it, and ``excluded``: the nested tables' folders its listing leaves out."""
     from floe_dagster.iceberg.catalog import load_table
 
     remembered = tuple(roots.roots_of(table.qualified)) if roots is not None else ()
     remember = (lambda root: roots.remember(table.qualified, root.uri)) if roots is not None else None
     return OrphanContext(iceberg_table.location(), table_file_store(iceberg_table), run_id,
                          lambda: load_table(catalog, table).metadata_location, remembered_roots=remembered,
-                         remember=remember)
+                         remember=remember, excluded=excluded)

@@ -13,6 +13,7 @@ from floe_dagster.core.loader_format import Combined, LoaderSection, whole_units
 from floe_dagster.core.operation_config import OperationConfig, any_int, at_least, boolean, option
 from floe_dagster.core.operation_kinds.spec import ExplainView, OperationSpec
 from floe_dagster.core.refs import ref_report
+from floe_dagster.core.table_location import nested_tables
 from floe_dagster.core.validation import Location, get_int, get_str
 
 # Floe's defaults, applied by the engine when a field is unset (after the table's history.expire.* properties).
@@ -39,6 +40,9 @@ class ExpireSnapshotsConfig(OperationConfig):
     clean_expired_metadata: bool | None = option(boolean)
     stream_results: bool | None = option(boolean)
     expire_snapshot_id: int | None = option(any_int)  # Floe's: kept, never sent (ignored)
+    # The tables this one may nest with (Hive-style layouts), named exactly: without it, a table whose location
+    # holds or lies inside another table's is refused by the safety envelope (core/table_location.py).
+    nested_tables: tuple[str, ...] | None = option(nested_tables)
 
 
 def _days_as_duration(at: Location, values: Mapping[str, Any]) -> str | None:

@@ -18,6 +18,7 @@ from floe_dagster.core.orphan_cadence import (
 from floe_dagster.core.quarantine import (
     DEFAULT_GRACE_PERIOD, QUARANTINE_FIELDS, QuarantinePolicy, parse_quarantine, quarantine_choice,
 )
+from floe_dagster.core.table_location import nested_tables
 from floe_dagster.core.validation import Location, get_number
 
 PREFIX_MISMATCH_MODES = ("ERROR", "IGNORE", "DELETE")
@@ -56,6 +57,9 @@ class OrphanCleanupConfig(OperationConfig):
     # Time each cleanup from the orphan rate its past cleanups found (core/orphan_cadence.py), within
     # [min, max], in place of the schedule's interval or cron. Unset: the schedule alone decides.
     adaptive: AdaptiveCadence | None = option(parse_adaptive, shown=lambda cadence: cadence.to_json())
+    # The tables this one may nest with (Hive-style layouts), named exactly: without it, a table whose location
+    # holds or lies inside another table's is refused by the safety envelope (core/table_location.py).
+    nested_tables: tuple[str, ...] | None = option(nested_tables)
 
 
 def _explained(view: ExplainView) -> dict[str, Any]:

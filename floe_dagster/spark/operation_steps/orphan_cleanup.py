@@ -33,7 +33,8 @@ class OrphanCleanupStep(OperationStep):
 
     def prepare(self, work: TableWork) -> Prepared:
         """Read under the lock: no other run of the table can succeed meanwhile."""
-        context = orphan_context(work.catalog, work.before, work.table, work.run_id, work.quarantine_roots)
+        context = orphan_context(work.catalog, work.before, work.table, work.run_id, work.quarantine_roots,
+                                 excluded=work.resolved.listing_exclusions)
         return Prepared(engine_inputs={"orphans": context})
 
     def render_call(self, op: Any, table: TableName, config: OrphanCleanupConfig, now: datetime,
