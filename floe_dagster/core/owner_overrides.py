@@ -27,6 +27,7 @@ from typing import Any, Mapping
 from floe_dagster.core.loader_format import kebab
 from floe_dagster.core.operation_config import OperationConfig, camel, text
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
+from floe_dagster.core.secrets import masked
 from floe_dagster.core.validation import Location, check_mapping, check_unknown, standalone
 
 PREFIX = "floe."
@@ -178,7 +179,8 @@ class Ignored:
     operation: Operation | None = None  # None: the table's (the pause, an unknown key)
 
     def to_json(self) -> dict[str, str]:
-        return {"property": self.property, "value": self.value, "reason": self.reason}
+        """As every output shows it: the value masked when the property's name is a secret key (core/secrets.py)."""
+        return masked({"property": self.property, "value": self.value, "reason": self.reason})
 
 
 @dataclass(frozen=True)
