@@ -43,6 +43,7 @@ from floe_dagster.spark.engine import IcebergSparkEngine
 from floe_dagster_tests.conftest import write_settings
 from floe_dagster_tests.integration.test_table_properties import sensor_requests
 from floe_dagster_tests.unit.test_api_http import start_server
+from floe_dagster_tests.unit.test_secrets_by_key import REST_CATALOG
 
 pytestmark = pytest.mark.spark
 
@@ -52,6 +53,10 @@ OP = "REWRITE_DATA_FILES"
 PAUSED, TUNED = TableName("demo", ("db",), "paused"), TableName("demo", ("db",), "tuned")
 # Random markers: on the tuned table by its owner (known to no setting), and in floe.yaml (a known secret).
 SECRETS = {name: f"Zo{name}{uuid.uuid4().hex[:18]}" for name in ("TableS3", "TableToken", "SparkConf", "ByKey")}
+# floe's Spark conf for a REST catalog with a marker in every secret position, as Spark logs it (the lake's JVM).
+REST_SECRETS = {name: f"Zr{name}{uuid.uuid4().hex[:16]}" for name in (
+    "password", "credential", "token", "header", "key_id", "s3_secret", "session", "signing", "s3a", "env_key")}
+SPARK_LOGGED: dict[str, str] = {}
 OWNER_TOKEN = "floe.rewrite-data-files.secret-token"
 OWN_SIZE = 2 * 2**20  # the owner's target file size: inside the policy's bounds, far from the policy's own
 POLICIES = """
@@ -100,11 +105,34 @@ def lake(tmp_path_factory):
                     spark.sql(f"INSERT INTO {name} SELECT id, 'k' FROM range({start}, {start + 10})")
                 pairs = ", ".join(f"'{k}'='{v}'" for k, v in owned.items())
                 spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ({pairs})")  # what an owner does
+            SPARK_LOGGED["rest"] = conf_as_spark_logs_it(spark, root)
     finally:
         engine.stop()
     refresh_table_cache(settings)
     return settings
 
+
+
+def conf_as_spark_logs_it(spark, root: Path) -> str:
+    """The conf floe builds for a REST catalog (REST_SECRETS in every secret position) as Spark logs it:
+    ``SparkConf.toDebugString``, what a SparkContext logs with ``spark.logConf``, redacted by the conf's own
+    ``spark.redaction.regex``."""
+    from floe_dagster.spark.session import spark_conf_for
+
+    (root / "rest.yaml").write_text(REST_CATALOG.format(**REST_SECRETS))
+    conf = spark._jvm.org.apache.spark.SparkConf(False)
+    for key, value in spark_conf_for(load_settings(root / "rest.yaml", environ={})).items():
+        conf.set(key, value)
+    return conf.toDebugString()
+
+
+def test_spark_logs_floes_conf_with_every_secret_redacted(lake):
+    logged = SPARK_LOGGED["rest"]
+    assert [name for name, secret in REST_SECRETS.items() if secret in logged] == [], logged
+    for key in ("spark.sql.catalog.lake.credential", "spark.sql.catalog.lake.header.Authorization",
+                "spark.sql.catalog.lake.uri", "spark.sql.catalog.lake.s3.access-key-id"):
+        assert f"{key}=*********(redacted)" in logged, logged  # Spark's own default hides none of these
+    assert "spark.sql.catalog.lake.type=rest" in logged
 
 
 def test_plan_and_explain_show_the_pause_and_each_override_with_its_reason(lake, instance):
