@@ -155,15 +155,15 @@ def masked_output() -> Iterator[None]:
         sys.stdout, sys.stderr = saved
 
 
-_CHAIN_LIMIT = 20
 _masked_types: dict[type, type] = {}
 
 
-def _error_chain(exc: BaseException) -> list[BaseException]:
-    """``exc`` and the errors that caused it, as Dagster follows them (``__cause__``, else ``__context__``)."""
+def error_chain(exc: BaseException, limit: int = 20) -> list[BaseException]:
+    """``exc`` and the errors that caused it, as Python and Dagster show them (``raise ... from``, else the
+    error being handled), each once."""
     chain: list[BaseException] = []
     current: BaseException | None = exc
-    while current is not None and all(current is not seen for seen in chain) and len(chain) < _CHAIN_LIMIT:
+    while current is not None and all(current is not seen for seen in chain) and len(chain) < limit:
         chain.append(current)
         current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
     return chain
@@ -207,7 +207,7 @@ def _mask_one(exc: BaseException, shown: str) -> None:
 def mask_exception(exc: BaseException) -> BaseException:
     """``exc`` with every error of its cause chain masked in place (the same objects, so a caller's
     ``except`` and ``isinstance`` still see the library's types); returns ``exc``."""
-    for link in _error_chain(exc):
+    for link in error_chain(exc):
         text = _text_of(link)
         shown = mask_text(text)
         if shown != text:
