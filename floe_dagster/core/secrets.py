@@ -36,7 +36,9 @@ caller can mask those values wherever they show up later.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Iterable, Mapping
+from functools import lru_cache
+from collections.abc import Mapping
+from typing import Any, Callable, Iterable
 
 MASK = "***"
 # Known secrets shorter than this are masked only where the rule finds them by position.
@@ -52,7 +54,7 @@ _IDENTIFIED = frozenset({"asset", "run", "partition", "sort", "primary", "foreig
                          "item", "policy", "rank", "cache", "row"})
 # A structure's name/value entries: the fields naming the entry, and the fields holding its value.
 _ENTRY_NAMES = ("key", "property", "name")
-_ENTRY_VALUES = ("value", "declared", "current")
+_ENTRY_VALUES = frozenset({"value", "declared", "current"})
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 # scheme://userinfo@ : the user info runs to the last '@' before the host ends (a password may hold '@').
 _URI_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^\s/?#'\"<>]*)@")
@@ -68,6 +70,7 @@ _PAIR = re.compile(
     r"(?=(?P<value>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|[^\s,;&)\]}'\"]+))")
 
 
+@lru_cache(maxsize=8192)  # an answer of thousands of tables asks about the same few field names again and again
 def secret_key(name: str, weak_words: bool = True) -> bool:
     """Whether a setting, property or field of this name holds a secret (see the module's rule).
     ``weak_words=False`` leaves out the words that are also prose (``key``, ``sig``, ``pwd``: "API key:
@@ -106,14 +109,15 @@ def spark_redaction_regex(user_regex: str | None = None) -> str:
 def secret_field(name: str) -> bool:
     """Whether a field of a structure (a mapping, a JSON object) holds a secret: :func:`secret_key`, but a
     field named ``key`` alone names a key rather than holding one (see the module's rule)."""
-    return str(name).lower() != "key" and secret_key(name)
+    return name not in ("key", "Key", "KEY") and secret_key(name)
 
 
 def _entry_names_a_secret(value: Mapping) -> bool:
     """Whether a mapping is a name/value entry (``{property, value}``, ``{key, declared, current}``) whose
     name is a secret key."""
-    return any(isinstance(value.get(name), str) and secret_key(value[name]) for name in _ENTRY_NAMES) \
-        and any(field in value for field in _ENTRY_VALUES)
+    if _ENTRY_VALUES.isdisjoint(value.keys()):  # most mappings: at once
+        return False
+    return any(isinstance(value.get(name), str) and secret_key(value[name]) for name in _ENTRY_NAMES)
 
 
 def _masked_userinfo(userinfo: str) -> str:
@@ -182,17 +186,20 @@ def masked(value: Any, known: Iterable[str] = (), key: str | None = None) -> Any
     empty value stays empty, so an unset secret still shows as unset), every string as text, lists,
     tuples and nested mappings all the way down, a name/value entry's value when its name is a secret key.
     ``key`` is the name the value is held under."""
-    known = tuple(known)
+    return _masked(value, tuple(known), key)
+
+
+def _masked(value: Any, known: tuple[str, ...], key: str | None) -> Any:
     if key is not None and secret_field(key) and value not in (None, ""):
         return MASK
-    if isinstance(value, Mapping):
-        entry = _entry_names_a_secret(value)
-        return {k: MASK if entry and k in _ENTRY_VALUES and v not in (None, "") else masked(v, known, str(k))
-                for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(masked(v, known) for v in value)
     if isinstance(value, str):
         return mask_text(value, known)
+    if isinstance(value, Mapping):
+        entry = _entry_names_a_secret(value)
+        return {k: MASK if entry and k in _ENTRY_VALUES and v not in (None, "") else _masked(v, known, str(k))
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_masked(v, known, None) for v in value)
     return value
 
 
