@@ -33,7 +33,7 @@ from floe_dagster.core.history import CONFLICT, LOCK_HELD, OUTAGE
 from floe_dagster.core.outages import ErrorLink, outage_evidence
 from floe_dagster.core.policy import PolicyError
 from floe_dagster.core.tables import TableName
-from floe_dagster.redaction import mask_text
+from floe_dagster.redaction import error_chain, mask_text
 
 
 class FloeError(Exception):
@@ -296,17 +296,12 @@ def unreachable(exc: BaseException, extra_text: str = "") -> str | None:
 def error_links(exc: BaseException, limit: int = 20) -> list[ErrorLink]:
     """The exception and its causes (``raise ... from``, or the error being handled), as the rule reads them."""
     links: list[ErrorLink] = []
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen and len(links) < limit:
-        seen.add(id(current))
-        response = getattr(current, "response", None)
-        status = getattr(response, "status_code", None)
+    for current in error_chain(exc, limit):
+        status = getattr(getattr(current, "response", None), "status_code", None)
         links.append(ErrorLink(
             tuple(cls.__name__ for cls in type(current).__mro__), _text_of(current),
             status if isinstance(status, int) else None, getattr(current, "connection_invalidated", False) is True,
         ))
-        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
     return links
 
 

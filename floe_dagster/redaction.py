@@ -10,6 +10,10 @@
   handler or filter sees it. floe-dagster configures no logging of its own otherwise, so this is
   installed where settings are loaded, and by the CLI and ``serve`` at start.
 - :func:`masked_output`: the CLI's standard output and error, masked as they are written.
+- :func:`masked_failures` (:func:`mask_exception`): an error leaving a Dagster op, sensor or schedule,
+  floe's or a library's (PyIceberg, Py4J, requests…), masked in place with its whole cause chain before
+  Dagster renders it into the run's failure and event log (Dagster shows each error's type, message and
+  causes). The same objects go on: their types, ``isinstance`` and errors.failure_kind still work.
 - :func:`secret_variable`: a secret a Dagster resource needs, handed over as an environment
   variable of this process, so that the resource holds ``EnvVar(name)`` and Dagit shows the name, never
   the value.
@@ -17,6 +21,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -24,7 +29,7 @@ import sys
 import threading
 import traceback
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, TextIO
+from typing import Any, Callable, Iterable, Iterator, TextIO
 
 from floe_dagster.core.secrets import mask_text as _mask_text
 from floe_dagster.core.secrets import masked, secrets_in
@@ -148,6 +153,88 @@ def masked_output() -> Iterator[None]:
         yield
     finally:
         sys.stdout, sys.stderr = saved
+
+
+_masked_types: dict[type, type] = {}
+
+
+def error_chain(exc: BaseException, limit: int = 20) -> list[BaseException]:
+    """``exc`` and the errors that caused it, as Python and Dagster show them (``raise ... from``, else the
+    error being handled), each once."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not seen for seen in chain) and len(chain) < limit:
+        chain.append(current)
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+    return chain
+
+
+def _text_of(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # a Py4J error whose JVM is gone: Dagster falls back to its type, nothing to mask
+        return ""
+
+
+def _masked_type(cls: type) -> type:
+    """A subclass of ``cls`` with its name, shown with the masked text kept on each error (``_floe_shown``)."""
+    if cls not in _masked_types:
+        _masked_types[cls] = type(cls.__name__, (cls,), {
+            "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+            "__str__": lambda self: self.__dict__["_floe_shown"],
+            # Pickled as the library's own class, with its arguments masked.
+            "__reduce__": lambda self: (cls, tuple(mask_text(a) if isinstance(a, str) else a for a in self.args)),
+        })
+    return _masked_types[cls]
+
+
+def _mask_one(exc: BaseException, shown: str) -> None:
+    for name, value in list(getattr(exc, "__dict__", {}).items()):  # e.g. dagster.Failure's description
+        if isinstance(value, str):
+            setattr(exc, name, mask_text(value))
+    try:
+        exc.__dict__["_floe_shown"] = shown
+        if type(exc) not in _masked_types.values():  # masked before: its new text is enough
+            exc.__class__ = _masked_type(type(exc))  # a library's class: its own __str__ may read anything
+    except (AttributeError, TypeError):  # a built-in type (ValueError, OSError…): its text is its arguments
+        exc.args = tuple(mask_text(a) if isinstance(a, str) else a for a in exc.args)
+        if isinstance(exc, OSError):
+            for name in ("strerror", "filename", "filename2"):
+                if isinstance(getattr(exc, name), str):
+                    setattr(exc, name, mask_text(getattr(exc, name)))
+
+
+def mask_exception(exc: BaseException) -> BaseException:
+    """``exc`` with every error of its cause chain masked in place (the same objects, so a caller's
+    ``except`` and ``isinstance`` still see the library's types); returns ``exc``."""
+    for link in error_chain(exc):
+        text = _text_of(link)
+        shown = mask_text(text)
+        if shown != text:
+            _mask_one(link, shown)
+    return exc
+
+
+@contextmanager
+def masked_failures() -> Iterator[None]:
+    """Around the body of a Dagster op, sensor or schedule: an error leaving it is masked (mask_exception)."""
+    try:
+        yield
+    except Exception as exc:
+        mask_exception(exc)
+        raise
+
+
+def failures_masked(function: Callable[..., Iterator]) -> Callable[..., Iterator]:
+    """A Dagster op's, sensor's or schedule's generator function, run under :func:`masked_failures`
+    (its signature, which Dagster reads for the context and the resources, is the function's)."""
+
+    @functools.wraps(function)
+    def masked_function(*args: Any, **kwargs: Any) -> Iterator:
+        with masked_failures():
+            yield from function(*args, **kwargs)
+
+    return masked_function
 
 
 def secret_variable(position: str, scope: str, value: str, preferred: Iterable[str] = ()) -> str:

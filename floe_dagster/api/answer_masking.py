@@ -3,10 +3,16 @@ settings hold: floe_dagster/redaction.py), in one middleware: whatever an endpoi
 a library puts in a body (an error message quoting the catalog's URI, a run's failure text), no secret
 leaves the server.
 
-JSON answers are parsed and every string in them masked as text (a field's name is not judged here:
-the fields are the API's own, and ``key`` in a 403's details is a key's name; the settings shown as
-fields, ``GET /api/v1/catalog``'s, are masked by key where they are read). Text answers (``/metrics``)
-are masked whole. Other answers (the Swagger page, the OpenAPI document) hold no settings.
+JSON answers are parsed and masked as a structure (core.secrets.masked): every field at any depth whose
+name is a secret key has its value masked (a table's or the catalog's ``s3.secret-access-key``, a
+``password`` in a library's error details), a name/value entry naming a secret has its value masked (an
+ignored table property), and every string is masked as text. The rule's own exceptions keep the API's
+fields: ``key`` alone is a key's name (a 403's details, a drift entry) or, in the answer that creates an
+API key, the new key, shown that once by design; ``assetKey`` is an identifier. One field is the API's
+and named like a secret: ``apiKey`` at the top of an answer, a key's public record (id, name, role),
+never the key; its fields are judged as any others. Text answers (``/metrics``) are masked whole. The
+OpenAPI document describes fields and holds no value of any (``apiKey`` is a security scheme's type in
+it): its strings are masked as text only. Other answers (the Swagger page) hold no settings.
 """
 
 from __future__ import annotations
@@ -18,7 +24,10 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from floe_dagster.redaction import known_secrets
-from floe_dagster.core.secrets import mask_text
+from floe_dagster.core.secrets import mask_text, masked
+
+# The API's own top-level fields named like a secret that hold none (see the module's doc).
+PUBLIC_FIELDS = frozenset({"apiKey"})
 
 
 def _masked_strings(value: Any, known: frozenset[str]) -> Any:
@@ -31,8 +40,16 @@ def _masked_strings(value: Any, known: frozenset[str]) -> Any:
     return value
 
 
-def masked_body(body: bytes, content_type: str) -> bytes:
-    """The body with its secrets masked (unchanged bytes when it holds none)."""
+def masked_answer(data: Any, known: frozenset[str] = frozenset()) -> Any:
+    """A parsed JSON answer with its secrets masked by the rule (by key, by entry and as text)."""
+    if isinstance(data, dict):
+        return {key: masked(item, known, None if key in PUBLIC_FIELDS else key) for key, item in data.items()}
+    return masked(data, known)
+
+
+def masked_body(body: bytes, content_type: str, by_key: bool = True) -> bytes:
+    """The body with its secrets masked (unchanged bytes when it holds none); ``by_key=False``: a JSON
+    body's strings as text only (the OpenAPI document)."""
     known = known_secrets()
     if content_type.startswith("text/"):
         text = body.decode("utf-8", errors="replace")
@@ -42,7 +59,7 @@ def masked_body(body: bytes, content_type: str) -> bytes:
         data = json.loads(body)
     except ValueError:  # not JSON after all: as text
         return masked_body(body, "text/plain")
-    shown = _masked_strings(data, known)
+    shown = masked_answer(data, known) if by_key else _masked_strings(data, known)
     if shown == data:
         return body
     return json.dumps(shown, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
@@ -53,12 +70,17 @@ def _masked_kind(content_type: str) -> bool:
     return media.endswith("json") or media == "text/plain"
 
 
-async def masked_answers(request: Request, call_next) -> Response:
-    response = await call_next(request)
-    content_type = response.headers.get("content-type", "")
-    if not _masked_kind(content_type):
-        return response
-    body = b"".join([chunk async for chunk in response.body_iterator])
-    headers = {name: value for name, value in response.headers.items() if name.lower() != "content-length"}
-    return Response(masked_body(body, content_type), status_code=response.status_code, headers=headers,
-                    background=response.background)
+def masked_answers(schema_documents: frozenset[str]):
+    """The middleware; ``schema_documents``: the paths serving the OpenAPI document (masked as text only)."""
+
+    async def middleware(request: Request, call_next) -> Response:
+        response = await call_next(request)
+        content_type = response.headers.get("content-type", "")
+        if not _masked_kind(content_type):
+            return response
+        body = b"".join([chunk async for chunk in response.body_iterator])
+        headers = {name: value for name, value in response.headers.items() if name.lower() != "content-length"}
+        shown = masked_body(body, content_type, by_key=request.url.path not in schema_documents)
+        return Response(shown, status_code=response.status_code, headers=headers, background=response.background)
+
+    return middleware

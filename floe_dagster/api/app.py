@@ -123,7 +123,8 @@ def create_app(settings: Settings, keys: KeyStore, instance: DagsterInstance) ->
     for kind, handler in EXCEPTION_HANDLERS.items():
         app.add_exception_handler(kind, handler)
     app.middleware("http")(_json_bodies_only)
-    app.middleware("http")(masked_answers)  # outermost: every answer, the 415 above too
+    # Outermost: every answer, the 415 above too; the OpenAPI document by text only (it names fields, holds none).
+    app.middleware("http")(masked_answers(frozenset({OPENAPI_PATH, FLOE_OPENAPI_PATH})))
     for router in ROUTERS:
         app.include_router(router)
     app.add_api_route(OPENAPI_PATH, openapi_document, methods=["GET"], include_in_schema=False)

@@ -341,7 +341,8 @@ def _inside(where: str, what_it_does: str, value: str, table_location: str, tabl
 
 __all__ = [
     "LOCATION_FIELDS", "WITHHELD_FIELDS", "REFUSED_PROPERTIES", "REFUSED_PREFIXES",
-    "REFUSED_SUFFIXES", "ALLOW_SETTING", "storage_refusal", "TABLE_LOCATION", "EnvelopeSettings", "Refusal", "Verdict", "policy_field",
+    "REFUSED_SUFFIXES", "ALLOW_SETTING", "storage_refusal", "TABLE_LOCATION", "EnvelopeSettings", "Refusal",
+    "Verdict", "policy_field",
     "is_relative", "parse_location", "relative_segments", "joined", "property_refusal", "names_one_table",
     "single_table", "check_policy", "named_locations", "absolute_location_fields", "catalog_refusals",
     "check_operation", "own_location_check",

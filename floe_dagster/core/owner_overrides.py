@@ -181,7 +181,8 @@ class Ignored:
     operation: Operation | None = None  # None: the table's (the pause, an unknown key)
 
     def to_json(self) -> dict[str, str]:
-        return {"property": self.property, "value": self.value, "reason": self.reason}
+        """As every output shows it: the value masked when the property's name is a secret key (core/secrets.py)."""
+        return masked({"property": self.property, "value": self.value, "reason": self.reason})
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,13 @@ A secret is:
   word ending in a kind of key (``accesskey``, ``apikey``, ``privatekey``…; ``access-key`` and ``secretKey`` are
   split into words anyway). Conservative on purpose: ``s3.access-key-id`` (the public half of a credential),
   ``encryption.key-id`` and ``spark.ssl.keyStore`` (a path) are masked too; ``keys-file`` is not (``keys`` names no
-  secret);
+  secret), nor a ``key`` right after a word naming what it identifies (``assetKey``, ``partition_key``,
+  ``sort-key``, ``dagster/run_key``: an identifier, never a credential). In a structure (a JSON answer, a
+  mapping), a field named ``key`` alone names which key (a property's name in a drift entry, an API key's name
+  in a 403), never holds one; in text, ``key=…`` stays a secret (``?key=`` carries an API key in a URL);
+- the value of a **name/value entry** whose name is a secret key: a mapping whose ``key``, ``property`` or
+  ``name`` field names a secret has its ``value``, ``declared`` and ``current`` fields masked (an ignored
+  table property ``{property, value, reason}``, a property drift ``{key, declared, current}``);
 - in free text (an error message, a log line): the same two, as ``user:password@`` in a URI and as
   ``name=value`` / ``name: value`` / ``"name": "value"`` pairs whose name is a secret key (but for an
   unquoted ``key: …``, ``sig: …`` or ``pwd: …``, which is prose more often than not: "API key: …"; query
@@ -30,7 +36,9 @@ caller can mask those values wherever they show up later.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Iterable, Mapping
+from functools import lru_cache
+from collections.abc import Mapping
+from typing import Any, Callable, Iterable
 
 MASK = "***"
 # Known secrets shorter than this are masked only where the rule finds them by position.
@@ -41,6 +49,12 @@ _SECRET_PARTS = ("password", "passwd", "passphrase", "secret", "token", "credent
 _SECRET_WORDS = frozenset({"pwd", "sig", "key", "accesskey", "secretkey", "privatekey", "apikey", "accountkey",
                            "masterkey", "sharedkey", "signingkey", "clientkey", "sessionkey"})
 _PROSE_WORDS = frozenset({"key", "sig", "pwd"})
+# Words before ``key`` that make it an identifier (``asset key``, ``partition key``…), not a credential.
+_IDENTIFIED = frozenset({"asset", "run", "partition", "sort", "primary", "foreign", "slot", "batch", "group",
+                         "item", "policy", "rank", "cache", "row"})
+# A structure's name/value entries: the fields naming the entry, and the fields holding its value.
+_ENTRY_NAMES = ("key", "property", "name")
+_ENTRY_VALUES = frozenset({"value", "declared", "current"})
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 # scheme://userinfo@ : the user info runs to the last '@' before the host ends (a password may hold '@').
 _URI_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^\s/?#'\"<>]*)@")
@@ -56,6 +70,7 @@ _PAIR = re.compile(
     r"(?=(?P<value>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|[^\s,;&)\]}'\"]+))")
 
 
+@lru_cache(maxsize=8192)  # an answer of thousands of tables asks about the same few field names again and again
 def secret_key(name: str, weak_words: bool = True) -> bool:
     """Whether a setting, property or field of this name holds a secret (see the module's rule).
     ``weak_words=False`` leaves out the words that are also prose (``key``, ``sig``, ``pwd``: "API key:
@@ -64,12 +79,45 @@ def secret_key(name: str, weak_words: bool = True) -> bool:
     lowered = text.lower()
     if lowered.startswith("header.") or ".header." in lowered:
         return True
+    previous = ""
     for word in (w.lower() for w in _WORD_SPLIT.split(text) if w):
+        if word == "key" and previous in _IDENTIFIED:
+            previous = word
+            continue
         if (weak_words and word in _SECRET_WORDS) or (word in _SECRET_WORDS and word not in _PROSE_WORDS):
             return True
         if any(part in word for part in _SECRET_PARTS):
             return True
+        previous = word
     return False
+
+
+# The rule as Spark applies it (``spark.redaction.regex``: Spark masks a conf entry whose key or value
+# matches, in its logs, UI and event logs), written so that Java and Python read it alike: every word of
+# the rule, ``header.`` anywhere in a key, and a value holding a URI's user info. Wider than the rule (any
+# ``key``, an identifier's too): a key Spark hides by mistake is only less to read.
+SPARK_REDACTION_REGEX = (r"(?i)pass(word|wd|phrase)|secret|token|credential|authoriz|cookie|signature|key|pwd"
+                         r"|(^|[^a-z])sig([^a-z]|$)|(^|[.])header[.]|://[^/@\s]*@")
+
+
+def spark_redaction_regex(user_regex: str | None = None) -> str:
+    """``spark.redaction.regex`` for floe's Spark conf: :data:`SPARK_REDACTION_REGEX`, or either of it and
+    the user's own (floe.yaml's ``spark.conf``), so that setting one never un-hides a secret floe sets."""
+    return SPARK_REDACTION_REGEX if not user_regex else f"{SPARK_REDACTION_REGEX}|(?:{user_regex})"
+
+
+def secret_field(name: str) -> bool:
+    """Whether a field of a structure (a mapping, a JSON object) holds a secret: :func:`secret_key`, but a
+    field named ``key`` alone names a key rather than holding one (see the module's rule)."""
+    return name not in ("key", "Key", "KEY") and secret_key(name)
+
+
+def _entry_names_a_secret(value: Mapping) -> bool:
+    """Whether a mapping is a name/value entry (``{property, value}``, ``{key, declared, current}``) whose
+    name is a secret key."""
+    if _ENTRY_VALUES.isdisjoint(value.keys()):  # most mappings: at once
+        return False
+    return any(isinstance(value.get(name), str) and secret_key(value[name]) for name in _ENTRY_NAMES)
 
 
 def _masked_userinfo(userinfo: str) -> str:
@@ -136,16 +184,22 @@ def mask_text(text: str, known: Iterable[str] = ()) -> str:
 def masked(value: Any, known: Iterable[str] = (), key: str | None = None) -> Any:
     """A value of any shape with its secrets masked: a mapping's values under secret keys whole (an
     empty value stays empty, so an unset secret still shows as unset), every string as text, lists,
-    tuples and nested mappings all the way down. ``key`` is the name the value is held under."""
-    known = tuple(known)
-    if key is not None and secret_key(key) and value not in (None, ""):
+    tuples and nested mappings all the way down, a name/value entry's value when its name is a secret key.
+    ``key`` is the name the value is held under."""
+    return _masked(value, tuple(known), key)
+
+
+def _masked(value: Any, known: tuple[str, ...], key: str | None) -> Any:
+    if key is not None and secret_field(key) and value not in (None, ""):
         return MASK
-    if isinstance(value, Mapping):
-        return {k: masked(v, known, str(k)) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(masked(v, known) for v in value)
     if isinstance(value, str):
         return mask_text(value, known)
+    if isinstance(value, Mapping):
+        entry = _entry_names_a_secret(value)
+        return {k: MASK if entry and k in _ENTRY_VALUES and v not in (None, "") else _masked(v, known, str(k))
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_masked(v, known, None) for v in value)
     return value
 
 
@@ -157,15 +211,19 @@ def secrets_in(value: Any, key: str | None = None) -> set[str]:
 
 
 def _collect(value: Any, key: str | None, found: set[str]) -> None:
-    if key is not None and secret_key(key) and value not in (None, ""):
+    if key is not None and secret_field(key) and value not in (None, ""):
         if isinstance(value, (Mapping, list, tuple)):
             found.update(str(leaf) for leaf in _leaves(value))
         else:
             found.add(str(value))
         return
     if isinstance(value, Mapping):
+        entry = _entry_names_a_secret(value)
         for name, item in value.items():
-            _collect(item, str(name), found)
+            if entry and name in _ENTRY_VALUES and isinstance(item, (str, int, float)) and item != "":
+                found.add(str(item))
+            else:
+                _collect(item, str(name), found)
     elif isinstance(value, (list, tuple)):
         for item in value:
             _collect(item, None, found)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from floe_dagster.core.storage_keys import storage_refusal
+from floe_dagster.core.secrets import masked
 from floe_dagster.core.validation import Location, check_mapping, closest, describe
 
 PROPERTIES = frozenset({
@@ -217,11 +218,13 @@ class PropertyDrift:
     current: str | None
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": self.name, "declared": self.declared, "current": self.current}
+        """As every output shows it: the values masked when the name is a secret key (core/secrets.py)."""
+        return masked({"key": self.name, "declared": self.declared, "current": self.current})
 
     def describe(self) -> str:
-        current = "unset" if self.current is None else repr(self.current)
-        return f"{self.name}: declared {self.declared!r}, table has {current}"
+        shown = self.to_json()
+        current = "unset" if self.current is None else repr(shown["current"])
+        return f"{self.name}: declared {shown['declared']!r}, table has {current}"
 
 
 def property_drift(declared: tuple[tuple[str, str], ...] | Mapping[str, str],

@@ -55,6 +55,7 @@ from floe_dagster.errors import OUTAGE, failure_kind
 from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.iceberg.known_locations import known_locations
 from floe_dagster.policies import ResolvedOperation, load_policy_set, resolve_operation
+from floe_dagster.redaction import masked_failures
 from floe_dagster.settings import Settings
 from floe_dagster.spark.engine import IcebergSparkEngine
 
@@ -109,8 +110,9 @@ def build_table_assets(tables: Sequence[TableName], settings: Settings):
     )
     def iceberg_tables(context):  # no annotation: Dagster reads it before `annotations` resolve
         coordination: Coordination = getattr(context.resources, COORDINATION_RESOURCE).coordination
-        # Held for the whole run, so a tick can tell a dead run (lock free) from a live one.
-        with coordination.locks.hold(run_lock_name(context.run.run_id)):
+        # Held for the whole run, so a tick can tell a dead run (lock free) from a live one. An error that
+        # leaves the step reaches Dagit masked, a library's too (redaction.masked_failures).
+        with masked_failures(), coordination.locks.hold(run_lock_name(context.run.run_id)):
             yield from _maintain_selected(context, settings, coordination)
 
     return with_writer_deps(iceberg_tables, tables, settings)

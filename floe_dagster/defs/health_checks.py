@@ -37,6 +37,7 @@ from floe_dagster.defs.health_events import HEALTH_CHECK_NAME, table_health_even
 from floe_dagster.defs.last_reported import remember_fingerprints
 from floe_dagster.defs.names import asset_key_for, escaped_name, table_for_asset_key
 from floe_dagster.iceberg.catalog import open_catalog
+from floe_dagster.redaction import failures_masked
 from floe_dagster.iceberg.health_collector import HealthCollector
 from floe_dagster.policies import load_policy_set
 from floe_dagster.settings import Settings
@@ -94,6 +95,7 @@ def build_health_checks(tables: Sequence[TableName], settings: Settings, *,
 
     @op(name=HEALTH_CHECKS_NAME, ins=ins, out=outs, required_resource_keys={COORDINATION_RESOURCE},
         description="Collects the selected tables' health now and records it (observation and check result).")
+    @failures_masked
     def iceberg_table_health(context):  # no annotation: Dagster reads it before `annotations` resolve
         yield from _evaluate_checks(context, settings)
 

@@ -17,6 +17,7 @@ from floe_dagster.defs.names import schedule_names_for
 from floe_dagster.defs.run_requests import run_requests, skip_reason
 from floe_dagster.defs.shadow_events import report_shadow_decisions
 from floe_dagster.policies import load_policy_set
+from floe_dagster.redaction import failures_masked
 from floe_dagster.scheduling.tick import run_tick
 from floe_dagster.settings import Settings
 
@@ -45,6 +46,7 @@ def _cron_schedule(settings: Settings, job, loaded: frozenset[TableName], shard:
         default_status=DefaultScheduleStatus.RUNNING,
         description=f"Policy '{policy_name}': {op.value} at its cron slots ({cron5}, {tz}).",
     )
+    @failures_masked
     def cron_rule(context: ScheduleEvaluationContext, floe_coordination: CoordinationResource):
         now = context.scheduled_execution_time or datetime.now(timezone.utc)
         now = max(now.astimezone(timezone.utc), datetime.now(timezone.utc))

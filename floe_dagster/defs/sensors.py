@@ -25,6 +25,7 @@ from floe_dagster.defs.health_reporting import report_health_events
 from floe_dagster.defs.run_requests import run_requests, skip_reason
 from floe_dagster.defs.shadow_events import report_shadow_decisions
 from floe_dagster.defs.sla_reporting import report_sla_checks
+from floe_dagster.redaction import failures_masked
 from floe_dagster.scheduling.retention import Pruned, prune_if_due
 from floe_dagster.scheduling.tick import TickResult, run_tick
 from floe_dagster.scheduling.tick_stats import record_tick
@@ -53,6 +54,7 @@ def build_sensor(settings: Settings, job, loaded_tables: Sequence[TableName], sh
         description="Admits every due maintenance item (interval, condition, critical, deferred cron slots), "
         "ranked by debt score within the budgets.",
     )
+    @failures_masked
     def debt_score_sensor(context: SensorEvaluationContext, floe_coordination: CoordinationResource):
         now = datetime.now(timezone.utc)
 

@@ -38,6 +38,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (  # t
 from floe_dagster.core.durations import format_iso_duration
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.operations import Operation
+from floe_dagster.redaction import failures_masked
 from floe_dagster.core.policy import PolicySet
 from floe_dagster.core.sla import ERROR, SlaContract, SlaVerdict, contracts, table_sla
 from floe_dagster.core.tables import TableName
@@ -96,6 +97,7 @@ def build_sla_checks(specs: Sequence[AssetCheckSpec], settings: Settings) -> Ass
 
     @op(name=SLA_CHECKS_NAME, out=outs, required_resource_keys={COORDINATION_RESOURCE},
         description="Evaluates the selected SLA contracts now and records each result.")
+    @failures_masked
     def iceberg_table_sla(context):  # no annotation: Dagster reads it before `annotations` resolve
         yield from _evaluate_now(context, settings)
 

@@ -37,6 +37,7 @@ from floe_dagster.errors import (
     SparkProcessDied,
     failure_kind,
 )
+from floe_dagster.redaction import mask_text
 
 MESSAGE_CHARS = 1000  # of an error floe-dagster did not raise itself (a Java error's text can be long)
 
@@ -117,8 +118,9 @@ class BatchOutcomes:
 
 
 def _message(qualified: str, exc: Exception) -> str:
-    """The failure as the outcome, the log and the run's failure say it, naming the table."""
-    text = str(exc) if isinstance(exc, FloeError) else f"{type(exc).__name__}: {str(exc)[:MESSAGE_CHARS]}"
+    """The failure as the outcome, the log and the run's failure say it, naming the table; masked, since
+    a library's error may quote a secret (a catalog's password, a signed URL's token)."""
+    text = str(exc) if isinstance(exc, FloeError) else f"{type(exc).__name__}: {mask_text(str(exc))[:MESSAGE_CHARS]}"
     return text if qualified in text else f"{qualified}: {text}"
 
 

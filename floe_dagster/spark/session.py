@@ -19,7 +19,7 @@ from dagster import EnvVar
 from dagster_pyspark import LazyPySparkResource
 from dagster_pyspark.resources import spark_session_from_config
 
-from floe_dagster.core.secrets import split_secret_entries
+from floe_dagster.core.secrets import spark_redaction_regex, split_secret_entries
 from floe_dagster.redaction import secret_variable
 from floe_dagster.settings import Settings
 from floe_dagster.spark.catalog_conf import spark_catalog_conf
@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 # Session-level SQL conf: the only kind a Spark Connect client may set on its server session.
 SESSION_CONF = {"spark.sql.shuffle.partitions": "4", "spark.sql.session.timeZone": "UTC"}
+REDACTION_REGEX = "spark.redaction.regex"
 
 
 def spark_conf_for(settings: Settings) -> dict[str, str]:
@@ -59,6 +60,8 @@ def spark_conf_for(settings: Settings) -> dict[str, str]:
     if jars:
         conf["spark.jars"] = ",".join(jars)
     conf.update(settings.spark.conf)
+    # Spark hides what the one masking rule calls a secret (its default misses credential and header.*).
+    conf[REDACTION_REGEX] = spark_redaction_regex(settings.spark.conf.get(REDACTION_REGEX))
     return conf
 
 

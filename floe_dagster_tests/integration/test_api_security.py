@@ -13,6 +13,9 @@ Dagster code location read through Dagit's GraphQL. No Spark.
   output (a working catalog, a catalog that is down, a coordination database that is down, a settings
   file that is wrong), the log records of this process, and what Dagit shows of the resources (their
   config on the resource page and in the job's snapshot): it must appear nowhere.
+- **A secret in the table's own properties**, set by its owner, known to no setting: an
+  ``s3.secret-access-key`` and a ``floe.*`` key naming a token (an owner override floe ignores, and
+  shows ignored, in every table answer, ``plan`` and ``explain``): masked by the rule's keys alone.
 """
 
 from __future__ import annotations
@@ -75,7 +78,10 @@ def marker(position: str) -> str:
 
 SECRETS = {name: marker(name) for name in (
     "UriPassword", "HeaderAuth", "Token", "Credential", "S3Secret", "S3KeyId", "SparkProperty", "SparkConf",
-    "SparkConfKey", "CoordinationPassword", "ConnectToken")}
+    "SparkConfKey", "CoordinationPassword", "ConnectToken", "TableS3Secret", "TableOwnerToken")}
+# Set on the table by its owner: no setting knows these values, only the rule's keys can mask them.
+OWNER_TOKEN = "floe.rewrite-data-files.secret-token"
+TABLE_PROPERTIES = {"s3.secret-access-key": SECRETS["TableS3Secret"], OWNER_TOKEN: SECRETS["TableOwnerToken"]}
 API_KEYS = {role: f"floe_{role.lower()}{uuid.uuid4().hex}" for role in ROLES}
 
 
@@ -148,7 +154,7 @@ def secured(tmp_path_factory):
         settings = load_settings(configs["working"], environ={})
         catalog = open_catalog(settings.catalog)
         catalog.create_namespace("sales")
-        _create(catalog, "sales.orders").append(rows(0, 10))
+        _create(catalog, "sales.orders", properties=TABLE_PROPERTIES).append(rows(0, 10))
         refresh_table_cache(settings)
         env = {**os.environ, "DAGSTER_HOME": str(home), "FLOE_SCHEDULER_ENABLED": "false"}
         env.pop("FLOE_CONFIG", None)
@@ -262,6 +268,9 @@ def test_every_endpoint_for_every_role_no_key_a_revoked_and_an_expired_key(worki
     catalog = next(r for op, who, _, r in answers if op == "GET /api/v1/catalog" and who == "VIEWER").json()
     assert catalog["uri"].startswith("http://floe:***@127.0.0.1:")  # shown, with its password masked
     assert catalog["properties"]["header.Authorization"] == catalog["properties"]["s3.secret-access-key"] == "***"
+    status = next(r for op, who, _, r in answers if op.endswith("/trigger-status") and who == "VIEWER").json()
+    ignored = status["operationStatuses"]["REWRITE_DATA_FILES"]["ownerOverrides"]["ignored"]
+    assert {"property": OWNER_TOKEN, "value": "***"}.items() <= ignored[0].items(), ignored  # shown, masked
 
 
 def test_with_the_catalog_down_errors_name_it_without_its_secrets(catalog_down_answers):
@@ -291,6 +300,7 @@ def test_the_clis_output_holds_no_secret(secured):
                          f"[\"postgresql://floe:{SECRETS['CoordinationPassword']}@127.0.0.1/floe\"]\n")
     runs = [(configs["working"], ("tables", "--refresh")), (configs["working"], ("plan",)),
             (configs["working"], ("explain", "sales.orders")),
+            (configs["working"], ("health", "sales.orders", "--json")),  # the table's properties among its facts
             (configs["catalog-down"], ("tables", "--refresh")), (configs["catalog-down"], ("health", "sales.orders")),
             (configs["coordination-down"], ("plan",)), (wrong, ("tables",))]
     with ThreadPoolExecutor(2) as pool:
@@ -302,6 +312,8 @@ def test_the_clis_output_holds_no_secret(secured):
     assert outcomes["tables --refresh [catalog-down]"] != 0 and outcomes["plan [coordination-down]"] != 0, texts
     assert "could not" in texts["catalog-down: floe-dagster tables --refresh (2)"], texts  # the error is shown
     assert outcomes["tables [wrong]"] == 2 and "coordination.url" in texts[f"wrong: floe-dagster tables (2)"], texts
+    health = texts["working: floe-dagster health sales.orders --json (0)"]
+    assert '"s3.secret-access-key": "***"' in health, health  # the table's own property: shown, masked
     assert not leaks(texts)
 
 
