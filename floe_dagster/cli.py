@@ -264,7 +264,7 @@ def cmd_restore(args) -> int:
     from floe_dagster.errors import LockHeld, MaintenanceFailed
     from floe_dagster.iceberg.known_locations import restore_refusals
     from floe_dagster.iceberg.quarantine_store import open_table_quarantine
-    from floe_dagster.reports.quarantine_orphans import never_purged, print_never_purged
+    from floe_dagster.reports.quarantine_orphans import never_purged, print_never_purged, print_quarantined_runs
 
     settings = _settings(args)
     roots = QuarantineRoots(_coordination(settings).engine)
@@ -274,7 +274,8 @@ def cmd_restore(args) -> int:
     quarantine, grace = open_table_quarantine(settings, args.table, roots)
     name = quarantine.table.qualified
     if not args.run:
-        return _list_quarantine(quarantine, grace)
+        print_quarantined_runs(quarantine, grace)
+        return EXIT_OK
     refused = restore_refusals(settings, quarantine.table, quarantine.location.uri)
     if refused:  # the table's own location reaches other tables: nothing is moved (core/table_location.py)
         print(f"floe-dagster: {name}: restore refused by the safety envelope: table location: {'; '.join(refused)}",
@@ -298,23 +299,6 @@ def cmd_restore(args) -> int:
     if report.kept:
         print(f"{report.left_in_quarantine} file(s) stay in {run.folder.uri}")
     return EXIT_FAILED if report.kept else EXIT_OK
-
-
-def _list_quarantine(quarantine, grace) -> int:
-    from floe_dagster.core.durations import format_iso_duration
-
-    runs = quarantine.runs()
-    name = quarantine.table.qualified
-    if not runs:
-        print(f"{name}: nothing is quarantined (looked in {', '.join(root.uri for root in quarantine.roots)})")
-        return EXIT_OK
-    print(f"{name}: {len(runs)} quarantined run(s), oldest first (grace period {format_iso_duration(grace)}):")
-    for found in runs:
-        facts = quarantine.describe(found)
-        print(f"  run {found.run.run_id}  quarantined {found.run.at.isoformat()}  {facts.get('files', '?')} file(s), "
-              f"{facts.get('bytes', '?')} bytes  purged from {found.due(grace).isoformat()}  in {found.folder.uri}")
-    print(f"restore one with: floe-dagster restore {name} --run RUN (its run id, a unique prefix of it, or latest)")
-    return EXIT_OK
 
 
 def cmd_backfill(args) -> int:

@@ -1,15 +1,18 @@
-"""``floe-dagster restore`` without a table: the quarantines no policy will ever purge. A quarantine is
-purged by its table's own orphan cleanup, so it stays for good when the table was dropped or no
-policy gives it orphan cleanup any more. The tables looked at: every table the coordination database
+"""``floe-dagster restore``'s listings: a table's quarantined runs, and without a table, the quarantines no
+policy will ever purge. A quarantine is purged by its table's own orphan cleanup, so it stays for good
+when the table was dropped or no policy gives it orphan cleanup any more. The tables looked at: every table the coordination database
 remembers a quarantine root for (coordination/quarantine_roots.py), and every table folder under the
 configured ``maintenance.quarantine-location`` (core/quarantine.table_folder's naming)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
 from urllib.parse import unquote
 
 from floe_dagster.coordination.quarantine_roots import QuarantineRoots
+from floe_dagster.core.durations import format_iso_duration
 from floe_dagster.core.locations import StorageLocation, store_location
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.quarantine import QUARANTINE_FOLDER, escape_component
@@ -83,3 +86,18 @@ def print_never_purged(found: list[OrphanedQuarantine]) -> None:
             print(f"    run {held.run.run_id}  quarantined {held.run.at.isoformat()}  {held.marker.get('files', '?')} "
                   f"file(s), {held.marker.get('bytes', '?')} bytes  in {held.folder.uri}")
     print("delete a folder by hand once sure, or give the table a policy with orphanCleanup again")
+
+
+def print_quarantined_runs(quarantine: Any, grace: timedelta) -> None:
+    """``floe-dagster restore TABLE``: the table's quarantined runs, oldest first, each with its purge date."""
+    runs = quarantine.runs()
+    name = quarantine.table.qualified
+    if not runs:
+        print(f"{name}: nothing is quarantined (looked in {', '.join(root.uri for root in quarantine.roots)})")
+        return
+    print(f"{name}: {len(runs)} quarantined run(s), oldest first (grace period {format_iso_duration(grace)}):")
+    for found in runs:
+        facts = quarantine.describe(found)
+        print(f"  run {found.run.run_id}  quarantined {found.run.at.isoformat()}  {facts.get('files', '?')} file(s), "
+              f"{facts.get('bytes', '?')} bytes  purged from {found.due(grace).isoformat()}  in {found.folder.uri}")
+    print(f"restore one with: floe-dagster restore {name} --run RUN (its run id, a unique prefix of it, or latest)")
