@@ -129,9 +129,8 @@ def _due(f: Facts) -> Decision | None:
     # The window and the allowed days come first (window_closed, day_not_allowed), then not_due. A kind's own
     # cadence (an adaptive orphan cleanup) takes the place of the interval or cron; the writers' new
     # materializations make it due too (or alone).
-    cadence = f.op.spec.cadence
-    verdict = cadence(f.policy.config(f.op), f.data.recorded_runs.get((f.table.qualified, f.op), ()),
-                      f.data.now) if cadence is not None else None
+    verdict = f.op.spec.cadence(f.policy.config(f.op), f.data.recorded_runs.get((f.table.qualified, f.op), ()),
+                                f.data.now)
     if verdict is None:
         due = schedule_due(f.schedule, f.history.last_success_start, f.data.now)
     else:

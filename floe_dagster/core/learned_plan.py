@@ -91,11 +91,10 @@ class LearnedView:
 def _rough_estimate(op: Operation, metrics: Any, config: Any) -> Any:
     """The kind's byte estimate (files, bytes, groups) of a rewrite (None: no estimate, no full tier, or
     options Iceberg would refuse: the fleet's prior then)."""
-    estimate = op.spec.byte_estimate
-    if estimate is None or metrics is None:
+    if metrics is None:
         return None
     try:
-        rough = estimate(metrics, config)
+        rough = op.spec.byte_estimate(metrics, config)
     except EstimateOptionError:
         return None
     return rough

@@ -100,14 +100,18 @@ class OperationConfig:
 
 
 def parse_config(at: Location, spec: "OperationSpec", raw: Any) -> OperationConfig | None:
-    """The typed config of one kind, or None when it is not a mapping (every problem is recorded at ``at``)."""
-    if spec.parse is not None:  # its keys are not fields (tableProperties: property names)
-        return spec.parse(at, raw)
+    """The typed config of one kind, or None when it is not a mapping (every problem is recorded at ``at``):
+    the kind's ``parse`` (its fields, unless its keys are not fields: tableProperties' property names)."""
+    return spec.parse(at, raw)
+
+
+def parse_fields(at: Location, spec: "OperationSpec", raw: Any) -> OperationConfig | None:
+    """A config read as its fields (``OperationSpec.parse``'s default), or None when it is not a mapping."""
     mapping = check_mapping(at, raw)
     if mapping is None:
         return None
     check_unknown(at, mapping, spec.fields, spec.refused or None)
-    values = spec.read_first(at, mapping) if spec.read_first is not None else {}
+    values = spec.read_first(at, mapping)
     for f in fields(spec.config_type):  # in the fields' order, so the errors come in the policy's order
         read = f.metadata.get("read")
         value = read(at, mapping, camel(f.name)) if read is not None else None
@@ -117,8 +121,7 @@ def parse_config(at: Location, spec: "OperationSpec", raw: Any) -> OperationConf
         if mapping.get(key) is not None:
             at.child(key).warn(why)
     config = spec.config_type(**values)
-    if spec.check is not None:
-        spec.check(at, config)
+    spec.check(at, config)
     return config
 
 

@@ -80,7 +80,7 @@ def override_keys() -> dict[str, OverrideKey]:
     """Every key an owner may be allowed to set, by its name without ``floe.``, in Floe's operation order."""
     keys: dict[str, OverrideKey] = {}
     for op in ALL_OPERATIONS:
-        if op.spec.parse is not None:  # its config is not options (tableProperties)
+        if not op.spec.config_is_fields:  # its config is not options (tableProperties)
             continue
         for f in fields(op.spec.config_type):
             kind = _offered(op, f)

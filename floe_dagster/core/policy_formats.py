@@ -189,7 +189,7 @@ _POLICY = LoaderSection(
     refused={"table-pattern": written_as("pattern")},
     nested={
         # A kind whose config is not fields (tableProperties: Iceberg's own property names) is kept as written.
-        **{kebab(op.policy_key): _operation_section(op) for op in ALL_OPERATIONS if op.spec.parse is None},
+        **{kebab(op.policy_key): _operation_section(op) for op in ALL_OPERATIONS if op.spec.config_is_fields},
         **{kebab(op.schedule_key): _SCHEDULE for op in ALL_OPERATIONS},
         "trigger-conditions": LoaderSection(spelled(TRIGGER_CONDITION_FIELDS)),
         "health-thresholds": LoaderSection(spelled(HEALTH_THRESHOLD_FIELDS)),

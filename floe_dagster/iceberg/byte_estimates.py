@@ -66,11 +66,8 @@ _ESTIMATES_MAX = 200_000
 def _estimate_operation_bytes(
     table: TableName, op: Operation, metrics: TableMetrics, config: OperationConfig | None
 ) -> int:
-    estimate_bytes = op.spec.byte_estimate
-    if estimate_bytes is None:  # a kind that rewrites data without an estimate of its own: the upper bound
-        return metrics.total_data_bytes
-    try:
-        estimate = estimate_bytes(metrics, config)
+    try:  # a kind that rewrites data without an estimate of its own (None): the upper bound
+        estimate = op.spec.byte_estimate(metrics, config)
     except EstimateOptionError as exc:
         log.warning("%s %s: cannot estimate bytes (%s); using the table's size", table.qualified, op.value, exc)
         return metrics.total_data_bytes

@@ -208,13 +208,10 @@ def _status_tail(view: _TableView, op: Operation, decision: Decision, history: O
 def _add_ons(view: _TableView, op: Operation) -> Mapping[str, Any]:
     """The operation kind's own keys (its spec's ``explain`` hook), from the health the plan used and, when
     the kind asks, its last materialization."""
-    explain = op.spec.explain
-    if explain is None:
-        return {}
     policy = view.policy
-    return explain(ExplainView(policy, policy.config(op) if policy is not None else None,
-                               view.data.metrics.get(view.table), view.now,
-                               lambda: _last_run(view.instance, view.table, op)))
+    return op.spec.explain(ExplainView(policy, policy.config(op) if policy is not None else None,
+                                       view.data.metrics.get(view.table), view.now,
+                                       lambda: _last_run(view.instance, view.table, op)))
 
 
 def _with_add_ons(head: dict[str, Any], tail: dict[str, Any], add_ons: Mapping[str, Any]) -> dict[str, Any]:

@@ -194,7 +194,7 @@ def recorded_runs(data: PlanInput, coordination: Coordination,
     that a policy turns on (every kept run), and with the learned ranking (or its shadow) on every
     operation's runs of the last 8 half-lives (older ones weigh less than 0.4 %), and with the compute budget
     on those too, at least the budget's hour (its window, and the history its estimates learn from)."""
-    cadenced = [op for op in ALL_OPERATIONS if op.spec.cadence is not None and any(
+    cadenced = [op for op in ALL_OPERATIONS if any(
         op.spec.cadence(policy.config(op), (), data.now) is not None for policy in data.policies.policies)]
     found = coordination.recorded_runs(cadenced) if cadenced else {}
     half_life = data.ranking.history_half_life_days

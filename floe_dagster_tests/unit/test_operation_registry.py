@@ -109,7 +109,7 @@ def test_a_new_kind_module_is_discovered_and_its_policy_key_is_read(tmp_path, mo
     source = (PACKAGE / "core" / "operation_kinds" / "rewrite_position_delete_files.py").read_text()
     source = (source.replace('"REWRITE_POSITION_DELETE_FILES"', '"COMPACT_DELETES"')
               .replace('"rewritePositionDeleteFiles"', '"compactDeletes"')
-              .replace('"rewrite_position_delete_files"', '"compact_deletes"').replace("order=50", "order=55"))
+              .replace('"rewrite_position_delete_files"', '"compact_deletes"').replace("order = 50", "order = 55"))
     (package / "compact_deletes.py").write_text(source)
     monkeypatch.setattr(operation_kinds, "__path__", [*operation_kinds.__path__, str(package)])
     specs = operation_kinds._discover()
@@ -130,7 +130,7 @@ def test_a_kind_module_without_a_spec_and_two_kinds_with_one_name_are_refused(tm
         operation_kinds._discover()
     sys.modules.pop("floe_dagster.core.operation_kinds.half_written", None)
     (package / "half_written.py").unlink()
-    source = (PACKAGE / "core" / "operation_kinds" / "rewrite_manifests.py").read_text().replace("order=40", "order=41")
+    source = (PACKAGE / "core" / "operation_kinds" / "rewrite_manifests.py").read_text().replace("order = 40", "order = 41")
     (package / "twin.py").write_text(source)
     with pytest.raises(TypeError, match="two operation kinds share the name REWRITE_MANIFESTS"):
         operation_kinds._discover()

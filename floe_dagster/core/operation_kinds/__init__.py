@@ -1,5 +1,6 @@
 """The operation registry: every maintenance operation kind, each declared once in a module of this
-package (its config class and its ``SPEC``, an :class:`~.spec.OperationSpec`).
+package (its config class, its subclass of :class:`~.spec.OperationSpec` and ``SPEC``, that subclass's
+one instance).
 
 The kinds are discovered, not listed: every module here except ``spec`` (and names starting with
 ``_``) is a kind and must define ``SPEC``, so adding a kind adds a module and edits no list.

@@ -56,18 +56,24 @@ def _explain(view: ExplainView) -> dict[str, Any]:
     return {"propertyDrift": [d.to_json() for d in property_drift(view.config.properties, view.metrics.properties)]}
 
 
-SPEC = OperationSpec(
-    name="APPLY_TABLE_PROPERTIES",
-    policy_key="tableProperties",
-    procedure="alter_table_set_tblproperties",
-    order=70,
-    config_type=TablePropertiesConfig,
-    parse=_parse,
-    own_condition=OwnCondition(_drift, "when the table drifts from the declared properties", ("no_drift",)),
-    explain=_explain,
-    no_change="`APPLY_TABLE_PROPERTIES` changed nothing when the table already had every declared property.",
-    docs_row=(
+class ApplyTableProperties(OperationSpec):
+    name = "APPLY_TABLE_PROPERTIES"
+    policy_key = "tableProperties"
+    procedure = "alter_table_set_tblproperties"
+    order = 70
+    config_type = TablePropertiesConfig
+    own_condition = OwnCondition(_drift, "when the table drifts from the declared properties", ("no_drift",))
+    no_change = "`APPLY_TABLE_PROPERTIES` changed nothing when the table already had every declared property."
+    docs_row = (
         "| `APPLY_TABLE_PROPERTIES` | none: one metadata commit (PyIceberg), as `ALTER TABLE … SET TBLPROPERTIES` "
         "would | `tableProperties`: Iceberg table property → value (see below and [Policies](policies.md), \"Table "
-        "properties\") |"),
-)
+        "properties\") |")
+
+    def parse(self, at: Location, raw: Any) -> TablePropertiesConfig | None:
+        return _parse(at, raw)
+
+    def explain(self, view: ExplainView) -> dict[str, Any]:
+        return _explain(view)
+
+
+SPEC = ApplyTableProperties()

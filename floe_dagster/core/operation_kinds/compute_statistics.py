@@ -43,18 +43,22 @@ class ComputeStatisticsConfig(OperationConfig):
         return self.partition_stats is not False
 
 
-SPEC = OperationSpec(
-    name="COMPUTE_STATISTICS",
-    policy_key="computeStatistics",
-    procedure="compute_table_stats",  # and, on a partitioned table, compute_partition_stats
-    order=60,
-    config_type=ComputeStatisticsConfig,
-    defaults={"partitionStats": True},
-    changed=lambda numbers: bool(numbers["statistics_files_written"] or numbers["partition_statistics_files_written"]),
-    no_change="`COMPUTE_STATISTICS` changed nothing when the current snapshot already had its statistics (no file "
-              "written; [Operations](operations.md), \"Table statistics\").",
-    docs_row=(
+class ComputeStatistics(OperationSpec):
+    name = "COMPUTE_STATISTICS"
+    policy_key = "computeStatistics"
+    procedure = "compute_table_stats"  # and, on a partitioned table, compute_partition_stats
+    order = 60
+    config_type = ComputeStatisticsConfig
+    defaults = {"partitionStats": True}
+    no_change = ("`COMPUTE_STATISTICS` changed nothing when the current snapshot already had its statistics (no "
+                 "file written; [Operations](operations.md), \"Table statistics\").")
+    docs_row = (
         "| `COMPUTE_STATISTICS` (floe-dagster's, not Floe's) | `compute_table_stats`, and "
         "`compute_partition_stats` on partitioned tables | `computeStatistics`: `columns` (default: every column), "
-        "`partitionStats` (default true; only ever on partitioned tables). See \"Table statistics\" below |"),
-)
+        "`partitionStats` (default true; only ever on partitioned tables). See \"Table statistics\" below |")
+
+    def changed(self, numbers: Mapping[str, int]) -> bool:
+        return bool(numbers["statistics_files_written"] or numbers["partition_statistics_files_written"])
+
+
+SPEC = ComputeStatistics()

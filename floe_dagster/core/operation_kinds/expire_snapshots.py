@@ -63,32 +63,35 @@ def _refs(view: ExplainView) -> dict[str, Any]:
     return {"refs": {"rules": [rule.to_json() for rule in rules], "refs": refs}}
 
 
-SPEC = OperationSpec(
-    name="EXPIRE_SNAPSHOTS",
-    policy_key="expireSnapshots",
-    procedure="expire_snapshots",
-    order=20,
-    holds_for_writers=True,  # a writer's run commits meanwhile: the run would lose its commit race
-    config_type=ExpireSnapshotsConfig,
-    needs_gc=True,
-    applies_ref_retention=True,
-    floe_native=True,
-    defaults={"retainLast": DEFAULT_RETAIN_LAST, "maxSnapshotAge": DEFAULT_MAX_SNAPSHOT_AGE},
-    ignored={
+class ExpireSnapshots(OperationSpec):
+    name = "EXPIRE_SNAPSHOTS"
+    policy_key = "expireSnapshots"
+    procedure = "expire_snapshots"
+    order = 20
+    holds_for_writers = True  # a writer's run commits meanwhile: the run would lose its commit race
+    config_type = ExpireSnapshotsConfig
+    needs_gc = True
+    applies_ref_retention = True
+    floe_native = True
+    defaults = {"retainLast": DEFAULT_RETAIN_LAST, "maxSnapshotAge": DEFAULT_MAX_SNAPSHOT_AGE}
+    ignored = {
         "expireSnapshotId": "ignored: Floe stored it and never sent it to the engine (Iceberg's expire_snapshots "
                             "procedure takes a snapshot_ids list); retainLast and maxSnapshotAge decide",
-    },
-    loader=LoaderSection(
+    }
+    loader = LoaderSection(
         refused={"max-snapshot-age": written_as("max-snapshot-age-days (whole days)")},
         combined={"maxSnapshotAge": Combined(
             ("max-snapshot-age-days",), _days_as_duration,
             lambda value, where: {"max-snapshot-age-days": whole_units(value, where, timedelta(days=1))})},
-    ),
-    changed=lambda numbers: any(numbers.values()),
-    explain=_refs,
-    no_change="`EXPIRE_SNAPSHOTS` changed nothing when it deleted no file and removed no branch or tag.",
-    docs_row=(
+    )
+    no_change = "`EXPIRE_SNAPSHOTS` changed nothing when it deleted no file and removed no branch or tag."
+    docs_row = (
         "| `EXPIRE_SNAPSHOTS` | `expire_snapshots` | `expireSnapshots`: `retainLast`, `maxSnapshotAge` (ISO-8601, "
         "e.g. `P7D`), `cleanExpiredMetadata`, `streamResults`; unset ones default to the table's "
-        "`history.expire.*` properties, then Floe's 5 and `P7D` |"),
-)
+        "`history.expire.*` properties, then Floe's 5 and `P7D` |")
+
+    def explain(self, view: ExplainView) -> dict[str, Any]:
+        return _refs(view)
+
+
+SPEC = ExpireSnapshots()

@@ -98,34 +98,33 @@ def _adaptive_cadence(config: OrphanCleanupConfig | None, runs: Sequence[Any], n
     return next_orphan_run(config.adaptive, recorded_cleanups(runs), now)
 
 
-SPEC = OperationSpec(
-    name="ORPHAN_CLEANUP",
-    policy_key="orphanCleanup",
-    procedure="remove_orphan_files",
-    order=30,
-    config_type=OrphanCleanupConfig,
-    needs_gc=True,
-    reclaims_orphans=True,
-    floe_native=True,
-    defaults={"retentionPeriodInDays": DEFAULT_ORPHAN_RETENTION_DAYS,
-              "prefixMismatchMode": DEFAULT_PREFIX_MISMATCH_MODE},
-    location_fields={"location": "remove_orphan_files would delete every file under it that this table does not "
-                                 "reference, other tables' files included"},
+class OrphanCleanup(OperationSpec):
+    name = "ORPHAN_CLEANUP"
+    policy_key = "orphanCleanup"
+    procedure = "remove_orphan_files"
+    order = 30
+    config_type = OrphanCleanupConfig
+    needs_gc = True
+    reclaims_orphans = True
+    floe_native = True
+    defaults = {"retentionPeriodInDays": DEFAULT_ORPHAN_RETENTION_DAYS,
+                "prefixMismatchMode": DEFAULT_PREFIX_MISMATCH_MODE}
+    location_fields = {"location": "remove_orphan_files would delete every file under it that this table does "
+                                   "not reference, other tables' files included"}
     # DELETE removes files whose scheme or authority differs from the table's (another bucket's copy of a
     # path): whether that is safe is the policy's call, never a table property's (owners are untrusted).
-    policy_only_fields={"prefix_mismatch_mode": "never overridable: DELETE removes files whose scheme or authority "
-                                                "differs from the table's, which only the policy may decide"},
-    loader=LoaderSection(
+    policy_only_fields = {"prefix_mismatch_mode": "never overridable: DELETE removes files whose scheme or "
+                                                  "authority differs from the table's, which only the policy may "
+                                                  "decide"}
+    loader = LoaderSection(
         keys={"retention-period-days": "retentionPeriodInDays"},
         refused={"retention-period-in-days": written_as("retention-period-days")},
         nested={"quarantine": LoaderSection(spelled(QUARANTINE_FIELDS)),  # enabled, grace-period
                 "adaptive": LoaderSection(spelled(ADAPTIVE_FIELDS))},  # target-bytes, min, max
-    ),
-    explain=_explained,
-    cadence=_adaptive_cadence,
-    no_change="`ORPHAN_CLEANUP` changed nothing when it deleted or quarantined no file and purged no quarantined "
-              "run (a dry run never changes anything).",
-    docs_row=(
+    )
+    no_change = ("`ORPHAN_CLEANUP` changed nothing when it deleted or quarantined no file and purged no "
+                 "quarantined run (a dry run never changes anything).")
+    docs_row = (
         "| `ORPHAN_CLEANUP` | `remove_orphan_files` | `orphanCleanup`: `retentionPeriodInDays` (default 3, at "
         "least 1), `location` (default the table's location; relative to it, or absolute inside it: see below), "
         "`prefixMismatchMode` (default ERROR), `equalSchemes`, `equalAuthorities`, `dryRun`, `streamResults` "
@@ -133,5 +132,13 @@ SPEC = OperationSpec(
         "below), `quarantine` (`enabled`, `gracePeriod` (default P7D, at least PT1H): move orphans into a quarantine "
         "instead of deleting them; on for every cleanup unless `quarantine: false`; see below), `adaptive` "
         "(`targetBytes`, `min`, `max`: time each cleanup from the orphan rate; [Automation](automation.md), "
-        "\"Adaptive orphan cadence\") |"),
-)
+        "\"Adaptive orphan cadence\") |")
+
+    def explain(self, view: ExplainView) -> dict[str, Any]:
+        return _explained(view)
+
+    def cadence(self, config: Any, runs: Sequence[Any], now: datetime) -> CadenceVerdict | None:
+        return _adaptive_cadence(config, runs, now)
+
+
+SPEC = OrphanCleanup()

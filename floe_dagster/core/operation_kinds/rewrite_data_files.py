@@ -92,23 +92,20 @@ def _strategy_fields(at: Location, raw: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-SPEC = OperationSpec(
-    name="REWRITE_DATA_FILES",
-    policy_key="rewriteDataFiles",
-    procedure="rewrite_data_files",
-    order=10,
-    holds_for_writers=True,  # a writer's run commits meanwhile: the run would lose its commit race
-    config_type=RewriteDataFilesConfig,
-    rewrites_data=True,
-    row_check=True,
-    scopes_partitions=True,
-    floe_native=True,
-    defaults={"strategy": DEFAULT_STRATEGY},
-    read_first=_strategy_fields,
-    byte_estimate=estimate_rewrite_data_files,
-    changed=lambda numbers: numbers["rewritten_data_files_count"] > 0,
-    no_change="`REWRITE_DATA_FILES` changed nothing when it rewrote no data file.",
-    docs_row=(
+class RewriteDataFiles(OperationSpec):
+    name = "REWRITE_DATA_FILES"
+    policy_key = "rewriteDataFiles"
+    procedure = "rewrite_data_files"
+    order = 10
+    holds_for_writers = True  # a writer's run commits meanwhile: the run would lose its commit race
+    config_type = RewriteDataFilesConfig
+    rewrites_data = True
+    row_check = True
+    scopes_partitions = True
+    floe_native = True
+    defaults = {"strategy": DEFAULT_STRATEGY}
+    no_change = "`REWRITE_DATA_FILES` changed nothing when it rewrote no data file."
+    docs_row = (
         "| `REWRITE_DATA_FILES` | `rewrite_data_files` | `rewriteDataFiles`: `strategy` BINPACK/SORT "
         "(`sortOrder`)/ZORDER (`zOrderColumns`), `targetFileSizeBytes`, `maxFileGroupSizeBytes`, "
         "`maxConcurrentFileGroupRewrites`, `partialProgressEnabled`, `partialProgressMaxCommits`, "
@@ -116,5 +113,16 @@ SPEC = OperationSpec(
         "`useStartingSequenceNumber`, `removeDanglingDeletes`, `outputSpecId`, `minInputFiles`, "
         "`deleteFileThreshold`, `rewriteAll`, `maxFilesToRewrite` (Iceberg's `max-files-to-rewrite`), "
         "`maxBytesPerRun` (Floe's cap per run, never sent to Iceberg: see [automation](automation.md), \"Large "
-        "tables\") |"),
-)
+        "tables\") |")
+
+    def read_first(self, at: Location, raw: Mapping[str, Any]) -> dict[str, Any]:
+        return _strategy_fields(at, raw)
+
+    def byte_estimate(self, metrics: Any, config: Any) -> Any:
+        return estimate_rewrite_data_files(metrics, config)
+
+    def changed(self, numbers: Mapping[str, int]) -> bool:
+        return numbers["rewritten_data_files_count"] > 0
+
+
+SPEC = RewriteDataFiles()

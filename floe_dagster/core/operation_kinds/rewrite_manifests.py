@@ -111,33 +111,39 @@ def _warn_manifest_filter(at: Location, config: RewriteManifestsConfig) -> None:
                 "rewrites every manifest of the spec)")
 
 
-SPEC = OperationSpec(
-    name="REWRITE_MANIFESTS",
-    policy_key="rewriteManifests",
-    procedure="rewrite_manifests",
-    order=40,
-    holds_for_writers=True,  # a writer's run commits meanwhile: the run would lose its commit race
-    config_type=RewriteManifestsConfig,
-    row_check=True,
-    floe_native=True,
-    ignored={
+class RewriteManifests(OperationSpec):
+    name = "REWRITE_MANIFESTS"
+    policy_key = "rewriteManifests"
+    procedure = "rewrite_manifests"
+    order = 40
+    holds_for_writers = True  # a writer's run commits meanwhile: the run would lose its commit race
+    config_type = RewriteManifestsConfig
+    row_check = True
+    floe_native = True
+    ignored = {
         "stagingLocation": "ignored: it only says where Iceberg's Java action stages the new manifests; the "
                            "rewrite_manifests procedure writes them to the table's metadata location, and the safety "
                            "envelope never hands it to an engine",
         "sortBy": "passed as the procedure's sort_by on Spark 4.1 (Iceberg 1.11 has it there only); ignored on "
                   "Spark 3.5 and 4.0, whose rewrite_manifests has no sort_by",
-    },
-    withheld_fields=("staging_location",),  # Floe's Java action staged manifests there
-    loader=LoaderSection(nested={"rewrite-if": LoaderSection(
+    }
+    withheld_fields = ("staging_location",)  # Floe's Java action staged manifests there
+    loader = LoaderSection(nested={"rewrite-if": LoaderSection(
         spelled(MANIFEST_FILTER_FIELDS),
-        nested={"partition-summaries": LoaderSection(spelled(PARTITION_SUMMARY_FIELDS))})}),
-    check=_warn_manifest_filter,
-    changed=lambda numbers: numbers["rewritten_manifests_count"] > 0,
-    no_change="`REWRITE_MANIFESTS` changed nothing when it rewrote no manifest.",
-    docs_row=(
+        nested={"partition-summaries": LoaderSection(spelled(PARTITION_SUMMARY_FIELDS))})})
+    no_change = "`REWRITE_MANIFESTS` changed nothing when it rewrote no manifest."
+    docs_row = (
         "| `REWRITE_MANIFESTS` | `rewrite_manifests` | `rewriteManifests`: `specId`, `useCaching`, and Floe's "
         "fields of Iceberg's Java action, accepted with a warning: `sortBy` (the procedure's `sort_by` on Spark "
         "4.1, where Iceberg 1.11 has it; ignored on 3.5 and 4.0), `rewriteIf` (only its `specId` reaches the "
         "procedure, as `spec_id`; the warning names the fields ignored), `stagingLocation` (ignored: the procedure "
-        "writes new manifests to the metadata location; never handed to an engine) |"),
-)
+        "writes new manifests to the metadata location; never handed to an engine) |")
+
+    def check(self, at: Location, config: Any) -> None:
+        _warn_manifest_filter(at, config)
+
+    def changed(self, numbers: Mapping[str, int]) -> bool:
+        return numbers["rewritten_manifests_count"] > 0
+
+
+SPEC = RewriteManifests()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Mapping
 
 from floe_dagster.core.estimates import estimate_rewrite_position_delete_files
 from floe_dagster.core.operation_config import OperationConfig, at_least, boolean, job_order, option
@@ -20,20 +21,26 @@ class RewritePositionDeleteFilesConfig(OperationConfig):
     rewrite_all: bool | None = option(boolean, iceberg="rewrite-all")
 
 
-SPEC = OperationSpec(
-    name="REWRITE_POSITION_DELETE_FILES",
-    policy_key="rewritePositionDeleteFiles",
-    procedure="rewrite_position_delete_files",
-    order=50,
-    holds_for_writers=True,  # a writer's run commits meanwhile: the run would lose its commit race
-    config_type=RewritePositionDeleteFilesConfig,
-    rewrites_data=True,
-    row_check=True,
-    byte_estimate=estimate_rewrite_position_delete_files,
-    changed=lambda numbers: numbers["rewritten_delete_files_count"] > 0,
-    no_change="`REWRITE_POSITION_DELETE_FILES` changed nothing when it rewrote no delete file.",
-    docs_row=(
+class RewritePositionDeleteFiles(OperationSpec):
+    name = "REWRITE_POSITION_DELETE_FILES"
+    policy_key = "rewritePositionDeleteFiles"
+    procedure = "rewrite_position_delete_files"
+    order = 50
+    holds_for_writers = True  # a writer's run commits meanwhile: the run would lose its commit race
+    config_type = RewritePositionDeleteFilesConfig
+    rewrites_data = True
+    row_check = True
+    no_change = "`REWRITE_POSITION_DELETE_FILES` changed nothing when it rewrote no delete file."
+    docs_row = (
         "| `REWRITE_POSITION_DELETE_FILES` | `rewrite_position_delete_files` | `rewritePositionDeleteFiles`: "
         "`targetFileSizeBytes`, `partialProgressEnabled`, `partialProgressMaxCommits`, `rewriteJobOrder`, "
-        "`minInputFiles`, `rewriteAll` |"),
-)
+        "`minInputFiles`, `rewriteAll` |")
+
+    def byte_estimate(self, metrics: Any, config: Any) -> Any:
+        return estimate_rewrite_position_delete_files(metrics, config)
+
+    def changed(self, numbers: Mapping[str, int]) -> bool:
+        return numbers["rewritten_delete_files_count"] > 0
+
+
+SPEC = RewritePositionDeleteFiles()

@@ -1,23 +1,25 @@
-"""What a maintenance operation kind declares, once: :class:`OperationSpec`. One module of this package
-per kind defines its config class and its ``SPEC``; declarations only, no kind logic here.
+"""What a maintenance operation kind is, once: :class:`OperationSpec`, the base class every kind subclasses.
+One module of this package per kind defines its config class, its subclass and its ``SPEC`` (the
+subclass's one instance); declarations only, no kind logic here.
 
-A spec names the kind in every layer (Floe's name, which is also the Dagster partition key; the policy
+A kind names itself in every layer (Floe's name, which is also the Dagster partition key; the policy
 key in both formats; the Iceberg procedure), its order within a table, its flags, its config and how
-the policy formats write it, and the optional hooks the rest of floe-dagster calls instead of
+the policy formats write it, and overrides the methods the rest of floe-dagster calls instead of
 branching on the kind: its own due condition, its byte estimate, its no-change rule, what ``explain``
-adds for it. Spec modules name themselves by ``name`` and never import ``Operation`` (it is built from
-the specs, core/operations.py).
+adds for it. Each has a no-op default here. Kind modules name themselves by ``name`` and never import
+``Operation`` (it is built from the specs, core/operations.py).
 """
-
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from datetime import datetime
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from floe_dagster.core.loader_format import LoaderSection
-from floe_dagster.core.operation_config import camel
+from floe_dagster.core.operation_config import camel, parse_fields
 
 if TYPE_CHECKING:
     from floe_dagster.core.operation_config import OperationConfig
@@ -71,15 +73,18 @@ class ExplainView:
     last_run: Callable[[], LastRun | None]
 
 
-ConfigParser = Callable[["Location", Any], "OperationConfig | None"]
-FieldsReader = Callable[["Location", Mapping[str, Any]], dict[str, Any]]
-ConfigCheck = Callable[["Location", Any], None]
+_NONE: Mapping[str, str] = MappingProxyType({})
 
 
-@dataclass(frozen=True, eq=False)
 class OperationSpec:
-    """One operation kind. ``docs_row`` is its row of docs/operations.md's table and ``no_change`` its
-    sentence in docs/automation.md's zero-change list (a unit test holds both docs to the specs)."""
+    """One operation kind: subclassed once per kind (core/operation_kinds/<kind>.py), whose module's ``SPEC``
+    is its one instance. The class attributes without a default are the data every kind declares (a kind
+    leaving one out is refused when its ``SPEC`` is made); the ones with a default are shared by several
+    kinds. Everything else a kind may add is a method or property here with a no-op default, which the kind
+    overrides (a property by a plain class attribute): callers call it, never test for a missing hook. A
+    cross-cutting feature adds such a method, never a field. ``docs_row`` is the kind's row of
+    docs/operations.md's table and ``no_change`` its sentence in docs/automation.md's zero-change list (a
+    unit test holds both docs to the specs)."""
 
     name: str  # Floe's name: the Operation's value, the Dagster partition key
     policy_key: str  # the API format's key (camelCase); the PolicyLoader format's is its kebab case
@@ -90,35 +95,97 @@ class OperationSpec:
     no_change: str
     rewrites_data: bool = False  # counts against the bytes-per-hour budget
     needs_gc: bool = False  # deletes files, so a table's gc.enabled=false forbids it
-    reclaims_orphans: bool = False  # the files it deletes are orphans (the value report counts them so)
     row_check: bool = False  # each snapshot it commits must hold its parent's rows (the engine checks)
-    scopes_partitions: bool = False  # the planner may scope it to partitions (core/partition_scope.py)
-    applies_ref_retention: bool = False  # the policy's refRetention is set on the table's refs before it
     floe_native: bool = False  # one of Floe's four operations (the policies API's top-level summaries)
     # Waits while a run of the table's writer asset is queued or started (the gate writer_running).
     holds_for_writers: bool = False
-    defaults: Mapping[str, Any] = field(default_factory=dict)  # what an unset field means, for display
-    ignored: Mapping[str, str] = field(default_factory=dict)  # Floe's fields kept and (partly) ignored: why
-    refused: Mapping[str, str] = field(default_factory=dict)  # Floe's fields refused: why
-    location_fields: Mapping[str, str] = field(default_factory=dict)  # config field → what a run does under it
-    withheld_fields: tuple[str, ...] = ()  # config fields naming a location no engine is ever handed
+    defaults: Mapping[str, Any] = _NONE  # what an unset field means, for display
+    ignored: Mapping[str, str] = _NONE  # Floe's fields kept and (partly) ignored: why
+    refused: Mapping[str, str] = _NONE  # Floe's fields refused: why
     # Config fields only a policy may set, never a table owner's property (core/owner_overrides.py): why.
-    policy_only_fields: Mapping[str, str] = field(default_factory=dict)
-    loader: LoaderSection = field(default_factory=LoaderSection)  # the PolicyLoader format's own spellings
-    parse: ConfigParser | None = None  # the config when it is not fields (tableProperties)
-    read_first: FieldsReader | None = None  # fields read together before the others (strategy + its columns)
-    check: ConfigCheck | None = None  # warnings about the parsed config as a whole
-    own_condition: OwnCondition | None = None
-    byte_estimate: Callable[[Any, Any], Any] | None = None  # (metrics, config) → core.estimates.Estimate | None
-    changed: Callable[[Mapping[str, int]], bool] | None = None  # the no-change rule over the result's numbers
-    explain: Callable[[ExplainView], Mapping[str, Any]] | None = None  # keys it adds to (or sets in) explain
-    # A cadence of its own, in place of the schedule's interval or cron (its window and days still hold):
-    # (config, the table's recorded runs of the kind, now) → a verdict (``next_run_at``, ``why``,
-    # ``to_json()``), or None to keep the schedule's rule (ORPHAN_CLEANUP's ``adaptive``).
-    cadence: Callable[[Any, Sequence[Any], datetime], Any] | None = None
+    policy_only_fields: Mapping[str, str] = _NONE
+    loader: LoaderSection = LoaderSection()  # the PolicyLoader format's own spellings
 
-    def __post_init__(self) -> None:
+    _REQUIRED = ("name", "policy_key", "procedure", "order", "config_type", "docs_row", "no_change")
+
+    def __init__(self) -> None:
+        missing = [what for what in self._REQUIRED if not hasattr(self, what)]
+        if missing:
+            raise TypeError(f"the operation kind {type(self).__name__} must declare {', '.join(missing)}")
         self.config_type.spec = self  # the config class parses itself through its spec (from_mapping)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name})"
+
+    # -- what one kind or a few add (each a default here, overridden by the kind) ----------------------------
+
+    @property
+    def scopes_partitions(self) -> bool:
+        """Whether the planner may scope a run of it to partitions (core/partition_scope.py)."""
+        return False
+
+    @property
+    def applies_ref_retention(self) -> bool:
+        """Whether the policy's refRetention is set on the table's refs before it runs."""
+        return False
+
+    @property
+    def reclaims_orphans(self) -> bool:
+        """Whether the files it deletes are orphans (the value report counts them so)."""
+        return False
+
+    @property
+    def location_fields(self) -> Mapping[str, str]:
+        """Config field → what a run does under the location it names (the safety envelope checks them)."""
+        return _NONE
+
+    @property
+    def withheld_fields(self) -> tuple[str, ...]:
+        """Config fields naming a location no engine is ever handed."""
+        return ()
+
+    @property
+    def own_condition(self) -> OwnCondition | None:
+        """A due condition of its own in place of the policy's thresholds (None: the thresholds decide)."""
+        return None
+
+    def parse(self, at: "Location", raw: Any) -> "OperationConfig | None":
+        """The config from the policy's mapping: by default its fields; a kind whose config is not fields
+        (tableProperties: Iceberg's property names) overrides it."""
+        return parse_fields(at, self, raw)
+
+    @property
+    def config_is_fields(self) -> bool:
+        """Whether the config is read as its fields (the PolicyLoader spellings and owner overrides follow
+        them), that is whether the kind keeps the default ``parse``."""
+        return type(self).parse is OperationSpec.parse
+
+    def read_first(self, at: "Location", raw: Mapping[str, Any]) -> dict[str, Any]:
+        """Fields read together before the others (a strategy and its columns): none by default."""
+        return {}
+
+    def check(self, at: "Location", config: Any) -> None:
+        """Warnings about the parsed config as a whole: none by default."""
+
+    def byte_estimate(self, metrics: Any, config: Any) -> Any:
+        """Its core.estimates.Estimate of a run (None: none of its own; the table's size bounds it)."""
+        return None
+
+    def changed(self, numbers: Mapping[str, int]) -> bool:
+        """The no-change rule over the result's numbers: by default, any number not zero."""
+        return any(numbers.values())
+
+    def explain(self, view: ExplainView) -> Mapping[str, Any]:
+        """The keys it adds to (or sets in) ``explain``: none by default."""
+        return {}
+
+    def cadence(self, config: Any, runs: Sequence[Any], now: datetime) -> Any:
+        """A cadence of its own in place of the schedule's interval or cron (its window and days still hold):
+        (config, the table's recorded runs of the kind, now) → a verdict (``next_run_at``, ``why``,
+        ``to_json()``), or None (the default) to keep the schedule's rule (ORPHAN_CLEANUP's ``adaptive``)."""
+        return None
+
+    # -- derived names ---------------------------------------------------------------------------------------
 
     @property
     def schedule_key(self) -> str:
@@ -132,7 +199,7 @@ class OperationSpec:
     @property
     def fields(self) -> tuple[str, ...]:
         """The config's fields as the policy writes them (camelCase), in the config's order."""
-        return tuple(camel(f.name) for f in fields(self.config_type))
+        return tuple(camel(f.name) for f in dataclass_fields(self.config_type))
 
 
 __all__ = ["OperationSpec", "OwnCondition", "DueVerdict", "ExplainView", "LastRun"]

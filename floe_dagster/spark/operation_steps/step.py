@@ -166,7 +166,7 @@ class OperationStep:
             for column in numbers:
                 value = row.get(column)
                 numbers[column] += int(value) if value is not None else 0
-        changed = op.spec.changed(numbers) if op.spec.changed is not None else any(numbers.values())
+        changed = op.spec.changed(numbers)
         return ProcedureResult(op, numbers, changed, numbers.get("rewritten_bytes_count", 0))
 
     def files_deleted(self, result: ProcedureResult) -> int:
