@@ -79,6 +79,15 @@ def run_two_cleanups(folder: Path) -> None:
             return
 
 
+def assert_table_untouched(settings, server, rows) -> None:
+    """Every object the table references is still on the server, and its rows are as they were."""
+    after = load_table(open_catalog(settings.catalog), ORDERS)
+    on_server = objects_on_server(server, after)
+    for kind, names in referenced_files(after, server.object_file).items():
+        assert names <= on_server, f"referenced {kind} objects were touched"
+    assert checksum(after.scan().to_arrow()) == rows
+
+
 @pytest.mark.spark
 def test_quarantine_on_object_storage_moves_keeps_restores_and_purges(s3_lake, capsys, tmp_path):  # noqa: F811
     settings, config, server = s3_lake
@@ -138,11 +147,7 @@ def test_quarantine_on_object_storage_moves_keeps_restores_and_purges(s3_lake, c
     assert not server.object_file(f"{base}/{QUARANTINE_FOLDER}/{run.name}/{RUN_MARKER}").exists()
     assert not any(server.object_file(uri).exists() for uri in bodies)
 
-    after = load_table(open_catalog(settings.catalog), ORDERS)
-    on_server = objects_on_server(server, after)
-    for kind, names in referenced_files(after, server.object_file).items():
-        assert names <= on_server, f"referenced {kind} objects were touched"
-    assert checksum(after.scan().to_arrow()) == rows
+    assert_table_untouched(settings, server, rows)
 
 
 if __name__ == "__main__":
