@@ -17,7 +17,7 @@ from dagster import DagsterInstance, DagsterRunStatus
 
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.tables import TableName
-from floe_dagster.demo import DemoSizes, build_demo_lakehouse
+from floe_dagster.demo import EVENT_SCHEMA, DemoSizes, build_demo_lakehouse, rows
 from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.iceberg.table_cache import refresh_table_cache
 from floe_dagster.settings import load_settings
@@ -37,9 +37,24 @@ POLICIES = """
 """
 
 
+def quick_dequeue(dagster_home: Path) -> None:
+    """The run queue looked at every second rather than every 5 (the instance's dagster.yaml, test-only)."""
+    path = dagster_home / "dagster.yaml"
+    text = path.read_text()
+    assert "    max_concurrent_runs: 2\n" in text
+    path.write_text(text.replace("    max_concurrent_runs: 2\n",
+                                 "    max_concurrent_runs: 2\n    dequeue_interval_seconds: 1\n"))
+
+
 def test_namespace_backfill_and_per_table_backfill_run_through_the_daemon(tmp_path, dagster_home):
     config = write_settings(tmp_path, POLICIES)
     settings = load_settings(config, environ={})
+    # sales.customers written by PyIceberg beforehand: the demo would start a Spark session in this process
+    # only for its position deletes, which no backfill here reads.
+    catalog = open_catalog(settings.catalog)
+    catalog.create_namespace("sales")
+    catalog.create_table("sales.customers", schema=EVENT_SCHEMA).append(rows(0, 5))
+    quick_dequeue(dagster_home)
     build_demo_lakehouse(settings, DemoSizes(small_files=10, snapshots=5, position_delete_commits=1,
                                             old_orphans=0, young_orphans=0, skewed_files=6, other_partition_files=1))
     refresh_table_cache(settings)
@@ -51,14 +66,16 @@ def test_namespace_backfill_and_per_table_backfill_run_through_the_daemon(tmp_pa
         assert result.returncode == 0, result.stdout + result.stderr
         return result.stdout
 
-    out = run(str(BIN / "floe-dagster"), "backfill", "--tables", "demo.sales.*", "--operation", "REWRITE_MANIFESTS",
-              "--dagster-backfill")
-    assert "one REWRITE_MANIFESTS run over 3 table(s)" in out and "included demo.sales.events" in out
-    backfill_id = out.split("Dagster backfill ")[1].split()[0]
-    out = run(str(BIN / "floe-dagster"), "backfill", "--tables", "demo.ops.metrics", "--operation", "REWRITE_DATA_FILES")
-    assert "1 run(s) queued" in out
-
-    with dagster_daemon(env), DagsterInstance.get() as instance:
+    # The daemon loads its code location while the backfills are asked for: it launches them when they come.
+    # (The instance's storage is made first, before two processes share it.)
+    with DagsterInstance.get() as instance, dagster_daemon(env):
+        out = run(str(BIN / "floe-dagster"), "backfill", "--tables", "demo.sales.*", "--operation", "REWRITE_MANIFESTS",
+                  "--dagster-backfill")
+        assert "one REWRITE_MANIFESTS run over 3 table(s)" in out and "included demo.sales.events" in out
+        backfill_id = out.split("Dagster backfill ")[1].split()[0]
+        out = run(str(BIN / "floe-dagster"), "backfill", "--tables", "demo.ops.metrics", "--operation",
+                  "REWRITE_DATA_FILES")
+        assert "1 run(s) queued" in out
         deadline = time.time() + 420
         while time.time() < deadline:
             runs = instance.get_runs()
@@ -85,7 +102,6 @@ def test_namespace_backfill_and_per_table_backfill_run_through_the_daemon(tmp_pa
     assert tags[T.TRIGGER_ID] and tags["dagster/priority"] == "0"
     assert floe_run.tags["floe/trigger"] == "backfill" and floe_run.tags["floe/table"] == "demo.ops.metrics"
 
-    catalog = open_catalog(settings.catalog)
     events = table_counts(load_table(catalog, TableName.parse("sales.events", "demo")))
     assert events["manifests"] == 1 and events["snapshots"] == 6  # 5 appends + the manifest rewrite
     metrics = table_counts(load_table(catalog, TableName.parse("ops.metrics", "demo")))
