@@ -188,6 +188,12 @@ def gather(
     return TickInputs(data, dead, len(health.missing))
 
 
+def mark_dead_in_flight(instance: DagsterInstance, coordination: Coordination, now: datetime) -> list[str]:
+    """Mark failed floe's in-flight runs whose process is gone (what :func:`gather` does with
+    ``mark_dead``), without gathering anything else: a tick whose launches are paused."""
+    return mark_dead_runs(instance, coordination, runs_in_flight(instance, active_run_records(instance)), now)
+
+
 def recorded_runs(data: PlanInput, coordination: Coordination,
                   scoped: set[str]) -> dict[tuple[str, Operation], list[RecordedRun]]:
     """The recorded runs the plan learns from, read only when it does: the kinds with a cadence of their own
