@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from sqlalchemy import Engine, Table, and_, select, update
+from sqlalchemy import Connection, Engine, Table, and_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from floe_dagster.core.localtime import naive_as_utc
@@ -15,13 +15,18 @@ from floe_dagster.core.writers import SOURCE_TABLE_NAME, Writer
 
 def writer_rows(engine: Engine, writers: Table) -> dict[str, tuple[Writer, ...]]:
     """Every persisted writer, by table (one query)."""
-    found: dict[str, list[Writer]] = {}
     with engine.connect() as connection:
-        for row in connection.execute(select(writers).order_by(writers.c.table_name)).mappings():
-            at = row["last_materialized_at"]
-            found.setdefault(row["table_name"], []).append(Writer(
-                tuple(json.loads(row["asset_key"])), row["source"], row["last_storage_id"], row["last_run_id"],
-                naive_as_utc(at) if at is not None else None))
+        return writer_rows_of(connection, writers)
+
+
+def writer_rows_of(connection: Connection, writers: Table) -> dict[str, tuple[Writer, ...]]:
+    """Every persisted writer, by table, read on a connection already open (one query)."""
+    found: dict[str, list[Writer]] = {}
+    for row in connection.execute(select(writers).order_by(writers.c.table_name)).mappings():
+        at = row["last_materialized_at"]
+        found.setdefault(row["table_name"], []).append(Writer(
+            tuple(json.loads(row["asset_key"])), row["source"], row["last_storage_id"], row["last_run_id"],
+            naive_as_utc(at) if at is not None else None))
     return {table: tuple(rows) for table, rows in found.items()}
 
 

@@ -14,26 +14,24 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable
 
-from pyiceberg.catalog import Catalog
-
 from floe_dagster.core.envelope import check_operation, named_locations, own_location_check
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.table_location import KnownLocations
-from floe_dagster.core.tables import TableName
 from floe_dagster.errors import EnvelopeViolation
-from floe_dagster.iceberg.catalog import load_table
+from floe_dagster.iceberg.catalog import TableReads
 from floe_dagster.policies import ResolvedOperation
 
 
-def within_envelope(catalog: Catalog, table: TableName, op: Operation, resolved: ResolvedOperation,
+def within_envelope(reads: TableReads, op: Operation, resolved: ResolvedOperation,
                     known: Callable[[], KnownLocations] | None = None) -> ResolvedOperation:
     """``resolved`` with its locations spelled from the table's (and, for an orphan cleanup, the nested
     tables its listing leaves out), or EnvelopeViolation. The table's location is read only when the
     config names a location or the kind lists, deletes or moves files; ``known``: the lake around it,
-    read once per run (None: the table's own location is not checked)."""
-    config = resolved.config
+    read once per run (None: the table's own location is not checked). ``reads``: the run's one read of the
+    table, shared with its other steps before the lock."""
+    table, config = reads.name, resolved.config
     checks_own = known is not None and op.needs_gc
-    location = load_table(catalog, table).location() if named_locations(op, config) or checks_own else None
+    location = reads.latest.location() if named_locations(op, config) or checks_own else None
     own = own_location_check(table, op, config, location, known() if checks_own and known else None)
     verdict = check_operation(resolved.policy_name, op, config, location, resolved.allowed_properties,
                               table.qualified, own)

@@ -40,14 +40,12 @@ from floe_dagster.core.partition_scope import RewriteScope
 from floe_dagster.core.run_decision import RunDecision
 from floe_dagster.core.run_figures import NO_SPARK, SPARK, Benefit, Compute, TableShape, with_orphans
 from floe_dagster.core.table_location import KnownLocations
-from floe_dagster.core.tables import TableName
 from floe_dagster.defs.envelope_check import within_envelope
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.defs.table_metadata import table_metadata
 from floe_dagster.errors import CommitConflict, FailedAfterCommit, MaintenanceFailed, RowCountMismatch
 from floe_dagster.iceberg.catalog import (
     TableReads,
-    load_table,
     partition_fields,
     row_count,
     schema_columns,
@@ -73,14 +71,15 @@ def maintain_table(
     table, op = decision.table, decision.operation
     if resolved.config is None:
         raise MaintenanceFailed(f"table '{table.qualified}': {resolved.why_not}")
-    resolved = with_owner_overrides(catalog, table, op, resolved)  # before the envelope, which checks the result
-    resolved = within_envelope(catalog, table, op, resolved, known)  # the safety envelope, before any engine call
+    reads = TableReads(catalog, table, lazy=True)  # the one read before the lock, loaded when a step first needs it
+    resolved = with_owner_overrides(reads, op, resolved)  # before the envelope, which checks the result
+    resolved = within_envelope(reads, op, resolved, known)  # the safety envelope, before any engine call
     step = step_of(op)
     work = TableWork(op, table, resolved, catalog, context.run.run_id, context.log, _history(coordination, decision),
                      quarantine_roots=QuarantineRoots(coordination.engine) if coordination is not None else None)
     if not step.uses_engine:
         return _without_engine(step, work, decision, locks)
-    before = _pre_checks(step, work)
+    before = _pre_checks(step, work, reads)
     with locks.hold(table_lock_name(table)):
         context.log.info(f"{op.value} on {table.qualified} (policy {resolved.policy_name})")
         prepared = step.prepare(work)
@@ -96,15 +95,15 @@ def maintain_table(
                                    "reading the table after it", exc) from exc
 
 
-def with_owner_overrides(catalog: Catalog, table: TableName, op: Operation, resolved: ResolvedOperation
-                         ) -> ResolvedOperation:
+def with_owner_overrides(reads: TableReads, op: Operation, resolved: ResolvedOperation) -> ResolvedOperation:
     """The config with the options the table's owner set in its ``floe.*`` properties, as its policy allows
     (core/owner_overrides.py), read from the table now; a table its owner paused is not maintained. Read only
-    when the policy allows owners anything (the planner and explain show the others' ignored properties)."""
+    when the policy allows owners anything (the planner and explain show the others' ignored properties), from the
+    run's one read of the table."""
     if not resolved.owner_allow.allow:
         return resolved
-    found = owner_overrides(resolved.policy_name or "", resolved.owner_allow, {op},
-                            load_table(catalog, table).properties)
+    table = reads.name
+    found = owner_overrides(resolved.policy_name or "", resolved.owner_allow, {op}, reads.latest.properties)
     if found is None:
         return resolved
     if found.paused:
@@ -137,9 +136,9 @@ class _Before:
     shape: TableShape  # the benefit's "before" (core/run_figures.py)
 
 
-def _pre_checks(step: OperationStep, work: TableWork) -> _Before:
-    """The table as read before the run, the kind's own checks, and gc."""
-    reads = TableReads(work.catalog, work.table)
+def _pre_checks(step: OperationStep, work: TableWork, reads: TableReads) -> _Before:
+    """The table as read before the run (the run's one read, shared with the owner overrides and the
+    envelope), the kind's own checks, and gc."""
     work.before = reads.latest
     properties = dict(work.before.properties)
     step.check(work)

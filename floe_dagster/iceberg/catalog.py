@@ -146,16 +146,24 @@ def snapshot_facts(table: Table) -> list[dict[str, Any]]:
 class TableReads:
     """PyIceberg reads of one table while it is maintained: the table as loaded first, then a fresh
     load for each later read, so the metadata read after the procedure serves both the row check and
-    the counts after."""
+    the counts after. ``lazy``: the first load waits for its first reader (a run makes one of these at its
+    start and hands it to each step before the lock, which may not need the table at all)."""
 
-    def __init__(self, catalog: Catalog, table: TableName):
+    def __init__(self, catalog: Catalog, table: TableName, *, lazy: bool = False):
         self.catalog, self.name = catalog, table
-        self.latest = load_table(catalog, table)
+        self._latest: Table | None = None if lazy else load_table(catalog, table)
         self._fresh = True
+
+    @property
+    def latest(self) -> Table:
+        """The table as last read (loaded now if nothing read it yet)."""
+        if self._latest is None:
+            self._latest = load_table(self.catalog, self.name)
+        return self._latest
 
     def snapshots(self) -> list[dict[str, Any]]:
         if not self._fresh:
-            self.latest = load_table(self.catalog, self.name)
+            self._latest = load_table(self.catalog, self.name)
         self._fresh = False
         return snapshot_facts(self.latest)
 

@@ -1,5 +1,6 @@
 """The planner's inputs for the tables of one shard, gathered with a few batched reads: one catalog
-listing, one history read, one in-flight query, one ledger read, and the health collector's tiers.
+listing, one in-flight query, one read of the coordination database (coordination/ledger_view.py: the
+writers, the ledger, the history and the outcomes, on one connection), and the health collector's tiers.
 
 The ledger's arithmetic (:func:`ledger_state`) is pure, so it is tested without a catalog or Spark.
 """
@@ -8,11 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from dagster import DagsterInstance, RunsFilter
+from pyiceberg.catalog import Catalog
 
 from floe_dagster.coordination.database import ADMISSION_TTL, Coordination
+from floe_dagster.coordination.ledger_view import OutcomeWindow, read_ledger_view
 from floe_dagster.coordination.runs import (
     QUEUED_STATUSES,
     RunInFlight,
@@ -23,9 +26,12 @@ from floe_dagster.coordination.runs import (
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.compute_budget import WINDOW as COMPUTE_WINDOW, InFlightAdmission
+from floe_dagster.core.decisions import SchedulerSettings
 from floe_dagster.core.fair_shares import USAGE_HORIZON, PastAdmission
+from floe_dagster.core.learned_ranking import RankingSettings
 from floe_dagster.core.partition_scope import Backlog
 from floe_dagster.core.planner import Decision, PlanInput
+from floe_dagster.core.policy import PolicySet
 from floe_dagster.core.run_decision import LedgerRow
 from floe_dagster.core.run_history import RecordedRun
 from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
@@ -144,27 +150,26 @@ def gather(
     scoped = {t.qualified for t in tables}
     active = active_run_records(instance)  # one query: floe's runs in flight, and the writers' runs
     in_flight_runs = runs_in_flight(instance, active)
-    writers = writers_by_table(tables, settings.writers, coordination.writer_rows())  # one query
     dead = mark_dead_runs(instance, coordination, in_flight_runs, now) if mark_dead else []
+    policies = load_policy_set(settings)
+    # The coordination database, read once (after the dead runs' outcomes are recorded: the history has them).
+    view = read_ledger_view(coordination, now - LEDGER_LOOKBACK,
+                            outcome_window(policies, now, settings.ranking, settings.scheduler))
+    writers = writers_by_table(tables, settings.writers, view.writers)
     running = frozenset((table, r.operation) for r in in_flight_runs
                         if r.run_id not in dead and r.operation for table in r.table_names)
-    recent = _attach_created_runs(instance, coordination, coordination.admitted_since(now - LEDGER_LOOKBACK))
+    recent = _attach_created_runs(instance, coordination, view.admitted)
     ledger = ledger_state([row for row in recent if row.table_name in scoped], now, running)  # a shard's own
-    # Summary health for every table (no file read for an unchanged one), then the full tier within
-    # a time budget: a cold start fills in over a few ticks instead of blowing the sensor's limit.
-    collector = HealthCollector(catalog, settings)
-    summary = collector.collect(tables, tier="summary")
-    health = collector.collect(tables, tier="full", time_budget_s=HEALTH_TIME_BUDGET_S)
-    collector.close()
-    rewritten = coordination.bytes_rewritten_by_table_since(now - timedelta(hours=1))
+    metrics, health_missing = _health(catalog, settings, tables)
+    rewritten = view.bytes_rewritten_by_table  # the last hour's
     data = PlanInput(
         now=now,
         catalog_tables=tables,
         loaded_tables=frozenset(tables) if loaded_tables is None else loaded_tables,
-        policies=load_policy_set(settings),
+        policies=policies,
         limits=settings.scheduler,
-        metrics={**summary.metrics, **health.metrics},
-        history=coordination.all_history(),
+        metrics=metrics,
+        history=view.history,
         in_flight=ledger.in_flight,
         busy_tables=frozenset(table for table, _ in ledger.in_flight),
         last_attempts=ledger.last_attempts,
@@ -183,25 +188,51 @@ def gather(
         first_write_after=first_write_lookup(instance),
         ranking=settings.ranking,
         admissions_in_flight=ledger.unfinished,
+        recorded_runs={key: runs for key, runs in view.recorded_runs.items() if key[0] in scoped},
     )
-    data = replace(data, recorded_runs=recorded_runs(data, coordination, {t.qualified for t in tables}))
-    return TickInputs(data, dead, len(health.missing))
+    return TickInputs(data, dead, health_missing)
+
+
+def _health(catalog: Catalog, settings: Settings, tables: list[TableName]) -> tuple[dict[TableName, Any], int]:
+    """Summary health for every table (no file read for an unchanged one), then the full tier within a time
+    budget: a cold start fills in over a few ticks instead of blowing the sensor's limit. With the number of
+    tables whose full tier is not collected yet."""
+    collector = HealthCollector(catalog, settings)
+    summary = collector.collect(tables, tier="summary")
+    health = collector.collect(tables, tier="full", time_budget_s=HEALTH_TIME_BUDGET_S)
+    collector.close()
+    return {**summary.metrics, **health.metrics}, len(health.missing)
+
+
+def mark_dead_in_flight(instance: DagsterInstance, coordination: Coordination, now: datetime) -> list[str]:
+    """Mark failed floe's in-flight runs whose process is gone (what :func:`gather` does with
+    ``mark_dead``), without gathering anything else: a tick whose launches are paused."""
+    return mark_dead_runs(instance, coordination, runs_in_flight(instance, active_run_records(instance)), now)
 
 
 def recorded_runs(data: PlanInput, coordination: Coordination,
                   scoped: set[str]) -> dict[tuple[str, Operation], list[RecordedRun]]:
-    """The recorded runs the plan learns from, read only when it does: the kinds with a cadence of their own
-    that a policy turns on (every kept run), and with the learned ranking (or its shadow) on every
-    operation's runs of the last 8 half-lives (older ones weigh less than 0.4 %), and with the compute budget
-    on those too, at least the budget's hour (its window, and the history its estimates learn from)."""
-    cadenced = [op for op in ALL_OPERATIONS if any(
-        op.spec.cadence(policy.config(op), (), data.now) is not None for policy in data.policies.policies)]
-    found = coordination.recorded_runs(cadenced) if cadenced else {}
-    half_life = data.ranking.history_half_life_days
-    if data.ranking.learned or data.ranking.shadow or data.limits.max_compute_hours_per_hour:
-        since = min(data.now - timedelta(days=8 * half_life), data.now - COMPUTE_WINDOW) if half_life > 0 else None
-        found = {**coordination.recorded_runs(None, since), **found}
+    """The recorded runs the plan learns from (:func:`outcome_window`), read on their own (explain's)."""
+    window = outcome_window(data.policies, data.now, data.ranking, data.limits)
+    found = coordination.recorded_runs(window.cadenced) if window.cadenced else {}
+    if window.learned:
+        found = {**coordination.recorded_runs(None, window.learned_since), **found}
     return {key: runs for key, runs in found.items() if key[0] in scoped}
+
+
+def outcome_window(policies: PolicySet, now: datetime, ranking: RankingSettings, limits: SchedulerSettings
+                   ) -> OutcomeWindow:
+    """The outcome rows a tick reads: the byte budget's hour, and the recorded runs the plan learns from, read
+    only when it does: the kinds with a cadence of their own that a policy turns on (every kept run), and with
+    the learned ranking (or its shadow) every operation's runs of the last 8 half-lives (older ones weigh less
+    than 0.4 %), and with the compute budget those too, at least the budget's hour (its window, and the
+    history its estimates learn from)."""
+    cadenced = tuple(op for op in ALL_OPERATIONS if any(
+        op.spec.cadence(policy.config(op), (), now) is not None for policy in policies.policies))
+    half_life = ranking.history_half_life_days
+    learned = bool(ranking.learned or ranking.shadow or limits.max_compute_hours_per_hour)
+    since = min(now - timedelta(days=8 * half_life), now - COMPUTE_WINDOW) if half_life > 0 else None
+    return OutcomeWindow(now - timedelta(hours=1), cadenced, learned, since)
 
 
 def queued_runs(in_flight_runs: Iterable[RunInFlight]) -> int:

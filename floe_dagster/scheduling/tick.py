@@ -27,7 +27,7 @@ from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
 from floe_dagster.core.tables import TableName
 from floe_dagster.errors import CatalogUnavailable, LockHeld
 from floe_dagster.policies import policy_facts
-from floe_dagster.scheduling.inputs import gather
+from floe_dagster.scheduling.inputs import gather, mark_dead_in_flight
 from floe_dagster.settings import Settings
 
 # After a run recorded an outage (errors.failure_kind's one rule: Spark, the catalog, the storage or the
@@ -54,7 +54,7 @@ class RunBatch:
 class TickResult:
     plan: Plan | None
     admitted: list[Decision] = field(default_factory=list)
-    skipped_tick: str | None = None  # lock_held, catalog_unavailable, scheduler_disabled
+    skipped_tick: str | None = None  # lock_held, catalog_unavailable, scheduler_disabled, circuit_open
     dead_runs: list[str] = field(default_factory=list)
     health_missing: int = 0
     health_reported: int = 0  # tables whose health observation and check result this tick recorded
@@ -95,19 +95,21 @@ def run_tick(
         return TickResult(None, skipped_tick="scheduler_disabled: scheduler.enabled is false")
     try:
         with coordination.locks.hold(scheduler_lock_name(shard.name)):
+            # Spark or the catalog failed runs recently and nothing has succeeded since: pause launches (no
+            # table is blamed) until the pause ends, then let one run probe, on a table other than those whose
+            # runs met the outage (core/circuit.py). While it is open nothing is gathered or planned: only the
+            # dead runs are marked (their outcomes are never outages, so they cannot move the circuit).
+            circuit = coordination.outage_circuit(now, CIRCUIT_PAUSE)
+            if circuit is not None and circuit.is_open(now):
+                return TickResult(None, [], skipped_tick=f"circuit_open: an outage failed runs; launches "
+                                  f"resume at {circuit.resume_at.isoformat()}",
+                                  dead_runs=mark_dead_in_flight(instance, coordination, now),
+                                  seconds=time.monotonic() - started)
             inputs = gather(settings, instance, coordination, now, loaded_tables, launcher_filter, mark_dead=True,
                             shard=shard)
             dead = inputs.dead_runs
             result = plan(inputs.plan_input)
-            circuit = coordination.outage_circuit(now, CIRCUIT_PAUSE)
-            if circuit is not None:
-                # Spark or the catalog failed runs recently and nothing has succeeded since: pause
-                # launches (no table is blamed) until the pause ends, then let one run probe, on a
-                # table other than those whose runs met the outage (core/circuit.py).
-                if circuit.is_open(now):
-                    return TickResult(result, [], skipped_tick=f"circuit_open: an outage failed runs; launches "
-                                      f"resume at {circuit.resume_at.isoformat()}", dead_runs=dead,
-                                      seconds=time.monotonic() - started)
+            if circuit is not None:  # half-open: the probe is picked from the plan
                 result = Plan(result.at, only_the_probe(result.decisions, circuit.tripped_by), result.notes
                               + ["circuit half-open after an outage: one run probes"])
             admissions = {d.item_key: d for d in (*result.admitted, *result.shadowed)}

@@ -50,7 +50,7 @@ def summarize(result: TickResult, now: datetime, previous: Mapping[str, Any] | N
     skipped_tick = code_of(result.skipped_tick) if result.skipped_tick else None
     record: dict[str, Any] = {"version": VERSION, "at": now.isoformat(), "seconds": round(result.seconds, 6),
                               "skipped_tick": skipped_tick}
-    if result.plan is None:  # lock held, catalog down, scheduler off: the last plan's decisions stay
+    if result.plan is None:  # lock held, catalog down, scheduler off, circuit open: the last plan's decisions stay
         for name in ("planned_at", "admitted", "shadow", "skipped", "refused", "runs_requested", "tables_in_backoff",
                      "tables_throttled"):
             if name in previous:

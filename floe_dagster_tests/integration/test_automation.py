@@ -212,10 +212,11 @@ def test_schedule_admits_its_rule_at_cron_time(setup):
     assert not again.run_requests and "in_flight" in again.skip_message
 
 
-def test_outage_opens_the_circuit_then_one_run_probes_on_another_table(setup):
+def test_outage_opens_the_circuit_then_one_run_probes_on_another_table(setup, monkeypatch):
     from floe_dagster.core.circuit import TRIPPED_SKIP_REASON
     from floe_dagster.core.history import Outcome
     from floe_dagster.core.planner import plan
+    from floe_dagster.scheduling import tick
     from floe_dagster.scheduling.inputs import gather
     from floe_dagster.scheduling.tick import CIRCUIT_PAUSE, run_tick
 
@@ -227,9 +228,14 @@ def test_outage_opens_the_circuit_then_one_run_probes_on_another_table(setup):
     coordination.record_outcome(Outcome(
         "outage-run", first.table.qualified, first.operation, now - timedelta(minutes=1), now, False,
         failure_kind="outage", message="Spark could not start"))
+    gathered: list[datetime] = []  # the open circuit is read before anything is gathered (issue 35)
+    monkeypatch.setattr(tick, "gather", lambda *args, **kwargs: gathered.append(args[3]) or gather(*args, **kwargs))
     paused = run_tick(settings, instance, coordination, now, "sensor:test", None)
-    assert paused.skipped_tick.startswith("circuit_open") and not paused.admitted
+    assert paused.skipped_tick == ("circuit_open: an outage failed runs; launches resume at "
+                                   f"{(now + CIRCUIT_PAUSE).isoformat()}") and not paused.admitted
+    assert gathered == [] and paused.plan is None
     probe = run_tick(settings, instance, coordination, now + CIRCUIT_PAUSE + timedelta(seconds=1), "sensor:test", None)
+    assert gathered == [now + CIRCUIT_PAUSE + timedelta(seconds=1)]  # half-open: the plan picks the probe
     assert len(probe.admitted) == 1 and probe.admitted[0].table != first.table
     tripped = next(d for d in probe.plan.decisions if d.table == first.table and d.operation == first.operation)
     assert tripped.decision == "skip" and tripped.reasons[0] == TRIPPED_SKIP_REASON

@@ -338,6 +338,22 @@ def test_trigger_status_gives_each_due_operation_its_own_verdict_and_the_wait_be
     assert decided["EXPIRE_SNAPSHOTS"].reasons == (expire["waitsThisTick"], *expire["reasons"])
 
 
+def test_a_ticks_gathering_reads_the_coordination_database_once(api):
+    """One connection, four statements (issue 35): the writers, the ledger, the history and the outcomes."""
+    from sqlalchemy import event
+
+    from floe_dagster.scheduling.inputs import gather
+
+    settings, instance = api["settings"], api["instance"]
+    coordination = Coordination(settings.coordination_url)
+    statements: list[str] = []
+    connections: list[object] = []
+    event.listen(coordination.engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    event.listen(coordination.engine, "checkout", lambda *args: connections.append(args[1]))
+    gather(settings, instance, coordination, datetime.fromisoformat("2026-11-22T10:00:00+00:00"), None)
+    assert len(statements) <= 4 and len(connections) == 1, statements
+
+
 def test_validate_pattern(api):
     path = "/api/v1/policies/validate-pattern"
     body = call(api, "POST", path, json={"pattern": "demo.sales.*"}, key=VIEWER_KEY).json()

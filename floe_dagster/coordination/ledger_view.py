@@ -1,0 +1,111 @@
+"""The coordination database as one tick's gathering reads it (scheduling/inputs.py), read once, on one
+connection: the writers, the ledger rows of the lookback window, the history, and the outcome rows every
+reader of the tick needs (the hour's rewritten bytes, and the recorded runs the learned ranking, the compute
+budget and a kind's own cadence learn from) in one outcome query, sliced here the way each reader read them
+on its own before. Read-only: the writes of a tick (dead runs, created runs, admissions) stay where they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Iterable, Mapping
+
+from sqlalchemy import or_, select
+
+from floe_dagster.coordination.database import (
+    Coordination,
+    _history_from_row,
+    _ledger_row,
+    history,
+    ledger,
+    outcomes,
+    writers,
+)
+from floe_dagster.coordination.run_records import OutcomeRecord, _readable, by_table_operation
+from floe_dagster.coordination.writer_rows import writer_rows_of
+from floe_dagster.core.history import OperationHistory
+from floe_dagster.core.localtime import naive_as_utc
+from floe_dagster.core.operations import Operation
+from floe_dagster.core.run_decision import LedgerRow
+from floe_dagster.core.run_history import RecordedRun
+from floe_dagster.core.writers import Writer
+
+
+@dataclass(frozen=True)
+class OutcomeWindow:
+    """Which outcome rows a tick reads: those finished since ``bytes_since`` (the byte budget's hour), those
+    of the ``cadenced`` kinds (every kept row), and, when ``learned`` is set, those finished since
+    ``learned_since`` (None: every row)."""
+
+    bytes_since: datetime
+    cadenced: tuple[Operation, ...] = ()
+    learned: bool = False
+    learned_since: datetime | None = None
+
+
+@dataclass(frozen=True)
+class LedgerView:
+    """What one tick read of the coordination database."""
+
+    writers: Mapping[str, tuple[Writer, ...]]
+    admitted: list[LedgerRow]  # the ledger rows admitted since the lookback, oldest first (by id)
+    history: Mapping[tuple[str, Operation], OperationHistory]
+    bytes_rewritten_by_table: Mapping[str, int]  # since the window's ``bytes_since``
+    recorded_runs: Mapping[tuple[str, Operation], list[RecordedRun]]  # the cadenced kinds' over the learned ones
+
+
+def read_ledger_view(coordination: Coordination, admitted_since: datetime, window: OutcomeWindow) -> LedgerView:
+    """Read the view: four statements on one connection (writers, ledger, history, outcomes)."""
+    c = outcomes.c
+    query = select(c.table_name, c.operation, c.run_id, c.started_at, c.finished_at, c.succeeded,
+                   c.failure_kind, c.bytes_rewritten, c.figures)
+    if not window.learned or window.learned_since is not None:  # else every row is read
+        wanted = [c.finished_at >= naive_as_utc(window.bytes_since)]
+        if window.cadenced:
+            wanted.append(c.operation.in_([op.value for op in window.cadenced]))
+        if window.learned:
+            wanted.append(c.finished_at >= naive_as_utc(window.learned_since))
+        query = query.where(or_(*wanted))
+    with coordination.engine.connect() as connection:
+        found_writers = writer_rows_of(connection, writers)
+        admitted = [_ledger_row(row) for row in connection.execute(
+            select(ledger).where(ledger.c.admitted_at >= naive_as_utc(admitted_since)).order_by(ledger.c.id)
+        ).mappings().all()]
+        found_history = {(row["table_name"], Operation(row["operation"])): _history_from_row(row)
+                         for row in connection.execute(select(history)).mappings().all()}
+        rows = connection.execute(query.order_by(c.finished_at, c.run_id, c.table_name)).all()
+    known = {op.value: op for op in Operation}
+    records = [OutcomeRecord(table, known[operation], run_id, naive_as_utc(started), naive_as_utc(finished),
+                             bool(succeeded), failure_kind, int(size or 0), *_readable(figures))
+               for table, operation, run_id, started, finished, succeeded, failure_kind, size, figures in rows
+               if operation in known]
+    return LedgerView(found_writers, admitted, found_history, _bytes_by_table(rows, window.bytes_since),
+                      _recorded_runs(records, window))
+
+
+def _bytes_by_table(rows: Iterable, since: datetime) -> dict[str, int]:
+    """Bytes each table's runs rewrote since then, every operation's (as the summing query counted them)."""
+    totals: dict[str, int] = {}
+    for table, _, _, _, finished, _, _, size, _ in rows:
+        if naive_as_utc(finished) >= since:
+            totals[table] = totals.get(table, 0) + int(size or 0)
+    return totals
+
+
+def _recorded_runs(records: list[OutcomeRecord], window: OutcomeWindow
+                   ) -> dict[tuple[str, Operation], list[RecordedRun]]:
+    """The learned ranking's runs (finished since ``learned_since``), with the cadenced kinds' (every row) over
+    them: what two reads of the recorded runs returned, merged the same way."""
+    def grouped(chosen: list[OutcomeRecord]) -> dict[tuple[str, Operation], list[RecordedRun]]:
+        return {key: [r.recorded_run() for r in group] for key, group in by_table_operation(chosen).items()}
+
+    cadenced = set(window.cadenced)
+    found = grouped([r for r in records if r.operation in cadenced]) if cadenced else {}
+    if window.learned:
+        since = window.learned_since
+        found = {**grouped([r for r in records if since is None or r.finished_at >= since]), **found}
+    return found
+
+
+__all__ = ["LedgerView", "OutcomeWindow", "read_ledger_view"]

@@ -1,0 +1,73 @@
+"""The tick's one read of the coordination database (coordination/ledger_view.py), on SQLite and PostgreSQL:
+what it reads is what each separate read gave (the writers, the ledger window, the history, the hour's bytes,
+the recorded runs the plan learns from), in a fixed number of statements on one connection."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from sqlalchemy import event
+
+from floe_dagster.coordination import database
+from floe_dagster.coordination.database import Coordination
+from floe_dagster.coordination.ledger_view import OutcomeWindow, read_ledger_view
+from floe_dagster.core.history import Outcome
+from floe_dagster.core.operations import Operation
+from floe_dagster.core.run_decision import RunDecision
+from floe_dagster.core.tables import TableName
+from floe_dagster.core.writers import SOURCE_RULE, Writer
+from floe_dagster_tests.conftest import postgres_url
+
+NOW = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
+RDF, EXPIRE, ORPHANS = Operation.REWRITE_DATA_FILES, Operation.EXPIRE_SNAPSHOTS, Operation.ORPHAN_CLEANUP
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def coordination(request, tmp_path):
+    if request.param == "sqlite":
+        return Coordination(f"sqlite:///{tmp_path / 'c.db'}")
+    found = Coordination(postgres_url("floe_coordination"))
+    with found.engine.begin() as connection:  # the tests' convention: wipe, then fill
+        for table in (database.ledger, database.outcomes, database.history, database.writers):
+            connection.execute(table.delete())
+    return found
+
+
+def seeded(coordination: Coordination) -> Coordination:
+    table = TableName("demo", ("sales",), "a")
+    coordination.admit([RunDecision(table, RDF, "interval", "due", 1.0, "s1", 0, 42)], NOW - timedelta(minutes=2))
+    coordination.admit([RunDecision(table, EXPIRE, "interval", "due", 1.0, "s1", 0, 0)], NOW - timedelta(days=9))
+    runs = [("r1", RDF, timedelta(minutes=10), 100, True), ("r2", RDF, timedelta(days=3), 7, True),
+            ("r3", ORPHANS, timedelta(days=400), 0, True), ("r4", EXPIRE, timedelta(minutes=5), 0, False)]
+    for run, op, age, size, ok in runs:
+        for name in ("demo.sales.a", "demo.sales.b"):
+            coordination.record_outcome(Outcome(run, name, op, NOW - age - timedelta(seconds=30), NOW - age, ok,
+                                                bytes_rewritten=size, failure_kind=None if ok else "table"))
+    coordination.record_writers({("demo.sales.a", ("raw", "a")): Writer(("raw", "a"), SOURCE_RULE, 5, "w1", NOW)})
+    return coordination
+
+
+@pytest.mark.parametrize("window", [
+    OutcomeWindow(NOW - timedelta(hours=1)),
+    OutcomeWindow(NOW - timedelta(hours=1), (ORPHANS,), learned=True, learned_since=NOW - timedelta(days=8)),
+    OutcomeWindow(NOW - timedelta(hours=1), (), learned=True, learned_since=None),
+])
+def test_the_view_reads_what_each_read_gave_in_four_statements_on_one_connection(coordination, window):
+    coordination = seeded(coordination)
+    statements: list[str] = []
+    connections: list[object] = []
+    event.listen(coordination.engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    event.listen(coordination.engine, "checkout", lambda *args: connections.append(args[1]))
+    view = read_ledger_view(coordination, NOW - timedelta(days=8), window)
+    assert len(statements) == 4 and len(connections) == 1, statements
+
+    assert view.writers == coordination.writer_rows()
+    assert view.admitted == coordination.admitted_since(NOW - timedelta(days=8))
+    assert view.history == coordination.all_history()
+    assert view.bytes_rewritten_by_table == coordination.bytes_rewritten_by_table_since(NOW - timedelta(hours=1))
+    expected = coordination.recorded_runs(window.cadenced) if window.cadenced else {}
+    if window.learned:
+        expected = {**coordination.recorded_runs(None, window.learned_since), **expected}
+    assert view.recorded_runs == expected
+    assert view.bytes_rewritten_by_table == {"demo.sales.a": 100, "demo.sales.b": 100}  # r4 failed with none
