@@ -31,6 +31,7 @@ from dagster._serdes import serialize_value
 from floe_dagster.api.auth import KeyStore, hash_key
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core import run_tags as T
+from floe_dagster.core.storage_keys import TABLE_STORAGE_IGNORED
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
 from floe_dagster.defs.names import asset_key_for
@@ -77,6 +78,8 @@ PROPERTIES = {
             "s3.secret-access-key": SECRETS["TableS3"], OWNER_TOKEN: SECRETS["TableToken"]},
 }
 IGNORED_ON_TUNED = [
+    # A key that would steer floe's FileIO comes first, whatever the policy allows, its secret value masked.
+    {"property": "s3.secret-access-key", "value": "***", "reason": TABLE_STORAGE_IGNORED},
     {"property": "floe.orphan-cleanup.location", "value": "s3://other-table/data",
      "reason": "never overridable: it names a location, and a run lists, writes and deletes only under its own "
                "table (the safety envelope)"},
