@@ -154,7 +154,9 @@ def test_plan_and_explain_show_the_pause_and_each_override_with_its_reason(lake,
     assert tuned["ownerOverrides"] == {"paused": False, "applied": {"rewriteDataFiles.targetFileSizeBytes": OWN_SIZE},
                                        "ignored": IGNORED_ON_TUNED}
     text = subprocess.run([CLI, "plan"], capture_output=True, text=True, env=env, timeout=600).stdout
-    assert f"| owner: rewriteDataFiles.targetFileSizeBytes={OWN_SIZE}; ignored floe.orphan-cleanup.location" in text
+    assert (f"| owner: rewriteDataFiles.targetFileSizeBytes={OWN_SIZE}; ignored s3.secret-access-key=*** (a table "
+            "property never steers floe's storage") in text
+    assert "; ignored floe.orphan-cleanup.location=s3://other-table/data (never overridable" in text
     assert not leaks(result.stdout + result.stderr + text)
 
     status = explain_table(lake, Coordination(lake.coordination_url), PAUSED.qualified, datetime.now(timezone.utc),
