@@ -13,9 +13,11 @@ the table's location must not be or contain:
 
 and it must not lie inside a quarantine (a ``_floe_quarantine`` folder anywhere, or floe.yaml's
 ``maintenance.quarantine-location``), nor inside another table's location: a table at ``<other>/data``
-would list the other table's data files. A table holding the warehouse root, a namespace or a third
-table is never counted as the container of another (it is refused itself), so one owner who points a
-table at the root cannot refuse the whole fleet with it.
+would list the other table's data files. A table holding the warehouse root or a namespace's location
+is never counted as the container of another (it is refused itself), so one owner who points a table at
+the root cannot refuse the whole fleet with it. A table holding only other tables still counts: floe
+cannot tell an owner's table over a fleet from a table two other tables were put inside (at
+``<victim>/data`` and ``<victim>/x``, each would list the victim's files), so it refuses them all.
 
 Nested tables (Hive-style layouts) opt in per policy: ``nestedTables`` names the tables (``ns.table``)
 this one may nest with, inside it (their folders are then left out of its orphan listing:
@@ -135,7 +137,7 @@ def _tables_around(own: StorageLocation, me: str, index: "_FolderIndex", allowed
             note(name, "holds", text)
     for container in own.ancestors():
         for name, text in index.at(container):
-            if name not in allowed and not index.holds_more(container, own, {name, me}):
+            if name not in allowed and not index.holds_lake(container):
                 note(name, "inside", text)
     return found, excluded
 
@@ -204,12 +206,11 @@ class _FolderIndex:
                 return
             yield name, text, StorageLocation(scheme, authority, path)
 
-    def holds_more(self, container: StorageLocation, own: StorageLocation, owners: set[str]) -> bool:
-        """Whether ``container`` also holds the warehouse root, a namespace or a table other than ``owners``
-        that is not on the way to ``own``: then it is refused itself, and counts as no table's container."""
-        if any(container.contains(folder) for folder in self._lake):
-            return True
-        return any(name not in owners and not folder.contains(own) for name, _, folder in self.below(container))
+    def holds_lake(self, container: StorageLocation) -> bool:
+        """Whether ``container`` holds the warehouse root or a namespace's location: then it is refused
+        itself, and counts as no table's container. Never decided by the tables under it: their owners
+        choose where they are (two tables inside another would make it look like a container of many)."""
+        return any(container.contains(folder) for folder in self._lake)
 
 
 def _lenient(text: str | None) -> StorageLocation | None:

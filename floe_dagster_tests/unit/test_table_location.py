@@ -71,6 +71,20 @@ def test_a_container_that_holds_the_root_never_refuses_the_tables_under_it():
     assert refusals("s3://bucket/wh/db/orders", known) == ()
 
 
+def test_two_tables_put_inside_another_never_make_it_look_like_a_container_of_many():
+    """An owner of two tables puts them at ``<victim>/data`` and ``<victim>/x``: each would list the victim's
+    data files. The tables under a folder never excuse it (their owners chose where they are): all refused."""
+    known = KnownLocations(warehouse="s3://bucket/wh", namespaces={"db": "s3://bucket/wh/db"}, tables={
+        "lake.db.victim": ("s3://bucket/wh/db/victim", "s3://bucket/wh/db/victim/metadata"),
+        "lake.db.a": ("s3://bucket/wh/db/victim/data",), "lake.db.c": ("s3://bucket/wh/db/victim/x",)})
+    for name, location in (("a", "s3://bucket/wh/db/victim/data"), ("c", "s3a://bucket/wh/db/victim/x/")):
+        found = check_table_location(TableName("lake", ("db",), name), location, known).refusals
+        assert found == ("it lies inside the location of table 'lake.db.victim' (s3://bucket/wh/db/victim): listing "
+                         "it would remove the files that table has there; a policy may name nested tables in "
+                         "orphanCleanup.nestedTables",)
+    assert not check_table_location(TableName("lake", ("db",), "victim"), "s3://bucket/wh/db/victim", known).ok
+
+
 def test_inside_a_quarantine_is_refused():
     found = refusals("s3://bucket/wh/db/events/_floe_quarantine/20261124T101500Z_r1/data", KnownLocations())
     assert found and "inside a quarantine" in found[0]
