@@ -21,6 +21,7 @@ from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.demo import rows
 from floe_dagster.iceberg.catalog import list_tables, load_table, open_catalog, table_counts
+from floe_dagster.iceberg.known_locations import known_locations
 from floe_dagster.iceberg.table_cache import refresh_table_cache
 from floe_dagster.settings import load_settings
 from floe_dagster.spark.catalog_conf import spark_catalog_conf
@@ -55,7 +56,8 @@ def rest_lake(tmp_path, rest_catalog, dagster_home):  # noqa: F811
     settings = load_settings(config, environ={})
     catalog = open_catalog(settings.catalog)
     catalog.create_namespace("sales")
-    catalog.create_namespace(("sales", "eu"))  # nested: listed through the REST namespace API
+    # nested: listed through the REST namespace API; its location is one the safety envelope protects
+    catalog.create_namespace(("sales", "eu"), {"location": f"{rest_catalog.warehouse.as_uri()}/sales/eu"})
     table = catalog.create_table("sales.orders", schema=rows(0, 1).schema)
     for i in range(12):
         table.append(rows(i * 10, 10))
@@ -80,6 +82,8 @@ def test_maintenance_through_a_rest_catalog(rest_lake):
     catalog = open_catalog(settings.catalog)
     assert list_tables(catalog) == [TableName("lake", ("sales",), "orders"), TableName("lake", ("sales", "eu"), "refunds")]
     assert refresh_table_cache(settings) == list_tables(catalog)  # what the code location loads
+    # The namespaces' locations, nested ones included, walked as list_tables walks them (a table there is refused).
+    assert known_locations(catalog).namespaces.get("sales.eu") == f"{server.warehouse.as_uri()}/sales/eu"
 
     name = TableName("lake", ("sales",), "orders")
     before = load_table(catalog, name)
