@@ -155,7 +155,7 @@ def _quarantine_refusals(own: StorageLocation, location: str, known: KnownLocati
     if QUARANTINE_FOLDER in own.segments:
         return [f"{location!r} lies inside a quarantine (a {QUARANTINE_FOLDER} folder): listing it would remove "
                 "quarantined files before their grace period"]
-    configured = _lenient(known.quarantine_location)
+    configured = known.index.quarantine
     if configured is not None and (configured.contains(own) or own.contains(configured)):
         return [f"{location!r} overlaps floe's quarantine location {known.quarantine_location!r}: listing it would "
                 "remove quarantined files before their grace period"]
@@ -164,14 +164,13 @@ def _quarantine_refusals(own: StorageLocation, location: str, known: KnownLocati
 
 def _lake_refusals(own: StorageLocation, location: str, known: KnownLocations) -> list[str]:
     refusals = []
-    warehouse = _lenient(known.warehouse)
+    warehouse = known.index.warehouse
     if warehouse is not None and own.contains(warehouse):
         what = "is" if own == warehouse else "holds"
         refusals.append(f"{location!r} {what} the catalog's warehouse root {known.warehouse!r}: listing it would "
                         "remove every other table's files")
-    for namespace, text in sorted(known.namespaces.items()):
-        folder = _lenient(text)
-        if folder is not None and own.contains(folder):
+    for namespace, text, folder in known.index.namespaces:
+        if own.contains(folder):
             what = "is" if own == folder else "holds"
             refusals.append(f"{location!r} {what} the location of namespace '{namespace}' ({text}): listing it "
                             "would remove the files of the namespace's tables")
@@ -180,7 +179,8 @@ def _lake_refusals(own: StorageLocation, location: str, known: KnownLocations) -
 
 class _FolderIndex:
     """Every known table's folders, sorted, so that a check costs a few look-ups and a range, not a pass
-    over the fleet (``plan`` checks each of 50,000 tables against the other 49,999)."""
+    over the fleet (``plan`` checks each of 50,000 tables against the other 49,999); and the lake's own
+    folders (warehouse, namespaces, quarantine), parsed once too."""
 
     def __init__(self, known: KnownLocations):
         rows = sorted((folder.scheme, folder.authority, folder.path, name, text)
@@ -188,8 +188,11 @@ class _FolderIndex:
                       if (folder := _lenient(text)) is not None)
         self._keys = [row[:3] for row in rows]
         self._rows = rows
-        self._lake = [folder for text in (known.warehouse, *known.namespaces.values())
-                      if (folder := _lenient(text)) is not None]
+        self.warehouse = _lenient(known.warehouse)
+        self.namespaces = [(name, text, folder) for name, text in sorted(known.namespaces.items())
+                           if (folder := _lenient(text)) is not None]
+        self.quarantine = _lenient(known.quarantine_location)
+        self._lake = [folder for folder in (self.warehouse, *(row[2] for row in self.namespaces)) if folder is not None]
 
     def at(self, where: StorageLocation) -> list[tuple[str, str]]:
         """(table, folder as written) of every folder that is ``where``."""
