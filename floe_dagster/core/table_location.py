@@ -65,13 +65,15 @@ class KnownLocations:
 def table_folders(location: str | None, metadata_location: str | None) -> tuple[str, ...]:
     """The folders that hold a table's files, from what a catalog or a health record says of it: its
     location, and its metadata file's folder (with the folder above a ``metadata`` folder: Iceberg's
-    layout, ``<location>/metadata/<n>.metadata.json``, as a SQL or JDBC catalog lists it)."""
+    layout, ``<location>/metadata/<n>.metadata.json``, as a SQL or JDBC catalog lists it). The folder
+    above is kept even beside a location: the location may be a health record's from before the table
+    moved, while the metadata location is the catalog's current one."""
     found = [location] if location else []
     if metadata_location:
         folder = posixpath.dirname(metadata_location.rstrip("/"))
         if folder and not folder.endswith(":"):
             found.append(folder)
-            if location is None and posixpath.basename(folder) == "metadata":
+            if posixpath.basename(folder) == "metadata":
                 found.append(posixpath.dirname(folder))
     return tuple(dict.fromkeys(found))
 

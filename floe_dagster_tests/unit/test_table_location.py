@@ -55,6 +55,15 @@ def test_a_table_known_only_by_its_metadata_location_counts():
     assert any("lake.db.customers" in r for r in refusals("s3://bucket/wh/db/customers"))
 
 
+def test_a_table_that_moved_since_its_health_record_is_known_at_its_new_location():
+    """known_locations merges a health record's location (maybe stale) with the catalog's current metadata
+    location: the folder above that metadata folder is the table's now, and a table inside it is refused."""
+    moved = KnownLocations(tables={"lake.db.events": table_folders(
+        "s3://bucket/wh/db/events_old", "s3://bucket/wh/db/events/metadata/00002-b.metadata.json")})
+    found = refusals("s3://bucket/wh/db/events/data", moved)
+    assert found and "lies inside the location of table 'lake.db.events' (s3://bucket/wh/db/events)" in found[0]
+
+
 def test_a_sibling_whose_name_extends_another_is_not_inside_it():
     assert refusals("s3://bucket/wh/db/events2") == ()
     assert refusals("s3://bucket/wh/db/event") == ()
