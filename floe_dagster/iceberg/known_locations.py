@@ -19,7 +19,8 @@ from pyiceberg.catalog.sql import SqlCatalog
 from sqlalchemy import text
 
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.table_location import KnownLocations, check_table_location, table_folders
+from floe_dagster.core.envelope import own_location_check
+from floe_dagster.core.table_location import KnownLocations, table_folders
 from floe_dagster.core.tables import TableName
 from floe_dagster.iceberg.catalog import list_table_metadata_locations, open_catalog, walk_namespaces
 from floe_dagster.iceberg.metrics_cache import CACHE_FILE, MetricsCache
@@ -89,9 +90,10 @@ def _namespace_locations(catalog: Catalog) -> dict[str, str]:
 def restore_refusals(settings: Any, table: TableName, location: str) -> tuple[str, ...]:
     """Why ``floe-dagster restore`` may not move a table's quarantined files back (empty: it may): the
     envelope's check of the table's own location, as an orphan cleanup of it would be checked."""
-    config = resolve_operation(settings, table, Operation.ORPHAN_CLEANUP).config
+    op = Operation.ORPHAN_CLEANUP
     known = known_locations(open_catalog(settings.catalog), settings)
-    return check_table_location(table, location, known, getattr(config, "nested_tables", None) or ()).refusals
+    check = own_location_check(table, op, resolve_operation(settings, table, op).config, location, known)
+    return check.refusals if check is not None else ()
 
 
 __all__ = ["known_locations", "restore_refusals"]
