@@ -64,6 +64,22 @@ def test_a_table_that_moved_since_its_health_record_is_known_at_its_new_location
     assert found and "lies inside the location of table 'lake.db.events' (s3://bucket/wh/db/events)" in found[0]
 
 
+@pytest.mark.parametrize("location, named", [
+    ("s3://bucket/wh/db/customers/metadata", "it is the location of table 'lake.db.customers'"),  # its metadata
+    ("s3a://BUCKET/wh/db/events/", "it is the location of table 'lake.db.events'"),
+    ("s3://bucket/wh/db/orders/../events/data", "lies inside the location of table 'lake.db.events'"),
+    ("s3://bucket//wh/./db/events/x", "lies inside the location of table 'lake.db.events'"),
+])
+def test_another_tables_folders_however_the_owner_spells_them(location, named):
+    assert any(named in refusal for refusal in refusals(location))
+
+
+def test_one_metadata_file_registered_under_two_names_refuses_both():
+    twice = table_folders(None, "s3://bucket/wh/db/orders/metadata/00003-c.metadata.json")
+    known = KnownLocations(tables={"lake.db.orders": twice, "lake.db.copy": twice})
+    assert any("it is the location of table 'lake.db.copy'" in r for r in refusals("s3://bucket/wh/db/orders", known))
+
+
 def test_a_sibling_whose_name_extends_another_is_not_inside_it():
     assert refusals("s3://bucket/wh/db/events2") == ()
     assert refusals("s3://bucket/wh/db/event") == ()
