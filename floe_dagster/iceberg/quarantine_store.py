@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable
 
 from floe_dagster.core.locations import StorageLocation, store_location
@@ -67,16 +67,17 @@ class QuarantinedRun:
     def folder(self) -> StorageLocation:
         return self.root.child(self.run.name)
 
-    @property
-    def purge_after(self) -> datetime | None:
-        """The purge date the marker recorded (what an older folder's name does not carry)."""
+    def recorded(self, key: str) -> datetime | None:
+        """A time the marker recorded (``purgeAfter``, ``quarantinedAt``; one without a zone is UTC)."""
         try:
-            return datetime.fromisoformat(str(self.marker["purgeAfter"]))
+            found = datetime.fromisoformat(str(self.marker[key]))
         except (KeyError, ValueError):
             return None
+        return found if found.tzinfo is not None else found.replace(tzinfo=timezone.utc)
 
     def due(self, grace: timedelta) -> datetime:
-        return self.run.due(grace, self.purge_after)
+        """The later of what the name and the marker promise (a renamed folder shortens neither)."""
+        return self.run.due(grace, self.recorded("purgeAfter"), self.recorded("quarantinedAt"))
 
 
 class TableQuarantine:

@@ -67,6 +67,24 @@ def test_only_files_inside_the_table_go_into_its_quarantine_and_a_purge_keeps_th
     assert (purged.runs, purged.files, purged.bytes) == ((run.name,), 1, 4) and quarantine.runs() == []
 
 
+def test_a_run_folder_renamed_to_a_past_date_is_kept_until_its_markers_promise(tmp_path):
+    """Renaming ``<time>-<purge date>_<run>`` to dates long past (by hand, or by anyone who may write
+    the table's folder) does not make the next run purge it early: the marker's promise still holds."""
+    table = tmp_path / "orders"
+    (table / "data").mkdir(parents=True)
+    (table / "data" / "a.parquet").write_bytes(b"1234")
+    quarantine = TableQuarantine(FileStore(), T, f"file://{table}")
+    now, grace = datetime(2026, 11, 24, tzinfo=timezone.utc), timedelta(days=7)
+    run = parse_run_folder(run_folder_name(now, "r1", grace))
+    quarantine.move_in(run, [f"file:{table}/data/a.parquet"], quarantine.files.facts([f"file:{table}/data/a.parquet"]))
+    past = run_folder_name(now - timedelta(days=365), "r1", timedelta(hours=1))
+    os.rename(table / "_floe_quarantine" / run.name, table / "_floe_quarantine" / past)
+    assert quarantine.purge(now + timedelta(days=1), timedelta(hours=1)).runs == ()
+    assert (table / "_floe_quarantine" / past / "data" / "a.parquet").read_bytes() == b"1234"
+    assert quarantine.runs()[0].due(timedelta(hours=1)) == now + grace
+    assert quarantine.purge(now + grace, timedelta(hours=1)).runs == (past,)
+
+
 def test_a_time_the_store_does_not_give_is_no_time_at_all():
     """pyarrow leaves ``mtime`` unset when a store does not say; it was read as 1970, the oldest file."""
     unknown = pafs.FileInfo("bucket/t/data/a.parquet", pafs.FileType.File, size=3)

@@ -127,6 +127,19 @@ def test_the_purge_date_is_the_later_of_the_runs_promise_and_the_rule_in_force()
     assert older.due(timedelta(hours=1)) == NOW + timedelta(hours=1)  # nothing recorded: the rule in force
 
 
+def test_a_renamed_folder_never_brings_its_markers_promise_forward():
+    """The name and the marker each record the run's time and purge date; a folder renamed to earlier
+    dates (its time a year back, its promise passed) is still kept until the marker's promise, and the
+    rule in force counts from the later time. Before, the name's dates alone decided: purged at once."""
+    renamed = parse_run_folder(run_folder_name(NOW - timedelta(days=365), "r", timedelta(hours=1)))
+    promise, grace = NOW + timedelta(days=7), timedelta(days=7)
+    assert renamed.due(grace, recorded=promise, recorded_at=NOW) == promise
+    assert renamed.due(timedelta(days=30), recorded=promise, recorded_at=NOW) == NOW + timedelta(days=30)
+    assert renamed.due(grace) == NOW - timedelta(days=358)  # without the marker: the name is all there is
+    honest = parse_run_folder(run_folder_name(NOW, "r", timedelta(days=7)))
+    assert honest.due(grace, recorded=NOW - timedelta(days=1), recorded_at=NOW - timedelta(days=2)) == promise
+
+
 def test_an_unknown_file_time_is_young():
     cutoff = NOW - timedelta(days=3)
     assert is_old(cutoff - timedelta(seconds=1), cutoff)
