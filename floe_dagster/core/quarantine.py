@@ -256,14 +256,6 @@ def parse_run_folder(name: str) -> QuarantineRun | None:
     return QuarantineRun(name, at, found.group("run"), promised)
 
 
-def expired_runs(runs: Iterable[QuarantineRun], now: datetime, grace: timedelta,
-                 recorded: Mapping[str, datetime] | None = None) -> list[QuarantineRun]:
-    """The runs whose promise and grace period are both over at ``now`` (oldest first); ``recorded``:
-    the purge date each older run's marker names, by folder name."""
-    dates = recorded or {}
-    return sorted((r for r in runs if now >= r.due(grace, dates.get(r.name))), key=lambda r: r.at)
-
-
 def is_old(modified: datetime | None, cutoff: datetime) -> bool:
     """Whether a listed file is old enough to remove: its modification time is known and before the
     cutoff. A time that could not be read is young: an unknown fact never makes a file deletable."""
