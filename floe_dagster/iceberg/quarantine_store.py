@@ -83,8 +83,8 @@ class QuarantinedRun:
 class TableQuarantine:
     """The quarantine of one table: new runs go to :attr:`root`; purge and restore look in every root:
     the current ones, where an older release put a configured quarantine, and every root the
-    coordination database remembers the table used (``remembered``; ``on_use`` records a root before
-    the first file moves into it)."""
+    coordination database remembers the table used (``remembered``; ``on_use`` records a root not yet
+    among them before the first file moves into it)."""
 
     def __init__(self, files: FileStore, table: TableName, table_location: str, configured: str | None = None,
                  remembered: Iterable[str] = (), on_use: Callable[[StorageLocation], None] | None = None):
@@ -95,8 +95,8 @@ class TableQuarantine:
         # Roots that are not this table's own folder today: a run there counts only when its marker
         # names this table (an older nested layout may hold another table's runs below this one's).
         self.shared = [nested_root(table, configured)] if configured else []
-        for uri in remembered:
-            where = store_location(uri)
+        self.remembered = [store_location(uri) for uri in remembered]
+        for where in self.remembered:
             if where not in self.roots and where not in self.shared:
                 self.shared.append(where)
         problem = placement_problem(self.root, table_location)
@@ -150,8 +150,9 @@ class TableQuarantine:
             raise MaintenanceFailed(f"table '{self.table.qualified}': its quarantine folder {self.root.uri} is, or "
                                     "lies under, a symbolic link, which could reach another table's files; nothing "
                                     "was moved: remove the link")
-        if self.on_use is not None:
+        if self.on_use is not None and self.root not in self.remembered:
             self.on_use(self.root)  # remembered before anything moves: a later setting cannot lose it
+            self.remembered.append(self.root)  # once: not a write per round, nor per run
         self._record(folder, run, 0, 0)  # the marker first: the table and the promise go in with the files
         outcomes = self.files.move_many(pairs)
         moved = tuple(source for (source, _), why in zip(pairs, outcomes) if why is None)

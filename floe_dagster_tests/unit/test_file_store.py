@@ -85,6 +85,27 @@ def test_a_run_folder_renamed_to_a_past_date_is_kept_until_its_markers_promise(t
     assert quarantine.purge(now + grace, timedelta(hours=1)).runs == (past,)
 
 
+def test_a_root_is_recorded_once_before_its_first_move_never_again(tmp_path):
+    """``on_use`` (the coordination database's write) runs before the first move into a root the table's
+    remembered roots lack, and not for each later round or run: a root already remembered is not written."""
+    table = tmp_path / "orders"
+    (table / "data").mkdir(parents=True)
+    paths = []
+    for name in ("a", "b"):
+        (table / "data" / name).write_bytes(b"x")
+        paths.append(f"file:{table}/data/{name}")
+    recorded: list = []
+    quarantine = TableQuarantine(FileStore(), T, f"file://{table}", on_use=recorded.append)
+    run = parse_run_folder(run_folder_name(datetime(2026, 11, 24, tzinfo=timezone.utc), "r1", timedelta(days=7)))
+    for path in paths:  # two rounds of one run
+        quarantine.move_in(run, [path], quarantine.files.facts([path]))
+    assert recorded == [quarantine.root]
+    again = TableQuarantine(FileStore(), T, f"file://{table}", remembered=[quarantine.root.uri], on_use=recorded.append)
+    (table / "data" / "c").write_bytes(b"x")
+    assert again.move_in(run, [f"file:{table}/data/c"], again.files.facts([f"file:{table}/data/c"])).moved
+    assert recorded == [quarantine.root]
+
+
 def test_a_time_the_store_does_not_give_is_no_time_at_all():
     """pyarrow leaves ``mtime`` unset when a store does not say; it was read as 1970, the oldest file."""
     unknown = pafs.FileInfo("bucket/t/data/a.parquet", pafs.FileType.File, size=3)
