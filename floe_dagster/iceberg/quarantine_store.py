@@ -196,15 +196,11 @@ class TableQuarantine:
             raise LookupError(f"table '{self.table.qualified}': {exc}") from None
         return next(r for r in runs if r.run == run)
 
-    def describe(self, run: QuarantinedRun) -> dict:
-        """A run's marker (what it moved, from where); empty when it has none."""
-        return _marker(self.files.read_text(run.folder.child(RUN_MARKER)))
-
     def restore(self, run: QuarantinedRun) -> RestoreReport:
         """Move a run's files back to their original paths, never over an existing file (such a file
         stays in the quarantine, named in the report); the run folder goes once it is empty."""
         folder, marker_at = run.folder, run.folder.child(RUN_MARKER)
-        recorded = self.describe(run).get("tableLocation")
+        recorded = run.marker.get("tableLocation")  # read with the run (find, under the lock)
         if recorded and store_location(recorded) != self.location:
             raise MaintenanceFailed(
                 f"table '{self.table.qualified}': run {run.run.run_id} was quarantined from {recorded}, but the "

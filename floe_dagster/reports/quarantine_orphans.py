@@ -83,8 +83,7 @@ def print_never_purged(found: list[OrphanedQuarantine]) -> None:
     for orphaned in found:
         print(f"  {orphaned.table}: {orphaned.why}")
         for held in orphaned.runs:
-            print(f"    run {held.run.run_id}  quarantined {held.run.at.isoformat()}  {held.marker.get('files', '?')} "
-                  f"file(s), {held.marker.get('bytes', '?')} bytes  in {held.folder.uri}")
+            print(f"    {_run_line(held)}  in {held.folder.uri}")
     print("delete a folder by hand once sure, or give the table a policy with orphanCleanup again")
 
 
@@ -97,7 +96,11 @@ def print_quarantined_runs(quarantine: Any, grace: timedelta) -> None:
         return
     print(f"{name}: {len(runs)} quarantined run(s), oldest first (grace period {format_iso_duration(grace)}):")
     for found in runs:
-        facts = quarantine.describe(found)
-        print(f"  run {found.run.run_id}  quarantined {found.run.at.isoformat()}  {facts.get('files', '?')} file(s), "
-              f"{facts.get('bytes', '?')} bytes  purged from {found.due(grace).isoformat()}  in {found.folder.uri}")
+        print(f"  {_run_line(found)}  purged from {found.due(grace).isoformat()}  in {found.folder.uri}")
     print(f"restore one with: floe-dagster restore {name} --run RUN (its run id, a unique prefix of it, or latest)")
+
+
+def _run_line(found: QuarantinedRun) -> str:
+    """A run as both listings show it: its id, time, and the files and bytes its marker counted."""
+    return (f"run {found.run.run_id}  quarantined {found.run.at.isoformat()}  {found.marker.get('files', '?')} "
+            f"file(s), {found.marker.get('bytes', '?')} bytes")

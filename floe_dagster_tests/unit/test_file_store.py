@@ -61,7 +61,7 @@ def test_only_files_inside_the_table_go_into_its_quarantine_and_a_purge_keeps_th
     assert outside.exists() and (table / "_floe_quarantine" / run.name / "data" / "a.parquet").read_bytes() == b"1234"
     assert quarantine.holds(f"file:{table}/_floe_quarantine/{run.name}/data/a.parquet")
     assert not quarantine.holds(f"file:{inside}")
-    assert quarantine.describe(quarantine.runs()[0])["files"] == 1
+    assert quarantine.runs()[0].marker["files"] == 1
     assert quarantine.purge(now + timedelta(days=7) - timedelta(seconds=1), timedelta(days=7)).files == 0
     purged = quarantine.purge(now + timedelta(days=7), timedelta(days=7))
     assert (purged.runs, purged.files, purged.bytes) == ((run.name,), 1, 4) and quarantine.runs() == []
