@@ -197,23 +197,29 @@ class TableQuarantine:
         return next(r for r in runs if r.run == run)
 
     def restore(self, run: QuarantinedRun) -> RestoreReport:
-        """Move a run's files back to their original paths, never over an existing file (such a file
-        stays in the quarantine, named in the report); the run folder goes once it is empty."""
+        """Move a run's files back to their original paths, never over an existing file nor through a
+        symbolic link put in the table since (it could reach another table, or any folder floe may write):
+        such a file stays in the quarantine, named in the report; the run folder goes once it is empty."""
         folder, marker_at = run.folder, run.folder.child(RUN_MARKER)
         recorded = run.marker.get("tableLocation")  # read with the run (find, under the lock)
         if recorded and store_location(recorded) != self.location:
             raise MaintenanceFailed(
                 f"table '{self.table.qualified}': run {run.run.run_id} was quarantined from {recorded}, but the "
                 f"table's location is now {self.location.uri}; move its files from {folder.uri} by hand")
-        held, pairs = [], []
+        held, pairs, linked, checked = [], [], [], {}
         for found in self.files.files_under(folder):
             relative = folder.relative(store_location(found.location))
-            if relative is not None and store_location(found.location) != marker_at:
+            if relative is None or store_location(found.location) == marker_at:
+                continue
+            target = self.location.child(relative).uri
+            if self.files.through_link(target, self.location, checked):
+                linked.append(f"{target} is, or lies under, a symbolic link: not restored (remove the link)")
+            else:
                 held.append(found)
-                pairs.append((found.location, self.location.child(relative).uri))
+                pairs.append((found.location, target))
         outcomes = self.files.move_many(pairs)
         restored = [f for f, why in zip(held, outcomes) if why is None]
-        kept = tuple(why for why in outcomes if why is not None)
+        kept = tuple(linked) + tuple(why for why in outcomes if why is not None)
         if not kept:
             self.files.delete_folder(folder)
         else:

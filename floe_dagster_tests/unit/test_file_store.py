@@ -157,3 +157,24 @@ def test_a_quarantine_folder_that_is_a_link_is_never_moved_into_purged_or_listed
     with pytest.raises(MaintenanceFailed, match="symbolic link"):
         quarantine.move_in(run, listed, quarantine.files.facts(listed))
     assert (table / "data" / "a.parquet").exists() and not (other / run.name).exists()
+
+
+def test_restore_never_writes_through_a_link_put_in_the_table_after_the_quarantine(tmp_path):
+    """The owner lets a file of theirs be quarantined, then turns its folder into a link to another
+    folder (another table's, or any folder floe may write): restore leaves that file in the quarantine,
+    named in the report, and writes nothing behind the link. Before, it was written there."""
+    table, other = tmp_path / "t", tmp_path / "other"
+    (table / "data").mkdir(parents=True)
+    other.mkdir()
+    (table / "data" / "planted.parquet").write_bytes(b"mine")
+    (table / "kept.parquet").write_bytes(b"k")
+    quarantine = TableQuarantine(FileStore(), T, f"file:{table}")
+    run = parse_run_folder(run_folder_name(datetime(2026, 12, 1, tzinfo=timezone.utc), "r", timedelta(days=7)))
+    listed = [f"file:{table}/data/planted.parquet", f"file:{table}/kept.parquet"]
+    assert len(quarantine.move_in(run, listed, quarantine.files.facts(listed)).moved) == 2
+    (table / "data").rmdir()
+    (table / "data").symlink_to(other)
+    report = quarantine.restore(quarantine.find("latest"))
+    assert list(other.iterdir()) == [] and (table / "kept.parquet").read_bytes() == b"k"
+    assert report.restored == 1 and report.left_in_quarantine == 1 and "symbolic link" in report.kept[0]
+    assert (table / "_floe_quarantine" / run.name / "data" / "planted.parquet").read_bytes() == b"mine"
