@@ -267,7 +267,8 @@ def cmd_restore(args) -> int:
     from floe_dagster.reports.quarantine_orphans import never_purged, print_never_purged, print_quarantined_runs
 
     settings = _settings(args)
-    roots = QuarantineRoots(_coordination(settings).engine)
+    coordination = _coordination(settings)  # opened once: the remembered roots, then the table lock
+    roots = QuarantineRoots(coordination.engine)
     if not args.table:
         print_never_purged(never_purged(settings, roots))
         return EXIT_OK
@@ -282,7 +283,7 @@ def cmd_restore(args) -> int:
               file=sys.stderr)
         return EXIT_FAILED
     try:
-        with _coordination(settings).locks.hold(table_lock_name(quarantine.table)):
+        with coordination.locks.hold(table_lock_name(quarantine.table)):
             run = quarantine.find(args.run)
             report = quarantine.restore(run)
     except LockHeld:

@@ -282,13 +282,6 @@ class Coordination:
             rows = connection.execute(select(history)).mappings().all()
         return {(row["table_name"], Operation(row["operation"])): _history_from_row(row) for row in rows}
 
-    def history_of(self, table_name: str, operation: Operation) -> OperationHistory:
-        """One (table, operation)'s history (empty when it never ran)."""
-        key = and_(history.c.table_name == table_name, history.c.operation == operation.value)
-        with self.engine.connect() as connection:
-            row = connection.execute(select(history).where(key)).mappings().first()
-        return _history_from_row(row) if row else OperationHistory()
-
     def bytes_rewritten_since(self, since: datetime) -> int:
         with self.engine.connect() as connection:
             return int(connection.execute(

@@ -224,12 +224,13 @@ class QuarantineRun:
     run_id: str
     promised: datetime | None = None
 
-    def due(self, grace: timedelta, recorded: datetime | None = None) -> datetime:
-        """When the run may be purged: the later of its promise (the name's, else ``recorded``: its
-        marker's) and its time plus the grace period in force. No rule brings a promise forward."""
-        promise = self.promised or recorded
-        in_force = self.at + grace
-        return max(promise, in_force) if promise is not None else in_force
+    def due(self, grace: timedelta, recorded: datetime | None = None, recorded_at: datetime | None = None) -> datetime:
+        """When the run may be purged: the latest of its promises and its time plus the grace period in
+        force. The name and the marker (``recorded``, ``recorded_at``: its purge date and time) each
+        record both; the later of each counts, so renaming the folder to earlier dates never brings the
+        marker's promise forward, and no rule brings a promise forward."""
+        start = max(self.at, recorded_at) if recorded_at is not None else self.at
+        return max(d for d in (self.promised, recorded, start + grace) if d is not None)
 
 
 def run_folder_name(at: datetime, run_id: str, grace: timedelta | None = None) -> str:
@@ -253,14 +254,6 @@ def parse_run_folder(name: str) -> QuarantineRun | None:
     due = found.group("due")
     promised = datetime.strptime(due, _STAMP).replace(tzinfo=timezone.utc) if due else None
     return QuarantineRun(name, at, found.group("run"), promised)
-
-
-def expired_runs(runs: Iterable[QuarantineRun], now: datetime, grace: timedelta,
-                 recorded: Mapping[str, datetime] | None = None) -> list[QuarantineRun]:
-    """The runs whose promise and grace period are both over at ``now`` (oldest first); ``recorded``:
-    the purge date each older run's marker names, by folder name."""
-    dates = recorded or {}
-    return sorted((r for r in runs if now >= r.due(grace, dates.get(r.name))), key=lambda r: r.at)
 
 
 def is_old(modified: datetime | None, cutoff: datetime) -> bool:

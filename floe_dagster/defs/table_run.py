@@ -66,7 +66,7 @@ def maintain_table(
     known: Callable[[], KnownLocations] | None = None,
 ) -> MaterializeResult:
     """Run one operation on one table under its lock and describe what changed, and why it ran.
-    ``coordination``: the history a step reads, and the quarantine roots orphan cleanup remembers; ``known``: the
+    ``coordination``: the quarantine roots orphan cleanup remembers; ``known``: the
     lake around the table, read once per run (the envelope checks the table's own location against it)."""
     table, op = decision.table, decision.operation
     if resolved.config is None:
@@ -75,7 +75,7 @@ def maintain_table(
     resolved = with_owner_overrides(reads, op, resolved)  # before the envelope, which checks the result
     resolved = within_envelope(reads, op, resolved, known)  # the safety envelope, before any engine call
     step = step_of(op)
-    work = TableWork(op, table, resolved, catalog, context.run.run_id, context.log, _history(coordination, decision),
+    work = TableWork(op, table, resolved, catalog, context.run.run_id, context.log,
                      quarantine_roots=QuarantineRoots(coordination.engine) if coordination is not None else None)
     if not step.uses_engine:
         return _without_engine(step, work, decision, locks)
@@ -116,13 +116,6 @@ def owner_metadata(work: TableWork) -> dict[str, Any]:
     """The run's ``owner_overrides``: the options it took from the table's properties and those it ignored."""
     found = work.resolved.owner_overrides
     return {"owner_overrides": MetadataValue.json(found.to_json(work.op))} if found is not None else {}
-
-
-def _history(coordination: Coordination | None, decision: RunDecision) -> Callable[[], Any]:
-    """The table's history of the operation, read when a step asks (None without the coordination database)."""
-    if coordination is None:
-        return lambda: None
-    return lambda: coordination.history_of(decision.table.qualified, decision.operation)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable
 
 from floe_dagster.core.locations import StorageLocation, store_location
@@ -67,23 +67,24 @@ class QuarantinedRun:
     def folder(self) -> StorageLocation:
         return self.root.child(self.run.name)
 
-    @property
-    def purge_after(self) -> datetime | None:
-        """The purge date the marker recorded (what an older folder's name does not carry)."""
+    def recorded(self, key: str) -> datetime | None:
+        """A time the marker recorded (``purgeAfter``, ``quarantinedAt``; one without a zone is UTC)."""
         try:
-            return datetime.fromisoformat(str(self.marker["purgeAfter"]))
+            found = datetime.fromisoformat(str(self.marker[key]))
         except (KeyError, ValueError):
             return None
+        return found if found.tzinfo is not None else found.replace(tzinfo=timezone.utc)
 
     def due(self, grace: timedelta) -> datetime:
-        return self.run.due(grace, self.purge_after)
+        """The later of what the name and the marker promise (a renamed folder shortens neither)."""
+        return self.run.due(grace, self.recorded("purgeAfter"), self.recorded("quarantinedAt"))
 
 
 class TableQuarantine:
     """The quarantine of one table: new runs go to :attr:`root`; purge and restore look in every root:
     the current ones, where an older release put a configured quarantine, and every root the
-    coordination database remembers the table used (``remembered``; ``on_use`` records a root before
-    the first file moves into it)."""
+    coordination database remembers the table used (``remembered``; ``on_use`` records a root not yet
+    among them before the first file moves into it)."""
 
     def __init__(self, files: FileStore, table: TableName, table_location: str, configured: str | None = None,
                  remembered: Iterable[str] = (), on_use: Callable[[StorageLocation], None] | None = None):
@@ -94,8 +95,8 @@ class TableQuarantine:
         # Roots that are not this table's own folder today: a run there counts only when its marker
         # names this table (an older nested layout may hold another table's runs below this one's).
         self.shared = [nested_root(table, configured)] if configured else []
-        for uri in remembered:
-            where = store_location(uri)
+        self.remembered = [store_location(uri) for uri in remembered]
+        for where in self.remembered:
             if where not in self.roots and where not in self.shared:
                 self.shared.append(where)
         problem = placement_problem(self.root, table_location)
@@ -149,8 +150,9 @@ class TableQuarantine:
             raise MaintenanceFailed(f"table '{self.table.qualified}': its quarantine folder {self.root.uri} is, or "
                                     "lies under, a symbolic link, which could reach another table's files; nothing "
                                     "was moved: remove the link")
-        if self.on_use is not None:
+        if self.on_use is not None and self.root not in self.remembered:
             self.on_use(self.root)  # remembered before anything moves: a later setting cannot lose it
+            self.remembered.append(self.root)  # once: not a write per round, nor per run
         self._record(folder, run, 0, 0)  # the marker first: the table and the promise go in with the files
         outcomes = self.files.move_many(pairs)
         moved = tuple(source for (source, _), why in zip(pairs, outcomes) if why is None)
@@ -194,28 +196,30 @@ class TableQuarantine:
             raise LookupError(f"table '{self.table.qualified}': {exc}") from None
         return next(r for r in runs if r.run == run)
 
-    def describe(self, run: QuarantinedRun) -> dict:
-        """A run's marker (what it moved, from where); empty when it has none."""
-        return _marker(self.files.read_text(run.folder.child(RUN_MARKER)))
-
     def restore(self, run: QuarantinedRun) -> RestoreReport:
-        """Move a run's files back to their original paths, never over an existing file (such a file
-        stays in the quarantine, named in the report); the run folder goes once it is empty."""
+        """Move a run's files back to their original paths, never over an existing file nor through a
+        symbolic link put in the table since (it could reach another table, or any folder floe may write):
+        such a file stays in the quarantine, named in the report; the run folder goes once it is empty."""
         folder, marker_at = run.folder, run.folder.child(RUN_MARKER)
-        recorded = self.describe(run).get("tableLocation")
+        recorded = run.marker.get("tableLocation")  # read with the run (find, under the lock)
         if recorded and store_location(recorded) != self.location:
             raise MaintenanceFailed(
                 f"table '{self.table.qualified}': run {run.run.run_id} was quarantined from {recorded}, but the "
                 f"table's location is now {self.location.uri}; move its files from {folder.uri} by hand")
-        held, pairs = [], []
+        held, pairs, linked, checked = [], [], [], {}
         for found in self.files.files_under(folder):
             relative = folder.relative(store_location(found.location))
-            if relative is not None and store_location(found.location) != marker_at:
+            if relative is None or store_location(found.location) == marker_at:
+                continue
+            target = self.location.child(relative).uri
+            if self.files.through_link(target, self.location, checked):
+                linked.append(f"{target} is, or lies under, a symbolic link: not restored (remove the link)")
+            else:
                 held.append(found)
-                pairs.append((found.location, self.location.child(relative).uri))
+                pairs.append((found.location, target))
         outcomes = self.files.move_many(pairs)
         restored = [f for f, why in zip(held, outcomes) if why is None]
-        kept = tuple(why for why in outcomes if why is not None)
+        kept = tuple(linked) + tuple(why for why in outcomes if why is not None)
         if not kept:
             self.files.delete_folder(folder)
         else:

@@ -21,7 +21,7 @@ from floe_dagster.errors import UnknownTable
 from floe_dagster.iceberg.catalog import load_table, open_catalog, pyiceberg_properties
 from floe_dagster.iceberg.file_store import FileStore
 from floe_dagster.iceberg.quarantine_store import QuarantinedRun, runs_in
-from floe_dagster.policies import resolve_operation
+from floe_dagster.policies import load_policy_set, resolve_operation
 
 
 @dataclass(frozen=True)
@@ -52,10 +52,10 @@ def never_purged(settings, roots: QuarantineRoots) -> list[OrphanedQuarantine]:
     for table, remembered in roots.all().items():
         candidates.setdefault(table, [])
         candidates[table] += [store_location(uri) for uri in remembered if store_location(uri) not in candidates[table]]
-    catalog = open_catalog(settings.catalog)
+    catalog, policies = open_catalog(settings.catalog), load_policy_set(settings)  # read once, not per table
     found = []
     for text, where in sorted(candidates.items()):
-        why = _why_never_purged(settings, catalog, TableName.parse(text, settings.catalog.name))
+        why = _why_never_purged(settings, catalog, policies, TableName.parse(text, settings.catalog.name))
         if why is None:
             continue
         held = tuple(run for root in where for run in runs_in(files, root, text))
@@ -64,12 +64,13 @@ def never_purged(settings, roots: QuarantineRoots) -> list[OrphanedQuarantine]:
     return found
 
 
-def _why_never_purged(settings, catalog, table: TableName) -> str | None:
+def _why_never_purged(settings, catalog, policies, table: TableName) -> str | None:
+    """One catalog read of the table (whether it was dropped), then its policy from the set read once."""
     try:
         load_table(catalog, table)
     except UnknownTable:
         return "the table no longer exists in the catalog"
-    resolved = resolve_operation(settings, table, Operation.ORPHAN_CLEANUP)
+    resolved = resolve_operation(settings, table, Operation.ORPHAN_CLEANUP, policies)
     if resolved.config is None:
         return f"no policy gives it orphan cleanup ({resolved.why_not})"
     return None
@@ -83,8 +84,7 @@ def print_never_purged(found: list[OrphanedQuarantine]) -> None:
     for orphaned in found:
         print(f"  {orphaned.table}: {orphaned.why}")
         for held in orphaned.runs:
-            print(f"    run {held.run.run_id}  quarantined {held.run.at.isoformat()}  {held.marker.get('files', '?')} "
-                  f"file(s), {held.marker.get('bytes', '?')} bytes  in {held.folder.uri}")
+            print(f"    {_run_line(held)}  in {held.folder.uri}")
     print("delete a folder by hand once sure, or give the table a policy with orphanCleanup again")
 
 
@@ -97,7 +97,11 @@ def print_quarantined_runs(quarantine: Any, grace: timedelta) -> None:
         return
     print(f"{name}: {len(runs)} quarantined run(s), oldest first (grace period {format_iso_duration(grace)}):")
     for found in runs:
-        facts = quarantine.describe(found)
-        print(f"  run {found.run.run_id}  quarantined {found.run.at.isoformat()}  {facts.get('files', '?')} file(s), "
-              f"{facts.get('bytes', '?')} bytes  purged from {found.due(grace).isoformat()}  in {found.folder.uri}")
+        print(f"  {_run_line(found)}  purged from {found.due(grace).isoformat()}  in {found.folder.uri}")
     print(f"restore one with: floe-dagster restore {name} --run RUN (its run id, a unique prefix of it, or latest)")
+
+
+def _run_line(found: QuarantinedRun) -> str:
+    """A run as both listings show it: its id, time, and the files and bytes its marker counted."""
+    return (f"run {found.run.run_id}  quarantined {found.run.at.isoformat()}  {found.marker.get('files', '?')} "
+            f"file(s), {found.marker.get('bytes', '?')} bytes")

@@ -30,7 +30,6 @@ from floe_dagster.core.quarantine import QUARANTINE_FOLDER, RUN_MARKER, parse_ru
 from floe_dagster.core.tables import TableName
 from floe_dagster.demo import EVENT_SCHEMA, local_path, rows
 from floe_dagster.iceberg.catalog import load_table, open_catalog
-from floe_dagster.iceberg.file_store import FileStore
 from floe_dagster.iceberg.quarantine_store import TableQuarantine
 from floe_dagster.iceberg.table_io import table_file_store
 from floe_dagster.launching.manual import trigger_table
@@ -206,10 +205,10 @@ def test_no_other_orphan_run_deletes_quarantined_files_and_a_run_after_the_grace
     held = quarantined(table)
     assert len(held) == 2 and all(p.stat().st_mtime < time.time() - 9 * 86400 for p in held.values())  # old files
 
-    location = f"file:{local_path(table.location())}"
-    for raw in ({"retentionPeriodInDays": 3, "quarantine": False},  # delete mode, Iceberg's listing
-                {"retentionPeriodInDays": 3, "quarantine": False, "location": location},  # the whole table
-                {"retentionPeriodInDays": 3, "quarantine": False, "maxFilesToDelete": 10}):  # capped rounds
+    # Delete mode lists the whole table (its location, quarantine folder included: only the hidden-path rule
+    # keeps those files out), unstreamed and capped (streamed rounds).
+    for raw in ({"retentionPeriodInDays": 3, "quarantine": False},
+                {"retentionPeriodInDays": 3, "quarantine": False, "maxFilesToDelete": 10}):
         outcome = engine_run(settings, name, raw, clock=lambda: start + timedelta(days=1))
         assert outcome.result.numbers["orphan_files_count"] == 0 and outcome.metadata["quarantine_purged_files"] == 0
         assert quarantined(table) == held, raw

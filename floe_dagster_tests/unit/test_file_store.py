@@ -61,10 +61,49 @@ def test_only_files_inside_the_table_go_into_its_quarantine_and_a_purge_keeps_th
     assert outside.exists() and (table / "_floe_quarantine" / run.name / "data" / "a.parquet").read_bytes() == b"1234"
     assert quarantine.holds(f"file:{table}/_floe_quarantine/{run.name}/data/a.parquet")
     assert not quarantine.holds(f"file:{inside}")
-    assert quarantine.describe(quarantine.runs()[0])["files"] == 1
+    assert quarantine.runs()[0].marker["files"] == 1
     assert quarantine.purge(now + timedelta(days=7) - timedelta(seconds=1), timedelta(days=7)).files == 0
     purged = quarantine.purge(now + timedelta(days=7), timedelta(days=7))
     assert (purged.runs, purged.files, purged.bytes) == ((run.name,), 1, 4) and quarantine.runs() == []
+
+
+def test_a_run_folder_renamed_to_a_past_date_is_kept_until_its_markers_promise(tmp_path):
+    """Renaming ``<time>-<purge date>_<run>`` to dates long past (by hand, or by anyone who may write
+    the table's folder) does not make the next run purge it early: the marker's promise still holds."""
+    table = tmp_path / "orders"
+    (table / "data").mkdir(parents=True)
+    (table / "data" / "a.parquet").write_bytes(b"1234")
+    quarantine = TableQuarantine(FileStore(), T, f"file://{table}")
+    now, grace = datetime(2026, 11, 24, tzinfo=timezone.utc), timedelta(days=7)
+    run = parse_run_folder(run_folder_name(now, "r1", grace))
+    quarantine.move_in(run, [f"file:{table}/data/a.parquet"], quarantine.files.facts([f"file:{table}/data/a.parquet"]))
+    past = run_folder_name(now - timedelta(days=365), "r1", timedelta(hours=1))
+    os.rename(table / "_floe_quarantine" / run.name, table / "_floe_quarantine" / past)
+    assert quarantine.purge(now + timedelta(days=1), timedelta(hours=1)).runs == ()
+    assert (table / "_floe_quarantine" / past / "data" / "a.parquet").read_bytes() == b"1234"
+    assert quarantine.runs()[0].due(timedelta(hours=1)) == now + grace
+    assert quarantine.purge(now + grace, timedelta(hours=1)).runs == (past,)
+
+
+def test_a_root_is_recorded_once_before_its_first_move_never_again(tmp_path):
+    """``on_use`` (the coordination database's write) runs before the first move into a root the table's
+    remembered roots lack, and not for each later round or run: a root already remembered is not written."""
+    table = tmp_path / "orders"
+    (table / "data").mkdir(parents=True)
+    paths = []
+    for name in ("a", "b"):
+        (table / "data" / name).write_bytes(b"x")
+        paths.append(f"file:{table}/data/{name}")
+    recorded: list = []
+    quarantine = TableQuarantine(FileStore(), T, f"file://{table}", on_use=recorded.append)
+    run = parse_run_folder(run_folder_name(datetime(2026, 11, 24, tzinfo=timezone.utc), "r1", timedelta(days=7)))
+    for path in paths:  # two rounds of one run
+        quarantine.move_in(run, [path], quarantine.files.facts([path]))
+    assert recorded == [quarantine.root]
+    again = TableQuarantine(FileStore(), T, f"file://{table}", remembered=[quarantine.root.uri], on_use=recorded.append)
+    (table / "data" / "c").write_bytes(b"x")
+    assert again.move_in(run, [f"file:{table}/data/c"], again.files.facts([f"file:{table}/data/c"])).moved
+    assert recorded == [quarantine.root]
 
 
 def test_a_time_the_store_does_not_give_is_no_time_at_all():
@@ -118,3 +157,24 @@ def test_a_quarantine_folder_that_is_a_link_is_never_moved_into_purged_or_listed
     with pytest.raises(MaintenanceFailed, match="symbolic link"):
         quarantine.move_in(run, listed, quarantine.files.facts(listed))
     assert (table / "data" / "a.parquet").exists() and not (other / run.name).exists()
+
+
+def test_restore_never_writes_through_a_link_put_in_the_table_after_the_quarantine(tmp_path):
+    """The owner lets a file of theirs be quarantined, then turns its folder into a link to another
+    folder (another table's, or any folder floe may write): restore leaves that file in the quarantine,
+    named in the report, and writes nothing behind the link. Before, it was written there."""
+    table, other = tmp_path / "t", tmp_path / "other"
+    (table / "data").mkdir(parents=True)
+    other.mkdir()
+    (table / "data" / "planted.parquet").write_bytes(b"mine")
+    (table / "kept.parquet").write_bytes(b"k")
+    quarantine = TableQuarantine(FileStore(), T, f"file:{table}")
+    run = parse_run_folder(run_folder_name(datetime(2026, 12, 1, tzinfo=timezone.utc), "r", timedelta(days=7)))
+    listed = [f"file:{table}/data/planted.parquet", f"file:{table}/kept.parquet"]
+    assert len(quarantine.move_in(run, listed, quarantine.files.facts(listed)).moved) == 2
+    (table / "data").rmdir()
+    (table / "data").symlink_to(other)
+    report = quarantine.restore(quarantine.find("latest"))
+    assert list(other.iterdir()) == [] and (table / "kept.parquet").read_bytes() == b"k"
+    assert report.restored == 1 and report.left_in_quarantine == 1 and "symbolic link" in report.kept[0]
+    assert (table / "_floe_quarantine" / run.name / "data" / "planted.parquet").read_bytes() == b"mine"

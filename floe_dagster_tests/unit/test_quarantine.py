@@ -20,7 +20,6 @@ from floe_dagster.core.quarantine import (
     QuarantinePolicy,
     QuarantineRun,
     escape_component,
-    expired_runs,
     is_old,
     listing_location_problem,
     parse_run_folder,
@@ -107,10 +106,7 @@ def test_run_folders_name_their_time_and_run_and_nothing_else_is_one():
 def test_the_grace_period_counts_from_the_run_folders_time():
     grace = timedelta(days=7)
     runs = [parse_run_folder(run_folder_name(NOW - timedelta(days=d), f"r{d}")) for d in (8, 7, 6)]
-    assert [r.run_id for r in expired_runs(runs, NOW, grace)] == ["r8", "r7"]  # r7: exactly at its due time
-    assert expired_runs(runs, NOW - timedelta(seconds=1), grace)[-1].run_id == "r8"
-    assert expired_runs(runs, NOW - timedelta(days=2), grace) == []
-    assert runs[0].due(grace) == NOW - timedelta(days=1)
+    assert [r.due(grace) for r in runs] == [NOW - timedelta(days=1), NOW, NOW + timedelta(days=1)]
 
 
 def test_the_purge_date_is_the_later_of_the_runs_promise_and_the_rule_in_force():
@@ -119,12 +115,22 @@ def test_the_purge_date_is_the_later_of_the_runs_promise_and_the_rule_in_force()
     promised = parse_run_folder(run_folder_name(NOW, "r", timedelta(days=7)))
     assert promised.due(timedelta(hours=1)) == NOW + timedelta(days=7)  # shrunk: the promise holds
     assert promised.due(timedelta(days=30)) == NOW + timedelta(days=30)  # lengthened: the rule in force
-    assert expired_runs([promised], NOW + timedelta(days=6), timedelta(hours=1)) == []
-    assert expired_runs([promised], NOW + timedelta(days=7), timedelta(hours=1)) == [promised]
     older = parse_run_folder(run_folder_name(NOW, "old"))  # no date in its name: its marker's, if any
     assert older.due(timedelta(hours=1), recorded=NOW + timedelta(days=7)) == NOW + timedelta(days=7)
-    assert expired_runs([older], NOW + timedelta(days=2), timedelta(hours=1), {older.name: NOW + timedelta(days=7)}) == []
     assert older.due(timedelta(hours=1)) == NOW + timedelta(hours=1)  # nothing recorded: the rule in force
+
+
+def test_a_renamed_folder_never_brings_its_markers_promise_forward():
+    """The name and the marker each record the run's time and purge date; a folder renamed to earlier
+    dates (its time a year back, its promise passed) is still kept until the marker's promise, and the
+    rule in force counts from the later time. Before, the name's dates alone decided: purged at once."""
+    renamed = parse_run_folder(run_folder_name(NOW - timedelta(days=365), "r", timedelta(hours=1)))
+    promise, grace = NOW + timedelta(days=7), timedelta(days=7)
+    assert renamed.due(grace, recorded=promise, recorded_at=NOW) == promise
+    assert renamed.due(timedelta(days=30), recorded=promise, recorded_at=NOW) == NOW + timedelta(days=30)
+    assert renamed.due(grace) == NOW - timedelta(days=358)  # without the marker: the name is all there is
+    honest = parse_run_folder(run_folder_name(NOW, "r", timedelta(days=7)))
+    assert honest.due(grace, recorded=NOW - timedelta(days=1), recorded_at=NOW - timedelta(days=2)) == promise
 
 
 def test_an_unknown_file_time_is_young():

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping
 
 from floe_dagster.core.partition_scope import RewriteScope
 from floe_dagster.core.tables import TableName
@@ -63,7 +63,6 @@ class TableWork:
     catalog: Any  # the PyIceberg catalog
     run_id: str
     log: Any  # the run's logger (info, warning)
-    history: Callable[[], Any] = lambda: None  # the table's OperationHistory of this operation (None: unknown)
     before: Any = None  # the PyIceberg table as read before the lock (engine kinds)
     quarantine_roots: Any = None  # orphan cleanup's remembered roots (coordination/quarantine_roots.py; None: none)
 
