@@ -22,9 +22,10 @@ A secret is:
   ``name`` field names a secret has its ``value``, ``declared`` and ``current`` fields masked (an ignored
   table property ``{property, value, reason}``, a property drift ``{key, declared, current}``);
 - in free text (an error message, a log line): the same two, as ``user:password@`` in a URI and as
-  ``name=value`` / ``name: value`` / ``"name": "value"`` pairs whose name is a secret key (but for an
-  unquoted ``key: …``, ``sig: …`` or ``pwd: …``, which is prose more often than not: "API key: …"; query
-  parameters such as ``?password=``, Spark Connect's ``;token=``), an HTTP ``Bearer``/``Basic``
+  ``name=value`` / ``name: value`` / ``"name": "value"`` pairs whose name is a secret key (but for a lone
+  unquoted ``key: …``, ``sig: …`` or ``pwd: …``, which is prose more often than not: "API key: …", while
+  ``X-API-Key: …`` is a header; query parameters such as ``?password=``, Spark Connect's ``;token=``; a value
+  quoted as ``b'…'`` or, JSON inside a JSON string, ``\\"…\\"``), an HTTP ``Bearer``/``Basic``
   credential, and every **known secret** value the caller passes (the secrets of the settings this
   process loaded, at least 8 characters long, so that a short password is not replaced in every
   word that happens to contain it).
@@ -65,16 +66,18 @@ _HINT = re.compile(r"(?i)pass|secret|token|credential|authoriz|cookie|signature|
 _BEARER = re.compile(r"\b(?P<scheme>Bearer|Basic|Digest|Negotiate)(?P<space>\s+)(?P<value>[A-Za-z0-9._~+/=\-]{4,})")
 # A name, its separator, and (looked ahead, not consumed: a pair whose name is no secret must not hide
 # the pairs inside its value, as in jdbc:postgresql://h/db?password=x) its value.
+# Quoted: '…', "…", a bytes value b'…', or \"…\" (JSON quoted inside a JSON string).
 _PAIR = re.compile(
-    r"(?P<name>\"[A-Za-z0-9_.\-]+\"|'[A-Za-z0-9_.\-]+'|[A-Za-z0-9_.\-]+)(?P<sep>\s*[:=]\s*)"
-    r"(?=(?P<value>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|[^\s,;&)\]}'\"]+))")
+    r"(?P<name>\\?\"[A-Za-z0-9_.\-]+\\?\"|'[A-Za-z0-9_.\-]+'|[A-Za-z0-9_.\-]+)(?P<sep>\s*[:=]\s*)"
+    r"(?=(?P<value>\\\"(?:(?!\\\").)*\\\"|b?\"(?:[^\"\\]|\\.)*\"|b?'(?:[^'\\]|\\.)*'|[^\s,;&)\]}'\"]+))")
+_OPENING_QUOTE = re.compile(r"\\\"|b?[\"']")
 
 
 @lru_cache(maxsize=8192)  # an answer of thousands of tables asks about the same few field names again and again
 def secret_key(name: str, weak_words: bool = True) -> bool:
     """Whether a setting, property or field of this name holds a secret (see the module's rule).
     ``weak_words=False`` leaves out the words that are also prose (``key``, ``sig``, ``pwd``: "API key:
-    …"), for names found in free text without quotes before a ``:``."""
+    …"), for a lone word found in free text without quotes before a ``:``."""
     text = str(name)
     lowered = text.lower()
     if lowered.startswith("header.") or ".header." in lowered:
@@ -162,16 +165,20 @@ def _pairs(text: str, found: Callable[[str], None] | None) -> str:
     done = 0  # text before this offset is in parts
     for match in _PAIR.finditer(text):
         name, value = match.group("name"), match.group("value")
-        quoted, equals = name[:1] in ("'", '"'), "=" in match.group("sep")
-        if match.start() < done or not secret_key(name.strip("'\""), weak_words=quoted or equals):
+        bare = name.strip("'\"\\")
+        # A lone prose word unquoted before a ':' ("API key: …") is no name; a compound one (X-API-Key) is.
+        strong = name != bare or "=" in match.group("sep") or sum(1 for w in _WORD_SPLIT.split(bare) if w) > 1
+        if match.start() < done or not secret_key(bare, weak_words=strong):
             continue
-        quote = value[0] if value[:1] in ("'", '"') else ""
-        inner = value[1:-1] if quote else value
+        opening = _OPENING_QUOTE.match(value)
+        opened = opening.group() if opening else ""
+        closed = opened.lstrip("b")
+        inner = value[len(opened):len(value) - len(closed)]
         if inner in ("", MASK):
             continue
         if found is not None:
             found(inner)
-        parts += [text[done:match.end()], f"{quote}{MASK}{quote}"]
+        parts += [text[done:match.end()], f"{opened}{MASK}{closed}"]
         done = match.end() + len(value)
     return "".join(parts) + text[done:]
 

@@ -55,6 +55,11 @@ def test_keys_that_are_no_secret(name):
     ("Authorization: Bearer eyJhbGciOi.x.y", "Authorization: *** ***"),
     ("--conf spark.hadoop.fs.s3a.secret.key=abc --conf spark.master=local", "--conf spark.hadoop.fs.s3a.secret.key=*** --conf spark.master=local"),
     ("password: hunter2", "password: ***"),
+    # A compound name is no prose, unquoted before a ':' too: a request's headers quoted in an error.
+    ("X-API-Key: floe_abc123def", "X-API-Key: ***"), ("api_key: abcdefghijk", "api_key: ***"),
+    ("{'token': b'abcdefghijk'}", "{'token': b'***'}"),  # a bytes value, as Python shows a dict of bytes
+    # JSON quoted inside JSON (a catalog's error body logged as a JSON string).
+    (r'{\"password\": \"hunter2xyz\", \"user\": \"a\"}', r'{\"password\": \"***\", \"user\": \"a\"}'),
 ])
 def test_secrets_inside_text(text, shown):
     assert mask_text(text) == shown
