@@ -22,10 +22,11 @@ A secret is:
   ``name`` field names a secret has its ``value``, ``declared`` and ``current`` fields masked (an ignored
   table property ``{property, value, reason}``, a property drift ``{key, declared, current}``);
 - in free text (an error message, a log line): the same two, as ``user:password@`` in a URI and as
-  ``name=value`` / ``name: value`` / ``"name": "value"`` pairs whose name is a secret key (but for a lone
-  unquoted ``key: …``, ``sig: …`` or ``pwd: …``, which is prose more often than not: "API key: …", while
-  ``X-API-Key: …`` is a header; query parameters such as ``?password=``, Spark Connect's ``;token=``; a value
-  quoted as ``b'…'`` or, JSON inside a JSON string, ``\\"…\\"``), an HTTP ``Bearer``/``Basic``
+  ``name=value`` / ``name: value`` / ``"name": "value"`` pairs whose name is a secret key (but for an
+  unquoted ``key: …``, ``sig: …`` or ``pwd: …``, which is prose more often than not: "API key: …", also
+  inside a name, ``api.key-file: …``, while ``X-API-Key: …`` ends in it; query parameters such as
+  ``?password=``, Spark Connect's ``;token=``; a value quoted as ``b'…'`` or, JSON inside a JSON string,
+  ``\\"…\\"``), an HTTP ``Bearer``/``Basic``
   credential, and every **known secret** value the caller passes (the secrets of the settings this
   process loaded, at least 8 characters long, so that a short password is not replaced in every
   word that happens to contain it).
@@ -160,6 +161,13 @@ def _scan(text: str, found: Callable[[str], None] | None, known: Iterable[str] =
     return _pairs(text, found)
 
 
+def _ends_in_prose_word(name: str) -> bool:
+    """Whether an unquoted name before a ':' ends in a word that is also prose after another word: ``X-API-Key``,
+    ``api_key`` name a key; ``key`` alone ("API key: …") and ``api.key-file`` (a setting's path) do not."""
+    words = [word for word in _WORD_SPLIT.split(name) if word]
+    return len(words) > 1 and words[-1].lower() in _PROSE_WORDS
+
+
 def _pairs(text: str, found: Callable[[str], None] | None) -> str:
     """``name=value`` and ``name: value`` pairs (quoted or not) whose name is a secret key, masked."""
     parts: list[str] = []
@@ -167,8 +175,7 @@ def _pairs(text: str, found: Callable[[str], None] | None) -> str:
     for match in _PAIR.finditer(text):
         name, value = match.group("name"), match.group("value")
         bare = name.strip("'\"\\")
-        # A lone prose word unquoted before a ':' ("API key: …") is no name; a compound one (X-API-Key) is.
-        strong = name != bare or "=" in match.group("sep") or sum(1 for w in _WORD_SPLIT.split(bare) if w) > 1
+        strong = name != bare or "=" in match.group("sep") or _ends_in_prose_word(bare)
         if match.start() < done or not secret_key(bare, weak_words=strong):
             continue
         opening = _OPENING_QUOTE.match(value)

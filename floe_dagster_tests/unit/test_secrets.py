@@ -55,7 +55,7 @@ def test_keys_that_are_no_secret(name):
     ("Authorization: Bearer eyJhbGciOi.x.y", "Authorization: *** ***"),
     ("--conf spark.hadoop.fs.s3a.secret.key=abc --conf spark.master=local", "--conf spark.hadoop.fs.s3a.secret.key=*** --conf spark.master=local"),
     ("password: hunter2", "password: ***"),
-    # A compound name is no prose, unquoted before a ':' too: a request's headers quoted in an error.
+    # A name ending in 'key' is no prose, unquoted before a ':' too: a request's headers quoted in an error.
     ("X-API-Key: floe_abc123def", "X-API-Key: ***"), ("api_key: abcdefghijk", "api_key: ***"),
     ("{'token': b'abcdefghijk'}", "{'token': b'***'}"),  # a bytes value, as Python shows a dict of bytes
     # JSON quoted inside JSON (a catalog's error body logged as a JSON string).
@@ -69,7 +69,7 @@ def test_secrets_inside_text(text, shown):
 @pytest.mark.parametrize("text", [
     "Every API key: floe.yaml's and the ones created over HTTP",  # prose, not a secret
     "s3://bucket/path/a@b", "postgresql://db:5432/lake", "at 12:30:00 the key-file was read",
-    "table demo.sales.orders: 13 files", "keys-file: /etc/floe/keys",
+    "table demo.sales.orders: 13 files", "keys-file: /etc/floe/keys", "api.key-file: unknown key",
 ])
 def test_text_without_secrets_is_unchanged(text):
     assert mask_text(text) == text
