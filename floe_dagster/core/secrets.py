@@ -201,49 +201,37 @@ def masked(value: Any, known: Iterable[str] = (), key: str | None = None) -> Any
     empty value stays empty, so an unset secret still shows as unset), every string as text, lists,
     tuples and nested mappings all the way down, a name/value entry's value when its name is a secret key.
     ``key`` is the name the value is held under."""
-    return _masked(value, tuple(known), key)
+    return _masked(value, tuple(known), key, None)
 
 
-def _masked(value: Any, known: tuple[str, ...], key: str | None) -> Any:
+def _masked(value: Any, known: tuple[str, ...], key: str | None, found: Callable[[str], None] | None) -> Any:
+    """:func:`masked`; ``found`` receives each secret value masked (:func:`secrets_in`)."""
     if key is not None and secret_field(key) and value not in (None, ""):
-        return MASK
+        return _hidden(value, found)
     if isinstance(value, str):
-        return mask_text(value, known)
+        return _scan(value, found, known)
     if isinstance(value, Mapping):
         entry = _entry_names_a_secret(value)
-        return {k: MASK if entry and k in _ENTRY_VALUES and v not in (None, "") else _masked(v, known, str(k))
-                for k, v in value.items()}
+        return {k: _hidden(v, found) if entry and k in _ENTRY_VALUES and v not in (None, "")
+                else _masked(v, known, str(k), found) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(_masked(v, known, None) for v in value)
+        return type(value)(_masked(v, known, None, found) for v in value)
     return value
+
+
+def _hidden(value: Any, found: Callable[[str], None] | None) -> str:
+    """A secret value of any shape, masked whole; ``found`` receives each of its leaves."""
+    if found is not None:
+        for leaf in _leaves(value):
+            found(str(leaf))
+    return MASK
 
 
 def secrets_in(value: Any, key: str | None = None) -> set[str]:
     """Every secret value the rule would mask in ``value`` (a structure as :func:`masked` takes it)."""
     found: set[str] = set()
-    _collect(value, key, found)
+    _masked(value, (), key, found.add)
     return {secret for secret in found if secret and secret != MASK}
-
-
-def _collect(value: Any, key: str | None, found: set[str]) -> None:
-    if key is not None and secret_field(key) and value not in (None, ""):
-        if isinstance(value, (Mapping, list, tuple)):
-            found.update(str(leaf) for leaf in _leaves(value))
-        else:
-            found.add(str(value))
-        return
-    if isinstance(value, Mapping):
-        entry = _entry_names_a_secret(value)
-        for name, item in value.items():
-            if entry and name in _ENTRY_VALUES and isinstance(item, (str, int, float)) and item != "":
-                found.add(str(item))
-            else:
-                _collect(item, str(name), found)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            _collect(item, None, found)
-    elif isinstance(value, str):
-        _scan(value, found.add)
 
 
 def _leaves(value: Any) -> Iterable[Any]:
