@@ -58,6 +58,10 @@ def test_keys_that_are_no_secret(name):
     # A name ending in 'key' is no prose, unquoted before a ':' too: a request's headers quoted in an error.
     ("X-API-Key: floe_abc123def", "X-API-Key: ***"), ("api_key: abcdefghijk", "api_key: ***"),
     ("{'token': b'abcdefghijk'}", "{'token': b'***'}"),  # a bytes value, as Python shows a dict of bytes
+    # A presigned S3 URL and an Azure SAS URL in a library's error: the signature and credential, not the path.
+    ("GET https://b.s3.amazonaws.com/k.parquet?X-Amz-Credential=AKIA%2F1&X-Amz-Signature=0f1e2d failed",
+     "GET https://b.s3.amazonaws.com/k.parquet?X-Amz-Credential=***&X-Amz-Signature=*** failed"),
+    ("https://a.blob.core.windows.net/c/f?sv=2020-08-04&sig=AbC%2Bd&se=1", "https://a.blob.core.windows.net/c/f?sv=2020-08-04&sig=***&se=1"),
     # JSON quoted inside JSON (a catalog's error body logged as a JSON string).
     (r'{\"password\": \"hunter2xyz\", \"user\": \"a\"}', r'{\"password\": \"***\", \"user\": \"a\"}'),
 ])
