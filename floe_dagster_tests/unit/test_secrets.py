@@ -178,6 +178,17 @@ def test_the_clis_output_is_masked(tmp_path, capsys):
     assert "postgresql://floe:***@" in out and "conf ***" in err and secret not in out + err
 
 
+def test_a_secret_in_json_inside_a_table_property_is_masked_in_the_clis_json(capsys):
+    """``health --json`` prints the table's properties as they are: an owner's JSON value holding a password
+    comes out as escaped JSON inside a JSON string, which the text rule masks as it is written."""
+    secret = marker()
+    facts = {"properties": {"comment": json.dumps({"user": "etl", "password": secret}), "format-version": "2"}}
+    with redaction.masked_output():
+        print(json.dumps(facts, indent=2, default=str))  # as cli.py prints a --json report
+    out, _ = capsys.readouterr()
+    assert secret not in out and '\\"password\\": \\"***\\"' in out and '\\"user\\": \\"etl\\"' in out, out
+
+
 def test_resources_hold_secrets_as_environment_variables(tmp_path, monkeypatch):
     """What Dagit shows of the resources (their config) holds variables' names, never a secret; the
     real values are in this process's environment, where Dagster's EnvVar reads them at run time."""
