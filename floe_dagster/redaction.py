@@ -182,8 +182,9 @@ def _masked_type(cls: type) -> type:
         _masked_types[cls] = type(cls.__name__, (cls,), {
             "__module__": cls.__module__, "__qualname__": cls.__qualname__,
             "__str__": lambda self: self.__dict__["_floe_shown"],
-            # Pickled as the library's own class, with its arguments masked.
-            "__reduce__": lambda self: (cls, tuple(mask_text(a) if isinstance(a, str) else a for a in self.args)),
+            # Pickled as the library's own class, with its arguments masked and its attributes (masked in place).
+            "__reduce__": lambda self: (cls, tuple(mask_text(a) if isinstance(a, str) else a for a in self.args),
+                                        {k: v for k, v in self.__dict__.items() if k != "_floe_shown"}),
         })
     return _masked_types[cls]
 

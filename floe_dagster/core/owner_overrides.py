@@ -239,9 +239,9 @@ def owner_overrides(policy_name: str, allowed: OwnerOverridePolicy, configured: 
     if not owned and not steering:
         return None
     paused, applied = False, {}
-    # Keys that would steer a FileIO (py-io-impl, s3.endpoint…) are never used (iceberg/table_io.py): say so,
-    # the value masked when it is a secret (s3.secret-access-key set on a table).
-    ignored = [Ignored(name, str(masked(value, key=name)), TABLE_STORAGE_IGNORED) for name, value in steering.items()]
+    # Keys that would steer a FileIO (py-io-impl, s3.endpoint…) are never used (iceberg/table_io.py): say so
+    # (Ignored.to_json masks a secret's value, s3.secret-access-key set on a table, as it is shown).
+    ignored = [Ignored(name, value, TABLE_STORAGE_IGNORED) for name, value in steering.items()]
     for key, value in sorted(owned.items()):
         known = KEYS.get(key)
         why = _refusal(policy_name, allowed, configured, key, known, value)

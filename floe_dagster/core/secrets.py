@@ -23,8 +23,10 @@ A secret is:
   table property ``{property, value, reason}``, a property drift ``{key, declared, current}``);
 - in free text (an error message, a log line): the same two, as ``user:password@`` in a URI and as
   ``name=value`` / ``name: value`` / ``"name": "value"`` pairs whose name is a secret key (but for an
-  unquoted ``key: …``, ``sig: …`` or ``pwd: …``, which is prose more often than not: "API key: …"; query
-  parameters such as ``?password=``, Spark Connect's ``;token=``), an HTTP ``Bearer``/``Basic``
+  unquoted ``key: …``, ``sig: …`` or ``pwd: …``, which is prose more often than not: "API key: …", also
+  inside a name, ``api.key-file: …``, while ``X-API-Key: …`` ends in it; query parameters such as
+  ``?password=``, Spark Connect's ``;token=``; a value quoted as ``b'…'`` or, JSON inside a JSON string,
+  ``\\"…\\"``), an HTTP ``Bearer``/``Basic``
   credential, and every **known secret** value the caller passes (the secrets of the settings this
   process loaded, at least 8 characters long, so that a short password is not replaced in every
   word that happens to contain it).
@@ -60,21 +62,24 @@ _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 _URI_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^\s/?#'\"<>]*)@")
 # A word every secret the text rule finds goes with (besides '://' and '='): a text without any is
 # left alone at once.
-_HINT = re.compile(r"(?i)pass|secret|token|credential|authoriz|cookie|signature|key|pwd|sig|header|bearer|basic"
+# Searched in the lowered text: ten times faster than an ignore-case search (every string of an answer).
+_HINT = re.compile(r"pass|secret|token|credential|authoriz|cookie|signature|key|pwd|sig|header|bearer|basic"
                    r"|digest|negotiate")
 _BEARER = re.compile(r"\b(?P<scheme>Bearer|Basic|Digest|Negotiate)(?P<space>\s+)(?P<value>[A-Za-z0-9._~+/=\-]{4,})")
 # A name, its separator, and (looked ahead, not consumed: a pair whose name is no secret must not hide
 # the pairs inside its value, as in jdbc:postgresql://h/db?password=x) its value.
+# Quoted: '…', "…", a bytes value b'…', or \"…\" (JSON quoted inside a JSON string).
 _PAIR = re.compile(
-    r"(?P<name>\"[A-Za-z0-9_.\-]+\"|'[A-Za-z0-9_.\-]+'|[A-Za-z0-9_.\-]+)(?P<sep>\s*[:=]\s*)"
-    r"(?=(?P<value>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|[^\s,;&)\]}'\"]+))")
+    r"(?P<name>\\?\"[A-Za-z0-9_.\-]+\\?\"|'[A-Za-z0-9_.\-]+'|[A-Za-z0-9_.\-]+)(?P<sep>\s*[:=]\s*)"
+    r"(?=(?P<value>\\\"(?:(?!\\\").)*\\\"|b?\"(?:[^\"\\]|\\.)*\"|b?'(?:[^'\\]|\\.)*'|[^\s,;&)\]}'\"]+))")
+_OPENING_QUOTE = re.compile(r"\\\"|b?[\"']")
 
 
 @lru_cache(maxsize=8192)  # an answer of thousands of tables asks about the same few field names again and again
 def secret_key(name: str, weak_words: bool = True) -> bool:
     """Whether a setting, property or field of this name holds a secret (see the module's rule).
     ``weak_words=False`` leaves out the words that are also prose (``key``, ``sig``, ``pwd``: "API key:
-    …"), for names found in free text without quotes before a ``:``."""
+    …"), for a lone word found in free text without quotes before a ``:``."""
     text = str(name)
     lowered = text.lower()
     if lowered.startswith("header.") or ".header." in lowered:
@@ -130,7 +135,7 @@ def _scan(text: str, found: Callable[[str], None] | None, known: Iterable[str] =
     if not text:
         return text
     present = {k for k in known if k and len(k) >= MIN_KNOWN_SECRET and k in text}
-    if not present and "://" not in text and "=" not in text and not _HINT.search(text):
+    if not present and "://" not in text and "=" not in text and not _HINT.search(text.lower()):
         return text  # most texts: no URI, no name=value, no word a secret goes with
     for value in sorted(present, key=len, reverse=True):
         text = text.replace(value, MASK)
@@ -156,22 +161,32 @@ def _scan(text: str, found: Callable[[str], None] | None, known: Iterable[str] =
     return _pairs(text, found)
 
 
+def _ends_in_prose_word(name: str) -> bool:
+    """Whether an unquoted name before a ':' ends in a word that is also prose after another word: ``X-API-Key``,
+    ``api_key`` name a key; ``key`` alone ("API key: …") and ``api.key-file`` (a setting's path) do not."""
+    words = [word for word in _WORD_SPLIT.split(name) if word]
+    return len(words) > 1 and words[-1].lower() in _PROSE_WORDS
+
+
 def _pairs(text: str, found: Callable[[str], None] | None) -> str:
     """``name=value`` and ``name: value`` pairs (quoted or not) whose name is a secret key, masked."""
     parts: list[str] = []
     done = 0  # text before this offset is in parts
     for match in _PAIR.finditer(text):
         name, value = match.group("name"), match.group("value")
-        quoted, equals = name[:1] in ("'", '"'), "=" in match.group("sep")
-        if match.start() < done or not secret_key(name.strip("'\""), weak_words=quoted or equals):
+        bare = name.strip("'\"\\")
+        strong = name != bare or "=" in match.group("sep") or _ends_in_prose_word(bare)
+        if match.start() < done or not secret_key(bare, weak_words=strong):
             continue
-        quote = value[0] if value[:1] in ("'", '"') else ""
-        inner = value[1:-1] if quote else value
+        opening = _OPENING_QUOTE.match(value)
+        opened = opening.group() if opening else ""
+        closed = opened.lstrip("b")
+        inner = value[len(opened):len(value) - len(closed)]
         if inner in ("", MASK):
             continue
         if found is not None:
             found(inner)
-        parts += [text[done:match.end()], f"{quote}{MASK}{quote}"]
+        parts += [text[done:match.end()], f"{opened}{MASK}{closed}"]
         done = match.end() + len(value)
     return "".join(parts) + text[done:]
 
@@ -186,49 +201,37 @@ def masked(value: Any, known: Iterable[str] = (), key: str | None = None) -> Any
     empty value stays empty, so an unset secret still shows as unset), every string as text, lists,
     tuples and nested mappings all the way down, a name/value entry's value when its name is a secret key.
     ``key`` is the name the value is held under."""
-    return _masked(value, tuple(known), key)
+    return _masked(value, tuple(known), key, None)
 
 
-def _masked(value: Any, known: tuple[str, ...], key: str | None) -> Any:
+def _masked(value: Any, known: tuple[str, ...], key: str | None, found: Callable[[str], None] | None) -> Any:
+    """:func:`masked`; ``found`` receives each secret value masked (:func:`secrets_in`)."""
     if key is not None and secret_field(key) and value not in (None, ""):
-        return MASK
+        return _hidden(value, found)
     if isinstance(value, str):
-        return mask_text(value, known)
+        return _scan(value, found, known)
     if isinstance(value, Mapping):
         entry = _entry_names_a_secret(value)
-        return {k: MASK if entry and k in _ENTRY_VALUES and v not in (None, "") else _masked(v, known, str(k))
-                for k, v in value.items()}
+        return {k: _hidden(v, found) if entry and k in _ENTRY_VALUES and v not in (None, "")
+                else _masked(v, known, str(k), found) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(_masked(v, known, None) for v in value)
+        return type(value)(_masked(v, known, None, found) for v in value)
     return value
+
+
+def _hidden(value: Any, found: Callable[[str], None] | None) -> str:
+    """A secret value of any shape, masked whole; ``found`` receives each of its leaves."""
+    if found is not None:
+        for leaf in _leaves(value):
+            found(str(leaf))
+    return MASK
 
 
 def secrets_in(value: Any, key: str | None = None) -> set[str]:
     """Every secret value the rule would mask in ``value`` (a structure as :func:`masked` takes it)."""
     found: set[str] = set()
-    _collect(value, key, found)
+    _masked(value, (), key, found.add)
     return {secret for secret in found if secret and secret != MASK}
-
-
-def _collect(value: Any, key: str | None, found: set[str]) -> None:
-    if key is not None and secret_field(key) and value not in (None, ""):
-        if isinstance(value, (Mapping, list, tuple)):
-            found.update(str(leaf) for leaf in _leaves(value))
-        else:
-            found.add(str(value))
-        return
-    if isinstance(value, Mapping):
-        entry = _entry_names_a_secret(value)
-        for name, item in value.items():
-            if entry and name in _ENTRY_VALUES and isinstance(item, (str, int, float)) and item != "":
-                found.add(str(item))
-            else:
-                _collect(item, str(name), found)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            _collect(item, None, found)
-    elif isinstance(value, str):
-        _scan(value, found.add)
 
 
 def _leaves(value: Any) -> Iterable[Any]:
