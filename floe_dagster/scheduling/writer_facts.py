@@ -8,8 +8,8 @@
   the tick reads anyway (one query); a run's targets are its asset selection, else (a whole-job run) its
   planned materializations, read once per run and remembered while the run is active.
 - :func:`first_write_lookup`: a writer's first materialization after a moment (an after-write rule's
-  ``maxSettle``, core/after_write.py): one indexed query per (writer, moment) in a tick, asked only while a
-  write settles on a table whose last success is older than ``maxSettle``.
+  ``maxSettle``, core/after_write.py), asked only while a write settles on a table whose last success is older
+  than ``maxSettle``: one indexed query per writer and last success, its answer kept across ticks.
 """
 
 from __future__ import annotations
@@ -45,6 +45,10 @@ OVERLAP = 100
 TABLE_NAME = "dagster/table_name"
 # A run's targets never change: read once while the run is active (run id -> asset keys).
 _targets: dict[str, frozenset[AssetKeyPath]] = {}
+# A writer's first materialization after a moment, by event log, writer and moment (a last success of one of its
+# table's operations: a few per writer, the oldest dropped).
+_first_writes: dict[object, dict[AssetKeyPath, dict[datetime | None, datetime | None]]] = {}
+MOMENTS_PER_WRITER = 16
 
 
 def learn_writers(instance: DagsterInstance, coordination: Coordination, tables: Sequence[TableName],
@@ -92,16 +96,24 @@ def _table_name(instance: DagsterInstance, key: AssetKeyPath, storage_id: int) -
 
 def first_write_lookup(instance: DagsterInstance) -> Callable[[AssetKeyPath, datetime | None], datetime | None]:
     """The time of a writer's first materialization after a moment (None: its first ever), read from the event
-    log (ascending, one record; the tick's operations of a table share the answer); None when it has none."""
-    found: dict[tuple[AssetKeyPath, datetime | None], datetime | None] = {}
+    log (ascending, one record); None when it has none. The answer for a moment never changes, so it is kept
+    across ticks (a sensor's instance is made anew each tick: kept by its event log's identity): the event log
+    is read once per writer and last success, not on every tick while a write settles."""
+    try:
+        remembered = _first_writes.setdefault(instance.get_ref().event_storage_data, {})
+    except Exception:  # an instance without a ref (an ephemeral one): kept for this lookup only
+        remembered = {}
 
     def first_write_after(key: AssetKeyPath, after: datetime | None) -> datetime | None:
-        if (key, after) not in found:
+        moments = remembered.setdefault(key, {})
+        if after not in moments:
             records = instance.fetch_materializations(AssetRecordsFilter(
                 asset_key=AssetKey(list(key)), after_timestamp=after.timestamp() if after else None),
                 limit=1, ascending=True).records
-            found[(key, after)] = datetime.fromtimestamp(records[0].timestamp, timezone.utc) if records else None
-        return found[(key, after)]
+            moments[after] = datetime.fromtimestamp(records[0].timestamp, timezone.utc) if records else None
+            if len(moments) > MOMENTS_PER_WRITER:
+                del moments[next(iter(moments))]  # the longest kept: a last success since replaced
+        return moments[after]
 
     return first_write_after
 
