@@ -304,19 +304,18 @@ class Coordination:
         outage failure + ``pause``, as long as no run has succeeded since; with the tables whose runs
         met an outage since the last success (the probe avoids them). None when the circuit is closed."""
         with self.engine.connect() as connection:
-            last_outage = connection.execute(
-                select(func.max(outcomes.c.finished_at)).where(outcomes.c.failure_kind == OUTAGE)
-            ).scalar()
-            if last_outage is None:
-                return None
+            # The last success first (the finished_at index read backwards, to the newest success), then only the
+            # outages since it: the tick's check never reads the whole history when no outage was ever recorded.
             last_success = connection.execute(
                 select(func.max(outcomes.c.finished_at)).where(outcomes.c.succeeded.is_(True))).scalar()
-            if last_success is not None and last_success > last_outage:
-                return None
-            since = [] if last_success is None else [outcomes.c.finished_at > last_success]
-            tripped = connection.execute(
-                select(outcomes.c.table_name).distinct().where(outcomes.c.failure_kind == OUTAGE, *since)).scalars()
-            return OutageCircuit(naive_as_utc(last_outage) + pause, frozenset(tripped))
+            since = [] if last_success is None else [outcomes.c.finished_at >= last_success]
+            outages = dict(connection.execute(
+                select(outcomes.c.table_name, func.max(outcomes.c.finished_at))
+                .where(outcomes.c.failure_kind == OUTAGE, *since).group_by(outcomes.c.table_name)).all())
+        if not outages:
+            return None
+        tripped = frozenset(table for table, at in outages.items() if last_success is None or at > last_success)
+        return OutageCircuit(naive_as_utc(max(outages.values())) + pause, tripped)
 
     def prune(self, outcomes_before: datetime, ledger_before: datetime) -> tuple[int, int]:
         """Delete outcome rows finished before ``outcomes_before`` and ledger rows admitted before

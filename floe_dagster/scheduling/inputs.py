@@ -185,7 +185,7 @@ def gather(
         past_admissions=ledger.recent_admissions if settings.fair_shares.enabled else (),
         writers=writers,
         writer_runs=writer_runs(instance, active, writers),
-        first_write_after=first_write_lookup(instance),
+        first_write_after=first_write_lookup(instance, shard.name),
         ranking=settings.ranking,
         admissions_in_flight=ledger.unfinished,
         recorded_runs={key: runs for key, runs in view.recorded_runs.items() if key[0] in scoped},

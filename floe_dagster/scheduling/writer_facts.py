@@ -8,8 +8,8 @@
   the tick reads anyway (one query); a run's targets are its asset selection, else (a whole-job run) its
   planned materializations, read once per run and remembered while the run is active.
 - :func:`first_write_lookup`: a writer's first materialization after a moment (an after-write rule's
-  ``maxSettle``, core/after_write.py): one indexed query per (writer, moment) in a tick, asked only while a
-  write settles on a table whose last success is older than ``maxSettle``.
+  ``maxSettle``, core/after_write.py), asked only while a write settles on a table whose last success is older
+  than ``maxSettle``: one indexed query per writer and last success, its answer kept from tick to tick.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ OVERLAP = 100
 TABLE_NAME = "dagster/table_name"
 # A run's targets never change: read once while the run is active (run id -> asset keys).
 _targets: dict[str, frozenset[AssetKeyPath]] = {}
+# The first materializations the last tick of each (event log, scope) asked: (writer, moment) -> its time.
+_first_writes: dict[tuple[object, str], dict[tuple[AssetKeyPath, datetime | None], datetime | None]] = {}
 
 
 def learn_writers(instance: DagsterInstance, coordination: Coordination, tables: Sequence[TableName],
@@ -90,20 +92,37 @@ def _table_name(instance: DagsterInstance, key: AssetKeyPath, storage_id: int) -
     return value if isinstance(value, str) else None
 
 
-def first_write_lookup(instance: DagsterInstance) -> Callable[[AssetKeyPath, datetime | None], datetime | None]:
+def first_write_lookup(instance: DagsterInstance, scope: str = "default"
+                       ) -> Callable[[AssetKeyPath, datetime | None], datetime | None]:
     """The time of a writer's first materialization after a moment (None: its first ever), read from the event
-    log (ascending, one record; the tick's operations of a table share the answer); None when it has none."""
-    found: dict[tuple[AssetKeyPath, datetime | None], datetime | None] = {}
+    log (ascending, one record); None when it has none. The answer for a moment never changes, so what the
+    previous tick of the same scope asked is kept (a sensor's instance is made anew each tick: kept by its event
+    log's identity): the event log is read once per writer and last success, not on every tick while a write
+    settles; a moment no longer asked (its table succeeded since) is dropped."""
+    previous: dict[tuple[AssetKeyPath, datetime | None], datetime | None] = {}
+    asked: dict[tuple[AssetKeyPath, datetime | None], datetime | None] = {}
+    try:
+        log = instance.get_ref().event_storage_data
+    except Exception:  # an instance without a ref (an ephemeral one): nothing kept
+        log = None
+    if log is not None:
+        previous = _first_writes.pop((log, scope), {})
+        _first_writes[(log, scope)] = asked
 
     def first_write_after(key: AssetKeyPath, after: datetime | None) -> datetime | None:
-        if (key, after) not in found:
-            records = instance.fetch_materializations(AssetRecordsFilter(
-                asset_key=AssetKey(list(key)), after_timestamp=after.timestamp() if after else None),
-                limit=1, ascending=True).records
-            found[(key, after)] = datetime.fromtimestamp(records[0].timestamp, timezone.utc) if records else None
-        return found[(key, after)]
+        if (key, after) not in asked:
+            asked[(key, after)] = previous[(key, after)] if (key, after) in previous else _first_write(
+                instance, key, after)
+        return asked[(key, after)]
 
     return first_write_after
+
+
+def _first_write(instance: DagsterInstance, key: AssetKeyPath, after: datetime | None) -> datetime | None:
+    records = instance.fetch_materializations(AssetRecordsFilter(
+        asset_key=AssetKey(list(key)), after_timestamp=after.timestamp() if after else None),
+        limit=1, ascending=True).records
+    return datetime.fromtimestamp(records[0].timestamp, timezone.utc) if records else None
 
 
 def writer_runs(instance: DagsterInstance, records: Iterable, writers: Mapping[str, Sequence[Writer]]

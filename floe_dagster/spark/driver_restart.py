@@ -49,32 +49,29 @@ def spark_answers(spark: Any) -> bool:
 def watching_spark_process(engine: Any, table: TableName, op: Operation) -> Iterator[Any]:
     """``engine.unit_of_work()`` around one table's work: Spark found gone as it begins is an outage;
     Spark's process dying during it is told apart (the module's doc)."""
-    answered = False
+    local = answered = False
     try:
         with engine.unit_of_work() as spark:
             # A Spark Connect session (spark.remote, or SPARK_REMOTE set outside floe.yaml) has no JVM here.
             local = not engine.remote and getattr(spark, "_jsparkSession", None) is not None
-            if local and not spark_answers(spark):
+            answered = local and spark_answers(spark)
+            if local and not answered:
                 raise EngineUnavailable(f"Spark's JVM gateway is gone: it did not answer as the work on "
                                         f"'{table.qualified}' began")
-            answered = local
             yield spark
     except Exception as exc:
-        if not answered or failure_kind(exc) != OUTAGE:
+        if failure_kind(exc) != OUTAGE:
             raise
-        facts = SparkProcessFacts(local_driver=True, answered_before=True, answers_after=spark_answers(spark))
-        blamed = _after_spark_died(engine, exc, facts, table, op)
-        if blamed is None:
+        facts = SparkProcessFacts(local, answered, answers_after=answered and spark_answers(spark))
+        if not facts.died_during_the_work:
             raise
-        raise blamed from exc
+        raise _after_spark_died(engine, exc, facts, table, op) from exc
 
 
 def _after_spark_died(engine: Any, exc: Exception, facts: SparkProcessFacts, table: TableName,
-                      op: Operation) -> Exception | None:
-    """The error to record when Spark's process died during the table's work (None: it did not, the error
-    stands): the table's failure once a fresh Spark answers, else an outage saying so."""
-    if not facts.died_during_the_work:
-        return None
+                      op: Operation) -> Exception:
+    """The error to record once Spark's process died during the table's work: the table's failure once a
+    fresh Spark answers, else an outage saying so (core/outages.py's ``spark_death_kind``)."""
     what, seen = f"{op.procedure} on '{table.qualified}'", first_line(exc)
     log.warning("%s: Spark's process died during the table's work (%s); starting a fresh Spark", what, seen)
     fresh_error = start_fresh_spark(engine)

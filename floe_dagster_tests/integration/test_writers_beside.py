@@ -362,3 +362,12 @@ def test_a_writer_every_minute_cannot_starve_an_after_write_only_table(settle_la
     assert (request.tags["floe/table"], request.tags["floe/trigger"], request.tags["dagster/floe.slot"]) == (
         "demo.sales.orders", "after_write", f"write:{row.last_storage_id}")
     assert now - row.last_materialized_at < timedelta(minutes=1)  # the writer was still writing
+    # The next tick (Dagster makes its instance anew each tick) knows the oldest write without the event log.
+    from floe_dagster.scheduling.writer_facts import first_write_lookup
+
+    def no_read(*args, **kwargs):
+        raise AssertionError("the event log was read again for a moment already answered")
+
+    with DagsterInstance.get() as next_tick:
+        next_tick.fetch_materializations = no_read
+        assert abs(first_write_lookup(next_tick)(tuple(ORDERS_WRITER), None) - oldest) < timedelta(seconds=1)

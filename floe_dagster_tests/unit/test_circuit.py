@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.circuit import (
     PROBE_SKIP_REASON,
     TRIPPED_SKIP_REASON,
@@ -18,6 +17,7 @@ from floe_dagster.core.history import Outcome
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.planner import Decision
 from floe_dagster.core.tables import TableName
+from floe_dagster_tests.unit.test_ledger_view import coordination  # noqa: F401 (the fixture: SQLite, PostgreSQL)
 
 T0 = datetime(2026, 12, 2, 1, 0, tzinfo=timezone.utc)
 PAUSE = timedelta(minutes=5)
@@ -52,8 +52,7 @@ def test_a_table_that_tripped_it_probes_only_when_no_other_table_is_due():
     assert probe_decision([due(A, 1)], set()).table == A and probe_decision([], {B.qualified}) is None
 
 
-def test_the_circuit_remembers_which_tables_tripped_it_until_a_run_succeeds(tmp_path):
-    coordination = Coordination(f"sqlite:///{tmp_path / 'c.db'}")
+def test_the_circuit_remembers_which_tables_tripped_it_until_a_run_succeeds(coordination):  # SQLite and PostgreSQL
     coordination.record_outcome(outcome("r0", A, T0, succeeded=True))
     assert coordination.outage_circuit(T0, PAUSE) is None
     coordination.record_outcome(outcome("r1", B, T0 + timedelta(minutes=1), succeeded=False, kind="outage"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -276,6 +276,33 @@ def test_a_zoneless_columns_cutoff_is_the_wall_clock_of_the_policys_timezone():
     # Default UTC: as before the timezone existed.
     assert step.render_call(ROWS, TABLE, config(column="t", maxAge="P3D"), NOW, column_type="timestamp").arguments[
         "timezone"] == "UTC"
+
+
+@pytest.mark.parametrize("zone, change", [
+    ("Europe/Berlin", datetime(2026, 3, 29, 1, 0, tzinfo=UTC)),  # 02:00 -> 03:00: an hour that never shows
+    ("Europe/Berlin", datetime(2026, 10, 25, 1, 0, tzinfo=UTC)),  # 03:00 -> 02:00: an hour shown twice
+    ("Australia/Lord_Howe", datetime(2026, 4, 4, 15, 0, tzinfo=UTC)),  # 02:00 -> 01:30: half an hour twice
+    ("Australia/Lord_Howe", datetime(2026, 10, 3, 15, 30, tzinfo=UTC)),  # 02:00 -> 02:30
+])
+@pytest.mark.parametrize("granularity", ["HOUR", "DAY"])
+def test_a_zoneless_cutoff_around_a_clock_change_never_goes_back_nor_deletes_a_younger_row(zone, change, granularity):
+    """Minute by minute over a daylight-saving change: the wall-clock cut-off never moves back (a row kept once
+    is not deleted by an earlier cut-off later), and no row written less than maxAge ago, read on the same wall
+    clock, lies before it, also while the wall clock repeats or skips a stretch."""
+    retention = config(column="t", maxAge="PT1H", granularity=granularity, timezone=zone)
+    wall = ZoneInfo(zone)
+    previous = None
+    for minute in range(-180, 181):
+        now = change + timedelta(minutes=minute)
+        cutoff = retention.wall_cutoff(now)
+        assert cutoff.tzinfo is None and (previous is None or cutoff >= previous), (now, previous, cutoff)
+        younger = [(now - timedelta(minutes=m)).astimezone(wall).replace(tzinfo=None) for m in range(60)]
+        assert min(younger) >= cutoff, (now, cutoff, min(younger))
+        previous = cutoff
+    # While Berlin's 02:00-03:00 shows twice, the second 02:30 (an hour later) cuts where the first did.
+    if change.month == 10 and zone == "Europe/Berlin" and granularity == "HOUR":
+        first, second = change + timedelta(minutes=30), change + timedelta(minutes=90)  # now; maxAge is PT1H
+        assert retention.wall_cutoff(first) == datetime(2026, 10, 25, 2, 0) == retention.wall_cutoff(second)
 
 
 def test_a_timezone_is_checked():
