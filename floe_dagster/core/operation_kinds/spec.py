@@ -19,7 +19,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from floe_dagster.core.loader_format import LoaderSection
-from floe_dagster.core.operation_config import camel, parse_fields
+from floe_dagster.core.operation_config import camel
+from floe_dagster.core.validation import check_mapping, check_unknown
 
 if TYPE_CHECKING:
     from floe_dagster.core.operation_config import OperationConfig
@@ -150,9 +151,25 @@ class OperationSpec:
         return None
 
     def parse(self, at: "Location", raw: Any) -> "OperationConfig | None":
-        """The config from the policy's mapping: by default its fields; a kind whose config is not fields
+        """The config from the policy's mapping, or None when it is not a mapping (every problem is recorded at
+        ``at``): by default its fields, each by its reader (``option``); a kind whose config is not fields
         (tableProperties: Iceberg's property names) overrides it."""
-        return parse_fields(at, self, raw)
+        mapping = check_mapping(at, raw)
+        if mapping is None:
+            return None
+        check_unknown(at, mapping, self.fields, self.refused or None)
+        values = self.read_first(at, mapping)
+        for f in dataclass_fields(self.config_type):  # in the fields' order, so the errors come in the policy's order
+            read = f.metadata.get("read")
+            value = read(at, mapping, camel(f.name)) if read is not None else None
+            if value is not None:
+                values[f.name] = value
+        for key, why in self.ignored.items():
+            if mapping.get(key) is not None:
+                at.child(key).warn(why)
+        config = self.config_type(**values)
+        self.check(at, config)
+        return config
 
     @property
     def config_is_fields(self) -> bool:
