@@ -227,7 +227,7 @@ def outcome_window(policies: PolicySet, now: datetime, ranking: RankingSettings,
     the learned ranking (or its shadow) every operation's runs of the last 8 half-lives (older ones weigh less
     than 0.4 %), and with the compute budget those too, at least the budget's hour (its window, and the
     history its estimates learn from)."""
-    cadenced = tuple(op for op in ALL_OPERATIONS if any(
+    cadenced = tuple(op for op in ALL_OPERATIONS if op.spec.has_cadence and any(
         op.spec.cadence(policy.config(op), (), now) is not None for policy in policies.policies))
     half_life = ranking.history_half_life_days
     learned = bool(ranking.learned or ranking.shadow or limits.max_compute_hours_per_hour)

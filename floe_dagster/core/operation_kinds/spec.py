@@ -202,6 +202,12 @@ class OperationSpec:
         ``to_json()``), or None (the default) to keep the schedule's rule (ORPHAN_CLEANUP's ``adaptive``)."""
         return None
 
+    @property
+    def has_cadence(self) -> bool:
+        """Whether the kind overrides ``cadence``: the planner neither calls it nor gathers its arguments (the
+        policy's config, the table's runs) for the others, on each of a tick's decisions."""
+        return type(self).cadence is not OperationSpec.cadence
+
     # -- derived names ---------------------------------------------------------------------------------------
 
     @property
