@@ -98,7 +98,8 @@ class OperationSpec:
     needs_gc: bool = False  # deletes files, so a table's gc.enabled=false forbids it
     row_check: bool = False  # each snapshot it commits must hold its parent's rows (the engine checks)
     floe_native: bool = False  # one of Floe's four operations (the policies API's top-level summaries)
-    # Waits while a run of the table's writer asset is queued or started (the gate writer_running).
+    # Waits while a run of the table's writer asset is queued or started (the gate writer_running): the writer's
+    # run commits meanwhile, so a run of the kind would lose its commit race.
     holds_for_writers: bool = False
     defaults: Mapping[str, Any] = _NONE  # what an unset field means, for display
     ignored: Mapping[str, str] = _NONE  # Floe's fields kept and (partly) ignored: why
