@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import os
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.catalog.sql import SqlCatalog
@@ -76,25 +76,30 @@ def list_tables(catalog: Catalog) -> list[TableName]:
     try:
         if isinstance(catalog, SqlCatalog):
             return sorted(list_table_metadata_locations(catalog))
-        found: list[TableName] = []
-        pending = [tuple(ns) for ns in catalog.list_namespaces()]
-        seen: set[tuple[str, ...]] = set()
-        while pending:
-            namespace = pending.pop()
-            if namespace in seen:
-                continue
-            seen.add(namespace)
-            for identifier in catalog.list_tables(namespace):
-                found.append(TableName(catalog.name, tuple(identifier[:-1]), identifier[-1]))
-            try:
-                pending.extend(tuple(ns) for ns in catalog.list_namespaces(namespace))
-            except NotImplementedError:
-                pass
+        found = [TableName(catalog.name, tuple(identifier[:-1]), identifier[-1])
+                 for namespace in namespaces(catalog) for identifier in catalog.list_tables(namespace)]
         return sorted(set(found))
     except CatalogUnavailable:
         raise
     except Exception as exc:
         raise CatalogUnavailable(f"catalog '{catalog.name}' could not list tables: {exc}") from exc
+
+
+def namespaces(catalog: Catalog) -> Iterator[tuple[str, ...]]:
+    """Every namespace of the catalog, nested ones included, each once (a catalog that cannot list a
+    namespace's children has none below it)."""
+    pending = [tuple(ns) for ns in catalog.list_namespaces()]
+    seen: set[tuple[str, ...]] = set()
+    while pending:
+        namespace = pending.pop()
+        if namespace in seen:
+            continue
+        seen.add(namespace)
+        yield namespace
+        try:
+            pending.extend(tuple(ns) for ns in catalog.list_namespaces(namespace))
+        except NotImplementedError:
+            pass
 
 
 def list_table_metadata_locations(catalog: SqlCatalog) -> dict[TableName, str | None]:

@@ -21,7 +21,7 @@ from sqlalchemy import text
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.table_location import KnownLocations, check_table_location, table_folders
 from floe_dagster.core.tables import TableName
-from floe_dagster.iceberg.catalog import list_table_metadata_locations, open_catalog
+from floe_dagster.iceberg.catalog import list_table_metadata_locations, namespaces, open_catalog
 from floe_dagster.iceberg.metrics_cache import CACHE_FILE, MetricsCache
 from floe_dagster.policies import resolve_operation
 
@@ -82,20 +82,10 @@ def _namespace_locations(catalog: Catalog) -> dict[str, str]:
             return {namespace: value for namespace, value in connection.execute(query, {"name": catalog.name}).all()
                     if value}
     found: dict[str, str] = {}
-    pending = [tuple(ns) for ns in catalog.list_namespaces()]
-    seen: set[tuple[str, ...]] = set()
-    while pending:
-        namespace = pending.pop()
-        if namespace in seen:
-            continue
-        seen.add(namespace)
+    for namespace in namespaces(catalog):
         location = catalog.load_namespace_properties(namespace).get("location")
         if location:
             found[".".join(namespace)] = location
-        try:
-            pending.extend(tuple(ns) for ns in catalog.list_namespaces(namespace))
-        except NotImplementedError:
-            pass
     return found
 
 
