@@ -229,9 +229,6 @@ class Coordination:
                                 and_(ledger.c.batch_key.is_(None), ledger.c.run_key == batch_key)))
         return {row.table_name: row for row in rows}
 
-    def admitted_since(self, since: datetime) -> list[LedgerRow]:
-        return self._ledger(ledger.c.admitted_at >= naive_as_utc(since))
-
     def ledger_rows(self, table_name: str | None = None) -> list[LedgerRow]:
         return self._ledger(ledger.c.table_name == table_name if table_name else None)
 
