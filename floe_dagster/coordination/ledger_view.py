@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Iterable, Mapping
 
-from sqlalchemy import or_
+from sqlalchemy import Select, or_
 
 from floe_dagster.coordination.database import Coordination, history_rows, ledger, ledger_rows_where, outcomes, writers
 from floe_dagster.coordination.run_records import OutcomeRecord, by_table_operation, outcome_query, outcome_records
@@ -49,6 +49,26 @@ class LedgerView:
 
 def read_ledger_view(coordination: Coordination, admitted_since: datetime, window: OutcomeWindow) -> LedgerView:
     """Read the view: four statements on one connection (writers, ledger, history, outcomes)."""
+    with coordination.engine.connect() as connection:
+        found_writers = writer_rows_of(connection, writers)
+        admitted = ledger_rows_where(connection, ledger.c.admitted_at >= naive_as_utc(admitted_since))
+        found_history = history_rows(connection)
+        rows = connection.execute(_outcomes_in(window)).all()
+    return LedgerView(found_writers, admitted, found_history, _bytes_by_table(rows, window.bytes_since),
+                      _recorded_runs(outcome_records(rows), window))
+
+
+def read_recorded_runs(coordination: Coordination, window: OutcomeWindow
+                       ) -> dict[tuple[str, Operation], list[RecordedRun]]:
+    """The recorded runs of a window on their own, as the view reads them (``explain``'s, for a window the
+    tick did not read): one statement."""
+    with coordination.engine.connect() as connection:
+        rows = connection.execute(_outcomes_in(window)).all()
+    return _recorded_runs(outcome_records(rows), window)
+
+
+def _outcomes_in(window: OutcomeWindow) -> Select:
+    """The outcome rows of the window, oldest first."""
     c = outcomes.c
     query = outcome_query(outcomes)
     if not window.learned or window.learned_since is not None:  # else every row is read
@@ -58,13 +78,7 @@ def read_ledger_view(coordination: Coordination, admitted_since: datetime, windo
         if window.learned:
             wanted.append(c.finished_at >= naive_as_utc(window.learned_since))
         query = query.where(or_(*wanted))
-    with coordination.engine.connect() as connection:
-        found_writers = writer_rows_of(connection, writers)
-        admitted = ledger_rows_where(connection, ledger.c.admitted_at >= naive_as_utc(admitted_since))
-        found_history = history_rows(connection)
-        rows = connection.execute(query.order_by(c.finished_at, c.run_id, c.table_name)).all()
-    return LedgerView(found_writers, admitted, found_history, _bytes_by_table(rows, window.bytes_since),
-                      _recorded_runs(outcome_records(rows), window))
+    return query.order_by(c.finished_at, c.run_id, c.table_name)
 
 
 def _bytes_by_table(rows: Iterable, since: datetime) -> dict[str, int]:
@@ -91,4 +105,4 @@ def _recorded_runs(records: list[OutcomeRecord], window: OutcomeWindow
     return found
 
 
-__all__ = ["LedgerView", "OutcomeWindow", "read_ledger_view"]
+__all__ = ["LedgerView", "OutcomeWindow", "read_ledger_view", "read_recorded_runs"]

@@ -15,7 +15,7 @@ from dagster import DagsterInstance, RunsFilter
 from pyiceberg.catalog import Catalog
 
 from floe_dagster.coordination.database import ADMISSION_TTL, Coordination
-from floe_dagster.coordination.ledger_view import OutcomeWindow, read_ledger_view
+from floe_dagster.coordination.ledger_view import OutcomeWindow, read_ledger_view, read_recorded_runs
 from floe_dagster.coordination.runs import (
     QUEUED_STATUSES,
     RunInFlight,
@@ -213,10 +213,7 @@ def mark_dead_in_flight(instance: DagsterInstance, coordination: Coordination, n
 def recorded_runs(data: PlanInput, coordination: Coordination,
                   scoped: set[str]) -> dict[tuple[str, Operation], list[RecordedRun]]:
     """The recorded runs the plan learns from (:func:`outcome_window`), read on their own (explain's)."""
-    window = outcome_window(data.policies, data.now, data.ranking, data.limits)
-    found = coordination.recorded_runs(window.cadenced) if window.cadenced else {}
-    if window.learned:
-        found = {**coordination.recorded_runs(None, window.learned_since), **found}
+    found = read_recorded_runs(coordination, outcome_window(data.policies, data.now, data.ranking, data.limits))
     return {key: runs for key, runs in found.items() if key[0] in scoped}
 
 

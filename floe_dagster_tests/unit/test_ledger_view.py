@@ -11,7 +11,7 @@ from sqlalchemy import event
 
 from floe_dagster.coordination import database
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.coordination.ledger_view import OutcomeWindow, read_ledger_view
+from floe_dagster.coordination.ledger_view import OutcomeWindow, read_ledger_view, read_recorded_runs
 from floe_dagster.core.history import Outcome
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.run_decision import RunDecision
@@ -71,5 +71,6 @@ def test_the_view_reads_what_each_read_gave_in_four_statements_on_one_connection
     if window.learned:
         expected = {**coordination.recorded_runs(None, window.learned_since), **expected}
     assert view.recorded_runs == expected
+    assert read_recorded_runs(coordination, window) == expected  # explain's read of a window on its own
     # The hour's bytes: r1's (r2 is older, r4 failed with none).
     assert view.bytes_rewritten_by_table == {"demo.sales.a": 100, "demo.sales.b": 100}
