@@ -42,7 +42,7 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from floe_dagster.coordination.locks import Locks, locks_for
@@ -229,18 +229,12 @@ class Coordination:
                                 and_(ledger.c.batch_key.is_(None), ledger.c.run_key == batch_key)))
         return {row.table_name: row for row in rows}
 
-    def admitted_since(self, since: datetime) -> list[LedgerRow]:
-        return self._ledger(ledger.c.admitted_at >= naive_as_utc(since))
-
     def ledger_rows(self, table_name: str | None = None) -> list[LedgerRow]:
         return self._ledger(ledger.c.table_name == table_name if table_name else None)
 
     def _ledger(self, where) -> list[LedgerRow]:
-        query = select(ledger).order_by(ledger.c.id)
-        if where is not None:
-            query = query.where(where)
         with self.engine.connect() as connection:
-            return [_ledger_row(row) for row in connection.execute(query).mappings().all()]
+            return ledger_rows_where(connection, where)
 
     # -- outcomes and history -------------------------------------------------------------------
     def record_outcome(self, outcome: Outcome) -> OperationHistory | None:
@@ -279,24 +273,8 @@ class Coordination:
 
     def all_history(self) -> dict[tuple[str, Operation], OperationHistory]:
         with self.engine.connect() as connection:
-            rows = connection.execute(select(history)).mappings().all()
-        return {(row["table_name"], Operation(row["operation"])): _history_from_row(row) for row in rows}
+            return history_rows(connection)
 
-    def bytes_rewritten_since(self, since: datetime) -> int:
-        with self.engine.connect() as connection:
-            return int(connection.execute(
-                select(func.coalesce(func.sum(outcomes.c.bytes_rewritten), 0)).where(
-                    outcomes.c.finished_at >= naive_as_utc(since))
-            ).scalar_one())
-
-    def bytes_rewritten_by_table_since(self, since: datetime) -> dict[str, int]:
-        """Bytes each table's runs rewrote since then (a shard sums its own tables)."""
-        with self.engine.connect() as connection:
-            rows = connection.execute(
-                select(outcomes.c.table_name, func.sum(outcomes.c.bytes_rewritten))
-                .where(outcomes.c.finished_at >= naive_as_utc(since)).group_by(outcomes.c.table_name)
-            ).all()
-        return {name: int(total or 0) for name, total in rows}
 
     def outage_circuit(self, now: datetime, pause: timedelta) -> OutageCircuit | None:
         """The launch circuit after an outage (an outcome whose failure kind is ``outage``, by
@@ -462,6 +440,20 @@ def _columns(engine: Engine, table: Table) -> set[str]:
 
 def _timestamp_type(engine: Engine) -> str:
     return "TIMESTAMP WITH TIME ZONE" if engine.dialect.name == "postgresql" else "DATETIME"
+
+
+def ledger_rows_where(connection: Connection, where) -> list[LedgerRow]:
+    """The ledger rows that match ``where`` (None: every row), by id, read on an open connection."""
+    query = select(ledger).order_by(ledger.c.id)
+    if where is not None:
+        query = query.where(where)
+    return [_ledger_row(row) for row in connection.execute(query).mappings().all()]
+
+
+def history_rows(connection: Connection) -> dict[tuple[str, Operation], OperationHistory]:
+    """Every (table, operation)'s history, read on an open connection (one query)."""
+    rows = connection.execute(select(history)).mappings().all()
+    return {(row["table_name"], Operation(row["operation"])): _history_from_row(row) for row in rows}
 
 
 def _ledger_row(row) -> LedgerRow:

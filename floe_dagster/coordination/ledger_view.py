@@ -11,18 +11,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Iterable, Mapping
 
-from sqlalchemy import or_, select
+from sqlalchemy import Select, or_
 
-from floe_dagster.coordination.database import (
-    Coordination,
-    _history_from_row,
-    _ledger_row,
-    history,
-    ledger,
-    outcomes,
-    writers,
-)
-from floe_dagster.coordination.run_records import OutcomeRecord, _readable, by_table_operation
+from floe_dagster.coordination.database import Coordination, history_rows, ledger, ledger_rows_where, outcomes, writers
+from floe_dagster.coordination.run_records import OutcomeRecord, by_table_operation, outcome_query, outcome_records
 from floe_dagster.coordination.writer_rows import writer_rows_of
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.localtime import naive_as_utc
@@ -57,9 +49,28 @@ class LedgerView:
 
 def read_ledger_view(coordination: Coordination, admitted_since: datetime, window: OutcomeWindow) -> LedgerView:
     """Read the view: four statements on one connection (writers, ledger, history, outcomes)."""
+    with coordination.engine.connect() as connection:
+        found_writers = writer_rows_of(connection, writers)
+        admitted = ledger_rows_where(connection, ledger.c.admitted_at >= naive_as_utc(admitted_since))
+        found_history = history_rows(connection)
+        rows = connection.execute(_outcomes_in(window)).all()
+    return LedgerView(found_writers, admitted, found_history, _bytes_by_table(rows, window.bytes_since),
+                      _recorded_runs(outcome_records(rows), window))
+
+
+def read_recorded_runs(coordination: Coordination, window: OutcomeWindow
+                       ) -> dict[tuple[str, Operation], list[RecordedRun]]:
+    """The recorded runs of a window on their own, as the view reads them (``explain``'s, for a window the
+    tick did not read): one statement."""
+    with coordination.engine.connect() as connection:
+        rows = connection.execute(_outcomes_in(window)).all()
+    return _recorded_runs(outcome_records(rows), window)
+
+
+def _outcomes_in(window: OutcomeWindow) -> Select:
+    """The outcome rows of the window, oldest first."""
     c = outcomes.c
-    query = select(c.table_name, c.operation, c.run_id, c.started_at, c.finished_at, c.succeeded,
-                   c.failure_kind, c.bytes_rewritten, c.figures)
+    query = outcome_query(outcomes)
     if not window.learned or window.learned_since is not None:  # else every row is read
         wanted = [c.finished_at >= naive_as_utc(window.bytes_since)]
         if window.cadenced:
@@ -67,25 +78,11 @@ def read_ledger_view(coordination: Coordination, admitted_since: datetime, windo
         if window.learned:
             wanted.append(c.finished_at >= naive_as_utc(window.learned_since))
         query = query.where(or_(*wanted))
-    with coordination.engine.connect() as connection:
-        found_writers = writer_rows_of(connection, writers)
-        admitted = [_ledger_row(row) for row in connection.execute(
-            select(ledger).where(ledger.c.admitted_at >= naive_as_utc(admitted_since)).order_by(ledger.c.id)
-        ).mappings().all()]
-        found_history = {(row["table_name"], Operation(row["operation"])): _history_from_row(row)
-                         for row in connection.execute(select(history)).mappings().all()}
-        rows = connection.execute(query.order_by(c.finished_at, c.run_id, c.table_name)).all()
-    known = {op.value: op for op in Operation}
-    records = [OutcomeRecord(table, known[operation], run_id, naive_as_utc(started), naive_as_utc(finished),
-                             bool(succeeded), failure_kind, int(size or 0), *_readable(figures))
-               for table, operation, run_id, started, finished, succeeded, failure_kind, size, figures in rows
-               if operation in known]
-    return LedgerView(found_writers, admitted, found_history, _bytes_by_table(rows, window.bytes_since),
-                      _recorded_runs(records, window))
+    return query.order_by(c.finished_at, c.run_id, c.table_name)
 
 
 def _bytes_by_table(rows: Iterable, since: datetime) -> dict[str, int]:
-    """Bytes each table's runs rewrote since then, every operation's (as the summing query counted them)."""
+    """Bytes each table's runs rewrote since then, every operation's (one this version does not know too)."""
     totals: dict[str, int] = {}
     for table, _, _, _, finished, _, _, size, _ in rows:
         if naive_as_utc(finished) >= since:
@@ -108,4 +105,4 @@ def _recorded_runs(records: list[OutcomeRecord], window: OutcomeWindow
     return found
 
 
-__all__ = ["LedgerView", "OutcomeWindow", "read_ledger_view"]
+__all__ = ["LedgerView", "OutcomeWindow", "read_ledger_view", "read_recorded_runs"]

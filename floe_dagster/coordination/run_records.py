@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Iterable
 
-from sqlalchemy import Engine, Table, select
+from sqlalchemy import Engine, Row, Select, Table, select
 
 from floe_dagster.core.localtime import naive_as_utc
 from floe_dagster.core.operations import Operation
@@ -49,11 +49,9 @@ def read_outcomes(engine: Engine, outcomes: Table, *, table_name: str | None = N
                   until: datetime | None = None, successes_with_figures: bool = False,
                   newest_first: bool = False, limit: int | None = None) -> list[OutcomeRecord]:
     """The outcome rows that match every filter given (None: no filter on it), finished in [since, until],
-    oldest first (or newest first), at most ``limit``. Rows of an operation this version does not know
-    are skipped: a newer floe's rows in a shared database never stop a tick or a report."""
+    oldest first (or newest first), at most ``limit`` (:func:`outcome_records`)."""
     c = outcomes.c
-    query = select(c.table_name, c.operation, c.run_id, c.started_at, c.finished_at, c.succeeded,
-                   c.failure_kind, c.bytes_rewritten, c.figures)
+    query = outcome_query(outcomes)
     if table_name is not None:
         query = query.where(c.table_name == table_name)
     if operations is not None:
@@ -67,6 +65,19 @@ def read_outcomes(engine: Engine, outcomes: Table, *, table_name: str | None = N
     order = (c.finished_at.desc(), c.run_id, c.table_name) if newest_first else (c.finished_at, c.run_id, c.table_name)
     with engine.connect() as connection:
         rows = connection.execute(query.order_by(*order).limit(limit)).all()
+    return outcome_records(rows)
+
+
+def outcome_query(outcomes: Table) -> Select:
+    """The outcome rows' columns an :class:`OutcomeRecord` is made of, in its order (no filter yet)."""
+    c = outcomes.c
+    return select(c.table_name, c.operation, c.run_id, c.started_at, c.finished_at, c.succeeded, c.failure_kind,
+                  c.bytes_rewritten, c.figures)
+
+
+def outcome_records(rows: Iterable[Row]) -> list[OutcomeRecord]:
+    """The rows of :func:`outcome_query` as records, in their order. Rows of an operation this version does not
+    know are skipped: a newer floe's rows in a shared database never stop a tick or a report."""
     known = {op.value: op for op in Operation}
     return [OutcomeRecord(table, known[operation], run_id, naive_as_utc(started), naive_as_utc(finished),
                           bool(succeeded), failure_kind, int(size or 0), *_readable(figures))
@@ -90,4 +101,4 @@ def _readable(text_value: str | None) -> tuple[Compute | None, Benefit | None]:
         return None, None
 
 
-__all__ = ["OutcomeRecord", "by_table_operation", "read_outcomes"]
+__all__ = ["OutcomeRecord", "by_table_operation", "outcome_query", "outcome_records", "read_outcomes"]

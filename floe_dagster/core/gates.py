@@ -37,6 +37,7 @@ from floe_dagster.core.writers import writer_hold
 
 MAX_BACKOFF = timedelta(days=7)
 HOLDS_FOR_WRITERS = frozenset(op for op in ALL_OPERATIONS if op.holds_for_writers)  # the kinds' flag, once
+CADENCED = frozenset(op for op in ALL_OPERATIONS if op.spec.has_cadence)  # the kinds with a cadence of their own
 FIRST_BACKOFF = timedelta(minutes=5)
 
 
@@ -130,7 +131,7 @@ def _due(f: Facts) -> Decision | None:
     # cadence (an adaptive orphan cleanup) takes the place of the interval or cron; the writers' new
     # materializations make it due too (or alone).
     verdict = f.op.spec.cadence(f.policy.config(f.op), f.data.recorded_runs.get((f.table.qualified, f.op), ()),
-                                f.data.now)
+                                f.data.now) if f.op in CADENCED else None
     if verdict is None:
         due = schedule_due(f.schedule, f.history.last_success_start, f.data.now)
     else:

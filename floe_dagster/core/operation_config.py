@@ -2,8 +2,8 @@
 declared in the kind's module (``core/operation_kinds/``) as a subclass of :class:`OperationConfig`,
 the only form the rest of floe-dagster reads. The engine's steps render it to SQL
 (``spark/operation_steps/``) and the byte estimates read its rewrite options (``core/estimates.py``);
-nothing parses a policy's options again. This module is what the kinds share: the base class, the
-generic parser, and the readers of the options several kinds take.
+nothing parses a policy's options again. This module is what the kinds share: the base class and the
+readers of the options several kinds take (the generic parser is ``OperationSpec.parse``'s default).
 
 A field is None when the policy leaves it unset (enumerations are upper-cased, text trimmed, lists and
 mappings kept as tuples): an unset expire option must stay unset so that the Spark engine falls back
@@ -20,12 +20,10 @@ every kind), the name Iceberg's ``options`` map gives it (``target-file-size-byt
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
 from floe_dagster.core.validation import (
     Location,
-    check_mapping,
-    check_unknown,
     get_bool,
     get_enum,
     get_int,
@@ -35,9 +33,6 @@ from floe_dagster.core.validation import (
     raise_if_errors,
     standalone,
 )
-
-if TYPE_CHECKING:
-    from floe_dagster.core.operation_kinds.spec import OperationSpec
 
 Reader = Callable[[Location, Mapping[str, Any], str], Any]
 REWRITE_JOB_ORDERS = ("NONE", "BYTES_ASC", "BYTES_DESC", "FILES_ASC", "FILES_DESC")
@@ -60,14 +55,15 @@ def option(read: Reader | None, *, iceberg: str | None = None, shown: Callable[[
 class OperationConfig:
     """What every operation's config offers: its policy view, and (for the rewrites) its options map."""
 
-    spec: ClassVar["OperationSpec"]  # bound by the kind's OperationSpec
+    # The kind's OperationSpec (core/operation_kinds/spec.py), bound when its SPEC is made: it parses the config.
+    spec: ClassVar[Any]
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> "OperationConfig":
         """Parse one operation's config on its own, as a policy writes it (``{"strategy": "sort"}``);
         raises ValueError listing every problem. ``RewriteDataFilesConfig.from_mapping({})``: defaults."""
         at = standalone()
-        config = parse_config(at, cls.spec, raw)
+        config = cls.spec.parse(at, raw)
         raise_if_errors(at, f"{cls.spec.policy_key} config")
         assert config is not None
         return config
@@ -97,37 +93,6 @@ class OperationConfig:
         """The table properties a run of this config sets (the safety envelope checks each): none, but
         for the kind that declares table properties."""
         return ()
-
-
-def parse_config(at: Location, spec: "OperationSpec", raw: Any) -> OperationConfig | None:
-    """The typed config of one kind, or None when it is not a mapping (every problem is recorded at ``at``):
-    the kind's ``parse`` (its fields, unless its keys are not fields: tableProperties' property names)."""
-    return spec.parse(at, raw)
-
-
-def parse_fields(at: Location, spec: "OperationSpec", raw: Any) -> OperationConfig | None:
-    """A config read as its fields (``OperationSpec.parse``'s default), or None when it is not a mapping."""
-    mapping = check_mapping(at, raw)
-    if mapping is None:
-        return None
-    check_unknown(at, mapping, spec.fields, spec.refused or None)
-    values = spec.read_first(at, mapping)
-    for f in fields(spec.config_type):  # in the fields' order, so the errors come in the policy's order
-        read = f.metadata.get("read")
-        value = read(at, mapping, camel(f.name)) if read is not None else None
-        if value is not None:
-            values[f.name] = value
-    for key, why in spec.ignored.items():
-        if mapping.get(key) is not None:
-            at.child(key).warn(why)
-    config = spec.config_type(**values)
-    spec.check(at, config)
-    return config
-
-
-def parse_operation_config(at: Location, operation: Any, raw: Any) -> OperationConfig | None:
-    """``parse_config`` for an ``Operation``."""
-    return parse_config(at, operation.spec, raw)
 
 
 # -- the readers the kinds share --------------------------------------------------------------------------
@@ -177,6 +142,6 @@ def texts(at: Location, raw: Mapping[str, Any], key: str) -> tuple[str, ...] | N
 
 
 __all__ = [
-    "OperationConfig", "camel", "option", "parse_config", "parse_operation_config", "Reader", "REWRITE_JOB_ORDERS",
+    "OperationConfig", "camel", "option", "Reader", "REWRITE_JOB_ORDERS",
     "at_least", "any_int", "boolean", "one_of", "job_order", "text", "text_map", "texts",
 ]

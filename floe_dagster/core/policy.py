@@ -54,7 +54,7 @@ from floe_dagster.core.health_assessment import (
 )
 from floe_dagster.core.envelope import check_policy as check_envelope
 from floe_dagster.core.measurements import TableMetrics
-from floe_dagster.core.operation_config import OperationConfig, parse_operation_config
+from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.owner_overrides import NONE_ALLOWED, OwnerOverridePolicy, OwnerOverrides, owner_overrides, \
     parse_owner_overrides
@@ -400,7 +400,7 @@ def _operations(at: Location, raw: Mapping[str, Any]) -> tuple[dict[Operation, O
                 at.child(op.policy_key).warn("is empty (null), so the operation is not configured; write {} to "
                                              "configure it with defaults")
             else:
-                config = parse_operation_config(at.child(op.policy_key), op, raw[op.policy_key])
+                config = op.spec.parse(at.child(op.policy_key), raw[op.policy_key])
                 if config is not None:
                     configs[op] = config
         if raw.get(op.schedule_key) is not None:

@@ -71,7 +71,7 @@ def maintain_table(
     table, op = decision.table, decision.operation
     if resolved.config is None:
         raise MaintenanceFailed(f"table '{table.qualified}': {resolved.why_not}")
-    reads = TableReads(catalog, table, lazy=True)  # the one read before the lock, loaded when a step first needs it
+    reads = TableReads(catalog, table)  # the one read before the lock, loaded when a step first needs it
     resolved = with_owner_overrides(reads, op, resolved)  # before the envelope, which checks the result
     resolved = within_envelope(reads, op, resolved, known)  # the safety envelope, before any engine call
     step = step_of(op)

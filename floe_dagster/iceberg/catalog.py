@@ -149,14 +149,14 @@ def snapshot_facts(table: Table) -> list[dict[str, Any]]:
 
 
 class TableReads:
-    """PyIceberg reads of one table while it is maintained: the table as loaded first, then a fresh
-    load for each later read, so the metadata read after the procedure serves both the row check and
-    the counts after. ``lazy``: the first load waits for its first reader (a run makes one of these at its
-    start and hands it to each step before the lock, which may not need the table at all)."""
+    """PyIceberg reads of one table while it is maintained: the table as loaded by its first reader, then a
+    fresh load for each later read, so the metadata read after the procedure serves both the row check and
+    the counts after. Nothing is loaded until a reader asks (a run makes one of these at its start and hands
+    it to each step before the lock, which may not need the table at all)."""
 
-    def __init__(self, catalog: Catalog, table: TableName, *, lazy: bool = False):
+    def __init__(self, catalog: Catalog, table: TableName):
         self.catalog, self.name = catalog, table
-        self._latest: Table | None = None if lazy else load_table(catalog, table)
+        self._latest: Table | None = None
         self._fresh = True
 
     @property

@@ -15,7 +15,7 @@ from dagster import DagsterInstance, RunsFilter
 from pyiceberg.catalog import Catalog
 
 from floe_dagster.coordination.database import ADMISSION_TTL, Coordination
-from floe_dagster.coordination.ledger_view import OutcomeWindow, read_ledger_view
+from floe_dagster.coordination.ledger_view import OutcomeWindow, read_ledger_view, read_recorded_runs
 from floe_dagster.coordination.runs import (
     QUEUED_STATUSES,
     RunInFlight,
@@ -213,10 +213,7 @@ def mark_dead_in_flight(instance: DagsterInstance, coordination: Coordination, n
 def recorded_runs(data: PlanInput, coordination: Coordination,
                   scoped: set[str]) -> dict[tuple[str, Operation], list[RecordedRun]]:
     """The recorded runs the plan learns from (:func:`outcome_window`), read on their own (explain's)."""
-    window = outcome_window(data.policies, data.now, data.ranking, data.limits)
-    found = coordination.recorded_runs(window.cadenced) if window.cadenced else {}
-    if window.learned:
-        found = {**coordination.recorded_runs(None, window.learned_since), **found}
+    found = read_recorded_runs(coordination, outcome_window(data.policies, data.now, data.ranking, data.limits))
     return {key: runs for key, runs in found.items() if key[0] in scoped}
 
 
@@ -227,7 +224,7 @@ def outcome_window(policies: PolicySet, now: datetime, ranking: RankingSettings,
     the learned ranking (or its shadow) every operation's runs of the last 8 half-lives (older ones weigh less
     than 0.4 %), and with the compute budget those too, at least the budget's hour (its window, and the
     history its estimates learn from)."""
-    cadenced = tuple(op for op in ALL_OPERATIONS if any(
+    cadenced = tuple(op for op in ALL_OPERATIONS if op.spec.has_cadence and any(
         op.spec.cadence(policy.config(op), (), now) is not None for policy in policies.policies))
     half_life = ranking.history_half_life_days
     learned = bool(ranking.learned or ranking.shadow or limits.max_compute_hours_per_hour)

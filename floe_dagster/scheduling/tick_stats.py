@@ -85,8 +85,6 @@ def summarize(result: TickResult, now: datetime, previous: Mapping[str, Any] | N
                     shadow[decision.operation.value.lower()] += 1
             elif decision.item_key in accepted:
                 admitted[decision.trigger or "unknown"] += 1
-            elif skipped_tick:  # the circuit is open: nothing was offered to the ledger
-                skipped[skipped_tick] += 1
             else:  # offered to the ledger, which already had it: another launcher admitted it first
                 refused += 1
         totals["duplicates_refused"] += refused

@@ -56,7 +56,6 @@ def test_history_fold(tmp_path):
     state = c.all_history()[("demo.t", RDF)]
     assert state.consecutive_failures == 0 and state.consecutive_zero_change == 2
     assert state.last_success_start == T0 + timedelta(hours=5) and state.last_snapshot_after == 7
-    assert c.bytes_rewritten_since(T0) == 100 and c.bytes_rewritten_since(T0 + timedelta(hours=2)) == 0
 
 
 def test_outage_circuit_opens_and_closes(tmp_path):

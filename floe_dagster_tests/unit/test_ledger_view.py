@@ -11,7 +11,7 @@ from sqlalchemy import event
 
 from floe_dagster.coordination import database
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.coordination.ledger_view import OutcomeWindow, read_ledger_view
+from floe_dagster.coordination.ledger_view import OutcomeWindow, read_ledger_view, read_recorded_runs
 from floe_dagster.core.history import Outcome
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.run_decision import RunDecision
@@ -63,11 +63,14 @@ def test_the_view_reads_what_each_read_gave_in_four_statements_on_one_connection
     assert len(statements) == 4 and len(connections) == 1, statements
 
     assert view.writers == coordination.writer_rows()
-    assert view.admitted == coordination.admitted_since(NOW - timedelta(days=8))
+    # The ledger window: the rewrite's admission of 2 minutes ago, not the expiry's of 9 days ago.
+    assert view.admitted == [row for row in coordination.ledger_rows() if row.operation is RDF]
+    assert len(coordination.ledger_rows()) == 2
     assert view.history == coordination.all_history()
-    assert view.bytes_rewritten_by_table == coordination.bytes_rewritten_by_table_since(NOW - timedelta(hours=1))
     expected = coordination.recorded_runs(window.cadenced) if window.cadenced else {}
     if window.learned:
         expected = {**coordination.recorded_runs(None, window.learned_since), **expected}
     assert view.recorded_runs == expected
-    assert view.bytes_rewritten_by_table == {"demo.sales.a": 100, "demo.sales.b": 100}  # r4 failed with none
+    assert read_recorded_runs(coordination, window) == expected  # explain's read of a window on its own
+    # The hour's bytes: r1's (r2 is older, r4 failed with none).
+    assert view.bytes_rewritten_by_table == {"demo.sales.a": 100, "demo.sales.b": 100}

@@ -342,9 +342,10 @@ def test_summarize_counts_decisions_by_outcome_and_adds_the_totals():
     assert held["skipped_tick"] == "lock_held" and held["admitted"] == second["admitted"]
     assert held["planned_at"] == second["planned_at"] and held["totals"]["ticks"] == 3
     assert held["totals"]["evaluations"] == 8
-    # An open circuit: the plan's runs were not offered to the ledger (not duplicates).
-    circuit = summarize(TickResult(Plan(NOW, decisions), [], skipped_tick="circuit_open: an outage"), NOW)
-    assert circuit["refused"] == 0 and circuit["skipped"]["circuit_open"] == 3 and circuit["admitted"] == {}
+    # An open circuit plans nothing (scheduling/tick.py checks it before gathering): the same.
+    circuit = summarize(TickResult(None, skipped_tick="circuit_open: an outage failed runs"), NOW, held)
+    assert circuit["skipped_tick"] == "circuit_open" and circuit["skipped"] == second["skipped"]
+    assert circuit["admitted"] == second["admitted"] and circuit["refused"] == second["refused"]
 
 
 def test_counters_start_at_zero_and_carry_what_deleted_rows_counted():

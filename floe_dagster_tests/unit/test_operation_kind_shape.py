@@ -76,6 +76,8 @@ def test_a_minimal_kind_is_discovered_and_gets_every_default(tmp_path, monkeypat
                 or tidy.reclaims_orphans or tidy.location_fields or tidy.withheld_fields)
     assert tidy.own_condition is None and tidy.byte_estimate(None, None) is None
     assert tidy.cadence(None, (), None) is None and tidy.explain(ExplainView(None, None, None, None, lambda: None)) == {}
+    # The planner calls a cadence only where a kind has one (ORPHAN_CLEANUP's adaptive cadence).
+    assert not tidy.has_cadence and [spec.name for spec in SPECS if spec.has_cadence] == ["ORPHAN_CLEANUP"]
     assert tidy.changed({"files": 0}) is False and tidy.changed({"files": 2}) is True
     with pytest.raises(ValueError, match="invalid tidy config: .*minInputFile"):
         tidy.config_type.from_mapping({"minInputFile": 3})

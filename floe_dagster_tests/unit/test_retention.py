@@ -12,6 +12,7 @@ from dagster import DagsterInstance, DagsterRunStatus
 from dagster._core.test_utils import create_run_for_test
 
 from floe_dagster.coordination.database import Coordination
+from floe_dagster.coordination.ledger_view import OutcomeWindow, read_ledger_view
 from floe_dagster.core.history import Outcome
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.planner import PlanInput, SchedulerSettings, plan
@@ -40,10 +41,11 @@ def instance(tmp_path, monkeypatch):
 
 
 def planned(coordination: Coordination, now: datetime) -> list[tuple]:
-    ledger = ledger_state(coordination.admitted_since(now - LEDGER_LOOKBACK), now, frozenset())
+    view = read_ledger_view(coordination, now - LEDGER_LOOKBACK, OutcomeWindow(now - timedelta(hours=1)))  # a tick's
+    ledger = ledger_state(view.admitted, now, frozenset())
     result = plan(PlanInput(
         now=now, catalog_tables=TABLES, loaded_tables=frozenset(TABLES), policies=POLICIES,
-        limits=SchedulerSettings(), metrics={t: metrics(t) for t in TABLES}, history=coordination.all_history(),
+        limits=SchedulerSettings(), metrics={t: metrics(t) for t in TABLES}, history=view.history,
         in_flight=ledger.in_flight, last_attempts=ledger.last_attempts, bytes_last_hour=ledger.bytes_in_flight,
     ))
     return [(d.table.qualified, d.operation, d.decision, d.reasons, d.attempt, d.rank) for d in result.decisions]

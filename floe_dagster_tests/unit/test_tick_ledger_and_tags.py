@@ -76,7 +76,7 @@ def test_ledger_state_over_a_real_coordination_database(tmp_path):
     item = RunDecision(TableName("demo", ("sales",), "a"), RDF, "interval", "due", 1.0, "s1", 0, 42)
     admitted = coordination.admit([item], NOW - timedelta(minutes=2))
     assert admitted
-    [read_back] = coordination.admitted_since(NOW - timedelta(days=1))
+    [read_back] = coordination.ledger_rows()
     assert read_back.admitted_at == NOW - timedelta(minutes=2)  # UTC, whatever the database hands back
     assert read_back.item_key == read_back.batch_key == item.item_key  # a batch of its own
     assert RunDecision.from_ledger(item.table, read_back) == RunDecision(
@@ -84,7 +84,7 @@ def test_ledger_state_over_a_real_coordination_database(tmp_path):
     state = ledger_state([read_back], NOW, frozenset())
     assert state.in_flight == {("demo.sales.a", RDF)} and state.bytes_in_flight == 42
     coordination.attach_run(admitted[0].item_key, "run-1")
-    state = ledger_state(coordination.admitted_since(NOW - timedelta(days=1)), NOW, frozenset())
+    state = ledger_state(coordination.ledger_rows(), NOW, frozenset())
     assert state.in_flight == frozenset() and state.last_attempts == {("demo.sales.a", RDF, "s1"): 0}
 
 

@@ -68,7 +68,7 @@ class ExpireSnapshots(OperationSpec):
     policy_key = "expireSnapshots"
     procedure = "expire_snapshots"
     order = 20
-    holds_for_writers = True  # a writer's run commits meanwhile: the run would lose its commit race
+    holds_for_writers = True
     config_type = ExpireSnapshotsConfig
     needs_gc = True
     applies_ref_retention = True

@@ -97,7 +97,7 @@ class RewriteDataFiles(OperationSpec):
     policy_key = "rewriteDataFiles"
     procedure = "rewrite_data_files"
     order = 10
-    holds_for_writers = True  # a writer's run commits meanwhile: the run would lose its commit race
+    holds_for_writers = True
     config_type = RewriteDataFilesConfig
     rewrites_data = True
     row_check = True

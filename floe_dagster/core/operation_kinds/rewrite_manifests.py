@@ -116,7 +116,7 @@ class RewriteManifests(OperationSpec):
     policy_key = "rewriteManifests"
     procedure = "rewrite_manifests"
     order = 40
-    holds_for_writers = True  # a writer's run commits meanwhile: the run would lose its commit race
+    holds_for_writers = True
     config_type = RewriteManifestsConfig
     row_check = True
     floe_native = True

@@ -26,7 +26,7 @@ class RewritePositionDeleteFiles(OperationSpec):
     policy_key = "rewritePositionDeleteFiles"
     procedure = "rewrite_position_delete_files"
     order = 50
-    holds_for_writers = True  # a writer's run commits meanwhile: the run would lose its commit race
+    holds_for_writers = True
     config_type = RewritePositionDeleteFilesConfig
     rewrites_data = True
     row_check = True

@@ -19,7 +19,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from floe_dagster.core.loader_format import LoaderSection
-from floe_dagster.core.operation_config import camel, parse_fields
+from floe_dagster.core.operation_config import camel
+from floe_dagster.core.validation import check_mapping, check_unknown
 
 if TYPE_CHECKING:
     from floe_dagster.core.operation_config import OperationConfig
@@ -97,7 +98,8 @@ class OperationSpec:
     needs_gc: bool = False  # deletes files, so a table's gc.enabled=false forbids it
     row_check: bool = False  # each snapshot it commits must hold its parent's rows (the engine checks)
     floe_native: bool = False  # one of Floe's four operations (the policies API's top-level summaries)
-    # Waits while a run of the table's writer asset is queued or started (the gate writer_running).
+    # Waits while a run of the table's writer asset is queued or started (the gate writer_running): the writer's
+    # run commits meanwhile, so a run of the kind would lose its commit race.
     holds_for_writers: bool = False
     defaults: Mapping[str, Any] = _NONE  # what an unset field means, for display
     ignored: Mapping[str, str] = _NONE  # Floe's fields kept and (partly) ignored: why
@@ -150,9 +152,25 @@ class OperationSpec:
         return None
 
     def parse(self, at: "Location", raw: Any) -> "OperationConfig | None":
-        """The config from the policy's mapping: by default its fields; a kind whose config is not fields
+        """The config from the policy's mapping, or None when it is not a mapping (every problem is recorded at
+        ``at``): by default its fields, each by its reader (``option``); a kind whose config is not fields
         (tableProperties: Iceberg's property names) overrides it."""
-        return parse_fields(at, self, raw)
+        mapping = check_mapping(at, raw)
+        if mapping is None:
+            return None
+        check_unknown(at, mapping, self.fields, self.refused or None)
+        values = self.read_first(at, mapping)
+        for f in dataclass_fields(self.config_type):  # in the fields' order, so the errors come in the policy's order
+            read = f.metadata.get("read")
+            value = read(at, mapping, camel(f.name)) if read is not None else None
+            if value is not None:
+                values[f.name] = value
+        for key, why in self.ignored.items():
+            if mapping.get(key) is not None:
+                at.child(key).warn(why)
+        config = self.config_type(**values)
+        self.check(at, config)
+        return config
 
     @property
     def config_is_fields(self) -> bool:
@@ -184,6 +202,12 @@ class OperationSpec:
         (config, the table's recorded runs of the kind, now) → a verdict (``next_run_at``, ``why``,
         ``to_json()``), or None (the default) to keep the schedule's rule (ORPHAN_CLEANUP's ``adaptive``)."""
         return None
+
+    @property
+    def has_cadence(self) -> bool:
+        """Whether the kind overrides ``cadence``: the planner neither calls it nor gathers its arguments (the
+        policy's config, the table's runs) for the others, on each of a tick's decisions."""
+        return type(self).cadence is not OperationSpec.cadence
 
     # -- derived names ---------------------------------------------------------------------------------------
 
