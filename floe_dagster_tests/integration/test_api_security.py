@@ -160,16 +160,19 @@ def secured(tmp_path_factory):
         env.pop("FLOE_CONFIG", None)
         logs = root / "logs"
         logs.mkdir()
-        servers = {}
+        with ThreadPoolExecutor(2) as pool:  # side by side: each server loads its own code location
+            starting = {name: pool.submit(start_serve, configs[name], {**env, "FLOE_CONFIG": str(configs[name])},
+                                          logs / f"serve-{name}.log", ready="/health/live")
+                        for name in ("working", "catalog-down")}
+        servers = {name: future.result() for name, future in starting.items() if future.exception() is None}
         try:
-            for name in ("working", "catalog-down"):
-                servers[name] = start_serve(configs[name], {**env, "FLOE_CONFIG": str(configs[name])},
-                                            logs / f"serve-{name}.log", ready="/health/live")
+            for future in starting.values():
+                future.result()  # a server that did not start fails the fixture (the other one is stopped)
             yield {"root": root, "home": home, "env": env, "configs": configs, "logs": logs, "settings": settings,
                    "urls": {name: url for name, (_, url) in servers.items()}}
         finally:
-            for process, _ in servers.values():
-                stop(process)
+            with ThreadPoolExecutor(2) as pool:
+                list(pool.map(stop, [process for process, _ in servers.values()]))
 
 
 def call(url: str, method: str, path: str, key: str | None, body=None) -> requests.Response:

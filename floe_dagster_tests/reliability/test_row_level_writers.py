@@ -78,12 +78,13 @@ for name, version in tables.items():
     spark.sql(f"CREATE TABLE {ref} (id BIGINT, part INT, v BIGINT) USING iceberg PARTITIONED BY (part) "
               f"TBLPROPERTIES ('format-version'='{version}', 'write.delete.mode'='merge-on-read', "
               "'write.update.mode'='merge-on-read', 'write.merge.mode'='merge-on-read')")
-    model = {}
-    for batch in range(5):  # 5 files in each of 4 partitions: a file group per partition
-        rows = [(i, i % 4, i) for i in range(batch * 80, batch * 80 + 80)]
-        spark.sql(f"INSERT INTO {ref} VALUES " + ", ".join(f"({i}, {p}, {v})" for i, p, v in rows))
-        model.update({i: (p, v) for i, p, v in rows})
-    models[name] = model
+    # 5 files in each of 4 partitions (a file group per partition) in one commit: 5 round-robin tasks, each
+    # writing every partition (no clustering by partition for this write alone).
+    rows = [(i, i % 4, i) for i in range(400)]
+    (spark.createDataFrame(rows, "id BIGINT, part INT, v BIGINT").repartition(5).writeTo(ref)
+     .option("distribution-mode", "none").append())
+    assert spark.sql(f"SELECT count(*) FROM {ref}.files").collect()[0][0] == 20, "not 5 files a partition"
+    models[name] = {i: (p, v) for i, p, v in rows}
 print(json.dumps({"ready": True}), file=out)
 i = 0
 counts = {"committed": 0, "lost": 0}
