@@ -126,9 +126,9 @@ def build(root: Path, tables: int, days: int):
         table_name = TableName.parse(name, "demo")
         run = index % 100 == 0
         decisions.append(Decision(table=table_name, operation=op, policy="all", decision="run" if run else "skip",
-                                  reasons=("interval: due",) if run else (reasons[index % len(reasons)],),
+                                  why=("interval: due",) if run else (reasons[index % len(reasons)],),
                                   trigger="interval" if run else None, debt_score=1.0, debt_breakdown={},
-                                  estimated_bytes=0, next_eligible=None, rank=index if run else None, slot="s"))
+                                  bytes_estimate=0, next_eligible=None, rank=index if run else None, slot="s"))
     result = TickResult(Plan(now, decisions), admitted=[d for d in decisions if d.decision == "run"])
     summarize_started = time.perf_counter()
     record_tick(instance, "default", result, now)

@@ -76,7 +76,7 @@ def admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: lis
     offered: list[Decision] = []
     for decision in candidates:
         if data.launcher_filter is not None and not data.launcher_filter(decision):
-            decisions.append(skip(decision, "out_of_scope", "another launcher admits it", more=decision.reasons))
+            decisions.append(skip(decision, "out_of_scope", "another launcher admits it", more=decision.why))
         else:
             offered.append(decision)
     admission = _Admission(data, notes, learned)
@@ -120,12 +120,12 @@ def _admit_fairly(data: PlanInput, admission: "_Admission", offered: list[Decisi
     total_weight = queue.total_weight
     decisions = []
     for share, decision in decided:
-        code = decision.reasons[0].split(":")[0] if decision.decision == "skip" and decision.reasons else None
+        code = decision.code if decision.decision == "skip" else None
         if code in BUDGET_CODES:
             reason = told.get((share, code))
             if reason is None:
                 reason = told[(share, code)] = _share_reason(data, admission, queue, share, code, total_weight)
-            decision = replace_decision(decision, reasons=(reason, *decision.reasons[1:]))
+            decision = replace_decision(decision, why=(reason, *decision.why[1:]))
         decisions.append(decision)
     return decisions
 
@@ -225,19 +225,19 @@ class _Admission:
             return decision
         # Its runs would meet at the table lock, and one would only skip the table.
         return skip(decision, "in_flight", f"{admitted_op.value} of this table was admitted this tick "
-                    f"(one operation per table at a time)", more=decision.reasons)
+                    f"(one operation per table at a time)", more=decision.why)
 
     def _table_budget(self, decision: Decision) -> Decision:
         limit = self.limits.max_tables_per_poll
         if limit and len(self.tables_admitted) >= limit:
-            return skip(decision, "budget_tables", f"max-tables-per-poll {limit} reached", more=decision.reasons)
+            return skip(decision, "budget_tables", f"max-tables-per-poll {limit} reached", more=decision.why)
         return decision
 
     def _operation_budget(self, decision: Decision) -> Decision:
         limit = self.limits.max_operations_per_poll
         if limit and self.operations_admitted >= limit:
             return skip(decision, "budget_operations", f"max-operations-per-poll {limit} reached",
-                        more=decision.reasons)
+                        more=decision.why)
         return decision
 
     def _scope(self, decision: Decision) -> Decision:
@@ -251,7 +251,7 @@ class _Admission:
                 self.alone = True
             else:
                 return skip(decision, "budget_bytes", f"{self.bytes_used} of {limit} bytes used in the last hour",
-                            more=decision.reasons)
+                            more=decision.why)
         return decision
 
     def _compute_budget(self, decision: Decision) -> Decision:
@@ -267,13 +267,13 @@ class _Admission:
             else:
                 window = self.compute.window.describe(self.compute_used - self.compute_before)
                 return skip(decision, "budget_compute", f"{window}; this run needs {estimate.why}",
-                            more=decision.reasons)
+                            more=decision.why)
         return decision
 
     def _tick_cap(self, decision: Decision) -> Decision:
         kind = self.kind = (decision.operation, *(decision.run_class or RunClass()).key(self.data.batching.group_by))
         if self.packer.opens_new(kind, decision.estimated_bytes) and self.packer.batches >= self.runs_allowed:
-            return skip(decision, "tick_cap", self.tick_cap, more=decision.reasons)
+            return skip(decision, "tick_cap", self.tick_cap, more=decision.why)
         return decision
 
     def _admit(self, decision: Decision) -> Decision:
@@ -340,5 +340,5 @@ def scoped(data: PlanInput, decision: Decision, bytes_used: int) -> Decision:
     if selection is None:  # no full tier, nothing Iceberg would rewrite, or all of it fits
         return decision
     reason = f"{selection.describe()}, under {allowance[1]}"
-    return replace_decision(decision, scope=selection, estimated_bytes=selection.bytes,
-                            reasons=(*decision.reasons, reason))
+    return replace_decision(decision, scope=selection, bytes_estimate=selection.bytes,
+                            why=(*decision.why, reason))

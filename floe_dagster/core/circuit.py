@@ -43,8 +43,8 @@ def only_the_probe(decisions: list[Decision], tripped_by: Collection[str]) -> li
     """The decisions with every run but the probe (:func:`probe_decision`) turned into a skip that says why."""
     probe = probe_decision(decisions, tripped_by)
     return [d if d.decision != "run" or d is probe else
-            replace(d, decision="skip", rank=None, reasons=(
-                TRIPPED_SKIP_REASON if d.table.qualified in tripped_by else PROBE_SKIP_REASON, *d.reasons))
+            replace(d, decision="skip", rank=None, why=(
+                TRIPPED_SKIP_REASON if d.table.qualified in tripped_by else PROBE_SKIP_REASON, *d.why))
             for d in decisions]
 
 

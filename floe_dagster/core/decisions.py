@@ -1,7 +1,12 @@
 """The planner's records (core/planner.py): the scheduler's settings, the inputs of a plan, one
 decision per (table, operation), and the plan. Also the three ways every stage of the plan makes a
 decision (:func:`build_decision`, :func:`replace_decision`, :func:`skip`): without the frozen
-dataclass's generated ``__init__``, as a tick makes 50,000 decisions and 2-3 copies of each."""
+dataclass's generated ``__init__``, as a tick makes 50,000 decisions and 2-3 copies of each.
+
+A decision is cheap and explained on demand: it keeps its reasons as :class:`Reason`\\ s (a code and the
+few values its words need) and its skipped work's byte estimate as :class:`LazyEstimate`; the words and
+the estimate are made when someone reads them (``plan``, ``explain``, the API, the ledger and run tags),
+as almost nobody reads a skipped decision's."""
 
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ from floe_dagster.core.learned_ranking import LEARNING_OFF, RankingSettings
 from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.owner_overrides import OwnerOverrides
+from floe_dagster.core.owner_overrides import OwnerOverrides, with_overrides
 from floe_dagster.core.partition_scope import Backlog, PartitionSelection
 from floe_dagster.core.policy import PolicySet
 from floe_dagster.core.quiet import QuietVerdict
@@ -60,17 +65,81 @@ class SchedulerSettings:
             raise ValueError(f"scheduler.{problem}")
 
 
+class Reason:
+    """One reason of a decision: its code, and its detail told by ``tell(*args)`` (or ``tell`` itself, a
+    text) only when read (:attr:`text`: ``code: detail``, or ``code`` alone without a detail). A reason
+    whose whole text is told (code None) takes its code from the text's first word before a colon."""
+
+    __slots__ = ("code", "tell", "args")
+
+    def __init__(self, code: str | None, tell: "str | Callable[..., str]" = "", *args: Any) -> None:
+        self.code, self.tell, self.args = code, tell, args
+
+    @property
+    def text(self) -> str:
+        detail = self.tell if self.tell.__class__ is str else self.tell(*self.args)  # type: ignore[operator]
+        if self.code is None:
+            return detail  # type: ignore[return-value]
+        return f"{self.code}: {detail}" if detail else self.code
+
+    def __eq__(self, other: object) -> bool:
+        return self.text == (other.text if isinstance(other, Reason) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+    def __repr__(self) -> str:
+        return repr(self.text)
+
+
+def text_of(reason: "str | Reason") -> str:
+    return reason if reason.__class__ is str else reason.text  # type: ignore[union-attr, return-value]
+
+
+def code_of(reason: "str | Reason") -> str:
+    """The code a reason starts with."""
+    if reason.__class__ is str:
+        return reason.partition(":")[0]  # type: ignore[union-attr]
+    return reason.code if reason.code is not None else reason.text.partition(":")[0]  # type: ignore[union-attr]
+
+
+class LazyEstimate:
+    """A decision's byte estimate, made when read: ``estimate(table, op, metrics, config)``, the config the
+    policy's with the table's owner overrides (a tick makes 50,000 decisions; the budgets read only the
+    ones every gate let run)."""
+
+    __slots__ = ("estimate", "table", "op", "metrics", "policy", "owner")
+
+    def __init__(self, estimate: Callable[..., int], table: TableName, op: Operation, metrics: TableMetrics | None,
+                 policy: Any, owner: OwnerOverrides | None) -> None:
+        self.estimate, self.table, self.op, self.metrics, self.policy, self.owner = \
+            estimate, table, op, metrics, policy, owner
+
+    def value(self) -> int:
+        return self.estimate(self.table, self.op, self.metrics,
+                             with_overrides(self.owner, self.op, self.policy.config(self.op)))
+
+    def __eq__(self, other: object) -> bool:
+        return self.value() == (other.value() if isinstance(other, LazyEstimate) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.value())
+
+    def __repr__(self) -> str:
+        return repr(self.value())
+
+
 @dataclass(frozen=True)
 class Decision:
     table: TableName
     operation: Operation
     policy: str | None
     decision: str  # "run" or "skip"
-    reasons: tuple[str, ...]
+    why: tuple[Reason | str, ...]  # its reasons, told on demand (:attr:`reasons`)
     trigger: str | None  # cron, interval, condition, critical, sla (for a run)
     debt_score: float
     debt_breakdown: Mapping[str, float]
-    estimated_bytes: int
+    bytes_estimate: int | LazyEstimate  # :attr:`estimated_bytes`, estimated on demand for skipped work
     next_eligible: datetime | None
     rank: int | None
     slot: str | None = None
@@ -99,6 +168,21 @@ class Decision:
     owner_overrides: OwnerOverrides | None = None
     cadence: Any = None  # the kind's own cadence's verdict (an adaptive orphan cleanup), once the due gate read it
     efficiency: Any = None  # the learned ranking's factor (core/learned_ranking.EfficiencyFactor), once ranked by it
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """Why: the first reason says what decided (a skip's code first), the others what the gates said."""
+        return tuple(reason if reason.__class__ is str else reason.text for reason in self.why)  # type: ignore
+
+    @property
+    def code(self) -> str:
+        """The code its first reason starts with ("" without a reason)."""
+        return code_of(self.why[0]) if self.why else ""
+
+    @property
+    def estimated_bytes(self) -> int:
+        estimate = self.bytes_estimate
+        return estimate if estimate.__class__ is int else estimate.value()  # type: ignore[union-attr]
 
     @property
     def conditions(self) -> dict[str, Any]:
@@ -205,8 +289,8 @@ class Plan:
     def reason_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for decision in self.decisions:
-            if decision.decision == "skip" and decision.reasons:
-                code = decision.reasons[0].split(":")[0]
+            if decision.decision == "skip" and decision.why:
+                code = decision.code
                 counts[code] = counts.get(code, 0) + 1
         return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
@@ -240,8 +324,9 @@ def replace_decision(original: Decision, /, **changes: Any) -> Decision:
     return build_decision(original.__dict__, **changes)
 
 
-def skip(base: Decision, code: str, detail: str = "", **changes: Any) -> Decision:
-    """``base`` skipped: its first reason ``code: detail``, then ``more`` (the reasons it had, when a
-    later stage holds back what the gates let run)."""
-    reason = f"{code}: {detail}" if detail else code
-    return replace_decision(base, decision="skip", reasons=(reason, *changes.pop("more", ())), **changes)
+def skip(base: Decision, code: str, tell: "str | Callable[..., str]" = "", *args: Any, **changes: Any) -> Decision:
+    """``base`` skipped: its first reason ``code: detail`` (the detail told by ``tell(*args)`` when read,
+    or ``tell`` itself), then ``more`` (the reasons it had, when a later stage holds back what the gates
+    let run: its ``why``)."""
+    return replace_decision(base, decision="skip", why=(Reason(code, tell, *args), *changes.pop("more", ())),
+                            **changes)

@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 from floe_dagster.core.after_write import TRIGGER_AFTER_WRITE, combined_due
 from floe_dagster.core.batches import RunClass
 from floe_dagster.core.commit_conflicts import conflict_retry_delay
-from floe_dagster.core.decisions import Decision, PlanInput, replace_decision, skip
+from floe_dagster.core.decisions import Decision, PlanInput, Reason, replace_decision, skip
 from floe_dagster.core.history import CONFLICT_STREAK, OperationHistory
 from floe_dagster.core.localtime import as_utc, naive_as_utc
 from floe_dagster.core.measurements import TableMetrics
@@ -91,25 +91,59 @@ def open_from(schedule: Any, moment: datetime | None) -> datetime | None:
     return schedule.next_open(moment) if moment is not None else None
 
 
+# -- what the gates' reasons say, told when read (core/decisions.Reason) ------------------------------
+
+
+def _schedule_missing(op: Operation) -> str:
+    return f"{op.schedule_key} is missing or disabled"
+
+
+def _pause_detail(owner: Any) -> str:
+    return owner.pause_detail
+
+
+def _detail_of(verdict: Any) -> str:
+    """A verdict's own words (the due, quiet and writer verdicts tell theirs when read)."""
+    return verdict.detail
+
+
+def _backoff_detail(history: OperationHistory, until: datetime) -> str:
+    why = (f" (the last {history.consecutive_conflicts} runs lost their commit race: from the "
+           f"{CONFLICT_STREAK}th in a row on, each counts as a failure)" if history.conflicts_back_off else "")
+    return f"{history.consecutive_failures} consecutive failure(s){why}; retry at {until.isoformat()}"
+
+
+def _conflicts_detail(conflicts: int, until: datetime) -> str:
+    return f"{conflicts} lost commit race(s) in a row (not failures: no backoff); retry at {until.isoformat()}"
+
+
+def _zero_change_detail(runs: int, until: datetime) -> str:
+    return f"{runs} runs changed nothing; next at {until.isoformat()}"
+
+
+def _escalated(escalation: SlaVerdict) -> str:
+    return f"{escalation.detail}; escalated past the conditions and minimum intervals"
+
+
 # -- the gates, in order ---------------------------------------------------------------------------
 
 
 def _schedule_enabled(f: Facts) -> Decision | None:
     if f.schedule is None or not f.schedule.enabled:
-        return skip(f.decision, "schedule_disabled", f"{f.op.schedule_key} is missing or disabled")
+        return skip(f.decision, "schedule_disabled", _schedule_missing, f.op)
     return None
 
 
 def _owner_pause(f: Facts) -> Decision | None:
     owner = f.decision.owner_overrides  # the table's floe.* properties, read once per table (plan_stages)
     if owner is not None and owner.paused:
-        return skip(f.decision, "owner_paused", owner.pause_detail)
+        return skip(f.decision, "owner_paused", _pause_detail, owner)
     return None
 
 
 def _gc_allowed(f: Facts) -> Decision | None:
     if f.op.needs_gc and f.metrics is not None and gc_disabled(f.metrics.properties):  # as the run checks it
-        return skip(f.decision, "gc_disabled", gc_disabled_reason(f.op))
+        return skip(f.decision, "gc_disabled", gc_disabled_reason, f.op)
     return None
 
 
@@ -141,7 +175,7 @@ def _due(f: Facts) -> Decision | None:
                            clock_only=f.schedule.kind != TRIGGER_CONDITION, first_write_after=f.data.first_write_after)
     f.due = due
     if not due.due:
-        return skip(f.decision, due.blocked or "not_due", due.detail, next_eligible=due.next_eligible,
+        return skip(f.decision, due.blocked or "not_due", _detail_of, due, next_eligible=due.next_eligible,
                     cadence=verdict)
     f.learned = {"trigger": due.trigger, "slot": due.slot_key, "cadence": verdict}
     if due.trigger == TRIGGER_AFTER_WRITE:
@@ -158,9 +192,13 @@ def own_cadence_due(schedule: Any, verdict: Any, last_success_start: datetime | 
     if last is not None and next_run <= last:  # measured from older runs than the last success: due now
         interval = max(as_utc(now) - last, timedelta(seconds=1))
     due = schedule_due(replace(schedule, interval=interval, cron_expression=None, cron_5field=None), last, now)
-    return replace(due, detail=f"adaptive cadence, {verdict.why}" + (
+    return replace(due, told=(_cadence_detail, verdict, due))
+
+
+def _cadence_detail(verdict: Any, due: Any) -> str:
+    return f"adaptive cadence, {verdict.why}" + (
         f"; {due.blocked.replace('_', ' ')}, eligible {due.next_eligible.isoformat()}"
-        if due.blocked and due.blocked != "not_due" and due.next_eligible else ""))
+        if due.blocked and due.blocked != "not_due" and due.next_eligible else "")
 
 
 def _backoff(f: Facts) -> Decision | None:
@@ -169,11 +207,8 @@ def _backoff(f: Facts) -> Decision | None:
                             limits.failure_backoff_hours)
     if backoff and history.last_failure_at is not None and f.data.now < history.last_failure_at + backoff:
         until = history.last_failure_at + backoff
-        why = (f" (the last {history.consecutive_conflicts} runs lost their commit race: from the "
-               f"{CONFLICT_STREAK}th in a row on, each counts as a failure)" if history.conflicts_back_off else "")
-        return skip(f.decision, "failure_backoff", f"{history.consecutive_failures} consecutive failure(s){why}; "
-                    f"retry at {until.isoformat()}", next_eligible=open_from(f.schedule, until), backoff_until=until,
-                    **f.learned)
+        return skip(f.decision, "failure_backoff", _backoff_detail, history, until,
+                    next_eligible=open_from(f.schedule, until), backoff_until=until, **f.learned)
     return None
 
 
@@ -183,8 +218,7 @@ def _conflicts(f: Facts) -> Decision | None:
         until = history.last_conflict_at + conflict_retry_delay(f.table.qualified, f.op.value,
                                                                 history.consecutive_conflicts)
         if f.data.now < until:
-            return skip(f.decision, "conflict_retry", f"{history.consecutive_conflicts} lost commit race(s) in a row "
-                        f"(not failures: no backoff); retry at {until.isoformat()}",
+            return skip(f.decision, "conflict_retry", _conflicts_detail, history.consecutive_conflicts, until,
                         next_eligible=open_from(f.schedule, until), backoff_until=until, **f.learned)
     return None
 
@@ -202,8 +236,7 @@ def _zero_change(f: Facts) -> Decision | None:
                     interval * (1 + limits.zero_change_frequency_reduction_percent / 100))
     until = history.last_success_start + throttled
     if f.data.now < until:
-        return skip(f.decision, "zero_change_throttle",
-                    f"{history.consecutive_zero_change} runs changed nothing; next at {until.isoformat()}",
+        return skip(f.decision, "zero_change_throttle", _zero_change_detail, history.consecutive_zero_change, until,
                     next_eligible=open_from(f.schedule, until), throttled_until=until, **f.learned)
     return None
 
@@ -241,8 +274,8 @@ def _quiet(f: Facts) -> Decision | None:
         return None
     quiet = f.learned["quiet"] = quiet_verdict(period, f.metrics, due_since(f.due, f.metrics), f.data.now)
     if not quiet.passed:
-        return skip(f.decision, "not_quiet", quiet.detail, next_eligible=open_from(f.schedule, quiet.next_eligible),
-                    **f.learned)
+        return skip(f.decision, "not_quiet", _detail_of, quiet,
+                    next_eligible=open_from(f.schedule, quiet.next_eligible), **f.learned)
     return None
 
 
@@ -254,8 +287,8 @@ def _writer_running(f: Facts) -> Decision | None:
     hold = f.learned["writer_hold"] = writer_hold(writers, f.data.writer_runs, due_since(f.due, f.metrics),
                                                   f.schedule.max_writer_wait, f.data.now)
     if not hold.passed:
-        return skip(f.decision, "writer_running", hold.detail, next_eligible=open_from(f.schedule, hold.next_eligible),
-                    **f.learned)
+        return skip(f.decision, "writer_running", _detail_of, hold,
+                    next_eligible=open_from(f.schedule, hold.next_eligible), **f.learned)
     return None
 
 
@@ -330,19 +363,19 @@ def admissible(f: Facts) -> Decision:
     its run time bounded by the schedule's timeout and its window's end, with its run class; escalated by a
     breached SLA, its trigger is ``sla`` and the contract's verdict its second reason."""
     data, schedule, due, now = f.data, f.schedule, f.due, f.data.now
-    reasons: tuple[str, ...] = (f"{due.trigger}: {due.detail}",)
+    reasons: tuple[Reason, ...] = (Reason(due.trigger, _detail_of, due),)
     if f.escalation is not None:
         f.learned["trigger"] = "sla"
-        reasons += (f"sla: {f.escalation.detail}; escalated past the conditions and minimum intervals",)
+        reasons += (Reason("sla", _escalated, f.escalation),)
     quiet, hold = f.learned.get("quiet"), f.learned.get("writer_hold")
-    reasons += tuple(v.detail for v in (quiet, hold) if v is not None and (v is quiet or v.forced))
+    reasons += tuple(Reason(None, _detail_of, v) for v in (quiet, hold) if v is not None and (v is quiet or v.forced))
     window_end = schedule.window_end_after(now) if schedule.enforce_window_end else None
     runtime = schedule.timeout_hours * 3600
     if window_end is not None:
         runtime = min(runtime, max(60.0, (window_end - now).total_seconds()))
     return replace_decision(
         f.decision, decision="run", passed_gates=True,
-        reasons=reasons,
+        why=reasons,
         attempt=data.last_attempts.get((f.table.qualified, f.op, due.slot_key), -1) + 1, max_runtime_s=runtime,
         next_eligible=now, run_class=_run_class(schedule), **f.learned)
 

@@ -16,7 +16,9 @@ from typing import Any, Callable
 
 from floe_dagster.core.admission import ADMISSION, ADMISSION_CODES, admit_within_budgets
 from floe_dagster.core.debt import TableDebt
-from floe_dagster.core.decisions import DECISION_DEFAULTS, Decision, PlanInput, build_decision, replace_decision
+from floe_dagster.core.decisions import (
+    DECISION_DEFAULTS, Decision, LazyEstimate, PlanInput, Reason, build_decision, replace_decision, text_of,
+)
 from floe_dagster.core.gates import (
     GATE_CODES, GATES, POSITION, Facts, admissible, backlog_due, gate_named, run_gates,
 )
@@ -72,7 +74,7 @@ def _gate_stage(state: PlanState) -> None:
         qualified, shadow = table.qualified, policy.shadow
         owner = policy.overrides_for(metrics.properties) if metrics is not None else None  # floe.* properties
         # What every decision of the table shares, merged once per table (a tick makes 50,000 decisions).
-        table_values = {**DECISION_DEFAULTS, "table": table, "policy": policy.name, "decision": "skip", "reasons": (),
+        table_values = {**DECISION_DEFAULTS, "table": table, "policy": policy.name, "decision": "skip", "why": (),
                         "trigger": None, "next_eligible": None, "rank": None, "policy_priority": policy.priority,
                         "shadow": shadow, "owner_overrides": owner}
         for op in policy.configured_operations():
@@ -82,10 +84,11 @@ def _gate_stage(state: PlanState) -> None:
             score, breakdown = table_debt.with_history(history.failure_rate, history.consecutive_failures)
             schedule = policy.schedule(op)
             contract = schedule.sla if schedule is not None else None
-            estimate = (estimate_bytes(table, op, metrics, with_overrides(owner, op, policy.config(op)))
-                        if estimate_bytes and op.rewrites_data else 0)
+            # Estimated when read: the budgets read the candidates' (below), a reader any other's.
+            estimate = LazyEstimate(estimate_bytes, table, op, metrics, policy, owner) \
+                if estimate_bytes and op.rewrites_data else 0
             base = build_decision(
-                table_values, operation=op, debt_score=score, debt_breakdown=breakdown, estimated_bytes=estimate,
+                table_values, operation=op, debt_score=score, debt_breakdown=breakdown, bytes_estimate=estimate,
                 schedule_priority=schedule.priority if schedule else 0, enabled=bool(schedule and schedule.enabled),
                 sla=table_sla(contract, history.last_success_start, metrics, data.now) if contract else None,
             )
@@ -95,7 +98,12 @@ def _gate_stage(state: PlanState) -> None:
             # and shadow decisions are recorded once per slot.
             if backlogs and not shadow:
                 decision = continue_backlog(facts, decision)
-            (candidates if decision.decision == "run" else decided).append(decision)
+            if decision.decision == "run":
+                if estimate:  # the budgets read it: estimated once
+                    decision = replace_decision(decision, bytes_estimate=decision.estimated_bytes)
+                candidates.append(decision)
+            else:
+                decided.append(decision)
 
 
 def continue_backlog(facts: Facts, decision: Decision) -> Decision:
@@ -108,7 +116,7 @@ def continue_backlog(facts: Facts, decision: Decision) -> Decision:
     if backlog is None or not backlog.open_after(facts.history.last_success_start):
         return decision
     if decision.decision == "skip":
-        code = decision.reasons[0].partition(":")[0]
+        code = decision.code
         if POSITION.get(code, _DUE) < _DUE:  # stopped before the schedule was read
             return decision
         if code == "not_due":
@@ -129,8 +137,12 @@ def _shadow_stage(state: PlanState) -> None:
 
 
 def _as_shadow(decision: Decision) -> Decision:
-    reason = f"{SHADOW_PREFIX}{decision.reasons[0]} (shadow policy '{decision.policy}')"
-    return replace_decision(decision, reasons=(reason, *decision.reasons[1:]), attempt=SHADOW_ATTEMPT)
+    reason = Reason(None, _as_shadow_said, decision.why[0], decision.policy)
+    return replace_decision(decision, why=(reason, *decision.why[1:]), attempt=SHADOW_ATTEMPT)
+
+
+def _as_shadow_said(first: Reason | str, policy: str | None) -> str:
+    return f"{SHADOW_PREFIX}{text_of(first)} (shadow policy '{policy}')"
 
 
 def _learned_view(state: PlanState) -> LearnedView:

@@ -51,8 +51,13 @@ class Due:
     next_eligible: datetime | None
     rule_due: bool
     blocked: str | None
-    detail: str
+    # Its words: a text, or (tell, *args) told when read (:attr:`detail`): a tick makes 50,000 verdicts.
+    told: str | tuple
     last_success_start: datetime | None = None
+
+    @cached_property
+    def detail(self) -> str:
+        return _tell(self.told)
 
     @cached_property  # frozen: read twice per due decision (its slot, then its attempt number)
     def slot_key(self) -> str:
@@ -104,35 +109,54 @@ def schedule_due(schedule: Schedule, last_success_start: datetime | None, now: d
     if trigger == TRIGGER_CRON:
         slot = clock.slot
         rule_due = slot is not None and (last is None or last < slot)
-        if rule_due:
-            due_at = now
-            detail = f"cron slot {clock.slot_text} ({schedule.cron_5field} {schedule.timezone}) has not run " \
-                     f"(last success {_iso(last)})"
-        else:
-            due_at = clock.next_slot
-            detail = (f"cron slot {clock.slot_text} already ran (success started {_iso(last)}); next slot "
-                      f"{_iso(due_at)}" if slot else f"no cron slot yet; next {_iso(due_at)}")
+        due_at = now if rule_due else clock.next_slot
+        told: tuple = (_cron_detail, schedule, clock, last, rule_due, due_at)
     elif trigger == TRIGGER_INTERVAL:
         slot = last + schedule.interval if last is not None else None
         rule_due = slot is None or now >= slot
         due_at = now if rule_due else slot
-        every = schedule.interval_text
-        detail = (f"never run (interval {every})" if last is None else
-                  f"interval {every} since the last success at {last.isoformat()} "
-                  + ("has passed" if rule_due else f"ends at {slot.isoformat()}"))
+        told = (_interval_detail, schedule, last, rule_due, slot)
     else:
         rule_due, due_at = True, now
-        detail = "condition-only schedule: due on every tick"
+        told = ("condition-only schedule: due on every tick",)
 
     if due_at is None:  # a cron that never fires again
-        return Due(False, trigger, slot, None, False, "not_due", detail, last)
+        return Due(False, trigger, slot, None, False, "not_due", told, last)
     if rule_due and clock.open_now:
-        return Due(True, trigger, slot, now, True, None, detail, last)
+        return Due(True, trigger, slot, now, True, None, told, last)
     next_eligible = clock.next_open if due_at <= now else schedule.next_open(due_at)
     # The gates' order (core/gates.py, docs/automation.md): a closed window or day is reported before "not due".
     closed = clock.closed_reason
     blocked = closed or "not_due"
     if closed:
-        detail = (f"{closed.replace('_', ' ')} ({schedule.window_text}); " + detail
-                  + f"; eligible {next_eligible.isoformat()}")
-    return Due(False, trigger, slot, next_eligible, rule_due, blocked, detail, last)
+        told = (_closed_detail, closed, schedule, told, next_eligible)
+    return Due(False, trigger, slot, next_eligible, rule_due, blocked, told, last)
+
+
+def _tell(told: str | tuple) -> str:
+    if told.__class__ is str:
+        return told  # type: ignore[return-value]
+    head = told[0]
+    return head if head.__class__ is str else head(*told[1:])
+
+
+def _cron_detail(schedule: Schedule, clock: ScheduleAt, last: datetime | None, rule_due: bool,
+                 due_at: datetime | None) -> str:
+    if rule_due:
+        return f"cron slot {clock.slot_text} ({schedule.cron_5field} {schedule.timezone}) has not run " \
+               f"(last success {_iso(last)})"
+    return (f"cron slot {clock.slot_text} already ran (success started {_iso(last)}); next slot "
+            f"{_iso(due_at)}" if clock.slot else f"no cron slot yet; next {_iso(due_at)}")
+
+
+def _interval_detail(schedule: Schedule, last: datetime | None, rule_due: bool, slot: datetime | None) -> str:
+    every = schedule.interval_text
+    if last is None:
+        return f"never run (interval {every})"
+    return f"interval {every} since the last success at {last.isoformat()} " + (
+        "has passed" if rule_due else f"ends at {slot.isoformat()}")  # type: ignore[union-attr]
+
+
+def _closed_detail(closed: str, schedule: Schedule, told: tuple, next_eligible: datetime) -> str:
+    return (f"{closed.replace('_', ' ')} ({schedule.window_text}); " + _tell(told)
+            + f"; eligible {next_eligible.isoformat()}")

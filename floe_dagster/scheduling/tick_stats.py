@@ -74,7 +74,7 @@ def summarize(result: TickResult, now: datetime, previous: Mapping[str, Any] | N
                 by_operation.setdefault(decision.operation.value.lower(), Counter())[
                     "triggered" if verdict.passed else "skipped"] += 1
             if decision.decision != "run":
-                code = code_of(decision.reasons[0]) if decision.reasons else "unknown"
+                code = decision.code or "unknown"  # the reason told only when read
                 skipped[code] += 1
                 if code == BACKOFF:
                     backoff.add(decision.table.qualified)

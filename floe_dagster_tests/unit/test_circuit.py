@@ -26,8 +26,8 @@ A, B, C = (TableName("demo", ("sales",), name) for name in ("a", "b", "c"))
 
 
 def due(table: TableName, rank: int, shadow: bool = False) -> Decision:
-    return Decision(table=table, operation=RDF, policy="p", decision="run", reasons=("interval: due",),
-                    trigger="interval", debt_score=10.0 - rank, debt_breakdown={}, estimated_bytes=0,
+    return Decision(table=table, operation=RDF, policy="p", decision="run", why=("interval: due",),
+                    trigger="interval", debt_score=10.0 - rank, debt_breakdown={}, bytes_estimate=0,
                     next_eligible=None, rank=rank, shadow=shadow)
 
 

@@ -301,8 +301,8 @@ NOW = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
 
 
 def decision(table, op, verdict="run", reason="interval: due", trigger="interval", conditions=None) -> Decision:
-    return Decision(table=table, operation=op, policy="p", decision=verdict, reasons=(reason,), trigger=trigger,
-                    debt_score=1.0, debt_breakdown={}, estimated_bytes=0, next_eligible=None,
+    return Decision(table=table, operation=op, policy="p", decision=verdict, why=(reason,), trigger=trigger,
+                    debt_score=1.0, debt_breakdown={}, bytes_estimate=0, next_eligible=None,
                     rank=1 if verdict == "run" else None, slot="s", condition_result=conditions)
 
 

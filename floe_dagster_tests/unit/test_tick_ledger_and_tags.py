@@ -103,8 +103,8 @@ COMMON = {T.TABLE, T.NAMESPACE, T.OPERATION, T.POLICY, T.POLICY_VERSION, T.TRIGG
 
 def decision(**overrides) -> RunDecision:
     """A planner decision, as admitted."""
-    fields = dict(table=ORDERS, operation=RDF, policy="daily", decision="run", reasons=("interval due",),
-                  trigger="interval", debt_score=250.0, debt_breakdown={}, estimated_bytes=1234, next_eligible=None,
+    fields = dict(table=ORDERS, operation=RDF, policy="daily", decision="run", why=("interval due",),
+                  trigger="interval", debt_score=250.0, debt_breakdown={}, bytes_estimate=1234, next_eligible=None,
                   rank=1, slot="2026-11-24T12:00:00+00:00", attempt=1, max_runtime_s=900.0)
     fields.update(overrides)
     return RunDecision.admitted(Decision(**fields))
