@@ -30,38 +30,15 @@ BUDGET_CODES = ("budget_tables", "budget_operations", "budget_bytes", "budget_co
 
 @dataclass(frozen=True)
 class AdmissionStep:
-    """A named step of admission and the reason codes it holds work back with; ``method``: the
-    :class:`_Admission` method that takes a decision and returns it (changed, or skipped), when the step
-    is one of the pass's (the launcher's filter and the fair shares' reasons are around the pass)."""
+    """A named step of admission and the reason codes it holds work back with; ``step``: the function that
+    takes the pass and the offer and returns the decision held back, or None to let it on (it may change
+    the offer's decision: the partition scoping does), when the step is one of the pass's (the launcher's
+    filter and the fair shares' reasons are around the pass)."""
 
     name: str
     codes: tuple[str, ...]
     doc: str
-    method: str | None = None
-
-
-ADMISSION: tuple[AdmissionStep, ...] = (
-    AdmissionStep("launcher", ("out_of_scope",),
-                  "a schedule's tick admits its own cron rule's work, the debt-score sensor the rest"),
-    AdmissionStep("one operation per table", ("in_flight",),
-                  "another operation of the table was admitted earlier in the same tick", "_one_per_table"),
-    AdmissionStep("table budget", ("budget_tables",), "`max-tables-per-poll` tables admitted this tick",
-                  "_table_budget"),
-    AdmissionStep("operation budget", ("budget_operations",),
-                  "`max-operations-per-poll` (table, operation) items admitted this tick", "_operation_budget"),
-    AdmissionStep("partition scoping", (), "a rewrite larger than its run may take is scoped to the partitions "
-                  "with the most benefit per byte (it holds nothing back)", "_scope"),
-    AdmissionStep("byte budget", ("budget_bytes",), "`max-bytes-per-hour` estimated bytes over a rolling hour",
-                  "_byte_budget"),
-    AdmissionStep("compute budget", ("budget_compute",), "`max-compute-hours-per-hour` executor CPU hours over a "
-                  "rolling hour: each table's compute estimate, charged with the finished runs' recorded compute",
-                  "_compute_budget"),
-    AdmissionStep("tick cap", ("tick_cap",), "a new run past `max-run-requests-per-tick` or `max-queued-runs`",
-                  "_tick_cap"),
-    AdmissionStep("fair shares", ("budget_share",),
-                  "with fair shares on, a budget told as the share's part of it and its weight"),
-)
-ADMISSION_CODES: tuple[str, ...] = tuple(code for step in ADMISSION for code in step.codes)
+    step: "Callable[[_Pass, Offer], Decision | None] | None" = None
 
 
 def admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: list[str],
@@ -79,14 +56,14 @@ def admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: lis
             decisions.append(skip(decision, "out_of_scope", "another launcher admits it", more=decision.why))
         else:
             offered.append(decision)
-    admission = _Admission(data, notes, learned)
+    admission = _Pass(data, notes, learned)
     if not data.fair_shares.enabled:
-        decisions.extend(admission.offer(decision) for decision in offered)
+        decisions.extend(admission.offer(decision)[0] for decision in offered)
         return decisions
     return decisions + _admit_fairly(data, admission, offered)
 
 
-def _admit_fairly(data: PlanInput, admission: "_Admission", offered: list[Decision]) -> list[Decision]:
+def _admit_fairly(data: PlanInput, admission: "_Pass", offered: list[Decision]) -> list[Decision]:
     """``offered`` in the fair order of core/fair_shares.py; a decision a budget stopped while
     several shares wanted it skips with ``budget_share``, naming its share's part."""
     shares = data.fair_shares
@@ -109,8 +86,8 @@ def _admit_fairly(data: PlanInput, admission: "_Admission", offered: list[Decisi
     queue = FairQueue(by_share, admission.capacity(), shares.weight, lambda d: order[id(d)], prior)
     decided: list[tuple[str, Decision]] = []
     for share, decision in queue:
-        decision = admission.offer(decision)
-        queue.charge(share, admission.last_costs)
+        decision, costs = admission.offer(decision)
+        queue.charge(share, costs)
         decided.append((share, decision))
     if len(queue.shares) < 2:  # nothing was split
         return [decision for _, decision in decided]
@@ -130,7 +107,7 @@ def _admit_fairly(data: PlanInput, admission: "_Admission", offered: list[Decisi
     return decisions
 
 
-def _share_reason(data: PlanInput, admission: "_Admission", queue: FairQueue, share: str, code: str,
+def _share_reason(data: PlanInput, admission: "_Pass", queue: FairQueue, share: str, code: str,
                   total_weight: float) -> str:
     """Why a budget stopped a decision, told as its share's: what the share took of that budget and its weight."""
     budget, limit, what = admission.budget_named(code)
@@ -150,7 +127,21 @@ def _share_reason(data: PlanInput, admission: "_Admission", queue: FairQueue, sh
             f"weight {shares.weight(share):g} of {total_weight:g}")
 
 
-class _Admission:
+class Offer:
+    """One decision on offer, and what the steps learn of it for its admission: made for each offer, so
+    nothing of one offer is left for the next."""
+
+    __slots__ = ("decision", "alone", "compute_cost", "compute_alone", "kind")
+
+    def __init__(self, decision: Decision) -> None:
+        self.decision = decision
+        self.alone = False  # larger than the whole byte budget, into an empty window: noted once admitted
+        self.compute_cost = 0.0  # its compute estimate
+        self.compute_alone = False
+        self.kind: tuple = ()  # its batch kind (operation and run class)
+
+
+class _Pass:
     """The budgets of one admission pass and what it admitted so far: decisions are offered one at a
     time, in the pass's order (rank order, or the fair shares' order), and each goes through the steps
     of :data:`ADMISSION` in order and is admitted, or skipped by the first step that stops it. Batches are
@@ -165,22 +156,14 @@ class _Admission:
                                 max(0, self.limits.max_queued_runs - data.queued_runs))
         self.rank = 0
         self.packer = BatchPacker(data.batching)
-        self.last_costs: dict[str, float] = {}  # what the last decision offered took (fair_shares' names)
         self.tick_cap = (f"at most {self.runs_allowed} run requests this tick (max-run-requests-per-tick "
                          f"{self.limits.max_run_requests_per_tick}, queued runs {data.queued_runs}/"
                          f"{self.limits.max_queued_runs})")
-        self.steps: tuple[Callable[[Decision], Decision], ...] = tuple(
-            getattr(self, step.method) for step in ADMISSION if step.method is not None)
-        # What the steps learn about the decision on offer, for its admission.
-        self.alone = False  # larger than the whole byte budget, into an empty window: noted once admitted
         self.compute = compute_budget(data, learned)  # None: no max-compute-hours-per-hour
         self.compute_before = self.compute.window.used_s if self.compute is not None else 0.0
         self.compute_used = self.compute_before
-        self.compute_cost = 0.0  # the compute estimate of the decision on offer
-        self.compute_alone = False
         if self.compute is not None and self.compute.window.over_spent:
             notes.append(f"compute budget: {self.compute.window.describe()}")
-        self.kind: tuple = ()  # its batch kind (operation and run class)
 
     def capacity(self) -> dict[str, float]:
         """The limited budgets of the pass, by fair_shares' names (unlimited ones left out)."""
@@ -210,91 +193,129 @@ class _Admission:
             "tick_cap": (RUNS, self.runs_allowed, "run requests of this tick (the tick cap)"),
         }[code]
 
-    def offer(self, decision: Decision) -> Decision:
-        """The decision admitted (ranked, in a batch) or skipped by the first step that stops it."""
-        self.last_costs = {}
-        for step in self.steps:
-            decision = step(decision)
-            if decision.decision == "skip":
-                return decision
-        return self._admit(decision)
+    def offer(self, decision: Decision) -> tuple[Decision, dict[str, float]]:
+        """The decision admitted (ranked, in a batch) or skipped by the first step that stops it, and what
+        it took of the budgets (fair_shares' names; nothing when held back)."""
+        offer = Offer(decision)
+        for step in _STEPS:
+            held = step(self, offer)
+            if held is not None:
+                return held, {}
+        return self._admit(offer)
 
-    def _one_per_table(self, decision: Decision) -> Decision:
-        admitted_op = self.tables_admitted.get(decision.table)
-        if admitted_op is None:
-            return decision
-        # Its runs would meet at the table lock, and one would only skip the table.
-        return skip(decision, "in_flight", f"{admitted_op.value} of this table was admitted this tick "
-                    f"(one operation per table at a time)", more=decision.why)
-
-    def _table_budget(self, decision: Decision) -> Decision:
-        limit = self.limits.max_tables_per_poll
-        if limit and len(self.tables_admitted) >= limit:
-            return skip(decision, "budget_tables", f"max-tables-per-poll {limit} reached", more=decision.why)
-        return decision
-
-    def _operation_budget(self, decision: Decision) -> Decision:
-        limit = self.limits.max_operations_per_poll
-        if limit and self.operations_admitted >= limit:
-            return skip(decision, "budget_operations", f"max-operations-per-poll {limit} reached",
-                        more=decision.why)
-        return decision
-
-    def _scope(self, decision: Decision) -> Decision:
-        return scoped(self.data, decision, self.bytes_used)
-
-    def _byte_budget(self, decision: Decision) -> Decision:
-        self.alone = False
-        limit = self.limits.max_bytes_per_hour
-        if limit and decision.operation.rewrites_data and self.bytes_used + decision.estimated_bytes > limit:
-            if decision.estimated_bytes > limit and self.bytes_used == 0:
-                self.alone = True
-            else:
-                return skip(decision, "budget_bytes", f"{self.bytes_used} of {limit} bytes used in the last hour",
-                            more=decision.why)
-        return decision
-
-    def _compute_budget(self, decision: Decision) -> Decision:
-        self.compute_cost, self.compute_alone = 0.0, False
-        if self.compute is None:
-            return decision
-        estimate = self.compute.estimate(decision.table.qualified, decision.operation, decision.estimated_bytes)
-        self.compute_cost = estimate.seconds
-        limit = self.compute.window.limit_s
-        if self.compute_used + estimate.seconds > limit:
-            if estimate.seconds > limit and self.compute_used == 0:
-                self.compute_alone = True
-            else:
-                window = self.compute.window.describe(self.compute_used - self.compute_before)
-                return skip(decision, "budget_compute", f"{window}; this run needs {estimate.why}",
-                            more=decision.why)
-        return decision
-
-    def _tick_cap(self, decision: Decision) -> Decision:
-        kind = self.kind = (decision.operation, *(decision.run_class or RunClass()).key(self.data.batching.group_by))
-        if self.packer.opens_new(kind, decision.estimated_bytes) and self.packer.batches >= self.runs_allowed:
-            return skip(decision, "tick_cap", self.tick_cap, more=decision.why)
-        return decision
-
-    def _admit(self, decision: Decision) -> Decision:
+    def _admit(self, offer: Offer) -> tuple[Decision, dict[str, float]]:
+        decision = offer.decision
         if decision.scope is not None and decision.scope.oversized:
             self.notes.append(f"{decision.table.qualified} {decision.operation.value}: {decision.scope.describe()}")
-        elif self.alone:
+        elif offer.alone:
             self.notes.append(f"{decision.table.qualified} {decision.operation.value}: estimated "
                               f"{decision.estimated_bytes} bytes exceed the whole hourly budget; admitted alone")
-        if self.compute_alone:
+        if offer.compute_alone:
             self.notes.append(f"{decision.table.qualified} {decision.operation.value}: estimated "
-                              f"{self.compute_cost:.0f} compute s exceed the whole max-compute-hours-per-hour; "
+                              f"{offer.compute_cost:.0f} compute s exceed the whole max-compute-hours-per-hour; "
                               "admitted alone")
         self.rank += 1
         self.tables_admitted[decision.table] = decision.operation
         self.operations_admitted += 1
         rewritten = decision.estimated_bytes if decision.operation.rewrites_data else 0
         self.bytes_used += rewritten
-        self.compute_used += self.compute_cost
+        self.compute_used += offer.compute_cost
         # A run request is shared by the tables of its batch, whatever their share: each takes a seat.
-        self.last_costs = admission_costs(rewritten, self.data.batching.max_tables, self.compute_cost)
-        return replace_decision(decision, rank=self.rank, batch=self.packer.place(self.kind, decision.estimated_bytes))
+        costs = admission_costs(rewritten, self.data.batching.max_tables, offer.compute_cost)
+        return replace_decision(decision, rank=self.rank, batch=self.packer.place(offer.kind,
+                                                                                    decision.estimated_bytes)), costs
+
+
+# -- the steps, in order: each the pass and the offer, and the decision held back or None --------------
+
+
+def _one_per_table(p: _Pass, offer: Offer) -> Decision | None:
+    decision = offer.decision
+    admitted_op = p.tables_admitted.get(decision.table)
+    if admitted_op is None:
+        return None
+    # Its runs would meet at the table lock, and one would only skip the table.
+    return skip(decision, "in_flight", f"{admitted_op.value} of this table was admitted this tick "
+                f"(one operation per table at a time)", more=decision.why)
+
+
+def _table_budget(p: _Pass, offer: Offer) -> Decision | None:
+    limit = p.limits.max_tables_per_poll
+    if limit and len(p.tables_admitted) >= limit:
+        return skip(offer.decision, "budget_tables", f"max-tables-per-poll {limit} reached", more=offer.decision.why)
+    return None
+
+
+def _operation_budget(p: _Pass, offer: Offer) -> Decision | None:
+    limit = p.limits.max_operations_per_poll
+    if limit and p.operations_admitted >= limit:
+        return skip(offer.decision, "budget_operations", f"max-operations-per-poll {limit} reached",
+                    more=offer.decision.why)
+    return None
+
+
+def _scope(p: _Pass, offer: Offer) -> None:
+    offer.decision = scoped(p.data, offer.decision, p.bytes_used)
+
+
+def _byte_budget(p: _Pass, offer: Offer) -> Decision | None:
+    decision, limit = offer.decision, p.limits.max_bytes_per_hour
+    if limit and decision.operation.rewrites_data and p.bytes_used + decision.estimated_bytes > limit:
+        if decision.estimated_bytes > limit and p.bytes_used == 0:
+            offer.alone = True
+        else:
+            return skip(decision, "budget_bytes", f"{p.bytes_used} of {limit} bytes used in the last hour",
+                        more=decision.why)
+    return None
+
+
+def _compute_budget(p: _Pass, offer: Offer) -> Decision | None:
+    if p.compute is None:
+        return None
+    decision = offer.decision
+    estimate = p.compute.estimate(decision.table.qualified, decision.operation, decision.estimated_bytes)
+    offer.compute_cost = estimate.seconds
+    limit = p.compute.window.limit_s
+    if p.compute_used + estimate.seconds > limit:
+        if estimate.seconds > limit and p.compute_used == 0:
+            offer.compute_alone = True
+        else:
+            window = p.compute.window.describe(p.compute_used - p.compute_before)
+            return skip(decision, "budget_compute", f"{window}; this run needs {estimate.why}", more=decision.why)
+    return None
+
+
+def _tick_cap(p: _Pass, offer: Offer) -> Decision | None:
+    decision = offer.decision
+    kind = offer.kind = (decision.operation, *(decision.run_class or RunClass()).key(p.data.batching.group_by))
+    if p.packer.opens_new(kind, decision.estimated_bytes) and p.packer.batches >= p.runs_allowed:
+        return skip(decision, "tick_cap", p.tick_cap, more=decision.why)
+    return None
+
+
+ADMISSION: tuple[AdmissionStep, ...] = (
+    AdmissionStep("launcher", ("out_of_scope",),
+                  "a schedule's tick admits its own cron rule's work, the debt-score sensor the rest"),
+    AdmissionStep("one operation per table", ("in_flight",),
+                  "another operation of the table was admitted earlier in the same tick", _one_per_table),
+    AdmissionStep("table budget", ("budget_tables",), "`max-tables-per-poll` tables admitted this tick",
+                  _table_budget),
+    AdmissionStep("operation budget", ("budget_operations",),
+                  "`max-operations-per-poll` (table, operation) items admitted this tick", _operation_budget),
+    AdmissionStep("partition scoping", (), "a rewrite larger than its run may take is scoped to the partitions "
+                  "with the most benefit per byte (it holds nothing back)", _scope),
+    AdmissionStep("byte budget", ("budget_bytes",), "`max-bytes-per-hour` estimated bytes over a rolling hour",
+                  _byte_budget),
+    AdmissionStep("compute budget", ("budget_compute",), "`max-compute-hours-per-hour` executor CPU hours over a "
+                  "rolling hour: each table's compute estimate, charged with the finished runs' recorded compute",
+                  _compute_budget),
+    AdmissionStep("tick cap", ("tick_cap",), "a new run past `max-run-requests-per-tick` or `max-queued-runs`",
+                  _tick_cap),
+    AdmissionStep("fair shares", ("budget_share",),
+                  "with fair shares on, a budget told as the share's part of it and its weight"),
+)
+ADMISSION_CODES: tuple[str, ...] = tuple(code for step in ADMISSION for code in step.codes)
+_STEPS = tuple(step.step for step in ADMISSION if step.step is not None)
 
 
 def run_allowance(data: PlanInput, decision: Decision, bytes_used: int) -> tuple[int, str] | None:

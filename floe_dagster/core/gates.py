@@ -1,13 +1,16 @@
 """The gates: whether one (table, operation)'s work may start now, checked in order (:data:`GATES`).
 
-Each gate is a small named check that owns its reason codes (:attr:`Gate.codes`): it reads the
-decision's :class:`Facts` (the table, its policy, schedule, health and history) and returns None to
-let the work pass, or the decision skipped with one of its codes, so that a skipped decision's first
-reason names the first gate that blocked it. What a gate learns on the way (the due slot and its
-trigger, the trigger conditions' and the quiet period's verdicts) accumulates in ``Facts.learned``
-and goes into the one copy of the decision the gates return. Work that passes every gate becomes a
-``run`` decision (:func:`admissible`); the stages of the plan (core/plan_stages.py) continue a
-backlog, mark shadow decisions, rank and admit.
+Each gate is a small named check that owns its reason codes (:attr:`Gate.codes`). It reads the
+decision's :class:`Facts` (the table, its policy, schedule, health and history: never changed) and
+what the gates before it learned (:class:`Learned`), and returns its verdict: None to let the work pass,
+a new :class:`Learned` to let it pass with what it learned, or the decision skipped with one of its
+codes, so that a skipped decision's first reason names the first gate that blocked it. A gate declares
+the facts it reads and learns (:attr:`Gate.reads`, :attr:`Gate.learns`); :func:`check_order` refuses a
+list in which a gate reads what no gate before it learns, at import. Work that passes every gate becomes a
+``run`` decision (:func:`admissible`); the stages of the plan (core/plan_stages.py) turn a verdict
+between two gates (a backlog's continuation, an SLA's escalation), mark shadow decisions, rank and admit.
+
+A new gate is one function and one :class:`Gate` in :data:`GATES`.
 
 The planner's docstring, the gate table of docs/automation.md and explain's words about the gates'
 order are checked against this list (floe_dagster_tests/unit/test_gates.py)."""
@@ -26,7 +29,6 @@ from floe_dagster.core.history import CONFLICT_STREAK, OperationHistory
 from floe_dagster.core.localtime import as_utc, naive_as_utc
 from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled, gc_disabled_reason
-from floe_dagster.core.partition_scope import Backlog
 from floe_dagster.core.policy import Policy
 from floe_dagster.core.quiet import due_since, quiet_verdict
 from floe_dagster.core.schedule import schedule_due
@@ -42,34 +44,58 @@ FIRST_BACKOFF = timedelta(minutes=5)
 
 
 class Facts:
-    """One (table, operation) on its way through the gates: what they read, the decision they skip or
-    let run (``decision``: its debt, estimate and policy already set), and what they learned so far
-    (``due``: the schedule's verdict once read; ``learned``: the Decision fields the gates after the
-    due one fill in). Slots, and no dataclass: a tick makes one per decision."""
+    """One (table, operation) on its way through the gates: what they read, and the decision they skip or
+    let run (``decision``: its debt, estimate and policy already set). Never changed: what the gates
+    learn goes into :class:`Learned`. Slots, and no dataclass: a tick makes one per decision."""
 
-    __slots__ = ("data", "in_catalog", "table", "op", "policy", "schedule", "metrics", "history", "decision", "due",
-                 "learned", "escalation")
+    __slots__ = ("data", "in_catalog", "table", "op", "policy", "schedule", "metrics", "history", "decision")
 
     def __init__(self, data: PlanInput, in_catalog: frozenset[TableName], table: TableName, op: Operation,
                  policy: Policy, schedule: Any, metrics: TableMetrics | None, history: OperationHistory,
                  decision: Decision) -> None:
         self.data, self.in_catalog, self.table, self.op, self.policy = data, in_catalog, table, op, policy
         self.schedule, self.metrics, self.history, self.decision = schedule, metrics, history, decision
-        self.escalation: SlaVerdict | None = None  # a breached SLA (the sla gate): the gates after it may pass it
+
+
+class Learned:
+    """What the gates (and the plan's turns between them) learned of one decision so far: each field is
+    set by the gate that declares it in :attr:`Gate.learns` and read by those that declare it in
+    :attr:`Gate.reads`. Never changed: :meth:`but` makes the next one."""
+
+    __slots__ = ("due", "trigger", "slot", "cadence", "upstream", "condition_result", "quiet", "writer_hold",
+                 "escalation", "backlog", "passes")
+    # The fields a decision keeps (its own fields of the same names), in every verdict after the due gate.
+    KEPT = ("trigger", "slot", "cadence", "upstream", "condition_result", "quiet", "writer_hold", "backlog")
+
+    def __init__(self, **values: Any) -> None:
+        for name in self.__slots__:
+            setattr(self, name, values.get(name))
+        if self.passes is None:
+            self.passes = frozenset()  # the gates a turn lets the decision past (their holds are ignored)
+
+    def but(self, **changes: Any) -> "Learned":
+        return Learned(**{**{name: getattr(self, name) for name in self.__slots__}, **changes})
+
+    def kept(self) -> dict[str, Any]:
+        """What a decision after the due gate keeps of it (its Decision fields)."""
+        return {name: getattr(self, name) for name in self.KEPT if getattr(self, name) is not None}
+
+
+NOTHING_LEARNED = Learned()
 
 
 @dataclass(frozen=True)
 class Gate:
-    """A named check and the reason codes it skips with, in the order it tells them (``codes``)."""
+    """A named check, the reason codes it skips with (in the order it tells them), and the facts it reads
+    and learns (:class:`Learned`'s fields)."""
 
     name: str
     codes: tuple[str, ...]
-    check: Callable[[Facts], Decision | None]
+    # Its verdict: the decision skipped, a new Learned (passed, having learned), or None (passed).
+    check: Callable[[Facts, Learned], "Decision | Learned | None"]
     doc: str  # what it holds back, for docs/automation.md's table
-    # False: a backlog's continuation passes it (its slot passed it when it was admitted): see plan_stages.
-    holds_continuation: bool = True
-    # False: work the sla gate escalated (a breached SLA contract, core/sla.py) passes it, as the critical force does.
-    holds_escalation: bool = True
+    reads: tuple[str, ...] = ()
+    learns: tuple[str, ...] = ()
 
 
 def backoff_delay(consecutive_failures: int, threshold: int, hours: float) -> timedelta:
@@ -121,46 +147,42 @@ def _zero_change_detail(runs: int, until: datetime) -> str:
     return f"{runs} runs changed nothing; next at {until.isoformat()}"
 
 
-def _escalated(escalation: SlaVerdict) -> str:
-    return f"{escalation.detail}; escalated past the conditions and minimum intervals"
-
-
 # -- the gates, in order ---------------------------------------------------------------------------
 
 
-def _schedule_enabled(f: Facts) -> Decision | None:
+def _schedule_enabled(f: Facts, known: Learned) -> Decision | None:
     if f.schedule is None or not f.schedule.enabled:
         return skip(f.decision, "schedule_disabled", _schedule_missing, f.op)
     return None
 
 
-def _owner_pause(f: Facts) -> Decision | None:
+def _owner_pause(f: Facts, known: Learned) -> Decision | None:
     owner = f.decision.owner_overrides  # the table's floe.* properties, read once per table (plan_stages)
     if owner is not None and owner.paused:
         return skip(f.decision, "owner_paused", _pause_detail, owner)
     return None
 
 
-def _gc_allowed(f: Facts) -> Decision | None:
+def _gc_allowed(f: Facts, known: Learned) -> Decision | None:
     if f.op.needs_gc and f.metrics is not None and gc_disabled(f.metrics.properties):  # as the run checks it
         return skip(f.decision, "gc_disabled", gc_disabled_reason, f.op)
     return None
 
 
-def _listed(f: Facts) -> Decision | None:
+def _listed(f: Facts, known: Learned) -> Decision | None:
     # ``in_catalog`` is built once per tick: a set per decision made the tick quadratic.
     if f.table not in f.in_catalog:
         return skip(f.decision, "table_missing", "the table is no longer in the catalog")
     return None
 
 
-def _loaded(f: Facts) -> Decision | None:
+def _loaded(f: Facts, known: Learned) -> Decision | None:
     if f.table not in f.data.loaded_tables:
         return skip(f.decision, "not_loaded", "in the catalog but not yet an asset; it becomes one at the next reload")
     return None
 
 
-def _due(f: Facts) -> Decision | None:
+def _due(f: Facts, known: Learned) -> Decision | Learned:
     # The window and the allowed days come first (window_closed, day_not_allowed), then not_due. A kind's own
     # cadence (an adaptive orphan cleanup) takes the place of the interval or cron; the writers' new
     # materializations make it due too (or alone).
@@ -173,14 +195,11 @@ def _due(f: Facts) -> Decision | None:
     if f.schedule.after_write is not None:
         due = combined_due(due, f.schedule.after_write, f.data.writers.get(f.table.qualified, ()), f.data.now,
                            clock_only=f.schedule.kind != TRIGGER_CONDITION, first_write_after=f.data.first_write_after)
-    f.due = due
     if not due.due:
         return skip(f.decision, due.blocked or "not_due", _detail_of, due, next_eligible=due.next_eligible,
                     cadence=verdict)
-    f.learned = {"trigger": due.trigger, "slot": due.slot_key, "cadence": verdict}
-    if due.trigger == TRIGGER_AFTER_WRITE:
-        f.learned["upstream"] = due.upstream
-    return None
+    return Learned(due=due, trigger=due.trigger, slot=due.slot_key, cadence=verdict,
+                   upstream=due.upstream if due.trigger == TRIGGER_AFTER_WRITE else None)
 
 
 def own_cadence_due(schedule: Any, verdict: Any, last_success_start: datetime | None, now: datetime) -> Any:
@@ -201,29 +220,29 @@ def _cadence_detail(verdict: Any, due: Any) -> str:
         if due.blocked and due.blocked != "not_due" and due.next_eligible else "")
 
 
-def _backoff(f: Facts) -> Decision | None:
+def _backoff(f: Facts, known: Learned) -> Decision | None:
     history, limits = f.history, f.data.limits
     backoff = backoff_delay(history.consecutive_failures, limits.failure_backoff_threshold,
                             limits.failure_backoff_hours)
     if backoff and history.last_failure_at is not None and f.data.now < history.last_failure_at + backoff:
         until = history.last_failure_at + backoff
         return skip(f.decision, "failure_backoff", _backoff_detail, history, until,
-                    next_eligible=open_from(f.schedule, until), backoff_until=until, **f.learned)
+                    next_eligible=open_from(f.schedule, until), backoff_until=until, **known.kept())
     return None
 
 
-def _conflicts(f: Facts) -> Decision | None:
+def _conflicts(f: Facts, known: Learned) -> Decision | None:
     history = f.history
     if history.consecutive_conflicts and history.last_conflict_at is not None:
         until = history.last_conflict_at + conflict_retry_delay(f.table.qualified, f.op.value,
                                                                 history.consecutive_conflicts)
         if f.data.now < until:
             return skip(f.decision, "conflict_retry", _conflicts_detail, history.consecutive_conflicts, until,
-                        next_eligible=open_from(f.schedule, until), backoff_until=until, **f.learned)
+                        next_eligible=open_from(f.schedule, until), backoff_until=until, **known.kept())
     return None
 
 
-def _zero_change(f: Facts) -> Decision | None:
+def _zero_change(f: Facts, known: Learned) -> Decision | None:
     history, limits, metrics = f.history, f.data.limits, f.metrics
     if limits.zero_change_threshold <= 0 or history.consecutive_zero_change < limits.zero_change_threshold:
         return None
@@ -237,7 +256,7 @@ def _zero_change(f: Facts) -> Decision | None:
     until = history.last_success_start + throttled
     if f.data.now < until:
         return skip(f.decision, "zero_change_throttle", _zero_change_detail, history.consecutive_zero_change, until,
-                    next_eligible=open_from(f.schedule, until), throttled_until=until, **f.learned)
+                    next_eligible=open_from(f.schedule, until), throttled_until=until, **known.kept())
     return None
 
 
@@ -248,57 +267,50 @@ def _table_snapshots_ours(qualified: str, history: Mapping[tuple[str, Operation]
     }
 
 
-def _sla(f: Facts) -> Decision | None:
-    """Never holds: a breached contract escalates the work past the gates that do not hold escalations."""
-    verdict = f.decision.sla
-    if verdict is not None and verdict.breached:
-        f.escalation = verdict
-    return None
-
-
-def _conditions(f: Facts) -> Decision | None:
-    data, learned = f.data, f.learned
-    conditions = learned["condition_result"] = f.policy.evaluate_conditions(
+def _conditions(f: Facts, known: Learned) -> Decision | Learned:
+    data = f.data
+    conditions = f.policy.evaluate_conditions(
         f.op, f.metrics, f.history.last_success_start, data.now, data.limits.condition_based_triggering_enabled)
-    if conditions.forced:
-        learned["trigger"] = "critical"
-    elif not conditions.passed:
+    known = known.but(condition_result=conditions, trigger="critical" if conditions.forced else known.trigger)
+    if not conditions.forced and not conditions.passed:
         return skip(f.decision, conditions.blocked_code, conditions.detail,
-                    next_eligible=open_from(f.schedule, conditions.next_eligible), **learned)
-    return None
+                    next_eligible=open_from(f.schedule, conditions.next_eligible), **known.kept())
+    return known
 
 
-def _quiet(f: Facts) -> Decision | None:
+def _quiet(f: Facts, known: Learned) -> Decision | Learned | None:
     period = f.schedule.quiet
     if period is None:
         return None
-    quiet = f.learned["quiet"] = quiet_verdict(period, f.metrics, due_since(f.due, f.metrics), f.data.now)
+    quiet = quiet_verdict(period, f.metrics, due_since(known.due, f.metrics), f.data.now)
+    known = known.but(quiet=quiet)
     if not quiet.passed:
         return skip(f.decision, "not_quiet", _detail_of, quiet,
-                    next_eligible=open_from(f.schedule, quiet.next_eligible), **f.learned)
-    return None
+                    next_eligible=open_from(f.schedule, quiet.next_eligible), **known.kept())
+    return known
 
 
-def _writer_running(f: Facts) -> Decision | None:
+def _writer_running(f: Facts, known: Learned) -> Decision | Learned | None:
     # A rewrite or an expiry of a table with a known writer (core/writers.py); the runs were read once per tick.
     writers = f.data.writers.get(f.table.qualified) if f.op in HOLDS_FOR_WRITERS else None
     if not writers:
         return None
-    hold = f.learned["writer_hold"] = writer_hold(writers, f.data.writer_runs, due_since(f.due, f.metrics),
-                                                  f.schedule.max_writer_wait, f.data.now)
+    hold = writer_hold(writers, f.data.writer_runs, due_since(known.due, f.metrics), f.schedule.max_writer_wait,
+                       f.data.now)
+    known = known.but(writer_hold=hold)
     if not hold.passed:
         return skip(f.decision, "writer_running", _detail_of, hold,
-                    next_eligible=open_from(f.schedule, hold.next_eligible), **f.learned)
-    return None
+                    next_eligible=open_from(f.schedule, hold.next_eligible), **known.kept())
+    return known
 
 
-def _not_in_flight(f: Facts) -> Decision | None:
+def _not_in_flight(f: Facts, known: Learned) -> Decision | None:
     data, qualified = f.data, f.table.qualified
     if (qualified, f.op) in data.in_flight:
-        return skip(f.decision, "in_flight", "a run of this table and operation is queued or running", **f.learned)
+        return skip(f.decision, "in_flight", "a run of this table and operation is queued or running", **known.kept())
     if qualified in data.busy_tables:
         return skip(f.decision, "in_flight", "another run maintains this table (one run per table at a time)",
-                    **f.learned)
+                    **known.kept())
     return None
 
 
@@ -314,29 +326,46 @@ GATES: tuple[Gate, ...] = (
     Gate("loaded", ("not_loaded",), _loaded, "listed, but not an asset of the code location until its next reload"),
     Gate("due", ("window_closed", "day_not_allowed", "not_due"), _due,
          "the schedule: its window or allowed days are closed now, or its cron slot, interval or condition "
-         "cycle is not due"),
-    Gate("backoff", ("failure_backoff",), _backoff, "failures in a row: the next attempt waits, doubling"),
+         "cycle is not due", learns=("due", "trigger", "slot", "cadence", "upstream")),
+    Gate("backoff", ("failure_backoff",), _backoff, "failures in a row: the next attempt waits, doubling",
+         reads=("trigger",)),
     Gate("conflicts", ("conflict_retry",), _conflicts,
-         "lost commit races in a row: the next attempt waits 5-15 minutes (not a failure)"),
+         "lost commit races in a row: the next attempt waits 5-15 minutes (not a failure)", reads=("trigger",)),
     Gate("zero change", ("zero_change_throttle",), _zero_change,
-         "runs that changed nothing: the interval is stretched until another writer commits"),
-    Gate("sla", (), _sla, "holds nothing: a breached SLA contract (the schedule's `sla`) escalates the work past "
-         "the conditions, as the critical force does, and ranks it first (trigger `sla`)"),
+         "runs that changed nothing: the interval is stretched until another writer commits", reads=("trigger",)),
     Gate("conditions", ("conditions_unmet", "min_interval", "no_health", "no_drift"), _conditions,
          "the trigger conditions (declared table properties: their drift), their minimum intervals and the "
-         "health they read; the critical-pipeline force and a breached SLA pass it", holds_continuation=False,
-         holds_escalation=False),
-    Gate("quiet", ("not_quiet",), _quiet, "another writer committed within the schedule's `quietFor`"),
+         "health they read; the critical-pipeline force, a breached SLA and a backlog's continuation pass it",
+         reads=("trigger",), learns=("condition_result", "trigger")),
+    Gate("quiet", ("not_quiet",), _quiet, "another writer committed within the schedule's `quietFor`",
+         reads=("due",), learns=("quiet",)),
     Gate("writer", ("writer_running",), _writer_running,
          "a rewrite or an expiry while a run of the table's writer asset is queued or started, until the "
-         "schedule's `maxWriterWait`"),
+         "schedule's `maxWriterWait`", reads=("due",), learns=("writer_hold",)),
     Gate("in flight", ("in_flight",), _not_in_flight,
-         "a run of the table is queued or running, or an admission in the ledger waits for its run"),
+         "a run of the table is queued or running, or an admission in the ledger waits for its run",
+         reads=("trigger",)),
 )
-_CHECKS = tuple((gate.check, gate.holds_escalation) for gate in GATES)
 GATE_CODES: tuple[str, ...] = tuple(code for gate in GATES for code in gate.codes)
-# The position of the gate that owns each code: which gates a skipped decision passed.
-POSITION: dict[str, int] = {code: index for index, gate in enumerate(GATES) for code in gate.codes}
+
+
+def check_order(steps: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``steps`` (gates, and the plan's turns between them), refused when one reads a fact no step before
+    it learns, or learns one :class:`Learned` does not have: the order of the list is its data flow."""
+    learned: set[str] = set()
+    for step in steps:
+        unknown = [name for name in (*step.reads, *step.learns) if name not in Learned.__slots__]
+        if unknown:
+            raise ValueError(f"gate step '{step.name}' names facts a gate does not learn: {', '.join(unknown)}")
+        missing = [name for name in step.reads if name not in learned]
+        if missing:
+            raise ValueError(f"gate step '{step.name}' reads {', '.join(missing)}, which no step before it learns: "
+                             f"move it after the step that learns it")
+        learned.update(step.learns)
+    return steps
+
+
+check_order(GATES)
 
 
 def gate_named(name: str) -> Gate:
@@ -348,36 +377,29 @@ def gate_before(name: str) -> Gate:
     return GATES[GATES.index(gate_named(name)) - 1]
 
 
-def run_gates(f: Facts) -> Decision:
-    """The decision skipped by the first gate that holds it (escalated work: that holds escalations), else
-    :func:`admissible`."""
-    for check, holds_escalation in _CHECKS:
-        skipped = check(f)
-        if skipped is not None and (holds_escalation or f.escalation is None):
-            return skipped
-    return admissible(f)
-
-
-def admissible(f: Facts) -> Decision:
+def admissible(f: Facts, known: Learned) -> Decision:
     """Work every gate let pass: a ``run`` decision in its due slot (its attempt the slot's next one),
     its run time bounded by the schedule's timeout and its window's end, with its run class; escalated by a
     breached SLA, its trigger is ``sla`` and the contract's verdict its second reason."""
-    data, schedule, due, now = f.data, f.schedule, f.due, f.data.now
+    data, schedule, due, now = f.data, f.schedule, known.due, f.data.now
     reasons: tuple[Reason, ...] = (Reason(due.trigger, _detail_of, due),)
-    if f.escalation is not None:
-        f.learned["trigger"] = "sla"
-        reasons += (Reason("sla", _escalated, f.escalation),)
-    quiet, hold = f.learned.get("quiet"), f.learned.get("writer_hold")
+    if known.escalation is not None:
+        reasons += (Reason("sla", _escalated, known.escalation),)
+    quiet, hold = known.quiet, known.writer_hold
     reasons += tuple(Reason(None, _detail_of, v) for v in (quiet, hold) if v is not None and (v is quiet or v.forced))
     window_end = schedule.window_end_after(now) if schedule.enforce_window_end else None
     runtime = schedule.timeout_hours * 3600
     if window_end is not None:
         runtime = min(runtime, max(60.0, (window_end - now).total_seconds()))
     return replace_decision(
-        f.decision, decision="run", passed_gates=True,
-        why=reasons,
+        f.decision, decision="run", passed_gates=True, why=reasons,
         attempt=data.last_attempts.get((f.table.qualified, f.op, due.slot_key), -1) + 1, max_runtime_s=runtime,
-        next_eligible=now, run_class=_run_class(schedule), **f.learned)
+        next_eligible=now, run_class=_run_class(schedule),
+        **{**known.kept(), **({"trigger": "sla"} if known.escalation is not None else {})})
+
+
+def _escalated(escalation: SlaVerdict) -> str:
+    return f"{escalation.detail}; escalated past the conditions and minimum intervals"
 
 
 def _run_class(schedule: Any) -> RunClass:
@@ -391,38 +413,3 @@ def _run_class(schedule: Any) -> RunClass:
                    f"enforce {schedule.enforce_window_end}",
         )
     return found
-
-
-# -- a backlog's continuation: its due verdict -----------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BacklogDue:
-    """The schedule's verdict for a backlog's continuation: due now, in the backlog's own slot (so the
-    attempt number is the slot's next one)."""
-
-    slot_key: str
-    detail: str
-    due: bool = True
-    trigger: str = "backlog"
-    blocked: str | None = None
-    next_eligible: datetime | None = None
-    # What the quiet gate reads (core/quiet.due_since): a continuation has been due since its slot.
-    slot: datetime | None = None
-    last_success_start: datetime | None = None
-
-
-def backlog_due(backlog: Backlog) -> BacklogDue:
-    return BacklogDue(backlog.slot, f"continues slot {backlog.slot}: {backlog.partitions} partition(s), "
-                                    f"{backlog.bytes} bytes left", slot=slot_time(backlog.slot))
-
-
-def slot_time(slot_key: str) -> datetime | None:
-    """A due slot's time, read back from its key (``Due.slot_key``: a cron slot's ISO time,
-    ``interval:<ISO>``, ``condition:<ISO>``); None for ``...:first``, ``cron:none`` and manual work."""
-    for text in (slot_key, slot_key.partition(":")[2]):
-        try:
-            return datetime.fromisoformat(text)
-        except ValueError:
-            continue
-    return None

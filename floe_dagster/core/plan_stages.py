@@ -12,6 +12,7 @@ order a decision meets them, and :func:`gates_markdown` the table docs/automatio
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any, Callable
 
 from floe_dagster.core.admission import ADMISSION, ADMISSION_CODES, admit_within_budgets
@@ -20,18 +21,17 @@ from floe_dagster.core.decisions import (
     DECISION_DEFAULTS, Decision, LazyEstimate, PlanInput, Reason, build_decision, replace_decision, text_of,
 )
 from floe_dagster.core.gates import (
-    GATE_CODES, GATES, POSITION, Facts, admissible, backlog_due, gate_named, run_gates,
+    GATE_CODES, GATES, NOTHING_LEARNED, Facts, Learned, admissible, check_order,
 )
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.owner_overrides import with_overrides
+from floe_dagster.core.partition_scope import Backlog
 from floe_dagster.core.learned_plan import LearnedView, shadow_note
 from floe_dagster.core.ranking_shadow import learned_rank_key, static_rank_key
 from floe_dagster.core.run_decision import SHADOW_ATTEMPT, SHADOW_PREFIX
 from floe_dagster.core.sla import table_sla
 
 _NO_HISTORY = OperationHistory()
-_DUE = GATES.index(gate_named("due"))
-_AFTER_DUE = GATES[_DUE + 1:]
 
 
 @dataclass
@@ -62,7 +62,6 @@ def _gate_stage(state: PlanState) -> None:
     in_catalog = frozenset(data.catalog_tables)
     decided, candidates = state.decided, state.candidates
     weights, history_of, estimate_bytes = data.debt_weights, data.history.get, data.estimate_bytes
-    backlogs = data.backlogs
     # Sorted by the fields' tuple (TableName's order) without calling its generated __lt__ per comparison.
     for table in sorted(in_catalog.union(data.loaded_tables), key=lambda t: (t.catalog, t.namespace, t.name)):
         policy = data.policies.effective_policy(table)
@@ -92,12 +91,7 @@ def _gate_stage(state: PlanState) -> None:
                 schedule_priority=schedule.priority if schedule else 0, enabled=bool(schedule and schedule.enabled),
                 sla=table_sla(contract, history.last_success_start, metrics, data.now) if contract else None,
             )
-            facts = Facts(data, in_catalog, table, op, policy, schedule, metrics, history, base)
-            decision = run_gates(facts)
-            # A shadow decision never continues a backlog: a continuation is the same slot's next attempt,
-            # and shadow decisions are recorded once per slot.
-            if backlogs and not shadow:
-                decision = continue_backlog(facts, decision)
+            decision = through_gates(Facts(data, in_catalog, table, op, policy, schedule, metrics, history, base))
             if decision.decision == "run":
                 if estimate:  # the budgets read it: estimated once
                     decision = replace_decision(decision, bytes_estimate=decision.estimated_bytes)
@@ -106,30 +100,118 @@ def _gate_stage(state: PlanState) -> None:
                 decided.append(decision)
 
 
-def continue_backlog(facts: Facts, decision: Decision) -> Decision:
-    """A rewrite scoped to some partitions left a backlog (the ledger's), open until a success starts
-    after it: the decision carries it once the gates read the schedule, and when the schedule's own rule
-    is not due while its window and days are open, the backlog's slot continues: due now (trigger
-    ``backlog``), through the gates after the due one, except those a continuation passes (its trigger
-    conditions were met when its slot was admitted)."""
-    backlog = facts.data.backlogs.get((facts.table.qualified, facts.op))
-    if backlog is None or not backlog.open_after(facts.history.last_success_start):
-        return decision
-    if decision.decision == "skip":
-        code = decision.code
-        if POSITION.get(code, _DUE) < _DUE:  # stopped before the schedule was read
-            return decision
-        if code == "not_due":
-            facts.decision = replace_decision(facts.decision, backlog=backlog)
-            due = facts.due = backlog_due(backlog)
-            facts.learned = {"trigger": due.trigger, "slot": due.slot_key}
-            for gate in _AFTER_DUE:
-                skipped = gate.check(facts)
-                if skipped is not None and gate.holds_continuation:
-                    return skipped
-            return admissible(facts)
-    return replace_decision(decision, backlog=backlog)
+# -- the turns: stages of one decision between two gates -----------------------------------------------
 
+
+@dataclass(frozen=True)
+class Turn:
+    """A stage of one decision between two gates: after the gate named ``after``, it reads that gate's
+    verdict (``held``: the decision it skipped, or None) and what the gates learned, and returns both,
+    turned. The gates it lets the decision past (``Learned.passes``) are checked still (what they learn is
+    kept) but do not hold it."""
+
+    name: str
+    after: str
+    turn: Callable[[Facts, Learned, Decision | None], tuple[Learned, Decision | None]]
+    doc: str
+    reads: tuple[str, ...] = ()
+    learns: tuple[str, ...] = ()
+
+
+# What an escalation and a continuation let past: their trigger conditions were met, or are overruled.
+_PAST_CONDITIONS = frozenset({"conditions"})
+
+
+def _escalate(f: Facts, known: Learned, held: Decision | None) -> tuple[Learned, Decision | None]:
+    """A breached SLA contract (core/sla.py) escalates work no gate before held past the conditions."""
+    verdict = f.decision.sla
+    if held is None and verdict is not None and verdict.breached:
+        known = known.but(escalation=verdict, passes=known.passes | _PAST_CONDITIONS)
+    return known, held
+
+
+def _continue_backlog(f: Facts, known: Learned, held: Decision | None) -> tuple[Learned, Decision | None]:
+    """A rewrite scoped to some partitions left a backlog (the ledger's), open until a success starts after
+    it: the decision carries it once the schedule is read, and when the schedule's own rule is not due
+    (its window and days open), the backlog's slot continues: due now (trigger ``backlog``), past the
+    conditions (they were met when its slot was admitted). A shadow decision never continues a backlog:
+    a continuation is the same slot's next attempt, and shadow decisions are recorded once per slot."""
+    backlogs = f.data.backlogs
+    backlog = backlogs.get((f.table.qualified, f.op)) if backlogs and not f.decision.shadow else None
+    if backlog is None or not backlog.open_after(f.history.last_success_start):
+        return known, held
+    if held is None:
+        return known.but(backlog=backlog), None
+    if held.code != "not_due":
+        return known, replace_decision(held, backlog=backlog)
+    due = backlog_due(backlog)
+    return Learned(due=due, trigger=due.trigger, slot=due.slot_key, backlog=backlog, passes=_PAST_CONDITIONS), None
+
+
+TURNS: tuple[Turn, ...] = (
+    Turn("backlog", "due", _continue_backlog, "holds nothing: a partition-scoped rewrite's open backlog continues "
+         "in its slot when the schedule's own rule is not due (trigger `backlog`), past the conditions",
+         learns=("due", "trigger", "slot", "backlog", "passes")),
+    Turn("sla", "zero change", _escalate, "holds nothing: a breached SLA contract (the schedule's `sla`) escalates "
+         "the work past the conditions, as the critical force does, and ranks it first (trigger `sla`)",
+         learns=("escalation", "passes")),
+)
+# The gates in order, each with the turns after it; the whole order checked at import.
+_STEPS = tuple((gate, tuple(turn for turn in TURNS if turn.after == gate.name)) for gate in GATES)
+check_order(tuple(step for gate, turns in _STEPS for step in (gate, *turns)))
+
+
+def through_gates(f: Facts) -> Decision:
+    """The decision skipped by the first gate that holds it (a gate its turns let it past holds nothing),
+    else :func:`admissible`."""
+    known = NOTHING_LEARNED
+    for gate, turns in _STEPS:
+        verdict = gate.check(f, known)
+        held = None
+        if verdict is not None:
+            if verdict.__class__ is Learned:
+                known = verdict
+            elif gate.name in known.passes:  # checked, not held: what it learned is kept
+                known = known.but(**{name: getattr(verdict, name) for name in gate.learns})
+            else:
+                held = verdict
+        for turn in turns:
+            known, held = turn.turn(f, known, held)
+        if held is not None:
+            return held
+    return admissible(f, known)
+
+
+@dataclass(frozen=True)
+class BacklogDue:
+    """The schedule's verdict for a backlog's continuation: due now, in the backlog's own slot (so the
+    attempt number is the slot's next one)."""
+
+    slot_key: str
+    detail: str
+    due: bool = True
+    trigger: str = "backlog"
+    blocked: str | None = None
+    next_eligible: datetime | None = None
+    # What the quiet gate reads (core/quiet.due_since): a continuation has been due since its slot.
+    slot: datetime | None = None
+    last_success_start: datetime | None = None
+
+
+def backlog_due(backlog: Backlog) -> BacklogDue:
+    return BacklogDue(backlog.slot, f"continues slot {backlog.slot}: {backlog.partitions} partition(s), "
+                                    f"{backlog.bytes} bytes left", slot=slot_time(backlog.slot))
+
+
+def slot_time(slot_key: str) -> datetime | None:
+    """A due slot's time, read back from its key (``Due.slot_key``: a cron slot's ISO time,
+    ``interval:<ISO>``, ``condition:<ISO>``); None for ``...:first``, ``cron:none`` and manual work."""
+    for text in (slot_key, slot_key.partition(":")[2]):
+        try:
+            return datetime.fromisoformat(text)
+        except ValueError:
+            continue
+    return None
 
 def _shadow_stage(state: PlanState) -> None:
     """A shadow policy's candidates become shadow decisions: recorded, never run (the shadow attempt)."""
@@ -244,7 +326,9 @@ def run_stages(data: PlanInput) -> PlanState:
 def gates_markdown() -> str:
     """docs/automation.md's gate table: the gates, then admission's steps (a test keeps the doc equal)."""
     lines = ["| stage | step | reason codes | holds back |", "| --- | --- | --- | --- |"]
-    lines += [f"| gates | {gate.name} | {_codes(gate.codes)} | {gate.doc} |" for gate in GATES]
+    for gate, turns in _STEPS:  # each gate, then the turns after it
+        lines.append(f"| gates | {gate.name} | {_codes(gate.codes)} | {gate.doc} |")
+        lines += [f"| gates | {turn.name} | - | {turn.doc} |" for turn in turns]
     lines += [f"| admission | {step.name} | {_codes(step.codes)} | {step.doc} |" for step in ADMISSION]
     return "\n".join(lines) + "\n"
 

@@ -3,12 +3,14 @@ docs/automation.md describes. Pure: the launchers (schedules, the debt-score sen
 ``explain`` and the HTTP API all call :func:`plan` and differ only in what they do with the result.
 
 A plan is made in stages (core/plan_stages.py ``STAGES``): gates, shadow, rank, sla first, live
-admission, shadow pass. Gates (core/gates.py ``GATES``), in order; a skipped decision's reasons start with the
-first gate that blocked it: schedule (schedule_disabled); owner (owner_paused: the table's own property
+admission, shadow pass. Gates (core/gates.py ``GATES``), in order, with the plan's turns between two of them
+(core/plan_stages.py ``TURNS``); a skipped decision's reasons start with the first gate that blocked it:
+schedule (schedule_disabled); owner (owner_paused: the table's own property
 floe.maintenance.enabled=false, as its policy allows: core/owner_overrides.py); gc (gc_disabled);
-catalog (table_missing);
-loaded (not_loaded); due (window_closed, day_not_allowed, not_due); backoff (failure_backoff);
-conflicts (conflict_retry); zero change (zero_change_throttle); sla (holds nothing: a breached SLA
+catalog (table_missing); loaded (not_loaded); due (window_closed, day_not_allowed, not_due); the backlog
+turn (holds nothing: a partition-scoped rewrite's open backlog continues in its slot, past the conditions);
+backoff (failure_backoff);
+conflicts (conflict_retry); zero change (zero_change_throttle); the sla turn (holds nothing: a breached SLA
 contract, core/sla.py, escalates the work past the conditions and ranks it first, trigger sla);
 conditions (conditions_unmet, min_interval, no_health, no_drift); quiet (not_quiet, core/quiet.py);
 writer (writer_running: a run of the table's writer asset, core/writers.py); in flight (in_flight: a

@@ -6,13 +6,16 @@ beside what the admission did with it. Pure: ``now`` is injected."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
+
+import pytest
 
 from hypothesis import HealthCheck, given, settings
 
 from floe_dagster.core import planner
 from floe_dagster.core.admission import ADMISSION, ADMISSION_CODES
-from floe_dagster.core.gates import GATE_CODES, GATES, gate_before
+from floe_dagster.core.gates import GATE_CODES, GATES, check_order, gate_before, gate_named
 from floe_dagster.core.plan_stages import REASON_CODES, STAGES, gates_markdown
 from floe_dagster.core.planner import PlanInput, SchedulerSettings, plan
 from floe_dagster.reports.explain import _quiet
@@ -58,6 +61,16 @@ def test_the_planner_docstring_names_every_gate_and_code_in_order():
     assert positions == sorted(positions)
     positions = [told.index(f"{step.name} (") for step in ADMISSION]
     assert positions == sorted(positions)
+
+
+def test_a_gate_list_in_which_a_gate_reads_what_no_gate_before_it_learns_is_refused():
+    # The order of the list is its data flow: the quiet gate reads the due verdict the due gate learns.
+    due, quiet = gate_named("due"), gate_named("quiet")
+    assert check_order((due, quiet)) == (due, quiet)
+    with pytest.raises(ValueError, match="gate step 'quiet' reads due, which no step before it learns"):
+        check_order((quiet, due))
+    with pytest.raises(ValueError, match="gate step 'due' names facts a gate does not learn: mood"):
+        check_order((replace(due, learns=("mood",)),))
 
 
 def test_explain_says_which_gate_decides_before_the_quiet_period():

@@ -3,7 +3,7 @@ explained on demand, and what a user reads must not change with it): every decis
 estimate, next eligible moment, SLA, scope, owner overrides: what ``plan``, ``explain`` and the API
 show), explain's extras (the conditions, the quiet and writer verdicts, the backlog, held back or not),
 the shadow summary, and for the admitted ones what the ledger, the run's tags and the materialization
-metadata keep. Over a broad set of scenarios: 100 drawn by the planner's property strategy (derandomized)
+metadata keep. Over a broad set of scenarios: 120 drawn as the planner's property strategy draws them (seeded)
 and a lake of 32 tables under five policies (shadow, quiet, SLA, owner overrides, partition scoping,
 after-write, critical pipelines) planned under eight sets of inputs (budgets, fair shares, batching, a
 compute budget with learned ranking, a launcher's filter, backlogs, writers' runs, runs in flight).
@@ -16,15 +16,14 @@ import json
 import os
 import random
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, given, settings
-
-from floe_dagster.core.batches import BatchSettings
+from floe_dagster.core import gates
+from floe_dagster.core.batches import ONE_TABLE_PER_RUN, BatchSettings
 from floe_dagster.core.estimates import estimate_rewrite_data_files
-from floe_dagster.core.fair_shares import FairShareSettings
+from floe_dagster.core.fair_shares import FAIR_SHARES_OFF, FairShareSettings
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.learned_ranking import RankingSettings
 from floe_dagster.core.measurements import TableMetrics
@@ -36,12 +35,15 @@ from floe_dagster.core.run_history import RecordedRun
 from floe_dagster.core.run_tags import PolicyFacts, batch_run_tags
 from floe_dagster.core.tables import TableName
 from floe_dagster.core.writers import SOURCE_RULE, Writer, WriterRun
-from floe_dagster_tests.unit.test_planner import NOW, ms, plan_inputs, policies, policy
+from floe_dagster_tests.unit.test_planner import (
+    NOW, PROPERTY_POLICIES, PROPERTY_TABLES, metrics, ms, policies, policy,
+)
 
 RECORDING = Path(__file__).parent / "data" / "reason_texts.json"
 RDF, EXP, ORPH = Operation.REWRITE_DATA_FILES, Operation.EXPIRE_SNAPSHOTS, Operation.ORPHAN_CLEANUP
 MAN, RPDF = Operation.REWRITE_MANIFESTS, Operation.REWRITE_POSITION_DELETE_FILES
 MB = 1024 * 1024
+UTC = timezone.utc
 TABLES = tuple(TableName("demo", (f"ns{i % 4}",), f"t{i:02d}") for i in range(32))
 ALLOW = {"rewrite-data-files.target-file-size-bytes": {"min": 64 * MB, "max": 2**30}, "maintenance.enabled": {},
          "expire-snapshots.retain-last": {}}
@@ -181,17 +183,53 @@ def _texts(data: PlanInput, result: Plan) -> dict[str, Any]:
     return {"decisions": decisions, "notes": result.notes, "counts": result.reason_counts(), "runs": runs}
 
 
+def drawn_input(rng: random.Random) -> PlanInput:
+    """One input like the planner's property strategy draws (test_planner.plan_inputs), drawn by a seeded
+    ``random``: the same on every run, whatever else the session imported."""
+    now = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=rng.randint(0, 365 * 86400))
+
+    def moment(days: int = 20) -> datetime | None:
+        return None if rng.random() < 0.3 else now + timedelta(seconds=rng.randint(-days * 86400, 3600))
+
+    found = {t: metrics(t, tier="full" if full else "summary", snapshot_count=rng.randint(0, 700),
+                        delete_file_count=rng.randint(0, 10), current_snapshot_id=rng.choice([None, 1, 2, 3]),
+                        data_file_sizes=(1, 2, 10**9) if full else None,
+                        properties={"gc.enabled": rng.choice(["true", "false"])})
+             for t in PROPERTY_TABLES if rng.random() < 0.5 for full in (rng.random() < 0.5,)}
+    history = {}
+    for t in PROPERTY_TABLES:
+        for op in ALL_OPERATIONS:
+            if rng.random() < 0.5:
+                failures = rng.randint(0, 12)
+                history[(t.qualified, op)] = OperationHistory(
+                    last_success_start=moment(), last_failure_at=moment(9) if failures else None,
+                    consecutive_failures=failures, consecutive_zero_change=rng.randint(0, 8),
+                    last_snapshot_after=rng.choice([None, 1, 2]), runs=failures + 3, failures=failures)
+    sizes = {t: rng.randint(0, 1500) for t in PROPERTY_TABLES if rng.random() < 0.5}
+    limits = SchedulerSettings(
+        condition_based_triggering_enabled=rng.random() < 0.5, max_tables_per_poll=rng.randint(0, 3),
+        max_operations_per_poll=rng.randint(0, 4), max_bytes_per_hour=rng.choice([0, 500, 2000]),
+        failure_backoff_threshold=rng.randint(1, 4), failure_backoff_hours=rng.choice([0.5, 6]),
+        zero_change_threshold=rng.randint(0, 6), max_run_requests_per_tick=rng.randint(1, 6),
+        max_queued_runs=rng.randint(0, 10))
+    return PlanInput(
+        now=now, catalog_tables=rng.sample(PROPERTY_TABLES, rng.randint(0, 5)),
+        loaded_tables=frozenset(rng.sample(PROPERTY_TABLES, rng.randint(0, 5))),
+        policies=rng.choice(PROPERTY_POLICIES), limits=limits, metrics=found, history=history,
+        in_flight=frozenset((rng.choice(PROPERTY_TABLES).qualified, rng.choice(ALL_OPERATIONS))
+                            for _ in range(rng.randint(0, 4))),
+        bytes_last_hour=rng.choice([0, 100, 600]), queued_runs=rng.randint(0, 8),
+        estimate_bytes=lambda t, op, m, config: sizes.get(t, 0),
+        fair_shares=rng.choice([FAIR_SHARES_OFF, FairShareSettings(by="namespace"),
+                                FairShareSettings(by="namespace", weights={"hr": 3}),
+                                FairShareSettings(by="tag:team", default_weight=0.5)]),
+        batching=rng.choice([ONE_TABLE_PER_RUN, BatchSettings(max_tables=2)]))
+
+
 def _all_texts() -> list[dict[str, Any]]:
-    told = [_texts(data, plan(data)) for data in lake_inputs()]
-
-    @settings(derandomize=True, database=None, phases=[Phase.generate], max_examples=100, deadline=None,
-              suppress_health_check=list(HealthCheck))
-    @given(plan_inputs())
-    def drawn(data: PlanInput) -> None:
-        told.append(_texts(data, plan(data)))
-
-    drawn()
-    return json.loads(json.dumps(told, default=str))
+    rng = random.Random(3512)
+    inputs = [*lake_inputs(), *(drawn_input(rng) for _ in range(120))]
+    return json.loads(json.dumps([_texts(data, plan(data)) for data in inputs], default=str))
 
 
 def test_the_texts_users_read_are_those_recorded():
@@ -213,3 +251,24 @@ def test_the_texts_users_read_are_those_recorded():
     for fragment in ("would run: ", "partition-scoped", "trigger\": \"sla", "continues slot", "writer_running",
                      "critical", "scoped_partitions", "floe/reason"):
         assert fragment in texts, fragment
+
+
+def test_a_skipped_decisions_estimate_and_words_are_made_only_when_read(monkeypatch):
+    # A tick makes 50,000 decisions and almost nobody reads a skipped one's text or estimate: the planner
+    # estimates the work every gate let run (the budgets read it) and tells a reason when it is read.
+    asked: list[tuple[TableName, Operation]] = []
+    told: list[tuple] = []
+    tell = getattr(gates, "_backoff_detail", None)
+    monkeypatch.setattr(gates, "_backoff_detail", lambda *values: told.append(values) or tell(*values),
+                        raising=False)
+    data = replace(lake_inputs()[0], estimate_bytes=lambda t, op, m, config: asked.append((t, op)) or 7)
+    result = plan(data)
+    rewrites = [d for d in result.decisions if d.operation.rewrites_data]
+    assert sorted(asked) == sorted((d.table, d.operation) for d in rewrites if d.passed_gates)
+    assert told == []
+    backing_off = [d for d in result.decisions if d.code == "failure_backoff"]
+    assert backing_off and told == []
+    first = backing_off[0]
+    assert first.reasons[0].startswith("failure_backoff: ") and len(told) == 1
+    skipped = next(d for d in rewrites if not d.passed_gates)
+    assert skipped.estimated_bytes == 7 and (skipped.table, skipped.operation) == asked[-1]
