@@ -60,25 +60,38 @@ class Facts:
 class Learned:
     """What the gates (and the plan's turns between them) learned of one decision so far: each field is
     set by the gate that declares it in :attr:`Gate.learns` and read by those that declare it in
-    :attr:`Gate.reads`. Never changed: :meth:`but` makes the next one."""
+    :attr:`Gate.reads`. Never changed: :meth:`but` makes the next one. (Its fields are class defaults and
+    the learned ones the instance's: a tick makes one or two per decision.)"""
 
-    __slots__ = ("due", "trigger", "slot", "cadence", "upstream", "condition_result", "quiet", "writer_hold",
-                 "escalation", "backlog", "passes")
+    FIELDS = ("due", "trigger", "slot", "cadence", "upstream", "condition_result", "quiet", "writer_hold",
+              "escalation", "backlog", "passes")
     # The fields a decision keeps (its own fields of the same names), in every verdict after the due gate.
-    KEPT = ("trigger", "slot", "cadence", "upstream", "condition_result", "quiet", "writer_hold", "backlog")
+    KEPT = frozenset(("trigger", "slot", "cadence", "upstream", "condition_result", "quiet", "writer_hold",
+                      "backlog"))
+    due: Any = None  # the schedule's verdict (or a backlog's continuation's)
+    trigger: str | None = None
+    slot: str | None = None
+    cadence: Any = None  # a kind's own cadence's verdict
+    upstream: Any = None  # after_write: the writer's materialization that made it due
+    condition_result: Any = None
+    quiet: Any = None
+    writer_hold: Any = None
+    escalation: SlaVerdict | None = None  # a breached SLA contract
+    backlog: Any = None  # an open backlog of a partition-scoped rewrite
+    passes: frozenset[str] = frozenset()  # the gates a turn lets the decision past (their holds are ignored)
 
     def __init__(self, **values: Any) -> None:
-        for name in self.__slots__:
-            setattr(self, name, values.get(name))
-        if self.passes is None:
-            self.passes = frozenset()  # the gates a turn lets the decision past (their holds are ignored)
+        self.__dict__.update(values)
 
     def but(self, **changes: Any) -> "Learned":
-        return Learned(**{**{name: getattr(self, name) for name in self.__slots__}, **changes})
+        learned = object.__new__(Learned)
+        learned.__dict__.update(self.__dict__, **changes)
+        return learned
 
     def kept(self) -> dict[str, Any]:
         """What a decision after the due gate keeps of it (its Decision fields)."""
-        return {name: getattr(self, name) for name in self.KEPT if getattr(self, name) is not None}
+        kept = self.KEPT
+        return {name: value for name, value in self.__dict__.items() if name in kept and value is not None}
 
 
 NOTHING_LEARNED = Learned()
@@ -354,7 +367,7 @@ def check_order(steps: tuple[Any, ...]) -> tuple[Any, ...]:
     it learns, or learns one :class:`Learned` does not have: the order of the list is its data flow."""
     learned: set[str] = set()
     for step in steps:
-        unknown = [name for name in (*step.reads, *step.learns) if name not in Learned.__slots__]
+        unknown = [name for name in (*step.reads, *step.learns) if name not in Learned.FIELDS]
         if unknown:
             raise ValueError(f"gate step '{step.name}' names facts a gate does not learn: {', '.join(unknown)}")
         missing = [name for name in step.reads if name not in learned]
