@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import resource
@@ -16,8 +17,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+# Another checkout's package in place of this one's (the benchmarks' --vs: the code before a change,
+# measured by the same benchmark script in the same run): FLOE_BENCH_TREE names its root.
+TREE_VARIABLE = "FLOE_BENCH_TREE"
+TREE = Path(os.environ.get(TREE_VARIABLE) or ROOT)
+if str(TREE) not in sys.path:
+    sys.path.insert(0, str(TREE))
 
 JARS_CACHE = os.environ.get("FLOE_JARS_CACHE") or str(Path.home() / ".cache" / "floe-dagster" / "jars")
 
@@ -142,6 +147,40 @@ def run_timed(cmd: list[str], env: dict[str, str] | None = None, cwd: str | None
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
     return elapsed, done.stdout
+
+
+def versus(argv: list[str], other: str, rounds: int) -> list[tuple[str, dict]]:
+    """Run this benchmark (``argv``: its script and flags, printing one JSON line last) ``rounds`` times on
+    this checkout and on ``other`` in turn, whole fresh processes, this one first: [(``new`` or ``old``,
+    its JSON)] in the order run, so each pair shares the machine's load of its minute."""
+    found = []
+    for _ in range(rounds):
+        for label, tree in (("new", ROOT), ("old", Path(other).resolve())):
+            env = {**os.environ, TREE_VARIABLE: str(tree), "PYTHONWARNINGS": "ignore"}
+            load = os.getloadavg()[0]
+            _, out = run_timed([sys.executable, *argv], env=env)
+            found.append((label, {**json.loads(out.strip().splitlines()[-1]), "load": load}))
+            print(f"  {label} ({tree}, load {load:.2f}): {out.strip().splitlines()[-1]}", flush=True)
+    return found
+
+
+def ratio_rows(runs: list[tuple[str, dict]], keys: Sequence[str]) -> list[tuple[str, str, str, str, str]]:
+    """For each figure of ``keys`` (a path through the JSON, ``a/b/c``): old and new medians over the rounds,
+    and new ÷ old pair by pair (min, median, max)."""
+    def get(found: dict, key: str) -> float:
+        for part in key.split("/"):
+            found = found[part]
+        return float(found)  # type: ignore[arg-type]
+
+    rows = []
+    olds, news = [r for label, r in runs if label == "old"], [r for label, r in runs if label == "new"]
+    for key in keys:
+        old, new = [get(r, key) for r in olds], [get(r, key) for r in news]
+        pairs = [n / o for n, o in zip(new, old) if o]
+        rows.append((key, f"{statistics.median(old):.3f}", f"{statistics.median(new):.3f}",
+                     f"{statistics.median(pairs):.2f}" if pairs else "-",
+                     f"{min(pairs):.2f}–{max(pairs):.2f}" if pairs else "-"))
+    return rows
 
 
 CODE_LOCATION_POLICIES = """

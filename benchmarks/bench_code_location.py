@@ -14,7 +14,9 @@ Each size and layout is measured in a fresh process:
                  daemon), with its size
 ``validate``     ``dagster definitions validate -m floe_dagster.definitions`` end to end (CLI)
 
-    python benchmarks/bench_code_location.py [--tables 1000 5000] [--namespaces 20 5] [--no-cli]
+``--vs CHECKOUT`` measures each size on this checkout and then on another (the code before a change).
+
+    python benchmarks/bench_code_location.py [--tables 1000 5000] [--namespaces 20 5] [--no-cli] [--vs CHECKOUT]
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -29,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, machine, make_code_location, run_timed, table  # noqa: E402
+from _common import ROOT, TREE, TREE_VARIABLE, machine, make_code_location, run_timed, table  # noqa: E402
 
 
 def measure_here() -> dict:
@@ -56,11 +59,41 @@ def measure_here() -> dict:
     }
 
 
+def measure_tree(tree: Path, n: int, namespaces: int, no_cli: bool) -> tuple[dict, float, float | None]:
+    """One size and layout on the package of ``tree``: the in-process figures, the whole process's seconds, and
+    ``dagster definitions validate``'s (None with ``no_cli``), in fresh processes."""
+    dagster = str(Path(sys.executable).parent / "dagster")
+    root = Path(tempfile.mkdtemp(prefix="floe-bench-location-"))
+    try:
+        config = make_code_location(root, n, namespaces)
+        home = root / "dagster_home"
+        home.mkdir()
+        shutil.copyfile(ROOT / "dagster.yaml", home / "dagster.yaml")
+        # PYTHONPATH: the CLI imports the definitions of ``tree``, not the package the virtualenv installed.
+        env = {**os.environ, "FLOE_CONFIG": str(config), "DAGSTER_HOME": str(home), "PYTHONWARNINGS": "ignore",
+               TREE_VARIABLE: str(tree), "PYTHONPATH": str(tree)}
+        wall, out = run_timed([sys.executable, __file__, "--here"], env=env, cwd=str(root))
+        found = json.loads(out.strip().splitlines()[-1])
+        validate = None
+        if not no_cli:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            validate, _ = run_timed([dagster, "definitions", "validate", "-m", "floe_dagster.definitions"],
+                                    env=env, cwd=str(root))
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            # Its CPU seconds too (the CLI and the processes it waited for): on a loaded machine the better measure.
+            found["validate_cpu_s"] = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        return found, wall, validate
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tables", type=int, nargs="+", default=[1000, 5000])
     parser.add_argument("--namespaces", type=int, nargs="+", default=[20, 5])
     parser.add_argument("--no-cli", action="store_true")
+    parser.add_argument("--vs", metavar="CHECKOUT", help="another checkout (the code before a change), measured "
+                        "after this one for each size, with the ratios new ÷ old")
     parser.add_argument("--here", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.here:
@@ -68,34 +101,28 @@ def main() -> None:
         return
     print(machine())
     rows = []
-    dagster = str(Path(sys.executable).parent / "dagster")
+    trees = [("new", TREE), ("old", Path(args.vs).resolve())] if args.vs else [("", TREE)]
     for namespaces in args.namespaces:
         for n in args.tables:
-            root = Path(tempfile.mkdtemp(prefix="floe-bench-location-"))
-            try:
-                config = make_code_location(root, n, namespaces)
-                home = root / "dagster_home"
-                home.mkdir()
-                shutil.copyfile(ROOT / "dagster.yaml", home / "dagster.yaml")
-                env = {**os.environ, "FLOE_CONFIG": str(config), "DAGSTER_HOME": str(home), "PYTHONWARNINGS": "ignore"}
-                wall, out = run_timed([sys.executable, __file__, "--here"], env=env, cwd=str(root))
-                found = json.loads(out.strip().splitlines()[-1])
-                validate = None
-                if not args.no_cli:
-                    validate, _ = run_timed([dagster, "definitions", "validate", "-m", "floe_dagster.definitions"],
-                                            env=env, cwd=str(root))
-                print(f"{n} tables, {namespaces} namespaces: {json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in found.items()})}; "
-                      f"process {wall:.1f} s; definitions validate {validate if validate is None else round(validate, 1)} s",
-                      flush=True)
+            for label, tree in trees:
+                found, wall, validate = measure_tree(tree, n, namespaces, args.no_cli)
+                print(f"{label} {n} tables, {namespaces} namespaces: "
+                      f"{json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in found.items()})}; "
+                      f"process {wall:.1f} s; definitions validate "
+                      f"{validate if validate is None else round(validate, 1)} s", flush=True)
                 rows.append((f"{n:,}", namespaces, found["jobs"], found["schedules"], f"{found['import_s']:.1f}",
                              f"{found['resolve_s']:.1f}", f"{found['snapshot_s']:.1f}", f"{found['snapshot_mb']:.1f}",
                              f"{wall:.1f}", "-" if validate is None else f"{validate:.1f}",
-                             f"{found['peak_rss_mb']:.0f}"))
-            finally:
-                shutil.rmtree(root, ignore_errors=True)
+                             f"{found['peak_rss_mb']:.0f}", label))
+    if args.vs:
+        for new, old in zip(rows[::2], rows[1::2]):
+            ratios = [f"{float(a) / float(b):.2f}" if b not in ("-", "0.0") else "-" for a, b in
+                      ((new[8], old[8]), (new[9], old[9]), (new[10], old[10]))]
+            print(f"{new[0]} tables, {new[1]} namespaces, new ÷ old: whole process {ratios[0]}, "
+                  f"definitions validate {ratios[1]}, peak RSS {ratios[2]}")
     print()
     print(table(rows, ["tables", "namespaces", "jobs", "schedules", "import s", "resolve s", "snapshot s",
-                       "snapshot MB", "whole process s", "definitions validate s", "peak RSS MiB"]))
+                       "snapshot MB", "whole process s", "definitions validate s", "peak RSS MiB", "code"]))
     by = {(r[0], r[1]): float(r[8]) for r in rows}
     for namespaces in args.namespaces:
         small, big = f"{min(args.tables):,}", f"{max(args.tables):,}"

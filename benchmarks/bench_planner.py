@@ -20,7 +20,13 @@ is the better measure of the work; wall includes waiting for the other processes
 Dagster's 60 s sensor limit and to the 2 s target, and, at the largest size, a cProfile of one cold
 call (top functions by cumulative and by own time) so you can see where the time goes.
 
-    python benchmarks/bench_planner.py [--tables 1000 10000] [--repeat 3] [--no-profile]
+``--kinds 8`` gives every policy all eight operation kinds (:data:`EXTRA_KINDS`): issue 35's row of 50,000
+tables × 8 kinds, with the process's peak RSS. ``--vs CHECKOUT`` runs this script on this checkout and on
+another (the code before a change) in turn, as whole processes (``--rounds`` pairs), and prints each figure's
+medians and the ratio new ÷ old pair by pair.
+
+    python benchmarks/bench_planner.py [--tables 1000 10000] [--kinds 5|8] [--repeat 3] [--no-profile]
+    python benchmarks/bench_planner.py --tables 50000 --kinds 8 --repeat 2 --vs /tmp/before --rounds 2
 """
 
 from __future__ import annotations
@@ -30,8 +36,10 @@ import gc
 import cProfile
 import dataclasses
 import io
+import json
 import pstats
 import random
+import re
 import statistics
 import sys
 import time
@@ -39,7 +47,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import PLANNER_NOW, describe, machine, peak_rss_mib, table  # noqa: E402
+from _common import PLANNER_NOW, describe, machine, peak_rss_mib, ratio_rows, table, versus  # noqa: E402
 
 import floe_dagster.core.planner as planner  # noqa: E402
 import floe_dagster.core.policy_set as policy_module  # noqa: E402  (the policies' match memo)
@@ -122,6 +130,26 @@ POLICIES = """
   rewritePositionDeleteFiles: {}
   rewritePositionDeleteFilesSchedule: {interval: PT12H}
 """
+
+# The three kinds beyond the five Floe knows, added to each policy for ``--kinds 8`` (issue 35's 50,000-table
+# row: every operation kind the registry holds), with their schedules.
+EXTRA_KINDS = """\
+  computeStatistics: {}
+  computeStatisticsSchedule: {interval: P1D}
+  tableProperties: {write.metadata.delete-after-commit.enabled: true, write.metadata.previous-versions-max: 20}
+  tablePropertiesSchedule: {}
+  rowRetention: {column: event_ts, maxAge: P90D}
+  rowRetentionSchedule: {interval: P1D}
+"""
+
+
+def policies_for(kinds: int) -> str:
+    """Benchmark 1's policies with 5 kinds each (Floe's), or with all 8 (:data:`EXTRA_KINDS` after each
+    policy's last schedule)."""
+    if kinds == 5:
+        return POLICIES
+    return re.sub(r"(  rewritePositionDeleteFilesSchedule: [^\n]*\n)", lambda m: m.group(1) + EXTRA_KINDS, POLICIES)
+
 
 MIB = 1024 * 1024
 
@@ -216,9 +244,9 @@ def time_plan(data: PlanInput, repeat: int, estimates: bool = True, cold: bool =
     return times, cpu, result
 
 
-def profile(data: PlanInput, label: str, top: int = 14) -> None:
+def profile(data: PlanInput, label: str, policies: str = POLICIES, top: int = 14) -> None:
     data = forget_everything(data)
-    data = PlanInput(**{**data.__dict__, "policies": parse_policies_text(POLICIES, "bench")})
+    data = PlanInput(**{**data.__dict__, "policies": parse_policies_text(policies, "bench")})
     profiler = cProfile.Profile()
     profiler.enable()
     plan(data)
@@ -234,34 +262,42 @@ def profile(data: PlanInput, label: str, top: int = 14) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tables", type=int, nargs="+", default=[1000, 10000])
+    parser.add_argument("--kinds", type=int, choices=(5, 8), default=5)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument("--vs", metavar="CHECKOUT", help="another checkout (the code before a change): both run "
+                        "in turn as whole processes, with the ratios new ÷ old pair by pair")
+    parser.add_argument("--rounds", type=int, default=2, help="pairs of processes with --vs")
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    print(machine())
+    if args.vs:
+        return versus_main(args)
+    if not args.json:
+        print(machine())
     now = PLANNER_NOW
+    policies = policies_for(args.kinds)
     sizes = sorted(set(args.tables))
     rows, walls, inputs = [], {}, {}
     for n in sizes:
         started = time.perf_counter()
         data = inputs[n] = plan_input(n, now)
         built = time.perf_counter() - started
-        print(f"{n:,} tables (inputs built in {built:.1f} s):", flush=True)
-        runs = {}
-        for label, kwargs in (("cold", {"cold": True}), ("warm", {"cold": False}),
-                              ("no byte estimates", {"estimates": False})):
-            times, cpu, result = time_plan(data, args.repeat, **kwargs)
-            runs[label] = (statistics.median(times), statistics.median(cpu))
-            print(f"  {label}: plan() wall {describe(times)}; CPU {describe(cpu)}; {len(result.decisions)} decisions, "
-                  f"{len(result.admitted)} admitted; skips {result.reason_counts()}", flush=True)
-        walls[n] = runs
+        if not args.json:
+            print(f"{n:,} tables × {args.kinds} kinds (inputs built in {built:.1f} s):", flush=True)
+        walls[n] = measure_size(data, args, policies)
         for label in ("cold", "warm"):
-            wall, cpu = runs[label]
-            rows.append((f"{n:,}", label, n * 5, f"{wall:.3f}", f"{cpu:.3f}", f"{wall / SENSOR_LIMIT_S:.4f}",
-                         f"{wall / TARGET_S:.2f}", f"{cpu / TARGET_S:.2f}",
+            wall, cpu = walls[n][label]
+            decisions = walls[n]["decisions"]
+            rows.append((f"{n:,}", args.kinds, label, decisions, f"{wall:.3f}", f"{cpu:.3f}",
+                         f"{wall / SENSOR_LIMIT_S:.4f}", f"{wall / TARGET_S:.2f}", f"{cpu / TARGET_S:.2f}",
                          "yes" if wall < TARGET_S else ("CPU only" if cpu < TARGET_S else "no"),
-                         f"{runs['no byte estimates'][0]:.3f}", f"{wall / (n * 5) * 1e6:.0f}"))
+                         walls[n].get("no byte estimates", ("-",))[0], f"{wall / decisions * 1e6:.0f}"))
+    if args.json:
+        print(json.dumps({str(n): {k: (v if k == "decisions" else {"wall": v[0], "cpu": v[1]})
+                                   for k, v in walls[n].items()} for n in sizes} | {"peak_rss_mib": peak_rss_mib()}))
+        return
     print()
-    print(table(rows, ["tables", "tick", "decisions", "wall s (median)", "CPU s (median)", "wall ÷ 60 s limit",
+    print(table(rows, ["tables", "kinds", "tick", "decisions", "wall s (median)", "CPU s (median)", "wall ÷ 60 s limit",
                        "wall ÷ 2 s target", "CPU ÷ 2 s target", "< 2 s", "no byte estimates, wall s",
                        "µs per decision (wall)"]))
     if len(sizes) > 1:
@@ -274,7 +310,37 @@ def main() -> None:
               f"no estimates ÷ cold wall {walls[n]['no byte estimates'][0] / walls[n]['cold'][0]:.2f}")
     print(f"peak RSS {peak_rss_mib():.0f} MiB")
     if not args.no_profile:
-        profile(inputs[sizes[-1]], f"{sizes[-1]:,} tables")
+        profile(inputs[sizes[-1]], f"{sizes[-1]:,} tables", policies)
+
+
+def measure_size(data: PlanInput, args: argparse.Namespace, policies: str) -> dict:
+    """Median (wall, CPU) seconds of each tick of one size, and its number of decisions (``--json``: the cold
+    and warm ticks only)."""
+    runs: dict = {}
+    variants = [("cold", {"cold": True}), ("warm", {"cold": False})]
+    if not args.json:
+        variants.append(("no byte estimates", {"estimates": False}))
+    for label, kwargs in variants:
+        times, cpu, result = time_plan(data, args.repeat, policies=policies, **kwargs)
+        runs[label] = (statistics.median(times), statistics.median(cpu))
+        runs["decisions"] = len(result.decisions)
+        if not args.json:
+            print(f"  {label}: plan() wall {describe(times)}; CPU {describe(cpu)}; {len(result.decisions)} decisions, "
+                  f"{len(result.admitted)} admitted; skips {result.reason_counts()}", flush=True)
+    return runs
+
+
+def versus_main(args: argparse.Namespace) -> None:
+    """This checkout against ``--vs`` (the code before), in turn as whole processes, ``--rounds`` pairs."""
+    print(machine())
+    argv = [__file__, "--json", "--no-profile", "--kinds", str(args.kinds), "--repeat", str(args.repeat),
+            "--tables", *map(str, args.tables)]
+    runs = versus(argv, args.vs, args.rounds)
+    keys = [f"{n}/{tick}/{figure}" for n in sorted(set(args.tables)) for tick in ("cold", "warm")
+            for figure in ("cpu", "wall")] + ["peak_rss_mib"]
+    print()
+    print(table(ratio_rows(runs, keys), ["figure (tables/tick/s)", "old (median)", "new (median)",
+                                         "new ÷ old (median of pairs)", "pairs' range"]))
 
 
 if __name__ == "__main__":

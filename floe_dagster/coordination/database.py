@@ -204,7 +204,7 @@ class Coordination:
             newest_first = (ledger.c.admitted_at.desc(), ledger.c.id.desc())
             rows = connection.execute(select(ledger).where(where).order_by(*newest_first)
                                       .limit(limit).offset(offset)).mappings().all()
-        return int(total), [_ledger_row(row) for row in rows]
+        return int(total), [ledger_row(row) for row in rows]
 
     def shadow_counts_since(self, since: datetime) -> dict[str, tuple[int, datetime]]:
         """Shadow decisions recorded since then by operation: (how many, the newest's admission)."""
@@ -253,7 +253,7 @@ class Coordination:
                 ))
                 key = and_(history.c.table_name == outcome.table_name, history.c.operation == outcome.operation.value)
                 row = connection.execute(select(history).where(key)).mappings().first()
-                state = fold_outcome(_history_from_row(row) if row else OperationHistory(), outcome)
+                state = fold_outcome(history_from_row(row) if row else OperationHistory(), outcome)
                 values = {k: getattr(state, k) for k in OperationHistory.__dataclass_fields__}
                 if row:
                     connection.execute(update(history).where(key).values(**values))
@@ -447,16 +447,16 @@ def ledger_rows_where(connection: Connection, where) -> list[LedgerRow]:
     query = select(ledger).order_by(ledger.c.id)
     if where is not None:
         query = query.where(where)
-    return [_ledger_row(row) for row in connection.execute(query).mappings().all()]
+    return [ledger_row(row) for row in connection.execute(query).mappings().all()]
 
 
 def history_rows(connection: Connection) -> dict[tuple[str, Operation], OperationHistory]:
     """Every (table, operation)'s history, read on an open connection (one query)."""
     rows = connection.execute(select(history)).mappings().all()
-    return {(row["table_name"], Operation(row["operation"])): _history_from_row(row) for row in rows}
+    return {(row["table_name"], Operation(row["operation"])): history_from_row(row) for row in rows}
 
 
-def _ledger_row(row) -> LedgerRow:
+def ledger_row(row) -> LedgerRow:
     return LedgerRow(
         id=row["id"], table_name=row["table_name"], operation=Operation(row["operation"]), slot=row["slot"],
         attempt=row["attempt"], item_key=row["run_key"], trigger=row["trigger"], reason=row["reason"],
@@ -468,7 +468,7 @@ def _ledger_row(row) -> LedgerRow:
     )
 
 
-def _history_from_row(row) -> OperationHistory:
+def history_from_row(row) -> OperationHistory:
     # SQLite hands back naive datetimes: everything stored is UTC.
     return OperationHistory(**{
         k: (naive_as_utc(v) if isinstance(v, datetime) else v)

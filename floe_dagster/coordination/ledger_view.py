@@ -1,8 +1,10 @@
 """The coordination database as one tick's gathering reads it (scheduling/inputs.py), read once, on one
-connection: the writers, the ledger rows of the lookback window, the history, and the outcome rows every
-reader of the tick needs (the hour's rewritten bytes, and the recorded runs the learned ranking, the compute
-budget and a kind's own cadence learn from) in one outcome query, sliced here the way each reader read them
-on its own before. Read-only: the writes of a tick (dead runs, created runs, admissions) stay where they are.
+connection, in two statements: the state (the writers, the ledger rows of the lookback window and the
+history, one ``UNION ALL`` of the three tables' rows side by side, each row with its own table's columns and
+NULL in the others'), and the outcome rows every reader of the tick needs (the hour's rewritten bytes, and the
+recorded runs the learned ranking, the compute budget and a kind's own cadence learn from), sliced here the
+way each reader read them on its own before. Read-only: the writes of a tick (dead runs, created runs,
+admissions) stay where they are.
 """
 
 from __future__ import annotations
@@ -11,11 +13,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Iterable, Mapping
 
-from sqlalchemy import Select, or_
+from sqlalchemy import CompoundSelect, Connection, Select, Table, cast, literal, null, or_, select, union_all
 
-from floe_dagster.coordination.database import Coordination, history_rows, ledger, ledger_rows_where, outcomes, writers
+from floe_dagster.coordination.database import (
+    Coordination, history, history_from_row, ledger, ledger_row, outcomes, writers,
+)
 from floe_dagster.coordination.run_records import OutcomeRecord, by_table_operation, outcome_query, outcome_records
-from floe_dagster.coordination.writer_rows import writer_rows_of
+from floe_dagster.coordination.writer_rows import writers_by_table
 from floe_dagster.core.history import OperationHistory
 from floe_dagster.core.localtime import naive_as_utc
 from floe_dagster.core.operations import Operation
@@ -48,14 +52,46 @@ class LedgerView:
 
 
 def read_ledger_view(coordination: Coordination, admitted_since: datetime, window: OutcomeWindow) -> LedgerView:
-    """Read the view: four statements on one connection (writers, ledger, history, outcomes)."""
+    """Read the view: two statements on one connection (the state, then the outcomes)."""
     with coordination.engine.connect() as connection:
-        found_writers = writer_rows_of(connection, writers)
-        admitted = ledger_rows_where(connection, ledger.c.admitted_at >= naive_as_utc(admitted_since))
-        found_history = history_rows(connection)
+        found_writers, admitted, found_history = _read_state(connection, admitted_since)
         rows = connection.execute(_outcomes_in(window)).all()
     return LedgerView(found_writers, admitted, found_history, _bytes_by_table(rows, window.bytes_since),
                       _recorded_runs(outcome_records(rows), window))
+
+
+# The state's parts: each table's rows with its columns named ``<part>_<column>`` in the union.
+_PARTS: tuple[tuple[str, Table], ...] = (("writer", writers), ("ledger", ledger), ("history", history))
+_PART = "part"
+
+
+def _state_union(admitted_since: datetime) -> CompoundSelect:
+    """Every writer row, the ledger rows admitted since then and every history row, in one statement: a row
+    holds its own table's columns, and a NULL of the same type in each other table's."""
+    branches = []
+    for part, table in _PARTS:
+        columns = [literal(part).label(_PART)]
+        for other, other_table in _PARTS:
+            columns += [(column if other == part else cast(null(), column.type)).label(f"{other}_{column.name}")
+                        for column in other_table.columns]
+        branch = select(*columns).select_from(table)
+        branches.append(branch.where(ledger.c.admitted_at >= naive_as_utc(admitted_since)) if table is ledger
+                        else branch)
+    return union_all(*branches)
+
+
+def _read_state(connection: Connection, admitted_since: datetime) -> tuple[
+        Mapping[str, tuple[Writer, ...]], list[LedgerRow], dict[tuple[str, Operation], OperationHistory]]:
+    """The writers (by table, each table's by asset key), the ledger window (by id) and the history, read by
+    one statement (:func:`_state_union`) and parsed as each table's own read parses its rows."""
+    names = {part: [(f"{part}_{column.name}", column.name) for column in table.columns] for part, table in _PARTS}
+    found: dict[str, list[dict]] = {part: [] for part, _ in _PARTS}
+    for row in connection.execute(_state_union(admitted_since)).mappings():
+        part = row[_PART]
+        found[part].append({name: row[label] for label, name in names[part]})
+    admitted = sorted((ledger_row(row) for row in found["ledger"]), key=lambda row: row.id)
+    return (writers_by_table(found["writer"]), admitted,
+            {(row["table_name"], Operation(row["operation"])): history_from_row(row) for row in found["history"]})
 
 
 def read_recorded_runs(coordination: Coordination, window: OutcomeWindow

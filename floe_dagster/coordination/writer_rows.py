@@ -5,6 +5,7 @@ location's load (``learned_writers``)."""
 from __future__ import annotations
 
 import json
+from typing import Any, Iterable, Mapping
 
 from sqlalchemy import Connection, Engine, Table, and_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -21,13 +22,19 @@ def writer_rows(engine: Engine, writers: Table) -> dict[str, tuple[Writer, ...]]
 
 def writer_rows_of(connection: Connection, writers: Table) -> dict[str, tuple[Writer, ...]]:
     """Every persisted writer, by table, read on a connection already open (one query)."""
+    return writers_by_table(connection.execute(select(writers)).mappings())
+
+
+def writers_by_table(rows: Iterable[Mapping[str, Any]]) -> dict[str, tuple[Writer, ...]]:
+    """Writer rows (mappings of the table's columns), by table, each table's by asset key (the same order
+    whatever order the database returned them in, and whatever its collation)."""
     found: dict[str, list[Writer]] = {}
-    for row in connection.execute(select(writers).order_by(writers.c.table_name)).mappings():
+    for row in sorted(rows, key=lambda row: (row["table_name"], row["asset_key"])):
         at = row["last_materialized_at"]
         found.setdefault(row["table_name"], []).append(Writer(
             tuple(json.loads(row["asset_key"])), row["source"], row["last_storage_id"], row["last_run_id"],
             naive_as_utc(at) if at is not None else None))
-    return {table: tuple(rows) for table, rows in found.items()}
+    return {table: tuple(found_rows) for table, found_rows in found.items()}
 
 
 def record_writer_rows(engine: Engine, writers: Table, rows: dict[tuple[str, tuple[str, ...]], Writer]) -> None:
@@ -52,4 +59,4 @@ def record_writer_rows(engine: Engine, writers: Table, rows: dict[tuple[str, tup
                 connection.execute(update(writers).where(where).values(source=source, **values))
 
 
-__all__ = ["record_writer_rows", "writer_rows"]
+__all__ = ["record_writer_rows", "writer_rows", "writers_by_table"]

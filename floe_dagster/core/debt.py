@@ -78,16 +78,27 @@ def debt_score(
     return _with_failures(_table_part(issues, days_since_write, weights), failure_rate, consecutive_failures, weights)
 
 
+_CRITICAL, _WARNING, _INFO = Severity.CRITICAL, Severity.WARNING, Severity.INFO
+
+
 def _table_part(issues: Iterable[HealthIssue], days_since_write: float | None,
                 weights: DebtWeights) -> dict[str, float]:
     """The components that depend on the table alone (its health issues and age)."""
-    counts = {Severity.CRITICAL: 0, Severity.WARNING: 0, Severity.INFO: 0}
-    for issue in issues:
-        counts[issue.severity] += 1
+    critical = warning = info = 0
+    for issue in issues:  # by identity: a dict keyed by the severity would hash it through Enum's Python __hash__
+        severity = issue.severity
+        if severity is _CRITICAL:
+            critical += 1
+        elif severity is _WARNING:
+            warning += 1
+        elif severity is _INFO:
+            info += 1
+        else:
+            raise KeyError(severity)
     return {
-        "critical_issues": round(weights.critical * counts[Severity.CRITICAL], 4),
-        "warning_issues": round(weights.warning * counts[Severity.WARNING], 4),
-        "info_issues": round(weights.info * counts[Severity.INFO], 4),
+        "critical_issues": round(weights.critical * critical, 4),
+        "warning_issues": round(weights.warning * warning, 4),
+        "info_issues": round(weights.info * info, 4),
         "days_since_write": round(weights.per_day_since_write * max(0.0, days_since_write or 0.0), 4),
     }
 

@@ -433,13 +433,18 @@ def _rules(kind: str, config: Any, properties: Mapping[str, str]) -> RewriteRule
     """The rules for a table. They depend only on the config and the one table property read, which
     most tables share, so a tick builds each combination once."""
     build, target_property = _RULE_BUILDERS[kind]
-    key = (kind, config, properties.get(target_property))
-    rules = _RULES.get(key)
+    # Kept on the (immutable) config when it has a __dict__: a config's generated hash reads every field,
+    # and a cold tick asks once per rewriting decision.
+    kept = getattr(config, "__dict__", None)
+    memo = _RULES if kept is None else kept.setdefault("_rules", {})  # not a field: equality ignores it
+    target = properties.get(target_property)
+    key = (kind, target) if kept is not None else (kind, config, target)
+    rules = memo.get(key)
     if rules is None:
         rules = build(config, properties)
-        if len(_RULES) >= 1024:
-            _RULES.clear()
-        _RULES[key] = rules
+        if len(memo) >= 1024:
+            memo.clear()
+        memo[key] = rules
     return rules
 
 

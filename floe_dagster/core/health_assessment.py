@@ -221,6 +221,9 @@ class _Limit:
     critical: float
     warning: float
     clocked: bool  # on a number made at the assessment's clock (checked at every assessment)
+    # The lower of the two: a number below it raises nothing, whatever the check's ``unless`` says (most
+    # numbers of most tables are below it, so the check ends at one comparison).
+    floor: float
 
 
 def _limits(thresholds: HealthThresholds, facts: FactViews) -> tuple[_Limit, ...]:
@@ -229,10 +232,28 @@ def _limits(thresholds: HealthThresholds, facts: FactViews) -> tuple[_Limit, ...
     memo = thresholds.__dict__.get("_limits")  # not a field: equality, hashing and asdict ignore it
     if memo is None or memo[0] is not facts:
         memo = thresholds.__dict__["_limits"] = (facts, tuple(
-            _Limit(fact, fact.check, issue_type(fact.check.issue), _threshold(fact, fact.check.critical, thresholds),
-                   _threshold(fact, fact.check.warning, thresholds), fact.clocked)
+            _limit(fact, _threshold(fact, fact.check.critical, thresholds),
+                   _threshold(fact, fact.check.warning, thresholds))
             for fact in facts.checks if fact.check is not None))
     return memo[1]
+
+
+def _limit(fact: Fact, critical: float, warning: float) -> _Limit:
+    return _Limit(fact, fact.check, issue_type(fact.check.issue), critical, warning, fact.clocked,
+                  min(critical, warning))
+
+
+# Each distinct thresholds' number (:func:`_thresholds_key`): the assessments kept on a metrics record are
+# keyed by it, not by the 26-field thresholds, whose generated hash a cold tick would compute twice per table.
+_THRESHOLDS_KEYS: dict[HealthThresholds, int] = {}
+
+
+def _thresholds_key(thresholds: HealthThresholds) -> int:
+    """A number for equal thresholds (a new policy set each tick makes new, equal ones), kept on the object."""
+    key = thresholds.__dict__.get("_key")
+    if key is None:
+        key = thresholds.__dict__["_key"] = _THRESHOLDS_KEYS.setdefault(thresholds, len(_THRESHOLDS_KEYS))
+    return key
 
 
 def _threshold(fact: Fact, limit: str | float, thresholds: HealthThresholds) -> float:
@@ -276,14 +297,16 @@ def _static_assessment(metrics: TableMetrics, thresholds: HealthThresholds, fact
     health collector keeps one record per metadata location, so an unchanged table is measured once,
     not on every tick."""
     memo = metrics.__dict__.setdefault("_assessments", {})  # not a field: equality and asdict ignore it
-    key = (thresholds, facts.generation)
+    key = (_thresholds_key(thresholds), facts.generation)
     found = memo.get(key)
     if found is not None:
         return found
     static = _static_numbers(metrics, thresholds, facts)
-    verdicts = tuple(None if limit.clocked else _issue(limit, static[limit.fact.name], static)
-                     for limit in _limits(thresholds, facts))
-    found = memo[key] = (static, verdicts)
+    verdicts = []
+    for limit in _limits(thresholds, facts):
+        measured = None if limit.clocked else static[limit.fact.name]
+        verdicts.append(None if measured is None or measured < limit.floor else _issue(limit, measured, static))
+    found = memo[key] = (static, tuple(verdicts))
     return found
 
 
@@ -318,7 +341,8 @@ def _issues(metrics: TableMetrics, thresholds: HealthThresholds, verdicts: tuple
     issues = []
     for limit, verdict in zip(_limits(thresholds, facts), verdicts):
         if limit.clocked:
-            verdict = _issue(limit, ages[limit.fact.name], static)
+            measured = ages[limit.fact.name]
+            verdict = None if measured is None or measured < limit.floor else _issue(limit, measured, static)
         if verdict is not None:
             issues.append(verdict)
     return tuple(issues)

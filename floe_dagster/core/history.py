@@ -11,9 +11,10 @@ from floe_dagster.core.operations import Operation
 from floe_dagster.core.run_figures import Benefit, Compute
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OperationHistory:
-    """What the planner needs to know about past runs of one (table, operation)."""
+    """What the planner needs to know about past runs of one (table, operation). Slots: a tick holds one per
+    (table, operation) in the coordination database, 400,000 at 50,000 tables × 8 kinds."""
 
     last_run_start: datetime | None = None
     last_run_succeeded: bool | None = None

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from dataclasses import asdict, dataclass, field
-from functools import cached_property
 from typing import Any, Callable, Mapping, NamedTuple
 
 from floe_dagster.core.fact_catalogue import BUILTIN, views
@@ -95,12 +94,16 @@ class TableMetrics:
     def statistics_rows_changed_percent(self) -> float | None:
         return rows_changed_percent(self.statistics_rows_changed, self.record_count)
 
-    @cached_property
+    @property
     def _sorted_sizes(self) -> list[int] | None:
         """The data file sizes in order, made once per (immutable) record: the health collector keeps one
         record per metadata location, and health, every operation's trigger conditions and every tick
-        count its small and large files again, each a binary search here."""
-        return sorted(self.data_file_sizes) if self.data_file_sizes is not None else None
+        count its small and large files again, each a binary search here. (Kept by hand, not with
+        ``functools.cached_property``, which takes a lock on every first read: once per table in a cold tick.)"""
+        found = self.__dict__.get("_sorted")
+        if found is None and self.data_file_sizes is not None:
+            found = self.__dict__["_sorted"] = sorted(self.data_file_sizes)  # not a field: asdict ignores it
+        return found
 
     @property
     def min_file_bytes(self) -> int | None:

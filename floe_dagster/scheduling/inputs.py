@@ -1,6 +1,7 @@
 """The planner's inputs for the tables of one shard, gathered with a few batched reads: one catalog
 listing, one in-flight query, one read of the coordination database (coordination/ledger_view.py: the
-writers, the ledger, the history and the outcomes, on one connection), and the health collector's tiers.
+writers, the ledger and the history in one statement, the outcomes in another, on one connection), and the
+health collector's tiers.
 
 The ledger's arithmetic (:func:`ledger_state`) is pure, so it is tested without a catalog or Spark.
 """

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import pickle
 from dataclasses import replace
+from datetime import datetime, timezone
 
 from floe_dagster.core.batches import RunClass
+from floe_dagster.core.estimates import data_file_rules
 from floe_dagster.core.gates import _run_class
+from floe_dagster.core.health_assessment import HealthThresholds, IssueType, health_issues
 from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
@@ -83,3 +86,22 @@ def test_the_run_class_and_the_slot_key_follow_their_schedule_and_verdict():
     due = Due(True, "interval", None, None, True, None, "never run")
     assert due.slot_key == "interval:first"
     assert replace(due, trigger="condition").slot_key == "condition:first"
+
+
+def test_the_health_kept_on_a_record_follows_its_thresholds_and_the_rules_kept_on_a_config_its_target():
+    """A record's clock-independent health is kept per thresholds (equal thresholds share it, other ones are
+    assessed anew), and a config's rewrite rules per target file size property."""
+    record, now = _metrics((MIB,) * 10), datetime(2026, 11, 23, tzinfo=timezone.utc)
+    none_small = HealthThresholds(small_file_size_bytes=MIB // 2)
+    all_small = HealthThresholds(small_file_size_bytes=2 * MIB)
+
+    def small(thresholds: HealthThresholds) -> list[str]:
+        return [i.message for i in health_issues(record, thresholds, now) if i.type is IssueType.TOO_MANY_SMALL_FILES]
+
+    assert small(none_small) == []
+    assert small(all_small) == ["small files (% of data files): 100 ≥ critical threshold 50"]
+    assert small(replace(none_small)) == [] and small(replace(all_small)) == small(all_small)
+    config = RewriteDataFilesConfig()
+    rules = [data_file_rules(config, {"write.target-file-size-bytes": str(size)}).target_file_size_bytes
+             for size in (MIB, 2 * MIB, MIB)]
+    assert rules == [MIB, 2 * MIB, MIB]
