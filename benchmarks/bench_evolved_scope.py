@@ -4,13 +4,15 @@ until the sensor requests nothing more.
 
 ``bench.evolved`` has ``bench.big``'s schema and rows (the same generator), written in two halves: the
 first half into the table while it is unpartitioned (one file a task, each holding every day), then
-``days(at)`` is added and the second half written as ``bench.big`` was (the fanout writer, one small
-file a task in every day). The cap is an eighth of the table. Per run: the bytes the planner charged,
-the bytes Iceberg rewrote (the procedure's count and the snapshot's ``removed-files-size``), and how
-many files it removed that an earlier run of the backlog had written (by the snapshot that added them).
+``days(at)`` is added (``--add-fields``: also ``region``) and the second half written as ``bench.big``
+was (the fanout writer, one small file a task in every partition). The cap is an eighth of the table.
+Per run: the bytes the planner charged, the bytes Iceberg rewrote (the procedure's count and the
+snapshot's ``removed-files-size``), and how many files it removed that an earlier run of the backlog
+had written (by the snapshot that added them).
 
     FLOE_BENCH_REAL_ROOT=/tmp/floe-bench/evolved .venv/bin/python benchmarks/bench_evolved_scope.py \
-        [--gb 0.05] [--days 60] [--old-files 40] [--new-files-per-day 4] [--max-runs 40]
+        [--gb 0.05] [--days 60] [--old-files 40] [--new-files-per-day 4] [--max-runs 40] \
+        [--add-fields 'days(at);region']
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from bench_real_tables import (  # noqa: E402
 )
 
 
-def build(gb: float, days: int, old_files: int, new_files_per_day: int) -> None:
+def build(gb: float, days: int, old_files: int, new_files_per_day: int, fields: list[str]) -> None:
     from floe_dagster.iceberg.catalog import open_catalog
     from floe_dagster.spark.engine import IcebergSparkEngine
     from floe_dagster.spark.procedures import spark_table_reference
@@ -58,7 +60,8 @@ def build(gb: float, days: int, old_files: int, new_files_per_day: int) -> None:
                 "hex(xxhash64(id, 4))) AS payload")
 
         rows(0, old_files).writeTo(ref).option("distribution-mode", "none").append()
-        spark.sql(f"ALTER TABLE {ref} ADD PARTITION FIELD days(at)")
+        for added in fields:
+            spark.sql(f"ALTER TABLE {ref} ADD PARTITION FIELD {added}")
         rows(n // 2, new_files_per_day).writeTo(ref).option("distribution-mode", "none") \
             .option("fanout-enabled", "true").append()
     engine.stop()
@@ -131,13 +134,14 @@ def main() -> None:
     parser.add_argument("--old-files", type=int, default=40)
     parser.add_argument("--new-files-per-day", type=int, default=4)
     parser.add_argument("--max-runs", type=int, default=40)
+    parser.add_argument("--add-fields", default="days(at)", help="the fields added after the first half, ';'-separated")
     args = parser.parse_args()
     ensure_java()
     print(machine(), flush=True)
     shutil.rmtree(ROOT, ignore_errors=True)
     ROOT.mkdir(parents=True)
     t0 = time.perf_counter()
-    build(args.gb, args.days, args.old_files, args.new_files_per_day)
+    build(args.gb, args.days, args.old_files, args.new_files_per_day, args.add_fields.split(";"))
     print(f"built in {time.perf_counter() - t0:.0f} s", flush=True)
     report = run(args.max_runs)
     (ROOT / "evolved-report.json").write_text(json.dumps(report, indent=1, default=str))
