@@ -34,18 +34,25 @@ same slot (core/plan_stages.py, continue_backlog).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from floe_dagster.core.estimates import RewriteRules, _delete_rule_hit, all_null_key, partition_group_indexes
 from floe_dagster.core.measurements import data_group_spec
+from floe_dagster.core.scope_values import (  # the values, where callers have always found them
+    Backlog as Backlog,
+    PartitionField,
+    PartitionSelection,
+    RewriteScope as RewriteScope,
+    partition_values,
+)
 from floe_dagster.core.scope_predicates import (
     TEMPORAL_TRANSFORMS,
     Inexpressible,
     derive,
     expressible,
     normalize,
+    older_spec_predicate,
     refines,
     same_source,
     scope_predicate,
@@ -61,44 +68,6 @@ if TYPE_CHECKING:  # pragma: no cover
 # the CALL readable while a day-partitioned table still compacts three months per run. More is left
 # to the backlog.
 MAX_SCOPED_PARTITIONS = 100
-
-
-@dataclass(frozen=True)
-class PartitionField:
-    """One partition field: its source column (a dotted path for a nested column; None or "" when the
-    current schema no longer has it), the transform as Iceberg prints it (``identity``, ``day``,
-    ``bucket[16]``, ``truncate[4]``, ``void``), the source column's Iceberg type (``string``,
-    ``date``, ``timestamptz``, ``decimal(10, 2)``, ...) and its field id."""
-
-    source: str | None
-    transform: str
-    source_type: str
-    source_id: int | None = None
-
-    @property
-    def kind(self) -> str:
-        return self.transform.split("[", 1)[0].strip().lower()
-
-    @property
-    def width(self) -> int | None:
-        """The N of ``bucket[N]`` or ``truncate[N]``."""
-        if "[" not in self.transform:
-            return None
-        return int(self.transform.split("[", 1)[1].rstrip("]"))
-
-    def describe(self) -> str:
-        return self.source if self.kind == "identity" else f"{self.transform}({self.source})"
-
-    def to_json(self) -> list[Any]:
-        return [self.source, self.transform, self.source_type, self.source_id]
-
-
-def partition_values(key: str) -> list[Any]:
-    """A collector's partition key (or a unit key) back as its values."""
-    values = json.loads(key)
-    if not isinstance(values, list):
-        raise ValueError(f"partition key {key!r} is not a JSON list")
-    return values
 
 
 @dataclass(frozen=True)
@@ -131,84 +100,6 @@ class ScopeUnit:
     @property
     def benefit_per_byte(self) -> float:
         return self.benefit / self.bytes if self.bytes > 0 else 0.0
-
-
-@dataclass(frozen=True)
-class PartitionSelection:
-    """What one run takes (units and their fields, or a file count), its charge, and the backlog."""
-
-    partitions: tuple[str, ...]  # unit keys (JSON lists of the values of ``fields``); () : no where
-    bytes: int  # the charge: at most what Iceberg rewrites
-    files: int
-    backlog_partitions: int
-    backlog_bytes: int
-    cap: int
-    oversized: bool = False  # not even two files fit: the smallest step was taken alone, over the cap
-    fields: tuple[PartitionField, ...] | None = None  # the where's fields (None: recorded before they were)
-    max_files: int | None = None  # max-files-to-rewrite (None: the chosen units whole)
-    spec_id: int | None = None  # the default spec when planned
-
-    def describe(self) -> str:
-        what = (f"{len(self.partitions)} partition(s) by {', '.join(f.describe() for f in self.fields or ())}"
-                if self.partitions else "the whole table")
-        if self.max_files is not None:
-            what = f"at most {self.max_files} file(s) of {what} (max-files-to-rewrite)"
-        text = (f"partition-scoped: {what}, {self.bytes} bytes (cap {self.cap}); backlog "
-                f"{self.backlog_partitions} partition(s), {self.backlog_bytes} bytes")
-        if self.oversized:
-            text += f"; not even two files fit in the cap: the smallest step ({self.bytes} bytes) runs alone"
-        return text
-
-    def to_json(self) -> dict[str, Any]:
-        data = {"partitions": list(self.partitions), "bytes": self.bytes, "files": self.files,
-                "backlog_partitions": self.backlog_partitions, "backlog_bytes": self.backlog_bytes,
-                "cap": self.cap, "oversized": self.oversized, "max_files": self.max_files, "spec_id": self.spec_id}
-        if self.fields is not None:
-            data["fields"] = [f.to_json() for f in self.fields]
-        return data
-
-    @classmethod
-    def from_json(cls, data: Any) -> "PartitionSelection | None":
-        if not data:
-            return None
-        if isinstance(data, str):
-            data = json.loads(data)
-        fields = data.get("fields")
-        return cls(tuple(str(p) for p in data.get("partitions", ())), int(data.get("bytes", 0)),
-                   int(data.get("files", 0)), int(data.get("backlog_partitions", 0)),
-                   int(data.get("backlog_bytes", 0)), int(data.get("cap", 0)), bool(data.get("oversized", False)),
-                   fields=tuple(PartitionField(*f) for f in fields) if fields is not None else None,
-                   max_files=data.get("max_files"), spec_id=data.get("spec_id"))
-
-
-@dataclass(frozen=True)
-class RewriteScope:
-    """What the engine needs to limit one ``rewrite_data_files`` CALL: the units' keys and the fields
-    they are values of (the ``where``), and ``max-files-to-rewrite``; ``files`` bounds a scope recorded
-    before fields were (its where cannot always be written)."""
-
-    partitions: tuple[str, ...]
-    fields: tuple[PartitionField, ...]
-    files: int = 0
-    max_files: int | None = None
-
-
-@dataclass(frozen=True)
-class Backlog:
-    """What the newest admission of a (table, operation) left to do, from the trigger ledger: the
-    planner continues it (same slot, next attempt) once that run succeeded, or retries it if not."""
-
-    slot: str
-    admitted_at: Any  # datetime (UTC)
-    partitions: int
-    bytes: int
-    continuation: bool  # the admission itself continued a backlog (trigger "backlog")
-
-    def open_after(self, last_success_start: Any) -> bool:
-        """Whether work is left: bytes left behind by a run that succeeded, or an admission (a
-        scoped run or a continuation) that has not succeeded yet."""
-        succeeded = last_success_start is not None and last_success_start >= self.admitted_at
-        return (self.bytes > 0 and succeeded) or (not succeeded and (self.bytes > 0 or self.continuation))
 
 
 # -- the specs and the units --------------------------------------------------------------------------
@@ -414,6 +305,9 @@ def plan_scope(metrics: "TableMetrics", rules: RewriteRules, cap: int,
         return PartitionSelection(
             tuple(u.key for u in chosen), sum(u.bytes for u in chosen), sum(u.files for u in chosen),
             len(rest) + bool(leftover), sum(u.bytes for u in rest) + leftover, **common)
+    older = None if fields else older_specs_unit(metrics, rules)
+    if older is not None and older.unit.useful:  # (2a) the older specs' files first, by their own sizes
+        return _older_specs(older, cap, table, common)
     steps = [u for u in useful if u.expressible] + [table]
     for unit in steps:  # (2) one unit, or the whole table, by a file count whose largest files fit
         count = files_within(unit.sizes, cap)
@@ -437,3 +331,70 @@ def _counted(unit: ScopeUnit, count: int, useful: list[ScopeUnit], table: ScopeU
         backlog_units = len(others) + (left > 0)
     return PartitionSelection(partitions, charge, count, backlog_units, max(backlog, 0), oversized=oversized,
                               max_files=count, **common)
+
+
+# -- files of older specs -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OlderSpecs:
+    """The files of the specs with no field on ``field`` (and the current spec's partitions where it is
+    null), selected by excluding the current spec's values of it (``keys``), and what they weigh."""
+
+    field: PartitionField
+    keys: tuple[str, ...]
+    unit: ScopeUnit
+
+
+def older_specs_unit(metrics: "TableMetrics", rules: RewriteRules) -> OlderSpecs | None:
+    """On a table partitioned after the fact, where no where selects partitions of every spec: the
+    older specs' files, which one where selects exactly (scope_predicates.older_spec_predicate) when
+    the current spec has an identity field no older live spec has. They are one rewrite group (beside
+    the current spec's partitions with that field null), so a file count within them is charged with
+    their own largest files, and leaves alone what earlier runs wrote into the current spec's
+    partitions. None when no such field or no current-spec value exists."""
+    layout = SpecLayout.of(metrics)
+    if layout is None or not metrics.data_file_groups:
+        return None
+    try:
+        parsed = [(layout.current if spec_id is None else spec_id, partition_values(partition), sizes, deletes)
+                  for key, sizes, deletes in metrics.data_file_groups
+                  for spec_id, partition in [data_group_spec(key)]]
+    except ValueError:
+        return None
+    older = {spec_id for spec_id, _, sizes, _ in parsed if sizes} - {layout.current}
+    current = layout.specs[layout.current]
+    index = next((i for i, f in enumerate(current) if f.kind == "identity" and expressible(f) and not any(
+        same_source(g, f) and g.kind != "void" for spec_id in older for g in layout.specs.get(spec_id, ()))), None)
+    if index is None or not older:
+        return None
+    shared, own, keys = _Files(), [], set()
+    for spec_id, values, sizes, deletes in parsed:
+        if spec_id != layout.current or all(v is None for v in values):
+            shared.add(sizes, deletes, rules)
+        elif len(values) != len(current):
+            return None
+        elif values[index] is not None:
+            keys.add(unit_key([normalize(current[index], values[index])]))
+        elif sizes:  # a partition of the current spec where the field is null: a rewrite group of its own
+            files = _Files()
+            files.add(sizes, deletes, rules)
+            own.append((files, False))
+    try:
+        older_spec_predicate(current[index], sorted(keys))
+    except (Inexpressible, ValueError):
+        return None
+    return OlderSpecs(current[index], tuple(sorted(keys)), _unit("", [(shared, False), *own], rules, True))
+
+
+def _older_specs(older: OlderSpecs, cap: int, table: ScopeUnit, common: dict[str, Any]) -> PartitionSelection:
+    unit, max_files = older.unit, None
+    count = unit.files
+    if unit.bytes > cap:  # Iceberg keeps the first files of the group: at most the largest ones
+        count = max(files_within(unit.sizes, cap), min(2, len(unit.sizes)))
+        max_files = count
+    charge = sum(unit.sizes[:count])
+    backlog = max(table.bytes - charge, 0)
+    return PartitionSelection((), charge, count, int(backlog > 0), backlog, oversized=charge > cap,
+                              max_files=max_files, **{**common, "fields": (older.field,)},
+                              older_specs_excluding=older.keys)

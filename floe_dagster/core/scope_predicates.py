@@ -54,8 +54,9 @@ class Inexpressible(ValueError):
 
 class Term(NamedTuple):
     """One condition on a source column. ``op``: ``in`` (values: one or more, each in Iceberg's
-    internal form: days for a date, microseconds for a timestamp), ``range`` (values: the half-open
-    ``(low, high)``), ``prefix`` (values: the prefix) or ``null`` (no values)."""
+    internal form: days for a date, microseconds for a timestamp), ``not_in`` (the same, negated),
+    ``range`` (values: the half-open ``(low, high)``), ``prefix`` (values: the prefix) or ``null``
+    (no values)."""
 
     column: str  # the source column's path (dotted for a nested column)
     source_type: str
@@ -175,6 +176,27 @@ def scope_predicate(fields: Sequence["PartitionField"], keys: Sequence[str]) -> 
         return _one_field(fields[0], [normalize(fields[0], row[0]) for row in rows])
     disjuncts = {tuple(term(f, normalize(f, v)) for f, v in zip(fields, row)) for row in rows}
     return tuple(sorted(disjuncts, key=repr))
+
+
+def older_spec_predicate(field: "PartitionField", excluded: Sequence[str]) -> Predicate:
+    """The where selecting exactly the files of partition specs with no field on ``field``'s column
+    (and the current spec's partitions whose ``field`` is null), when the current spec's partitions
+    hold the values ``excluded`` (unit keys of ``field`` alone): ``col NOT IN (excluded) OR col IS
+    NULL``. Iceberg's inclusive projection of either term onto a spec without a field on the column is
+    ``true``, and its metrics never exclude a file for ``NOT IN`` (Spark adds ``IS NOT NULL``, which
+    excludes only a file whose column is all null, which ``IS NULL`` keeps); on the current spec the
+    identity value decides. Only an identity field qualifies."""
+    if field.kind != "identity" or not expressible(field) or not excluded:
+        raise Inexpressible(f"{field.transform} of {field.source}: no exact complement")
+    values = []
+    for key in excluded:
+        row = json.loads(key)
+        if not isinstance(row, list) or len(row) != 1 or row[0] is None:
+            raise Inexpressible(f"an excluded value {key!r} is not one value")
+        values.append(_checked(field.source_type, normalize(field, row[0])))
+    column, source_type = field.source, field.source_type
+    excluding = Term(column, source_type, "not_in", tuple(sorted(set(values))))
+    return ((excluding,), (Term(column, source_type, "null", ()),))
 
 
 def term(field: "PartitionField", value: Any) -> Term:

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Sequence
 
 from floe_dagster.core.partition_scope import PartitionField
-from floe_dagster.core.scope_predicates import Inexpressible, Predicate, Term, scope_predicate
+from floe_dagster.core.scope_predicates import Inexpressible, Predicate, Term, older_spec_predicate, scope_predicate
 from floe_dagster.spark.sql_literals import quote_identifier, quote_literal, timestamp_literal
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -23,10 +23,14 @@ def column_reference(source: str) -> str:
     return ".".join(quote_identifier(part) for part in source.split("."))
 
 
-def partition_predicate(fields: Sequence[PartitionField], keys: Sequence[str]) -> str | None:
+def partition_predicate(fields: Sequence[PartitionField], keys: Sequence[str], older_specs: bool = False) -> str | None:
     """The Spark SQL predicate selecting exactly the rows whose values of ``fields`` are one of the
-    ``keys`` (JSON lists of those values); None when a field or value cannot be written exactly."""
+    ``keys`` (JSON lists of those values), or with ``older_specs`` the files of the older specs, whose
+    one field's values are none of the ``keys`` (core/scope_predicates.py, older_spec_predicate); None
+    when a field or value cannot be written exactly."""
     try:
+        if older_specs:
+            return predicate_sql(older_spec_predicate(fields[0], keys)) if len(fields) == 1 else None
         return predicate_sql(scope_predicate(fields, keys))
     except (Inexpressible, ValueError, TypeError, OverflowError):
         return None
@@ -49,6 +53,8 @@ def _term_sql(term: Term) -> str:
         low, high = (_literal(term.source_type, v) for v in term.values)
         return f"{column} >= {low} AND {column} < {high}"
     literals = [_literal(term.source_type, v) for v in term.values]
+    if term.op == "not_in":
+        return f"{column} NOT IN ({', '.join(literals)})"
     return f"{column} = {literals[0]}" if len(literals) == 1 else f"{column} IN ({', '.join(literals)})"
 
 

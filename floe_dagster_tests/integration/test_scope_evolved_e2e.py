@@ -4,9 +4,10 @@ real Spark, later ticks continue the backlog (trigger ``backlog``) until it is d
 
 * A table that started unpartitioned and later got ``identity(region)``, with small files in both
   specs: the review's table, where each run rewrote 3.3x its estimate because ``where region IN
-  (...)`` took every file of the old spec. No where can select the old files exactly, so runs are
-  bounded by ``max-files-to-rewrite`` sized by the largest files until the old spec is empty, then
-  scoped by region. The cap is a quarter of the table (the review's eighth makes the same point in
+  (...)`` took every file of the old spec. No where on region selects its partitions exactly, so
+  runs take the old spec's files by their own where (``region NOT IN (...) OR region IS NULL``,
+  bounded by ``max-files-to-rewrite`` sized by their largest files) until the old spec is empty,
+  then scope by region. The cap is a quarter of the table (the review's eighth makes the same point in
   twice the runs: a run here takes two of the ten files).
 * A table partitioned by ``region`` and ``bucket(4, id)``: the where names the regions (Iceberg's
   where cannot name a bucket), each region whole with all its buckets.
@@ -18,16 +19,24 @@ cap; the remaining work shrinks run after run until the backlog is done, and the
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pytest
 from dagster import DagsterInstance
 
 from floe_dagster.core import run_tags as T
+from floe_dagster.core.estimates import RewriteRules
+from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
+from floe_dagster.core.operations import Operation
+from floe_dagster.core.partition_scope import RewriteScope, plan_scope
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.build import build_definitions
 from floe_dagster.iceberg.catalog import load_table, open_catalog
+from floe_dagster.iceberg.health_collector import HealthCollector
 from floe_dagster.iceberg.table_cache import refresh_table_cache
 from floe_dagster.settings import load_settings
 from floe_dagster.spark.engine import IcebergSparkEngine
+from floe_dagster.spark.operation_steps import build_procedure_call
 from floe_dagster.spark.procedures import spark_table_reference
 from floe_dagster_tests.conftest import write_settings
 from floe_dagster_tests.integration.test_automation import evaluate_sensor, execute
@@ -142,16 +151,17 @@ def test_a_table_partitioned_after_the_fact_stays_within_the_cap_and_drains(tmp_
     left = [(len([f for f in files if f["spec_id"] == 0]), len(files))] + [r["left"] for r in runs]
     assert all(later < earlier for earlier, later in zip(left, left[1:])), left
     assert left[-1][0] == 0 and runs[-1].get("backlog_bytes", 0) == 0
-    # While files of the old spec are left, no where is exact: a file count bounds the run. Once the old
-    # spec is empty, where scopes by region again (with a file count when no region fits).
+    # While files of the old spec are left, no where on region selects partitions exactly: the run takes
+    # the old spec's files by their own where (a file count when they do not fit). Once the old spec is
+    # empty, where scopes by region again (with a file count when no region fits).
     for (old_files, _), meta in zip(left, runs):
         if "backlog_bytes" not in meta:  # the last run: what is left fits, the table whole
             continue
         call = meta["procedure_call"]
         if old_files:
-            assert "max-files-to-rewrite" in call and "where =>" not in call, call
+            assert "where => '(`region` NOT IN (" in call and ") OR (`region` IS NULL)'" in call, call
         else:
-            assert "where => '`region`" in call, call
+            assert "where => '`region`" in call and "NOT IN" not in call, call
     assert _facts(settings, EVOLVED) == before == _spark_facts(settings, EVOLVED)
 
 
@@ -181,3 +191,92 @@ def test_a_bucketed_table_is_scoped_by_its_other_fields_within_the_cap(tmp_path,
         per_partition[str(f["partition"])] = per_partition.get(str(f["partition"]), 0) + 1
     assert set(per_partition.values()) == {1} and len(per_partition) == 16  # every partition compacted
     assert _facts(settings, BUCKETED) == before == _spark_facts(settings, BUCKETED)
+
+
+# -- the bound, run by run (issue 35, item 6) -------------------------------------------------------------
+
+LATE = TableName("demo", ("late",), "events")
+LATE_REGIONS = tuple(f"r{i:02d}" for i in range(12))
+
+
+def _thirty_old_files_then_fifteen_by_region(spark, name: str) -> None:
+    """30 small files of the unpartitioned spec (one commit, one file a task, every region in each),
+    then identity(region) and 15 small files of the new spec (one commit, each task one region)."""
+    regions = ", ".join(f"'{r}'" for r in LATE_REGIONS)
+    spark.sql(f"CREATE TABLE {name} (id BIGINT, region STRING, amount DOUBLE) USING iceberg")
+    spark.sql(f"INSERT INTO {name} SELECT id, element_at(array({regions}), CAST(id % 12 AS INT) + 1), "
+              f"(id % 997) / 4 FROM range(0, 30 * 240, 1, 30)")
+    spark.sql(f"ALTER TABLE {name} ADD PARTITION FIELD region")
+    spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('write.distribution-mode' = 'none')")  # a file a task
+    spark.sql(f"INSERT INTO {name} SELECT id, element_at(array({regions}), spark_partition_id() % 12 + 1), "
+              f"(id % 997) / 4 FROM range(100000, 100000 + 15 * 240, 1, 15)")
+
+
+def _scoped_runs(settings, table: TableName, cap: int, limit: int) -> list[dict]:
+    """The planner's scope and the engine's CALL (core/partition_scope.py, the rewrite step's where and
+    max-files-to-rewrite), run after run on real Spark until the first run that is not over the older
+    specs' files (the backlog's second phase, which the test above drains through Dagster): per run the
+    charge, what Iceberg rewrote (the procedure's output and the snapshot's summary), and the files it
+    removed with the snapshots that added them."""
+    catalog, config = open_catalog(settings.catalog), RewriteDataFilesConfig(min_input_files=2)
+    rules = RewriteRules.for_data_files(config, {})
+    engine, runs = IcebergSparkEngine.from_settings(settings), []
+    with engine.unit_of_work() as spark:
+        for _ in range(limit):
+            metrics = HealthCollector(catalog, settings).metrics_for(table, tier="full")
+            chosen = plan_scope(metrics, rules, cap)
+            if chosen is None:
+                break
+            before = {f["file_path"]: f for f in _entries(spark, table)}
+            scope = RewriteScope(chosen.partitions, chosen.fields or (), chosen.files, chosen.max_files,
+                                 chosen.older_specs_excluding)
+            call = build_procedure_call(Operation.REWRITE_DATA_FILES, table, config, datetime.now(timezone.utc),
+                                        scope=scope)
+            [out] = spark.sql(call.sql).collect()
+            snapshot = load_table(catalog, table).current_snapshot()
+            after = {f["file_path"] for f in _entries(spark, table)}
+            runs.append({"estimated": chosen.bytes, "rewritten": out["rewritten_bytes_count"],
+                         "removed_size": int(snapshot.summary.get("removed-files-size", 0)),
+                         "snapshot": snapshot.snapshot_id, "older": chosen.older_specs_excluding is not None,
+                         "removed_from": {before[p]["snapshot_id"] for p in set(before) - after}})
+            if chosen.older_specs_excluding is None:
+                break
+    engine.stop()
+    return runs
+
+
+def _entries(spark, table: TableName) -> list:
+    return spark.sql(f"SELECT data_file.file_path AS file_path, snapshot_id FROM "
+                     f"{spark_table_reference(table)}.entries WHERE status < 2").collect()
+
+
+def test_a_capped_rewrite_of_a_table_partitioned_after_the_fact_takes_the_old_files_within_the_bound(
+        tmp_path, monkeypatch):
+    """Issue 35, item 6: under a cap of an eighth, the old spec's files go first, each run charged with
+    them alone, never with what earlier runs wrote into the new spec's partitions (before, the count was
+    sized by those outputs, two files a run, and Iceberg's hash order took them again: on a table like
+    this one with three regions, 60 runs without draining, estimates up to 8x the bytes rewritten).
+    Each run's charge is within 25 % of what Iceberg rewrote (the procedure's count, the snapshot's
+    removed-files-size) and at most the cap, the old spec drains in ceil(old bytes / cap) + 1 runs, and
+    no run takes a file an earlier run wrote. Then the new spec's partitions are scoped by region."""
+    settings, cap, total = _lake(tmp_path, monkeypatch, LATE, _thirty_old_files_then_fifteen_by_region, 1 / 8)
+    files = _files(settings, LATE)
+    assert [sum(f["spec_id"] == s for f in files) for s in (0, 1)] == [30, 15]
+    old_bytes = sum(f["file_size_in_bytes"] for f in files if f["spec_id"] == 0)
+    runs = _scoped_runs(settings, LATE, cap, limit=12)
+    for run in runs:
+        assert run["rewritten"] == run["removed_size"] > 0, run
+        assert abs(run["estimated"] - run["rewritten"]) <= 0.25 * run["rewritten"], run
+        assert run["estimated"] <= cap, run
+    older, after = runs[:-1], runs[-1]
+    assert all(r["older"] for r in older) and not after["older"], runs
+    assert len(older) <= -(-old_bytes // cap) + 1, (len(older), old_bytes, cap)
+    written = set()
+    for run in older:
+        assert not run["removed_from"] & written, run  # nothing an earlier run wrote is taken again
+        written.add(run["snapshot"])
+    assert not _files_of_spec(settings, LATE, 0)
+
+
+def _files_of_spec(settings, table: TableName, spec_id: int) -> list[dict]:
+    return [f for f in _files(settings, table) if f["spec_id"] == spec_id]

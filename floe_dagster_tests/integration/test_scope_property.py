@@ -32,6 +32,8 @@ from pyiceberg.expressions import (
     In,
     IsNull,
     LessThan,
+    NotIn,
+    NotNull,
     Or,
     StartsWith,
 )
@@ -44,7 +46,14 @@ from pyiceberg.types import DateType, IntegerType, LongType, NestedField, String
 from floe_dagster.core.estimates import RewriteRules, plan_data_file_rewrite
 from floe_dagster.core.measurements import data_group_spec
 from floe_dagster.core.partition_scope import plan_scope, scope_units
-from floe_dagster.core.scope_predicates import Inexpressible, Predicate, Term, scope_predicate, unit_key
+from floe_dagster.core.scope_predicates import (
+    Inexpressible,
+    Predicate,
+    Term,
+    older_spec_predicate,
+    scope_predicate,
+    unit_key,
+)
 from floe_dagster.iceberg.health_collector import HealthCollector
 from floe_dagster_tests.integration._health_tables import lakehouse, name
 
@@ -188,6 +197,8 @@ def _term(term: Term) -> BooleanExpression:
         return StartsWith(term.column, term.values[0])
     if term.op == "range":
         return And(GreaterThanOrEqual(term.column, term.values[0]), LessThan(term.column, term.values[1]))
+    if term.op == "not_in":  # as Spark hands it to Iceberg: NOT IN also says IS NOT NULL
+        return And(NotNull(term.column), NotIn(term.column, set(term.values)))
     if len(term.values) == 1:
         return EqualTo(term.column, term.values[0])
     return In(term.column, set(term.values))
@@ -265,14 +276,35 @@ def test_scoped_wheres_select_exactly_the_chosen_files_within_the_cap(case):
             return
         event(f"specs with files: {len({data_group_spec(key)[0] for key, _, _ in metrics.data_file_groups})}")
         event(f"scope fields: {len(fields)}")
-        event(f"scope: {'where' if chosen.partitions else 'whole table'}"
+        older = chosen.older_specs_excluding is not None
+        event(f"scope: {'older specs' if older else 'where' if chosen.partitions else 'whole table'}"
               f"{' + max-files' if chosen.max_files else ''}{' (oversized)' if chosen.oversized else ''}")
-        predicate = scope_predicate(chosen.fields, chosen.partitions) if chosen.partitions else None
+        if older:  # the files of specs without a field on the column, and the current spec's null ones
+            predicate = older_spec_predicate(chosen.fields[0], chosen.older_specs_excluding)
+            wanted = _older_specs_files(table, chosen.fields[0].source)
+        else:
+            predicate = scope_predicate(chosen.fields, chosen.partitions) if chosen.partitions else None
+            wanted = set().union(*(files_of[key] for key in chosen.partitions)) if chosen.partitions else set(rows_of)
         selected = _planned(table, predicate)
-        wanted = set().union(*(files_of[key] for key in chosen.partitions)) if chosen.partitions else set(rows_of)
         assert selected == wanted
         assert _rewritten_at_most(table, selected, rules, chosen.max_files) <= chosen.bytes
         assert chosen.bytes <= cap or chosen.oversized
         if chosen.max_files is None:  # whole units: the charge is the bytes of the files Iceberg may take
             assert chosen.bytes <= sum(t.file.file_size_in_bytes for t in table.scan().plan_files()
                                        if t.file.file_path in selected)
+
+
+def _older_specs_files(table, column: str) -> set[str]:
+    """The files of specs with no (non-void) field on ``column``, and the current spec's files whose
+    identity field on it is null."""
+    source_id = table.schema().find_field(column).field_id
+    current, wanted = table.spec(), set()
+    for task in table.scan().plan_files():
+        spec = table.specs()[task.file.spec_id]
+        on_column = [i for i, f in enumerate(spec.fields) if f.source_id == source_id and str(f.transform) != "void"]
+        if spec.spec_id == current.spec_id:
+            if all(task.file.partition[i] is None for i in on_column):
+                wanted.add(task.file.file_path)
+        elif not on_column:
+            wanted.add(task.file.file_path)
+    return wanted

@@ -105,10 +105,12 @@ def test_partition_costs_follow_icebergs_planner_rules():
     assert plan_scope(summary_only, rules, cap=1) is None
 
 
-def test_a_partition_added_to_an_unpartitioned_table_scopes_by_file_count_not_by_a_where():
+def test_a_partition_added_to_an_unpartitioned_table_takes_the_old_specs_files_by_their_own_where():
     """The review's table: unpartitioned, then identity(region). Files of the old spec hold every
-    region, so any where on region takes all of them: no unit is exact, and the run is bounded by
-    max-files-to-rewrite, charged as the largest files it may take."""
+    region, so no where on region selects partitions exactly: no unit is exact. The old spec's files
+    are one rewrite group, which ``region NOT IN (the current spec's regions) OR region IS NULL``
+    selects exactly; the run takes them bounded by max-files-to-rewrite, charged as the largest of
+    them."""
     old = ("0:[]", (3 * MB, 3 * MB, 2 * MB, 2 * MB), ())
     new = [(f'["{r}"]', (MB, MB, MB), ()) for r in ("eu", "us", "apac", "af")]
     record = _metrics([old, *new], ((0, ()), (1, (REGION,))), current=1)
@@ -118,15 +120,60 @@ def test_a_partition_added_to_an_unpartitioned_table_scopes_by_file_count_not_by
     cap = 7 * MB
     chosen = plan_scope(record, RULES, cap)
     assert chosen.partitions == () and chosen.max_files == 2 and chosen.bytes == 6 * MB <= cap
+    assert chosen.older_specs_excluding == ('["af"]', '["apac"]', '["eu"]', '["us"]')
     assert (chosen.backlog_bytes, chosen.backlog_partitions) == (16 * MB, 1) and not chosen.oversized
+    assert "files of older partition specs" in chosen.describe()
     call = build_procedure_call(RDF, T, RewriteDataFilesConfig(min_input_files=2), NOW, scope=RewriteScope(
-        chosen.partitions, chosen.fields, chosen.files, chosen.max_files))
-    assert "'max-files-to-rewrite', '2'" in call.sql and "where" not in call.sql
-    assert call.arguments["scope"] == "max-files-to-rewrite"
+        chosen.partitions, chosen.fields, chosen.files, chosen.max_files, chosen.older_specs_excluding))
+    assert "'max-files-to-rewrite', '2'" in call.sql
+    assert ("where => '(`region` NOT IN (\\'af\\', \\'apac\\', \\'eu\\', \\'us\\')) OR (`region` IS NULL)'"
+            in call.sql), call.sql
+    assert call.arguments["scope"] == "where + max-files-to-rewrite"
+    # When the old spec's files fit, they are taken whole, without a file count.
+    whole = plan_scope(record, RULES, 11 * MB)
+    assert whole.max_files is None and whole.bytes == 10 * MB and whole.older_specs_excluding
     # Once the old spec's files are gone, the same table scopes by region again.
     compacted = _metrics(new, ((0, ()), (1, (REGION,))), current=1)
     chosen = plan_scope(compacted, RULES, cap)
     assert chosen.max_files is None and len(chosen.partitions) == 2 and chosen.bytes == 6 * MB
+    assert chosen.older_specs_excluding is None
+
+
+def test_a_file_an_earlier_run_wrote_does_not_size_the_next_runs_file_count():
+    """The issue's observation: 90 old-spec files and 46 new of about 12 KB under a cap of 213 KB. The
+    first run wrote its 200 KB into the current spec's partitions; the next run's file count was sized
+    by that file (two files), and Iceberg took whichever group its hash order gave first. Now the count
+    is sized by the old spec's own files, which the where keeps apart from what earlier runs wrote."""
+    kb = 1024
+    old = ("0:[]", (12 * kb,) * 74, ())
+    new = [('["eu"]', (200 * kb,) + (12 * kb,) * 12, ()),  # the first run's output beside small files
+           *((f'["{r}"]', (12 * kb,) * 11, ()) for r in ("us", "ap", "af"))]
+    record = _metrics([old, *new], ((0, ()), (1, (REGION,))), current=1)
+    chosen = plan_scope(record, RULES, cap=213 * kb)
+    assert chosen.max_files == 17 and chosen.bytes == 17 * 12 * kb  # 17 files, not 2
+    assert chosen.older_specs_excluding == ('["af"]', '["ap"]', '["eu"]', '["us"]')
+
+
+def test_an_older_spec_with_a_field_on_the_column_gives_no_older_specs_where():
+    """identity(region) then identity(region), identity(kind): a where on region would also weigh the
+    old spec's region values, so the old specs' where is not used (the older spec refines region:
+    units by region are exact anyway)."""
+    kind = (4, "kind", "identity", "string")
+    groups = [('0:["eu"]', (MB,) * 3, ()), ('["eu","a"]', (MB,) * 3, ()), ('["us","b"]', (MB,) * 3, ())]
+    chosen = plan_scope(_metrics(groups, ((0, (REGION,)), (1, (REGION, kind))), current=1), RULES, cap=4 * MB)
+    assert chosen.older_specs_excluding is None and chosen.partitions
+
+
+def test_the_older_specs_where_is_written_exactly_or_not_at_all():
+    region = PartitionField("region", "identity", "string")
+    assert partition_predicate((region,), ['["us"]', '["eu"]'], older_specs=True) == \
+        "(`region` NOT IN ('eu', 'us')) OR (`region` IS NULL)"
+    day = PartitionField("d", "identity", "date")
+    assert partition_predicate((day,), ["[19800]"], older_specs=True) == \
+        "(`d` NOT IN (DATE '2024-03-18')) OR (`d` IS NULL)"
+    assert partition_predicate((PartitionField("at", "day", "timestamptz"),), ["[1]"], older_specs=True) is None
+    assert partition_predicate((region,), [], older_specs=True) is None
+    assert partition_predicate((PartitionField("x", "identity", "double"),), ['["NaN"]'], older_specs=True) is None
 
 
 def test_files_of_an_older_spec_are_never_the_current_null_partition():
@@ -288,6 +335,10 @@ def test_selection_round_trips_through_json():
     chosen = PartitionSelection(("[1]", '["a\'b"]'), 10, 3, 2, 20, 12, oversized=True)
     assert PartitionSelection.from_json(json.dumps(chosen.to_json())) == chosen
     assert PartitionSelection.from_json(None) is None
+    older = PartitionSelection((), 10, 3, 1, 20, 12, fields=(PartitionField("region", "identity", "string"),),
+                               max_files=3, older_specs_excluding=('["eu"]',))
+    assert PartitionSelection.from_json(json.dumps(older.to_json())) == older
+    assert "older_specs_excluding" not in chosen.to_json()  # a ledger row as before when unused
 
 
 # -- where predicates ------------------------------------------------------------------------------------

@@ -67,22 +67,24 @@ class RewriteDataFilesStep(OperationStep):
 
 
 def _scoped(call: CallArguments, options: dict[str, Any], where: str | None) -> tuple[dict[str, Any], str | None]:
-    """A partition-scoped rewrite (core/partition_scope.py): ``where`` limited to the chosen units (ANDed
-    with the policy's ``filter``) and/or ``max-files-to-rewrite`` (the smaller of the planner's and
-    the policy's). A scope recorded before its fields were whose where cannot be written exactly
-    (a bucket field) is bounded by its file count."""
+    """A partition-scoped rewrite (core/partition_scope.py): ``where`` limited to the chosen units, or to
+    the files of older partition specs (ANDed with the policy's ``filter``), and/or
+    ``max-files-to-rewrite`` (the smaller of the planner's and the policy's). A scope recorded before
+    its fields were whose where cannot be written exactly (a bucket field) is bounded by its file count."""
     scope = call.scope
     call.decided["scoped_partitions"] = len(scope.partitions)
     limit = scope.max_files
     how = []
-    if scope.partitions:
-        predicate = partition_predicate(scope.fields, scope.partitions) \
-            if len(scope.partitions) <= MAX_SCOPED_PARTITIONS else None
-        if predicate is not None:
-            where = f"({where}) AND ({predicate})" if where else predicate
-            how.append("where")
-        elif limit is None:
-            limit = max(1, scope.files)
+    predicate = None
+    if scope.older_specs_excluding is not None:  # the older specs' files: one where, however many values
+        predicate = partition_predicate(scope.fields, scope.older_specs_excluding, older_specs=True)
+    elif scope.partitions and len(scope.partitions) <= MAX_SCOPED_PARTITIONS:
+        predicate = partition_predicate(scope.fields, scope.partitions)
+    if predicate is not None:
+        where = f"({where}) AND ({predicate})" if where else predicate
+        how.append("where")
+    elif (scope.partitions or scope.older_specs_excluding is not None) and limit is None:
+        limit = max(1, scope.files)
     if limit is not None:
         options = {**options, "max-files-to-rewrite": min(limit, options.get("max-files-to-rewrite") or limit)}
         how.append("max-files-to-rewrite")
