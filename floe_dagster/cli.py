@@ -452,15 +452,6 @@ def _add_fleet_commands(sub) -> None:
     serve.add_argument("--port", type=int, default=9091, help="port (default 9091)")
     serve.set_defaults(func=cmd_serve)
 
-    mcp = sub.add_parser("mcp", help="the MCP server for agents: read tools, and maintenance an agent proposes and "
-                                      "a person with an OPERATOR or ADMIN key approves (docs/mcp.md)")
-    mcp.add_argument("--transport", choices=("stdio", "http"), default="stdio",
-                     help="stdio (default; the key in $FLOE_API_KEY) or streamable HTTP at /mcp (X-API-Key per "
-                          "request)")
-    mcp.add_argument("--host", default="127.0.0.1", help="HTTP: the address (beyond loopback only with API keys)")
-    mcp.add_argument("--port", type=int, default=9092, help="HTTP: the port (default 9092)")
-    mcp.set_defaults(func=cmd_mcp)
-
     migrate = sub.add_parser("import-floe", help="write every policy of a running Floe server as policy files")
     migrate.add_argument("--url", required=True, help="the server's address, e.g. http://floe.example.com:9091")
     migrate.add_argument("--key", help="an API key, sent as X-API-Key (default: $FLOE_API_KEY)")
@@ -468,7 +459,10 @@ def _add_fleet_commands(sub) -> None:
     migrate.add_argument("--overwrite", action="store_true", help="replace files that already exist")
     migrate.set_defaults(func=cmd_import_floe)
 
+    from floe_dagster.mcp_server.command import add_mcp_command
     from floe_dagster.reports.value_cli import add_report_command, cmd_report
+
+    add_mcp_command(sub, cmd_mcp)
 
     add_report_command(sub, lambda args: cmd_report(args, _coordination, _settings))
 

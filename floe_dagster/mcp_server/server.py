@@ -25,12 +25,13 @@ from floe_dagster.api.services import ApiServices
 from floe_dagster.coordination.api_keys import ApiKeyTable
 from floe_dagster.errors import KeysError
 from floe_dagster.instance import get_instance
+from floe_dagster.mcp_server.command import DEFAULT_PORT
 from floe_dagster.mcp_server.proposals import Proposals
 from floe_dagster.mcp_server.tools import KEY_VARIABLE, Callers, add_read_tools, add_write_tools
 from floe_dagster.redaction import install_log_masking
 from floe_dagster.settings import Settings
 
-DEFAULT_HOST, DEFAULT_PORT, PATH = "127.0.0.1", 9092, "/mcp"
+DEFAULT_HOST, PATH = "127.0.0.1", "/mcp"
 INSTRUCTIONS = (
     "floe-dagster maintains Apache Iceberg tables. Read with tables, health, explain (why a table's operations "
     "run or not), plan, runs, trigger_status and value_report. To maintain a table, propose it: the answer is the "
