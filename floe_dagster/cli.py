@@ -167,27 +167,14 @@ def _at(text: str | None):
 
 def cmd_plan(args) -> int:
     """A dry run of the next tick: plans with the same inputs as the sensor, admits nothing."""
-    from floe_dagster.core.planner import plan
     from floe_dagster.core.run_decision import shadow_summary
-    from floe_dagster.iceberg.table_cache import read_cached_tables
     from floe_dagster.instance import get_instance
-    from floe_dagster.reports.explain import envelope_verdict, lake_around
-    from floe_dagster.scheduling.inputs import gather
+    from floe_dagster.reports.plan_report import plan_json, planned
 
     settings = _settings(args)
-    cached = read_cached_tables(settings)
-    inputs = gather(settings, get_instance(), _coordination(settings), _at(args.at),
-                    frozenset(cached) if cached is not None else None)
-    data, missing = inputs.plan_input, inputs.health_missing
-    result = plan(data)
-    allowed = settings.envelope.allowed_table_properties
-    known = lake_around(settings, data) if any(d.operation.needs_gc for d in result.decisions) else None
-    verdicts = [envelope_verdict(data, d.table, d.operation, d.policy, allowed, known) for d in result.decisions]
+    result, verdicts, missing = planned(settings, get_instance(), _coordination(settings), _at(args.at))
     if args.json:
-        payload = result.to_json()
-        for item, verdict in zip(payload["decisions"], verdicts):
-            item["envelope"] = verdict.to_json() if verdict is not None else None
-        print(json.dumps(payload, indent=2))
+        print(json.dumps(plan_json(result, verdicts), indent=2))
         return EXIT_OK
     shadowed = len(result.shadowed)
     print(f"plan at {result.at.isoformat()}: {len(result.admitted)} to run, "
@@ -332,6 +319,18 @@ def cmd_serve(args) -> int:
     return serve(_settings(args), args.host, args.port)
 
 
+def cmd_mcp(args) -> int:
+    """The MCP server for agents (``floe_dagster.mcp_server``, docs/mcp.md): stdio, or streamable HTTP."""
+    from floe_dagster.mcp_server.server import run_http, run_stdio
+
+    if not 1 <= args.port <= 65535:
+        raise ValueError(f"--port: expected 1 to 65535, got {args.port}")
+    settings = _settings(args)
+    if args.transport == "stdio":
+        return run_stdio(settings, os.environ)
+    return run_http(settings, os.environ, args.host, args.port)
+
+
 def cmd_import_floe(args) -> int:
     """Every policy of a running Floe server (or floe-dagster serve) as one policy file each."""
     from floe_dagster.migration import MigrationError, fetch_policies, import_policies
@@ -460,7 +459,10 @@ def _add_fleet_commands(sub) -> None:
     migrate.add_argument("--overwrite", action="store_true", help="replace files that already exist")
     migrate.set_defaults(func=cmd_import_floe)
 
+    from floe_dagster.mcp_server.command import add_mcp_command
     from floe_dagster.reports.value_cli import add_report_command, cmd_report
+
+    add_mcp_command(sub, cmd_mcp)
 
     add_report_command(sub, lambda args: cmd_report(args, _coordination, _settings))
 

@@ -169,6 +169,8 @@ class ApiSettings:
         "the other policies", path=True, expects="a folder path", check=_existing_folder)
     operator_may_write_policies: bool = setting(
         False, "let OPERATOR keys create, update and delete policies over HTTP too (by default ADMIN only, as in Floe)")
+    proposal_expiry_minutes: int = setting(
+        15, "minutes an agent's maintenance proposal (floe-dagster mcp) stays approvable", minimum=1)
 
     @property
     def keys_configured(self) -> bool:

@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
@@ -28,7 +28,7 @@ from floe_dagster.coordination.locks import table_lock_name
 from floe_dagster.coordination.runs import IN_FLIGHT_STATUSES, mark_dead_runs, runs_in_flight
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.run_tags import Origin
+from floe_dagster.core.run_tags import Approval, Origin
 from floe_dagster.core.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.errors import ApiError, CatalogUnavailable, LaunchFailed
@@ -83,11 +83,15 @@ class TriggerService:
             return {"table": table.qualified, "runId": None, "lock": lock}
         return None
 
-    def trigger(self, body: dict[str, Any], actor: str, wait: bool, timeout_s: float
+    def trigger(self, body: dict[str, Any], actor: str, wait: bool, timeout_s: float,
+                approval: Approval | None = None, confirm: Callable[[PreparedTrigger, str], None] | None = None,
                 ) -> tuple[int, dict[str, Any], dict[str, str]]:
         """Queue a table's operations (launching.manual, as ``floe-dagster trigger`` runs them in process),
-        then follow the runs; ``wait`` waits up to ``timeout_s`` for them to finish."""
-        prepared = self._prepare_trigger(body)
+        then follow the runs; ``wait`` waits up to ``timeout_s`` for them to finish. An agent's approved
+        proposal (``floe-dagster mcp``) runs with trigger ``agent`` and its ``approval``; ``confirm`` is
+        called under the table's lock, after the busy check and just before anything is queued, with what
+        would run and the trigger id (it raises an ApiError to refuse)."""
+        prepared = self.prepare(body)
         reply = TriggerReply(prepared)
         dry_run = bool(body.get("dryRun"))
         if not prepared.to_run:
@@ -98,7 +102,10 @@ class TriggerService:
             self._refuse_if_busy(prepared.table)
             if dry_run:
                 return 200, self._dry_run(reply, prepared.to_run), {}
-            origin = Origin("manual", body.get("reason") or API_REASON, actor, reply.trigger_id)
+            if confirm is not None:
+                confirm(prepared, reply.trigger_id)
+            origin = Origin("agent" if approval else "manual", body.get("reason") or API_REASON, actor,
+                            reply.trigger_id, approval)
             run_ids = self._queue(prepared, origin)
         watch = self._watch(reply.trigger_id, run_ids)
         no_daemon = not self.queue_daemon_live()
@@ -106,7 +113,7 @@ class TriggerService:
             self._wait(watch, timeout_s)
         return self._answer(reply, run_ids, wait, no_daemon, timeout_s)
 
-    def _prepare_trigger(self, body: dict[str, Any]) -> PreparedTrigger:
+    def prepare(self, body: dict[str, Any]) -> PreparedTrigger:
         """The checked trigger: the catalog served here, the table, its effective policy and what runs.
         The catalog down is Floe's 500 (its trigger answers any failure so), not our usual 503."""
         settings = self.settings

@@ -38,7 +38,10 @@ REASON = "floe/reason"
 UPSTREAM_ASSET = "floe/upstream-asset"
 UPSTREAM_RUN = "floe/upstream-run"
 UPSTREAM_STORAGE_ID = "floe/upstream-storage-id"
-RUNS_LIST_KEYS = (TABLE, TABLES, OPERATION, POLICY, TRIGGER, REASON, UPSTREAM_ASSET, UPSTREAM_RUN, UPSTREAM_STORAGE_ID)
+# A run an agent proposed and a person approved (``floe-dagster mcp``): the approving key's name, never the key.
+APPROVED_BY = "floe/approved-by"
+RUNS_LIST_KEYS = (TABLE, TABLES, OPERATION, POLICY, TRIGGER, REASON, UPSTREAM_ASSET, UPSTREAM_RUN, UPSTREAM_STORAGE_ID,
+                  APPROVED_BY)
 
 # On the run page only.
 NAMESPACE = RUN_PAGE_PREFIX + "namespace"
@@ -49,6 +52,8 @@ ESTIMATED_BYTES = RUN_PAGE_PREFIX + "estimated-bytes"
 ACTOR = RUN_PAGE_PREFIX + "actor"
 TRIGGER_ID = RUN_PAGE_PREFIX + "trigger-id"
 ATTEMPT = RUN_PAGE_PREFIX + "attempt"
+PROPOSED_BY = RUN_PAGE_PREFIX + "proposed-by"  # the key that proposed an agent's run (its name)
+PROPOSAL = RUN_PAGE_PREFIX + "proposal"  # the proposal's id (never its token)
 # The run's batch key (core/run_decision.py; a batch of one: its item's key). The tag kept its first name.
 BATCH_KEY = RUN_PAGE_PREFIX + "run-key"
 BATCH_SIZE = RUN_PAGE_PREFIX + "batch-size"
@@ -83,12 +88,13 @@ def tag_value(tags: Mapping[str, str], key: str, default: str | None = None) -> 
     return default if value is None else value
 
 
-TRIGGERS = ("cron", "interval", "condition", "critical", "manual", "backfill", "backlog", "sla", "after_write")
+TRIGGERS = ("cron", "interval", "condition", "critical", "manual", "backfill", "backlog", "sla", "after_write",
+            "agent")
 
-# dagster/priority bands (higher runs first in the queue): manual > critical and a breached SLA > scheduled
-# > backfill, plus a debt bucket of 0..9 within the band.
-PRIORITY_BANDS = {"manual": 300, "critical": 200, "sla": 200, "cron": 100, "interval": 100, "condition": 100,
-                  "backfill": 0}
+# dagster/priority bands (higher runs first in the queue): manual and an approved agent's > critical and a
+# breached SLA > scheduled > backfill, plus a debt bucket of 0..9 within the band.
+PRIORITY_BANDS = {"manual": 300, "agent": 300, "critical": 200, "sla": 200, "cron": 100, "interval": 100,
+                  "condition": 100, "backfill": 0}
 
 
 def run_priority(trigger: str, debt_score: float = 0.0) -> int:
@@ -115,6 +121,18 @@ class PolicyFacts:
 
 
 @dataclass(frozen=True)
+class Approval:
+    """An agent's proposal that a person approved: the names of the keys (never the keys) and the proposal's id."""
+
+    approved_by: str
+    proposed_by: str
+    proposal_id: str
+
+    def tags(self) -> dict[str, str]:
+        return {APPROVED_BY: self.approved_by, PROPOSED_BY: self.proposed_by, PROPOSAL: self.proposal_id}
+
+
+@dataclass(frozen=True)
 class Origin:
     """Who asked for the run, and why."""
 
@@ -122,6 +140,7 @@ class Origin:
     reason: str
     actor: str  # the OS user, the API key's name, or the launcher (``sensor:<scope>``)
     trigger_id: str | None = None  # shared by the runs of one manual trigger or backfill
+    approval: Approval | None = None  # an agent's run: who proposed it and who approved it
 
 
 def run_tags(
@@ -144,6 +163,8 @@ def run_tags(
     }
     if origin.trigger_id:
         tags[TRIGGER_ID] = origin.trigger_id
+    if origin.approval is not None:
+        tags.update(origin.approval.tags())
     max_runtime_s = policy.timeout_s
     if decision is not None:
         tags.update({

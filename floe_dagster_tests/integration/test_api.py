@@ -8,6 +8,7 @@ every role) is covered without Spark in ``unit/test_api_http.py``."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -25,13 +27,24 @@ import requests
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from floe_dagster.api.auth import hash_key
+from floe_dagster.coordination.agent_proposals import ProposalTable
+from floe_dagster.coordination.database import Coordination
+from floe_dagster.core.agent_proposals import Proposal, TableState, new_token, token_hash
 from floe_dagster.core import run_tags as T
 from floe_dagster.core.tables import TableName
-from floe_dagster.demo import DemoSizes, build_demo_lakehouse
+from floe_dagster.demo import DemoSizes, build_demo_lakehouse, rows
 from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.iceberg.table_cache import refresh_table_cache
 from floe_dagster.settings import load_settings
 from floe_dagster_tests.conftest import write_settings
+from floe_dagster_tests.integration._mcp_client import (
+    READ_TOOLS,
+    answer,
+    over_http,
+    over_stdio,
+    refusal,
+    start_mcp_http,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -326,3 +339,130 @@ def test_keys_never_appear_in_logs_or_run_tags(server):
     assert len(runs) == 2 and "ops-bot" in tags
     for secret in secrets:
         assert secret not in logs and secret not in tags and secret not in events
+
+
+# -- floe-dagster mcp: the MCP SDK's real client on the same lakehouse, keys and daemon (docs/mcp.md) --------------
+
+@pytest.fixture(scope="module")
+def mcp_http(server):
+    process, url = start_mcp_http(BIN, ROOT, server["config"], server["env"], server["logs"] / "mcp.log", free_port())
+    try:
+        yield url
+    finally:
+        stop(process)
+
+
+def test_mcp_a_viewer_over_stdio_reads_everything_and_changes_nothing(server):
+    with instance(server) as dagster:
+        runs_before = dagster.get_runs_count()
+    tables_before = {name: counts(server, name) for name in ("sales.orders", "sales.customers", "ops.metrics")}
+
+    async def session():
+        with open(server["logs"] / "mcp-stdio.log", "w") as errlog:
+            async with over_stdio(BIN, ROOT, server["config"], server["env"], VIEWER_KEY, errlog) as client:
+                assert {t.name for t in (await client.list_tools()).tools} == {*READ_TOOLS, "propose", "approve"}
+                read = {
+                    "tables": await answer(client, "tables", {}),
+                    "health": await answer(client, "health", {"table": "sales.orders"}),
+                    "explain": await answer(client, "explain", {"table": "sales.orders"}),
+                    "plan": await answer(client, "plan", {"table": "sales.orders"}),
+                    "runs": await answer(client, "runs", {"table": "sales.orders"}),
+                    "trigger_status": await answer(client, "trigger_status", {"trigger_id": "no-such-trigger"}),
+                    "value_report": await answer(client, "value_report", {"since": "P30D"}),
+                }
+                proposed = await answer(client, "propose", {"table": "sales.orders"})
+                forbidden = await refusal(client, "approve", {"token": proposed["approvalToken"],
+                                                              "table": "sales.orders"})
+                return read, proposed, forbidden
+
+    read, proposed, forbidden = asyncio.run(session())
+    assert "demo.sales.orders" in {t["qualifiedName"] for t in read["tables"]["tables"]}
+    assert read["health"]["qualifiedName"] == "demo.sales.orders"
+    assert read["explain"]["policyName"] == "sales" and "REWRITE_DATA_FILES" in read["explain"]["operationStatuses"]
+    assert {d["table"] for d in read["plan"]["decisions"]} == {"demo.sales.orders"}
+    assert isinstance(read["runs"]["operations"], list) and read["trigger_status"]["operations"] == []
+    assert read["value_report"]["total"]["runs"] == len(read["runs"]["operations"]) or read["value_report"]["groups"]
+    assert proposed["operations"] == ["REWRITE_DATA_FILES", "EXPIRE_SNAPSHOTS"] and proposed["proposedBy"] == "dash"
+    assert forbidden.startswith("Error executing tool approve: FORBIDDEN: key 'dash' (VIEWER) lacks the trigger")
+    with instance(server) as dagster:
+        assert dagster.get_runs_count() == runs_before
+    assert {name: counts(server, name) for name in tables_before} == tables_before
+
+
+def test_mcp_a_proposal_approved_with_an_operator_key_maintains_exactly_that_table_and_operation(server, mcp_http):
+    table = load_table(open_catalog(server["settings"].catalog), TableName.parse("sales.orders", "demo"))
+    for start in (60_000, 60_100):  # two writes: snapshots for the expiry to remove
+        table.append(rows(start, 5))
+    orders, customers = counts(server, "sales.orders"), counts(server, "sales.customers")
+    assert orders["snapshots"] >= 3
+
+    async def conversation():
+        async with over_http(mcp_http, VIEWER_KEY) as agent:
+            why = await answer(agent, "explain", {"table": "sales.orders"})
+            proposed = await answer(agent, "propose", {"table": "sales.orders", "operations": ["expire_snapshots"],
+                                                       "reason": "old snapshots after the compaction"})
+            viewer = await refusal(agent, "approve", {"token": proposed["approvalToken"], "table": "sales.orders"})
+        async with over_http(mcp_http, OPERATOR_KEY) as person:
+            token = proposed["approvalToken"]
+            elsewhere = await refusal(person, "approve", {"token": token, "table": "sales.customers"})
+            approved = await answer(person, "approve", {"token": token, "table": "sales.orders", "wait_seconds": 600})
+            replayed = await refusal(person, "approve", {"token": token, "table": "sales.orders"})
+            status = await answer(person, "trigger_status", {"trigger_id": approved["orchestrationId"]})
+        return why, proposed, viewer, elsewhere, approved, replayed, status
+
+    why, proposed, viewer, elsewhere, approved, replayed, status = asyncio.run(conversation())
+    assert why["operationStatuses"]["EXPIRE_SNAPSHOTS"]["operationType"] == "EXPIRE_SNAPSHOTS"
+    assert proposed["operations"] == ["EXPIRE_SNAPSHOTS"] and proposed["snapshotId"] is not None
+    assert [d["operationType"] for d in proposed["decision"]] == ["EXPIRE_SNAPSHOTS"]
+    assert "FORBIDDEN: key 'dash' (VIEWER)" in viewer
+    assert "is for demo.sales.orders, not demo.sales.customers" in elsewhere
+    assert approved["status"] == "SUCCESS" and approved["approvedBy"] == "ops-bot", approved
+    [result] = approved["operationResults"]
+    assert (result["operationType"], result["status"]) == ("EXPIRE_SNAPSHOTS", "SUCCEEDED")
+    assert "already used" in replayed
+    assert [o["runId"] for o in status["operations"]] == [approved["operationResults"][0]["runId"]]
+    after = counts(server, "sales.orders")
+    assert after["snapshots"] == 1 and after["data_files"] == orders["data_files"]
+    assert after["records"] == orders["records"] and counts(server, "sales.customers") == customers
+    with instance(server) as dagster:
+        [run] = dagster.get_runs(RunsFilter(tags={T.TRIGGER_ID: approved["orchestrationId"]}))
+        events = "".join(str(entry) for entry in dagster.all_logs(run.run_id))
+    assert run.status == DagsterRunStatus.SUCCESS and run.tags["floe/trigger"] == "agent"
+    assert run.tags[T.APPROVED_BY] == "ops-bot" and run.tags[T.PROPOSED_BY] == "dash" and run.tags[T.ACTOR] == "ops-bot"
+    assert run.tags[T.PROPOSAL] == proposed["proposalId"] and run.tags[T.OPERATION] == "EXPIRE_SNAPSHOTS"
+    assert run.tags[T.TABLE] == "demo.sales.orders" and "approved by ops-bot" in run.tags[T.REASON]
+    logs = "".join(path.read_text(errors="replace") for path in server["logs"].iterdir())
+    for secret in (proposed["approvalToken"], OPERATOR_KEY, VIEWER_KEY):
+        assert secret not in logs and secret not in json.dumps(dict(run.tags)) and secret not in events
+
+
+def test_mcp_refuses_an_expired_or_stale_token_and_a_malformed_argument(server, mcp_http, monkeypatch):
+    settings = server["settings"]
+    monkeypatch.setenv("DAGSTER_HOME", str(server["home"]))  # the servers' coordination database, beside it
+    store = ProposalTable(Coordination(settings.coordination_url).engine)
+    expired_token = new_token()
+    long_ago = datetime.now(timezone.utc) - timedelta(hours=1)
+    store.insert(Proposal("expired-1", "demo.ops.metrics", TableState(None, "-", "ops", "-", ("REWRITE_MANIFESTS",)),
+                          "dash", "why", long_ago, long_ago + timedelta(minutes=15)), token_hash(expired_token))
+    with instance(server) as dagster:
+        runs_before = dagster.get_runs_count()
+
+    async def attempts():
+        async with over_http(mcp_http, OPERATOR_KEY) as person:
+            expired = await refusal(person, "approve", {"token": expired_token, "table": "ops.metrics"})
+            proposed = await answer(person, "propose", {"table": "ops.metrics"})
+            metrics = load_table(open_catalog(settings.catalog), TableName.parse("ops.metrics", "demo"))
+            metrics.append(rows(50_000, 3, "eu"))  # a writer commits meanwhile
+            stale = await refusal(person, "approve", {"token": proposed["approvalToken"], "table": "ops.metrics"})
+            malformed = await refusal(person, "approve", {"token": proposed["approvalToken"], "table": "ops.metrics",
+                                                          "wait_seconds": "soon"})
+            unknown = await refusal(person, "propose", {"table": "ops.metrics", "operations": ["COMPACT"]})
+        return expired, stale, malformed, unknown
+
+    expired, stale, malformed, unknown = asyncio.run(attempts())
+    assert "proposal expired-1 expired at" in expired
+    assert "PROPOSAL_STALE" in stale and "the table changed since the proposal" in stale
+    assert "wait_seconds" in malformed and "valid integer" in malformed
+    assert "argument 'operations': unknown operation 'COMPACT'" in unknown
+    with instance(server) as dagster:
+        assert dagster.get_runs_count() == runs_before  # nothing ran
