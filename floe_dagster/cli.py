@@ -135,11 +135,13 @@ def cmd_setup(args) -> int:
         print(f"jar: {path}")
     if args.test_servers:  # what the tests start: REST catalogs (Iceberg's, Nessie), Spark Connect, an S3 server
         from floe_dagster.spark.jars import NESSIE_SERVER_PACKAGE, S3PROXY_PACKAGE, rest_fixture_classpath
-        from floe_dagster.spark.runtime import iceberg_aws_bundle, spark_connect_server_packages
+        from floe_dagster.spark.runtime import (
+            effective_iceberg_version, iceberg_aws_bundle, spark_connect_server_packages,
+        )
 
         # The object storage tests' Spark also loads Iceberg's AWS bundle (S3FileIO's AWS SDK).
         test_packages = [*spark_connect_server_packages(), S3PROXY_PACKAGE, NESSIE_SERVER_PACKAGE,
-                         iceberg_aws_bundle(settings.spark.iceberg_version)]
+                         iceberg_aws_bundle(effective_iceberg_version(settings))]
         for path in resolve_jars(test_packages, settings.spark.jars_cache):
             print(f"jar: {path}")
         classpath = rest_fixture_classpath(settings.spark.jars_cache)

@@ -1,13 +1,15 @@
 """Declared table properties (a policy's ``tableProperties``): which names Iceberg knows, their values
 checked where it is cheap, and the drift between what a policy declares and what a table has.
 
-The names are Iceberg 1.11's ``org.apache.iceberg.TableProperties`` constants (read from the
-iceberg-spark-runtime jar with ``javap -constants``; the same list as the "Table properties" section of
-Iceberg's configuration docs), plus the column families Iceberg defines by a prefix ending in
-``.column.`` (``write.metadata.metrics.column.<col>``, ``write.parquet.bloom-filter-enabled.column.<col>``,
-...). The properties Iceberg reserves for its own bookkeeping (``format-version``, ``uuid``,
-``current-snapshot-id``, ...) are refused: no policy sets them. Anything else is refused with the
-policy, the file and the key in the message, and the closest known name.
+The names are Iceberg 1.11's and 1.12's ``org.apache.iceberg.TableProperties`` constants (read from the
+iceberg-spark-runtime jars with ``javap -constants``; the same list as the "Table properties" section of
+Iceberg's configuration docs; 1.12 added three Parquet ones and dropped ``write.manifest-lists.enabled``,
+kept for the 1.11 and 1.10 runtimes still selectable), plus the column families Iceberg defines by a
+prefix ending in ``.column.`` (``write.metadata.metrics.column.<col>``,
+``write.parquet.bloom-filter-enabled.column.<col>``, ...). The properties Iceberg reserves for its own
+bookkeeping (``format-version``, ``uuid``, ``current-snapshot-id``, ...) are refused: no policy sets
+them. Anything else is refused with the policy, the file and the key in the message, and the closest
+known name.
 
 Values are kept as the text Iceberg stores: a YAML boolean is ``true``/``false``, a number its digits.
 Two values are the same when Iceberg reads them the same (booleans and modes without case).
@@ -65,6 +67,7 @@ PROPERTIES = frozenset({
     "write.orc.block-size-bytes", "write.orc.bloom.filter.columns", "write.orc.bloom.filter.fpp",
     "write.orc.compression-codec", "write.orc.compression-strategy", "write.orc.stripe-size-bytes",
     "write.orc.vectorized.batch-size",
+    "write.parquet.bloom-filter-adaptive-enabled", "write.parquet.row-group-size-track-uncompressed",  # 1.12
     "write.parquet.bloom-filter-max-bytes", "write.parquet.compression-codec", "write.parquet.compression-level",
     "write.parquet.dict-size-bytes", "write.parquet.page-row-limit", "write.parquet.page-size-bytes",
     "write.parquet.page-version", "write.parquet.row-group-check-max-record-count",
@@ -80,7 +83,7 @@ PROPERTIES = frozenset({
 COLUMN_FAMILIES = (
     "write.metadata.metrics.column.", "write.parquet.bloom-filter-enabled.column.",
     "write.parquet.bloom-filter-fpp.column.", "write.parquet.bloom-filter-ndv.column.",
-    "write.parquet.stats-enabled.column.",
+    "write.parquet.stats-enabled.column.", "write.parquet.dict-encoding-enabled.column.",  # the last: 1.12
 )
 # TableProperties.RESERVED_PROPERTIES: Iceberg's own bookkeeping, never set through properties here.
 RESERVED = frozenset({
@@ -93,10 +96,11 @@ PREVIOUS_VERSIONS_MAX = "write.metadata.previous-versions-max"
 
 # Cheap value checks. Iceberg reads booleans with Java's Boolean.parseBoolean (anything but "true" is
 # false: "yes" would silently turn a feature off) and modes by name without case.
-_BOOLEAN_FAMILIES = ("write.parquet.bloom-filter-enabled.column.", "write.parquet.stats-enabled.column.")
+_BOOLEAN_FAMILIES = ("write.parquet.bloom-filter-enabled.column.", "write.parquet.stats-enabled.column.",
+                     "write.parquet.dict-encoding-enabled.column.")
 _BOOLEANS = frozenset({name for name in PROPERTIES if name.endswith((".enabled", "-enabled"))} | {
     "identifier-fields.rely", "write.object-storage.partitioned-paths", "write.spark.accept-any-schema",
-    "write.parquet.shred-variants",
+    "write.parquet.shred-variants", "write.parquet.row-group-size-track-uncompressed",
 })
 _CHOICES = {
     **{f"write.{kind}.mode": ("copy-on-write", "merge-on-read") for kind in ("delete", "update", "merge")},

@@ -61,7 +61,7 @@ from floe_dagster.spark.operation_steps.step import EngineJob, OperationStep, Ra
 from floe_dagster.spark.orphan_runs import ListedHook
 from floe_dagster.spark.procedures import ProcedureCall, ProcedureResult, spark_table_reference
 from floe_dagster.spark.row_check import RowCheck, check_rows
-from floe_dagster.spark.runtime import installed_spark_line, spark_packages
+from floe_dagster.spark.runtime import effective_iceberg_version, installed_spark_line, spark_packages
 from floe_dagster.spark.session import (
     SQLITE_CATALOG_WAIT_S,
     ICEBERG_EXTENSIONS,
@@ -126,9 +126,10 @@ class IcebergSparkEngine(ConfigurableResource):
     secret_conf: str | None = None
     # The catalog's FileIO class in Spark (io-impl; None: Iceberg's default): how orphan cleanup lists.
     file_io: str | None = None
-    # The Iceberg Spark runtime's version (spark.iceberg-version): orphan cleanup streams from 1.11 on.
+    # The Iceberg Spark runtime's version (spark.iceberg-version, else the default for the Spark line):
+    # orphan cleanup streams from 1.11 on.
     iceberg_version: str | None = None
-    # The Spark line the procedures run on ("3.5", "4.1"): rewrite_manifests takes sort_by on 4.1 only.
+    # The Spark line the procedures run on ("3.5", "4.1"): whether rewrite_manifests takes sort_by.
     spark_line: str | None = None
     # maintenance.quarantine-location: where orphan quarantines live (None: inside each table's location).
     quarantine_location: str | None = None
@@ -152,7 +153,7 @@ class IcebergSparkEngine(ConfigurableResource):
             secret_conf=secret_conf,
             file_io=spark_catalog_conf(settings.catalog)[0].get(
                 f"spark.sql.catalog.{settings.catalog.name}.io-impl"),
-            iceberg_version=settings.spark.iceberg_version,
+            iceberg_version=effective_iceberg_version(settings),
             spark_line=installed_spark_line(),
             quarantine_location=settings.maintenance.quarantine_location,
         )

@@ -15,7 +15,7 @@ import re
 
 from floe_dagster.core.object_storage import uses_s3
 from floe_dagster.errors import SettingsError
-from floe_dagster.settings import Settings
+from floe_dagster.settings import DEFAULT_ICEBERG_VERSION, Settings
 from floe_dagster.spark.catalog_conf import spark_catalog_conf
 from floe_dagster.spark.jars import SPARK_CONNECT_SERVER_PACKAGE
 
@@ -25,6 +25,9 @@ SCALA_FOR_SPARK_LINE = {"3.5": "2.12", "4.0": "2.13", "4.1": "2.13"}
 # The first Iceberg release with a runtime for each Spark line (Maven Central); older releases of
 # the floe-supported range simply have none for the newer lines.
 FIRST_ICEBERG_FOR_SPARK_LINE = {"3.5": (1, 4, 0), "4.0": (1, 10, 0), "4.1": (1, 11, 0)}
+# The last Iceberg release with a runtime for a Spark line Iceberg has since dropped: Maven Central has
+# iceberg-spark-runtime-4.0_2.13 up to 1.11.0; 1.12.0 publishes runtimes for Spark 3.5 and 4.1 only.
+LAST_ICEBERG_FOR_SPARK_LINE = {"4.0": (1, 11, 0)}
 # floe-dagster's procedures and estimates follow Iceberg 1.10 and later.
 OLDEST_ICEBERG = (1, 10, 0)
 _RUNTIME_ARTIFACT = re.compile(r"^iceberg-spark-runtime-(\d+\.\d+)_(\d+\.\d+)$")
@@ -38,6 +41,18 @@ def installed_spark_line() -> str:
     except importlib.metadata.PackageNotFoundError:
         raise SettingsError("PySpark is not installed: install floe-dagster with its dependencies") from None
     return ".".join(version.split(".")[:2])
+
+
+def effective_iceberg_version(settings: Settings, spark_line: str | None = None) -> str:
+    """The Iceberg release Spark loads: ``spark.iceberg-version`` when set, else floe-dagster's default,
+    or, on a Spark line the default publishes no runtime for (4.0), the last release that has one, so
+    an unset key never asks Maven Central for a runtime that does not exist."""
+    if settings.spark.iceberg_version:
+        return settings.spark.iceberg_version
+    last = LAST_ICEBERG_FOR_SPARK_LINE.get(spark_line or installed_spark_line())
+    if last is not None and last < _release(DEFAULT_ICEBERG_VERSION):
+        return ".".join(map(str, last))
+    return DEFAULT_ICEBERG_VERSION
 
 
 def iceberg_spark_runtime(iceberg_version: str, spark_line: str) -> str:
@@ -61,6 +76,14 @@ def iceberg_spark_runtime(iceberg_version: str, spark_line: str) -> str:
             f"spark.iceberg-version {iceberg_version} has no Spark runtime for Spark {spark_line} (the installed "
             f"PySpark): Iceberg publishes one from {first}; set spark.iceberg-version to {first} or later"
         )
+    last = LAST_ICEBERG_FOR_SPARK_LINE.get(spark_line)
+    if last is not None and release > last:
+        newest = ".".join(map(str, last))
+        raise SettingsError(
+            f"spark.iceberg-version {iceberg_version} has no Spark runtime for Spark {spark_line} (the installed "
+            f"PySpark): Iceberg's last one for it is {newest}; set spark.iceberg-version to {newest} (or leave it "
+            f"unset), or install PySpark 4.1 for Iceberg {DEFAULT_ICEBERG_VERSION}"
+        )
     return f"{ICEBERG_GROUP}:iceberg-spark-runtime-{spark_line}_{scala}:{iceberg_version}"
 
 
@@ -70,6 +93,7 @@ def spark_packages(settings: Settings, spark_line: str | None = None) -> list[st
     ``spark.iceberg-version``) or ``spark.jars`` replaces floe-dagster's when it matches the
     installed PySpark, and is refused otherwise."""
     spark_line = spark_line or installed_spark_line()
+    iceberg_version = effective_iceberg_version(settings, spark_line)
     listed_runtime = [
         *(("spark.packages", p, _runtime_line(p)) for p in settings.spark.packages),
         *(("spark.jars", j, _runtime_jar_line(j)) for j in settings.spark.jars),
@@ -80,14 +104,14 @@ def spark_packages(settings: Settings, spark_line: str | None = None) -> list[st
             raise SettingsError(
                 f"{key} lists {entry}, built for Spark {line} (Scala {scala}), but the installed "
                 f"PySpark is {spark_line}: remove it from {key} and set spark.iceberg-version instead; "
-                f"floe-dagster then loads {iceberg_spark_runtime(settings.spark.iceberg_version, spark_line)}"
+                f"floe-dagster then loads {iceberg_spark_runtime(iceberg_version, spark_line)}"
             )
-    runtime = [] if listed_runtime else [iceberg_spark_runtime(settings.spark.iceberg_version, spark_line)]
+    runtime = [] if listed_runtime else [iceberg_spark_runtime(iceberg_version, spark_line)]
     drivers = spark_catalog_conf(settings.catalog)[1]
     has_aws_bundle = any(":iceberg-aws-bundle:" in p for p in settings.spark.packages)
     if uses_s3(settings.catalog.properties, settings.catalog.spark_properties) and not has_aws_bundle:
         # S3FileIO is inside the runtime; the AWS SDK it calls is not.
-        drivers = [iceberg_aws_bundle(settings.spark.iceberg_version), *drivers]
+        drivers = [iceberg_aws_bundle(iceberg_version), *drivers]
     return [*runtime, *settings.spark.packages, *(d for d in drivers if d not in settings.spark.packages)]
 
 

@@ -145,7 +145,7 @@ def test_rewrite_manifests(lake, instance):
     assert contents(lake, "sales.events").equals(before_rows)
 
 
-@pytest.mark.spark4_smoke  # sort_by exists on Spark 4.1 only: passed there, noted as ignored on 3.5
+@pytest.mark.spark4_smoke  # sort_by: Spark 4.1 from Iceberg 1.11, Spark 3.5 from 1.12 (the default on both)
 def test_rewrite_manifests_with_floes_sort_by_staging_location_and_rewrite_if(lake, instance):
     name = TableName.parse("ops.metrics", "demo")
     for start, region in ((500_000, "us"), (500_100, "eu")):  # two more commits: three manifests
@@ -165,12 +165,9 @@ def test_rewrite_manifests_with_floes_sort_by_staging_location_and_rewrite_if(la
     sql = event.asset_materialization.metadata["procedure_call"].value
     arguments = event.asset_materialization.metadata["arguments"].value
     assert "spec_id => 0" in sql and "floe-staging" not in sql  # rewriteIf's specId; stagingLocation ignored
-    if installed_spark_line() == "4.1":
-        assert "sort_by => array('region')" in sql and arguments["sort_by"] == ["region"]
-    else:
-        assert "sort_by" not in sql
-        assert arguments["sort_by_ignored"] == (f"['region']: rewrite_manifests has no sort_by on Spark "
-                                                f"{installed_spark_line()} (Iceberg 1.11: Spark 4.1 only)")
+    # The real procedure took it: the run succeeded with sort_by in its call.
+    assert installed_spark_line() in ("3.5", "4.1")
+    assert "sort_by => array('region')" in sql and arguments["sort_by"] == ["region"]
 
 
 @pytest.mark.spark4_smoke

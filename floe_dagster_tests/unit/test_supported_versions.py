@@ -17,9 +17,11 @@ from packaging.version import Version
 
 from floe_dagster.core.object_storage import S3_FILE_IO
 from floe_dagster.errors import SettingsError
-from floe_dagster.settings import DEFAULT_ICEBERG_VERSION, DEFAULT_POSTGRES_JDBC, DEFAULT_SQLITE_JDBC, CatalogSettings
+from floe_dagster.settings import (
+    DEFAULT_ICEBERG_VERSION, DEFAULT_POSTGRES_JDBC, DEFAULT_SQLITE_JDBC, CatalogSettings, Settings,
+)
 from floe_dagster.spark.catalog_conf import spark_catalog_conf
-from floe_dagster.spark.runtime import SCALA_FOR_SPARK_LINE, iceberg_spark_runtime
+from floe_dagster.spark.runtime import SCALA_FOR_SPARK_LINE, effective_iceberg_version, iceberg_spark_runtime
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -27,8 +29,14 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 DEV = (ROOT / "dev").read_text()
 SPARK_ROW = re.compile(r"^Spark (\d+\.\d+) \(PySpark (\d+\.\d+), Scala (\d+\.\d+)\)$")
 # Iceberg release lines the table may list; each is checked both ways (listed: accepted, else refused).
-ICEBERG_LINES = ("1.9", "1.10", "1.11")
-DEFAULT_ICEBERG_LINE = ".".join(DEFAULT_ICEBERG_VERSION.split(".")[:2])
+ICEBERG_LINES = ("1.9", "1.10", "1.11", "1.12")
+
+
+def release_line(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+DEFAULT_ICEBERG_LINE = release_line(DEFAULT_ICEBERG_VERSION)
 
 
 def supported_versions() -> dict[str, tuple[str, str]]:
@@ -112,10 +120,11 @@ def test_each_spark_line_gets_exactly_the_iceberg_releases_listed():
         assert pyspark == line and SCALA_FOR_SPARK_LINE[line] == scala, row.group(0)
         listed = re.fullmatch(r"Iceberg (.*)", supported).group(1).split(", ")
         defaults = [entry for entry in listed if entry.endswith(" (default)")]
-        assert defaults == [f"{DEFAULT_ICEBERG_LINE} (default)"], f"{row.group(0)}: the default is {DEFAULT_ICEBERG_VERSION}"
+        default = effective_iceberg_version(Settings(), line)  # spark.iceberg-version unset
+        assert defaults == [f"{release_line(default)} (default)"], f"{row.group(0)}: the default is {default}"
         releases = {entry.removesuffix(" (default)").removesuffix(".x") for entry in listed}
         for iceberg in ICEBERG_LINES:
-            version = DEFAULT_ICEBERG_VERSION if iceberg == DEFAULT_ICEBERG_LINE else f"{iceberg}.0"
+            version = default if iceberg == release_line(default) else f"{iceberg}.0"
             if iceberg in releases:
                 assert iceberg_spark_runtime(version, line) == (
                     f"org.apache.iceberg:iceberg-spark-runtime-{line}_{scala}:{version}")

@@ -127,6 +127,20 @@ def test_the_allow_list_is_icebergs():
     assert not is_table_property("format-version") and "uuid" not in PROPERTIES
 
 
+@pytest.mark.parametrize("key", ["write.parquet.bloom-filter-adaptive-enabled",
+                                 "write.parquet.row-group-size-track-uncompressed",
+                                 "write.parquet.dict-encoding-enabled.column.id"])
+def test_iceberg_1_12s_parquet_properties_are_known_and_read_as_booleans(tmp_path, key):
+    """The TableProperties Iceberg 1.12 added (javap -constants on its runtime jar), the default release:
+    a policy may declare them, and a value Iceberg would read as false is refused."""
+    import json
+    assert dict(parse_policies_text(api_policy(json.dumps({key: True}))).get("props").config(APPLY).properties) == {
+        key: "true"}
+    path = tmp_path / "p.yaml"
+    path.write_text(api_policy(json.dumps({key: "yes"})))
+    assert "expected true or false, got 'yes'" in validate_policy_paths([path]).errors[0]
+
+
 def test_an_empty_declaration_is_a_warning_and_no_schedule_warning_for_a_condition_only_rule(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text(api_policy("{}"))

@@ -1,6 +1,6 @@
 """REWRITE_MANIFESTS: Iceberg's ``rewrite_manifests``, the policy's ``rewriteManifests``. Floe's fields
 of Iceberg's Java action are accepted with a warning saying what becomes of each: ``sortBy`` (the
-procedure's sort_by on Spark 4.1 only), ``rewriteIf`` (only its specId reaches the procedure) and
+procedure's sort_by where it has one), ``rewriteIf`` (only its specId reaches the procedure) and
 ``stagingLocation`` (kept, and withheld from every engine by the safety envelope)."""
 
 from __future__ import annotations
@@ -77,9 +77,9 @@ class RewriteManifestsConfig(OperationConfig):
     spec_id: int | None = option(at_least(0))
     use_caching: bool | None = option(boolean)
     # Floe's fields of Iceberg's Java action (the spec's ``ignored`` says what becomes of each): ``sort_by``
-    # is the procedure's sort_by where it has one (Iceberg 1.11 on Spark 4.1); ``rewrite_if`` (Floe's
-    # manifest filter, its fields in their policy's order) reaches the procedure only through its specId;
-    # ``staging_location`` is kept and ignored.
+    # is the procedure's sort_by where it has one (Spark 4.1 from Iceberg 1.11, 3.5 from 1.12);
+    # ``rewrite_if`` (Floe's manifest filter, its fields in their policy's order) reaches the procedure only
+    # through its specId; ``staging_location`` is kept and ignored.
     sort_by: tuple[str, ...] | None = option(texts)
     staging_location: str | None = option(text)
     rewrite_if: tuple[tuple[str, Any], ...] | None = option(_manifest_filter, shown=_filter_shown)
@@ -124,8 +124,9 @@ class RewriteManifests(OperationSpec):
         "stagingLocation": "ignored: it only says where Iceberg's Java action stages the new manifests; the "
                            "rewrite_manifests procedure writes them to the table's metadata location, and the safety "
                            "envelope never hands it to an engine",
-        "sortBy": "passed as the procedure's sort_by on Spark 4.1 (Iceberg 1.11 has it there only); ignored on "
-                  "Spark 3.5 and 4.0, whose rewrite_manifests has no sort_by",
+        "sortBy": "passed as the procedure's sort_by where it has one (Spark 4.1 from Iceberg 1.11, Spark 3.5 from "
+                  "1.12); ignored on Spark 4.0 and on 3.5 with Iceberg 1.11 or 1.10, whose rewrite_manifests has "
+                  "no sort_by",
     }
     withheld_fields = ("staging_location",)  # Floe's Java action staged manifests there
     loader = LoaderSection(nested={"rewrite-if": LoaderSection(
@@ -134,10 +135,10 @@ class RewriteManifests(OperationSpec):
     no_change = "`REWRITE_MANIFESTS` changed nothing when it rewrote no manifest."
     docs_row = (
         "| `REWRITE_MANIFESTS` | `rewrite_manifests` | `rewriteManifests`: `specId`, `useCaching`, and Floe's "
-        "fields of Iceberg's Java action, accepted with a warning: `sortBy` (the procedure's `sort_by` on Spark "
-        "4.1, where Iceberg 1.11 has it; ignored on 3.5 and 4.0), `rewriteIf` (only its `specId` reaches the "
-        "procedure, as `spec_id`; the warning names the fields ignored), `stagingLocation` (ignored: the procedure "
-        "writes new manifests to the metadata location; never handed to an engine) |")
+        "fields of Iceberg's Java action, accepted with a warning: `sortBy` (the procedure's `sort_by` where it "
+        "has one: Spark 4.1 from Iceberg 1.11, Spark 3.5 from 1.12; ignored on 4.0), `rewriteIf` (only its "
+        "`specId` reaches the procedure, as `spec_id`; the warning names the fields ignored), `stagingLocation` "
+        "(ignored: the procedure writes new manifests to the metadata location; never handed to an engine) |")
 
     def check(self, at: Location, config: Any) -> None:
         _warn_manifest_filter(at, config)

@@ -11,12 +11,21 @@ from floe_dagster.spark.operation_steps.step import OperationStep
 from floe_dagster.spark.procedures import CallArguments, release
 
 
+# The first Iceberg release whose rewrite_manifests takes ``sort_by``, per Spark line (javap on the runtime
+# jars' RewriteManifestsProcedure): 1.11 on Spark 4.1, 1.12 on Spark 3.5 (backported). Spark 4.0's last
+# runtime (1.11) has none; a line newer than 4.1 is taken to keep it.
+MANIFEST_SORT_BY_SINCE = {(3, 5): (1, 12), (4, 1): (1, 11)}
+
+
 def supports_manifest_sort_by(iceberg_version: str | None, spark_line: str | None) -> bool:
-    """Whether rewrite_manifests has ``sort_by``: Iceberg 1.11 added it to the Spark 4.1 runtime only
-    (its 3.5 and 4.0 runtimes' RewriteManifestsProcedure take table, use_caching and spec_id). An
-    unknown Spark line: no (the procedure refuses a parameter it does not have)."""
+    """Whether rewrite_manifests has ``sort_by`` on this Spark line and Iceberg release (None: floe's
+    default release, which has it on 3.5 and 4.1). An unknown Spark line: no (the procedure refuses a
+    parameter it does not have)."""
     line, iceberg = release(spark_line), release(iceberg_version)
-    return line is not None and line >= (4, 1) and (iceberg is None or iceberg >= (1, 11))
+    if line is None:
+        return False
+    since = MANIFEST_SORT_BY_SINCE.get(line) or (MANIFEST_SORT_BY_SINCE[(4, 1)] if line > (4, 1) else None)
+    return since is not None and (iceberg is None or iceberg >= since)
 
 
 class RewriteManifestsStep(OperationStep):
@@ -31,9 +40,10 @@ class RewriteManifestsStep(OperationStep):
             if supports_manifest_sort_by(call.iceberg_version, call.spark_line):
                 call.add("sort_by", list(config.sort_by))
             else:  # the policy's warning says so too; the run's metadata shows it
+                iceberg = call.iceberg_version or "(floe's default)"
                 call.decided["sort_by_ignored"] = (f"{list(config.sort_by)}: rewrite_manifests has no sort_by on "
-                                                   f"Spark {call.spark_line or '(unknown)'} (Iceberg 1.11: Spark 4.1 "
-                                                   "only)")
+                                                   f"Spark {call.spark_line or '(unknown)'} with Iceberg {iceberg} "
+                                                   "(it has: Spark 4.1 from Iceberg 1.11, Spark 3.5 from 1.12)")
 
 
 STEP = RewriteManifestsStep()
