@@ -105,6 +105,9 @@ def test_the_demo_pipelines_write_their_tables_and_floe_knows_them_before_dagit_
     writers = build_demo_writers(settings)
     schedule = writers.resolve_schedule_def(SCHEDULE_NAME)
     assert schedule.default_status == DefaultScheduleStatus.RUNNING
+    # Its runs leave the queue before any of floe's (a queued writer run holds its tables' maintenance).
+    assert int(writers.resolve_job_def(JOB_NAME).tags["dagster/priority"]) > max(
+        T.run_priority(trigger, 1000.0) for trigger in T.TRIGGERS)
     # It asks for a run, but not while one is still queued (runs piling up would hold the tables' maintenance).
     with build_schedule_context(instance=instance) as context:
         assert len(schedule.evaluate_tick(context).run_requests) == 1
