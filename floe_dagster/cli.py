@@ -119,7 +119,7 @@ def cmd_trigger(args) -> int:
     settings = _settings(args)
     summary = trigger_table(
         settings, args.table, [*(args.operation or [])], reason=args.reason or "manual trigger from the CLI",
-        actor=getpass.getuser(), trigger_id=str(uuid.uuid4()),
+        actor=getpass.getuser(), trigger_id=str(uuid.uuid4()), verbose=args.verbose,
     )
     for line in summary.lines():
         print(line)
@@ -366,6 +366,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_setup_commands(sub)
     _add_table_commands(sub)
     _add_fleet_commands(sub)
+    # Before or after the command's name: a failure's Python traceback (and, for a run in this process, Dagster's
+    # event log lines) are printed only with it; without it, the reason alone.
+    verbose_help = "print Python tracebacks and Dagster's event log lines of runs in this process"
+    parser.add_argument("--verbose", action="store_true", help=verbose_help)
+    for command in sub.choices.values():
+        command.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS, help=verbose_help)
     return parser
 
 
@@ -482,10 +488,13 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
         except KeyboardInterrupt:
             return 130
-        except Exception:  # as Python would print it (exit status 1), masked
-            import traceback
+        except Exception as exc:  # exit status 1, masked; the traceback as Python would print it with --verbose
+            if args.verbose:
+                import traceback
 
-            traceback.print_exc()
+                traceback.print_exc()
+            else:
+                print(f"floe-dagster: {type(exc).__name__}: {exc} (--verbose shows the traceback)", file=sys.stderr)
             return EXIT_FAILED
 
 

@@ -47,6 +47,7 @@ LIVE_IDS = 10**12
 EVENTS_KEPT = timedelta(minutes=15)
 COMMIT_ATTEMPTS = 5
 TABLE_NAME = "dagster/table_name"
+WRITER_PRIORITY = "400"
 IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
              DagsterRunStatus.STARTED]
 
@@ -130,9 +131,10 @@ def _writer_asset(writer: DemoWriter, settings: Settings):
 
 def build_demo_writers(settings: Settings) -> Definitions:
     assets = [_writer_asset(writer, settings) for writer in WRITERS]
-    # dagster/priority: when a run slot frees, the writers go before floe's ordinary maintenance runs (0).
+    # dagster/priority: when a run slot frees, the writers go before every floe run (its bands reach 390, manual
+    # triggers: core/run_tags.py): a queued writer run holds its tables' rewrites and expiries (writer_running).
     job = define_asset_job(JOB_NAME, selection=AssetSelection.groups(GROUP), executor_def=in_process_executor,
-                           tags={"dagster/priority": "100"},
+                           tags={"dagster/priority": WRITER_PRIORITY},
                            description="The demo's pipelines: a few rows appended, deleted and upserted.")
     status = DefaultScheduleStatus.RUNNING if settings.scheduler.enabled else DefaultScheduleStatus.STOPPED
 

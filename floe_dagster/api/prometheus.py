@@ -13,7 +13,7 @@ Its sources, a few aggregate queries each (``GROUP BY``: no Python loop over tab
 - the policy files (enabled policies).
 
 Floe's metric names wherever a floe-dagster fact matches (``floe_operation_*``, ``floe_maintenance_*``,
-``floe_active_policies``, ``floe_running_operations``, ``floe_trigger_*``), the scheduling design's
+``floe_active_policies``, ``floe_running_operations``, ``floe_trigger_*``), floe-dagster's own
 trigger metrics under ``floe_`` otherwise. docs/http-api.md lists them with their sources.
 
 Counters count from the server's first scrape (0 then), as Floe's and every Prometheus client's

@@ -85,6 +85,8 @@ ledger = Table(
     Column("scope", Text),
     # A shadow policy's decision: recorded, never run (no run id, never in flight, no budget of live work).
     Column("shadow", Boolean, nullable=False, default=False),
+    # An after-write admission: the write that made it due (its writer's asset key, run and storage id), as JSON.
+    Column("upstream", Text),
     UniqueConstraint("table_name", "operation", "slot", "attempt", name="floe_ledger_item"),
 )
 
@@ -181,7 +183,7 @@ class Coordination:
                         debt_score=item.debt_score, estimated_bytes=item.estimated_bytes,
                         admitted_at=naive_as_utc(now), launcher=launcher, batch_key=item.batch_key or item.item_key,
                         scope=json.dumps(item.scope.to_json()) if item.scope is not None else None,
-                        shadow=item.shadow,
+                        shadow=item.shadow, upstream=_upstream_json(item.upstream),
                     ))
                     if item.shadow:
                         _record_shadow_in_history(connection, item.table.qualified, item.operation, now)
@@ -394,6 +396,7 @@ def _add_missing_columns(engine: Engine) -> None:
     for table, column, sql_type in ((ledger, "batch_key", "VARCHAR(1200)"),
                                     (ledger, "scope", "TEXT"),
                                     (ledger, "shadow", "BOOLEAN NOT NULL DEFAULT FALSE"),
+                                    (ledger, "upstream", "TEXT"),
                                     (history, "last_shadow_at", _timestamp_type(engine)),
                                     (history, "consecutive_conflicts", "INTEGER NOT NULL DEFAULT 0"),
                                     (history, "last_conflict_at", _timestamp_type(engine)),
@@ -465,7 +468,22 @@ def ledger_row(row) -> LedgerRow:
         batch_key=row["batch_key"] or row["run_key"],
         scope=PartitionSelection.from_json(row.get("scope")),
         shadow=bool(row.get("shadow")),
+        upstream=_upstream_from_json(row.get("upstream")),
     )
+
+
+def _upstream_json(writer: Writer | None) -> str | None:
+    if writer is None:
+        return None
+    return json.dumps({"assetKey": list(writer.asset_key), "runId": writer.last_run_id,
+                       "storageId": writer.last_storage_id})
+
+
+def _upstream_from_json(text: str | None) -> Writer | None:
+    if not text:
+        return None
+    data = json.loads(text)
+    return Writer(tuple(data["assetKey"]), "", data["storageId"], data["runId"])
 
 
 def history_from_row(row) -> OperationHistory:

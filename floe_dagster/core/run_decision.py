@@ -72,6 +72,7 @@ class LedgerRow:
     batch_key: str  # rows written before batches existed have none: their item key
     scope: PartitionSelection | None = None  # a partition-scoped rewrite: its partitions and backlog
     shadow: bool = False  # a shadow policy's decision: recorded, never run
+    upstream: Writer | None = None  # after_write: the writer's materialization that made it due
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,8 @@ class RunDecision:
     @classmethod
     def from_ledger(cls, table: TableName, row: LedgerRow) -> "RunDecision":
         return cls(table, row.operation, row.trigger, row.reason, row.debt_score, row.slot, row.attempt,
-                   row.estimated_bytes, batch_key=row.batch_key, ledger_row=row.id, scope=row.scope)
+                   row.estimated_bytes, batch_key=row.batch_key, ledger_row=row.id, scope=row.scope,
+                   upstream=row.upstream)
 
     def metadata(self) -> dict[str, Any]:
         """The materialization metadata of why the table ran (numbers as numbers; no row: null)."""

@@ -266,6 +266,9 @@ def _batch_tags(decisions: Sequence[RunDecision], policies: Mapping[TableName, P
         ESTIMATED_BYTES: str(sum(d.estimated_bytes for d in decisions)),
         DAGSTER_PRIORITY: str(max(run_priority(d.trigger, d.debt_score) for d in decisions)),
     })
+    upstream_runs = {d.upstream.last_run_id if d.upstream else None for d in decisions}
+    if len(upstream_runs) == 1 and None not in upstream_runs:  # one writer run made every table due
+        tags[UPSTREAM_RUN] = upstream_runs.pop()
     if len({(policies[t].name, policies[t].version) for t in tables}) == 1:  # one policy version for all
         shared = policies[tables[0]]
         tags.update({POLICY: shared.name or "", POLICY_VERSION: shared.version, **shared.tags})

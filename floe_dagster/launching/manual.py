@@ -34,6 +34,8 @@ from floe_dagster.settings import Settings
 SUCCEEDED, FAILED, CANCELLED, SKIPPED = "SUCCEEDED", "FAILED", "CANCELLED", "SKIPPED"
 # The commit lost a race with another writer: nothing changed, no backoff; a later run retries it.
 CONFLICT = "CONFLICT"
+# Dagster's console logger of an in-process run, silenced unless asked (--verbose): events go to the instance only.
+QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 @dataclass(frozen=True)
@@ -145,8 +147,10 @@ def submit_queued(settings: Settings, prepared: PreparedTrigger, origin: Origin,
 
 
 def run_in_process(settings: Settings, prepared: PreparedTrigger, origin: Origin,
-                   instance: DagsterInstance) -> list[OperationOutcome]:
-    """Run each operation now in this process (``execute_in_process``), stopping after a failure."""
+                   instance: DagsterInstance, verbose: bool = False) -> list[OperationOutcome]:
+    """Run each operation now in this process (``execute_in_process``), stopping after a failure. Dagster's
+    own event log lines (a failed step's with its Python traceback) are printed only when ``verbose``: the
+    outcomes say what ran and why a run failed, and every event stays in the instance (Dagit)."""
     table = prepared.table
     # Only the table's asset: its health check is reported without runs (defs/health_reporting.py).
     job = build_definitions(settings, tables=[table]).resolve_job_def(MAINTENANCE_JOB).get_subset(
@@ -158,7 +162,8 @@ def run_in_process(settings: Settings, prepared: PreparedTrigger, origin: Origin
             outcomes.append(OperationOutcome(op, CANCELLED, message="a previous operation failed"))
             continue
         tags = run_tags_for(settings, table, op, origin)
-        result = job.execute_in_process(instance=instance, partition_key=op.value, tags=tags, raise_on_error=False)
+        result = job.execute_in_process(instance=instance, partition_key=op.value, tags=tags, raise_on_error=False,
+                                        run_config=None if verbose else QUIET_CONSOLE)
         ran = run_outcome(result.all_events)
         if result.success and ran.conflicts and not ran.tables:
             outcomes.append(OperationOutcome(op, CONFLICT, result.run_id, message=" | ".join(ran.conflicts.values())))
@@ -180,6 +185,7 @@ def trigger_table(
     actor: str,
     trigger_id: str,
     instance: DagsterInstance | None = None,
+    verbose: bool = False,
 ) -> TriggerSummary:
     """``floe-dagster trigger``: the table's operations (all its policy configures when none are
     named), run in this process."""
@@ -189,6 +195,6 @@ def trigger_table(
         raise TriggerRefused("NO_OPERATIONS", f"policy '{prepared.policy.name}' configures no operation for "
                              f"{table.qualified}", {"table": table.qualified})
     origin = Origin("manual", reason, actor, trigger_id)
-    outcomes = run_in_process(settings, prepared, origin, instance or get_instance())
+    outcomes = run_in_process(settings, prepared, origin, instance or get_instance(), verbose)
     return TriggerSummary(table, trigger_id, prepared.policy.name, outcomes)
 

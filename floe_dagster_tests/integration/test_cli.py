@@ -52,9 +52,9 @@ def lake(tmp_path_factory):
     return config, home
 
 
-def floe(lake, *args, check=True):
+def floe(lake, *args, check=True, **extra_env):
     config, home = lake
-    env = {**os.environ, "DAGSTER_HOME": str(home), "FLOE_CONFIG": str(config)}
+    env = {**os.environ, "DAGSTER_HOME": str(home), "FLOE_CONFIG": str(config), **extra_env}
     result = subprocess.run([CLI, *args], capture_output=True, text=True, env=env, timeout=600)
     if check and result.returncode != 0:
         raise AssertionError(f"floe-dagster {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
@@ -104,6 +104,26 @@ def test_trigger_runs_in_process_and_records_the_run(lake):
     assert all(r.status == DagsterRunStatus.SUCCESS for r in runs)
     failing = floe(lake, "trigger", "demo.ops.metrics", "--operation", "EXPIRE_SNAPSHOTS", check=False)
     assert failing.returncode == 2 and "does not configure EXPIRE_SNAPSHOTS" in failing.stderr
+
+
+def test_a_refused_run_says_why_without_a_traceback(lake, tmp_path):
+    """A run the safety envelope refuses (an orphan cleanup told to list outside its table): the command line
+    says which operation failed and why, with no Python traceback; ``--verbose`` adds it. Its own policy
+    folder and instance: the lake's other tests never see this run."""
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "outside.yaml").write_text(
+        f"name: outside\ntablePattern: demo.ops.healthy\norphanCleanup: {{location: {tmp_path / 'elsewhere'}}}\n")
+    (tmp_path / "home").mkdir()
+    shutil.copyfile(lake[1] / "dagster.yaml", tmp_path / "home" / "dagster.yaml")
+    env = {"FLOE_POLICIES": str(tmp_path / "policies"), "DAGSTER_HOME": str(tmp_path / "home")}
+    args = ("trigger", "demo.ops.healthy", "--operation", "ORPHAN_CLEANUP")
+    refused = floe(lake, *args, check=False, **env)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "ORPHAN_CLEANUP: FAILED" in refused.stdout and "orphanCleanup.location" in refused.stdout
+    assert "Traceback" not in refused.stdout + refused.stderr, refused.stderr
+    verbose = floe(lake, *args, "--verbose", check=False, **env)
+    assert verbose.returncode == 1 and "ORPHAN_CLEANUP: FAILED" in verbose.stdout
+    assert "Traceback" in verbose.stderr  # Dagster's own log of the failed step, as printed before
 
 
 def test_backfill_dry_run_and_queue(lake):

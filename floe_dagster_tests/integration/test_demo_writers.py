@@ -5,8 +5,9 @@ workspace file (``write_workspace``), Dagit's GraphQL and the real ``dagster-dae
 * the writers append to, delete from and upsert into their tables, and name them (``dagster/table_name``);
   the demo's first writes teach floe the writers before Dagit loads, and the demo workspace loads both
   code locations with writer -> maintenance lineage;
-* with the daemon, a writer's materialization leads to floe's after-write run, launched by the daemon and
-  tagged with the writer's materialization.
+* with the daemon, the writers' materializations lead to floe's after-write run over both written sales
+  tables, launched by the daemon, tagged with the writers' run, each table's materialization naming its own
+  writer's asset, run and storage id.
 """
 
 from __future__ import annotations
@@ -31,16 +32,18 @@ from floe_dagster.iceberg.table_cache import refresh_table_cache
 from floe_dagster_tests.conftest import configured, dagster_daemon
 from floe_dagster_tests.integration.test_writers_beside import LINEAGE
 
-# Only demo.sales.events is maintained, and only after its writer writes: the one run the daemon may launch.
+# Only the sales tables are maintained, and only after their writers write: orders and events (customers has no
+# writer), due together, so the one run the daemon may launch is a batch of both.
 POLICIES = """
-- name: events-after-write
-  tablePattern: "demo.sales.events"
+- name: sales-after-write
+  tablePattern: "demo.sales.*"
   expireSnapshots: {retainLast: 5}
   expireSnapshotsSchedule: {afterWrite: {settle: PT0S}}
 """
 TINY = DemoSizes(small_files=3, snapshots=8, position_delete_commits=0, old_orphans=1, young_orphans=0,
                  skewed_files=2, other_partition_files=1)
 EVENTS_WRITER = ("pipelines", "sales", "events")
+ORDERS_WRITER = ("pipelines", "sales", "orders")
 
 
 @pytest.fixture
@@ -102,6 +105,9 @@ def test_the_demo_pipelines_write_their_tables_and_floe_knows_them_before_dagit_
     writers = build_demo_writers(settings)
     schedule = writers.resolve_schedule_def(SCHEDULE_NAME)
     assert schedule.default_status == DefaultScheduleStatus.RUNNING
+    # Its runs leave the queue before any of floe's (a queued writer run holds its tables' maintenance).
+    assert int(writers.resolve_job_def(JOB_NAME).tags["dagster/priority"]) > max(
+        T.run_priority(trigger, 1000.0) for trigger in T.TRIGGERS)
     # It asks for a run, but not while one is still queued (runs piling up would hold the tables' maintenance).
     with build_schedule_context(instance=instance) as context:
         assert len(schedule.evaluate_tick(context).run_requests) == 1
@@ -121,24 +127,30 @@ def test_the_demo_pipelines_write_their_tables_and_floe_knows_them_before_dagit_
 @pytest.mark.spark
 def test_a_writers_materialization_leads_to_an_after_write_run_launched_by_the_daemon(demo):
     settings, instance, workspace = demo
-    # The writer's run, as its schedule would launch it; floe has not read it yet (no first_writes).
+    # The writers' run, as its schedule would launch it; floe has not read it yet (no first_writes).
     writer_run = build_demo_writers(settings).resolve_job_def(JOB_NAME).execute_in_process(instance=instance)
     assert writer_run.success and not Coordination(settings.coordination_url).writer_rows()
-    [write] = instance.fetch_materializations(AssetKey(list(EVENTS_WRITER)), limit=1).records
+    writes = {writer: instance.fetch_materializations(AssetKey(list(writer)), limit=1).records[0].storage_id
+              for writer in (EVENTS_WRITER, ORDERS_WRITER)}
 
     env = {**os.environ, "FLOE_CONFIG": os.environ["FLOE_CONFIG"], "DAGSTER_HOME": os.environ["DAGSTER_HOME"]}
     with dagster_daemon(env, str(workspace)):
         run = wait_for_after_write_run(instance, timeout_s=300)
     assert run.status == DagsterRunStatus.SUCCESS, run.status
     tags = run.tags
-    # Requested by floe's sensor in the daemon, launched by the daemon's run queue.
-    assert (tags[T.TABLE], tags[T.TRIGGER], tags["dagster/sensor_name"]) == ("demo.sales.events", "after_write",
-                                                                           SENSOR_NAME)
-    assert (tags[T.UPSTREAM_ASSET], tags[T.UPSTREAM_RUN], tags[T.UPSTREAM_STORAGE_ID]) == (
-        "pipelines/sales/events", writer_run.run_id, str(write.storage_id))
-    # Only the maintained table ran: the other writers' tables have no policy.
-    assert [r.tags.get(T.TABLE) for r in instance.get_runs(RunsFilter(tags={T.TRIGGER: "after_write"}))] == [
-        "demo.sales.events"]
+    # Requested by floe's sensor in the daemon, launched by the daemon's run queue: one batch of the two written
+    # tables, tagged with the writers' run that made both due.
+    assert (set(tags[T.TABLES].split(",")), tags[T.TRIGGER], tags["dagster/sensor_name"], tags[T.UPSTREAM_RUN]) == (
+        {"demo.sales.events", "demo.sales.orders"}, "after_write", SENSOR_NAME, writer_run.run_id)
+    # Each table's materialization names its own writer's asset, run and storage id (read from the demo's instance).
+    for writer, storage_id in writes.items():
+        event = instance.get_latest_materialization_event(AssetKey(["demo", *writer[1:]]))
+        metadata = {k: getattr(v, "value", v) for k, v in event.asset_materialization.metadata.items()}
+        assert event.run_id == run.run_id and event.asset_materialization.partition == "EXPIRE_SNAPSHOTS"
+        assert (metadata["trigger"], metadata["upstream_asset"], metadata["upstream_run"],
+                metadata["upstream_storage_id"]) == ("after_write", "/".join(writer), writer_run.run_id, storage_id)
+    # Only the maintained tables ran, in that one run: the other writers' tables have no policy.
+    assert [r.run_id for r in instance.get_runs(RunsFilter(tags={T.TRIGGER: "after_write"}))] == [run.run_id]
 
     # Dagit over the demo's workspace: both code locations load, and the graph shows writer -> maintenance.
     nodes = lineage(instance, workspace, [("demo", "sales", "events"), EVENTS_WRITER])

@@ -283,6 +283,35 @@ def test_the_run_is_tagged_with_the_write_and_the_ledger_decision_gets_it_back()
     assert with_upstream_from_tags(RunDecision(A, RDF, "after_write", "", slot="write:9"), tags).upstream is None
 
 
+def test_a_batch_keeps_each_tables_write_through_the_ledger(tmp_path):
+    """A run over several tables reads each table's decision back from the ledger: each keeps the write that
+    made it due (its materialization's upstream_*), and the run is tagged with the writer run they share."""
+    from dataclasses import replace
+
+    from floe_dagster.coordination.database import Coordination
+    from floe_dagster.core import run_tags as T
+    from floe_dagster.core.run_decision import RunDecision
+    from floe_dagster.core.run_tags import PolicyFacts, batch_run_tags
+
+    first = RunDecision.admitted(after_write([wrote(WRITER, 6, 812, "8faebc25-writer")]), batch_key="batch-1")
+    second = replace(first, table=B, slot="write:813", batch_key="batch-1",
+                     upstream=wrote(("warehouse", "sales", "b"), 6, 813, "8faebc25-writer"))
+    coordination = Coordination(f"sqlite:///{tmp_path / 'c.db'}")
+    coordination.admit([first, second], NOW, "sensor:default")
+    rows = coordination.batch_rows("batch-1")
+    upstream = {name: {k: RunDecision.from_ledger(d.table, rows[name]).metadata()[k]
+                       for k in ("upstream_asset", "upstream_run", "upstream_storage_id")}
+                for name, d in ((A.qualified, first), (B.qualified, second))}
+    assert upstream == {
+        A.qualified: {"upstream_asset": "warehouse/sales/a", "upstream_run": "8faebc25-writer", "upstream_storage_id": 812},
+        B.qualified: {"upstream_asset": "warehouse/sales/b", "upstream_run": "8faebc25-writer", "upstream_storage_id": 813}}
+    facts = PolicyFacts("p", "v1", {})
+    tags = batch_run_tags([first, second], {A: facts, B: facts}, "sensor:default", "batch-1")
+    assert tags[T.UPSTREAM_RUN] == "8faebc25-writer" and T.UPSTREAM_STORAGE_ID not in tags
+    other = replace(second, upstream=wrote(("warehouse", "sales", "b"), 6, 813, "another-writer-run"))
+    assert T.UPSTREAM_RUN not in batch_run_tags([first, other], {A: facts, B: facts}, "sensor:default", "batch-1")
+
+
 def test_the_table_assets_description_says_it_runs_after_writes():
     from floe_dagster.defs.asset_policy import operation_rule
 
