@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any, Iterable, Mapping
 
+from floe_dagster.core.expiry_defaults import MIN_SNAPSHOT_AGE  # below it an expiry needs a person's decision
 from floe_dagster.core.floe_migration import ImportedPolicy
 
 SOURCES = ("polaris", "s3tables", "amoro")
-MIN_SNAPSHOT_AGE = timedelta(hours=1)  # below it an expiry needs a person's decision (as rowRetention's allowShort)
 MIN_ORPHAN_DAYS = 1  # Iceberg refuses to remove files younger than 24 hours
 DAILY = {"interval": "P1D"}  # the schedule of an imported operation the source gives no cadence for
 _BAD_NAME = re.compile(r"[/\\*?.]|^\s|\s$")

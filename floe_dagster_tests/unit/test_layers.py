@@ -24,7 +24,7 @@ LAYERS = {
     "defs": 4,
     "launching": 5,
     "reports": 6,
-    "api": 7, "cli": 7, "migration": 7, "definitions": 7, "component": 7, "shards": 7, "demo": 7, "demo_writers": 7,
+    "api": 7, "cli": 7, "migration": 7, "foreign_import": 7, "definitions": 7, "component": 7, "shards": 7, "demo": 7, "demo_writers": 7,
 }
 # Within layer 1, what each foundation module may import besides the core.
 FOUNDATION = {"redaction": set(), "errors": {"redaction"}, "file_locks": {"errors"}, "instance": {"redaction"},
