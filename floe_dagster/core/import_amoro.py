@@ -128,7 +128,7 @@ def _optimizing(problems: Problems, where: str, properties: Mapping[str, str], o
 def _expiry(problems: Problems, where: str, properties: Mapping[str, str], origin: str, gc_off: bool):
     enabled = _flag(properties, EXPIRE)
     stated = any(key in properties for key in (KEEP_DURATION, KEEP_MINUTES, KEEP_COUNT))
-    if enabled is False or (gc_off and (enabled or stated)):
+    if enabled is False or gc_off:  # Amoro expires only tables whose gc.enabled is true
         return off("expireSnapshots", origin, f"{EXPIRE}=false" if enabled is False else "gc.enabled=false")
     if enabled is None and not stated:
         return None
@@ -150,7 +150,7 @@ def _expiry(problems: Problems, where: str, properties: Mapping[str, str], origi
 
 def _orphans(problems: Problems, where: str, properties: Mapping[str, str], origin: str, gc_off: bool):
     enabled = _flag(properties, ORPHANS)
-    if enabled is False or (enabled and gc_off):
+    if enabled is False or gc_off:  # inherited or not: Amoro cleans only tables whose gc.enabled is true
         return off("orphanCleanup", origin, f"{ORPHANS}=false" if enabled is False else "gc.enabled=false")
     if enabled is None:
         return None

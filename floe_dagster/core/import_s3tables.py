@@ -24,7 +24,10 @@ no retention the file does not state).
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, Mapping
+
+from floe_dagster.core.durations import format_iso_duration
 
 from floe_dagster.core.foreign_policies import MIN_ORPHAN_DAYS, Level, Problems, Setting, check_name, off, \
     whole_number
@@ -139,7 +142,8 @@ def _compaction(problems: Problems, where: str, values: Mapping[str, Any], origi
 def _snapshots(problems: Problems, where: str, values: Mapping[str, Any], origin: str, notes: list) -> Setting:
     keep = whole_number(problems, f"{where}.minSnapshotsToKeep", values["minSnapshotsToKeep"])
     hours = whole_number(problems, f"{where}.maxSnapshotAgeHours", values["maxSnapshotAgeHours"])
-    config = {"retainLast": max(keep or 0, 1), "maxSnapshotAge": f"PT{max(hours or 0, 1)}H"}
+    config = {"retainLast": max(keep or 0, 1),
+              "maxSnapshotAge": format_iso_duration(timedelta(hours=min(max(hours or 0, 1), 876_000)))}
     if keep == 0:
         notes.append("minSnapshotsToKeep 0: written as retainLast 1 (Iceberg keeps at least one)")
     reason = ""
