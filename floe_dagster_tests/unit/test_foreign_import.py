@@ -299,3 +299,19 @@ def test_the_policys_own_values_win_over_the_properties():
     chosen = expiry_arguments(1, "PT0S", {MIN_SNAPSHOTS_TO_KEEP: "9", MAX_SNAPSHOT_AGE_MS: "0"})
     assert (chosen.retain_last, chosen.max_age, chosen.retain_last_from, chosen.max_age_from) == (
         1, timedelta(0), "policy", "policy")
+
+
+def test_the_spark_steps_expire_call_takes_the_bounded_properties():
+    """What the run hands Iceberg: an owner's max-snapshot-age-ms=0 and min-snapshots-to-keep=0 give an hour
+    and floe's 5 snapshots (unbounded, Iceberg would expire every snapshot but the newest)."""
+    from datetime import datetime, timezone
+
+    from floe_dagster.core.operation_kinds.expire_snapshots import ExpireSnapshotsConfig
+    from floe_dagster.spark.operation_steps.expire_snapshots import STEP
+    from floe_dagster.spark.procedures import CallArguments
+
+    now = datetime(2026, 1, 2, tzinfo=timezone.utc)
+    call = CallArguments(TableName.parse("sales.orders", "demo"), None)
+    STEP.arguments(call, ExpireSnapshotsConfig(), now, {MAX_SNAPSHOT_AGE_MS: "0", MIN_SNAPSHOTS_TO_KEEP: "0"})
+    assert call.decided["older_than"] == (now - timedelta(hours=1)).isoformat()
+    assert dict(call.sql)["retain_last"] == "5"
