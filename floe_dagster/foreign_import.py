@@ -55,8 +55,10 @@ def import_foreign(source: str, document: Any, label: str, catalog: str, to: Pat
     """The source's settings written as policy files in ``to``; (the report, the number of policies)."""
     if source not in SOURCES:
         raise MigrationError(f"--from {source!r}: expected one of {', '.join(SOURCES)}")
-    policies = resolve(source, catalog, READERS[source](document, label))
-    return write_policies(policies, to, overwrite, command=f"import-{source}"), len(policies)
+    policies, unwritten = resolve(source, catalog, READERS[source](document, label))
+    report = write_policies(policies, to, overwrite, command=f"import-{source}")
+    report.lost += unwritten
+    return report, len(policies)
 
 
 def cmd_import(args, settings_of: Callable) -> int:

@@ -141,10 +141,11 @@ def _ancestors(level: Level, levels: Mapping[tuple[tuple[str, ...], bool], Level
     return [found for found in chain if found is not None]
 
 
-def resolve(source: str, catalog: str, levels: Iterable[Level]) -> list[ImportedPolicy]:
-    """One policy per level (catalog first, then by depth), with the operations in effect there."""
+def resolve(source: str, catalog: str, levels: Iterable[Level]) -> tuple[list[ImportedPolicy], list[str]]:
+    """One policy per level (catalog first, then by depth), with the operations in effect there; and the
+    notes of the levels that need no policy (nothing in effect, nothing inherited to turn off)."""
     by_place = {(level.path, level.is_table): level for level in levels}
-    policies = []
+    policies, unwritten = [], []
     for level in sorted(by_place.values(), key=lambda lv: (len(lv.path), lv.is_table, lv.path)):
         chain = _ancestors(level, by_place)
         effective: dict[str, tuple[Setting, Level]] = {}
@@ -153,10 +154,11 @@ def resolve(source: str, catalog: str, levels: Iterable[Level]) -> list[Imported
                 effective[key] = (setting, ancestor)
         shadows = any(s.config is not None for ancestor in chain if ancestor is not level
                       for s in ancestor.settings.values())
-        if not shadows and not level.notes and all(s.config is None for s, _ in effective.values()):
+        if not shadows and all(s.config is None for s, _ in effective.values()):
+            unwritten += [f"{level.label}: {note}" for note in level.notes]
             continue  # nothing in effect here, nothing inherited to turn off
         policies.append(_policy(source, catalog, level, effective))
-    return policies
+    return policies, unwritten
 
 
 def _policy(source: str, catalog: str, level: Level, effective: Mapping[str, tuple[Setting, Level]]) -> ImportedPolicy:

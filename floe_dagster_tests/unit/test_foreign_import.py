@@ -315,3 +315,12 @@ def test_the_spark_steps_expire_call_takes_the_bounded_properties():
     STEP.arguments(call, ExpireSnapshotsConfig(), now, {MAX_SNAPSHOT_AGE_MS: "0", MIN_SNAPSHOTS_TO_KEEP: "0"})
     assert call.decided["older_than"] == (now - timedelta(hours=1)).isoformat()
     assert dict(call.sql)["retain_last"] == "5"
+
+
+def test_a_level_with_nothing_in_effect_writes_no_policy_but_says_why(tmp_path):
+    document = {"policies": [polaris("masking", "custom.acme.data_masking", "{}", {"type": "namespace", "path": ["hr"]}),
+                             polaris("off", "system.snapshot-expiry", {"enable": False}, {"type": "catalog"})]}
+    report, count = import_foreign("polaris", document, "f.json", "demo", tmp_path / "out")
+    assert count == 0 and not report.written and not (tmp_path / "out").exists()
+    assert any("namespace hr: policy 'masking' (custom.acme.data_masking): not a maintenance policy" in line
+               for line in report.lost), report.lost
