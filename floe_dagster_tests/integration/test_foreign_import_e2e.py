@@ -5,7 +5,8 @@ properties with PyIceberg, through the catalog name), plans, and runs with real 
 ``max-snapshot-age-ms=0`` never expires the last hour's snapshots.
 
 Tables are tiny (PyIceberg, one file a snapshot); the snapshots the expiries judge are dated three days
-back (PyIceberg stamps a snapshot with ``time.time()`` when it is made; the fixture gives it an older clock)."""
+back (the fixture gives PyIceberg's clocks, a snapshot's time and the metadata's, an older start). The
+expiries run in one run of the maintenance job over the four tables, as Dagit launches it."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ from floe_dagster.core.tables import TableName
 from floe_dagster.demo import rows
 from floe_dagster.iceberg.catalog import load_table, open_catalog
 from floe_dagster.iceberg.table_cache import refresh_table_cache
-from floe_dagster.launching.manual import trigger_table
+from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
+from floe_dagster.defs.names import asset_key_for
 from floe_dagster.settings import load_settings
 from floe_dagster_tests.conftest import write_settings
 from floe_dagster_tests.reliability._support import create_fragmented_table
@@ -127,16 +129,20 @@ def test_one_policy_of_each_source_imports_plans_and_runs(lake, instance, tmp_pa
                 ("demo.am.t", "EXPIRE_SNAPSHOTS"): "amoro.demo.am.t"}
     assert {key: decisions[key]["policy"] for key in expected} == expected
 
-    # The imported expiries run (one run each: the suite's time), with real Spark.
-    runs = {name: trigger_table(lake, name, ["EXPIRE_SNAPSHOTS"], reason="imported", actor="test",
-                                trigger_id=f"t-{name}", instance=instance)
-            for name in ("pol.owned", "pol.wiped", "s3.t", "am.t")}
-    assert all(summary.succeeded for summary in runs.values()), {n: s.outcomes for n, s in runs.items()}
-    assert {runs[name].policy_name for name in runs} == {"polaris.demo.pol.owned", "polaris.demo.pol",
-                                                         "s3tables.demo.s3.t", "amoro.demo.am.t"}
+    # The imported expiries run: one run of the maintenance job over the four tables (as Dagit launches it),
+    # with real Spark; each table's own policy decides its arguments.
+    defs = build_definitions(lake)
+    selection = [asset_key_for(TableName.parse(name, "demo")) for name in ("pol.owned", "pol.wiped", "s3.t", "am.t")]
+    result = defs.resolve_job_def(MAINTENANCE_JOB).execute_in_process(
+        instance=instance, partition_key="EXPIRE_SNAPSHOTS", asset_selection=selection, raise_on_error=False)
+    assert result.success
     # The owner's history.expire.* decide where the policy (Polaris' bare expiry) sets nothing: two kept.
     assert snapshot_count(lake, "pol.owned") == 2
     # max-snapshot-age-ms=0 is bounded to an hour: the four young snapshots stay (unbounded: one).
     assert snapshot_count(lake, "pol.wiped") == 4
     # S3 Tables keeps 2 (minSnapshotsToKeep; all are older than 24 hours); Amoro 1 (min-count; older than 1d).
     assert snapshot_count(lake, "s3.t") == 2 and snapshot_count(lake, "am.t") == 1
+    policies = {key: instance.get_latest_materialization_event(key).asset_materialization.metadata["policy"].value
+                for key in selection}
+    assert policies == dict(zip(selection, ("polaris.demo.pol.owned", "polaris.demo.pol", "s3tables.demo.s3.t",
+                                            "amoro.demo.am.t")))
