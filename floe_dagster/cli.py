@@ -441,7 +441,7 @@ def _add_table_commands(sub) -> None:
 
 
 def _add_fleet_commands(sub) -> None:
-    """Many tables', or the server's: backfill, serve, import-floe."""
+    """Many tables', or the server's: backfill, serve, import-floe, import, report."""
     backfill = sub.add_parser("backfill", help="queue one run per matching table for the daemon (low priority)")
     backfill.add_argument("--tables", required=True,
                           help="a table pattern, as in policies ('demo.sales.*': a namespace)")
@@ -467,10 +467,12 @@ def _add_fleet_commands(sub) -> None:
     migrate.add_argument("--overwrite", action="store_true", help="replace files that already exist")
     migrate.set_defaults(func=cmd_import_floe)
 
+    from floe_dagster.foreign_import import add_import_command, cmd_import
     from floe_dagster.mcp_server.command import add_mcp_command
     from floe_dagster.reports.value_cli import add_report_command, cmd_report
 
     add_mcp_command(sub, cmd_mcp)
+    add_import_command(sub, lambda args: cmd_import(args, _settings))
 
     add_report_command(sub, lambda args: cmd_report(args, _coordination, _settings))
 

@@ -104,10 +104,18 @@ def import_policies(responses: list[dict[str, Any]], to: Path, overwrite: bool =
     """One file per policy in ``to``. Nothing is written when a target exists and ``overwrite`` is false,
     or when the files do not load together with the policy files already in ``to`` (MigrationError
     naming them); a policy that does not validate on its own is not written (``invalid``)."""
-    report = ImportReport(full=any(isinstance(r.get("floe"), dict) for r in responses))
+    report = write_policies([imported_policy(response) for response in responses], to, overwrite)
+    report.full = any(isinstance(r.get("floe"), dict) for r in responses)
+    return report
+
+
+def write_policies(policies: list[ImportedPolicy], to: Path, overwrite: bool = False,
+                   command: str = "import-floe") -> ImportReport:
+    """The policies as one file each in ``to``, validated in a staging folder beside it first (with the
+    files ``to`` keeps), as :func:`import_policies` says; ``command`` names the staging folder."""
+    report = ImportReport()
     ready: list[tuple[ImportedPolicy, Any]] = []
-    for response in responses:
-        policy = imported_policy(response)
+    for policy in policies:
         report.lost += [f"policy '{policy.name}': {line}" for line in policy.lost]
         try:
             ready.append((policy, policy_file_text(policy)))
@@ -123,7 +131,7 @@ def import_policies(responses: list[dict[str, Any]], to: Path, overwrite: bool =
         return report
     if to.exists() and not to.is_dir():
         raise MigrationError(f"--to {to}: is a file, not a folder; nothing was written")
-    staging = Path(tempfile.mkdtemp(prefix=f".{to.name}.import-floe-", dir=_nearest_folder(to.parent)))
+    staging = Path(tempfile.mkdtemp(prefix=f".{to.name}.{command}-", dir=_nearest_folder(to.parent)))
     try:
         for (_, text), target in zip(ready, targets):
             (staging / target.name).write_text(text.text, encoding="utf-8")
@@ -134,13 +142,18 @@ def import_policies(responses: list[dict[str, Any]], to: Path, overwrite: bool =
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     for (policy, text), target, (_, renamed) in zip(ready, targets, names):
-        disabled = policy.disabled_operations
-        notes = [n for n in (f"file name: {renamed}" if renamed else "", text.note,
-                             f"{' and '.join(op.policy_key for op in disabled)} written disabled, commented out "
-                             "under the reason: Floe's API returns no options for operations that delete"
-                             if disabled else "") if n]
-        report.written.append((str(target), f"policy '{policy.name}'" + (f" ({'; '.join(notes)})" if notes else "")))
+        report.written.append((str(target), f"policy '{policy.name}'" + _file_notes(policy, text, renamed)))
     return report
+
+
+def _file_notes(policy: ImportedPolicy, text: Any, renamed: str) -> str:
+    disabled = policy.disabled_operations
+    why = ("see the comment in the file" if policy.disabled_reason
+           else "Floe's API returns no options for operations that delete")
+    notes = [n for n in (f"file name: {renamed}" if renamed else "", text.note,
+                         f"{' and '.join(op.policy_key for op in disabled)} written disabled, commented out "
+                         f"under the reason: {why}" if disabled else "") if n]
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def _nearest_folder(path: Path) -> Path:

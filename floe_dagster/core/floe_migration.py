@@ -51,6 +51,8 @@ class ImportedPolicy:
     lost: tuple[str, ...] = ()  # what could not be carried over, and why, one line each
     # Operations that delete, written disabled (commented out): their config ({}) and schedule, API format.
     disabled: dict[str, Any] = field(default_factory=dict)
+    # Why they are disabled, for the comment above them (empty: import-floe's reason, Floe's API gives no options).
+    disabled_reason: str = ""
 
     @property
     def disabled_operations(self) -> list[Operation]:
@@ -158,10 +160,10 @@ def _disabled_block(policy: ImportedPolicy, loader_format: bool) -> str:
     # ValueError: a schedule the PolicyLoader format cannot spell (the file is then in the API format)
     spelled = to_loader_policy(policy.disabled) if loader_format else policy.disabled
     keys = " and ".join(key for key in spelled if not key.lower().endswith("schedule"))
-    reason = (f"{keys}: written disabled by floe-dagster import-floe. Floe's API returns no options for "
-              "operations that delete, and with the default options they could delete snapshots or files that "
-              "the policy's options in Floe keep. Copy the options from the policy's definition in Floe, "
-              "then uncomment:")
+    reason = policy.disabled_reason or (
+        f"{keys}: written disabled by floe-dagster import-floe. Floe's API returns no options for "
+        "operations that delete, and with the default options they could delete snapshots or files that "
+        "the policy's options in Floe keep. Copy the options from the policy's definition in Floe, then uncomment:")
     lines = [*textwrap.wrap(reason, 96), *_yaml(spelled).splitlines()]
     return "".join(f"{indent}# {line}\n" for line in lines)
 

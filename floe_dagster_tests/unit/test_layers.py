@@ -1,7 +1,7 @@
 """The package's layering, as docs/layout.md states it: imports only go down.
 
 core <- redaction, errors, file_locks, instance, settings, policies, policy_store <- iceberg, spark, coordination <- scheduling <- defs
-<- launching <- reports <- api, mcp_server, cli, definitions, component, shards, demo, demo_writers. The pure core imports only the
+<- launching <- reports <- api, mcp_server, cli, foreign_import, definitions, component, shards, demo, demo_writers. The pure core imports only the
 standard library, PyYAML and itself. Function-level imports of the package's own modules are kept
 for what is truly expensive to import (Spark).
 """
@@ -24,7 +24,7 @@ LAYERS = {
     "defs": 4,
     "launching": 5,
     "reports": 6,
-    "api": 7, "mcp_server": 7, "cli": 7, "migration": 7, "definitions": 7, "component": 7, "shards": 7, "demo": 7, "demo_writers": 7,
+    "api": 7, "mcp_server": 7, "cli": 7, "migration": 7, "foreign_import": 7, "definitions": 7, "component": 7, "shards": 7, "demo": 7, "demo_writers": 7,
 }
 # Within layer 1, what each foundation module may import besides the core.
 FOUNDATION = {"redaction": set(), "errors": {"redaction"}, "file_locks": {"errors"}, "instance": {"redaction"},

@@ -9,16 +9,15 @@ from datetime import timedelta
 from typing import Any, Mapping
 
 from floe_dagster.core.durations import MAX_DURATION, parse_iso_duration
+# Floe's defaults, applied by the engine when a field is unset (after the table's bounded history.expire.*
+# properties: core/expiry_defaults.py).
+from floe_dagster.core.expiry_defaults import DEFAULT_MAX_SNAPSHOT_AGE, DEFAULT_RETAIN_LAST
 from floe_dagster.core.loader_format import Combined, LoaderSection, whole_units, written_as
 from floe_dagster.core.operation_config import OperationConfig, any_int, at_least, boolean, option
 from floe_dagster.core.operation_kinds.spec import ExplainView, OperationSpec
 from floe_dagster.core.refs import ref_report
 from floe_dagster.core.table_location import nested_tables
 from floe_dagster.core.validation import Location, get_int, get_str
-
-# Floe's defaults, applied by the engine when a field is unset (after the table's history.expire.* properties).
-DEFAULT_RETAIN_LAST = 5
-DEFAULT_MAX_SNAPSHOT_AGE = "P7D"
 
 
 def _duration(at: Location, raw: Mapping[str, Any], key: str) -> str | None:

@@ -1,25 +1,19 @@
 """EXPIRE_SNAPSHOTS in a run: first, under the lock, the policy's ``refRetention`` set on the table's refs
 (iceberg/ref_retention.py), so the expiry removes the refs older than their limit; then the
-``expire_snapshots`` call, each unset option from the table's ``history.expire.*`` properties, else
-Floe's defaults; after it, the refs it removed (a removed ref is a change, for the zero-change throttle)."""
+``expire_snapshots`` call, each unset option from the table's ``history.expire.*`` properties (bounded:
+core/expiry_defaults.py), else Floe's defaults; after it, the refs it removed (a removed ref is a change,
+for the zero-change throttle)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Mapping
 
-from floe_dagster.core.durations import parse_iso_duration
-from floe_dagster.core.operation_kinds.expire_snapshots import (
-    DEFAULT_MAX_SNAPSHOT_AGE,
-    DEFAULT_RETAIN_LAST,
-    ExpireSnapshotsConfig,
-)
+from floe_dagster.core.expiry_defaults import expiry_arguments
+from floe_dagster.core.operation_kinds.expire_snapshots import ExpireSnapshotsConfig
 from floe_dagster.iceberg.ref_retention import apply_ref_retention
 from floe_dagster.spark.operation_steps.step import Committed, OperationStep, Prepared, TableWork, as_json
 from floe_dagster.spark.procedures import CallArguments
-
-_MIN_SNAPSHOTS_TO_KEEP = "history.expire.min-snapshots-to-keep"
-_MAX_SNAPSHOT_AGE_MS = "history.expire.max-snapshot-age-ms"
 
 
 class ExpireSnapshotsStep(OperationStep):
@@ -35,18 +29,11 @@ class ExpireSnapshotsStep(OperationStep):
 
     def arguments(self, call: CallArguments, config: ExpireSnapshotsConfig, now: datetime,
                   table_properties: Mapping[str, str]) -> None:
-        # Explicit policy value, else the table's history.expire.* property, else Floe's default.
-        retain_last = config.retain_last
-        if retain_last is None:
-            retain_last = int(table_properties.get(_MIN_SNAPSHOTS_TO_KEEP, DEFAULT_RETAIN_LAST))
-        if config.max_snapshot_age is not None:
-            max_age = parse_iso_duration(config.max_snapshot_age)
-        elif _MAX_SNAPSHOT_AGE_MS in table_properties:
-            max_age = timedelta(milliseconds=int(table_properties[_MAX_SNAPSHOT_AGE_MS]))
-        else:
-            max_age = parse_iso_duration(DEFAULT_MAX_SNAPSHOT_AGE)
-        call.older_than(now - max_age)
-        call.add("retain_last", retain_last)
+        # Explicit policy value, else the table's history.expire.* property (bounded: the owner's, untrusted),
+        # else Floe's default.
+        chosen = expiry_arguments(config.retain_last, config.max_snapshot_age, table_properties)
+        call.older_than(now - chosen.max_age)
+        call.add("retain_last", chosen.retain_last)
         call.add("clean_expired_metadata", config.clean_expired_metadata)
         call.add("stream_results", config.stream_results)
 
