@@ -321,18 +321,6 @@ def cmd_serve(args) -> int:
     return serve(_settings(args), args.host, args.port)
 
 
-def cmd_mcp(args) -> int:
-    """The MCP server for agents (``floe_dagster.mcp_server``, docs/mcp.md): stdio, or streamable HTTP."""
-    from floe_dagster.mcp_server.server import run_http, run_stdio
-
-    if not 1 <= args.port <= 65535:
-        raise ValueError(f"--port: expected 1 to 65535, got {args.port}")
-    settings = _settings(args)
-    if args.transport == "stdio":
-        return run_stdio(settings, os.environ)
-    return run_http(settings, os.environ, args.host, args.port)
-
-
 def cmd_import_floe(args) -> int:
     """Every policy of a running Floe server (or floe-dagster serve) as one policy file each."""
     from floe_dagster.migration import MigrationError, fetch_policies, import_policies
@@ -471,7 +459,7 @@ def _add_fleet_commands(sub) -> None:
     from floe_dagster.mcp_server.command import add_mcp_command
     from floe_dagster.reports.value_cli import add_report_command, cmd_report
 
-    add_mcp_command(sub, cmd_mcp)
+    add_mcp_command(sub, _settings)
     add_import_command(sub, lambda args: cmd_import(args, _settings))
 
     add_report_command(sub, lambda args: cmd_report(args, _coordination, _settings))
