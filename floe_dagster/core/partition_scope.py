@@ -21,7 +21,10 @@ rewrite group together, so each unit's share of it is charged with every file th
 pick (the group may pass the group rules only with the other units' files).
 
 *The choice,* in order: (1) whole units by benefit per byte (data files removed plus delete files
-applied, per byte), as many as fit in the cap, at most :data:`MAX_SCOPED_PARTITIONS`; (2) when no unit
+applied, per byte), as many as fit in the cap, at most :data:`MAX_SCOPED_PARTITIONS`; (2a) with no
+fields because older specs lack one (a table partitioned after the fact), the older specs' files by
+their own where when one selects them exactly (:func:`older_specs_unit`), whole or by a count of their
+own largest files, so what earlier runs wrote into the current spec never sizes or joins it; (2) when no unit
 fits, the best unit (or the whole table) with ``max-files-to-rewrite`` = the most files whose largest
 ones fit in the cap, at least two (Iceberg takes the first files of the groups it keeps, so the bytes
 are at most the largest); (3) when not even two files fit, the smallest such step runs alone, over the
