@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import traceback
 import uuid
 from pathlib import Path
 
@@ -321,6 +322,15 @@ def cmd_serve(args) -> int:
     return serve(_settings(args), args.host, args.port)
 
 
+def cmd_mcp(args) -> int:
+    """The MCP server for agents (``floe_dagster.mcp_server``, docs/mcp.md): stdio, or streamable HTTP."""
+    from floe_dagster.mcp_server.server import run_http, run_stdio
+
+    settings = _settings(args)
+    return run_stdio(settings, os.environ) if args.transport == "stdio" else run_http(settings, os.environ, args.host,
+                                                                                       args.port)
+
+
 def cmd_import_floe(args) -> int:
     """Every policy of a running Floe server (or floe-dagster serve) as one policy file each."""
     from floe_dagster.migration import MigrationError, fetch_policies, import_policies
@@ -459,9 +469,8 @@ def _add_fleet_commands(sub) -> None:
     from floe_dagster.mcp_server.command import add_mcp_command
     from floe_dagster.reports.value_cli import add_report_command, cmd_report
 
-    add_mcp_command(sub, _settings)
+    add_mcp_command(sub, cmd_mcp)
     add_import_command(sub, lambda args: cmd_import(args, _settings))
-
     add_report_command(sub, lambda args: cmd_report(args, _coordination, _settings))
 
 
@@ -480,8 +489,6 @@ def main(argv: list[str] | None = None) -> int:
             return 130
         except Exception as exc:  # exit status 1, masked; the traceback as Python would print it with --verbose
             if args.verbose:
-                import traceback
-
                 traceback.print_exc()
             else:
                 print(f"floe-dagster: {type(exc).__name__}: {exc} (--verbose shows the traceback)", file=sys.stderr)
