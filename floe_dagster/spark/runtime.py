@@ -82,7 +82,7 @@ def iceberg_spark_runtime(iceberg_version: str, spark_line: str) -> str:
         raise SettingsError(
             f"spark.iceberg-version {iceberg_version} has no Spark runtime for Spark {spark_line} (the installed "
             f"PySpark): Iceberg's last one for it is {newest}; set spark.iceberg-version to {newest} (or leave it "
-            f"unset), or install PySpark 4.1 for Iceberg {DEFAULT_ICEBERG_VERSION}"
+            f"unset), or install PySpark 4.1 for Iceberg {iceberg_version}"
         )
     return f"{ICEBERG_GROUP}:iceberg-spark-runtime-{spark_line}_{scala}:{iceberg_version}"
 
