@@ -42,9 +42,9 @@ DEFAULT_CONFIG = "floe.yaml"
 # The Iceberg release whose Spark runtime (for the installed PySpark's Spark line, see
 # spark/runtime.py) and AWS bundle Spark loads when `spark.iceberg-version` is unset, on every Spark line
 # it publishes a runtime for (a line it has none for gets its newest: runtime.effective_iceberg_version).
-# `spark.iceberg-version` selects another (1.12.x, 1.10.x). Still 1.11.0, not 1.12.0: with 1.12.0 a
-# compaction under a steady writer lost its commit race until its retries ran out, three runs of three
-# (reliability/test_concurrent_writers.py; docs/operations.md, "Iceberg releases").
+# `spark.iceberg-version` selects another (1.12.x, 1.10.x). Still 1.11.0, not 1.12.0: on a saturated
+# machine a compaction under a steady writer lost its commit race until its retries ran out in three runs
+# of four with 1.12.0 (reliability/test_concurrent_writers.py; docs/operations.md, "Iceberg releases").
 DEFAULT_ICEBERG_VERSION = "1.11.0"
 DEFAULT_SQLITE_JDBC = "org.xerial:sqlite-jdbc:3.47.1.0"
 DEFAULT_POSTGRES_JDBC = "org.postgresql:postgresql:42.7.4"
