@@ -342,17 +342,8 @@ def cmd_import_floe(args) -> int:
         print(f"floe-dagster import-floe: {exc}", file=sys.stderr)
         return EXIT_FAILED
     source = "floe-dagster's full definitions" if report.full else "Floe's policy summaries"
-    print(f"read {len(responses)} polic{'y' if len(responses) == 1 else 'ies'} from {args.url} ({source})")
-    for file, what in report.written:
-        print(f"wrote {file}: {what}")
-    for line in report.lost:
-        print(f"not carried over: {line}")
-    for line in report.warnings:
-        print(f"warning: {line}", file=sys.stderr)
-    for line in report.invalid:
-        print(line, file=sys.stderr)
-    print(f"{len(report.written)} policy file(s) in {args.to}; list it under policies: in floe.yaml"
-          + (f"; {len(report.invalid)} problem(s) kept policies out" if report.invalid else ""))
+    report.print_lines(f"read {len(responses)} polic{'y' if len(responses) == 1 else 'ies'} from {args.url} "
+                       f"({source})", args.to)
     return EXIT_FAILED if report.invalid else EXIT_OK
 
 

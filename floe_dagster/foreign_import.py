@@ -84,21 +84,8 @@ def cmd_import(args, settings_of: Callable) -> int:
     except MigrationError as exc:
         print(f"floe-dagster import: {exc}", file=sys.stderr)
         return 1
-    _print_report(report, count, label, args.to)
+    report.print_lines(f"read {label}: {count} polic{'y' if count == 1 else 'ies'}", args.to)
     return 1 if report.invalid else 0
-
-
-def _print_report(report: ImportReport, count: int, label: str, to: str) -> None:
-    print(f"read {label}: {count} polic{'y' if count == 1 else 'ies'}")
-    for file, what in report.written:
-        print(f"wrote {file}: {what}")
-    for line in report.lost:
-        print(f"not carried over: {line}")
-    for line in report.warnings:
-        print(f"warning: {line}", file=sys.stderr)
-    for line in report.invalid:
-        print(line, file=sys.stderr)
-    print(f"{len(report.written)} policy file(s) in {to}; list it under policies: in floe.yaml")
 
 
 def add_import_command(sub: Any, func: Callable) -> None:

@@ -14,6 +14,7 @@ import errno
 import json
 import os
 import shutil
+import sys
 import tempfile
 import urllib.error
 import urllib.parse
@@ -41,6 +42,21 @@ class ImportReport:
     invalid: list[str] = field(default_factory=list)  # policies not written: every problem
     warnings: list[str] = field(default_factory=list)  # the written files' policy warnings
     full: bool = False  # the server gave full definitions (floe-dagster's)
+
+    def print_lines(self, read_line: str, to: str) -> None:
+        """What ``import-floe`` and ``import`` print: what was read, each file written, what was not carried
+        over (stdout); the warnings and the problems that kept policies out (stderr)."""
+        print(read_line)
+        for file, what in self.written:
+            print(f"wrote {file}: {what}")
+        for line in self.lost:
+            print(f"not carried over: {line}")
+        for line in self.warnings:
+            print(f"warning: {line}", file=sys.stderr)
+        for line in self.invalid:
+            print(line, file=sys.stderr)
+        print(f"{len(self.written)} policy file(s) in {to}; list it under policies: in floe.yaml"
+              + (f"; {len(self.invalid)} problem(s) kept policies out" if self.invalid else ""))
 
 
 def policies_url(url: str) -> str:
