@@ -76,9 +76,9 @@ class Proposal:
         return self.state.operations
 
 
-def approval_refusal(proposal: Proposal | None, table: str, now: datetime) -> str | None:
-    """Why the proposal cannot be approved for ``table`` now, before the table is read again (None: it
-    may go on to the state check, :func:`stale_refusal`)."""
+def approval_refusal(proposal: Proposal | None, table: str, now: datetime, approver: str) -> str | None:
+    """Why the proposal cannot be approved for ``table`` by the key named ``approver`` now, before the table is
+    read again (None: it may go on to the state check, :func:`stale_refusal`)."""
     if proposal is None:
         return "no proposal has this token (it is unknown or mistyped; ask the agent to propose again)"
     if proposal.used_at is not None:
@@ -90,6 +90,10 @@ def approval_refusal(proposal: Proposal | None, table: str, now: datetime) -> st
     if table != proposal.table:
         return (f"proposal {proposal.id} is for {proposal.table}, not {table}: a token approves only the "
                 "table it was proposed for")
+    if approver == proposal.proposed_by:
+        # An agent holding an OPERATOR key would otherwise approve itself: the approval is a second key's, a person's.
+        return (f"proposal {proposal.id} was proposed by key '{approver}': it is approved by another key (a "
+                "person's), never by the key that proposed it")
     return None
 
 

@@ -85,7 +85,7 @@ class Proposals:
         """Run the proposal the token names, once, if it still holds for the table as it is now."""
         asked = table_name(self.services.settings, namespace, table)
         proposal = self.store.by_token_hash(token_hash(token))
-        refused = approval_refusal(proposal, asked.qualified, self.clock())
+        refused = approval_refusal(proposal, asked.qualified, self.clock(), approver)
         if refused:
             raise ApiError(409, "PROPOSAL_REFUSED", refused)
         assert proposal is not None

@@ -448,9 +448,10 @@ def test_mcp_refuses_an_expired_or_stale_token_and_a_malformed_argument(server, 
         runs_before = dagster.get_runs_count()
 
     async def attempts():
+        async with over_http(mcp_http, VIEWER_KEY) as agent:  # a person approves what another key proposed
+            proposed = await answer(agent, "propose", {"table": "ops.metrics"})
         async with over_http(mcp_http, OPERATOR_KEY) as person:
             expired = await refusal(person, "approve", {"token": expired_token, "table": "ops.metrics"})
-            proposed = await answer(person, "propose", {"table": "ops.metrics"})
             metrics = load_table(open_catalog(settings.catalog), TableName.parse("ops.metrics", "demo"))
             metrics.append(rows(50_000, 3, "eu"))  # a writer commits meanwhile
             stale = await refusal(person, "approve", {"token": proposed["approvalToken"], "table": "ops.metrics"})

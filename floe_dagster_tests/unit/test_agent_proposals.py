@@ -29,14 +29,16 @@ def proposal(**changes) -> Proposal:
 
 
 def test_an_approval_goes_on_only_for_a_known_unused_unexpired_proposal_of_that_table():
-    assert approval_refusal(proposal(), "demo.sales.orders", NOW + timedelta(minutes=14, seconds=59)) is None
-    assert "unknown or mistyped" in approval_refusal(None, "demo.sales.orders", NOW)
-    used = approval_refusal(proposal(used_at=NOW, used_by="ops-bot"), "demo.sales.orders", NOW)
+    assert approval_refusal(proposal(), "demo.sales.orders", NOW + timedelta(minutes=14, seconds=59), "ops-bot") is None
+    assert "unknown or mistyped" in approval_refusal(None, "demo.sales.orders", NOW, "ops-bot")
+    used = approval_refusal(proposal(used_at=NOW, used_by="ops-bot"), "demo.sales.orders", NOW, "ops-bot")
     assert "already used" in used and "ops-bot" in used
-    expired = approval_refusal(proposal(), "demo.sales.orders", NOW + timedelta(minutes=15))
+    expired = approval_refusal(proposal(), "demo.sales.orders", NOW + timedelta(minutes=15), "ops-bot")
     assert "expired at 2026-12-02T08:15:00+00:00" in expired
-    other = approval_refusal(proposal(), "demo.sales.customers", NOW)
+    other = approval_refusal(proposal(), "demo.sales.customers", NOW, "ops-bot")
     assert "is for demo.sales.orders, not demo.sales.customers" in other
+    itself = approval_refusal(proposal(), "demo.sales.orders", NOW, "agent")
+    assert "never by the key that proposed it" in itself
 
 
 def test_a_changed_table_policy_or_operation_set_makes_the_proposal_stale():
