@@ -117,7 +117,7 @@ def resolve_operation(settings: Settings, table: TableName, op: Operation,
     if config is None:
         return ResolvedOperation(facts, None, f"policy '{policy.name}' does not configure {op.value} ({op.policy_key})")
     return ResolvedOperation(facts, config,
-                             ref_retention=policy.ref_retention if op.spec.applies_ref_retention else (),
+                             ref_retention=policy.ref_retention if op.spec.applies_ref_retention() else (),
                              allowed_properties=settings.envelope.allowed_table_properties,
                              owner_allow=policy.owner_overrides)
 

@@ -26,7 +26,7 @@ from floe_dagster.policy_store import StoredPolicy
 
 # Floe's four operations (their specs' ``floe_native``), in PolicyResponse's order; floe-dagster's own are
 # under ``floe``.
-FLOE_OPERATIONS = tuple(op for op in ALL_OPERATIONS if op.spec.floe_native)
+FLOE_OPERATIONS = tuple(op for op in ALL_OPERATIONS if op.spec.floe_native())
 # Policy.to_json's keys that PolicyResponse already carries at the top level.
 _FLOE_TOP_LEVEL = {"name", "description", "tablePattern", "enabled", "priority", "tags", "triggerConditions",
                    "healthThresholds"}

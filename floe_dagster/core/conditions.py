@@ -19,7 +19,7 @@ Evaluated in Floe's order (``TriggerEvaluator``):
 Small files are files below the policy's ``healthThresholds.smallFileSizeBytes``.
 
 An operation kind may have a condition of its own instead of the thresholds and the critical force
-(its spec's ``own_condition``; APPLY_TABLE_PROPERTIES: the table's drift from the policy's
+(its spec's ``due``; APPLY_TABLE_PROPERTIES: the table's drift from the policy's
 ``tableProperties``, blocked ``no_drift`` without). The minimum intervals still hold before it, and
 with the toggle off only the kind's own condition decides.
 """
@@ -228,7 +228,7 @@ def evaluate_conditions(
 
     ``last_success_start``: when the last successful run of this (table, operation) started.
     ``enabled``: the scheduler's ``condition-based-triggering-enabled`` toggle.
-    ``own_condition``: the operation kind's own condition (its spec's ``own_condition`` with the policy's
+    ``own_condition``: the operation kind's own condition (its spec's ``due`` with the policy's
     config), in place of the thresholds and the critical force.
     """
     now = as_utc(now)

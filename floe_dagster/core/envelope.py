@@ -73,10 +73,10 @@ TABLE_LOCATION = "table location"  # a Refusal's field for the table's own locat
 # (operation → its config's fields that name a location a run uses), as each kind declares them
 # (core/operation_kinds/: the spec's ``location_fields``, each with what a run does under it).
 LOCATION_FIELDS: dict[Operation, tuple[str, ...]] = {
-    op: tuple(op.spec.location_fields) for op in ALL_OPERATIONS if op.spec.location_fields}
+    op: tuple(op.spec.location_fields()) for op in ALL_OPERATIONS if op.spec.location_fields()}
 # Locations a policy may keep (Floe's) that no procedure takes: never handed to an engine.
 WITHHELD_FIELDS: dict[Operation, tuple[str, ...]] = {
-    op: op.spec.withheld_fields for op in ALL_OPERATIONS if op.spec.withheld_fields}
+    op: op.spec.withheld_fields() for op in ALL_OPERATIONS if op.spec.withheld_fields()}
 
 
 def policy_field(op: Operation, name: str) -> str:
@@ -297,7 +297,7 @@ def check_operation(policy: str | None, op: Operation, config: Any, table_locati
             if not is_relative(value):
                 pending = f"{where} is absolute and the table's location is not known yet"
             continue
-        outcome = _inside(where, op.spec.location_fields[name], value, table_location, table)
+        outcome = _inside(where, op.spec.location_fields()[name], value, table_location, table)
         if isinstance(outcome, Refusal):
             refusals.append(outcome)
         else:

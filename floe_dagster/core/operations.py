@@ -54,21 +54,21 @@ class _OperationKind(str, Enum):
     @cached_property
     def rewrites_data(self) -> bool:
         """Whether it rewrites table data, so that it counts against the bytes-per-hour budget."""
-        return self.spec.rewrites_data
+        return self.spec.rewrites_data()
 
     @cached_property
     def holds_for_writers(self) -> bool:
-        return self.spec.holds_for_writers
+        return self.spec.holds_for_writers()
 
     @cached_property
     def needs_gc(self) -> bool:
         """Whether it deletes files, so that a table's ``gc.enabled=false`` forbids it."""
-        return self.spec.needs_gc
+        return self.spec.needs_gc()
 
     @cached_property
     def scopes_partitions(self) -> bool:
         """Whether the planner may scope a run of it to partitions (core/partition_scope.py)."""
-        return self.spec.scopes_partitions
+        return self.spec.scopes_partitions()
 
     @classmethod
     def parse(cls, text: str) -> Any:
@@ -92,9 +92,8 @@ _PLACES = {op.value: place for place, op in enumerate(ALL_OPERATIONS)}
 # Each kind's config, as the registry declares it (by operation).
 CONFIG_TYPES: dict[Any, type] = {op: op.spec.config_type for op in ALL_OPERATIONS}
 FIELDS: dict[Any, tuple[str, ...]] = {op: op.spec.fields for op in ALL_OPERATIONS}  # as the policy writes them
-IGNORED: dict[Any, Mapping[str, str]] = {op: op.spec.ignored for op in ALL_OPERATIONS if op.spec.ignored}
-REFUSED: dict[Any, Mapping[str, str]] = {op: op.spec.refused for op in ALL_OPERATIONS if op.spec.refused}
-DEFAULTS: dict[Any, Mapping[str, Any]] = {op: op.spec.defaults for op in ALL_OPERATIONS}  # for display
+IGNORED: dict[Any, Mapping[str, str]] = {op: op.spec.ignored() for op in ALL_OPERATIONS if op.spec.ignored()}
+DEFAULTS: dict[Any, Mapping[str, Any]] = {op: op.spec.defaults() for op in ALL_OPERATIONS}  # for display
 
 
 def gc_disabled(table_properties: Mapping[str, str]) -> bool:
@@ -113,5 +112,5 @@ def gc_disabled_reason(op: Any) -> str:
             f"gc.enabled=false forbids table maintenance to delete files, so {op.value} never runs on it")
 
 
-__all__ = ["Operation", "ALL_OPERATIONS", "CONFIG_TYPES", "FIELDS", "IGNORED", "REFUSED", "DEFAULTS", "gc_disabled",
+__all__ = ["Operation", "ALL_OPERATIONS", "CONFIG_TYPES", "FIELDS", "IGNORED", "DEFAULTS", "gc_disabled",
            "gc_disabled_reason"]

@@ -61,15 +61,16 @@ def _never_overridable() -> dict[str, str]:
     """Every ``<operation>.<field>`` in kebab case that no owner may ever set, with why: the fields naming a
     location (location and withheld fields) and those the kind keeps for the policy alone."""
     never = {f"{kebab(op.policy_key)}.{kebab(camel(name))}": _ENVELOPE for op in ALL_OPERATIONS
-             for name in (*op.spec.location_fields, *op.spec.withheld_fields)}
+             for name in (*op.spec.location_fields(), *op.spec.withheld_fields())}
     return never | {f"{kebab(op.policy_key)}.{kebab(camel(name))}": why for op in ALL_OPERATIONS
-                    for name, why in op.spec.policy_only_fields.items()}
+                    for name, why in op.spec.policy_only_fields().items()}
 
 
 def _offered(op: Operation, f: Any) -> str | None:
     """The override kind of a config field, or None when owners can never set it."""
     kind = _KINDS.get(str(f.type))
-    if kind is None or f.name in (*op.spec.location_fields, *op.spec.withheld_fields, *op.spec.policy_only_fields):
+    spec = op.spec
+    if kind is None or f.name in (*spec.location_fields(), *spec.withheld_fields(), *spec.policy_only_fields()):
         return None
     if f.name.endswith(("location", "path")) or (kind == _KINDS["str | None"] and f.metadata.get("read") is text):
         return None  # a location by another name, or free text (a Spark SQL filter)

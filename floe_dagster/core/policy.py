@@ -177,12 +177,12 @@ class Policy:
     def evaluate_conditions(self, operation: Operation, metrics: TableMetrics | None,
                             last_success_start: datetime | None, now: datetime,
                             condition_based_triggering_enabled: bool = True) -> ConditionResult:
-        own, config = operation.spec.own_condition, self.configs.get(operation)
+        spec, config = operation.spec, self.configs.get(operation)
         return evaluate_conditions(
             self.trigger_conditions, operation, metrics, last_success_start, now,
             small_file_size_bytes=self.health_thresholds.small_file_size_bytes,
             enabled=condition_based_triggering_enabled,
-            own_condition=(lambda m: own.check(config, m)) if own is not None and config is not None else None,
+            own_condition=(lambda m: spec.due(config, m)) if spec.has_own_condition and config is not None else None,
         )
 
     def assess_health(self, metrics: TableMetrics, now: datetime) -> HealthAssessment:
@@ -417,7 +417,7 @@ def _ref_retention(at: Location, raw: Mapping[str, Any],
                    configs: Mapping[Operation, OperationConfig]) -> tuple[RefRetentionRule, ...]:
     """``refRetention``, with a warning when no operation of the policy applies it (snapshot expiry)."""
     rules = parse_ref_retention(at.child("refRetention"), raw.get("refRetention"))
-    applying = [op for op in ALL_OPERATIONS if op.spec.applies_ref_retention]
+    applying = [op for op in ALL_OPERATIONS if op.spec.applies_ref_retention()]
     if rules and not any(op in configs for op in applying):
         at.child("refRetention").warn(f"is applied by {' or '.join(op.policy_key for op in applying)} runs, which "
                                       "this policy does not configure: stale refs are reported, never removed")
@@ -433,7 +433,7 @@ def _warn_due_every_tick(at: Location, raw: Mapping[str, Any], configs: Mapping[
         rules = [k for k in ("cronExpression", "interval") if isinstance(raw[op.schedule_key], Mapping)
                  and raw[op.schedule_key].get(k) is not None]
         if op in configs and schedule.enabled and not rules and conditions is None \
-                and op.spec.own_condition is None and schedule.after_write is None:
+                and not op.spec.has_own_condition and schedule.after_write is None:
             at.child(op.schedule_key).warn("has neither cronExpression nor interval and the policy has no "
                                            "triggerConditions: it is due on every tick (every minute)")
 

@@ -175,10 +175,10 @@ _SCHEDULE = LoaderSection(
 def _operation_section(op: Any) -> LoaderSection:
     """A kind's options: each field's kebab case, but for the spellings the kind declares as the loader's own."""
     spec = op.spec
-    own = spec.loader
+    own = spec.loader()
     return LoaderSection(
         keys={**spelled(spec.fields, *own.keys.values(), *own.combined), **own.keys},
-        refused={**{kebab(k): why for k, why in spec.refused.items()}, **own.refused},
+        refused=own.refused,
         nested=own.nested,
         combined=own.combined,
     )

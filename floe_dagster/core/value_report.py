@@ -101,7 +101,7 @@ class Totals:
 
 def _reclaims_orphans(operation: str) -> bool:
     try:
-        return Operation(operation).spec.reclaims_orphans
+        return Operation(operation).spec.reclaims_orphans()
     except ValueError:  # a kind this version does not know (a row written by a newer one)
         return False
 

@@ -166,8 +166,8 @@ def operation_rule(policy: Policy, op: Operation, schedule_names: ScheduleNames)
         rule = f"every {duration_text(schedule.interval)} ({SENSOR_LABEL})"
     elif schedule.after_write is not None:  # writes alone make it due (core/after_write.py)
         rule = f"after its writer's writes ({SENSOR_LABEL})"
-    elif op.spec.own_condition is not None:  # the kind's own condition (its spec), not the thresholds
-        rule = f"{op.spec.own_condition.rule_text} ({SENSOR_LABEL})"
+    elif op.spec.has_own_condition:  # the kind's own condition (its spec), not the thresholds
+        rule = f"{op.spec.due_rule()} ({SENSOR_LABEL})"
     elif policy.trigger_conditions is not None:
         rule = f"when the trigger conditions are met ({SENSOR_LABEL})"
     else:

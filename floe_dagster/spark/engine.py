@@ -366,7 +366,7 @@ class IcebergSparkEngine(ConfigurableResource):
             new = [s for s in snapshots if s["snapshot_id"] not in before]
             if phases is not None:
                 phases.lap("snapshots_after")
-            if not op.spec.row_check:
+            if not op.spec.checks_rows():
                 return new, RowCheck("not-applicable")
             stage = "the row check"
             try:

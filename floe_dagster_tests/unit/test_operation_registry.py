@@ -62,7 +62,7 @@ def test_the_counter_finds_every_form_of_a_kind_branch():
         c = Operation.ORPHAN_CLEANUP == op
         d = op in (Operation.REWRITE_MANIFESTS, Operation.COMPUTE_STATISTICS)
         e = op not in {Operation.APPLY_TABLE_PROPERTIES}
-        f = op.spec.rewrites_data and Operation.EXPIRE_SNAPSHOTS not in configs  # membership of a kind: not a branch
+        f = op.spec.rewrites_data() and Operation.EXPIRE_SNAPSHOTS not in configs  # membership of a kind: not a branch
         g = op is other
     """)
     assert kind_branches(source) == [2, 3, 4, 5, 6]

@@ -44,7 +44,7 @@ def test_the_keys_are_the_registrys_options_in_kebab_case_without_locations_or_f
     assert KEYS["orphan-cleanup.dry-run"].kind == "flag"
     for key in KEYS.values():
         assert key.field in {f.name for f in fields(key.operation.spec.config_type)}
-        assert key.field not in key.operation.spec.location_fields and "location" not in key.key
+        assert key.field not in key.operation.spec.location_fields() and "location" not in key.key
     # Every location field of the registry is refused by name, and no free-text option (a SQL filter) is offered.
     # So is every field that decides which live rows are deleted (row retention: the policy's alone).
     assert set(NEVER_OVERRIDABLE) == {"orphan-cleanup.location", "rewrite-manifests.staging-location",

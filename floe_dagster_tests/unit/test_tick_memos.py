@@ -63,7 +63,7 @@ def test_an_operation_hashes_and_compares_as_its_value():
     """Operations key dicts that are also looked up by Floe's name (the hash is str's, in C)."""
     for op in ALL_OPERATIONS:
         assert hash(op) == hash(op.value) and {op.value: 1}[op] == 1 and {op: 1}[op.value] == 1
-        assert op.spec.name == op.value and op.rewrites_data == op.spec.rewrites_data
+        assert op.spec.name == op.value and op.rewrites_data == op.spec.rewrites_data()
 
 
 def test_the_run_class_and_the_slot_key_follow_their_schedule_and_verdict():

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from floe_dagster.core.operation_config import OperationConfig
-from floe_dagster.core.operation_kinds.spec import DueVerdict, ExplainView, OperationSpec, OwnCondition
+from floe_dagster.core.operation_kinds.spec import DueVerdict, ExplainView, OperationSpec
 from floe_dagster.core.table_properties import parse_table_properties, property_drift
 from floe_dagster.core.validation import Location
 
@@ -62,7 +62,6 @@ class ApplyTableProperties(OperationSpec):
     procedure = "alter_table_set_tblproperties"
     order = 70
     config_type = TablePropertiesConfig
-    own_condition = OwnCondition(_drift, "when the table drifts from the declared properties", ("no_drift",))
     no_change = "`APPLY_TABLE_PROPERTIES` changed nothing when the table already had every declared property."
     docs_row = (
         "| `APPLY_TABLE_PROPERTIES` | none: one metadata commit (PyIceberg), as `ALTER TABLE … SET TBLPROPERTIES` "
@@ -71,6 +70,12 @@ class ApplyTableProperties(OperationSpec):
 
     def parse(self, at: Location, raw: Any) -> TablePropertiesConfig | None:
         return _parse(at, raw)
+
+    def due(self, config: Any, metrics: Any) -> DueVerdict:
+        return _drift(config, metrics)
+
+    def due_rule(self) -> str:
+        return "when the table drifts from the declared properties"
 
     def explain(self, view: ExplainView) -> dict[str, Any]:
         return _explain(view)

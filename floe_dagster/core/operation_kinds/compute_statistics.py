@@ -49,13 +49,15 @@ class ComputeStatistics(OperationSpec):
     procedure = "compute_table_stats"  # and, on a partitioned table, compute_partition_stats
     order = 60
     config_type = ComputeStatisticsConfig
-    defaults = {"partitionStats": True}
     no_change = ("`COMPUTE_STATISTICS` changed nothing when the current snapshot already had its statistics (no "
                  "file written; [Operations](operations.md), \"Table statistics\").")
     docs_row = (
         "| `COMPUTE_STATISTICS` (floe-dagster's, not Floe's) | `compute_table_stats`, and "
         "`compute_partition_stats` on partitioned tables | `computeStatistics`: `columns` (default: every column), "
         "`partitionStats` (default true; only ever on partitioned tables). See \"Table statistics\" below |")
+
+    def defaults(self) -> Mapping[str, Any]:
+        return {"partitionStats": True}
 
     def changed(self, numbers: Mapping[str, int]) -> bool:
         return bool(numbers["statistics_files_written"] or numbers["partition_statistics_files_written"])

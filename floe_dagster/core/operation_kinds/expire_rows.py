@@ -184,18 +184,18 @@ def _cutoff_shown(view: ExplainView) -> dict[str, Any]:
                                          f"{zone}"}}
 
 
+# Which live rows are deleted is the policy's decision alone: a table property (untrusted, and a
+# duration has no bounds a policy could set) must never shorten the retention or move the column.
+_POLICY_ONLY = {name: "never overridable: it decides which live rows are deleted, which only the policy may say"
+                for name in ("column", "max_age", "granularity", "timezone", "allow_short")}
+
+
 class ExpireRows(OperationSpec):
     name = KIND
     policy_key = "rowRetention"
     procedure = "delete_from"
     order = 58  # after the rewrites, before the statistics (so they describe the rows it left)
     config_type = ExpireRowsConfig
-    defaults = {"granularity": DEFAULT_GRANULARITY}
-    # Which live rows are deleted is the policy's decision alone: a table property (untrusted, and a
-    # duration has no bounds a policy could set) must never shorten the retention or move the column.
-    policy_only_fields = {name: ("never overridable: it decides which live rows are deleted, which only the "
-                                 "policy may say") for name in ("column", "max_age", "granularity", "timezone",
-                                                                "allow_short")}
     no_change = "`EXPIRE_ROWS` changed nothing when no row was older than the cut-off."
     docs_row = (
         "| `EXPIRE_ROWS` | none: a Spark SQL `DELETE FROM … WHERE <column> < <cut-off>` | `rowRetention`: `column` (a "
@@ -204,6 +204,12 @@ class ExpireRows(OperationSpec):
         "`granularity` (`HOUR`, `DAY`, `MONTH`, `YEAR`; default `DAY`), `timezone` (the wall clock of a zone-less "
         "column; default `UTC`): the cut-off is now - `maxAge`, truncated down; aligned with the partitioning, "
         "whole files are dropped (metadata only), else a row-level delete in the table's `write.delete.mode` |")
+
+    def defaults(self) -> Mapping[str, Any]:
+        return {"granularity": DEFAULT_GRANULARITY}
+
+    def policy_only_fields(self) -> Mapping[str, str]:
+        return _POLICY_ONLY
 
     def changed(self, numbers: Mapping[str, int]) -> bool:
         return _changed(numbers)

@@ -14,7 +14,7 @@ from floe_dagster.core.durations import MAX_DURATION, parse_iso_duration
 from floe_dagster.core.expiry_defaults import DEFAULT_MAX_SNAPSHOT_AGE, DEFAULT_RETAIN_LAST
 from floe_dagster.core.loader_format import Combined, LoaderSection, whole_units, written_as
 from floe_dagster.core.operation_config import OperationConfig, any_int, at_least, boolean, option
-from floe_dagster.core.operation_kinds.spec import ExplainView, OperationSpec
+from floe_dagster.core.operation_kinds.spec import ExplainView, FloeNative, HoldsForWriters, NeedsGc
 from floe_dagster.core.refs import ref_report
 from floe_dagster.core.table_location import nested_tables
 from floe_dagster.core.validation import Location, get_int, get_str
@@ -62,32 +62,41 @@ def _refs(view: ExplainView) -> dict[str, Any]:
     return {"refs": {"rules": [rule.to_json() for rule in rules], "refs": refs}}
 
 
-class ExpireSnapshots(OperationSpec):
+_IGNORED = {
+    "expireSnapshotId": "ignored: Floe stored it and never sent it to the engine (Iceberg's expire_snapshots "
+                        "procedure takes a snapshot_ids list); retainLast and maxSnapshotAge decide",
+}
+_LOADER = LoaderSection(
+    refused={"max-snapshot-age": written_as("max-snapshot-age-days (whole days)")},
+    combined={"maxSnapshotAge": Combined(
+        ("max-snapshot-age-days",), _days_as_duration,
+        lambda value, where: {"max-snapshot-age-days": whole_units(value, where, timedelta(days=1))})},
+)
+
+
+class ExpireSnapshots(HoldsForWriters, NeedsGc, FloeNative):
     name = "EXPIRE_SNAPSHOTS"
     policy_key = "expireSnapshots"
     procedure = "expire_snapshots"
     order = 20
-    holds_for_writers = True
     config_type = ExpireSnapshotsConfig
-    needs_gc = True
-    applies_ref_retention = True
-    floe_native = True
-    defaults = {"retainLast": DEFAULT_RETAIN_LAST, "maxSnapshotAge": DEFAULT_MAX_SNAPSHOT_AGE}
-    ignored = {
-        "expireSnapshotId": "ignored: Floe stored it and never sent it to the engine (Iceberg's expire_snapshots "
-                            "procedure takes a snapshot_ids list); retainLast and maxSnapshotAge decide",
-    }
-    loader = LoaderSection(
-        refused={"max-snapshot-age": written_as("max-snapshot-age-days (whole days)")},
-        combined={"maxSnapshotAge": Combined(
-            ("max-snapshot-age-days",), _days_as_duration,
-            lambda value, where: {"max-snapshot-age-days": whole_units(value, where, timedelta(days=1))})},
-    )
     no_change = "`EXPIRE_SNAPSHOTS` changed nothing when it deleted no file and removed no branch or tag."
     docs_row = (
         "| `EXPIRE_SNAPSHOTS` | `expire_snapshots` | `expireSnapshots`: `retainLast`, `maxSnapshotAge` (ISO-8601, "
         "e.g. `P7D`), `cleanExpiredMetadata`, `streamResults`; unset ones default to the table's "
         "`history.expire.*` properties, then Floe's 5 and `P7D` |")
+
+    def applies_ref_retention(self) -> bool:
+        return True
+
+    def defaults(self) -> Mapping[str, Any]:
+        return {"retainLast": DEFAULT_RETAIN_LAST, "maxSnapshotAge": DEFAULT_MAX_SNAPSHOT_AGE}
+
+    def ignored(self) -> Mapping[str, str]:
+        return _IGNORED
+
+    def loader(self) -> LoaderSection:
+        return _LOADER
 
     def explain(self, view: ExplainView) -> dict[str, Any]:
         return _refs(view)

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 
 from floe_dagster.core.loader_format import LoaderSection, spelled, written_as
 from floe_dagster.core.operation_config import OperationConfig, at_least, boolean, one_of, option, text, text_map
-from floe_dagster.core.operation_kinds.spec import ExplainView, OperationSpec
+from floe_dagster.core.operation_kinds.spec import ExplainView, FloeNative, NeedsGc
 from floe_dagster.core.orphan_cadence import (
     ADAPTIVE_FIELDS, AdaptiveCadence, CadenceVerdict, next_orphan_run, parse_adaptive, recorded_cleanups,
 )
@@ -98,30 +98,26 @@ def _adaptive_cadence(config: OrphanCleanupConfig | None, runs: Sequence[Any], n
     return next_orphan_run(config.adaptive, recorded_cleanups(runs), now)
 
 
-class OrphanCleanup(OperationSpec):
+_LOCATION_FIELDS = {"location": "remove_orphan_files would delete every file under it that this table does not "
+                               "reference, other tables' files included"}
+# DELETE removes files whose scheme or authority differs from the table's (another bucket's copy of a
+# path): whether that is safe is the policy's call, never a table property's (owners are untrusted).
+_POLICY_ONLY = {"prefix_mismatch_mode": "never overridable: DELETE removes files whose scheme or authority differs "
+                                        "from the table's, which only the policy may decide"}
+_LOADER = LoaderSection(
+    keys={"retention-period-days": "retentionPeriodInDays"},
+    refused={"retention-period-in-days": written_as("retention-period-days")},
+    nested={"quarantine": LoaderSection(spelled(QUARANTINE_FIELDS)),  # enabled, grace-period
+            "adaptive": LoaderSection(spelled(ADAPTIVE_FIELDS))},  # target-bytes, min, max
+)
+
+
+class OrphanCleanup(NeedsGc, FloeNative):
     name = "ORPHAN_CLEANUP"
     policy_key = "orphanCleanup"
     procedure = "remove_orphan_files"
     order = 30
     config_type = OrphanCleanupConfig
-    needs_gc = True
-    reclaims_orphans = True
-    floe_native = True
-    defaults = {"retentionPeriodInDays": DEFAULT_ORPHAN_RETENTION_DAYS,
-                "prefixMismatchMode": DEFAULT_PREFIX_MISMATCH_MODE}
-    location_fields = {"location": "remove_orphan_files would delete every file under it that this table does "
-                                   "not reference, other tables' files included"}
-    # DELETE removes files whose scheme or authority differs from the table's (another bucket's copy of a
-    # path): whether that is safe is the policy's call, never a table property's (owners are untrusted).
-    policy_only_fields = {"prefix_mismatch_mode": "never overridable: DELETE removes files whose scheme or "
-                                                  "authority differs from the table's, which only the policy may "
-                                                  "decide"}
-    loader = LoaderSection(
-        keys={"retention-period-days": "retentionPeriodInDays"},
-        refused={"retention-period-in-days": written_as("retention-period-days")},
-        nested={"quarantine": LoaderSection(spelled(QUARANTINE_FIELDS)),  # enabled, grace-period
-                "adaptive": LoaderSection(spelled(ADAPTIVE_FIELDS))},  # target-bytes, min, max
-    )
     no_change = ("`ORPHAN_CLEANUP` changed nothing when it deleted or quarantined no file and purged no "
                  "quarantined run (a dry run never changes anything).")
     docs_row = (
@@ -133,6 +129,22 @@ class OrphanCleanup(OperationSpec):
         "instead of deleting them; on for every cleanup unless `quarantine: false`; see below), `adaptive` "
         "(`targetBytes`, `min`, `max`: time each cleanup from the orphan rate; [Automation](automation.md), "
         "\"Adaptive orphan cadence\") |")
+
+    def reclaims_orphans(self) -> bool:
+        return True
+
+    def defaults(self) -> Mapping[str, Any]:
+        return {"retentionPeriodInDays": DEFAULT_ORPHAN_RETENTION_DAYS,
+                "prefixMismatchMode": DEFAULT_PREFIX_MISMATCH_MODE}
+
+    def location_fields(self) -> Mapping[str, str]:
+        return _LOCATION_FIELDS
+
+    def policy_only_fields(self) -> Mapping[str, str]:
+        return _POLICY_ONLY
+
+    def loader(self) -> LoaderSection:
+        return _LOADER
 
     def explain(self, view: ExplainView) -> dict[str, Any]:
         return _explained(view)

@@ -17,7 +17,7 @@ from floe_dagster.core.operation_config import (
     option,
     text,
 )
-from floe_dagster.core.operation_kinds.spec import OperationSpec
+from floe_dagster.core.operation_kinds.spec import ChecksRows, FloeNative, HoldsForWriters, RewritesData
 from floe_dagster.core.validation import Location, get_enum, get_str_list
 
 STRATEGIES = ("BINPACK", "SORT", "ZORDER")
@@ -92,18 +92,12 @@ def _strategy_fields(at: Location, raw: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-class RewriteDataFiles(OperationSpec):
+class RewriteDataFiles(RewritesData, HoldsForWriters, ChecksRows, FloeNative):
     name = "REWRITE_DATA_FILES"
     policy_key = "rewriteDataFiles"
     procedure = "rewrite_data_files"
     order = 10
-    holds_for_writers = True
     config_type = RewriteDataFilesConfig
-    rewrites_data = True
-    row_check = True
-    scopes_partitions = True
-    floe_native = True
-    defaults = {"strategy": DEFAULT_STRATEGY}
     no_change = "`REWRITE_DATA_FILES` changed nothing when it rewrote no data file."
     docs_row = (
         "| `REWRITE_DATA_FILES` | `rewrite_data_files` | `rewriteDataFiles`: `strategy` BINPACK/SORT "
@@ -114,6 +108,12 @@ class RewriteDataFiles(OperationSpec):
         "`deleteFileThreshold`, `rewriteAll`, `maxFilesToRewrite` (Iceberg's `max-files-to-rewrite`), "
         "`maxBytesPerRun` (Floe's cap per run, never sent to Iceberg: see [automation](automation.md), \"Large "
         "tables\") |")
+
+    def scopes_partitions(self) -> bool:
+        return True
+
+    def defaults(self) -> Mapping[str, Any]:
+        return {"strategy": DEFAULT_STRATEGY}
 
     def read_first(self, at: Location, raw: Mapping[str, Any]) -> dict[str, Any]:
         return _strategy_fields(at, raw)

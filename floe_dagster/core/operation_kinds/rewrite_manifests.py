@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 from floe_dagster.core.loader_format import LoaderSection, spelled
 from floe_dagster.core.operation_config import OperationConfig, at_least, boolean, option, text, texts
-from floe_dagster.core.operation_kinds.spec import OperationSpec
+from floe_dagster.core.operation_kinds.spec import ChecksRows, FloeNative, HoldsForWriters
 from floe_dagster.core.validation import (
     Location,
     check_mapping,
@@ -111,27 +111,26 @@ def _warn_manifest_filter(at: Location, config: RewriteManifestsConfig) -> None:
                 "rewrites every manifest of the spec)")
 
 
-class RewriteManifests(OperationSpec):
+# What becomes of Floe's fields of Iceberg's Java action that the procedure lacks (the warning a policy gets).
+_IGNORED = {
+    "stagingLocation": "ignored: it only says where Iceberg's Java action stages the new manifests; the "
+                       "rewrite_manifests procedure writes them to the table's metadata location, and the safety "
+                       "envelope never hands it to an engine",
+    "sortBy": "passed as the procedure's sort_by where it has one (Spark 4.1 from Iceberg 1.11, Spark 3.5 from "
+              "1.12); ignored on Spark 4.0 and on 3.5 with Iceberg 1.11 or 1.10, whose rewrite_manifests has "
+              "no sort_by",
+}
+_LOADER = LoaderSection(nested={"rewrite-if": LoaderSection(
+    spelled(MANIFEST_FILTER_FIELDS),
+    nested={"partition-summaries": LoaderSection(spelled(PARTITION_SUMMARY_FIELDS))})})
+
+
+class RewriteManifests(HoldsForWriters, ChecksRows, FloeNative):
     name = "REWRITE_MANIFESTS"
     policy_key = "rewriteManifests"
     procedure = "rewrite_manifests"
     order = 40
-    holds_for_writers = True
     config_type = RewriteManifestsConfig
-    row_check = True
-    floe_native = True
-    ignored = {
-        "stagingLocation": "ignored: it only says where Iceberg's Java action stages the new manifests; the "
-                           "rewrite_manifests procedure writes them to the table's metadata location, and the safety "
-                           "envelope never hands it to an engine",
-        "sortBy": "passed as the procedure's sort_by where it has one (Spark 4.1 from Iceberg 1.11, Spark 3.5 from "
-                  "1.12); ignored on Spark 4.0 and on 3.5 with Iceberg 1.11 or 1.10, whose rewrite_manifests has "
-                  "no sort_by",
-    }
-    withheld_fields = ("staging_location",)  # Floe's Java action staged manifests there
-    loader = LoaderSection(nested={"rewrite-if": LoaderSection(
-        spelled(MANIFEST_FILTER_FIELDS),
-        nested={"partition-summaries": LoaderSection(spelled(PARTITION_SUMMARY_FIELDS))})})
     no_change = "`REWRITE_MANIFESTS` changed nothing when it rewrote no manifest."
     docs_row = (
         "| `REWRITE_MANIFESTS` | `rewrite_manifests` | `rewriteManifests`: `specId`, `useCaching`, and Floe's "
@@ -139,6 +138,15 @@ class RewriteManifests(OperationSpec):
         "has one: Spark 4.1 from Iceberg 1.11, Spark 3.5 from 1.12; ignored on 4.0), `rewriteIf` (only its "
         "`specId` reaches the procedure, as `spec_id`; the warning names the fields ignored), `stagingLocation` "
         "(ignored: the procedure writes new manifests to the metadata location; never handed to an engine) |")
+
+    def ignored(self) -> Mapping[str, str]:
+        return _IGNORED
+
+    def withheld_fields(self) -> tuple[str, ...]:
+        return ("staging_location",)  # Floe's Java action staged manifests there
+
+    def loader(self) -> LoaderSection:
+        return _LOADER
 
     def check(self, at: Location, config: Any) -> None:
         _warn_manifest_filter(at, config)

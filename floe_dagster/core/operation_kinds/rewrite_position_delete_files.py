@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from floe_dagster.core.estimates import estimate_rewrite_position_delete_files
 from floe_dagster.core.operation_config import OperationConfig, at_least, boolean, job_order, option
-from floe_dagster.core.operation_kinds.spec import OperationSpec
+from floe_dagster.core.operation_kinds.spec import ChecksRows, HoldsForWriters, RewritesData
 
 
 @dataclass(frozen=True)
@@ -21,15 +21,12 @@ class RewritePositionDeleteFilesConfig(OperationConfig):
     rewrite_all: bool | None = option(boolean, iceberg="rewrite-all")
 
 
-class RewritePositionDeleteFiles(OperationSpec):
+class RewritePositionDeleteFiles(RewritesData, HoldsForWriters, ChecksRows):
     name = "REWRITE_POSITION_DELETE_FILES"
     policy_key = "rewritePositionDeleteFiles"
     procedure = "rewrite_position_delete_files"
     order = 50
-    holds_for_writers = True
     config_type = RewritePositionDeleteFilesConfig
-    rewrites_data = True
-    row_check = True
     no_change = "`REWRITE_POSITION_DELETE_FILES` changed nothing when it rewrote no delete file."
     docs_row = (
         "| `REWRITE_POSITION_DELETE_FILES` | `rewrite_position_delete_files` | `rewritePositionDeleteFiles`: "

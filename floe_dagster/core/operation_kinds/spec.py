@@ -3,11 +3,12 @@ One module of this package per kind defines its config class, its subclass and i
 subclass's one instance); declarations only, no kind logic here.
 
 A kind names itself in every layer (Floe's name, which is also the Dagster partition key; the policy
-key in both formats; the Iceberg procedure), its order within a table, its flags, its config and how
-the policy formats write it, and overrides the methods the rest of floe-dagster calls instead of
-branching on the kind: its own due condition, its byte estimate, its no-change rule, what ``explain``
-adds for it. Each has a no-op default here. Kind modules name themselves by ``name`` and never import
-``Operation`` (it is built from the specs, core/operations.py).
+key in both formats; the Iceberg procedure), its order within a table, its config and its words in the
+docs: the base's only data. It overrides the methods the rest of floe-dagster calls instead of branching
+on the kind: its flags (rewrites data, deletes files, ...), its config's ignored and protected fields and
+how the PolicyLoader format writes them, its own due condition, its byte estimate, its no-change rule,
+what ``explain`` adds for it. Each has a neutral default here. Kind modules name themselves by ``name``
+and never import ``Operation`` (it is built from the specs, core/operations.py).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import re
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from datetime import datetime
+from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -42,17 +44,6 @@ class DueVerdict:
 
 
 @dataclass(frozen=True)
-class OwnCondition:
-    """A due condition of the kind's own, in place of the policy's thresholds and critical-pipeline force
-    (the minimum intervals still hold): ``check(config, metrics)`` (metrics None: no health collected).
-    ``rule_text``: when the operation runs, as a table asset's description says it; ``codes``: its skip codes."""
-
-    check: Callable[[Any, Any], DueVerdict]
-    rule_text: str
-    codes: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
 class LastRun:
     """The newest materialization of a table's operation partition: its metadata (plain values), run, time."""
 
@@ -75,17 +66,22 @@ class ExplainView:
 
 
 _NONE: Mapping[str, str] = MappingProxyType({})
+_PLAIN_LOADER = LoaderSection()
 
 
 class OperationSpec:
     """One operation kind: subclassed once per kind (core/operation_kinds/<kind>.py), whose module's ``SPEC``
-    is its one instance. The class attributes without a default are the data every kind declares (a kind
-    leaving one out is refused when its ``SPEC`` is made); the ones with a default are shared by several
-    kinds. Everything else a kind may add is a method or property here with a no-op default, which the kind
-    overrides (a property by a plain class attribute): callers call it, never test for a missing hook. A
-    cross-cutting feature adds such a method, never a field. ``docs_row`` is the kind's row of
-    docs/operations.md's table and ``no_change`` its sentence in docs/automation.md's zero-change list (a
-    unit test holds both docs to the specs)."""
+    is its one instance.
+
+    The base's data is the seven facts every kind declares (``_REQUIRED``: a kind leaving one out is
+    refused when its ``SPEC`` is made): who the kind is in every layer, where it sorts, its config, and
+    its words in the docs. Everything else is a method here with a neutral default (False, nothing, None:
+    "not this kind's"), which a kind overrides when it differs; a kind's own data (its ignored fields, its
+    location fields, its due condition) lives in its module, behind the method. Callers call the method,
+    never test whether a kind has it. A cross-cutting feature adds a method here, never a field
+    (floe_dagster_tests/unit/test_operation_kind_shape.py holds the base to its seven facts).
+    ``docs_row`` is the kind's row of docs/operations.md's table and ``no_change`` its sentence in
+    docs/automation.md's zero-change list (a unit test holds both docs to the specs)."""
 
     name: str  # Floe's name: the Operation's value, the Dagster partition key
     policy_key: str  # the API format's key (camelCase); the PolicyLoader format's is its kebab case
@@ -94,19 +90,6 @@ class OperationSpec:
     config_type: type  # its OperationConfig subclass, declared in the kind's module
     docs_row: str
     no_change: str
-    rewrites_data: bool = False  # counts against the bytes-per-hour budget
-    needs_gc: bool = False  # deletes files, so a table's gc.enabled=false forbids it
-    row_check: bool = False  # each snapshot it commits must hold its parent's rows (the engine checks)
-    floe_native: bool = False  # one of Floe's four operations (the policies API's top-level summaries)
-    # Waits while a run of the table's writer asset is queued or started (the gate writer_running): the writer's
-    # run commits meanwhile, so a run of the kind would lose its commit race.
-    holds_for_writers: bool = False
-    defaults: Mapping[str, Any] = _NONE  # what an unset field means, for display
-    ignored: Mapping[str, str] = _NONE  # Floe's fields kept and (partly) ignored: why
-    refused: Mapping[str, str] = _NONE  # Floe's fields refused: why
-    # Config fields only a policy may set, never a table owner's property (core/owner_overrides.py): why.
-    policy_only_fields: Mapping[str, str] = _NONE
-    loader: LoaderSection = LoaderSection()  # the PolicyLoader format's own spellings
 
     _REQUIRED = ("name", "policy_key", "procedure", "order", "config_type", "docs_row", "no_change")
 
@@ -114,42 +97,92 @@ class OperationSpec:
         missing = [what for what in self._REQUIRED if not hasattr(self, what)]
         if missing:
             raise TypeError(f"the operation kind {type(self).__name__} must declare {', '.join(missing)}")
+        if self.has_own_condition and type(self).due_rule is OperationSpec.due_rule:
+            raise TypeError(f"the operation kind {type(self).__name__} has a due condition of its own (due) and "
+                            "must say when it runs (due_rule)")
         self.config_type.spec = self  # the config class parses itself through its spec (from_mapping)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name})"
 
-    # -- what one kind or a few add (each a default here, overridden by the kind) ----------------------------
+    # -- flags several kinds share: a kind says yes by subclassing the trait of that name (below) -------------
 
-    @property
+    def rewrites_data(self) -> bool:
+        """Whether it rewrites table data, so that it counts against the bytes-per-hour budget."""
+        return False
+
+    def needs_gc(self) -> bool:
+        """Whether it deletes files, so that a table's gc.enabled=false forbids it."""
+        return False
+
+    def checks_rows(self) -> bool:
+        """Whether each snapshot it commits must hold its parent's rows (the engine checks)."""
+        return False
+
+    def floe_native(self) -> bool:
+        """Whether it is one of Floe's four operations (the policies API's top-level summaries)."""
+        return False
+
+    def holds_for_writers(self) -> bool:
+        """Whether it waits while a run of the table's writer asset is queued or started (the gate
+        writer_running): the writer's run commits meanwhile, so a run of the kind would lose its commit race."""
+        return False
+
+    # -- what a kind says about its config's fields (the mappings live in the kind's module) ------------------
+
+    def defaults(self) -> Mapping[str, Any]:
+        """What an unset config field means (policy key → value), for display."""
+        return _NONE
+
+    def ignored(self) -> Mapping[str, str]:
+        """Floe's config fields kept and (partly) ignored (policy key → why, the warning a policy gets)."""
+        return _NONE
+
+    def policy_only_fields(self) -> Mapping[str, str]:
+        """Config fields only a policy may set, never a table owner's property (core/owner_overrides.py): why."""
+        return _NONE
+
+    def loader(self) -> LoaderSection:
+        """The PolicyLoader format's own spellings of its config (none: the fields in kebab case)."""
+        return _PLAIN_LOADER
+
+    # -- what one kind has today: the answer, and any data behind it, live in that kind ----------------------
+
     def scopes_partitions(self) -> bool:
         """Whether the planner may scope a run of it to partitions (core/partition_scope.py)."""
         return False
 
-    @property
     def applies_ref_retention(self) -> bool:
         """Whether the policy's refRetention is set on the table's refs before it runs."""
         return False
 
-    @property
     def reclaims_orphans(self) -> bool:
         """Whether the files it deletes are orphans (the value report counts them so)."""
         return False
 
-    @property
     def location_fields(self) -> Mapping[str, str]:
         """Config field → what a run does under the location it names (the safety envelope checks them)."""
         return _NONE
 
-    @property
     def withheld_fields(self) -> tuple[str, ...]:
         """Config fields naming a location no engine is ever handed."""
         return ()
 
-    @property
-    def own_condition(self) -> OwnCondition | None:
-        """A due condition of its own in place of the policy's thresholds (None: the thresholds decide)."""
+    def due(self, config: Any, metrics: Any) -> DueVerdict | None:
+        """A due condition of its own, in place of the policy's thresholds and critical-pipeline force (the
+        minimum intervals still hold): its verdict on the table (metrics None: no health collected); None
+        (the default) lets the thresholds decide. A kind overriding it says when it runs in ``due_rule``."""
         return None
+
+    def due_rule(self) -> str:
+        """When a kind with a due condition of its own runs, as a table asset's description says it."""
+        return ""
+
+    @cached_property
+    def has_own_condition(self) -> bool:
+        """Whether the kind overrides ``due`` (the policy then neither warns that it is due every tick nor
+        hands the kind the thresholds' verdict); asked on every condition check, so read once."""
+        return type(self).due is not OperationSpec.due
 
     def parse(self, at: "Location", raw: Any) -> "OperationConfig | None":
         """The config from the policy's mapping, or None when it is not a mapping (every problem is recorded at
@@ -158,14 +191,14 @@ class OperationSpec:
         mapping = check_mapping(at, raw)
         if mapping is None:
             return None
-        check_unknown(at, mapping, self.fields, self.refused or None)
+        check_unknown(at, mapping, self.fields)
         values = self.read_first(at, mapping)
         for f in dataclass_fields(self.config_type):  # in the fields' order, so the errors come in the policy's order
             read = f.metadata.get("read")
             value = read(at, mapping, camel(f.name)) if read is not None else None
             if value is not None:
                 values[f.name] = value
-        for key, why in self.ignored.items():
+        for key, why in self.ignored().items():
             if mapping.get(key) is not None:
                 at.child(key).warn(why)
         config = self.config_type(**values)
@@ -226,4 +259,34 @@ class OperationSpec:
         return tuple(camel(f.name) for f in dataclass_fields(self.config_type))
 
 
-__all__ = ["OperationSpec", "OwnCondition", "DueVerdict", "ExplainView", "LastRun"]
+# -- the traits several kinds share: a kind lists the ones it has among its bases (``class
+# RewriteManifests(HoldsForWriters, ChecksRows, FloeNative)``), each answering yes to its one question.
+
+
+class RewritesData(OperationSpec):
+    def rewrites_data(self) -> bool:
+        return True
+
+
+class NeedsGc(OperationSpec):
+    def needs_gc(self) -> bool:
+        return True
+
+
+class ChecksRows(OperationSpec):
+    def checks_rows(self) -> bool:
+        return True
+
+
+class FloeNative(OperationSpec):
+    def floe_native(self) -> bool:
+        return True
+
+
+class HoldsForWriters(OperationSpec):
+    def holds_for_writers(self) -> bool:
+        return True
+
+
+__all__ = ["OperationSpec", "DueVerdict", "ExplainView", "LastRun", "RewritesData", "NeedsGc", "ChecksRows",
+           "FloeNative", "HoldsForWriters"]
