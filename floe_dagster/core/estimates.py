@@ -50,10 +50,13 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, NamedTuple, Sequence
 
-if TYPE_CHECKING:  # pragma: no cover  (the kinds import this module for their byte estimates)
+from floe_dagster.core.operation_config import OperationConfig
+
+if TYPE_CHECKING:  # pragma: no cover
     from floe_dagster.core.measurements import TableMetrics
-    from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
-    from floe_dagster.core.operation_kinds.rewrite_position_delete_files import RewritePositionDeleteFilesConfig
+
+# A rewriting kind's config is read as its base (its fields that share a rule's name): the kinds import
+# this module for their byte estimates, so it names none of them.
 
 MIB = 1024 * 1024
 DEFAULT_TARGET_FILE_SIZE_BYTES = 512 * MIB  # Iceberg's write.target-file-size-bytes default
@@ -146,21 +149,21 @@ class RewriteRules:
 
     @classmethod
     def for_data_files(
-        cls, config: RewriteDataFilesConfig | None = None, table_properties: Mapping[str, str] | None = None
+        cls, config: OperationConfig | None = None, table_properties: Mapping[str, str] | None = None
     ) -> "RewriteRules":
         """Rules for ``rewrite_data_files`` from the policy's config and the table's properties."""
         return cls._from_config(config, table_properties, TARGET_FILE_SIZE_PROPERTY, DEFAULT_TARGET_FILE_SIZE_BYTES)
 
     @classmethod
     def for_position_deletes(
-        cls, config: RewritePositionDeleteFilesConfig | None = None, table_properties: Mapping[str, str] | None = None
+        cls, config: OperationConfig | None = None, table_properties: Mapping[str, str] | None = None
     ) -> "RewriteRules":
         """Rules for ``rewrite_position_delete_files`` (target: ``write.delete.target-file-size-bytes``)."""
         return cls._from_config(
             config, table_properties, DELETE_TARGET_FILE_SIZE_PROPERTY, DEFAULT_DELETE_TARGET_FILE_SIZE_BYTES)
 
     @classmethod
-    def _from_config(cls, config: RewriteDataFilesConfig | RewritePositionDeleteFilesConfig | None,
+    def _from_config(cls, config: OperationConfig | None,
                      table_properties: Mapping[str, str] | None, target_property: str,
                      default_target: int) -> "RewriteRules":
         """The config's fields set that name a rule (a config field and a rule share Iceberg's option
@@ -383,7 +386,7 @@ def position_deletes_of(metrics: "TableMetrics") -> list[DeleteFileInfo] | None:
 
 
 def estimate_rewrite_data_files(
-    metrics: "TableMetrics", config: RewriteDataFilesConfig | None = None
+    metrics: "TableMetrics", config: OperationConfig | None = None
 ) -> RewriteEstimate | None:
     """What ``rewrite_data_files`` with the policy's config would rewrite; None without the full tier."""
     if metrics.data_file_groups is None:
@@ -409,7 +412,7 @@ def plan_recorded_data_files(metrics: "TableMetrics", rules: RewriteRules) -> Re
 
 
 def estimate_rewrite_position_delete_files(
-    metrics: "TableMetrics", config: RewritePositionDeleteFilesConfig | None = None
+    metrics: "TableMetrics", config: OperationConfig | None = None
 ) -> RewriteEstimate | None:
     """What ``rewrite_position_delete_files`` with the policy's config would rewrite; None without the
     full tier."""

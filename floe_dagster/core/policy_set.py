@@ -6,13 +6,30 @@ that become Dagster schedules. The policies themselves: ``core/policy.py``."""
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping, Protocol
 
+from floe_dagster.core.operations import Operation
+from floe_dagster.core.patterns import TablePattern
 from floe_dagster.core.tables import TableName
 
-if TYPE_CHECKING:
-    from floe_dagster.core.operations import Operation
-    from floe_dagster.core.policy import Policy
+
+class GoverningPolicy(Protocol):
+    """What a set reads of a policy: core/policy.py's ``Policy``, whose loaders make sets, so this module
+    names what it reads instead of importing it back."""
+
+    name: str
+    table_pattern: TablePattern
+    enabled: bool
+    schedules: Mapping[Operation, Any]  # a Schedule each: its kind, cron_5field and timezone are read
+
+    @property
+    def precedence_key(self) -> tuple[int, str]: ...
+
+    def enabled_operations(self) -> list[Operation]: ...
+
+    def matches(self, table: TableName) -> bool: ...
+
+    def to_json(self) -> dict[str, Any]: ...
 
 _EFFECTIVE_BY_PATTERNS: dict[tuple[tuple[str, str], ...], dict[TableName, str | None]] = {}
 _EFFECTIVE_SETS_KEPT = 4
@@ -22,7 +39,7 @@ _EFFECTIVE_LOCK = threading.Lock()
 class PolicySet:
     """All loaded policies; answers which one governs a table."""
 
-    def __init__(self, policies: Iterable[Policy] = (), warnings: Iterable[str] = ()):
+    def __init__(self, policies: Iterable[GoverningPolicy] = (), warnings: Iterable[str] = ()):
         self._policies = tuple(sorted(policies, key=lambda p: p.name))
         self.warnings = tuple(warnings)  # what loading them warned about, one line each
         self._by_name = {p.name: p for p in self._policies}
@@ -39,10 +56,10 @@ class PolicySet:
                 del _EFFECTIVE_BY_PATTERNS[next(iter(_EFFECTIVE_BY_PATTERNS))]
 
     @property
-    def policies(self) -> tuple[Policy, ...]:
+    def policies(self) -> tuple[GoverningPolicy, ...]:
         return self._policies
 
-    def __iter__(self) -> Iterator[Policy]:
+    def __iter__(self) -> Iterator[GoverningPolicy]:
         return iter(self._policies)
 
     def __len__(self) -> int:
@@ -51,16 +68,16 @@ class PolicySet:
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
 
-    def get(self, name: str) -> Policy | None:
+    def get(self, name: str) -> GoverningPolicy | None:
         return self._by_name.get(name)
 
-    def matching(self, table: TableName, include_disabled: bool = False) -> list[Policy]:
+    def matching(self, table: TableName, include_disabled: bool = False) -> list[GoverningPolicy]:
         """Every policy whose pattern matches, the winner first (disabled ones last, when asked for)."""
         candidates = self._policies if include_disabled else self._enabled
         found = [p for p in candidates if p.matches(table)]
         return sorted(found, key=lambda p: (not p.enabled, p.precedence_key))
 
-    def effective_policy(self, table: TableName) -> Policy | None:
+    def effective_policy(self, table: TableName) -> GoverningPolicy | None:
         """The enabled matching policy with the highest priority × 1000 + specificity, then by name."""
         try:
             name = self._effective[table]

@@ -26,14 +26,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from floe_dagster.core.durations import format_iso_duration, format_wait
 from floe_dagster.core.localtime import UTC, as_utc
 from floe_dagster.core.measurements import TableMetrics
-
-if TYPE_CHECKING:  # core/schedule.py imports this module (a schedule's quiet period)
-    from floe_dagster.core.schedule_due import Due
+from floe_dagster.core.schedule_due import Due
 
 DEFAULT_MAX_QUIET_WAIT = timedelta(days=1)
 # The snapshot operation of floe's own commits; every other operation is another writer's.
@@ -102,7 +100,7 @@ def _from_ms(moment_ms: int | None) -> datetime | None:
     return datetime.fromtimestamp(moment_ms / 1000, tz=UTC) if moment_ms is not None else None
 
 
-def due_since(due: "Due", metrics: TableMetrics | None) -> datetime | None:
+def due_since(due: Due, metrics: TableMetrics | None) -> datetime | None:
     """When the work first became due (the module's rules); None when that cannot be told."""
     # cron: the slot; interval: last success + interval; condition-only (no slot): the last success.
     since = due.slot if due.slot is not None else due.last_success_start

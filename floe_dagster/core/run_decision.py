@@ -19,15 +19,34 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.partition_scope import PartitionSelection
 from floe_dagster.core.tables import TableName
 from floe_dagster.core.writers import Writer, key_text
 
-if TYPE_CHECKING:  # the planner imports item_key from here; a Decision is only read
-    from floe_dagster.core.planner import Decision
+
+class AdmittedDecision(Protocol):
+    """What a :class:`RunDecision` keeps of the planner's ``Decision`` (core/decisions.py, which imports
+    :func:`item_key` from here, so this module names what it reads instead of importing it back)."""
+
+    table: TableName
+    operation: Operation
+    trigger: str | None
+    debt_score: float
+    slot: str | None
+    attempt: int
+    max_runtime_s: float | None
+    scope: PartitionSelection | None
+    shadow: bool
+    upstream: Writer | None
+
+    @property
+    def reasons(self) -> tuple[str, ...]: ...
+
+    @property
+    def estimated_bytes(self) -> int: ...
 
 
 # A shadow row's attempt: never a live attempt number (0, 1, …), so the ledger's unique (table,
@@ -100,7 +119,7 @@ class RunDecision:
         return item_key(self.table.qualified, self.operation, self.slot, self.attempt)
 
     @classmethod
-    def admitted(cls, decision: "Decision", batch_key: str | None = None) -> "RunDecision":
+    def admitted(cls, decision: AdmittedDecision, batch_key: str | None = None) -> "RunDecision":
         """What the ledger and the run's tags keep of an admitted planner decision."""
         return cls(decision.table, decision.operation, decision.trigger or "", "; ".join(decision.reasons),
                    decision.debt_score, decision.slot or "", decision.attempt, decision.estimated_bytes,

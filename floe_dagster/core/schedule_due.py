@@ -8,15 +8,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from datetime import datetime, timedelta
+from typing import Any, Protocol
 
 from floe_dagster.core.localtime import as_utc
 
-if TYPE_CHECKING:  # core/schedule.py imports this module
-    from floe_dagster.core.schedule import Schedule
-
 TRIGGER_CRON, TRIGGER_INTERVAL, TRIGGER_CONDITION = "cron", "interval", "condition"
+
+
+class DueSchedule(Protocol):
+    """What :func:`schedule_due` reads of a schedule (core/schedule.py's ``Schedule``, which imports this
+    module, so the answer's shapes live here and the schedule's fields there)."""
+
+    enabled: bool
+    cron_5field: str | None
+    interval: timedelta | None
+    timezone: str
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def interval_text(self) -> str | None: ...
+
+    @property
+    def window_text(self) -> str: ...
+
+    def at(self, now: datetime) -> ScheduleAt: ...
+
+    def next_open(self, now: datetime) -> datetime: ...
 
 
 @dataclass(frozen=True)
@@ -86,7 +106,7 @@ def _iso(moment: datetime | None) -> str:
     return moment.isoformat() if moment else "never"
 
 
-def schedule_due(schedule: Schedule, last_success_start: datetime | None, now: datetime) -> Due:
+def schedule_due(schedule: DueSchedule, last_success_start: datetime | None, now: datetime) -> Due:
     """Whether a schedule is due now (docs/automation.md, "Due").
 
     - cron: the slot is the latest cron time ≤ now; due while no *successful* run started at or after
@@ -140,7 +160,7 @@ def _tell(told: str | tuple) -> str:
     return head if head.__class__ is str else head(*told[1:])
 
 
-def _cron_detail(schedule: Schedule, clock: ScheduleAt, last: datetime | None, rule_due: bool,
+def _cron_detail(schedule: DueSchedule, clock: ScheduleAt, last: datetime | None, rule_due: bool,
                  due_at: datetime | None) -> str:
     if rule_due:
         return f"cron slot {clock.slot_text} ({schedule.cron_5field} {schedule.timezone}) has not run " \
@@ -149,7 +169,7 @@ def _cron_detail(schedule: Schedule, clock: ScheduleAt, last: datetime | None, r
             f"{_iso(due_at)}" if clock.slot else f"no cron slot yet; next {_iso(due_at)}")
 
 
-def _interval_detail(schedule: Schedule, last: datetime | None, rule_due: bool, slot: datetime | None) -> str:
+def _interval_detail(schedule: DueSchedule, last: datetime | None, rule_due: bool, slot: datetime | None) -> str:
     every = schedule.interval_text
     if last is None:
         return f"never run (interval {every})"
@@ -157,6 +177,6 @@ def _interval_detail(schedule: Schedule, last: datetime | None, rule_due: bool, 
         "has passed" if rule_due else f"ends at {slot.isoformat()}")  # type: ignore[union-attr]
 
 
-def _closed_detail(closed: str, schedule: Schedule, told: tuple, next_eligible: datetime) -> str:
+def _closed_detail(closed: str, schedule: DueSchedule, told: tuple, next_eligible: datetime) -> str:
     return (f"{closed.replace('_', ' ')} ({schedule.window_text}); " + _tell(told)
             + f"; eligible {next_eligible.isoformat()}")

@@ -33,10 +33,9 @@ import math
 import re
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
+from typing import Any, NamedTuple, Sequence
 
-if TYPE_CHECKING:  # pragma: no cover
-    from floe_dagster.core.partition_scope import PartitionField
+from floe_dagster.core.scope_values import PartitionField
 
 TEMPORAL_TRANSFORMS = ("hour", "day", "month", "year")  # finest first
 _FINENESS = {name: rank for rank, name in enumerate(TEMPORAL_TRANSFORMS)}
@@ -67,7 +66,7 @@ class Term(NamedTuple):
 Predicate = tuple[tuple[Term, ...], ...]  # OR of ANDs
 
 
-def expressible(field: "PartitionField") -> bool:
+def expressible(field: PartitionField) -> bool:
     """Whether ``where`` can select this field's partitions by their source column."""
     kind, source_type = field.kind, field.source_type
     if not field.source:
@@ -81,13 +80,13 @@ def expressible(field: "PartitionField") -> bool:
     return False
 
 
-def same_source(a: "PartitionField", b: "PartitionField") -> bool:
+def same_source(a: PartitionField, b: PartitionField) -> bool:
     if a.source_id is not None and b.source_id is not None:
         return a.source_id == b.source_id
     return bool(a.source) and a.source == b.source
 
 
-def refines(field: "PartitionField", target: "PartitionField") -> bool:
+def refines(field: PartitionField, target: PartitionField) -> bool:
     """Whether ``field``'s partition value decides ``target``'s (both on the same column): the same
     transform, identity, a finer time unit, an integer truncate whose width divides the target's, a
     string truncate at least as wide."""
@@ -104,11 +103,11 @@ def refines(field: "PartitionField", target: "PartitionField") -> bool:
     return False
 
 
-def _same_transform(a: "PartitionField", b: "PartitionField") -> bool:
+def _same_transform(a: PartitionField, b: PartitionField) -> bool:
     return a.transform.replace(" ", "").lower() == b.transform.replace(" ", "").lower()
 
 
-def normalize(field: "PartitionField", value: Any) -> Any:
+def normalize(field: PartitionField, value: Any) -> Any:
     """A recorded partition value (the collector's JSON) in Iceberg's internal form for the field."""
     if value is None:
         return None
@@ -126,7 +125,7 @@ def normalize(field: "PartitionField", value: Any) -> Any:
     return value
 
 
-def derive(field: "PartitionField", target: "PartitionField", value: Any) -> Any:
+def derive(field: PartitionField, target: PartitionField, value: Any) -> Any:
     """``target``'s partition value from ``field``'s (normalized; ``refines(field, target)``)."""
     if value is None or _same_transform(field, target):
         return value
@@ -137,7 +136,7 @@ def derive(field: "PartitionField", target: "PartitionField", value: Any) -> Any
     return _truncate(target, value)
 
 
-def apply_transform(field: "PartitionField", value: Any) -> Any:
+def apply_transform(field: PartitionField, value: Any) -> Any:
     """The field's transform of a source value in internal form (a date's days, a timestamp's micros)."""
     if value is None or field.kind == "identity":
         return value
@@ -157,7 +156,7 @@ def unit_key(values: Sequence[Any]) -> str:
     return json.dumps([str(v) if isinstance(v, Decimal) else v for v in values], separators=(",", ":"))
 
 
-def scope_predicate(fields: Sequence["PartitionField"], keys: Sequence[str]) -> Predicate:
+def scope_predicate(fields: Sequence[PartitionField], keys: Sequence[str]) -> Predicate:
     """The where selecting the rows whose values of ``fields`` are one of the ``keys`` (unit keys:
     JSON lists of those fields' values). One field: its identity values in one ``IN``, touching ranges
     merged. Raises :class:`Inexpressible` for a field or value ``where`` cannot select exactly."""
@@ -178,7 +177,7 @@ def scope_predicate(fields: Sequence["PartitionField"], keys: Sequence[str]) -> 
     return tuple(sorted(disjuncts, key=repr))
 
 
-def older_spec_predicate(field: "PartitionField", excluded: Sequence[str]) -> Predicate:
+def older_spec_predicate(field: PartitionField, excluded: Sequence[str]) -> Predicate:
     """The where selecting exactly the files of partition specs with no field on ``field``'s column
     (and the current spec's partitions whose ``field`` is null), when the current spec's partitions
     hold the values ``excluded`` (unit keys of ``field`` alone): ``col NOT IN (excluded) OR col IS
@@ -199,7 +198,7 @@ def older_spec_predicate(field: "PartitionField", excluded: Sequence[str]) -> Pr
     return ((excluding,), (Term(column, source_type, "null", ()),))
 
 
-def term(field: "PartitionField", value: Any) -> Term:
+def term(field: PartitionField, value: Any) -> Term:
     """The condition selecting exactly the rows of one partition value of ``field``."""
     column, source_type, kind = field.source, field.source_type, field.kind
     if value is None:
@@ -216,7 +215,7 @@ def term(field: "PartitionField", value: Any) -> Term:
     return Term(column, source_type, "range", _bounds(field, value))
 
 
-def _one_field(field: "PartitionField", values: list[Any]) -> Predicate:
+def _one_field(field: PartitionField, values: list[Any]) -> Predicate:
     present = [v for v in values if v is not None]
     terms: list[Term] = []
     if present and (field.kind == "identity" or (field.kind == "truncate" and field.source_type == "string")):
@@ -238,7 +237,7 @@ def _one_field(field: "PartitionField", values: list[Any]) -> Predicate:
     return tuple((t,) for t in terms)
 
 
-def _bounds(field: "PartitionField", value: Any) -> tuple[int, int]:
+def _bounds(field: PartitionField, value: Any) -> tuple[int, int]:
     """The half-open range of source values (internal form) one temporal or integer-truncate value covers."""
     if field.kind == "truncate":
         if isinstance(value, bool) or not isinstance(value, int):
@@ -281,7 +280,7 @@ def _coarsen(unit: str, target: str, value: int) -> int:
     return value // 12  # month to year
 
 
-def _truncate(field: "PartitionField", value: Any) -> Any:
+def _truncate(field: PartitionField, value: Any) -> Any:
     width = int(field.width or 1)
     if isinstance(value, str):
         return value[:width]
