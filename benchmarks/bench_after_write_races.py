@@ -125,7 +125,7 @@ def polling(settings, engine, name, identifier, args, stop, counts) -> None:
 
 def after_write(settings, engine, name, args, stop, counts, instance) -> None:
     from floe_dagster.coordination.database import Coordination
-    from floe_dagster.core.after_write import AfterWrite, after_write_due
+    from floe_dagster.core.schedules.after_write import AfterWrite, after_write_due
     from floe_dagster.scheduling.writer_facts import learn_writers
 
     coordination, cursor, last_start = Coordination(settings.coordination_url), None, None
@@ -141,7 +141,7 @@ def after_write(settings, engine, name, args, stop, counts, instance) -> None:
 def run(args) -> dict[str, Counter]:
     from dagster import DagsterInstance
 
-    from floe_dagster.core.tables import TableName
+    from floe_dagster.core.basics.tables import TableName
     from floe_dagster.iceberg.catalog import open_catalog
     from floe_dagster.spark.engine import IcebergSparkEngine
 

@@ -1,4 +1,4 @@
-"""Every HTTP answer through the masking rule (core/secrets.py, with the secrets this process's
+"""Every HTTP answer through the masking rule (core/basics/secrets.py, with the secrets this process's
 settings hold: floe_dagster/redaction.py), in one middleware: whatever an endpoint, an error handler or
 a library puts in a body (an error message quoting the catalog's URI, a run's failure text), no secret
 leaves the server.
@@ -24,7 +24,7 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from floe_dagster.redaction import known_secrets
-from floe_dagster.core.secrets import mask_text, masked
+from floe_dagster.core.basics.secrets import mask_text, masked
 
 # The API's own top-level fields named like a secret that hold none (see the module's doc).
 PUBLIC_FIELDS = frozenset({"apiKey"})

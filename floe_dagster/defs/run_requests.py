@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dagster import RunRequest, SkipReason
 
-from floe_dagster.core.run_tags import batch_run_tags
+from floe_dagster.core.runs.run_tags import batch_run_tags
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.scheduling.tick import RunBatch, TickResult
 

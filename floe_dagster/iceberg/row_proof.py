@@ -1,4 +1,4 @@
-"""The metadata row proof's reads (core/row_proof.py decides): live manifest entries through PyIceberg,
+"""The metadata row proof's reads (core/rewrites/row_proof.py decides): live manifest entries through PyIceberg,
 position delete files and data file footers through pyarrow and the table's FileIO. No Spark, no data
 page read.
 
@@ -21,7 +21,7 @@ from pyiceberg.io import FileIO
 from pyiceberg.manifest import DataFileContent, FileFormat, ManifestEntry
 from pyiceberg.table import Table
 
-from floe_dagster.core.row_proof import (
+from floe_dagster.core.rewrites.row_proof import (
     DATA,
     DELETION_VECTOR,
     EQUALITY_DELETES,

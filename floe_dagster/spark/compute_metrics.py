@@ -31,7 +31,7 @@ import time
 import uuid
 from typing import Any, Callable
 
-from floe_dagster.core.run_figures import CONNECT_UNAVAILABLE, SPARK, SPARK_CONNECT, Compute
+from floe_dagster.core.runs.run_figures import CONNECT_UNAVAILABLE, SPARK, SPARK_CONNECT, Compute
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """How Floe's PolicyLoader format (kebab-case) spells keys, both ways: the sections of keys that
-``core/policy_formats.py`` translates, and what an operation kind declares of its own spellings
+``core/policies/policy_formats.py`` translates, and what an operation kind declares of its own spellings
 (``core/operation_kinds/``): a key the loader writes its own way, the API-style spelling it refuses,
 keys the loader combines into one API value (and how to split that value again).
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Callable, Mapping
 
-from floe_dagster.core.durations import parse_iso_duration
+from floe_dagster.core.basics.durations import parse_iso_duration
 
 Combine = Callable[[Any, Mapping[str, Any]], Any]  # (Location, the written keys' values) → the API value, or None
 Split = Callable[[Any, str], dict[str, Any]]  # (the API value, where it is) → the written keys and values

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 
 __all__ = ["TableName", "TablePattern", "MAX_PATTERN_LENGTH"]
 

@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from floe_dagster.core.patterns import TablePattern
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.patterns import TablePattern
+from floe_dagster.core.basics.tables import TableName
 
 _HASH_SHARD = re.compile(r"^shard_(\d+)_of_(\d+)$")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from floe_dagster.core.validation import describe
+from floe_dagster.core.basics.validation import describe
 
 UNITS = {
     "b": 1,

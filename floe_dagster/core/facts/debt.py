@@ -13,10 +13,10 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, Iterable, Mapping
 
-from floe_dagster.core.health_assessment import HealthIssue, Severity
-from floe_dagster.core.localtime import as_utc
-from floe_dagster.core.measurements import TableMetrics
-from floe_dagster.core.validation import closest, setting
+from floe_dagster.core.facts.health_assessment import HealthIssue, Severity
+from floe_dagster.core.basics.localtime import as_utc
+from floe_dagster.core.facts.measurements import TableMetrics
+from floe_dagster.core.basics.validation import closest, setting
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Mapping
 
-from floe_dagster.core.durations import MAX_DURATION, parse_iso_duration
+from floe_dagster.core.basics.durations import MAX_DURATION, parse_iso_duration
 
 MIN_SNAPSHOTS_TO_KEEP = "history.expire.min-snapshots-to-keep"
 MAX_SNAPSHOT_AGE_MS = "history.expire.max-snapshot-age-ms"

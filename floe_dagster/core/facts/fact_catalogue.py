@@ -1,11 +1,11 @@
 """The catalogue of table facts: every fact floe-dagster measures of a table, each declared once
-(core/table_facts.py says what a declaration holds), and the facts an operation kind declares from its own
+(core/facts/table_facts.py says what a declaration holds), and the facts an operation kind declares from its own
 module (:func:`declare`).
 
 Stored facts are listed in the metrics record's order (the cache's and the health record's ``metrics``);
 each view's places keep the order the views had before the catalogue (Floe's answer, Floe's check order,
 the record's derived numbers, Dagit's observation). Everything that shows facts reads :func:`views`: the
-metrics record's fields (core/measurements.py), health (core/health_assessment.py), Dagit's observation
+metrics record's fields (core/facts/measurements.py), health (core/facts/health_assessment.py), Dagit's observation
 (defs/health_events.py), Floe's answer and the text (reports/health_report.py); the iceberg layer's reducers
 (iceberg/fact_reducers/) measure the stored ones.
 """
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from math import inf
 from typing import Any, Callable, Iterator, Mapping
 
-from floe_dagster.core.table_facts import (
+from floe_dagster.core.facts.table_facts import (
     COLUMNS,
     FULL,
     NESTED,
@@ -31,7 +31,7 @@ from floe_dagster.core.table_facts import (
     bytes_text,
     number_text,
 )
-from floe_dagster.core.table_properties import DELETE_AFTER_COMMIT
+from floe_dagster.core.facts.table_properties import DELETE_AFTER_COMMIT
 
 # TOO_MANY_METADATA_FILES' fixed limits (beyond Floe's thresholds): ten times what Iceberg keeps by default.
 METADATA_FILES_WARNING, METADATA_FILES_CRITICAL = 1_000, 10_000
@@ -130,7 +130,8 @@ BUILTIN: tuple[Fact, ...] = (
          check=Check("STALE_METADATA", 12, "stale_metadata_warning_days", "stale_metadata_critical_days",
                      "days since the newest snapshot")),
     Fact("newest_foreign_commit_ms", "int | None", SUMMARY,
-         "the newest snapshot another writer committed (operation not replace): the quiet period (core/quiet.py)"),
+         "the newest snapshot another writer committed (operation not replace): the quiet period "
+         "(core/schedules/quiet.py)"),
     Fact("newest_foreign_commit_operation", "str | None", SUMMARY, "that snapshot's operation"),
     Fact("manifest_count", "int | None", FULL, "manifests of the current snapshot", derived=15, dagit=16,
          api=Api("manifestCount", 13), text=Text("manifests", lambda m, d: (
@@ -152,7 +153,7 @@ BUILTIN: tuple[Fact, ...] = (
                      "partition skew (max / average files per partition)")),
     Fact("current_snapshot_id", "int | None", SUMMARY, "the current snapshot"),
     Fact("statistics_snapshot_id", "int | None", SUMMARY,
-         "the newest table statistics file of the current lineage (core/statistics.py); None: none"),
+         "the newest table statistics file of the current lineage (core/facts/statistics.py); None: none"),
     Fact("statistics_snapshots_behind", "int | None", SUMMARY, "commits since that statistics file", derived=19,
          dagit=20),
     Fact("statistics_rows_changed", "int | None", SUMMARY, "rows those commits added or deleted"),
@@ -178,7 +179,7 @@ BUILTIN: tuple[Fact, ...] = (
     Fact("position_delete_groups", "tuple[tuple[str, tuple[int, ...]], ...] | None", FULL,
          "per partition: position delete file sizes", shape=NESTED, report=False),
     Fact("refs", "tuple[RefFacts, ...] | None", SUMMARY, "branches and tags other than main, with what each alone "
-         "keeps (core/refs.py; bytes in the full tier)", shape=REFS, report=False),
+         "keeps (core/facts/refs.py; bytes in the full tier)", shape=REFS, report=False),
     Fact("partition_spec_id", "int | None", SUMMARY, "the default partition spec", report=False),
     Fact("partition_specs", _SPECS, SUMMARY, "every partition spec's fields (source column, transform)", shape=NESTED,
          report=False),
@@ -190,7 +191,7 @@ BUILTIN: tuple[Fact, ...] = (
 # before the catalogue is first read so that their declarations are in it.
 FACT_SOURCES = ("floe_dagster.core.operation_kinds",)
 _DECLARED: list[Fact] = []
-# The metrics record's own fields (core/measurements.py), which no fact may be named.
+# The metrics record's own fields (core/facts/measurements.py), which no fact may be named.
 RECORD_FIELDS = frozenset({"qualified_name", "metadata_location", "tier", "collected_at_ms", "more_facts"})
 _state: dict[str, Any] = {"views": None, "sources_loaded": False, "generation": 0}
 
@@ -340,7 +341,7 @@ def _fact_row(fact: Fact) -> str:
 
 
 def facts_markdown() -> str:
-    """The catalogue as docs/health.md lists it (``python -m floe_dagster.core.fact_catalogue`` prints it)."""
+    """The catalogue as docs/health.md lists it (``python -m floe_dagster.core.facts.fact_catalogue`` prints it)."""
     header = ("| fact | type | tier | kept | derived | Dagit | Floe's answer | health check: warning / critical | "
               "text line | meaning |")
     return "\n".join([header, "|" + " --- |" * 10, *(_fact_row(fact) for fact in views().facts)])

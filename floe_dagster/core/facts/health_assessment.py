@@ -22,7 +22,7 @@ staleMetadataWarningDays / ...CriticalDays  7 / 30           days since the newe
 ======================================  ===================  =====================================
 
 Issues (Floe's): an empty table (no data files) gets only ``TABLE_EMPTY`` (INFO). Otherwise each check
-(declared with its fact in core/fact_catalogue.py, which names the derived number, the thresholds and the
+(declared with its fact in core/facts/fact_catalogue.py, which names the derived number, the thresholds and the
 issue type; made in the catalogue's check order, Floe's) compares with ≥, critical first. A value the
 metrics lack (None: the summary tier reads no manifests) raises no issue for that check. Beyond Floe's
 thresholds (fixed limits, so Floe's 26 fields keep their shape): ``TOO_MANY_METADATA_FILES`` counts the
@@ -42,11 +42,11 @@ from enum import Enum
 from operator import attrgetter
 from typing import Any, Mapping
 
-from floe_dagster.core.fact_catalogue import FactViews, views
-from floe_dagster.core.localtime import as_utc
-from floe_dagster.core.measurements import TableMetrics
-from floe_dagster.core.table_facts import Check, Fact
-from floe_dagster.core.validation import (
+from floe_dagster.core.facts.fact_catalogue import FactViews, views
+from floe_dagster.core.basics.localtime import as_utc
+from floe_dagster.core.facts.measurements import TableMetrics
+from floe_dagster.core.facts.table_facts import Check, Fact
+from floe_dagster.core.basics.validation import (
     Location,
     check_mapping,
     check_unknown,

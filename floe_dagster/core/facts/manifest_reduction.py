@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Mapping, Sequence
 
-from floe_dagster.core.measurements import data_group_key
+from floe_dagster.core.facts.measurements import data_group_key
 
 DATA_MANIFEST = 0  # Iceberg's ManifestContent.DATA
-# The stored facts (core/fact_catalogue.py) :func:`full_tier_fields` measures.
+# The stored facts (core/facts/fact_catalogue.py) :func:`full_tier_fields` measures.
 FULL_TIER_FACTS = (
     "data_file_count", "total_data_bytes", "record_count", "data_file_sizes", "delete_file_count",
     "position_delete_file_count", "equality_delete_file_count", "manifest_count", "manifest_total_bytes",

@@ -10,9 +10,9 @@ from bisect import bisect_left, bisect_right
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping, NamedTuple
 
-from floe_dagster.core.fact_catalogue import BUILTIN, views
-from floe_dagster.core.statistics import rows_changed_percent
-from floe_dagster.core.table_facts import COLUMNS, NESTED, PLAIN, REFS, Tier, format_bytes
+from floe_dagster.core.facts.fact_catalogue import BUILTIN, views
+from floe_dagster.core.facts.statistics import rows_changed_percent
+from floe_dagster.core.facts.table_facts import COLUMNS, NESTED, PLAIN, REFS, Tier, format_bytes
 
 __all__ = ["ColumnFacts", "RefFacts", "TableMetrics", "Tier", "data_group_key", "data_group_spec", "format_bytes"]
 
@@ -29,7 +29,7 @@ class ColumnFacts(NamedTuple):
 
 class RefFacts(NamedTuple):
     """One branch or tag other than main as the metadata says (raw values, the same for every policy;
-    core/refs.py says how ``pinned_*`` are computed)."""
+    core/facts/refs.py says how ``pinned_*`` are computed)."""
 
     name: str
     type: str  # branch or tag
@@ -44,7 +44,7 @@ class RefFacts(NamedTuple):
 
 
 def _with_fact_fields(cls: type) -> type:
-    """Every built-in stored fact of core/fact_catalogue.py as a field of ``cls``, in the catalogue's order,
+    """Every built-in stored fact of core/facts/fact_catalogue.py as a field of ``cls``, in the catalogue's order,
     with its default, then ``more_facts`` (the facts declared elsewhere): made before ``@dataclass`` reads the
     class, so the fields are plain dataclass attributes (the planner reads them for every table and tick)."""
     annotations = dict(cls.__dict__.get("__annotations__", {}))
@@ -62,9 +62,9 @@ def _with_fact_fields(cls: type) -> type:
 @dataclass(frozen=True)
 @_with_fact_fields
 class TableMetrics:
-    """One table's stored facts (core/fact_catalogue.py declares each: its type, tier and meaning), after
+    """One table's stored facts (core/facts/fact_catalogue.py declares each: its type, tier and meaning), after
     these four. A full-tier fact is its default (None) in the summary tier. ``more_facts``: the values of the
-    facts an operation kind declared (:func:`~floe_dagster.core.fact_catalogue.declare`), by name, read as
+    facts an operation kind declared (:func:`~floe_dagster.core.facts.fact_catalogue.declare`), by name, read as
     attributes too."""
 
     qualified_name: str  # catalog.namespace.table
@@ -201,7 +201,7 @@ def _tuples(value: Any) -> Any:
     return tuple(_tuples(v) for v in value) if isinstance(value, (tuple, list)) else value
 
 
-# How each JSON shape (core/table_facts.py) is read back.
+# How each JSON shape (core/facts/table_facts.py) is read back.
 _DECODE: dict[str, Callable[[Any], Any]] = {
     PLAIN: lambda value: value,
     NESTED: _tuples,

@@ -54,11 +54,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
-from floe_dagster.core.durations import format_iso_duration, format_wait, parse_iso_duration
-from floe_dagster.core.health_assessment import HealthIssue, IssueType, Severity
-from floe_dagster.core.localtime import as_utc
-from floe_dagster.core.measurements import RefFacts, format_bytes
-from floe_dagster.core.validation import Location, describe, get_str, mapping_items
+from floe_dagster.core.basics.durations import format_iso_duration, format_wait, parse_iso_duration
+from floe_dagster.core.facts.health_assessment import HealthIssue, IssueType, Severity
+from floe_dagster.core.basics.localtime import as_utc
+from floe_dagster.core.facts.measurements import RefFacts, format_bytes
+from floe_dagster.core.basics.validation import Location, describe, get_str, mapping_items
 
 MAIN = "main"
 BRANCH, TAG, ANY = "branch", "tag", "any"

@@ -1,8 +1,8 @@
-"""How a table fact is declared: once, with everything that shows it (core/fact_catalogue.py lists them).
+"""How a table fact is declared: once, with everything that shows it (core/facts/fact_catalogue.py lists them).
 
 A :class:`Fact` is one number (or value) about a table. A *stored* fact is measured from Iceberg metadata
 by a reducer the iceberg layer registers under the fact's name (iceberg/fact_reducers/), kept in the
-metrics record (:class:`~floe_dagster.core.measurements.TableMetrics`) and in the health cache; a
+metrics record (:class:`~floe_dagster.core.facts.measurements.TableMetrics`) and in the health cache; a
 *computed* fact is worked out from the stored ones when health is assessed (under the policy's
 thresholds, or at the assessment's clock), never cached. Either may be shown:
 
@@ -36,7 +36,7 @@ FULL: Tier = "full"  # measured in the full tier only (manifests read); the defa
 TIERS: tuple[Tier, ...] = (SUMMARY, FULL)
 
 # How a stored fact is written to JSON (the cache and the record): as it is, nested tuples as lists,
-# or a tuple of core/measurements.py's named tuples as lists.
+# or a tuple of core/facts/measurements.py's named tuples as lists.
 PLAIN, NESTED, COLUMNS, REFS = "plain", "nested", "columns", "refs"
 SHAPES = (PLAIN, NESTED, COLUMNS, REFS)
 

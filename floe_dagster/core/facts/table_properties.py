@@ -21,9 +21,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from floe_dagster.core.storage_keys import storage_refusal
-from floe_dagster.core.secrets import masked
-from floe_dagster.core.validation import Location, check_mapping, closest, describe
+from floe_dagster.core.storage.storage_keys import storage_refusal
+from floe_dagster.core.basics.secrets import masked
+from floe_dagster.core.basics.validation import Location, check_mapping, closest, describe
 
 PROPERTIES = frozenset({
     "comment",
@@ -222,7 +222,7 @@ class PropertyDrift:
     current: str | None
 
     def to_json(self) -> dict[str, Any]:
-        """As every output shows it: the values masked when the name is a secret key (core/secrets.py)."""
+        """As every output shows it: the values masked when the name is a secret key (core/basics/secrets.py)."""
         return masked({"key": self.name, "declared": self.declared, "current": self.current})
 
     def describe(self) -> str:

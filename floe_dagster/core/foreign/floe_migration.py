@@ -33,9 +33,9 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
-from floe_dagster.core.policy import PolicyError, TOP_LEVEL_FIELDS, parse_policies_text
-from floe_dagster.core.policy_formats import to_loader_policy
-from floe_dagster.core.schedule import SCHEDULE_FIELDS
+from floe_dagster.core.policies.policy import PolicyError, TOP_LEVEL_FIELDS, parse_policies_text
+from floe_dagster.core.policies.policy_formats import to_loader_policy
+from floe_dagster.core.schedules.schedule import SCHEDULE_FIELDS
 
 # PolicyResponse's fields that describe the record, not the policy.
 RECORD_FIELDS = ("id", "createdAt", "updatedAt")

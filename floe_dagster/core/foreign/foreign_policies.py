@@ -1,6 +1,6 @@
 """Maintenance settings of the systems teams leave (Polaris policies, S3 Tables' maintenance configuration,
 Amoro's table properties), turned into floe-dagster policies (``floe-dagster import --from ...``). Each
-source's reader (core/import_polaris.py, import_s3tables.py, import_amoro.py) says what every level of its
+source's reader (core/foreign/import_polaris.py, import_s3tables.py, import_amoro.py) says what every level of its
 hierarchy sets; this module resolves the hierarchy and writes one policy per level.
 
 **Levels.** A source sets operations at the catalog (an S3 table bucket, Amoro's catalog defaults), at a
@@ -28,8 +28,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from floe_dagster.core.expiry_defaults import MIN_SNAPSHOT_AGE  # below it an expiry needs a person's decision
-from floe_dagster.core.floe_migration import ImportedPolicy
+from floe_dagster.core.facts.expiry_defaults import MIN_SNAPSHOT_AGE  # below it an expiry needs a person's decision
+from floe_dagster.core.foreign.floe_migration import ImportedPolicy
 
 SOURCES = ("polaris", "s3tables", "amoro")
 MIN_ORPHAN_DAYS = 1  # Iceberg refuses to remove files younger than 24 hours

@@ -1,5 +1,5 @@
 """Apache Amoro's table properties (``floe-dagster import --from amoro FILE|CATALOG``), read into the levels
-core/foreign_policies.py resolves: Amoro's catalog defaults (its catalog properties ``table.<key>``) are
+core/foreign/foreign_policies.py resolves: Amoro's catalog defaults (its catalog properties ``table.<key>``) are
 the catalog level, each table's properties its own (a table's property wins over the catalog's, as in
 Amoro). Read from a file (``{"defaults": {...}, "tables": {"sales.orders": {...}}}``) or from the tables
 themselves (the adapter lists the catalog and hands the same mapping).
@@ -22,8 +22,8 @@ import re
 from datetime import timedelta
 from typing import Any, Mapping
 
-from floe_dagster.core.durations import MAX_DURATION, format_iso_duration
-from floe_dagster.core.foreign_policies import MIN_ORPHAN_DAYS, MIN_SNAPSHOT_AGE, Level, Problems, Setting, \
+from floe_dagster.core.basics.durations import MAX_DURATION, format_iso_duration
+from floe_dagster.core.foreign.foreign_policies import MIN_ORPHAN_DAYS, MIN_SNAPSHOT_AGE, Level, Problems, Setting, \
     check_name, off, whole_number
 
 OPTIMIZING, EXPIRE, ORPHANS = "self-optimizing.enabled", "table-expire.enabled", "clean-orphan-file.enabled"

@@ -1,5 +1,5 @@
 """Apache Polaris' maintenance policies (``floe-dagster import --from polaris FILE``), read into the levels
-core/foreign_policies.py resolves.
+core/foreign/foreign_policies.py resolves.
 
 **The file.** Polaris' API answers a policy (``LoadPolicyResponse.policy``: ``name``, ``policy-type``,
 ``inheritable``, ``description``, ``content`` as JSON text, ``version``) and takes its attachments
@@ -29,7 +29,7 @@ import json
 import re
 from typing import Any, Callable, Mapping
 
-from floe_dagster.core.foreign_policies import MIN_ORPHAN_DAYS, Level, Problems, Setting, check_name, off, \
+from floe_dagster.core.foreign.foreign_policies import MIN_ORPHAN_DAYS, Level, Problems, Setting, check_name, off, \
     whole_number
 
 VERSION = "2025-02-03"

@@ -1,5 +1,5 @@
 """Amazon S3 Tables' maintenance configuration (``floe-dagster import --from s3tables FILE``), read into the
-levels core/foreign_policies.py resolves: the table bucket is the catalog level, each table its own.
+levels core/foreign/foreign_policies.py resolves: the table bucket is the catalog level, each table its own.
 
 **The file.** S3 Tables answers a table's configuration (``GetTableMaintenanceConfiguration``:
 ``{tableARN, configuration: {<type>: {status, settings: {<type>: {...}}}}}``) with the table's id in its
@@ -27,9 +27,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Mapping
 
-from floe_dagster.core.durations import format_iso_duration
+from floe_dagster.core.basics.durations import format_iso_duration
 
-from floe_dagster.core.foreign_policies import MIN_ORPHAN_DAYS, Level, Problems, Setting, check_name, off, \
+from floe_dagster.core.foreign.foreign_policies import MIN_ORPHAN_DAYS, Level, Problems, Setting, check_name, off, \
     whole_number
 
 COMPACTION, SNAPSHOTS, UNREFERENCED = "icebergCompaction", "icebergSnapshotManagement", "icebergUnreferencedFileRemoval"

@@ -18,13 +18,13 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from floe_dagster.core.loader_format import LoaderSection
+from floe_dagster.core.basics.loader_format import LoaderSection
 from floe_dagster.core.operation_config import camel
-from floe_dagster.core.validation import check_mapping, check_unknown
+from floe_dagster.core.basics.validation import check_mapping, check_unknown
 
 if TYPE_CHECKING:
     from floe_dagster.core.operation_config import OperationConfig
-    from floe_dagster.core.validation import Location
+    from floe_dagster.core.basics.validation import Location
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ class OperationSpec:
     defaults: Mapping[str, Any] = _NONE  # what an unset field means, for display
     ignored: Mapping[str, str] = _NONE  # Floe's fields kept and (partly) ignored: why
     refused: Mapping[str, str] = _NONE  # Floe's fields refused: why
-    # Config fields only a policy may set, never a table owner's property (core/owner_overrides.py): why.
+    # Config fields only a policy may set, never a table owner's property (core/policies/owner_overrides.py): why.
     policy_only_fields: Mapping[str, str] = _NONE
     loader: LoaderSection = LoaderSection()  # the PolicyLoader format's own spellings
 
@@ -123,7 +123,7 @@ class OperationSpec:
 
     @property
     def scopes_partitions(self) -> bool:
-        """Whether the planner may scope a run of it to partitions (core/partition_scope.py)."""
+        """Whether the planner may scope a run of it to partitions (core/rewrites/partition_scope.py)."""
         return False
 
     @property

@@ -1,29 +1,29 @@
-"""Admission: what a tick takes of the work every gate let run (core/gates.py), in rank order.
+"""Admission: what a tick takes of the work every gate let run (core/plan/gates.py), in rank order.
 
 One pass offers the ranked candidates one at a time; each is admitted (ranked 1, 2, … in the pass and
-placed in a batch: core/batches.py) or held back with the first step of :data:`ADMISSION` that stops
+placed in a batch: core/plan/batches.py) or held back with the first step of :data:`ADMISSION` that stops
 it. Before the pass, a launcher's filter leaves other launchers' work out (``out_of_scope``); with
-fair shares on (core/fair_shares.py) the offers follow the shares' order, and a budget that stopped a
+fair shares on (core/plan/fair_shares.py) the offers follow the shares' order, and a budget that stopped a
 decision while several shares wanted it is told as its share's (``budget_share``). The live decisions
-make one pass; the shadow policies' make another, with budgets of their own (core/plan_stages.py)."""
+make one pass; the shadow policies' make another, with budgets of their own (core/plan/plan_stages.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable
 
-from floe_dagster.core.batches import BatchPacker, RunClass
-from floe_dagster.core.decisions import Decision, PlanInput, replace_decision, skip
-from floe_dagster.core.estimates import EstimateOptionError, data_file_rules
-from floe_dagster.core.compute_budget import compute_budget
-from floe_dagster.core.learned_plan import LearnedView
-from floe_dagster.core.fair_shares import (
+from floe_dagster.core.plan.batches import BatchPacker, RunClass
+from floe_dagster.core.plan.decisions import Decision, PlanInput, replace_decision, skip
+from floe_dagster.core.rewrites.estimates import EstimateOptionError, data_file_rules
+from floe_dagster.core.plan.compute_budget import compute_budget
+from floe_dagster.core.plan.learned_plan import LearnedView
+from floe_dagster.core.plan.fair_shares import (
     BYTES, COMPUTE, OPERATIONS, RUNS, TABLES, FairQueue, admission_costs, decayed_usage,
 )
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.owner_overrides import with_overrides
-from floe_dagster.core.partition_scope import plan_scope
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.policies.owner_overrides import with_overrides
+from floe_dagster.core.rewrites.partition_scope import plan_scope
+from floe_dagster.core.basics.tables import TableName
 
 BUDGET_CODES = ("budget_tables", "budget_operations", "budget_bytes", "budget_compute", "tick_cap")
 
@@ -64,7 +64,7 @@ def admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: lis
 
 
 def _admit_fairly(data: PlanInput, admission: "_Pass", offered: list[Decision]) -> list[Decision]:
-    """``offered`` in the fair order of core/fair_shares.py; a decision a budget stopped while
+    """``offered`` in the fair order of core/plan/fair_shares.py; a decision a budget stopped while
     several shares wanted it skips with ``budget_share``, naming its share's part."""
     shares = data.fair_shares
     share_of: dict[TableName, str] = {}
@@ -336,7 +336,7 @@ def run_allowance(data: PlanInput, decision: Decision, bytes_used: int) -> tuple
 
 def scoped(data: PlanInput, decision: Decision, bytes_used: int) -> Decision:
     """A rewrite whose estimate exceeds what the run may take, scoped so that what Iceberg rewrites
-    stays within it (core/partition_scope.py): the partitions with the most benefit per byte, or a file
+    stays within it (core/rewrites/partition_scope.py): the partitions with the most benefit per byte, or a file
     count; unchanged when it fits, when the rest of the hourly budget is used up (budget_bytes decides),
     or without the full health tier (whole, as before). The estimate fits for certain when the whole
     table is within one bin of Iceberg's bin-pack (``max-file-group-size-bytes``); past that, which

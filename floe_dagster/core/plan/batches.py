@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from floe_dagster.core.validation import setting
+from floe_dagster.core.basics.validation import setting
 
 GROUP_BY_CHOICES = ("timeout", "window")
 GIB = 1024**3

@@ -1,5 +1,5 @@
 """The launch circuit after an outage ("Blast radius" in docs/security.md): when a run recorded an
-outage (core/outages.py's rule: a service could not be reached) and no run has succeeded since,
+outage (core/runs/outages.py's rule: a service could not be reached) and no run has succeeded since,
 launches pause until ``resume_at``; then the circuit is half-open and one run probes.
 
 The probe is the best-ranked due table other than the tables whose runs met the outage: if one of
@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Collection
 
-from floe_dagster.core.decisions import Decision
+from floe_dagster.core.plan.decisions import Decision
 
 PROBE_SKIP_REASON = "circuit_open: probing with one run after an outage"
 TRIPPED_SKIP_REASON = "circuit_open: its run met the outage; another due table probes first"

@@ -1,14 +1,15 @@
 """The compute budget: floe.yaml's ``scheduler.max-compute-hours-per-hour``, the Spark time maintenance may
 spend over a rolling hour, beside the byte budget (``max-bytes-per-hour``). Off unless set.
 
-**The measure** is the one the learned ranking and the value report count (core/run_history.py's
+**The measure** is the one the learned ranking and the value report count (core/value/run_history.py's
 :func:`compute_seconds`): the executor CPU seconds Spark's status store measured for the table's own jobs,
 and the wall seconds around the work only where no executor figure can exist (a Spark Connect server, a
 kind that commits without Spark). Executor CPU is what a shared cluster's users pay for in the end (the
 cores kept busy); it does not grow when the cluster is busy and a task waits, as wall time does.
 
 **Admitted on an estimate.** Each decision offered is charged its compute estimate
-(core/learned_ranking.py's :func:`estimate_compute`, through :class:`~floe_dagster.core.learned_plan.LearnedView`):
+(core/value/learned_ranking.py's :func:`estimate_compute`, through
+:class:`~floe_dagster.core.plan.learned_plan.LearnedView`):
 the table's own compute per GiB of its byte estimate (per run for kinds that rewrite nothing), shrunk
 toward the fleet's (else a default) while its history is short.
 
@@ -28,12 +29,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Mapping, Sequence
 
-from floe_dagster.core.learned_plan import LearnedView
-from floe_dagster.core.learned_ranking import ComputeEstimate, RankingSettings
-from floe_dagster.core.localtime import as_utc, naive_as_utc
+from floe_dagster.core.plan.learned_plan import LearnedView
+from floe_dagster.core.value.learned_ranking import ComputeEstimate, RankingSettings
+from floe_dagster.core.basics.localtime import as_utc, naive_as_utc
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.run_history import RecordedRun, compute_seconds
-from floe_dagster.core.validation import Location, describe
+from floe_dagster.core.value.run_history import RecordedRun, compute_seconds
+from floe_dagster.core.basics.validation import Location, describe
 
 SETTING = "max-compute-hours-per-hour"
 WINDOW = timedelta(hours=1)
@@ -158,7 +159,7 @@ class ComputeBudget:
 
 
 def compute_budget(data: Any, view: LearnedView | None = None) -> ComputeBudget | None:
-    """The pass's compute budget from the plan's input (a :class:`~floe_dagster.core.decisions.PlanInput`),
+    """The pass's compute budget from the plan's input (a :class:`~floe_dagster.core.plan.decisions.PlanInput`),
     estimating with the plan's ``view`` of the same recorded runs when given; None when
     ``max-compute-hours-per-hour`` is not set."""
     limit = data.limits.max_compute_hours_per_hour

@@ -1,4 +1,4 @@
-"""The planner's records (core/planner.py): the scheduler's settings, the inputs of a plan, one
+"""The planner's records (core/plan/planner.py): the scheduler's settings, the inputs of a plan, one
 decision per (table, operation), and the plan. Also the three ways every stage of the plan makes a
 decision (:func:`build_decision`, :func:`replace_decision`, :func:`skip`): without the frozen
 dataclass's generated ``__init__``, as a tick makes 50,000 decisions and 2-3 copies of each.
@@ -14,26 +14,26 @@ from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from floe_dagster.core.batches import ONE_TABLE_PER_RUN, BatchSettings, RunClass
-from floe_dagster.core.compute_budget import InFlightAdmission, compute_hours_problem, read_compute_hours
-from floe_dagster.core.conditions import ConditionResult
-from floe_dagster.core.debt import DebtWeights
-from floe_dagster.core.fair_shares import FAIR_SHARES_OFF, FairShareSettings, PastAdmission
-from floe_dagster.core.history import OperationHistory
-from floe_dagster.core.learned_ranking import LEARNING_OFF, RankingSettings
-from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.plan.batches import ONE_TABLE_PER_RUN, BatchSettings, RunClass
+from floe_dagster.core.plan.compute_budget import InFlightAdmission, compute_hours_problem, read_compute_hours
+from floe_dagster.core.policies.conditions import ConditionResult
+from floe_dagster.core.facts.debt import DebtWeights
+from floe_dagster.core.plan.fair_shares import FAIR_SHARES_OFF, FairShareSettings, PastAdmission
+from floe_dagster.core.runs.history import OperationHistory
+from floe_dagster.core.value.learned_ranking import LEARNING_OFF, RankingSettings
+from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.owner_overrides import OwnerOverrides, with_overrides
-from floe_dagster.core.partition_scope import Backlog, PartitionSelection
-from floe_dagster.core.policy import PolicySet
-from floe_dagster.core.quiet import QuietVerdict
-from floe_dagster.core.run_decision import item_key
-from floe_dagster.core.sla import SlaVerdict
-from floe_dagster.core.run_history import RecordedRun
-from floe_dagster.core.tables import TableName
-from floe_dagster.core.validation import setting
-from floe_dagster.core.writers import AssetKeyPath, Writer, WriterHold, WriterRun
+from floe_dagster.core.policies.owner_overrides import OwnerOverrides, with_overrides
+from floe_dagster.core.rewrites.partition_scope import Backlog, PartitionSelection
+from floe_dagster.core.policies.policy import PolicySet
+from floe_dagster.core.schedules.quiet import QuietVerdict
+from floe_dagster.core.runs.run_decision import item_key
+from floe_dagster.core.schedules.sla import SlaVerdict
+from floe_dagster.core.value.run_history import RecordedRun
+from floe_dagster.core.basics.tables import TableName
+from floe_dagster.core.basics.validation import setting
+from floe_dagster.core.schedules.writers import AssetKeyPath, Writer, WriterHold, WriterRun
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,7 @@ class Decision:
     # Every gate let it run (its own verdict, which the trigger status answers with); skipped, the
     # admission held it back this tick: its first reason says why, the others are the gates'.
     passed_gates: bool = False
-    # What the table's floe.* properties do under its policy (core/owner_overrides.py); None: it sets none.
+    # What the table's floe.* properties do under its policy (core/policies/owner_overrides.py); None: it sets none.
     owner_overrides: OwnerOverrides | None = None
     cadence: Any = None  # the kind's own cadence's verdict (an adaptive orphan cleanup), once the due gate read it
     efficiency: Any = None  # the learned ranking's factor (core/learned_ranking.EfficiencyFactor), once ranked by it
@@ -247,15 +247,15 @@ class PlanInput:
     fair_shares: FairShareSettings = FAIR_SHARES_OFF  # settings.fair_shares (off: plain rank order)
     # The live admissions of the last hours (the ledger's): the fair shares' memory across ticks.
     past_admissions: tuple[PastAdmission, ...] = ()
-    # The tables' writers (core/writers.py), by qualified name: only tables that have one.
+    # The tables' writers (core/schedules/writers.py), by qualified name: only tables that have one.
     writers: Mapping[str, tuple[Writer, ...]] = field(default_factory=dict)
     # The user's runs queued or started now that target a writer asset, by the asset key.
     writer_runs: Mapping[AssetKeyPath, tuple[WriterRun, ...]] = field(default_factory=dict)
-    # A writer's first materialization after a moment, from the event log (core/after_write.py's maxSettle);
+    # A writer's first materialization after a moment, from the event log (core/schedules/after_write.py's maxSettle);
     # None: unknown, and an after-write rule forces nothing before its settle.
     first_write_after: Callable[[AssetKeyPath, datetime | None], datetime | None] | None = None
     ranking: RankingSettings = LEARNING_OFF  # settings.ranking: the static order, the learned one, or both
-    # Each (table, operation)'s recorded runs with their figures (core/run_history.py), read only when the
+    # Each (table, operation)'s recorded runs with their figures (core/value/run_history.py), read only when the
     # learned ranking or a kind's own cadence needs them: scheduling/inputs.py.
     recorded_runs: Mapping[tuple[str, Operation], Sequence[RecordedRun]] = field(default_factory=dict)
     # The live admissions whose runs have not finished (the ledger's): the compute budget counts their estimates.

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar
 
-from floe_dagster.core.validation import Location, describe, setting
+from floe_dagster.core.basics.validation import Location, describe, setting
 
 NAMESPACE = "namespace"
 TAG_PREFIX = "tag:"
@@ -133,7 +133,7 @@ FAIR_SHARES_OFF = FairShareSettings()
 def admission_costs(rewritten_bytes: int, max_tables_per_run: int, compute_s: float = 0.0) -> dict[str, float]:
     """What admitting one (table, operation) takes of each budget: a table, an operation, the bytes it
     rewrites, its seat of a run request (1/``max_tables_per_run``: a batch's tables share the run), and its
-    estimated compute seconds (core/compute_budget.py; 0 without a compute budget)."""
+    estimated compute seconds (core/plan/compute_budget.py; 0 without a compute budget)."""
     return {TABLES: 1.0, OPERATIONS: 1.0, BYTES: float(rewritten_bytes), RUNS: 1.0 / max_tables_per_run,
             COMPUTE: float(compute_s)}
 

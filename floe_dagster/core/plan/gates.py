@@ -7,7 +7,7 @@ a new :class:`Learned` to let it pass with what it learned, or the decision skip
 codes, so that a skipped decision's first reason names the first gate that blocked it. A gate declares
 the facts it reads and learns (:attr:`Gate.reads`, :attr:`Gate.learns`); :func:`check_order` refuses a
 list in which a gate reads what no gate before it learns, at import. Work that passes every gate becomes a
-``run`` decision (:func:`admissible`); the stages of the plan (core/plan_stages.py) turn a verdict
+``run`` decision (:func:`admissible`); the stages of the plan (core/plan/plan_stages.py) turn a verdict
 between two gates (a backlog's continuation, an SLA's escalation), mark shadow decisions, rank and admit.
 
 A new gate is one function and one :class:`Gate` in :data:`GATES`.
@@ -21,21 +21,21 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
 
-from floe_dagster.core.after_write import TRIGGER_AFTER_WRITE, combined_due
-from floe_dagster.core.batches import RunClass
-from floe_dagster.core.commit_conflicts import conflict_retry_delay
-from floe_dagster.core.decisions import Decision, PlanInput, Reason, replace_decision, skip
-from floe_dagster.core.history import CONFLICT_STREAK, OperationHistory
-from floe_dagster.core.localtime import as_utc, naive_as_utc
-from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.schedules.after_write import TRIGGER_AFTER_WRITE, combined_due
+from floe_dagster.core.plan.batches import RunClass
+from floe_dagster.core.runs.commit_conflicts import conflict_retry_delay
+from floe_dagster.core.plan.decisions import Decision, PlanInput, Reason, replace_decision, skip
+from floe_dagster.core.runs.history import CONFLICT_STREAK, OperationHistory
+from floe_dagster.core.basics.localtime import as_utc, naive_as_utc
+from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled, gc_disabled_reason
-from floe_dagster.core.policy import Policy
-from floe_dagster.core.quiet import due_since, quiet_verdict
-from floe_dagster.core.schedule import schedule_due
-from floe_dagster.core.sla import SlaVerdict
-from floe_dagster.core.schedule_due import TRIGGER_CONDITION
-from floe_dagster.core.tables import TableName
-from floe_dagster.core.writers import writer_hold
+from floe_dagster.core.policies.policy import Policy
+from floe_dagster.core.schedules.quiet import due_since, quiet_verdict
+from floe_dagster.core.schedules.schedule import schedule_due
+from floe_dagster.core.schedules.sla import SlaVerdict
+from floe_dagster.core.schedules.schedule_due import TRIGGER_CONDITION
+from floe_dagster.core.basics.tables import TableName
+from floe_dagster.core.schedules.writers import writer_hold
 
 MAX_BACKOFF = timedelta(days=7)
 HOLDS_FOR_WRITERS = frozenset(op for op in ALL_OPERATIONS if op.holds_for_writers)  # the kinds' flag, once
@@ -304,7 +304,8 @@ def _quiet(f: Facts, known: Learned) -> Decision | Learned | None:
 
 
 def _writer_running(f: Facts, known: Learned) -> Decision | Learned | None:
-    # A rewrite or an expiry of a table with a known writer (core/writers.py); the runs were read once per tick.
+    # A rewrite or an expiry of a table with a known writer (core/schedules/writers.py); the runs were read once
+    # per tick.
     writers = f.data.writers.get(f.table.qualified) if f.op in HOLDS_FOR_WRITERS else None
     if not writers:
         return None

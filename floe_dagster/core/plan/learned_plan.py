@@ -1,19 +1,19 @@
 """The learned ranking inside a plan (floe.yaml's ``ranking``): each candidate's measured-efficiency
-factor, learned from the recorded runs of the plan's input (core/run_figures.py →
-core/learned_ranking.py), and shadow mode's comparison of the static and the learned order.
+factor, learned from the recorded runs of the plan's input (core/runs/run_figures.py →
+core/value/learned_ranking.py), and shadow mode's comparison of the static and the learned order.
 
 - ``ranking.learned``: the rank stage orders the candidates by debt score × factor
-  (:func:`~floe_dagster.core.ranking_shadow.learned_rank_key`); ties as the static order breaks them.
+  (:func:`~floe_dagster.core.value.ranking_shadow.learned_rank_key`); ties as the static order breaks them.
 - ``ranking.shadow``: after the live admission, both orders spend the same compute (the estimated
   compute of what the live admission admitted this tick) and the plan's notes say what each would
   admit and the benefit each expects per compute hour; nothing about what runs changes.
 
-The factor's prior is what the item's byte estimate promises (core/estimates.py: the files Iceberg's
+The factor's prior is what the item's byte estimate promises (core/rewrites/estimates.py: the files Iceberg's
 planner would take, minus one file written per group: small-file groups write about one file each)
 over its compute estimate; without an estimate (no full-tier health, an operation that rewrites
 nothing) the fleet's efficiency for the operation. Benchmark 15 measured why: with the fleet's
 prior alone, a table the static order never ran has no history and stays where it was. The compute
-estimate is per GiB of the estimated bytes for rewrites, per run otherwise (core/learned_ranking.py).
+estimate is per GiB of the estimated bytes for rewrites, per run otherwise (core/value/learned_ranking.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from floe_dagster.core.learned_ranking import (
+from floe_dagster.core.value.learned_ranking import (
     ComputeEstimate,
     EfficiencyFactor,
     HistoryTotals,
@@ -30,10 +30,10 @@ from floe_dagster.core.learned_ranking import (
     estimate_compute,
     expected_files_removed,
 )
-from floe_dagster.core.estimates import EstimateOptionError
+from floe_dagster.core.rewrites.estimates import EstimateOptionError
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.ranking_shadow import compare_rankings
-from floe_dagster.core.run_history import RecordedRun, compute_source, learning_run
+from floe_dagster.core.value.ranking_shadow import compare_rankings
+from floe_dagster.core.value.run_history import RecordedRun, compute_source, learning_run
 
 _NONE = HistoryTotals()
 

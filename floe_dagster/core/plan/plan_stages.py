@@ -1,6 +1,6 @@
 """The stages of a plan, in order (:data:`STAGES`): every configured (table, operation) through the
-gates (core/gates.py), then the shadow decisions marked, the work ranked, the work a breached SLA
-escalated moved first (core/sla.py), the live work admitted within the budgets (core/admission.py), and
+gates (core/plan/gates.py), then the shadow decisions marked, the work ranked, the work a breached SLA
+escalated moved first (core/schedules/sla.py), the live work admitted within the budgets (core/plan/admission.py), and
 the shadow decisions admitted in a pass of their own.
 
 Two stages act on one decision inside the gate stage, around the gates: a shadow policy's decision
@@ -15,21 +15,21 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Callable
 
-from floe_dagster.core.admission import ADMISSION, ADMISSION_CODES, admit_within_budgets
-from floe_dagster.core.debt import TableDebt
-from floe_dagster.core.decisions import (
+from floe_dagster.core.plan.admission import ADMISSION, ADMISSION_CODES, admit_within_budgets
+from floe_dagster.core.facts.debt import TableDebt
+from floe_dagster.core.plan.decisions import (
     DECISION_DEFAULTS, Decision, LazyEstimate, PlanInput, Reason, build_decision, replace_decision, text_of,
 )
-from floe_dagster.core.gates import (
+from floe_dagster.core.plan.gates import (
     GATE_CODES, GATES, NOTHING_LEARNED, Facts, Learned, admissible, check_order,
 )
-from floe_dagster.core.history import OperationHistory
-from floe_dagster.core.owner_overrides import with_overrides
-from floe_dagster.core.partition_scope import Backlog
-from floe_dagster.core.learned_plan import LearnedView, shadow_note
-from floe_dagster.core.ranking_shadow import learned_rank_key, static_rank_key
-from floe_dagster.core.run_decision import SHADOW_ATTEMPT, SHADOW_PREFIX
-from floe_dagster.core.sla import table_sla
+from floe_dagster.core.runs.history import OperationHistory
+from floe_dagster.core.policies.owner_overrides import with_overrides
+from floe_dagster.core.rewrites.partition_scope import Backlog
+from floe_dagster.core.plan.learned_plan import LearnedView, shadow_note
+from floe_dagster.core.value.ranking_shadow import learned_rank_key, static_rank_key
+from floe_dagster.core.runs.run_decision import SHADOW_ATTEMPT, SHADOW_PREFIX
+from floe_dagster.core.schedules.sla import table_sla
 
 _NO_HISTORY = OperationHistory()
 
@@ -123,7 +123,7 @@ _PAST_CONDITIONS = frozenset({"conditions"})
 
 
 def _escalate(f: Facts, known: Learned, held: Decision | None) -> tuple[Learned, Decision | None]:
-    """A breached SLA contract (core/sla.py) escalates work no gate before held past the conditions."""
+    """A breached SLA contract (core/schedules/sla.py) escalates work no gate before held past the conditions."""
     verdict = f.decision.sla
     if held is None and verdict is not None and verdict.breached:
         known = known.but(escalation=verdict, passes=known.passes | _PAST_CONDITIONS)
@@ -242,7 +242,7 @@ def _budget_view(state: PlanState) -> LearnedView | None:
 
 def _rank_stage(state: PlanState) -> None:
     """Debt score, policy priority, schedule priority, table name, then Floe's operation order; with
-    ``ranking.learned`` the debt score × each candidate's measured-efficiency factor (core/learned_plan.py)."""
+    ``ranking.learned`` the debt score × each candidate's measured-efficiency factor (core/plan/learned_plan.py)."""
     ranking = state.data.ranking
     if ranking.learned or ranking.shadow:
         view = _learned_view(state)

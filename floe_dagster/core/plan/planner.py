@@ -2,27 +2,27 @@
 docs/automation.md describes. Pure: the launchers (schedules, the debt-score sensor), ``floe-dagster plan``,
 ``explain`` and the HTTP API all call :func:`plan` and differ only in what they do with the result.
 
-A plan is made in stages (core/plan_stages.py ``STAGES``): gates, shadow, rank, sla first, live
-admission, shadow pass. Gates (core/gates.py ``GATES``), in order, with the plan's turns between two of them
-(core/plan_stages.py ``TURNS``); a skipped decision's reasons start with the first gate that blocked it:
+A plan is made in stages (core/plan/plan_stages.py ``STAGES``): gates, shadow, rank, sla first, live
+admission, shadow pass. Gates (core/plan/gates.py ``GATES``), in order, with the plan's turns between two of them
+(core/plan/plan_stages.py ``TURNS``); a skipped decision's reasons start with the first gate that blocked it:
 schedule (schedule_disabled); owner (owner_paused: the table's own property
-floe.maintenance.enabled=false, as its policy allows: core/owner_overrides.py); gc (gc_disabled);
+floe.maintenance.enabled=false, as its policy allows: core/policies/owner_overrides.py); gc (gc_disabled);
 catalog (table_missing); loaded (not_loaded); due (window_closed, day_not_allowed, not_due); the backlog
 turn (holds nothing: a partition-scoped rewrite's open backlog continues in its slot, past the conditions);
 backoff (failure_backoff);
 conflicts (conflict_retry); zero change (zero_change_throttle); the sla turn (holds nothing: a breached SLA
-contract, core/sla.py, escalates the work past the conditions and ranks it first, trigger sla);
-conditions (conditions_unmet, min_interval, no_health, no_drift); quiet (not_quiet, core/quiet.py);
-writer (writer_running: a run of the table's writer asset, core/writers.py); in flight (in_flight: a
-run of the table is queued or running). Then admission (core/admission.py ``ADMISSION``), in rank order:
+contract, core/schedules/sla.py, escalates the work past the conditions and ranks it first, trigger sla);
+conditions (conditions_unmet, min_interval, no_health, no_drift); quiet (not_quiet, core/schedules/quiet.py);
+writer (writer_running: a run of the table's writer asset, core/schedules/writers.py); in flight (in_flight: a
+run of the table is queued or running). Then admission (core/plan/admission.py ``ADMISSION``), in rank order:
 launcher (out_of_scope: another launcher admits it); one operation per table (in_flight: another of
 its operations was admitted earlier in the same tick); table budget (budget_tables); operation budget
 (budget_operations); partition scoping (a rewrite larger than its run may take is scoped; it holds
 nothing back); byte budget (budget_bytes); compute budget (budget_compute); tick cap (tick_cap); fair
 shares (budget_share: a budget that stopped a decision while several shares wanted it, told as its share's:
-core/fair_shares.py).
+core/plan/fair_shares.py).
 
-Admitted decisions are grouped into batches (core/batches.py): one run per batch. The table and
+Admitted decisions are grouped into batches (core/plan/batches.py): one run per batch. The table and
 operation budgets and the byte budget count (table, operation) items; ``max-run-requests-per-tick``
 and ``max-queued-runs`` count runs, so a new batch is what a tick cap stops. A decision every gate
 let run and the admission held back keeps that verdict (:attr:`Decision.held_back`): each
@@ -40,9 +40,9 @@ from __future__ import annotations
 
 import gc
 
-from floe_dagster.core.decisions import Decision, Plan, PlanInput, SchedulerSettings
-from floe_dagster.core.gates import backoff_delay
-from floe_dagster.core.plan_stages import run_stages
+from floe_dagster.core.plan.decisions import Decision, Plan, PlanInput, SchedulerSettings
+from floe_dagster.core.plan.gates import backoff_delay
+from floe_dagster.core.plan.plan_stages import run_stages
 
 # The planner's records and helpers, where the launchers, reports and tests import them from.
 __all__ = ["Decision", "Plan", "PlanInput", "SchedulerSettings", "backoff_delay", "plan"]

@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from floe_dagster.core.health_assessment import DEFAULT_SMALL_FILE_SIZE_BYTES
-from floe_dagster.core.localtime import as_utc
-from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.facts.health_assessment import DEFAULT_SMALL_FILE_SIZE_BYTES
+from floe_dagster.core.basics.localtime import as_utc
+from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.validation import (
+from floe_dagster.core.basics.validation import (
     Location,
     check_mapping,
     check_unknown,
@@ -105,7 +105,7 @@ THRESHOLDS: dict[str, _Threshold] = {
     "partitionCountAbove": _Threshold("partitions", True, None, lambda m, s, n: m.partition_count),
     "partitionSkewAbove": _Threshold("partition skew", True, None, lambda m, s, n: m.partition_skew),
     "manifestSizeAboveBytes": _Threshold("manifest bytes", True, None, lambda m, s, n: m.manifest_total_bytes),
-    # Stale statistics (core/statistics.py): met at this many commits, or this % of rows changed, since
+    # Stale statistics (core/facts/statistics.py): met at this many commits, or this % of rows changed, since
     # the newest statistics file, and always on a table with data and no statistics at all.
     "statsStaleSnapshots": _Threshold("snapshots since the statistics", False, None, _stats_snapshots_behind,
                                       _without_statistics),

@@ -31,7 +31,8 @@ Before any engine call, a run checks the location it is about to use against the
 Iceberg lists is then what was checked, whatever a scheme, ``..`` or an escape could have meant to
 Hadoop's path parser.
 
-Locations are compared after normalising (core/locations.py's strict constructor, ``parse_location``): the scheme in
+Locations are compared after normalising (core/storage/locations.py's strict constructor,
+``parse_location``): the scheme in
 lower case, ``s3a`` and ``s3n`` as ``s3`` (Iceberg's own ``equal_schemes`` default, not the policy's
 ``equalSchemes``, which an attacker could write), ``file:/p``, ``file:///p``, ``file://localhost/p`` and a bare
 ``/p`` as one form, the authority (bucket, host) in lower case, empty and ``.`` segments dropped, ``..`` applied,
@@ -42,10 +43,10 @@ segment or separator (``%2e%2e``, ``%2f``) and a backslash are refused rather th
 load classes, change encryption or garbage collection (:func:`property_refusal`), unless floe.yaml's
 ``envelope.allowed-table-properties`` names the key: a setting only the deployment's owner writes,
 never the HTTP API. The keys that steer a table's FileIO (``py-io-impl``, ``io-impl``,
-``s3.*``, ``client.*``…: core/storage_keys.py) are refused whatever floe.yaml says (:func:`storage_refusal`).
+``s3.*``, ``client.*``…: core/storage/storage_keys.py) are refused whatever floe.yaml says (:func:`storage_refusal`).
 
 **The table's own location**, written by its owner, is checked too before a kind that lists, deletes
-or moves files (core/table_location.py): never the warehouse root, a namespace's or another table's
+or moves files (core/storage/table_location.py): never the warehouse root, a namespace's or another table's
 location, never inside a quarantine. Its refusals name the field ``table location``.
 
 A :class:`Verdict` names the policy, the operation, each refused field and why; ``plan``, ``explain``
@@ -57,14 +58,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
-from floe_dagster.core.locations import is_relative, joined, parse_location, relative_segments
+from floe_dagster.core.storage.locations import is_relative, joined, parse_location, relative_segments
 from floe_dagster.core.operation_config import camel
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
-from floe_dagster.core.patterns import TablePattern
-from floe_dagster.core.storage_keys import storage_key_why, storage_refusal
-from floe_dagster.core.table_location import KnownLocations, LocationCheck, check_table_location
-from floe_dagster.core.tables import TableName
-from floe_dagster.core.validation import Location, setting
+from floe_dagster.core.basics.patterns import TablePattern
+from floe_dagster.core.storage.storage_keys import storage_key_why, storage_refusal
+from floe_dagster.core.storage.table_location import KnownLocations, LocationCheck, check_table_location
+from floe_dagster.core.basics.tables import TableName
+from floe_dagster.core.basics.validation import Location, setting
 
 TABLE_LOCATION = "table location"  # a Refusal's field for the table's own location (written by its owner)
 
@@ -287,7 +288,7 @@ def check_operation(policy: str | None, op: Operation, config: Any, table_locati
     """The verdict on running ``op`` with ``config`` on a table at ``table_location`` (None: not known yet,
     then an absolute location stays unchecked); ``config`` in the verdict has every location spelled from
     the table's (:func:`joined`) and the withheld ones removed. ``own_location``: the check of the table's
-    own location (core/table_location.py), for a kind that lists, deletes or moves files."""
+    own location (core/storage/table_location.py), for a kind that lists, deletes or moves files."""
     refusals: list[Refusal] = [Refusal(TABLE_LOCATION, why) for why in (own_location.refusals if own_location else ())]
     resolved: dict[str, str] = {}
     pending = ""

@@ -23,9 +23,9 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, Mapping, Sequence
 
-from floe_dagster.core.commit_conflicts import conflict_issues
-from floe_dagster.core.debt import DebtWeights, debt_score
-from floe_dagster.core.health_assessment import (
+from floe_dagster.core.runs.commit_conflicts import conflict_issues
+from floe_dagster.core.facts.debt import DebtWeights, debt_score
+from floe_dagster.core.facts.health_assessment import (
     HISTORY_ISSUES,
     HealthAssessment,
     HealthIssue,
@@ -34,14 +34,14 @@ from floe_dagster.core.health_assessment import (
     assess_health,
     health_status,
 )
-from floe_dagster.core.history import OperationHistory
-from floe_dagster.core.localtime import as_utc
-from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.runs.history import OperationHistory
+from floe_dagster.core.basics.localtime import as_utc
+from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.table_properties import property_drift
-from floe_dagster.core.policy import Policy, PolicySet
-from floe_dagster.core.refs import PINNED_METHOD, RefRetentionRule, ref_issues, ref_report
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.facts.table_properties import property_drift
+from floe_dagster.core.policies.policy import Policy, PolicySet
+from floe_dagster.core.facts.refs import PINNED_METHOD, RefRetentionRule, ref_issues, ref_report
+from floe_dagster.core.basics.tables import TableName
 
 
 def thresholds_for(policies: PolicySet, table: TableName) -> tuple[Policy | None, HealthThresholds]:
@@ -53,8 +53,8 @@ def thresholds_for(policies: PolicySet, table: TableName) -> tuple[Policy | None
 def assess_table(metrics: TableMetrics, thresholds: HealthThresholds | None, now: datetime,
                  history: Mapping[tuple[str, Operation], OperationHistory] | None,
                  policy: Policy | None = None) -> HealthAssessment:
-    """:func:`~floe_dagster.core.health_assessment.assess_health`, then the stale branches and tags
-    (``STALE_REF``, under ``policy``'s ``refRetention``: core/refs.py) and the issues the history raises
+    """:func:`~floe_dagster.core.facts.health_assessment.assess_health`, then the stale branches and tags
+    (``STALE_REF``, under ``policy``'s ``refRetention``: core/facts/refs.py) and the issues the history raises
     (an operation's long streak of lost commit races: ``COMMIT_CONFLICTS``), with the status again.
     What every health view shows: ``floe-dagster health``, the HTTP API and Dagit."""
     report = assess_health(metrics, thresholds, now)
@@ -151,7 +151,7 @@ def health_record(
         "derived": dict(report.derived),
         "thresholds": report.thresholds.to_json(),
         "debt": table_debt(policy, report, history, now, weights),
-        # Branches and tags other than main: age, limit, what each alone keeps (core/refs.py).
+        # Branches and tags other than main: age, limit, what each alone keeps (core/facts/refs.py).
         "refs": ref_report(metrics.refs, _ref_rules(policy), metrics.properties, now),
         "refs_method": PINNED_METHOD,
         "table_properties": declared_properties_view(policy, metrics),

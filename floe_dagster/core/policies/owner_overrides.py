@@ -16,7 +16,8 @@ allow, out of its bounds, unreadable, or for an operation the policy does not co
 :class:`OwnerOverrides` says why (plan, explain, the trigger status and the run's metadata show it). An
 override tunes; it never enables an operation, and a policy cannot allow a location key (an error when
 the policy is read). A table property that would steer its storage (``py-io-impl``, ``s3.endpoint``…:
-core/storage_keys.py) is listed as ignored too: floe's FileIO never reads it. Pure: no Dagster, Spark or PyIceberg.
+core/storage/storage_keys.py) is listed as ignored too: floe's FileIO never reads it. Pure: no Dagster, Spark or
+PyIceberg.
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ from dataclasses import dataclass, field, fields, replace
 from difflib import get_close_matches
 from typing import Any, Mapping
 
-from floe_dagster.core.loader_format import kebab
+from floe_dagster.core.basics.loader_format import kebab
 from floe_dagster.core.operation_config import OperationConfig, camel, text
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
-from floe_dagster.core.secrets import masked
-from floe_dagster.core.storage_keys import TABLE_STORAGE_IGNORED, storage_properties
-from floe_dagster.core.validation import Location, check_mapping, check_unknown, standalone
+from floe_dagster.core.basics.secrets import masked
+from floe_dagster.core.storage.storage_keys import TABLE_STORAGE_IGNORED, storage_properties
+from floe_dagster.core.basics.validation import Location, check_mapping, check_unknown, standalone
 
 PREFIX = "floe."
 PAUSE_KEY = "maintenance.enabled"  # the policy's name for the property floe.maintenance.enabled
@@ -181,7 +182,8 @@ class Ignored:
     operation: Operation | None = None  # None: the table's (the pause, an unknown key)
 
     def to_json(self) -> dict[str, str]:
-        """As every output shows it: the value masked when the property's name is a secret key (core/secrets.py)."""
+        """As every output shows it: the value masked when the property's name is a secret key
+        (core/basics/secrets.py)."""
         return masked({"property": self.property, "value": self.value, "reason": self.reason})
 
 

@@ -4,7 +4,7 @@ A policy file holds one policy (a mapping) or a list of them (a ``policies:`` ke
 and several YAML documents, are accepted too); a folder is read file by file (``*.yaml``, ``*.yml``,
 ``*.json``, not recursively, hidden files skipped). Fields use the names of Floe's API (camelCase); a
 file in Floe's PolicyLoader format (a ``policies:`` list of kebab-case policies) is translated into
-them first and checked the same way (:mod:`floe_dagster.core.policy_formats`). Fields:
+them first and checked the same way (:mod:`floe_dagster.core.policies.policy_formats`). Fields:
 
 ``name`` (required, unique across all files), ``description``, ``tablePattern`` (default ``*``, with a
 warning), ``enabled`` (default true), ``mode`` (``live``, the default, or ``shadow``: the planner decides
@@ -13,10 +13,10 @@ and the ledger records, but no run is created; docs/automation.md), ``priority``
 assets' owners), the operation configs, one per kind of the registry (core/operation_kinds/:
 ``rewriteDataFiles``, ``expireSnapshots``, ``orphanCleanup``, ``rewriteManifests``,
 ``rewritePositionDeleteFiles``, ``computeStatistics``, ``tableProperties`` (Iceberg table property →
-value: core/table_properties.py), ...) each with its schedule ``<operation>Schedule``, ``triggerConditions``,
+value: core/facts/table_properties.py), ...) each with its schedule ``<operation>Schedule``, ``triggerConditions``,
 ``healthThresholds``, ``refRetention`` (the maximum age of branches and tags by name, which
-``expireSnapshots`` runs apply: core/refs.py) and ``ownerOverrides`` (the table properties a table's owner
-may set to tune or pause its maintenance, and their bounds: core/owner_overrides.py).
+``expireSnapshots`` runs apply: core/facts/refs.py) and ``ownerOverrides`` (the table properties a table's owner
+may set to tune or pause its maintenance, and their bounds: core/policies/owner_overrides.py).
 
 An operation is *configured* when it has a config, and *enabled* when it also has a schedule whose
 ``enabled`` is not false. Each table gets one effective policy: the enabled matching policy with the
@@ -38,13 +38,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from floe_dagster.core.conditions import (
+from floe_dagster.core.policies.conditions import (
     ConditionResult,
     TriggerConditions,
     evaluate_conditions,
     parse_trigger_conditions,
 )
-from floe_dagster.core.health_assessment import (
+from floe_dagster.core.facts.health_assessment import (
     HealthAssessment,
     HealthIssue,
     HealthThresholds,
@@ -52,20 +52,21 @@ from floe_dagster.core.health_assessment import (
     health_issues,
     parse_health_thresholds,
 )
-from floe_dagster.core.envelope import check_policy as check_envelope
-from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.policies.envelope import check_policy as check_envelope
+from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
-from floe_dagster.core.owner_overrides import NONE_ALLOWED, OwnerOverridePolicy, OwnerOverrides, owner_overrides, \
-    parse_owner_overrides
-from floe_dagster.core.patterns import TablePattern
-from floe_dagster.core.policy_files import (
+from floe_dagster.core.policies.owner_overrides import (
+    NONE_ALLOWED, OwnerOverridePolicy, OwnerOverrides, owner_overrides, parse_owner_overrides,
+)
+from floe_dagster.core.basics.patterns import TablePattern
+from floe_dagster.core.policies.policy_files import (
     folder_policy_files,
     parse_text,
     policy_files,
     read_policy_file,
 )
-from floe_dagster.core.policy_formats import (
+from floe_dagster.core.policies.policy_formats import (
     FORMAT_NAMES,
     LOADER_FORMAT,
     TOP_LEVEL_FIELDS,
@@ -75,12 +76,12 @@ from floe_dagster.core.policy_formats import (
     policy_label,
     translate_policy,
 )
-from floe_dagster.core.policy_set import PolicySet
-from floe_dagster.core.refs import RefRetentionRule, parse_ref_retention, ref_issues
-from floe_dagster.core.run_tags import POLICY_TAG_PREFIX
-from floe_dagster.core.schedule import Schedule, parse_schedule
-from floe_dagster.core.tables import TableName
-from floe_dagster.core.validation import (
+from floe_dagster.core.policies.policy_set import PolicySet
+from floe_dagster.core.facts.refs import RefRetentionRule, parse_ref_retention, ref_issues
+from floe_dagster.core.runs.run_tags import POLICY_TAG_PREFIX
+from floe_dagster.core.schedules.schedule import Schedule, parse_schedule
+from floe_dagster.core.basics.tables import TableName
+from floe_dagster.core.basics.validation import (
     Location,
     Problems,
     check_unknown,
@@ -194,7 +195,8 @@ class Policy:
         return (*health_issues(metrics, self.health_thresholds, now), *stale)
 
     def overrides_for(self, properties: Mapping[str, str]) -> OwnerOverrides | None:
-        """What a table's ``floe.*`` properties do under this policy (None: it has none; core/owner_overrides.py)."""
+        """What a table's ``floe.*`` properties do under this policy (None: it has none;
+        core/policies/owner_overrides.py)."""
         return owner_overrides(self.name, self.owner_overrides, self.configs, properties)
 
     def run_tags(self) -> dict[str, str]:
@@ -224,7 +226,7 @@ class Policy:
 
 def policy_tags_as_run_tags(tags: Mapping[str, str]) -> dict[str, str]:
     """A policy's ``tags`` as Dagster run tags: ``{"team": "sales"}`` → ``{"dagster/floe.tag.team": "sales"}``
-    (on the run page, not in the runs list: core/run_tags.py)."""
+    (on the run page, not in the runs list: core/runs/run_tags.py)."""
     return {RUN_TAG_PREFIX + key: value for key, value in tags.items()}
 
 
@@ -334,7 +336,7 @@ def parse_policy(raw: Any, source: str, index: int, problems: Problems,
                  allowed_properties: Iterable[str] = ()) -> Policy | None:
     """One policy from its raw mapping; problems are recorded and None is returned when any.
     ``allowed_properties``: the table properties the safety envelope lets this deployment's policies
-    declare (floe.yaml's ``envelope.allowed-table-properties``; core/envelope.py)."""
+    declare (floe.yaml's ``envelope.allowed-table-properties``; core/policies/envelope.py)."""
     before = len(problems.errors)
     if not isinstance(raw, Mapping):
         problems.errors.append(f"{source}: policy #{index}: expected a policy (a mapping of fields), got "

@@ -1,8 +1,8 @@
 """Reading policy files: which files the settings' paths hold (a folder is read file by file: ``*.yaml``,
 ``*.yml``, ``*.json``, not recursively, hidden files skipped) and the policies in one file's text, as
-written, each with its format (``core/policy_formats.py``). YAML is read with YAML 1.2's scalars where
+written, each with its format (``core/policies/policy_formats.py``). YAML is read with YAML 1.2's scalars where
 YAML 1.1 surprises (``02:30`` is text, ``off`` is text, a duplicate key is an error); what a file's
-text cannot be read as is reported with its line and column. ``core/policy.py`` parses the entries.
+text cannot be read as is reported with its line and column. ``core/policies/policy.py`` parses the entries.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any, Iterable
 
 import yaml
 
-from floe_dagster.core.policy_formats import PolicyEntry, policy_entries
-from floe_dagster.core.validation import Problems, one_line
+from floe_dagster.core.policies.policy_formats import PolicyEntry, policy_entries
+from floe_dagster.core.basics.validation import Problems, one_line
 
 POLICY_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 

@@ -41,16 +41,16 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Mapping
 
-from floe_dagster.core.conditions import TRIGGER_CONDITION_FIELDS
-from floe_dagster.core.durations import MAX_DURATION, format_iso_duration
-from floe_dagster.core.health_assessment import HEALTH_THRESHOLD_FIELDS
-from floe_dagster.core.loader_format import Combined, LoaderSection, kebab, spelled, whole_units, written_as
+from floe_dagster.core.policies.conditions import TRIGGER_CONDITION_FIELDS
+from floe_dagster.core.basics.durations import MAX_DURATION, format_iso_duration
+from floe_dagster.core.facts.health_assessment import HEALTH_THRESHOLD_FIELDS
+from floe_dagster.core.basics.loader_format import Combined, LoaderSection, kebab, spelled, whole_units, written_as
 from floe_dagster.core.operations import ALL_OPERATIONS
-from floe_dagster.core.refs import RULE_FIELDS
-from floe_dagster.core.after_write import FIELDS as AFTER_WRITE_FIELDS
-from floe_dagster.core.schedule import SCHEDULE_FIELDS
-from floe_dagster.core.sla import SLA_FIELDS
-from floe_dagster.core.validation import Location, Problems, check_mapping, check_unknown, describe, get_int
+from floe_dagster.core.facts.refs import RULE_FIELDS
+from floe_dagster.core.schedules.after_write import FIELDS as AFTER_WRITE_FIELDS
+from floe_dagster.core.schedules.schedule import SCHEDULE_FIELDS
+from floe_dagster.core.schedules.sla import SLA_FIELDS
+from floe_dagster.core.basics.validation import Location, Problems, check_mapping, check_unknown, describe, get_int
 
 API_FORMAT, LOADER_FORMAT = "api", "loader"
 FORMAT_NAMES = {API_FORMAT: "Floe API format, camelCase", LOADER_FORMAT: "Floe PolicyLoader format, kebab-case"}

@@ -1,7 +1,7 @@
 """The loaded policies (:class:`PolicySet`): which policy governs a table (the enabled matching policy with
 the highest ``priority × 1000 + specificity``, ties broken by name; answers shared by every set whose
 enabled policies have the same patterns, since the sensor loads a set every tick), and the cron rules
-that become Dagster schedules. The policies themselves: ``core/policy.py``."""
+that become Dagster schedules. The policies themselves: ``core/policies/policy.py``."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import threading
 from typing import Any, Iterable, Iterator, Mapping, Protocol
 
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.patterns import TablePattern
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.patterns import TablePattern
+from floe_dagster.core.basics.tables import TableName
 
 
 class GoverningPolicy(Protocol):
-    """What a set reads of a policy: core/policy.py's ``Policy``, whose loaders make sets, so this module
+    """What a set reads of a policy: core/policies/policy.py's ``Policy``, whose loaders make sets, so this module
     names what it reads instead of importing it back."""
 
     name: str

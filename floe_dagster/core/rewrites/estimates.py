@@ -1,7 +1,7 @@
 """Byte estimates for the rewriting operations: which files Iceberg's own planners would pick.
 
 Pure (no PyIceberg, Spark or Dagster): the inputs are per-file numbers that the full health tier
-stores in :class:`~floe_dagster.core.measurements.TableMetrics` (``data_file_groups`` and
+stores in :class:`~floe_dagster.core.facts.measurements.TableMetrics` (``data_file_groups`` and
 ``position_delete_groups``), so one cached record serves every policy.
 
 The rules follow Iceberg 1.10.2 and 1.11.0 alike: read in Iceberg's source at the commits their Spark
@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, NamedTuple, Sequence
 from floe_dagster.core.operation_config import OperationConfig
 
 if TYPE_CHECKING:  # pragma: no cover
-    from floe_dagster.core.measurements import TableMetrics
+    from floe_dagster.core.facts.measurements import TableMetrics
 
 # A rewriting kind's config is read as its base (its fields that share a rule's name): the kinds import
 # this module for their byte estimates, so it names none of them.

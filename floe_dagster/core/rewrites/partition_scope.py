@@ -3,11 +3,11 @@ exceeds what the run may rewrite (docs/automation.md, "Large tables: partition-s
 that the bytes it rewrites stay within the cap by construction.
 
 Pure (no PyIceberg, Spark or Dagster). The inputs are the full health tier's files per (spec id,
-partition) (:attr:`~floe_dagster.core.measurements.TableMetrics.data_file_groups`), the table's
-partition specs, and Iceberg's planner rules (core/estimates.py).
+partition) (:attr:`~floe_dagster.core.facts.measurements.TableMetrics.data_file_groups`), the table's
+partition specs, and Iceberg's planner rules (core/rewrites/estimates.py).
 
 *Units.* A scope selects by a ``where`` on partition source columns, which Iceberg evaluates on every
-file of every spec (core/scope_predicates.py). Only the current spec's fields that every spec with
+file of every spec (core/rewrites/scope_predicates.py). Only the current spec's fields that every spec with
 live files refines can select exactly; the files are grouped into *units* by those fields' values (a
 file of an older spec by the value its own fields decide). With no such field (a bucket-only spec, or
 files of an older spec without a field on the column, such as an unpartitioned table that gained a
@@ -32,7 +32,7 @@ cap, and says so. A unit is only taken when Iceberg's bin-pack would rewrite som
 makes progress and the backlog drains.
 
 Whatever is not chosen is the *backlog* (units and bytes): the next tick plans it as new work of the
-same slot (core/plan_stages.py, continue_backlog).
+same slot (core/plan/plan_stages.py, continue_backlog).
 """
 
 from __future__ import annotations
@@ -40,16 +40,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
-from floe_dagster.core.estimates import RewriteRules, _delete_rule_hit, all_null_key, partition_group_indexes
-from floe_dagster.core.measurements import data_group_spec
-from floe_dagster.core.scope_values import (  # the values, where callers have always found them
+from floe_dagster.core.rewrites.estimates import RewriteRules, _delete_rule_hit, all_null_key, partition_group_indexes
+from floe_dagster.core.facts.measurements import data_group_spec
+from floe_dagster.core.rewrites.scope_values import (  # the values, where callers have always found them
     Backlog as Backlog,
     PartitionField,
     PartitionSelection,
     RewriteScope as RewriteScope,
     partition_values,
 )
-from floe_dagster.core.scope_predicates import (
+from floe_dagster.core.rewrites.scope_predicates import (
     TEMPORAL_TRANSFORMS,
     Inexpressible,
     derive,
@@ -63,7 +63,7 @@ from floe_dagster.core.scope_predicates import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from floe_dagster.core.measurements import TableMetrics
+    from floe_dagster.core.facts.measurements import TableMetrics
 
 # At most this many units (partitions, or values of the scope's fields) in one run's where: Iceberg
 # evaluates the where's disjuncts on every manifest entry while planning (and Spark analyses the

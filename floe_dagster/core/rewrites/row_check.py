@@ -4,7 +4,7 @@ Each commit is decided by the cheapest method that decides it exactly, in this o
 
 1. ``snapshot-summary``: both snapshots' summaries count their rows exactly (no delete files) and agree;
 2. ``metadata-proof``: the rows of the files the commit touched, from the manifests and the position
-   delete files (core/row_proof.py), when the caller can prove (PyIceberg reads the table); a proof
+   delete files (core/rewrites/row_proof.py), when the caller can prove (PyIceberg reads the table); a proof
    that holds decides; one that finds a change is confirmed by Spark's count, which then decides
    (and gives the whole-table figures the failure names);
 3. ``spark-count``: Spark counts both snapshots (each snapshot of a partial-progress chain once): where
@@ -23,7 +23,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from floe_dagster.core.row_proof import CannotProve, CommitProof
+from floe_dagster.core.rewrites.row_proof import CannotProve, CommitProof
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ So a where selects *exactly* the files of chosen partitions only when every spec
 for each column the where names, a field that *refines* the current one (:func:`refines`): the file's
 partition value then decides whether all its rows match or none does, the projection is exact and the
 metrics can exclude nothing (except a file of zero records, which only makes the run smaller). The
-current spec's fields for which that holds are the ones a scope may use (core/partition_scope.py).
+current spec's fields for which that holds are the ones a scope may use (core/rewrites/partition_scope.py).
 
 What ``where`` can say (Iceberg 1.11 refuses its own partition functions, ``system.bucket(...)``:
 "Cannot parse predicates"): identity values (``=``/``IN``), half-open ranges for year, month, day and
@@ -35,7 +35,7 @@ from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal, InvalidOperation
 from typing import Any, NamedTuple, Sequence
 
-from floe_dagster.core.scope_values import PartitionField
+from floe_dagster.core.rewrites.scope_values import PartitionField
 
 TEMPORAL_TRANSFORMS = ("hour", "day", "month", "year")  # finest first
 _FINENESS = {name: rank for rank, name in enumerate(TEMPORAL_TRANSFORMS)}

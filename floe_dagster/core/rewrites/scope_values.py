@@ -1,4 +1,4 @@
-"""The values of a partition-scoped rewrite (core/partition_scope.py chooses them): a partition field,
+"""The values of a partition-scoped rewrite (core/rewrites/partition_scope.py chooses them): a partition field,
 what one run takes and leaves (:class:`PartitionSelection`, kept in the trigger ledger), what the
 engine needs to limit the CALL (:class:`RewriteScope`) and the backlog the planner continues. Pure."""
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
-from floe_dagster.core.health_assessment import HealthIssue, IssueType, Severity
-from floe_dagster.core.history import CONFLICT, CONFLICT_STREAK, OperationHistory
+from floe_dagster.core.facts.health_assessment import HealthIssue, IssueType, Severity
+from floe_dagster.core.runs.history import CONFLICT, CONFLICT_STREAK, OperationHistory
 from floe_dagster.core.operations import Operation
 
 # The rewrite actions wrap the validation error when partial progress is off.
@@ -99,7 +99,7 @@ def _line_around(text: str, position: int, limit: int = 300) -> str:
 CONFLICT_RETRY_MIN = timedelta(minutes=5)
 CONFLICT_RETRY_MAX = timedelta(minutes=15)
 # This many conflicts in a row become a health issue (the table needs a quiet period), and from then
-# on each conflict counts as a failure too, so the retries back off (core/history.py).
+# on each conflict counts as a failure too, so the retries back off (core/runs/history.py).
 CONFLICT_STREAK_ISSUE = CONFLICT_STREAK
 
 
@@ -174,7 +174,7 @@ class RewriteProgress:
     """What landed of one ``rewrite_data_files`` run. With partial progress Iceberg drops a commit that
     lost its race without a word (its groups are neither in the result nor in
     ``failed_data_files_count``), so what was lost is read from the table: the groups Iceberg's planner
-    would have taken at the run's start (core/estimates.py's rules) whose files are all still live
+    would have taken at the run's start (core/rewrites/estimates.py's rules) whose files are all still live
     (``groups_left``)."""
 
     partial_progress: bool

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from floe_dagster.core.localtime import naive_as_utc
+from floe_dagster.core.basics.localtime import naive_as_utc
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.run_figures import Benefit, Compute
+from floe_dagster.core.runs.run_figures import Benefit, Compute
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +26,7 @@ class OperationHistory:
     last_snapshot_after: int | None = None
     runs: int = 0
     failures: int = 0
-    # Lost commit races in a row (core/commit_conflicts.py): never failures, so never backoff; the
+    # Lost commit races in a row (core/runs/commit_conflicts.py): never failures, so never backoff; the
     # next attempt waits a short jittered delay after the last one.
     consecutive_conflicts: int = 0
     last_conflict_at: datetime | None = None
@@ -86,7 +86,7 @@ class Outcome:
     snapshot_after: int | None = None
     # A conflict: the snapshot operation of the commit that won (core/commit_conflicts.winning_operation).
     conflict_writer: str | None = None
-    # What the run cost and bought (core/run_figures.py): a successful run's, None otherwise.
+    # What the run cost and bought (core/runs/run_figures.py): a successful run's, None otherwise.
     compute: Compute | None = None
     benefit: Benefit | None = None
 

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
-from floe_dagster.core.history import OUTAGE
+from floe_dagster.core.runs.history import OUTAGE
 
 # Exception classes (by name, anywhere in the class's hierarchy) that mean "could not reach it":
 # Python's socket errors, requests'/urllib3's connection errors and timeouts, Py4J's lost gateway,

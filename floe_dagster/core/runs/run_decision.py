@@ -1,10 +1,10 @@
 """Why a run maintains a table: one record from admission to materialization.
 
-The planner's :class:`~floe_dagster.core.planner.Decision` says everything it weighed; once a
+The planner's :class:`~floe_dagster.core.plan.planner.Decision` says everything it weighed; once a
 launcher admits it, what the run needs of it is a :class:`RunDecision`. The tick writes it to the
 trigger ledger, the ledger reads back as :class:`LedgerRow`\\ s, the run finds each table's row again
 (or, for a manual trigger, a backfill or Dagit, reads the same record from its tags), and both the
-run's tags (core/run_tags.py) and the table's materialization metadata are built from it.
+run's tags (core/runs/run_tags.py) and the table's materialization metadata are built from it.
 
 Keys: an *item key* names one admitted (table, operation, slot, attempt), the ledger's unique key;
 a *batch key* names the batch (one run over several tables) and is the run's Dagster run key. A
@@ -22,13 +22,13 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.partition_scope import PartitionSelection
-from floe_dagster.core.tables import TableName
-from floe_dagster.core.writers import Writer, key_text
+from floe_dagster.core.rewrites.partition_scope import PartitionSelection
+from floe_dagster.core.basics.tables import TableName
+from floe_dagster.core.schedules.writers import Writer, key_text
 
 
 class AdmittedDecision(Protocol):
-    """What a :class:`RunDecision` keeps of the planner's ``Decision`` (core/decisions.py, which imports
+    """What a :class:`RunDecision` keeps of the planner's ``Decision`` (core/plan/decisions.py, which imports
     :func:`item_key` from here, so this module names what it reads instead of importing it back)."""
 
     table: TableName

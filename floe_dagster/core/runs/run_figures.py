@@ -96,7 +96,7 @@ class Benefit:
     after: TableShape
     files_deleted: int = 0
     # An orphan cleanup's: the bytes of the orphans it found (deleted, quarantined or listed by a dry run, and
-    # the backlog a cap left), what the adaptive cadence learns from (core/orphan_cadence.py). Exact when the
+    # the backlog a cap left), what the adaptive cadence learns from (core/schedules/orphan_cadence.py). Exact when the
     # quarantine moved them, else ``estimated``: the files × the table's mean file size after the run
     # (Iceberg's procedure names the files, not their sizes). None: not an orphan cleanup.
     orphan_bytes: int | None = None

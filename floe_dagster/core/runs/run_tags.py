@@ -9,9 +9,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.run_decision import RunDecision
-from floe_dagster.core.tables import TableName
-from floe_dagster.core.writers import Writer, key_text
+from floe_dagster.core.runs.run_decision import RunDecision
+from floe_dagster.core.basics.tables import TableName
+from floe_dagster.core.schedules.writers import Writer, key_text
 
 # Where Dagit shows a run tag (dagster-webserver 1.13's runs list, ``RunRowTags`` with
 # ``useTagPinning``): the runs list shows a run's *pinned* tags and offers the rest behind "View all
@@ -33,7 +33,7 @@ OPERATION = "floe/operation"
 POLICY = "floe/policy"
 TRIGGER = "floe/trigger"
 REASON = "floe/reason"
-# An after-write run (core/after_write.py): the writer's materialization that made it due (issue 28 names
+# An after-write run (core/schedules/after_write.py): the writer's materialization that made it due (issue 28 names
 # them under floe/: the runs list shows which write a maintenance run follows).
 UPSTREAM_ASSET = "floe/upstream-asset"
 UPSTREAM_RUN = "floe/upstream-run"
@@ -54,7 +54,7 @@ TRIGGER_ID = RUN_PAGE_PREFIX + "trigger-id"
 ATTEMPT = RUN_PAGE_PREFIX + "attempt"
 PROPOSED_BY = RUN_PAGE_PREFIX + "proposed-by"  # the key that proposed an agent's run (its name)
 PROPOSAL = RUN_PAGE_PREFIX + "proposal"  # the proposal's id (never its token)
-# The run's batch key (core/run_decision.py; a batch of one: its item's key). The tag kept its first name.
+# The run's batch key (core/runs/run_decision.py; a batch of one: its item's key). The tag kept its first name.
 BATCH_KEY = RUN_PAGE_PREFIX + "run-key"
 BATCH_SIZE = RUN_PAGE_PREFIX + "batch-size"
 TRIGGER_KINDS = RUN_PAGE_PREFIX + "triggers"  # a batch's trigger kinds
@@ -67,7 +67,7 @@ SKIPPED = RUN_PAGE_PREFIX + "skipped"
 CONFLICTS = RUN_PAGE_PREFIX + "conflicts"
 # Tables whose work ended Spark's own process in this run (their failure; a fresh Spark was started).
 SPARK_RESTARTED = RUN_PAGE_PREFIX + "spark-restarted"
-# A partition-scoped rewrite (core/partition_scope.py): its partitions and bytes, and the backlog left.
+# A partition-scoped rewrite (core/rewrites/partition_scope.py): its partitions and bytes, and the backlog left.
 PARTITIONS = RUN_PAGE_PREFIX + "partitions"
 POLICY_TAG_PREFIX = RUN_PAGE_PREFIX + "tag."  # + a policy's tag key: the policy's ``tags``
 

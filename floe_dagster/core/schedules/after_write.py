@@ -9,7 +9,7 @@ writer that never pauses for ``settle`` cannot starve its table.
   ``ALL_UPDATED`` (every writer has written since).
 - With a cron or an interval rule in the same schedule, either makes the work due; with neither, only
   writes do (not every tick, as a condition-only schedule would be).
-- The writers' materializations are the sensor's (core/writers.py: each writer's newest one read from
+- The writers' materializations are the sensor's (core/schedules/writers.py: each writer's newest one read from
   the event log with its cursor), so the settle rule costs nothing per table. The oldest write since the
   last success comes from ``first_write_after`` (the event log, scheduling/writer_facts.py), asked only
   while a write is settling and the last success is older than ``maxSettle``; without it (None, or it does
@@ -25,10 +25,10 @@ from functools import cached_property
 from datetime import datetime, timedelta
 from typing import Any, Callable, Sequence
 
-from floe_dagster.core.durations import format_iso_duration, format_wait, parse_iso_duration
-from floe_dagster.core.localtime import as_utc
-from floe_dagster.core.validation import Location, check_mapping, check_unknown, describe
-from floe_dagster.core.writers import AssetKeyPath, Writer, key_text
+from floe_dagster.core.basics.durations import format_iso_duration, format_wait, parse_iso_duration
+from floe_dagster.core.basics.localtime import as_utc
+from floe_dagster.core.basics.validation import Location, check_mapping, check_unknown, describe
+from floe_dagster.core.schedules.writers import AssetKeyPath, Writer, key_text
 
 TRIGGER_AFTER_WRITE = "after_write"
 ANY_UPDATED, ALL_UPDATED = "ANY_UPDATED", "ALL_UPDATED"

@@ -29,7 +29,7 @@ from functools import lru_cache
 
 from croniter import croniter
 
-from floe_dagster.core.localtime import UTC, as_utc, floor_minute, local_naive, resolve, zone
+from floe_dagster.core.basics.localtime import UTC, as_utc, floor_minute, local_naive, resolve, zone
 
 _ALIASES = {
     "@yearly": "0 0 1 1 *",

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Mapping
 
-from floe_dagster.core.durations import format_iso_duration, parse_iso_duration
-from floe_dagster.core.localtime import as_utc, naive_as_utc
-from floe_dagster.core.sizes import FORMS, format_gib, parse_size
-from floe_dagster.core.validation import Location, check_mapping, check_unknown, describe, get_str
+from floe_dagster.core.basics.durations import format_iso_duration, parse_iso_duration
+from floe_dagster.core.basics.localtime import as_utc, naive_as_utc
+from floe_dagster.core.basics.sizes import FORMS, format_gib, parse_size
+from floe_dagster.core.basics.validation import Location, check_mapping, check_unknown, describe, get_str
 
 ADAPTIVE_FIELDS = ("targetBytes", "min", "max")
 DEFAULT_MIN = "P1D"

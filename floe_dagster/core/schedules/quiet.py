@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from floe_dagster.core.durations import format_iso_duration, format_wait
-from floe_dagster.core.localtime import UTC, as_utc
-from floe_dagster.core.measurements import TableMetrics
-from floe_dagster.core.schedule_due import Due
+from floe_dagster.core.basics.durations import format_iso_duration, format_wait
+from floe_dagster.core.basics.localtime import UTC, as_utc
+from floe_dagster.core.facts.measurements import TableMetrics
+from floe_dagster.core.schedules.schedule_due import Due
 
 DEFAULT_MAX_QUIET_WAIT = timedelta(days=1)
 # The snapshot operation of floe's own commits; every other operation is another writer's.

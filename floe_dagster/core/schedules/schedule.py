@@ -2,7 +2,7 @@
 
 Fields (Floe's names):
 
-- ``cronExpression``: 5-field Unix or 6/7-field Quartz (see :mod:`floe_dagster.core.cron`);
+- ``cronExpression``: 5-field Unix or 6/7-field Quartz (see :mod:`floe_dagster.core.schedules.cron`);
   ``cron_5field`` is the form handed to Dagster.
 - ``interval``: whole days (an integer, Floe's API) or an ISO-8601 duration (``PT6H``, ``P7D``). When
   both are set the interval wins (as in Floe) and validation warns.
@@ -16,12 +16,12 @@ Fields (Floe's names):
   window's end), ``priority`` (ranking among equally indebted work), ``enabled`` (default true).
 - ``quietFor`` (ISO-8601 duration): run only once the table has had no commit from another writer for
   this long; ``maxQuietWait`` (ISO-8601 duration, default ``P1D``, needs ``quietFor``): run anyway this
-  long after the work became due (:mod:`floe_dagster.core.quiet`). ``maxWriterWait``, ``afterWrite``: the
-  writers' (core/writers.py, core/after_write.py).
-- ``sla`` (``{maxAge, severity, owner}``): the operation's SLA contract (:mod:`floe_dagster.core.sla`).
+  long after the work became due (:mod:`floe_dagster.core.schedules.quiet`). ``maxWriterWait``, ``afterWrite``: the
+  writers' (core/schedules/writers.py, core/schedules/after_write.py).
+- ``sla`` (``{maxAge, severity, owner}``): the operation's SLA contract (:mod:`floe_dagster.core.schedules.sla`).
 
 Every datetime returned is aware and in UTC (comparisons inside one zone would ignore DST's ``fold``).
-Whether work is due by a schedule (``Due``, ``schedule_due``) is core/schedule_due.py.
+Whether work is due by a schedule (``Due``, ``schedule_due``) is core/schedules/schedule_due.py.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from datetime import date, datetime, time, timedelta
 from functools import cached_property, lru_cache
 from typing import Any, Mapping
 
-from floe_dagster.core import cron as cronlib
-from floe_dagster.core.durations import format_iso_duration
-from floe_dagster.core.localtime import (
+from floe_dagster.core.schedules import cron as cronlib
+from floe_dagster.core.basics.durations import format_iso_duration
+from floe_dagster.core.basics.localtime import (
     UTC,
     all_instants,
     as_utc,
@@ -42,12 +42,12 @@ from floe_dagster.core.localtime import (
     transitions_on,
     zone,
 )
-from floe_dagster.core.after_write import AfterWrite, parse_after_write
-from floe_dagster.core.quiet import DEFAULT_MAX_QUIET_WAIT, QuietPeriod
-from floe_dagster.core.sla import SlaContract, parse_sla
-from floe_dagster.core.writers import DEFAULT_MAX_WRITER_WAIT
-from floe_dagster.core.schedule_values import parse_interval, parse_time, parse_wait
-from floe_dagster.core.schedule_due import (  # Schedule.at and Schedule.due's answers
+from floe_dagster.core.schedules.after_write import AfterWrite, parse_after_write
+from floe_dagster.core.schedules.quiet import DEFAULT_MAX_QUIET_WAIT, QuietPeriod
+from floe_dagster.core.schedules.sla import SlaContract, parse_sla
+from floe_dagster.core.schedules.writers import DEFAULT_MAX_WRITER_WAIT
+from floe_dagster.core.schedules.schedule_values import parse_interval, parse_time, parse_wait
+from floe_dagster.core.schedules.schedule_due import (  # Schedule.at and Schedule.due's answers
     TRIGGER_CONDITION,
     TRIGGER_CRON,
     TRIGGER_INTERVAL,
@@ -55,7 +55,7 @@ from floe_dagster.core.schedule_due import (  # Schedule.at and Schedule.due's a
     ScheduleAt,
     schedule_due,
 )
-from floe_dagster.core.validation import (
+from floe_dagster.core.basics.validation import (
     Location,
     check_mapping,
     check_unknown,
@@ -88,10 +88,10 @@ class Schedule:
     timeout_hours: float = DEFAULT_TIMEOUT_HOURS
     enforce_window_end: bool = False
     priority: int = 0
-    quiet: QuietPeriod | None = None  # quietFor / maxQuietWait (core/quiet.py); None: no quiet period
-    sla: SlaContract | None = None  # the operation's SLA contract (core/sla.py)
-    max_writer_wait: timedelta = DEFAULT_MAX_WRITER_WAIT  # the writer_running gate's limit (core/writers.py)
-    after_write: AfterWrite | None = None  # the after-write trigger (core/after_write.py); None: none
+    quiet: QuietPeriod | None = None  # quietFor / maxQuietWait (core/schedules/quiet.py); None: no quiet period
+    sla: SlaContract | None = None  # the operation's SLA contract (core/schedules/sla.py)
+    max_writer_wait: timedelta = DEFAULT_MAX_WRITER_WAIT  # the writer_running gate's limit (core/schedules/writers.py)
+    after_write: AfterWrite | None = None  # the after-write trigger (core/schedules/after_write.py); None: none
 
     # -- construction ---------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """When work is due by its schedule (docs/automation.md, "Due"): a schedule's clock-only facts at one
-moment (:class:`ScheduleAt`, made by :meth:`Schedule.at <floe_dagster.core.schedule.Schedule.at>`) and
+moment (:class:`ScheduleAt`, made by :meth:`Schedule.at <floe_dagster.core.schedules.schedule.Schedule.at>`) and
 the verdict for one (table, operation) (:class:`Due`, :func:`schedule_due`). The schedule itself (its
-fields, windows, days and cron slots) is core/schedule.py, which imports this module.
+fields, windows, days and cron slots) is core/schedules/schedule.py, which imports this module.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from functools import cached_property
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from floe_dagster.core.localtime import as_utc
+from floe_dagster.core.basics.localtime import as_utc
 
 TRIGGER_CRON, TRIGGER_INTERVAL, TRIGGER_CONDITION = "cron", "interval", "condition"
 
 
 class DueSchedule(Protocol):
-    """What :func:`schedule_due` reads of a schedule (core/schedule.py's ``Schedule``, which imports this
+    """What :func:`schedule_due` reads of a schedule (core/schedules/schedule.py's ``Schedule``, which imports this
     module, so the answer's shapes live here and the schedule's fields there)."""
 
     enabled: bool
@@ -145,7 +145,7 @@ def schedule_due(schedule: DueSchedule, last_success_start: datetime | None, now
     if rule_due and clock.open_now:
         return Due(True, trigger, slot, now, True, None, told, last)
     next_eligible = clock.next_open if due_at <= now else schedule.next_open(due_at)
-    # The gates' order (core/gates.py, docs/automation.md): a closed window or day is reported before "not due".
+    # The gates' order (core/plan/gates.py, docs/automation.md): a closed window or day is reported before "not due".
     closed = clock.closed_reason
     blocked = closed or "not_due"
     if closed:

@@ -1,5 +1,5 @@
 """The values of a schedule as a policy writes them, read with a message naming the field: a wait
-(``quietFor``, ``maxQuietWait``, ``maxWriterWait``), an ``interval`` and a time of day. core/schedule.py
+(``quietFor``, ``maxQuietWait``, ``maxWriterWait``), an ``interval`` and a time of day. core/schedules/schedule.py
 reads the schedule; these are its readers of single values."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import time, timedelta
 from typing import Any, Mapping
 
-from floe_dagster.core.durations import MAX_DURATION, parse_iso_duration
-from floe_dagster.core.validation import Location, describe
+from floe_dagster.core.basics.durations import MAX_DURATION, parse_iso_duration
+from floe_dagster.core.basics.validation import Location, describe
 
 
 def parse_wait(at: Location, mapping: Mapping[str, Any], key: str, example: str) -> timedelta | None:

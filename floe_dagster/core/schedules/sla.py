@@ -11,7 +11,7 @@ PolicyLoader format), beside ``quietFor``: it is a promise about when the operat
   quiet period's "due since" uses too): a table has wanted maintenance since then. A table with no
   snapshot has nothing to maintain and meets its SLA; without health collected (the oldest snapshot
   unknown) the verdict is unknown, which is not a breach (the next tick knows).
-- A breach **escalates** the work (core/gates.py, the ``sla`` gate; core/plan_stages.py, the ``sla
+- A breach **escalates** the work (core/plan/gates.py, the ``sla`` gate; core/plan/plan_stages.py, the ``sla
   first`` stage): the conditions and minimum intervals are passed, as by the critical force, and the
   work ranks first; the schedule, backoff, the budgets, the envelope and one operation per table at a
   time still hold.
@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Mapping
 
-from floe_dagster.core.durations import format_iso_duration, format_wait, parse_iso_duration
-from floe_dagster.core.localtime import UTC, as_utc
-from floe_dagster.core.validation import Location, check_mapping, check_unknown, describe, get_enum
+from floe_dagster.core.basics.durations import format_iso_duration, format_wait, parse_iso_duration
+from floe_dagster.core.basics.localtime import UTC, as_utc
+from floe_dagster.core.basics.validation import Location, check_mapping, check_unknown, describe, get_enum
 
 if TYPE_CHECKING:
-    from floe_dagster.core.measurements import TableMetrics
+    from floe_dagster.core.facts.measurements import TableMetrics
 
 SLA_FIELDS = ("maxAge", "severity", "owner")
 WARN, ERROR = "WARN", "ERROR"  # Dagster's AssetCheckSeverity names

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Mapping, Sequence
 
-from floe_dagster.core.durations import format_iso_duration, format_wait
-from floe_dagster.core.localtime import as_utc
-from floe_dagster.core.patterns import TablePattern
-from floe_dagster.core.tables import TableName
-from floe_dagster.core.validation import Location, check_mapping, check_unknown, describe
+from floe_dagster.core.basics.durations import format_iso_duration, format_wait
+from floe_dagster.core.basics.localtime import as_utc
+from floe_dagster.core.basics.patterns import TablePattern
+from floe_dagster.core.basics.tables import TableName
+from floe_dagster.core.basics.validation import Location, check_mapping, check_unknown, describe
 
 AssetKeyPath = tuple[str, ...]
 SOURCE_RULE = "rule"  # a floe.yaml rule names the asset

@@ -1,6 +1,6 @@
 """Storage locations, normalised: one type, :class:`StorageLocation`, and two constructors.
 
-- :func:`parse_location`, **strict**, for what a policy writes (untrusted: core/envelope.py checks every
+- :func:`parse_location`, **strict**, for what a policy writes (untrusted: core/policies/envelope.py checks every
   location an operation uses against its table's): the scheme in lower case, ``s3a`` and ``s3n`` as
   ``s3`` (Iceberg's own ``equal_schemes`` default, not the policy's ``equalSchemes``, which an attacker
   could write), ``file:/p``, ``file:///p``, ``file://localhost/p`` and a bare ``/p`` as one form, the
@@ -10,7 +10,7 @@
   locations (``data``) are folders of the table's location (:func:`is_relative`,
   :func:`relative_segments`), spelled from the table's own (:func:`joined`).
 - :func:`store_location`, **lenient**, for what Iceberg and the file systems write (a table's location,
-  the files a listing returns; core/quarantine.py, iceberg/file_store.py): the same schemes, the path
+  the files a listing returns; core/storage/quarantine.py, iceberg/file_store.py): the same schemes, the path
   resolved as POSIX does (``..`` stops at the root), the authority as written.
 
 Either way a location is compared path component by path component, never by text (``/t/orders2`` is

@@ -33,10 +33,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Mapping
 from urllib.parse import quote
 
-from floe_dagster.core.durations import format_iso_duration, parse_iso_duration
-from floe_dagster.core.locations import StorageLocation, store_location
-from floe_dagster.core.tables import TableName
-from floe_dagster.core.validation import Location, check_mapping, check_unknown, get_bool, get_str
+from floe_dagster.core.basics.durations import format_iso_duration, parse_iso_duration
+from floe_dagster.core.storage.locations import StorageLocation, store_location
+from floe_dagster.core.basics.tables import TableName
+from floe_dagster.core.basics.validation import Location, check_mapping, check_unknown, get_bool, get_str
 
 QUARANTINE_FOLDER = "_floe_quarantine"
 DEFAULT_GRACE_PERIOD = "P7D"
@@ -126,7 +126,7 @@ def quarantine_choice(policy: QuarantinePolicy | None, dry_run: bool) -> Quarant
                                   "(orphanCleanup.quarantine: false opts out)")
 
 
-# -- the quarantine's locations (core/locations.py normalises them) ---------------------------------------
+# -- the quarantine's locations (core/storage/locations.py normalises them) ---------------------------------------
 
 
 def escape_component(name: str) -> str:

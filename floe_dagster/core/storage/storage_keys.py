@@ -7,8 +7,8 @@ PyIceberg merges a table's properties over the catalog's for that table's FileIO
 class it imports and calls with the catalog's credentials, ``s3.endpoint`` / ``s3.proxy-uri`` /
 ``s3.signer.uri`` send the requests (and a signer's token) elsewhere. floe builds every table's FileIO
 from the catalog's settings alone (iceberg/table_io.py), refuses these keys in a policy's
-``tableProperties`` (core/envelope.py) and shows them as ignored when a table sets them
-(core/owner_overrides.py). Iceberg Java builds a table's FileIO from the catalog's properties (and a REST
+``tableProperties`` (core/policies/envelope.py) and shows them as ignored when a table sets them
+(core/policies/owner_overrides.py). Iceberg Java builds a table's FileIO from the catalog's properties (and a REST
 catalog's load-table config), never from table properties; ``io-impl`` is refused all the same, since it
 names a class. Pure: no Dagster, Spark or PyIceberg.
 """
@@ -46,7 +46,8 @@ def storage_key_why(name: str) -> str | None:
 
 def storage_refusal(name: str) -> str | None:
     """Why a policy may not declare a key that steers a table's FileIO (None: it steers none): always
-    refused, no setting allows it (core/envelope.py's property_refusal, core/table_properties.py's parser)."""
+    refused, no setting allows it (core/policies/envelope.py's property_refusal, core/facts/table_properties.py's
+    parser)."""
     why = storage_key_why(name)
     if why is None:
         return None

@@ -23,7 +23,7 @@ Nested tables (Hive-style layouts) opt in per policy: ``nestedTables`` names the
 this one may nest with, inside it (their folders are then left out of its orphan listing:
 :attr:`LocationCheck.excluded`) or around it. Two tables at the same location are never allowed.
 
-Compared as core/locations.py normalises: the table's own location with the strict constructor (a
+Compared as core/storage/locations.py normalises: the table's own location with the strict constructor (a
 location that cannot be read is refused), the ones floe knows with the lenient one; component by
 component (``/t/orders2`` is not inside ``/t/orders``), ``s3a``/``s3n`` as ``s3``. Pure: no Dagster,
 Spark or PyIceberg.
@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Iterable, Iterator, Mapping
 
-from floe_dagster.core.locations import StorageLocation, parse_location, store_location
-from floe_dagster.core.quarantine import QUARANTINE_FOLDER
-from floe_dagster.core.tables import TableName
-from floe_dagster.core.validation import Location, get_str_list
+from floe_dagster.core.storage.locations import StorageLocation, parse_location, store_location
+from floe_dagster.core.storage.quarantine import QUARANTINE_FOLDER
+from floe_dagster.core.basics.tables import TableName
+from floe_dagster.core.basics.validation import Location, get_str_list
 
 NESTED_FIELD = "nestedTables"
 

@@ -39,8 +39,8 @@ from dataclasses import astuple, dataclass
 from datetime import datetime
 from typing import Any, Iterable
 
-from floe_dagster.core.localtime import as_utc, naive_as_utc
-from floe_dagster.core.validation import setting
+from floe_dagster.core.basics.localtime import as_utc, naive_as_utc
+from floe_dagster.core.basics.validation import setting
 
 GIB = 1024**3
 OPEN_COST_BYTES = 4 * 1024 * 1024  # spark.sql.files.openCostInBytes' default

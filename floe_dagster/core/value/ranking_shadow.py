@@ -4,7 +4,7 @@ Given the planner's candidates (the decisions that passed every gate; any object
 :class:`Ranked` attributes), :func:`both_orders` returns the static order, exactly the planner's
 (debt score, then policy priority, schedule priority, table name and Floe's operation order), and
 the learned one: the same keys with the debt score × each item's measured-efficiency factor
-(core/learned_ranking.py). :func:`compare_rankings` goes one step further: it spends one compute
+(core/value/learned_ranking.py). :func:`compare_rankings` goes one step further: it spends one compute
 budget in each order (one operation per table, an item whose estimate does not fit is skipped for
 smaller ones behind it, as the byte budget does) and tells what each would admit, the items only one
 of them admits, and the benefit each expects per compute hour. That is what shadow mode records per
@@ -37,7 +37,7 @@ T = TypeVar("T", bound=Ranked)
 
 
 def static_rank_key(item: Ranked) -> tuple:
-    """The planner's candidate order (core/planner.py sorts its candidates by this key)."""
+    """The planner's candidate order (core/plan/planner.py sorts its candidates by this key)."""
     return (-item.debt_score, -item.policy_priority, -item.schedule_priority, item.table.qualified,
             item.operation.order)
 

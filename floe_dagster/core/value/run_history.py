@@ -1,8 +1,8 @@
 """A (table, operation)'s kept outcome rows as the learned ranking and a kind's own cadence read them
 (:class:`RecordedRun`, from ``Coordination.recorded_runs``), and each as the ranking counts it: a
-(compute seconds, benefit) pair, :class:`~floe_dagster.core.learned_ranking.LearningRun`.
+(compute seconds, benefit) pair, :class:`~floe_dagster.core.value.learned_ranking.LearningRun`.
 
-The figures are the ones the run recorded (core/run_figures.py, the outcome row's ``figures``: one
+The figures are the ones the run recorded (core/runs/run_figures.py, the outcome row's ``figures``: one
 declaration). **Compute** is the executor CPU seconds Spark's status store measured for the table's own
 jobs (``Compute.executor_cpu_s``, source ``spark``); only where no executor figure can exist (a Spark
 Connect server, source ``spark-connect``, or a kind that commits without Spark, source ``none``) the wall
@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from floe_dagster.core.history import NOT_THE_TABLES_FAULT
-from floe_dagster.core.learned_ranking import LearningRun
-from floe_dagster.core.run_figures import NO_SPARK, SPARK, SPARK_CONNECT, Benefit, Compute
+from floe_dagster.core.runs.history import NOT_THE_TABLES_FAULT
+from floe_dagster.core.value.learned_ranking import LearningRun
+from floe_dagster.core.runs.run_figures import NO_SPARK, SPARK, SPARK_CONNECT, Benefit, Compute
 
 # The compute sources a run's compute seconds may come from, as ``explain`` names them.
 EXECUTOR_CPU = "executor_cpu"

@@ -14,10 +14,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Iterable
 
-from floe_dagster.core.durations import parse_iso_duration
-from floe_dagster.core.history import CONFLICT
+from floe_dagster.core.basics.durations import parse_iso_duration
+from floe_dagster.core.runs.history import CONFLICT
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.table_facts import format_bytes
+from floe_dagster.core.facts.table_facts import format_bytes
 
 GROUPINGS = ("namespace", "table", "operation")
 DEFAULT_SINCE = "P7D"

@@ -12,8 +12,8 @@ from typing import Any, Mapping
 
 from floe_dagster.core.operation_kinds.compute_statistics import ComputeStatisticsConfig
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.statistics import StatisticsState, statistics_work
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.facts.statistics import StatisticsState, statistics_work
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import MaintenanceFailed
 from floe_dagster.iceberg.table_statistics import statistics_facts, statistics_state, unknown_columns
 from floe_dagster.spark.operation_steps.step import (
