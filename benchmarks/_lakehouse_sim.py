@@ -25,12 +25,9 @@ from typing import Any, Iterator
 
 from floe_dagster.core.plan.batches import BatchSettings
 from floe_dagster.core.rewrites.estimates import (
-    RewriteEstimate,
-    RewriteRules,
-    estimate_rewrite_data_files,
-    estimate_rewrite_position_delete_files,
-    partition_group_indexes,
+    RewriteEstimate, estimate_rewrite_data_files, estimate_rewrite_position_delete_files, partition_group_indexes,
 )
+from floe_dagster.core.rewrites.rewrite_rules import RewriteRules
 from floe_dagster.core.runs.history import OperationHistory
 from floe_dagster.core.value.learned_ranking import (
     HistoryTotals, RankingSettings, LearningRun, efficiency_factor, estimate_compute, expected_files_removed,

@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from floe_dagster.core.schedules.cron import CronError
-from floe_dagster.core.rewrites.estimates import EstimateOptionError
+from floe_dagster.core.rewrites.rewrite_rules import EstimateOptionError
 from floe_dagster.core.runs.history import CONFLICT, LOCK_HELD, OUTAGE
 from floe_dagster.core.runs.outages import ErrorLink, outage_evidence
 from floe_dagster.core.policies.policy import PolicyError

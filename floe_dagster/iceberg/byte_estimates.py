@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from floe_dagster.core.rewrites.estimates import EstimateOptionError
+from floe_dagster.core.rewrites.rewrite_rules import EstimateOptionError
 from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation

@@ -13,7 +13,8 @@ from typing import Any, Mapping
 from pyiceberg.table import Table
 
 from floe_dagster.core.runs.commit_conflicts import RewriteProgress
-from floe_dagster.core.rewrites.estimates import DataFileInfo, RewriteRules, plan_data_file_rewrite
+from floe_dagster.core.rewrites.estimates import DataFileInfo, plan_data_file_rewrite
+from floe_dagster.core.rewrites.rewrite_rules import RewriteRules
 from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
 
 DEFAULT_MAX_COMMITS = 10  # Iceberg's partial-progress.max-commits

@@ -25,7 +25,7 @@ import pytest
 from dagster import DagsterInstance
 
 from floe_dagster.core.runs import run_tags as T
-from floe_dagster.core.rewrites.estimates import RewriteRules
+from floe_dagster.core.rewrites.rewrite_rules import RewriteRules
 from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.rewrites.partition_scope import RewriteScope, plan_scope

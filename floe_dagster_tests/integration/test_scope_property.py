@@ -43,7 +43,8 @@ from pyiceberg.transforms import parse_transform
 from pyiceberg.typedef import Record
 from pyiceberg.types import DateType, IntegerType, LongType, NestedField, StringType, TimestamptzType
 
-from floe_dagster.core.rewrites.estimates import RewriteRules, plan_data_file_rewrite
+from floe_dagster.core.rewrites.rewrite_rules import RewriteRules
+from floe_dagster.core.rewrites.estimates import plan_data_file_rewrite
 from floe_dagster.core.facts.measurements import data_group_spec
 from floe_dagster.core.rewrites.partition_scope import plan_scope, scope_units
 from floe_dagster.core.rewrites.scope_predicates import (

@@ -12,20 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from floe_dagster.core.rewrites.rewrite_rules import (
+    DEFAULT_DELETE_TARGET_FILE_SIZE_BYTES, DEFAULT_TARGET_FILE_SIZE_BYTES, EstimateOptionError, RewriteRules,
+)
 from floe_dagster.core.rewrites.estimates import (
-    DEFAULT_DELETE_TARGET_FILE_SIZE_BYTES,
-    DEFAULT_TARGET_FILE_SIZE_BYTES,
-    DataFileInfo,
-    EstimateOptionError,
-    RewriteRules,
-    data_files_of,
-    estimate_rewrite_data_files,
-    estimate_rewrite_position_delete_files,
-    pack_groups,
-    plan_data_file_rewrite,
-    plan_position_delete_rewrite,
-    plan_recorded_data_files,
-    position_deletes_of,
+    DataFileInfo, data_files_of, estimate_rewrite_data_files, estimate_rewrite_position_delete_files, pack_groups,
+    plan_data_file_rewrite, plan_position_delete_rewrite, plan_recorded_data_files, position_deletes_of,
 )
 from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from floe_dagster.core.rewrites.estimates import RewriteRules
+from floe_dagster.core.rewrites.rewrite_rules import RewriteRules
 from floe_dagster.core.runs.history import OperationHistory
 from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operations import Operation

@@ -5,7 +5,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from floe_dagster.core.rewrites.estimates import RewriteRules, estimate_rewrite_data_files
+from floe_dagster.core.rewrites.rewrite_rules import RewriteRules
+from floe_dagster.core.rewrites.estimates import estimate_rewrite_data_files
 from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operation_kinds.expire_snapshots import ExpireSnapshotsConfig
 from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig

@@ -14,7 +14,8 @@ from typing import Callable
 
 from floe_dagster.core.plan.batches import BatchPacker, RunClass
 from floe_dagster.core.plan.decisions import Decision, PlanInput, replace_decision, skip
-from floe_dagster.core.rewrites.estimates import EstimateOptionError, data_file_rules
+from floe_dagster.core.rewrites.rewrite_rules import EstimateOptionError
+from floe_dagster.core.rewrites.estimates import data_file_rules
 from floe_dagster.core.plan.compute_budget import compute_budget
 from floe_dagster.core.plan.learned_plan import LearnedView
 from floe_dagster.core.plan.fair_shares import (

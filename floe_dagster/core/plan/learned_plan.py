@@ -30,7 +30,7 @@ from floe_dagster.core.value.learned_ranking import (
     estimate_compute,
     expected_files_removed,
 )
-from floe_dagster.core.rewrites.estimates import EstimateOptionError
+from floe_dagster.core.rewrites.rewrite_rules import EstimateOptionError
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.value.ranking_shadow import compare_rankings
 from floe_dagster.core.value.run_history import RecordedRun, compute_source, learning_run

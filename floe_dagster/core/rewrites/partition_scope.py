@@ -40,7 +40,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
-from floe_dagster.core.rewrites.estimates import RewriteRules, _delete_rule_hit, all_null_key, partition_group_indexes
+from floe_dagster.core.rewrites.rewrite_rules import RewriteRules
+from floe_dagster.core.rewrites.estimates import _delete_rule_hit, all_null_key, partition_group_indexes
 from floe_dagster.core.facts.measurements import data_group_spec
 from floe_dagster.core.rewrites.scope_values import (  # the values, where callers have always found them
     Backlog as Backlog,
