@@ -3,7 +3,7 @@ per simulated hour spent in the static or the learned order (see bench_learned_r
 
 Two worlds start identical and see the same writes (each table's writes in an hour come from a
 random stream of its own, seeded by (seed, table, hour)); they differ only in the order the budget is
-spent in. The real pieces: the planner (``core/planner.plan``: gates, health issues, the debt score
+spent in. The real pieces: the planner (``core/plan/planner.plan``: gates, health issues, the debt score
 and its tie-breaks, Iceberg's file selection for the byte estimates), the learned ranking
 (``core/value/learned_ranking.py``: the compute estimate both worlds admit on, and the efficiency factor
 the learned world multiplies the debt score by) and the orders and admission of
@@ -201,7 +201,7 @@ class CostModel:
 
 
 def groups_of(table: "SimTable", op: Operation, key: str, rules: RewriteRules) -> list[list[int]]:
-    """Iceberg's file groups of one partition (core/estimates.partition_group_indexes), memoised until
+    """Iceberg's file groups of one partition (core/rewrites/estimates.partition_group_indexes), memoised until
     the partition changes: an hour's writes change a few partitions of a table, not all of them."""
     stamp = table.touched.get((op, key), 0)
     found = table.plans.get((op, key))
@@ -212,7 +212,7 @@ def groups_of(table: "SimTable", op: Operation, key: str, rules: RewriteRules) -
 
 
 def estimate(table: "SimTable", op: Operation, rules: RewriteRules) -> RewriteEstimate:
-    """What the rewrite would take: core/estimates' plan, summed over the partitions (one spec, no
+    """What the rewrite would take: core/rewrites/estimates' plan, summed over the partitions (one spec, no
     file-scoped deletes, no max-files-to-rewrite: the same numbers, checked against it on the first tick)."""
     cached = table.estimates.get(op)
     if cached is not None and cached[0] == table.version:
@@ -358,7 +358,7 @@ class Simulation:
             d.reasons and d.reasons[0].startswith("in_flight") and "admitted this tick" in d.reasons[0])]
 
     def check_estimates(self, world: World, sample: int = 60) -> None:
-        """The summed per-partition plan is core/estimates' own estimate of the table."""
+        """The summed per-partition plan is core/rewrites/estimates' own estimate of the table."""
         for table in list(world.tables.values())[:sample]:
             metrics = metrics_of(table, 0)
             config = self.policies.effective_policy(table.name)

@@ -12,7 +12,7 @@ floe's real step (``IcebergSparkEngine.maintain``, REWRITE_DATA_FILES through Sp
 * **polling**: every ``--poll`` seconds, compact when the table has 2 data files or more (floe's 60 s poll
   with a small-file condition, time scaled; 2 is both sides' ``min-input-files``);
 * **after-write**: every second, floe's sensor code reads the writer's new materializations with its cursor
-  (``learn_writers``) and the after-write rule (``core.after_write.after_write_due``, settle ``--settle``
+  (``learn_writers``) and the after-write rule (``core.schedules.after_write.after_write_due``, settle ``--settle``
   seconds) says when the compaction is due.
 
 Counted per side: the writer's commits refused (``CommitFailedException``: a compaction committed between

@@ -5,7 +5,7 @@
    read from Spark's status store, fitted into two cost models (printed with R² and the largest
    relative error). Cached in ``/tmp/floe-bench/learned/calibration.json``; ``--recalibrate`` measures again.
 2. **Simulation** (``_lakehouse_sim.py``): a lakehouse of ``--tables`` tables of mixed shapes, ``--days``
-   simulated days of hourly planner ticks. Each tick the real planner (``core/planner.plan``, with
+   simulated days of hourly planner ticks. Each tick the real planner (``core/plan/planner.plan``, with
    the real health assessment, debt score and byte estimates) gives the candidates; the same compute
    budget per simulated hour (executor CPU seconds, ``--budget-share`` of what the whole fleet's due
    work would take in the first hour) is spent in each ranking's order: the static one (the debt

@@ -268,7 +268,7 @@ class ApiError(FloeError):
 
 def failure_kind(exc: BaseException) -> str | None:
     """How a failed table's outcome is recorded (the one rule): ``lock_held`` and ``outage`` never
-    count toward a table's backoff (core.history folds them away), ``conflict`` is a lost race; None
+    count toward a table's backoff (core.runs.history folds them away), ``conflict`` is a lost race; None
     is the table's own failure. floe-dagster's own errors were classified where they were raised (by
     this rule); any other error is an outage only when it shows that a service could not be reached."""
     if isinstance(exc, FailedAfterCommit):

@@ -138,7 +138,7 @@ def configured_operations(settings: Settings, table: TableName) -> list[Operatio
 
 
 def run_tags_for(settings: Settings, table: TableName, op: Operation, origin: Origin) -> dict[str, str]:
-    """The run tags of one (table, operation) a person launches (core.run_tags.run_tags)."""
+    """The run tags of one (table, operation) a person launches (core.runs.run_tags.run_tags)."""
     return run_tags(table, op, resolve_operation(settings, table, op).policy, origin)
 
 

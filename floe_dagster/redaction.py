@@ -56,7 +56,7 @@ def known_secrets() -> frozenset[str]:
 
 
 def mask(value: Any, key: str | None = None) -> Any:
-    """A value of any shape with its secrets masked (core.secrets.masked with the known secrets)."""
+    """A value of any shape with its secrets masked (core.basics.secrets.masked with the known secrets)."""
     return masked(value, known_secrets(), key)
 
 

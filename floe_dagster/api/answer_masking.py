@@ -3,7 +3,7 @@ settings hold: floe_dagster/redaction.py), in one middleware: whatever an endpoi
 a library puts in a body (an error message quoting the catalog's URI, a run's failure text), no secret
 leaves the server.
 
-JSON answers are parsed and masked as a structure (core.secrets.masked): every field at any depth whose
+JSON answers are parsed and masked as a structure (core.basics.secrets.masked): every field at any depth whose
 name is a secret key has its value masked (a table's or the catalog's ``s3.secret-access-key``, a
 ``password`` in a library's error details), a name/value entry naming a secret has its value masked (an
 ignored table property), and every string is masked as text. The rule's own exceptions keep the API's

@@ -1,6 +1,6 @@
 """Run requests from the planner's admitted decisions: what the debt-score sensor and the cron
 schedules yield, one per batch (one run over the batch's tables for one operation partition). The
-tags come from the one builder every launcher uses (core.run_tags)."""
+tags come from the one builder every launcher uses (core.runs.run_tags)."""
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ _LIST_PARENT_AT = 32  # this many stats under one folder of an object store: one
 class FileFacts:
     location: str  # as :class:`StorageLocation.uri` spells it
     size: int
-    modified: datetime | None  # UTC; None: the store did not say (such a file is young: core/quarantine.is_old)
+    modified: datetime | None  # UTC; None: the store did not say (such a file is young: core/storage/quarantine.is_old)
 
 
 class FileStore:

@@ -188,7 +188,7 @@ class TableQuarantine:
 
     # -- restoring ----------------------------------------------------------------------------------
     def find(self, wanted: str) -> QuarantinedRun:
-        """``--run``'s run (see core/quarantine.select_run); LookupError naming the table and its runs."""
+        """``--run``'s run (see core/storage/quarantine.select_run); LookupError naming the table and its runs."""
         runs = self.runs()
         try:
             run = select_run([r.run for r in runs], wanted)

@@ -3,7 +3,7 @@
 Iceberg drops a partial-progress commit that lost its race without a word: its groups are neither in
 the procedure's result nor in ``failed_data_files_count``. So the groups Iceberg's planner takes at the
 run's start snapshot (the rules of core/rewrites/estimates.py) are planned again over the files of that
-snapshot still live afterwards: those groups were left behind (core/commit_conflicts.RewriteProgress).
+snapshot still live afterwards: those groups were left behind (core/runs/commit_conflicts.RewriteProgress).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 policy will ever purge. A quarantine is purged by its table's own orphan cleanup, so it stays for good
 when the table was dropped or no policy gives it orphan cleanup any more. The tables looked at: every
 table the coordination database remembers a quarantine root for (coordination/quarantine_roots.py), and
-every table folder under the configured ``maintenance.quarantine-location`` (core/quarantine.table_folder's naming)."""
+every table folder under the configured ``maintenance.quarantine-location`` (core/storage/quarantine.table_folder's
+naming)."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ def _table(report: Mapping[str, Any]) -> str:
 
 
 def value_report_html(report: Mapping[str, Any]) -> str:
-    """The page for the report's JSON (:meth:`core.value_report.ValueReport.to_json`)."""
+    """The page for the report's JSON (:meth:`core.value.value_report.ValueReport.to_json`)."""
     title = f"floe-dagster: maintenance {window_text(report)}"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>

@@ -64,7 +64,7 @@ class LedgerState:
     # (table, operation) -> what its newest admission left to do (a partition-scoped rewrite's backlog)
     backlogs: Mapping[tuple[str, Operation], Backlog] = field(default_factory=dict)
     shadow_bytes_last_hour: int = 0  # the shadow pass's budget: estimated bytes of the last hour's shadow rows
-    # The live admissions of the fair shares' memory (core/fair_shares.USAGE_HORIZON), oldest first.
+    # The live admissions of the fair shares' memory (core/plan/fair_shares.USAGE_HORIZON), oldest first.
     recent_admissions: tuple[PastAdmission, ...] = ()
 
     @property

@@ -21,7 +21,7 @@ rewrite of that many file groups) would lose its first ones: raise those setting
 
 Spark Connect: the server reports no executor CPU, task time or bytes for a ``CALL`` (only the plan's SQL
 metrics, and the store lives in the server's JVM), so the figures are the wall time and a null with the
-reason (core/run_figures.CONNECT_UNAVAILABLE).
+reason (core/runs/run_figures.CONNECT_UNAVAILABLE).
 """
 
 from __future__ import annotations

@@ -135,9 +135,9 @@ class IssueType(str, Enum):
     LARGE_MANIFEST_LIST = "LARGE_MANIFEST_LIST"
     STALE_METADATA = "STALE_METADATA"
     # Not a measurement: an operation lost CONFLICT_STREAK_ISSUE commit races in a row
-    # (core/commit_conflicts.conflict_issues, from the history).
+    # (core/runs/commit_conflicts.conflict_issues, from the history).
     COMMIT_CONFLICTS = "COMMIT_CONFLICTS"
-    # A branch or tag older than its maximum age (core/refs.ref_issues): it pins snapshots and files.
+    # A branch or tag older than its maximum age (core/facts/refs.ref_issues): it pins snapshots and files.
     STALE_REF = "STALE_REF"
     # metadata.json files pile up: many written and write.metadata.delete-after-commit.enabled not true.
     TOO_MANY_METADATA_FILES = "TOO_MANY_METADATA_FILES"

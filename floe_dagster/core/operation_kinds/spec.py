@@ -186,7 +186,7 @@ class OperationSpec:
         """Warnings about the parsed config as a whole: none by default."""
 
     def byte_estimate(self, metrics: Any, config: Any) -> Any:
-        """Its core.estimates.Estimate of a run (None: none of its own; the table's size bounds it)."""
+        """Its core.rewrites.estimates.Estimate of a run (None: none of its own; the table's size bounds it)."""
         return None
 
     def changed(self, numbers: Mapping[str, int]) -> bool:

@@ -167,7 +167,8 @@ class Decision:
     # What the table's floe.* properties do under its policy (core/policies/owner_overrides.py); None: it sets none.
     owner_overrides: OwnerOverrides | None = None
     cadence: Any = None  # the kind's own cadence's verdict (an adaptive orphan cleanup), once the due gate read it
-    efficiency: Any = None  # the learned ranking's factor (core/learned_ranking.EfficiencyFactor), once ranked by it
+    # The learned ranking's factor (core/value/learned_ranking.EfficiencyFactor), once ranked by it.
+    efficiency: Any = None
 
     @property
     def reasons(self) -> tuple[str, ...]:

@@ -130,7 +130,7 @@ def open_from(schedule: Any, moment: datetime | None) -> datetime | None:
     return schedule.next_open(moment) if moment is not None else None
 
 
-# -- what the gates' reasons say, told when read (core/decisions.Reason) ------------------------------
+# -- what the gates' reasons say, told when read (core/plan/decisions.Reason) ------------------------------
 
 
 def _schedule_missing(op: Operation) -> str:

@@ -193,7 +193,7 @@ class BacklogDue:
     trigger: str = "backlog"
     blocked: str | None = None
     next_eligible: datetime | None = None
-    # What the quiet gate reads (core/quiet.due_since): a continuation has been due since its slot.
+    # What the quiet gate reads (core/schedules/quiet.due_since): a continuation has been due since its slot.
     slot: datetime | None = None
     last_success_start: datetime | None = None
 

@@ -118,7 +118,7 @@ class Policy:
     ref_retention: tuple[RefRetentionRule, ...] = ()  # refRetention, in the policy's order
     owner_overrides: OwnerOverridePolicy = NONE_ALLOWED  # ownerOverrides: the table properties owners may set
     source: str = ""  # the file it came from
-    version: str = ""  # a hash of its definition (run tag core.run_tags.POLICY_VERSION)
+    version: str = ""  # a hash of its definition (run tag core.runs.run_tags.POLICY_VERSION)
 
     def __hash__(self) -> int:
         return hash((self.name, self.version))

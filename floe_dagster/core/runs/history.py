@@ -84,7 +84,7 @@ class Outcome:
     changed: bool | None = None
     bytes_rewritten: int = 0
     snapshot_after: int | None = None
-    # A conflict: the snapshot operation of the commit that won (core/commit_conflicts.winning_operation).
+    # A conflict: the snapshot operation of the commit that won (core/runs/commit_conflicts.winning_operation).
     conflict_writer: str | None = None
     # What the run cost and bought (core/runs/run_figures.py): a successful run's, None otherwise.
     compute: Compute | None = None

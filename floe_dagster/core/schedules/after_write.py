@@ -96,7 +96,7 @@ def parse_after_write(at: Location, raw: Any) -> AfterWrite | None:
 
 @dataclass(frozen=True)
 class AfterWriteDue:
-    """The after-write rule's verdict, shaped as the schedule's (core/schedule_due.Due): due now in the slot
+    """The after-write rule's verdict, shaped as the schedule's (core/schedules/schedule_due.Due): due now in the slot
     of the newest write, with that write (``upstream``) for the run's tags."""
 
     due: bool

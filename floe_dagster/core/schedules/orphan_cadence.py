@@ -15,7 +15,7 @@ recorded yet: due now (its findings start the measurement). One cleanup and no e
 the interval; :attr:`CadenceVerdict.why` says so in the words ``explain`` shows.
 
 Pure: the figures come in as :class:`OrphanRunFigures`, read from the runs' recorded benefit
-(core/run_figures.Benefit's ``orphan_bytes``, :func:`recorded_cleanups`); the clock is the caller's ``now``.
+(core/runs/run_figures.Benefit's ``orphan_bytes``, :func:`recorded_cleanups`); the clock is the caller's ``now``.
 """
 
 from __future__ import annotations
@@ -129,8 +129,8 @@ class OrphanRunFigures:
 
 
 def recorded_cleanups(runs: Iterable[Any]) -> list[OrphanRunFigures]:
-    """The cleanups among a table's recorded runs (core/run_history.RecordedRun: ``succeeded``,
-    ``finished_at``, ``benefit``) that measured the orphans they found (core/run_figures.Benefit's
+    """The cleanups among a table's recorded runs (core/value/run_history.RecordedRun: ``succeeded``,
+    ``finished_at``, ``benefit``) that measured the orphans they found (core/runs/run_figures.Benefit's
     ``orphan_bytes``)."""
     found = []
     for run in runs:

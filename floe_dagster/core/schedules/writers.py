@@ -314,7 +314,8 @@ class WriterHold:       # __init__ sets each field through object.__setattr__); 
 def writer_hold(writers: Sequence[Writer], running: Mapping[AssetKeyPath, Sequence[WriterRun]],
                 since: datetime | None, max_wait: timedelta, now: datetime) -> WriterHold:
     """Whether a writer's run is queued or started now; held until it ends, or forced ``max_wait`` after
-    ``since`` (when the work first became due: core/quiet.due_since). Not knowing since when, it never holds."""
+    ``since`` (when the work first became due: core/schedules/quiet.due_since). Not knowing since when, it
+    never holds."""
     runs = tuple(run for writer in writers for run in running.get(writer.asset_key, ())) if running else ()
     forced_at = since + max_wait if since is not None else None
     if not runs:

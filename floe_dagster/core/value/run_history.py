@@ -8,7 +8,7 @@ jobs (``Compute.executor_cpu_s``, source ``spark``); only where no executor figu
 Connect server, source ``spark-connect``, or a kind that commits without Spark, source ``none``) the wall
 seconds around the work (``wall_s``), which on a busy cluster also count waiting. A Spark run whose
 executor CPU was not measured is left out. **Benefit** is the table's shape before and after
-(core/run_figures.Benefit): data and delete files removed, and the scan-cost proxy's files and bytes.
+(core/runs/run_figures.Benefit): data and delete files removed, and the scan-cost proxy's files and bytes.
 
 A failed run recorded no figures: it spent its wall seconds (its row's start to finish) and bought nothing,
 unless the failure was not the table's (the lock was held, something was down), which teaches nothing.

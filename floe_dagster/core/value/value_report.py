@@ -3,7 +3,7 @@ grouped by namespace, table or operation, and per day for the HTML's charts.
 
 Pure: it sums the outcome rows the coordination database gives back (coordination/value_rows.py, one
 query), with the clock passed in. Compute is the executor CPU the tables' own Spark jobs used (the
-figure the history read ranks by, :attr:`core.run_figures.RunFigures.compute_s`); a run Spark did not
+figure the history read ranks by, :attr:`core.runs.run_figures.RunFigures.compute_s`); a run Spark did not
 measure (a metadata-only commit, Spark Connect) adds none. Benefit per compute hour is files removed per
 executor CPU hour, as OpenHouse ranks candidates, and None when the window used no measured compute.
 """

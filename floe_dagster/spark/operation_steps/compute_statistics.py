@@ -1,6 +1,6 @@
 """COMPUTE_STATISTICS in a run: the policy's columns checked against the table before anything runs;
 ``compute_table_stats``, then ``compute_partition_stats`` on a partitioned table, each only where the
-current snapshot lacks its file (core/statistics.statistics_work: neither is the no-change run); after
+current snapshot lacks its file (core/facts/statistics.statistics_work: neither is the no-change run); after
 it, what the current snapshot's statistics files hold. Neither call commits a snapshot: Iceberg
 registers the files in the table metadata, so no rows change and the row check does not apply."""
 
