@@ -3,12 +3,12 @@ per simulated hour spent in the static or the learned order (see bench_learned_r
 
 Two worlds start identical and see the same writes (each table's writes in an hour come from a
 random stream of its own, seeded by (seed, table, hour)); they differ only in the order the budget is
-spent in. The real pieces: the planner (``core/planner.plan``: gates, health issues, the debt score
+spent in. The real pieces: the planner (``core/plan/planner.plan``: gates, health issues, the debt score
 and its tie-breaks, Iceberg's file selection for the byte estimates), the learned ranking
-(``core/learned_ranking.py``: the compute estimate both worlds admit on, and the efficiency factor
+(``core/value/learned_ranking.py``: the compute estimate both worlds admit on, and the efficiency factor
 the learned world multiplies the debt score by) and the orders and admission of
-``core/ranking_shadow.py``. The simulated pieces: the tables' files, their writers, and what a run
-costs: the calibrated model for the files it really rewrites (Iceberg's rules, ``core/estimates.py``),
+``core/value/ranking_shadow.py``. The simulated pieces: the tables' files, their writers, and what a run
+costs: the calibrated model for the files it really rewrites (Iceberg's rules, ``core/rewrites/estimates.py``),
 times the table's hidden schema cost (the narrow or the wide schema's measured per-byte cost, times a
 lognormal spread of σ 0.25) and a lognormal noise of σ 0.25 per run.
 """
@@ -23,24 +23,21 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator
 
-from floe_dagster.core.batches import BatchSettings
-from floe_dagster.core.estimates import (
-    RewriteEstimate,
-    RewriteRules,
-    estimate_rewrite_data_files,
-    estimate_rewrite_position_delete_files,
-    partition_group_indexes,
+from floe_dagster.core.plan.batches import BatchSettings
+from floe_dagster.core.rewrites.estimates import (
+    RewriteEstimate, estimate_rewrite_data_files, estimate_rewrite_position_delete_files, partition_group_indexes,
 )
-from floe_dagster.core.history import OperationHistory
-from floe_dagster.core.learned_ranking import (
+from floe_dagster.core.rewrites.rewrite_rules import RewriteRules
+from floe_dagster.core.runs.history import OperationHistory
+from floe_dagster.core.value.learned_ranking import (
     HistoryTotals, RankingSettings, LearningRun, efficiency_factor, estimate_compute, expected_files_removed,
 )
-from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.planner import PlanInput, SchedulerSettings, plan
-from floe_dagster.core.policy import parse_policies_text
-from floe_dagster.core.ranking_shadow import compare_rankings
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.plan.planner import PlanInput, SchedulerSettings, plan
+from floe_dagster.core.policies.policy import parse_policies_text
+from floe_dagster.core.value.ranking_shadow import compare_rankings
+from floe_dagster.core.basics.tables import TableName
 
 MIB, GIB = 1024**2, 1024**3
 TARGET, DELETE_TARGET = 128 * MIB, 64 * MIB
@@ -204,7 +201,7 @@ class CostModel:
 
 
 def groups_of(table: "SimTable", op: Operation, key: str, rules: RewriteRules) -> list[list[int]]:
-    """Iceberg's file groups of one partition (core/estimates.partition_group_indexes), memoised until
+    """Iceberg's file groups of one partition (core/rewrites/estimates.partition_group_indexes), memoised until
     the partition changes: an hour's writes change a few partitions of a table, not all of them."""
     stamp = table.touched.get((op, key), 0)
     found = table.plans.get((op, key))
@@ -215,7 +212,7 @@ def groups_of(table: "SimTable", op: Operation, key: str, rules: RewriteRules) -
 
 
 def estimate(table: "SimTable", op: Operation, rules: RewriteRules) -> RewriteEstimate:
-    """What the rewrite would take: core/estimates' plan, summed over the partitions (one spec, no
+    """What the rewrite would take: core/rewrites/estimates' plan, summed over the partitions (one spec, no
     file-scoped deletes, no max-files-to-rewrite: the same numbers, checked against it on the first tick)."""
     cached = table.estimates.get(op)
     if cached is not None and cached[0] == table.version:
@@ -361,7 +358,7 @@ class Simulation:
             d.reasons and d.reasons[0].startswith("in_flight") and "admitted this tick" in d.reasons[0])]
 
     def check_estimates(self, world: World, sample: int = 60) -> None:
-        """The summed per-partition plan is core/estimates' own estimate of the table."""
+        """The summed per-partition plan is core/rewrites/estimates' own estimate of the table."""
         for table in list(world.tables.values())[:sample]:
             metrics = metrics_of(table, 0)
             config = self.policies.effective_policy(table.name)
@@ -384,7 +381,7 @@ class Simulation:
             own = HistoryTotals.of(world.figures.get((decision.table.qualified, op), ()), now,
                                    settings.history_half_life_days)
             rough = estimate(world.tables[decision.table], op, self.rules_for(decision.table, op))
-            # As the planner's rank stage (core/learned_plan.py): one file written per group.
+            # As the planner's rank stage (core/plan/learned_plan.py): one file written per group.
             expected = expected_files_removed(rough.files, rough.bytes, rough.groups, 0)
             compute = estimate_compute(own, fleet[op], rough.bytes, settings)
             factor = efficiency_factor(own, fleet[op], compute, expected if world.variant.estimate_prior else None,

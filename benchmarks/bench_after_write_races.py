@@ -12,7 +12,7 @@ floe's real step (``IcebergSparkEngine.maintain``, REWRITE_DATA_FILES through Sp
 * **polling**: every ``--poll`` seconds, compact when the table has 2 data files or more (floe's 60 s poll
   with a small-file condition, time scaled; 2 is both sides' ``min-input-files``);
 * **after-write**: every second, floe's sensor code reads the writer's new materializations with its cursor
-  (``learn_writers``) and the after-write rule (``core.after_write.after_write_due``, settle ``--settle``
+  (``learn_writers``) and the after-write rule (``core.schedules.after_write.after_write_due``, settle ``--settle``
   seconds) says when the compaction is due.
 
 Counted per side: the writer's commits refused (``CommitFailedException``: a compaction committed between
@@ -125,7 +125,7 @@ def polling(settings, engine, name, identifier, args, stop, counts) -> None:
 
 def after_write(settings, engine, name, args, stop, counts, instance) -> None:
     from floe_dagster.coordination.database import Coordination
-    from floe_dagster.core.after_write import AfterWrite, after_write_due
+    from floe_dagster.core.schedules.after_write import AfterWrite, after_write_due
     from floe_dagster.scheduling.writer_facts import learn_writers
 
     coordination, cursor, last_start = Coordination(settings.coordination_url), None, None
@@ -141,7 +141,7 @@ def after_write(settings, engine, name, args, stop, counts, instance) -> None:
 def run(args) -> dict[str, Counter]:
     from dagster import DagsterInstance
 
-    from floe_dagster.core.tables import TableName
+    from floe_dagster.core.basics.tables import TableName
     from floe_dagster.iceberg.catalog import open_catalog
     from floe_dagster.spark.engine import IcebergSparkEngine
 

@@ -44,7 +44,7 @@ def main() -> None:
     ensure_java()
     from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
     from floe_dagster.core.operations import Operation
-    from floe_dagster.core.tables import TableName
+    from floe_dagster.core.basics.tables import TableName
     from floe_dagster.iceberg.catalog import open_catalog, table_counts
     from floe_dagster.spark.engine import IcebergSparkEngine
     from floe_dagster.spark.procedures import spark_table_reference

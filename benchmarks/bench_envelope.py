@@ -1,4 +1,4 @@
-"""Benchmark 12: what the safety envelope costs a run (issue 26, core/envelope.py, defs/envelope_check.py).
+"""Benchmark 12: what the safety envelope costs a run (issue 26, core/policies/envelope.py, defs/envelope_check.py).
 
 The envelope adds to every maintenance run one pure check of the operation's config, and, only when
 the config names a location (``orphanCleanup.location``), one PyIceberg load of the table's metadata to
@@ -46,7 +46,7 @@ POLICY = """
 
 def lake(snapshots: int, files: int, folders: int):
     """The settings and the table: ``snapshots`` appends, every file 10 days old, ``files`` orphans."""
-    from floe_dagster.core.tables import TableName
+    from floe_dagster.core.basics.tables import TableName
     from floe_dagster.demo import _create, local_path, rows
     from floe_dagster.iceberg.catalog import open_catalog
     from floe_dagster.settings import load_settings
@@ -91,7 +91,7 @@ def main() -> None:
     ensure_java()
     print(machine(), flush=True)
 
-    from floe_dagster.core.envelope import check_operation
+    from floe_dagster.core.policies.envelope import check_operation
     from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
     from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
     from floe_dagster.core.operations import Operation

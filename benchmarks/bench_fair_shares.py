@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import cold_and_warm, describe, peak_rss_mib, planner_variants_setup, table  # noqa: E402
 from bench_planner import POLICIES  # noqa: E402
 
-from floe_dagster.core.batches import BatchSettings  # noqa: E402
-from floe_dagster.core.fair_shares import FairShareSettings  # noqa: E402
-from floe_dagster.core.planner import PlanInput, SchedulerSettings  # noqa: E402
+from floe_dagster.core.plan.batches import BatchSettings  # noqa: E402
+from floe_dagster.core.plan.fair_shares import FairShareSettings  # noqa: E402
+from floe_dagster.core.plan.planner import PlanInput, SchedulerSettings  # noqa: E402
 
 GIB = 1024**3
 BY_NAMESPACE = FairShareSettings(by="namespace", weights={"ns000": 3, "ns001": 2})

@@ -85,7 +85,7 @@ def main() -> None:
     for n in args.files:
         build_table(catalog, f"files_{n}", n)
 
-    from floe_dagster.core.tables import TableName
+    from floe_dagster.core.basics.tables import TableName
     from floe_dagster.iceberg.health_collector import HealthCollector, forget_parsed_records
 
     rows = []

@@ -47,7 +47,7 @@ SHAPES = ("none", "separate", "separate_deps", "separate_in_job", "on_asset")
 
 
 def synthetic_tables(n: int):
-    from floe_dagster.core.tables import TableName
+    from floe_dagster.core.basics.tables import TableName
 
     # demo.sales.* and demo.ops.* match the example policies; the rest spread over 20 namespaces.
     tables = []
@@ -165,8 +165,8 @@ def measure_reporting(n: int, files_per_table: int = 200) -> dict:
 
     from dagster import DagsterInstance
 
-    from floe_dagster.core.measurements import TableMetrics
-    from floe_dagster.core.policy import load_policies
+    from floe_dagster.core.facts.measurements import TableMetrics
+    from floe_dagster.core.policies.policy import load_policies
     from floe_dagster.defs.health_reporting import report_health_events
     from floe_dagster.instance import project_file
 

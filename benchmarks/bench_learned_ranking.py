@@ -5,13 +5,13 @@
    read from Spark's status store, fitted into two cost models (printed with R² and the largest
    relative error). Cached in ``/tmp/floe-bench/learned/calibration.json``; ``--recalibrate`` measures again.
 2. **Simulation** (``_lakehouse_sim.py``): a lakehouse of ``--tables`` tables of mixed shapes, ``--days``
-   simulated days of hourly planner ticks. Each tick the real planner (``core/planner.plan``, with
+   simulated days of hourly planner ticks. Each tick the real planner (``core/plan/planner.plan``, with
    the real health assessment, debt score and byte estimates) gives the candidates; the same compute
    budget per simulated hour (executor CPU seconds, ``--budget-share`` of what the whole fleet's due
    work would take in the first hour) is spent in each ranking's order: the static one (the debt
    score, as the planner ranks) and the learned one (debt score × the efficiency factor of
-   ``core/learned_ranking.py``, learned from the simulated runs' figures). Admission is on the
-   compute estimate of ``core/learned_ranking.py`` in both; each admitted run costs what the
+   ``core/value/learned_ranking.py``, learned from the simulated runs' figures). Admission is on the
+   compute estimate of ``core/value/learned_ranking.py`` in both; each admitted run costs what the
    calibrated model says for the files it really rewrites, times the table's hidden schema cost and a
    lognormal noise; its benefit is what it really removes. Printed: files removed, scan cost saved,
    compute used, and small files removed per compute hour, for each ranking.

@@ -58,11 +58,11 @@ def build(root: Path, tables: int, days: int):
     from dagster._core.test_utils import create_run_for_test
 
     from floe_dagster.coordination.database import Coordination, ledger, outcomes
-    from floe_dagster.core import run_tags as T
+    from floe_dagster.core.runs import run_tags as T
     from floe_dagster.core.operations import ALL_OPERATIONS
-    from floe_dagster.core.planner import Decision, Plan
-    from floe_dagster.core.run_tags import run_key
-    from floe_dagster.core.tables import TableName
+    from floe_dagster.core.plan.planner import Decision, Plan
+    from floe_dagster.core.runs.run_tags import run_key
+    from floe_dagster.core.basics.tables import TableName
     from floe_dagster.scheduling.tick import TickResult
     from floe_dagster.scheduling.tick_stats import record_tick
     from floe_dagster.settings import load_settings

@@ -95,10 +95,10 @@ def main() -> None:
         os.environ["FLOE_CONFIG"] = str(config)
         from dagster import DagsterInstance
 
-        from floe_dagster.core import run_tags as T
+        from floe_dagster.core.runs import run_tags as T
         from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
         from floe_dagster.core.operations import Operation
-        from floe_dagster.core.tables import TableName
+        from floe_dagster.core.basics.tables import TableName
         from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
         from floe_dagster.defs.names import asset_key_for
         from floe_dagster.iceberg.catalog import open_catalog, table_counts

@@ -62,7 +62,7 @@ def settings_for(driver_memory: str):
 
 def build(files: int, folders: int, driver_memory: str) -> None:
     """The table (three inserts), every file of it 10 days old, and ``files`` orphans in the stash."""
-    from floe_dagster.core.tables import TableName
+    from floe_dagster.core.basics.tables import TableName
     from floe_dagster.demo import local_path
     from floe_dagster.iceberg.catalog import load_table, open_catalog
     from floe_dagster.spark.engine import IcebergSparkEngine
@@ -125,7 +125,7 @@ def run_mode(mode: str, cap: int, driver_memory: str) -> None:
     """One mode in this process: prints one JSON line with the figures."""
     from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
     from floe_dagster.core.operations import Operation
-    from floe_dagster.core.tables import TableName
+    from floe_dagster.core.basics.tables import TableName
     from floe_dagster.iceberg.catalog import load_table, open_catalog
     from floe_dagster.spark.engine import IcebergSparkEngine
 

@@ -49,16 +49,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PLANNER_NOW, describe, machine, peak_rss_mib, ratio_rows, table, versus  # noqa: E402
 
-import floe_dagster.core.planner as planner  # noqa: E402
-import floe_dagster.core.policy_set as policy_module  # noqa: E402  (the policies' match memo)
+import floe_dagster.core.plan.planner as planner  # noqa: E402
+import floe_dagster.core.policies.policy_set as policy_module  # noqa: E402  (the policies' match memo)
 import floe_dagster.iceberg.byte_estimates as byte_estimates  # noqa: E402
-from floe_dagster.core.debt import DebtWeights  # noqa: E402
-from floe_dagster.core.history import OperationHistory  # noqa: E402
-from floe_dagster.core.measurements import TableMetrics  # noqa: E402
+from floe_dagster.core.facts.debt import DebtWeights  # noqa: E402
+from floe_dagster.core.runs.history import OperationHistory  # noqa: E402
+from floe_dagster.core.facts.measurements import TableMetrics  # noqa: E402
 from floe_dagster.core.operations import ALL_OPERATIONS  # noqa: E402
-from floe_dagster.core.planner import PlanInput, plan  # noqa: E402
-from floe_dagster.core.policy import parse_policies_text  # noqa: E402
-from floe_dagster.core.tables import TableName  # noqa: E402
+from floe_dagster.core.plan.planner import PlanInput, plan  # noqa: E402
+from floe_dagster.core.policies.policy import parse_policies_text  # noqa: E402
+from floe_dagster.core.basics.tables import TableName  # noqa: E402
 from floe_dagster.iceberg.byte_estimates import estimate_operation_bytes  # noqa: E402
 
 # The scheduler settings class the planner takes (renamed SchedulerLimits -> SchedulerSettings).

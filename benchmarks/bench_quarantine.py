@@ -69,7 +69,7 @@ def run_mode(mode: str) -> None:
     """One mode in this process: prints one JSON line with its figures and checks."""
     from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
     from floe_dagster.core.operations import Operation
-    from floe_dagster.core.tables import TableName
+    from floe_dagster.core.basics.tables import TableName
     from floe_dagster.iceberg.catalog import load_table, open_catalog
     from floe_dagster.spark.engine import IcebergSparkEngine
     from floe_dagster.spark.orphan_runs import orphan_context

@@ -87,7 +87,7 @@ def policy(table_name: str, extra: str = "") -> str:
 
 
 def name_of(table_name: str):
-    from floe_dagster.core.tables import TableName
+    from floe_dagster.core.basics.tables import TableName
 
     return TableName("demo", ("bench",), table_name)
 
@@ -269,7 +269,7 @@ def sensor_and_run(settings, instance, table_name: str, before_run=None):
     is called between them."""
     from dagster import build_sensor_context
 
-    from floe_dagster.core import run_tags as T
+    from floe_dagster.core.runs import run_tags as T
     from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
     from floe_dagster.defs.sensors import SENSOR_NAME
 
@@ -378,7 +378,7 @@ def profile_the_step() -> dict[str, list[float]]:
 
 def without_the_proof() -> None:
     """floe's row check as it was before the metadata proof: Spark counts every commit with delete files."""
-    from floe_dagster.core.row_proof import CannotProve
+    from floe_dagster.core.rewrites.row_proof import CannotProve
     from floe_dagster.iceberg.row_proof import MetadataRowProof
 
     def refuse(self, parent_id, snapshot_id):
@@ -451,7 +451,7 @@ def phase_health(files: int) -> None:
 
     from bench_health import catalog_at
 
-    from floe_dagster.core.tables import TableName
+    from floe_dagster.core.basics.tables import TableName
     from floe_dagster.iceberg.health_collector import HealthCollector, forget_parsed_records
 
     catalog = catalog_at(HEALTH_LAKE)

@@ -71,7 +71,7 @@ def write_config(root: Path, extra: str) -> Path:
 
 
 def build_tables(settings, n: int, files: int) -> list:
-    from floe_dagster.core.tables import TableName
+    from floe_dagster.core.basics.tables import TableName
     from floe_dagster.iceberg.catalog import open_catalog
     from floe_dagster.iceberg.table_cache import refresh_table_cache
 
@@ -125,7 +125,7 @@ def automation(label: str, root: Path, extra: str, args) -> dict:
     from dagster import DagsterInstance
 
     from floe_dagster.coordination.database import Coordination
-    from floe_dagster.core.localtime import naive_as_utc
+    from floe_dagster.core.basics.localtime import naive_as_utc
     from floe_dagster.core.operations import Operation
     from floe_dagster.defs.names import asset_key_for
     from floe_dagster.settings import load_settings

@@ -162,7 +162,7 @@ class FileOpens:
 
 
 def one_tick(settings, instance, reads: Reads, label: str, rows: list, opens: "FileOpens | None" = None) -> object:
-    from floe_dagster.core.planner import plan
+    from floe_dagster.core.plan.planner import plan
     from floe_dagster.coordination.database import Coordination
     from floe_dagster.scheduling.inputs import gather
 

@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PLANNER_NOW, cold_and_warm, describe, peak_rss_mib, planner_variants_setup, table  # noqa: E402
 from bench_planner import POLICIES  # noqa: E402
 
-from floe_dagster.core.planner import PlanInput  # noqa: E402
-from floe_dagster.core.validation import standalone  # noqa: E402
-from floe_dagster.core.writers import SOURCE_TABLE_NAME, Writer, WriterRun, read_writer_rules, writers_by_table  # noqa: E402
+from floe_dagster.core.plan.planner import PlanInput  # noqa: E402
+from floe_dagster.core.basics.validation import standalone  # noqa: E402
+from floe_dagster.core.schedules.writers import SOURCE_TABLE_NAME, Writer, WriterRun, read_writer_rules, writers_by_table  # noqa: E402
 
 # Every policy's rewrite schedule keeps its cron or interval and is also due after writes.
 AFTER_WRITE_POLICIES = POLICIES.replace("rewriteDataFilesSchedule: {", "rewriteDataFilesSchedule: {afterWrite: {}, ")

@@ -25,7 +25,7 @@ def _settings(args):
 
 
 def cmd_validate(args) -> int:
-    from floe_dagster.core.policy import validate_policy_paths
+    from floe_dagster.core.policies.policy import validate_policy_paths
 
     settings = _settings(args)  # the safety envelope's allowed table properties, the catalog
     result = validate_policy_paths(args.paths, settings.envelope.allowed_table_properties)
@@ -48,10 +48,10 @@ def cmd_validate(args) -> int:
 
 def _locations_against_catalog(settings, result, warnings: list[str]) -> tuple[list[str], list[str]]:
     """The policies' absolute locations against their table's location in the settings' catalog
-    (core/envelope.py): an error for each outside it; a warning when it cannot be checked now (no floe.yaml,
+    (core/policies/envelope.py): an error for each outside it; a warning when it cannot be checked now (no floe.yaml,
     the catalog down, no such table), since every run checks it again before any engine call."""
-    from floe_dagster.core.envelope import absolute_location_fields, catalog_refusals, single_table
-    from floe_dagster.core.policy_formats import LOADER_FORMAT, kebab
+    from floe_dagster.core.policies.envelope import absolute_location_fields, catalog_refusals, single_table
+    from floe_dagster.core.policies.policy_formats import LOADER_FORMAT, kebab
     from floe_dagster.errors import CatalogUnavailable, UnknownTable
     from floe_dagster.iceberg.catalog import load_table, open_catalog
 
@@ -160,7 +160,7 @@ def _coordination(settings):
 def _at(text: str | None):
     from datetime import datetime, timezone
 
-    from floe_dagster.core.localtime import naive_as_utc
+    from floe_dagster.core.basics.localtime import naive_as_utc
 
     if not text:
         return datetime.now(timezone.utc)
@@ -170,7 +170,7 @@ def _at(text: str | None):
 
 def cmd_plan(args) -> int:
     """A dry run of the next tick: plans with the same inputs as the sensor, admits nothing."""
-    from floe_dagster.core.run_decision import shadow_summary
+    from floe_dagster.core.runs.run_decision import shadow_summary
     from floe_dagster.instance import get_instance
     from floe_dagster.reports.plan_report import plan_json, planned
 
@@ -268,7 +268,7 @@ def cmd_restore(args) -> int:
         print_quarantined_runs(quarantine, grace)
         return EXIT_OK
     refused = restore_refusals(settings, quarantine.table, quarantine.location.uri)
-    if refused:  # the table's own location reaches other tables: nothing is moved (core/table_location.py)
+    if refused:  # the table's own location reaches other tables: nothing is moved (core/storage/table_location.py)
         print(f"floe-dagster: {name}: restore refused by the safety envelope: table location: {'; '.join(refused)}",
               file=sys.stderr)
         return EXIT_FAILED

@@ -28,7 +28,7 @@ from pyiceberg.table import Table
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType, TimestamptzType
 
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.settings import Settings
 

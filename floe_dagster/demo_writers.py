@@ -132,7 +132,7 @@ def _writer_asset(writer: DemoWriter, settings: Settings):
 def build_demo_writers(settings: Settings) -> Definitions:
     assets = [_writer_asset(writer, settings) for writer in WRITERS]
     # dagster/priority: when a run slot frees, the writers go before every floe run (its bands reach 390, manual
-    # triggers: core/run_tags.py): a queued writer run holds its tables' rewrites and expiries (writer_running).
+    # triggers: core/runs/run_tags.py): a queued writer run holds its tables' rewrites and expiries (writer_running).
     job = define_asset_job(JOB_NAME, selection=AssetSelection.groups(GROUP), executor_def=in_process_executor,
                            tags={"dagster/priority": WRITER_PRIORITY},
                            description="The demo's pipelines: a few rows appended, deleted and upserted.")

@@ -6,7 +6,7 @@ What a caller needs to know is which kind a failure is, not which module raised 
   the coordination database). It is never a table's fault: it does not count toward a table's
   backoff, and it opens the launch circuit. Only network and connection errors are outages, never
   a failure inside a Spark job (a fetch failure, a lost executor, a task out of memory) whatever its
-  text: the one rule is :func:`failure_kind` (core/outages.py reads the error), and every layer asks it.
+  text: the one rule is :func:`failure_kind` (core/runs/outages.py reads the error), and every layer asks it.
 - :class:`LockHeld`: someone else is maintaining the table (or planning). Not a failure of the work.
 - :class:`TableFailure`: this table's maintenance failed; it counts toward the table's backoff. So
   does any other error raised inside a table's step that the rule does not call an outage.
@@ -27,12 +27,12 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from floe_dagster.core.cron import CronError
-from floe_dagster.core.estimates import EstimateOptionError
-from floe_dagster.core.history import CONFLICT, LOCK_HELD, OUTAGE
-from floe_dagster.core.outages import ErrorLink, outage_evidence
-from floe_dagster.core.policy import PolicyError
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.schedules.cron import CronError
+from floe_dagster.core.rewrites.rewrite_rules import EstimateOptionError
+from floe_dagster.core.runs.history import CONFLICT, LOCK_HELD, OUTAGE
+from floe_dagster.core.runs.outages import ErrorLink, outage_evidence
+from floe_dagster.core.policies.policy import PolicyError
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.redaction import error_chain, mask_text
 
 
@@ -81,7 +81,7 @@ class LockHeld(FloeError, RuntimeError):
 
 
 class CommitConflict(FloeError, RuntimeError):
-    """The operation's commit lost a race with another writer (core/commit_conflicts.py): nothing
+    """The operation's commit lost a race with another writer (core/runs/commit_conflicts.py): nothing
     changed, the table is not at fault; retried soon, never counted toward backoff."""
 
 
@@ -111,7 +111,7 @@ class MaintenanceFailed(TableFailure):
 
 class EnvelopeViolation(MaintenanceFailed):
     """A run would reach outside its table (a location outside the table's, a refused table property):
-    refused in the run's first step, before any engine call (core/envelope.py)."""
+    refused in the run's first step, before any engine call (core/policies/envelope.py)."""
 
 
 class SparkProcessDied(MaintenanceFailed):
@@ -268,7 +268,7 @@ class ApiError(FloeError):
 
 def failure_kind(exc: BaseException) -> str | None:
     """How a failed table's outcome is recorded (the one rule): ``lock_held`` and ``outage`` never
-    count toward a table's backoff (core.history folds them away), ``conflict`` is a lost race; None
+    count toward a table's backoff (core.runs.history folds them away), ``conflict`` is a lost race; None
     is the table's own failure. floe-dagster's own errors were classified where they were raised (by
     this rule); any other error is an outage only when it shows that a service could not be reached."""
     if isinstance(exc, FailedAfterCommit):

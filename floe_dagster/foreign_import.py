@@ -1,5 +1,5 @@
 """``floe-dagster import --from polaris|s3tables|amoro FILE``: a foreign system's maintenance settings as
-policy files. What each source's settings become is core/'s (core/foreign_policies.py and one module per
+policy files. What each source's settings become is core/'s (core/foreign/foreign_policies.py and one module per
 source); this module reads the file (or, for Amoro, the catalog's tables' properties with PyIceberg) and
 writes the files the way ``import-floe`` does: validated in a staging folder beside ``--to`` with the
 policy files it keeps, then moved in (:func:`floe_dagster.migration.write_policies`)."""
@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from floe_dagster.core.foreign_policies import SOURCES, SourceError, resolve
-from floe_dagster.core.import_amoro import amoro_levels
-from floe_dagster.core.import_polaris import polaris_levels
-from floe_dagster.core.import_s3tables import s3tables_levels
+from floe_dagster.core.foreign.foreign_policies import SOURCES, SourceError, resolve
+from floe_dagster.core.foreign.import_amoro import amoro_levels
+from floe_dagster.core.foreign.import_polaris import polaris_levels
+from floe_dagster.core.foreign.import_s3tables import s3tables_levels
 from floe_dagster.migration import ImportReport, MigrationError, write_policies
 
 READERS: dict[str, Callable[[Any, str], list]] = {"polaris": polaris_levels, "s3tables": s3tables_levels,

@@ -1,6 +1,6 @@
 """``floe-dagster import-floe``: every policy of a running Floe server (or of ``floe-dagster serve``),
 read with ``GET /api/v1/policies`` page by page, written as one validated policy file each. What a
-policy becomes, and what it cannot carry, is :mod:`floe_dagster.core.floe_migration`'s; this module
+policy becomes, and what it cannot carry, is :mod:`floe_dagster.core.foreign.floe_migration`'s; this module
 does the HTTP and the files.
 
 The files are written into a staging folder beside the target first and validated there together
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from floe_dagster.core.floe_migration import ImportedPolicy, file_names, imported_policy, policy_file_text
-from floe_dagster.core.policy import PolicyError, folder_policy_files, validate_policy_paths
+from floe_dagster.core.foreign.floe_migration import ImportedPolicy, file_names, imported_policy, policy_file_text
+from floe_dagster.core.policies.policy import PolicyError, folder_policy_files, validate_policy_paths
 
 API_KEY_HEADER = "X-API-Key"  # Floe's (and floe-dagster's) API key header
 PAGE_SIZE = 100  # Floe's largest page

@@ -11,12 +11,12 @@ from typing import Sequence
 
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.owner_overrides import NONE_ALLOWED, OwnerOverridePolicy, OwnerOverrides
-from floe_dagster.core.patterns import TablePattern
-from floe_dagster.core.policy import Policy, PolicySet, load_policies
-from floe_dagster.core.refs import RefRetentionRule
-from floe_dagster.core.run_tags import Origin, PolicyFacts, run_tags
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.policies.owner_overrides import NONE_ALLOWED, OwnerOverridePolicy, OwnerOverrides
+from floe_dagster.core.basics.patterns import TablePattern
+from floe_dagster.core.policies.policy import Policy, PolicySet, load_policies
+from floe_dagster.core.facts.refs import RefRetentionRule
+from floe_dagster.core.runs.run_tags import Origin, PolicyFacts, run_tags
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.settings import Settings
 
 _cache: dict[tuple, PolicySet] = {}
@@ -86,13 +86,13 @@ class ResolvedOperation:
     why_not: str = ""
     # EXPIRE_SNAPSHOTS: the policy's refRetention, set on the table's refs before the expiry.
     ref_retention: tuple[RefRetentionRule, ...] = ()
-    # floe.yaml's envelope.allowed-table-properties: checked again before the run sets any (core/envelope.py).
+    # floe.yaml's envelope.allowed-table-properties: checked again before the run sets any (core/policies/envelope.py).
     allowed_properties: tuple[str, ...] = ()
     # The policy's ownerOverrides, and what the table's floe.* properties did under it once the run read them.
     owner_allow: OwnerOverridePolicy = NONE_ALLOWED
     owner_overrides: OwnerOverrides | None = None
     # ORPHAN_CLEANUP: the nested tables' folders its listing leaves out (the policy's nestedTables, as the
-    # safety envelope found them inside the table's location: core/table_location.py).
+    # safety envelope found them inside the table's location: core/storage/table_location.py).
     listing_exclusions: tuple[str, ...] = ()
 
     @property
@@ -138,7 +138,7 @@ def configured_operations(settings: Settings, table: TableName) -> list[Operatio
 
 
 def run_tags_for(settings: Settings, table: TableName, op: Operation, origin: Origin) -> dict[str, str]:
-    """The run tags of one (table, operation) a person launches (core.run_tags.run_tags)."""
+    """The run tags of one (table, operation) a person launches (core.runs.run_tags.run_tags)."""
     return run_tags(table, op, resolve_operation(settings, table, op).policy, origin)
 
 

@@ -5,10 +5,10 @@ to ``api.policy-directory`` only, one file per policy, ``<name>.json``, holding 
 camelCase JSON as the API takes it. A policy from any other file (or from a file of the directory that
 holds something else) is *not managed*: writing or deleting it is refused (:class:`PolicyNotManaged`).
 
-A write is checked with the real parser (:func:`floe_dagster.core.policy.parse_policy`, whose
+A write is checked with the real parser (:func:`floe_dagster.core.policies.policy.parse_policy`, whose
 messages name the field; the safety envelope's rules included, with floe.yaml's allowed table
 properties), an absolute location against its table's location in the catalog (``table_location``,
-core/envelope.py), and against the other policies' names before anything is written; then, under
+core/policies/envelope.py), and against the other policies' names before anything is written; then, under
 a lock file in the directory (``.floe-api.lock``, so two servers or threads never interleave their
 check-and-write), the file is written to a hidden temporary file in the same folder, synced and renamed
 over the target: a reader (the sensor's next tick, the CLI, this server) sees the old file or the new
@@ -30,11 +30,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from floe_dagster.core.envelope import Refusal, absolute_location_fields, catalog_refusals, policy_field
-from floe_dagster.core.patterns import MAX_PATTERN_LENGTH
-from floe_dagster.core.policy import TOP_LEVEL_FIELDS, Policy, PolicyError, parse_policy, validate_policy_paths
-from floe_dagster.core.tables import TableName
-from floe_dagster.core.validation import Problems
+from floe_dagster.core.policies.envelope import Refusal, absolute_location_fields, catalog_refusals, policy_field
+from floe_dagster.core.basics.patterns import MAX_PATTERN_LENGTH
+from floe_dagster.core.policies.policy import TOP_LEVEL_FIELDS, Policy, PolicyError, parse_policy, validate_policy_paths
+from floe_dagster.core.basics.tables import TableName
+from floe_dagster.core.basics.validation import Problems
 from floe_dagster.errors import (
     POLICY_REQUEST_BODY,
     InvalidPolicyRequest,

@@ -1,4 +1,4 @@
-"""The masking rule (core/secrets.py) applied in a process: every output goes through here.
+"""The masking rule (core/basics/secrets.py) applied in a process: every output goes through here.
 
 - :func:`remember` keeps the secrets of the settings this process loaded (settings.py calls it), so
   that a secret is masked wherever it shows up later, even in a shape the rule cannot recognise (an
@@ -31,8 +31,8 @@ import traceback
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator, TextIO
 
-from floe_dagster.core.secrets import mask_text as _mask_text
-from floe_dagster.core.secrets import masked, secrets_in
+from floe_dagster.core.basics.secrets import mask_text as _mask_text
+from floe_dagster.core.basics.secrets import masked, secrets_in
 
 SECRET_VARIABLE_PREFIX = "FLOE_SECRET_"
 
@@ -56,7 +56,7 @@ def known_secrets() -> frozenset[str]:
 
 
 def mask(value: Any, key: str | None = None) -> Any:
-    """A value of any shape with its secrets masked (core.secrets.masked with the known secrets)."""
+    """A value of any shape with its secrets masked (core.basics.secrets.masked with the known secrets)."""
     return masked(value, known_secrets(), key)
 
 

@@ -5,7 +5,7 @@ the sensors agree. Relative paths in the file are resolved against the file's fo
 
 floe.yaml is declared once, here: :class:`Settings`' fields are its top-level keys and sections (a
 field whose type is a dataclass is a section), each section's fields are its keys (kebab-case in the
-file), declared with :func:`~floe_dagster.core.validation.setting` (default, description, rules). The
+file), declared with :func:`~floe_dagster.core.basics.validation.setting` (default, description, rules). The
 scheduler's, the safety envelope's, the batching's, the fair shares', the debt's and the ranking's sections are the
 pure core's own dataclasses. The reader
 below, the component's attributes (component.py) and the tables of docs/configuration.md are all
@@ -22,16 +22,16 @@ from typing import Any, Iterator, Mapping
 
 import yaml
 
-from floe_dagster.core.batches import BatchSettings
-from floe_dagster.core.debt import DebtWeights
-from floe_dagster.core.envelope import EnvelopeSettings
-from floe_dagster.core.fair_shares import FairShareSettings
-from floe_dagster.core.learned_ranking import RankingSettings
-from floe_dagster.core.patterns import TablePattern
-from floe_dagster.core.planner import SchedulerSettings
-from floe_dagster.core.quarantine import quarantine_location_problem
-from floe_dagster.core.validation import Location, Problems, setting
-from floe_dagster.core.writers import WriterRule, read_writer_rules
+from floe_dagster.core.plan.batches import BatchSettings
+from floe_dagster.core.facts.debt import DebtWeights
+from floe_dagster.core.policies.envelope import EnvelopeSettings
+from floe_dagster.core.plan.fair_shares import FairShareSettings
+from floe_dagster.core.value.learned_ranking import RankingSettings
+from floe_dagster.core.basics.patterns import TablePattern
+from floe_dagster.core.plan.planner import SchedulerSettings
+from floe_dagster.core.storage.quarantine import quarantine_location_problem
+from floe_dagster.core.basics.validation import Location, Problems, setting
+from floe_dagster.core.schedules.writers import WriterRule, read_writer_rules
 from floe_dagster.errors import SettingsError
 from floe_dagster.redaction import remember
 from floe_dagster.settings_schema import (

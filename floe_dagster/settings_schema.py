@@ -1,5 +1,5 @@
 """How floe.yaml's declaration is read: its keys (each a dataclass field whose metadata holds the
-default, the description and the rules, see :func:`floe_dagster.core.validation.setting`), the one
+default, the description and the rules, see :func:`floe_dagster.core.basics.validation.setting`), the one
 environment rule, and the readers that collect every problem of a file before reporting them.
 
 settings.py declares floe.yaml's sections with these; this module knows nothing of any section.
@@ -15,7 +15,7 @@ from functools import cache, cached_property
 from pathlib import Path
 from typing import Any, Mapping
 
-from floe_dagster.core.validation import Location, Problems, closest
+from floe_dagster.core.basics.validation import Location, Problems, closest
 
 ENV_PREFIX = "FLOE_"
 

@@ -14,7 +14,7 @@ from functools import lru_cache
 
 from dagster import Definitions
 
-from floe_dagster.core.scopes import scope_named
+from floe_dagster.core.basics.scopes import scope_named
 from floe_dagster.defs.build import build_definitions
 from floe_dagster.instance import ensure_dagster_home
 from floe_dagster.settings import load_settings

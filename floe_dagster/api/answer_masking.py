@@ -1,9 +1,9 @@
-"""Every HTTP answer through the masking rule (core/secrets.py, with the secrets this process's
+"""Every HTTP answer through the masking rule (core/basics/secrets.py, with the secrets this process's
 settings hold: floe_dagster/redaction.py), in one middleware: whatever an endpoint, an error handler or
 a library puts in a body (an error message quoting the catalog's URI, a run's failure text), no secret
 leaves the server.
 
-JSON answers are parsed and masked as a structure (core.secrets.masked): every field at any depth whose
+JSON answers are parsed and masked as a structure (core.basics.secrets.masked): every field at any depth whose
 name is a secret key has its value masked (a table's or the catalog's ``s3.secret-access-key``, a
 ``password`` in a library's error details), a name/value entry naming a secret has its value masked (an
 ignored table property), and every string is masked as text. The rule's own exceptions keep the API's
@@ -24,7 +24,7 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from floe_dagster.redaction import known_secrets
-from floe_dagster.core.secrets import mask_text, masked
+from floe_dagster.core.basics.secrets import mask_text, masked
 
 # The API's own top-level fields named like a secret that hold none (see the module's doc).
 PUBLIC_FIELDS = frozenset({"apiKey"})

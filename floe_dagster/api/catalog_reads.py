@@ -15,7 +15,7 @@ from typing import Any
 
 from dagster import DagsterInstance
 
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.iceberg.catalog import describe, load_table, open_catalog
 from floe_dagster.iceberg.snapshot_summary import (
     TOTAL_DATA_FILES,

@@ -228,7 +228,7 @@ class ShadowDecision(_Open):
 
 
 class EnvelopeVerdict(_Open):
-    """The safety envelope's verdict on the operation (core/envelope.py): ``ok``; ``refused`` (a run fails
+    """The safety envelope's verdict on the operation (core/policies/envelope.py): ``ok``; ``refused`` (a run fails
     before any engine call), each field and why; or ``unchecked`` (an absolute location while the table's
     location is not known yet)."""
 

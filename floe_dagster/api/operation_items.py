@@ -9,8 +9,8 @@ from typing import Any
 
 from floe_dagster.api.run_facts import RunFacts
 from floe_dagster.api.timestamps import iso
-from floe_dagster.core import run_tags as T
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.runs import run_tags as T
+from floe_dagster.core.basics.tables import TableName
 
 # An operation record's status as Floe words it: Floe has no cancelled record (a cancelled run did not
 # maintain its table, so it is FAILED there; runStatus still says CANCELED).

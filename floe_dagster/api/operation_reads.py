@@ -19,8 +19,8 @@ from floe_dagster.api.timestamps import iso, utc_now
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.resource import CoordinationResource
 from floe_dagster.coordination.runs import IN_FLIGHT_STATUSES
-from floe_dagster.core import run_tags as T
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.runs import run_tags as T
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.errors import ApiError
 from floe_dagster.settings import Settings

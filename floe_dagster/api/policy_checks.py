@@ -1,6 +1,6 @@
 """What the ``policies`` router asks of the catalog: pattern validation (the tables a pattern matches
 now), Floe's check of a policy's pattern before it is stored, and a table's location (the safety
-envelope's check of a policy's absolute locations, core/envelope.py)."""
+envelope's check of a policy's absolute locations, core/policies/envelope.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import logging
 from typing import Any
 
 from floe_dagster.api.regex_matching import regex_matches
-from floe_dagster.core.patterns import TablePattern
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.patterns import TablePattern
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import ApiError, CatalogUnavailable
 from floe_dagster.iceberg.catalog import list_tables, load_table, open_catalog
 from floe_dagster.settings import Settings
@@ -66,5 +66,5 @@ class PolicyChecks:
 
     def table_location(self, table: TableName) -> str:
         """A table's location from its metadata (UnknownTable, CatalogUnavailable): what a policy's absolute
-        location is checked against before it is written (core/envelope.py)."""
+        location is checked against before it is written (core/policies/envelope.py)."""
         return load_table(open_catalog(self.settings.catalog), table).location()

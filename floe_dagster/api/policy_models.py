@@ -17,11 +17,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from floe_dagster.api.timestamps import iso
-from floe_dagster.core.conditions import GATE_FIELDS, THRESHOLDS
-from floe_dagster.core.durations import format_iso_duration
-from floe_dagster.core.health_assessment import HealthThresholds
+from floe_dagster.core.policies.conditions import GATE_FIELDS, THRESHOLDS
+from floe_dagster.core.basics.durations import format_iso_duration
+from floe_dagster.core.facts.health_assessment import HealthThresholds
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
-from floe_dagster.core.policy import Policy
+from floe_dagster.core.policies.policy import Policy
 from floe_dagster.policy_store import StoredPolicy
 
 # Floe's four operations (their specs' ``floe_native``), in PolicyResponse's order; floe-dagster's own are

@@ -45,10 +45,10 @@ from sqlalchemy.engine import Engine
 
 from floe_dagster.coordination.database import ADMISSION_TTL, Coordination, ledger, outcomes
 from floe_dagster.coordination.runs import IN_FLIGHT_STATUSES, QUEUED_STATUSES
-from floe_dagster.core import run_tags as T
-from floe_dagster.core.compute_budget import WINDOW as COMPUTE_WINDOW, spent_in_window
-from floe_dagster.core.history import CONFLICT, LOCK_HELD, OUTAGE
-from floe_dagster.core.localtime import naive_as_utc
+from floe_dagster.core.runs import run_tags as T
+from floe_dagster.core.plan.compute_budget import WINDOW as COMPUTE_WINDOW, spent_in_window
+from floe_dagster.core.runs.history import CONFLICT, LOCK_HELD, OUTAGE
+from floe_dagster.core.basics.localtime import naive_as_utc
 from floe_dagster.core.operations import ALL_OPERATIONS
 from floe_dagster.api.metric_families import Key, counter, gauge, window_summary
 from floe_dagster.defs.sla_reporting import read_sla_states
@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 WINDOW = timedelta(days=1)  # latency and queue wait: the runs created in the last day
 IN_FLIGHT = tuple(status.value for status in IN_FLIGHT_STATUSES)
 QUEUED = tuple(status.value for status in QUEUED_STATUSES)
-# What the runs cost and bought (the outcome rows' figure columns, core/run_figures.py), summed per operation.
+# What the runs cost and bought (the outcome rows' figure columns, core/runs/run_figures.py), summed per operation.
 FIGURE_COUNTERS = (
     ("floe_operation_executor_cpu_seconds", "executor_cpu_s", "Executor CPU seconds of the tables' own Spark jobs"),
     ("floe_operation_task_seconds", "task_s", "Task time (slot seconds) of the tables' own Spark jobs"),
@@ -352,7 +352,7 @@ class FloeCollector(Collector):
                        ["operation"], counted)
 
     def _compute_budget(self, spent_s: float) -> Iterator[Metric]:
-        """The compute budget's rolling hour as the planner charges it (core/compute_budget.py): what the runs
+        """The compute budget's rolling hour as the planner charges it (core/plan/compute_budget.py): what the runs
         that finished in it spent, against ``max-compute-hours-per-hour`` (left out when unset)."""
         yield gauge("floe_compute_budget_spent_seconds", "Compute seconds (executor CPU) the runs that finished in the "
                      "last hour recorded: the compute budget's window", spent_s)

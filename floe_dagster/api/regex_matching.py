@@ -7,14 +7,14 @@ import subprocess
 import sys
 from typing import Sequence
 
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import ApiError
 
 REGEX_MATCH_TIMEOUT_S = 5.0
 _REGEX_CHILD = """
 import json, sys
-from floe_dagster.core.patterns import TablePattern
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.patterns import TablePattern
+from floe_dagster.core.basics.tables import TableName
 request = json.load(sys.stdin)
 pattern = TablePattern.parse(request["pattern"])
 json.dump([q for c, ns, t, q in request["tables"] if pattern.matches(TableName(c, tuple(ns), t))], sys.stdout)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import ApiError
 from floe_dagster.settings import Settings
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from floe_dagster.core.localtime import naive_as_utc
+from floe_dagster.core.basics.localtime import naive_as_utc
 
 
 def utc_now() -> datetime:

@@ -26,10 +26,10 @@ from floe_dagster.api.trigger_watch import WATCH_POLL_S, TriggerWatch
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.locks import table_lock_name
 from floe_dagster.coordination.runs import IN_FLIGHT_STATUSES, mark_dead_runs, runs_in_flight
-from floe_dagster.core import run_tags as T
+from floe_dagster.core.runs import run_tags as T
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.run_tags import Approval, Origin
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.runs.run_tags import Approval, Origin
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.errors import ApiError, CatalogUnavailable, LaunchFailed
 from floe_dagster.launching.manual import PreparedTrigger, prepare_trigger, submit_queued

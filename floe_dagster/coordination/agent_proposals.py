@@ -1,4 +1,4 @@
-"""Agents' maintenance proposals (``floe-dagster mcp``, core/agent_proposals.py), in the coordination database:
+"""Agents' maintenance proposals (``floe-dagster mcp``, core/plan/agent_proposals.py), in the coordination database:
 ``floe_agent_proposals``, one row a proposal with its token's SHA-256 (never the token), what it is bound to
 (the table, its operations, snapshot, metadata file and policy version), who proposed it, when it expires,
 and once approved who approved it and its runs' trigger id.
@@ -17,8 +17,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
 from floe_dagster.coordination.database import metadata
-from floe_dagster.core.agent_proposals import Proposal, TableState
-from floe_dagster.core.localtime import naive_as_utc
+from floe_dagster.core.plan.agent_proposals import Proposal, TableState
+from floe_dagster.core.basics.localtime import naive_as_utc
 
 # Proposals are kept this long past their expiry (what was proposed and approved, for a person to read).
 KEPT_AFTER_EXPIRY = timedelta(days=7)

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from floe_dagster.coordination.database import metadata
-from floe_dagster.core.localtime import naive_as_utc
+from floe_dagster.core.basics.localtime import naive_as_utc
 from floe_dagster.errors import KeysError, LastAdminKey
 
 api_keys = Table(

@@ -9,10 +9,10 @@ the Dagster instance. Reading all history is one query per tick, whatever the nu
   its own (``shadow`` true, attempt ``SHADOW_ATTEMPT``), once per (table, operation, slot), never a run.
 - ``floe_outcomes``: one row per table a run maintained (a backfill run maintains many), written by
   the run itself as each table finishes, or by the tick that finds the run dead; a success's row
-  holds what the run cost and bought (core/run_figures.py).
+  holds what the run cost and bought (core/runs/run_figures.py).
 - ``floe_history``: the fold of the outcomes per (table, operation) that the planner reads.
 - ``floe_writers``: the writers of each table learned from the event log, with each writer's newest
-  materialization read (core/writers.py).
+  materialization read (core/schedules/writers.py).
 """
 
 from __future__ import annotations
@@ -46,17 +46,17 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from floe_dagster.coordination.locks import Locks, locks_for
-from floe_dagster.core.circuit import OutageCircuit
-from floe_dagster.core.history import OUTAGE, OperationHistory, Outcome, fold_outcome
-from floe_dagster.core.localtime import naive_as_utc
+from floe_dagster.core.plan.circuit import OutageCircuit
+from floe_dagster.core.runs.history import OUTAGE, OperationHistory, Outcome, fold_outcome
+from floe_dagster.core.basics.localtime import naive_as_utc
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.partition_scope import PartitionSelection
-from floe_dagster.core.run_decision import LedgerRow, RunDecision
+from floe_dagster.core.rewrites.partition_scope import PartitionSelection
+from floe_dagster.core.runs.run_decision import LedgerRow, RunDecision
 from floe_dagster.coordination.run_records import by_table_operation, read_outcomes
 from floe_dagster.coordination.writer_rows import record_writer_rows, writer_rows
-from floe_dagster.core.run_figures import OUTCOME_COLUMNS, RunFigures, figures_json, outcome_columns
-from floe_dagster.core.writers import Writer
-from floe_dagster.core.run_history import RecordedRun
+from floe_dagster.core.runs.run_figures import OUTCOME_COLUMNS, RunFigures, figures_json, outcome_columns
+from floe_dagster.core.schedules.writers import Writer
+from floe_dagster.core.value.run_history import RecordedRun
 from floe_dagster.instance import default_coordination_url
 
 metadata = MetaData()
@@ -77,11 +77,11 @@ ledger = Table(
     Column("admitted_at", DateTime(timezone=True), nullable=False, index=True),
     Column("launcher", String(200), nullable=False, default=""),
     Column("run_id", String(64)),
-    # Column run_key is the item key (core/run_decision.py). batch_key: the key of the batch (one run
+    # Column run_key is the item key (core/runs/run_decision.py). batch_key: the key of the batch (one run
     # over several tables) the item was admitted in; the run carries it as the run tag
     # dagster/floe.run-key. A batch of one has the item's own key.
     Column("batch_key", String(1200)),
-    # A partition-scoped rewrite (core/partition_scope.py): the partitions chosen and the backlog, as JSON.
+    # A partition-scoped rewrite (core/rewrites/partition_scope.py): the partitions chosen and the backlog, as JSON.
     Column("scope", Text),
     # A shadow policy's decision: recorded, never run (no run id, never in flight, no budget of live work).
     Column("shadow", Boolean, nullable=False, default=False),
@@ -106,7 +106,7 @@ outcomes = Table(
     Column("changed", Boolean),
     Column("bytes_rewritten", BigInteger, nullable=False, default=0),
     Column("snapshot_after", BigInteger),
-    # What the run cost and bought (core/run_figures.py): the sums' columns as it declares them, where the
+    # What the run cost and bought (core/runs/run_figures.py): the sums' columns as it declares them, where the
     # compute came from, and all of it as JSON (the history read: Coordination.run_figures).
     *(Column(name, BigInteger if integer else Float) for name, _, integer in OUTCOME_COLUMNS),
     Column("compute_source", String(32)),
@@ -138,7 +138,7 @@ history = Table(
     Column("last_shadow_at", DateTime(timezone=True)),
 )
 
-# The writers of each table (core/writers.py) the sensor learned from the event log, and each writer's newest
+# The writers of each table (core/schedules/writers.py) the sensor learned from the event log, and each writer's newest
 # materialization it read (for a floe.yaml rule's writer too): every process reads the same.
 writers = Table(
     "floe_writers",

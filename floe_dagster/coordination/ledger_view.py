@@ -20,12 +20,12 @@ from floe_dagster.coordination.database import (
 )
 from floe_dagster.coordination.run_records import OutcomeRecord, by_table_operation, outcome_query, outcome_records
 from floe_dagster.coordination.writer_rows import writers_by_table
-from floe_dagster.core.history import OperationHistory
-from floe_dagster.core.localtime import naive_as_utc
+from floe_dagster.core.runs.history import OperationHistory
+from floe_dagster.core.basics.localtime import naive_as_utc
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.run_decision import LedgerRow
-from floe_dagster.core.run_history import RecordedRun
-from floe_dagster.core.writers import Writer
+from floe_dagster.core.runs.run_decision import LedgerRow
+from floe_dagster.core.value.run_history import RecordedRun
+from floe_dagster.core.schedules.writers import Writer
 
 
 @dataclass(frozen=True)

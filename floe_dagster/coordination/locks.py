@@ -20,7 +20,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import LockHeld
 from floe_dagster.file_locks import hold_file_lock, wait_for_lock
 from floe_dagster.instance import dagster_home, default_coordination_url

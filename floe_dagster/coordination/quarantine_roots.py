@@ -17,7 +17,7 @@ quarantine_roots = Table(
     "floe_quarantine_roots",
     _metadata,
     Column("table_name", String(1024), primary_key=True),
-    Column("root", String(2048), primary_key=True),  # the root's URI (core/locations.StorageLocation.uri)
+    Column("root", String(2048), primary_key=True),  # the root's URI (core/storage/locations.StorageLocation.uri)
     Column("first_used_at", DateTime(timezone=True), nullable=False),
     Column("last_used_at", DateTime(timezone=True), nullable=False),  # when last recorded: a run records a root
     # only when the table's remembered roots lack it (iceberg/quarantine_store.py), so mostly its first use

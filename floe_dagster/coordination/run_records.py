@@ -1,9 +1,9 @@
-"""The one read of the outcome rows (``floe_outcomes``) with their figures (core/run_figures.py), for
+"""The one read of the outcome rows (``floe_outcomes``) with their figures (core/runs/run_figures.py), for
 coordination/database.py's :class:`Coordination` and the value report (coordination/value_rows.py): filtered
 by table, operations and a finish window, optionally only the successful runs that recorded figures. Each
 reader shapes the same :class:`OutcomeRecord` its own way: the learned ranking and a kind's own cadence as
-:class:`~floe_dagster.core.run_history.RecordedRun`, ``explain`` and the history as
-:class:`~floe_dagster.core.run_figures.RunFigures`, the value report as its ``OutcomeRow``."""
+:class:`~floe_dagster.core.value.run_history.RecordedRun`, ``explain`` and the history as
+:class:`~floe_dagster.core.runs.run_figures.RunFigures`, the value report as its ``OutcomeRow``."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from typing import Iterable
 
 from sqlalchemy import Engine, Row, Select, Table, select
 
-from floe_dagster.core.localtime import naive_as_utc
+from floe_dagster.core.basics.localtime import naive_as_utc
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.run_figures import Benefit, Compute, RunFigures, figures_from_json
-from floe_dagster.core.run_history import RecordedRun
+from floe_dagster.core.runs.run_figures import Benefit, Compute, RunFigures, figures_from_json
+from floe_dagster.core.value.run_history import RecordedRun
 
 
 @dataclass(frozen=True)

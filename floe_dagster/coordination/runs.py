@@ -15,8 +15,8 @@ from typing import Iterable, Mapping
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core import run_tags as T
-from floe_dagster.core.history import Outcome
+from floe_dagster.core.runs import run_tags as T
+from floe_dagster.core.runs.history import Outcome
 from floe_dagster.core.operations import Operation
 
 # Waiting in the run queue (``max-queued-runs`` counts these), then in flight until they finish.

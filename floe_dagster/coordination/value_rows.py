@@ -1,4 +1,4 @@
-"""The outcome rows the value report sums (core/value_report.py): every table's result of every run that
+"""The outcome rows the value report sums (core/value/value_report.py): every table's result of every run that
 finished in a window, failures and conflicts included, with the figures the run recorded. Read through the
 one outcome read (coordination/run_records.py); the sums are the report's, in Python, so a grouping by
 namespace needs no SQL string functions that SQLite and PostgreSQL spell differently."""
@@ -10,10 +10,10 @@ from datetime import datetime
 
 from floe_dagster.coordination.database import Coordination, outcomes
 from floe_dagster.coordination.run_records import read_outcomes
-from floe_dagster.core.run_figures import outcome_columns
-from floe_dagster.core.value_report import OutcomeRow
+from floe_dagster.core.runs.run_figures import outcome_columns
+from floe_dagster.core.value.value_report import OutcomeRow
 
-# The figures an OutcomeRow carries: its fields named like the outcome columns (core/run_figures.py).
+# The figures an OutcomeRow carries: its fields named like the outcome columns (core/runs/run_figures.py).
 _FIGURES = tuple(f.name for f in fields(OutcomeRow) if f.name in outcome_columns(None, None))
 
 

@@ -1,4 +1,4 @@
-"""The writer rows of the coordination database (``floe_writers``; core/writers.py): read them all, and
+"""The writer rows of the coordination database (``floe_writers``; core/schedules/writers.py): read them all, and
 record what the sensor learned, for coordination/database.py's :class:`Coordination` and the code
 location's load (``learned_writers``)."""
 
@@ -10,8 +10,8 @@ from typing import Any, Iterable, Mapping
 from sqlalchemy import Connection, Engine, Table, and_, select, update
 from sqlalchemy.exc import IntegrityError
 
-from floe_dagster.core.localtime import naive_as_utc
-from floe_dagster.core.writers import SOURCE_TABLE_NAME, Writer
+from floe_dagster.core.basics.localtime import naive_as_utc
+from floe_dagster.core.schedules.writers import SOURCE_TABLE_NAME, Writer
 
 
 def writer_rows(engine: Engine, writers: Table) -> dict[str, tuple[Writer, ...]]:

@@ -1,7 +1,7 @@
 """Operation configs (``rewriteDataFiles``, ``expireSnapshots``, ...): one frozen dataclass per kind,
 declared in the kind's module (``core/operation_kinds/``) as a subclass of :class:`OperationConfig`,
 the only form the rest of floe-dagster reads. The engine's steps render it to SQL
-(``spark/operation_steps/``) and the byte estimates read its rewrite options (``core/estimates.py``);
+(``spark/operation_steps/``) and the byte estimates read its rewrite options (``core/rewrites/estimates.py``);
 nothing parses a policy's options again. This module is what the kinds share: the base class and the
 readers of the options several kinds take (the generic parser is ``OperationSpec.parse``'s default).
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar, Mapping
 
-from floe_dagster.core.validation import (
+from floe_dagster.core.basics.validation import (
     Location,
     get_bool,
     get_enum,

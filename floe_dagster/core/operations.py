@@ -67,7 +67,7 @@ class _OperationKind(str, Enum):
 
     @cached_property
     def scopes_partitions(self) -> bool:
-        """Whether the planner may scope a run of it to partitions (core/partition_scope.py)."""
+        """Whether the planner may scope a run of it to partitions (core/rewrites/partition_scope.py)."""
         return self.spec.scopes_partitions()
 
     @classmethod

@@ -27,11 +27,11 @@ from typing import Mapping
 from dagster._core.definitions.utils import is_valid_owner  # Dagster's own rule (not exported)
 from dagster._utils.tags import is_valid_strict_tag_value  # the rule for asset tag values
 
-from floe_dagster.core import run_tags as T
-from floe_dagster.core.conditions import THRESHOLDS, TriggerConditions
+from floe_dagster.core.runs import run_tags as T
+from floe_dagster.core.policies.conditions import THRESHOLDS, TriggerConditions
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
-from floe_dagster.core.planner import SchedulerSettings
-from floe_dagster.core.policy import Policy
+from floe_dagster.core.plan.planner import SchedulerSettings
+from floe_dagster.core.policies.policy import Policy
 from floe_dagster.defs.names import readable_name
 
 log = logging.getLogger(__name__)
@@ -164,7 +164,7 @@ def operation_rule(policy: Policy, op: Operation, schedule_names: ScheduleNames)
     elif schedule.kind == "interval":
         assert schedule.interval is not None
         rule = f"every {duration_text(schedule.interval)} ({SENSOR_LABEL})"
-    elif schedule.after_write is not None:  # writes alone make it due (core/after_write.py)
+    elif schedule.after_write is not None:  # writes alone make it due (core/schedules/after_write.py)
         rule = f"after its writer's writes ({SENSOR_LABEL})"
     elif op.spec.has_own_condition:  # the kind's own condition (its spec), not the thresholds
         rule = f"{op.spec.due_rule()} ({SENSOR_LABEL})"

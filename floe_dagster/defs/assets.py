@@ -31,12 +31,12 @@ from dagster import (
 
 from floe_dagster.coordination.database import Coordination, learned_writers
 from floe_dagster.coordination.runs import run_lock_name
-from floe_dagster.core import run_tags as T
+from floe_dagster.core.runs import run_tags as T
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
-from floe_dagster.core.run_decision import RunDecision
-from floe_dagster.core.run_tags import Origin, decision_from_tags, tables_run_tags, with_upstream_from_tags
-from floe_dagster.core.tables import TableName
-from floe_dagster.core.writers import writers_by_table
+from floe_dagster.core.runs.run_decision import RunDecision
+from floe_dagster.core.runs.run_tags import Origin, decision_from_tags, tables_run_tags, with_upstream_from_tags
+from floe_dagster.core.basics.tables import TableName
+from floe_dagster.core.schedules.writers import writers_by_table
 from floe_dagster.defs.asset_policy import AssetPolicyFacts, asset_policy_facts
 from floe_dagster.defs.names import (
     COORDINATION_RESOURCE,
@@ -183,7 +183,7 @@ def _maintain_selected(context: AssetExecutionContext, settings: Settings,
     run_tags = _add_missing_run_tags(context, tables, op, resolved)
     catalog = open_catalog(settings.catalog)
     # The lake around the tables (warehouse, namespaces, known tables' folders), read once per run when a
-    # table's own location is checked (a kind that lists, deletes or moves files: core/table_location.py).
+    # table's own location is checked (a kind that lists, deletes or moves files: core/storage/table_location.py).
     known = functools.cache(lambda: known_locations(catalog, settings))
     outcomes = BatchOutcomes(context, coordination, op)
     decisions = _run_decisions(coordination, tables, op, run_tags)

@@ -9,8 +9,8 @@ from typing import Sequence
 from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor
 
 from floe_dagster.coordination.resource import CoordinationResource
-from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.scopes import DEFAULT_SCOPE, Scope
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.assets import build_table_assets, mappable_tables
 from floe_dagster.defs.health_checks import build_health_checks, health_checks_enabled
 from floe_dagster.defs.names import COORDINATION_RESOURCE, ENGINE_RESOURCE, MAINTENANCE_JOB

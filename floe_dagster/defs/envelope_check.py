@@ -1,9 +1,9 @@
-"""The safety envelope in a maintenance run's first step, before any engine call (core/envelope.py).
+"""The safety envelope in a maintenance run's first step, before any engine call (core/policies/envelope.py).
 
 A policy was checked when it was read, but the files can change between that check and the run, and an
 absolute location can only be compared with the table's location, which the run reads here from the
 table's metadata. For a kind that lists, deletes or moves files, the table's own location (written by its
-owner) is checked too, against the lake floe knows (core/table_location.py, iceberg/known_locations.py).
+owner) is checked too, against the lake floe knows (core/storage/table_location.py, iceberg/known_locations.py).
 A refusal fails this table's run (:class:`~floe_dagster.errors.EnvelopeViolation`, naming the policy,
 the field, the location given and the table's) and nothing is called or listed; otherwise the run goes on
 with its locations spelled from the table's own, the form Iceberg then lists.
@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable
 
-from floe_dagster.core.envelope import check_operation, named_locations, own_location_check
+from floe_dagster.core.policies.envelope import check_operation, named_locations, own_location_check
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.table_location import KnownLocations
+from floe_dagster.core.storage.table_location import KnownLocations
 from floe_dagster.errors import EnvelopeViolation
 from floe_dagster.iceberg.catalog import TableReads
 from floe_dagster.policies import ResolvedOperation

@@ -32,7 +32,7 @@ from dagster import (
 )
 
 from floe_dagster.defs.names import COORDINATION_RESOURCE
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.health_events import HEALTH_CHECK_NAME, table_health_events
 from floe_dagster.defs.last_reported import remember_fingerprints
 from floe_dagster.defs.names import asset_key_for, escaped_name, table_for_asset_key

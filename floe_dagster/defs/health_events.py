@@ -26,14 +26,14 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (  # t
     AssetCheckEvaluationTargetMaterializationData,
 )
 
-from floe_dagster.core.debt import DebtWeights
-from floe_dagster.core.fact_catalogue import views
-from floe_dagster.core.health_assessment import CRITICAL, HEALTHY, HealthAssessment
-from floe_dagster.core.health_record import assess_table, health_record, thresholds_for
-from floe_dagster.core.measurements import TableMetrics
-from floe_dagster.core.policy import PolicySet
-from floe_dagster.core.table_facts import Fact, stable_version
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.facts.debt import DebtWeights
+from floe_dagster.core.facts.fact_catalogue import views
+from floe_dagster.core.facts.health_assessment import CRITICAL, HEALTHY, HealthAssessment
+from floe_dagster.core.policies.health_record import assess_table, health_record, thresholds_for
+from floe_dagster.core.facts.measurements import TableMetrics
+from floe_dagster.core.policies.policy import PolicySet
+from floe_dagster.core.facts.table_facts import Fact, stable_version
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.defs.table_metadata import (
     COLUMN_SCHEMA_KEY,
@@ -45,7 +45,7 @@ from floe_dagster.defs.table_metadata import (
 
 HEALTH_CHECK_NAME = "health"
 
-# The keys an observation holds besides the facts' (core/fact_catalogue.py: those Dagit plots come first,
+# The keys an observation holds besides the facts' (core/facts/fact_catalogue.py: those Dagit plots come first,
 # those only Floe's health history reads come after the first group), each written by observation_metadata.
 SUMMARY_KEYS = ("debt_score", "critical_issues", "warning_issues", "status", "tier", "policy", "snapshot_id",
                 "metadata_location")
@@ -139,7 +139,7 @@ def observation_metadata(record: Mapping[str, Any]) -> dict[str, Any]:
         [{"type": i["type"], "severity": i["severity"], "message": i["message"]} for i in record["issues"]])
     metadata["thresholds"] = MetadataValue.json(record["thresholds"])
     refs = record.get("refs") or []
-    if refs:  # branches and tags other than main: how many are stale, what they keep (core/refs.py)
+    if refs:  # branches and tags other than main: how many are stale, what they keep (core/facts/refs.py)
         metadata["stale_refs"] = MetadataValue.int(sum(1 for ref in refs if ref["stale"]))
         metadata["ref_pinned_snapshots"] = MetadataValue.int(sum(ref["pinned_snapshots"] for ref in refs))
         measured = [ref["pinned_bytes"] for ref in refs if ref["pinned_bytes"] is not None]

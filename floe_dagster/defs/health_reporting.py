@@ -25,15 +25,15 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (  # t
     AssetCheckEvaluationTargetMaterializationData,
 )
 
-from floe_dagster.core.debt import DebtWeights
-from floe_dagster.core.health_assessment import CRITICAL, HEALTHY, WARNING, HealthAssessment
-from floe_dagster.core.health_record import assess_table, thresholds_for
-from floe_dagster.core.history import OperationHistory
-from floe_dagster.core.localtime import naive_as_utc
-from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.facts.debt import DebtWeights
+from floe_dagster.core.facts.health_assessment import CRITICAL, HEALTHY, WARNING, HealthAssessment
+from floe_dagster.core.policies.health_record import assess_table, thresholds_for
+from floe_dagster.core.runs.history import OperationHistory
+from floe_dagster.core.basics.localtime import naive_as_utc
+from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.policy import Policy, PolicySet
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.policies.policy import Policy, PolicySet
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.health_events import assessment_events, fingerprint
 from floe_dagster.defs.last_reported import Reported, read_reported, write_reported
 from floe_dagster.defs.names import asset_key_for

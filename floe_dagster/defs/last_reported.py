@@ -13,7 +13,7 @@ from typing import Iterable, Mapping
 
 from dagster import DagsterInstance
 
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 
 KV_PREFIX = "floe/health-reported/"  # + qualified name → fingerprint of what was last reported
 KV_CHUNK = 500  # keys per read or write

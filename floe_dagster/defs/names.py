@@ -20,7 +20,7 @@ from typing import Iterable, Sequence
 from dagster import AssetKey
 
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 
 # The job every maintenance run belongs to (the operation is its partition).
 MAINTENANCE_JOB = "floe_maintenance"

@@ -1,12 +1,12 @@
 """Run requests from the planner's admitted decisions: what the debt-score sensor and the cron
 schedules yield, one per batch (one run over the batch's tables for one operation partition). The
-tags come from the one builder every launcher uses (core.run_tags)."""
+tags come from the one builder every launcher uses (core.runs.run_tags)."""
 
 from __future__ import annotations
 
 from dagster import RunRequest, SkipReason
 
-from floe_dagster.core.run_tags import batch_run_tags
+from floe_dagster.core.runs.run_tags import batch_run_tags
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.scheduling.tick import RunBatch, TickResult
 

@@ -18,9 +18,9 @@ from dagster import DagsterInstance, DefaultSensorStatus, SensorEvaluationContex
 
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.resource import CoordinationResource
-from floe_dagster.core.planner import Decision
-from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.plan.planner import Decision
+from floe_dagster.core.basics.scopes import DEFAULT_SCOPE, Scope
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.health_reporting import report_health_events
 from floe_dagster.defs.run_requests import run_requests, skip_reason
 from floe_dagster.defs.shadow_events import report_shadow_decisions

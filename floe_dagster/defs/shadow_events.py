@@ -15,8 +15,8 @@ from datetime import datetime
 
 from dagster import AssetObservation, DagsterInstance
 
-from floe_dagster.core.planner import Decision
-from floe_dagster.core.run_decision import shadow_summary
+from floe_dagster.core.plan.planner import Decision
+from floe_dagster.core.runs.run_decision import shadow_summary
 from floe_dagster.defs.names import asset_key_for
 
 log = logging.getLogger(__name__)

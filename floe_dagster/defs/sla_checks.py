@@ -1,5 +1,5 @@
 """SLA contracts in Dagit: one ``sla_<operation>`` asset check per (table, operation) whose policy declares
-an ``sla`` (core/sla.py), on the table's maintenance asset, so Dagit's checks, asset health and alerts
+an ``sla`` (core/schedules/sla.py), on the table's maintenance asset, so Dagit's checks, asset health and alerts
 (Dagster+ alert policies on check severity) work unchanged.
 
 - **Unpartitioned**, one check per operation: a partitioned check would read better (one ``sla`` check,
@@ -35,13 +35,13 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (  # t
     AssetCheckEvaluationTargetMaterializationData,
 )
 
-from floe_dagster.core.durations import format_iso_duration
-from floe_dagster.core.history import OperationHistory
+from floe_dagster.core.basics.durations import format_iso_duration
+from floe_dagster.core.runs.history import OperationHistory
 from floe_dagster.core.operations import Operation
 from floe_dagster.redaction import failures_masked
-from floe_dagster.core.policy import PolicySet
-from floe_dagster.core.sla import ERROR, SlaContract, SlaVerdict, contracts, table_sla
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.policies.policy import PolicySet
+from floe_dagster.core.schedules.sla import ERROR, SlaContract, SlaVerdict, contracts, table_sla
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.names import COORDINATION_RESOURCE, asset_key_for, escaped_name, table_for_asset_key
 from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.iceberg.health_collector import HealthCollector

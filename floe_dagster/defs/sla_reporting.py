@@ -1,5 +1,5 @@
 """When the ``sla_<operation>`` checks (defs/sla_checks.py) are reported: the debt-score sensor's tick hands
-over its plan's decisions (each carries its contract's verdict, core/sla.py), and a check result is
+over its plan's decisions (each carries its contract's verdict, core/schedules/sla.py), and a check result is
 recorded without a run only when Dagit's view would change or grow stale:
 
 * the verdict changed (passed or breached), or the contract did (severity, owner, maxAge);
@@ -21,8 +21,8 @@ from typing import Any, Iterable, Mapping
 
 from dagster import DagsterInstance
 
-from floe_dagster.core.planner import Decision
-from floe_dagster.core.sla import SINCE_UNKNOWN
+from floe_dagster.core.plan.planner import Decision
+from floe_dagster.core.schedules.sla import SINCE_UNKNOWN
 from floe_dagster.defs.health_reporting import latest_materializations
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.defs.sla_checks import sla_evaluation

@@ -24,7 +24,7 @@ from dagster import TableColumn, TableColumnConstraints, TableSchema
 from dagster._core.definitions.metadata import TableMetadataSet
 from dagster._core.definitions.metadata.metadata_set import UriMetadataSet
 
-from floe_dagster.core.measurements import ColumnFacts
+from floe_dagster.core.facts.measurements import ColumnFacts
 
 TABLE_NAME_KEY = "dagster/table_name"
 ROW_COUNT_KEY = "dagster/row_count"

@@ -20,12 +20,12 @@ from typing import Any, Iterator
 from dagster import AssetExecutionContext, AssetObservation, Failure, MaterializeResult, MetadataValue
 
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core import run_tags as T
-from floe_dagster.core.commit_conflicts import winning_operation
-from floe_dagster.core.history import CONFLICT_STREAK, Outcome
+from floe_dagster.core.runs import run_tags as T
+from floe_dagster.core.runs.commit_conflicts import winning_operation
+from floe_dagster.core.runs.history import CONFLICT_STREAK, Outcome
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.run_decision import RunDecision
-from floe_dagster.core.run_figures import figures_from_metadata
+from floe_dagster.core.runs.run_decision import RunDecision
+from floe_dagster.core.runs.run_figures import figures_from_metadata
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.errors import (
     CONFLICT,

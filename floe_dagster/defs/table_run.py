@@ -11,7 +11,7 @@
 3. **post-commit reads**: the table as read after the call, the kind's checks of what landed (a
    partial-progress rewrite's lost races);
 4. **metadata**: what every run reports (the numbers, counts before and after, the call, why it ran,
-   its compute and benefit (``floe/compute/*``, ``floe/benefit/*``: core/run_figures.py), Dagster's
+   its compute and benefit (``floe/compute/*``, ``floe/benefit/*``: core/runs/run_figures.py), Dagster's
    standard table keys), then the kind's add-ons, named per kind.
 
 A kind that commits without the engine (APPLY_TABLE_PROPERTIES) has the same pre-checks and lock, its
@@ -33,13 +33,13 @@ from pyiceberg.table import Table
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.locks import Locks, table_lock_name
 from floe_dagster.coordination.quarantine_roots import QuarantineRoots
-from floe_dagster.core.estimates import estimate_error_pct
+from floe_dagster.core.rewrites.estimates import estimate_error_pct
 from floe_dagster.core.operations import Operation, gc_disabled, gc_disabled_reason
-from floe_dagster.core.owner_overrides import owner_overrides
-from floe_dagster.core.partition_scope import RewriteScope
-from floe_dagster.core.run_decision import RunDecision
-from floe_dagster.core.run_figures import NO_SPARK, SPARK, Benefit, Compute, TableShape, with_orphans
-from floe_dagster.core.table_location import KnownLocations
+from floe_dagster.core.policies.owner_overrides import owner_overrides
+from floe_dagster.core.rewrites.partition_scope import RewriteScope
+from floe_dagster.core.runs.run_decision import RunDecision
+from floe_dagster.core.runs.run_figures import NO_SPARK, SPARK, Benefit, Compute, TableShape, with_orphans
+from floe_dagster.core.storage.table_location import KnownLocations
 from floe_dagster.defs.envelope_check import within_envelope
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.defs.table_metadata import table_metadata
@@ -97,7 +97,7 @@ def maintain_table(
 
 def with_owner_overrides(reads: TableReads, op: Operation, resolved: ResolvedOperation) -> ResolvedOperation:
     """The config with the options the table's owner set in its ``floe.*`` properties, as its policy allows
-    (core/owner_overrides.py), read from the table now; a table its owner paused is not maintained. Read only
+    (core/policies/owner_overrides.py), read from the table now; a table its owner paused is not maintained. Read only
     when the policy allows owners anything (the planner and explain show the others' ignored properties), from the
     run's one read of the table."""
     if not resolved.owner_allow.allow:
@@ -126,7 +126,7 @@ class _Before:
     counts: dict[str, int]
     properties: dict[str, str]
     now: datetime
-    shape: TableShape  # the benefit's "before" (core/run_figures.py)
+    shape: TableShape  # the benefit's "before" (core/runs/run_figures.py)
 
 
 def _pre_checks(step: OperationStep, work: TableWork, reads: TableReads) -> _Before:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import logging
 
-from floe_dagster.core.estimates import EstimateOptionError
-from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.rewrites.rewrite_rules import EstimateOptionError
+from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 
 log = logging.getLogger(__name__)
 
@@ -19,7 +19,7 @@ def estimate_operation_bytes(
 ) -> int:
     """Bytes a rewriting operation would rewrite, for the bytes-per-hour budget.
 
-    Full tier: Iceberg's own file selection (``core/estimates.py``, the kind's ``byte_estimate``) with the
+    Full tier: Iceberg's own file selection (``core/rewrites/estimates.py``, the kind's ``byte_estimate``) with the
     policy's options and the table's properties. Summary tier: the table's total bytes (data and delete
     files), an upper bound. No metrics: 0. Operations that rewrite no data: 0.
     """

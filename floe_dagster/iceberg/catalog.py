@@ -21,11 +21,13 @@ from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.types import IcebergType, ListType, MapType, StructType
 from sqlalchemy import text
 
-from floe_dagster.core.measurements import ColumnFacts
-from floe_dagster.core.partition_scope import PartitionField
-from floe_dagster.core.run_figures import TableShape
-from floe_dagster.core.object_storage import FORCE_VIRTUAL_ADDRESSING, s3_path_style, storage_description, uses_s3
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.facts.measurements import ColumnFacts
+from floe_dagster.core.rewrites.partition_scope import PartitionField
+from floe_dagster.core.runs.run_figures import TableShape
+from floe_dagster.core.storage.object_storage import (
+    FORCE_VIRTUAL_ADDRESSING, s3_path_style, storage_description, uses_s3,
+)
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import OUTAGE, CatalogUnavailable, TableUnreadable, UnknownTable, failure_kind, masked_cause
 from floe_dagster.iceberg.snapshot_summary import (
     TOTAL_DATA_FILES,
@@ -196,7 +198,7 @@ def table_counts(table: Table) -> dict[str, int]:
 
 
 def table_shape(table: Table, counts: Mapping[str, int] | None = None) -> TableShape:
-    """The table's current snapshot as the benefit of a run compares it (core/run_figures.py): the counts
+    """The table's current snapshot as the benefit of a run compares it (core/runs/run_figures.py): the counts
     (:func:`table_counts`, when not given) and the metadata file's size (one stat, no read)."""
     counts = counts if counts is not None else table_counts(table)
     return TableShape(counts["data_files"], counts["delete_files"], counts["total_bytes"], counts["manifests"],
@@ -248,5 +250,5 @@ def type_text(field_type: IcebergType) -> str:
 
 
 def describe(settings: CatalogSettings) -> dict[str, Any]:
-    """Catalog settings for display, with secrets masked (the one rule: core/secrets.py)."""
+    """Catalog settings for display, with secrets masked (the one rule: core/basics/secrets.py)."""
     return mask(dict(settings.properties))

@@ -8,7 +8,7 @@ iceberg/table_io.py builds them): local and HDFS
 files, S3 (and S3-compatible servers), GCS and Azure, with the same credentials the metadata reads use.
 
 Locations in and out are URIs as Iceberg's listing spells them (``file:/x``, ``s3://bucket/key``):
-:func:`~floe_dagster.core.locations.store_location` normalises them. Object stores have no rename:
+:func:`~floe_dagster.core.storage.locations.store_location` normalises them. Object stores have no rename:
 a move there is a copy and a delete, so moves and stats of remote files run on a thread pool
 (pyarrow releases the GIL); local ones run in this thread.
 """
@@ -27,7 +27,7 @@ from typing import Iterable, Mapping
 from pyarrow import fs as pafs
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
-from floe_dagster.core.locations import StorageLocation, store_location
+from floe_dagster.core.storage.locations import StorageLocation, store_location
 
 _LOCAL = ("file",)
 _PATH_ONLY = ("file", "hdfs", "viewfs")  # pyarrow's path has no authority for these
@@ -38,7 +38,7 @@ _LIST_PARENT_AT = 32  # this many stats under one folder of an object store: one
 class FileFacts:
     location: str  # as :class:`StorageLocation.uri` spells it
     size: int
-    modified: datetime | None  # UTC; None: the store did not say (such a file is young: core/quarantine.is_old)
+    modified: datetime | None  # UTC; None: the store did not say (such a file is young: core/storage/quarantine.is_old)
 
 
 class FileStore:

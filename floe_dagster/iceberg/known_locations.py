@@ -1,5 +1,5 @@
 """What floe knows of the lake around a table, for the safety envelope's check of the table's own location
-(core/table_location.py): the catalog's warehouse root, the namespaces' locations, and the tables' folders.
+(core/storage/table_location.py): the catalog's warehouse root, the namespaces' locations, and the tables' folders.
 
 The tables are those floe already knows without loading any table's metadata (a fleet of 50,000 tables
 must not cost 50,000 loads per run): the SQL catalog's one listing query (every table's metadata location,
@@ -19,9 +19,9 @@ from pyiceberg.catalog.sql import SqlCatalog
 from sqlalchemy import text
 
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.envelope import own_location_check
-from floe_dagster.core.table_location import KnownLocations, table_folders
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.policies.envelope import own_location_check
+from floe_dagster.core.storage.table_location import KnownLocations, table_folders
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.iceberg.catalog import list_table_metadata_locations, open_catalog, walk_namespaces
 from floe_dagster.iceberg.metrics_cache import CACHE_FILE, MetricsCache
 from floe_dagster.policies import resolve_operation

@@ -5,9 +5,9 @@
 ``full`` tier
     Also the current snapshot's manifest list and manifests: each manifest's live entries reduced to
     plain numbers (:func:`summarize_manifest`, cached by path since manifests are immutable), then
-    the numbers of the whole table (core/manifest_reduction.py).
+    the numbers of the whole table (core/facts/manifest_reduction.py).
 
-Each stored fact (core/fact_catalogue.py) is measured by its reducer (iceberg/fact_reducers/): this module
+Each stored fact (core/facts/fact_catalogue.py) is measured by its reducer (iceberg/fact_reducers/): this module
 holds what they share (the reduced manifest, the refs, the specs, the metadata file counts) and the two
 tiers' entry points.
 """
@@ -29,11 +29,11 @@ from pyiceberg.manifest import DataFileContent, ManifestEntry, ManifestFile
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 
-from floe_dagster.core.measurements import RefFacts, TableMetrics
-from floe_dagster.core.quiet import OWN_OPERATION
-from floe_dagster.core.refs import MAIN, RefHead, SnapshotNode, pinned_snapshots
-from floe_dagster.core.table_facts import FULL, SUMMARY
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.facts.measurements import RefFacts, TableMetrics
+from floe_dagster.core.schedules.quiet import OWN_OPERATION
+from floe_dagster.core.facts.refs import MAIN, RefHead, SnapshotNode, pinned_snapshots
+from floe_dagster.core.facts.table_facts import FULL, SUMMARY
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.iceberg.fact_reducers import MetadataRead, manifest_parts, measure
 
 PATH_FIELD_ID = 2147483546  # the file_path column of position delete files
@@ -126,7 +126,7 @@ def _operation(snapshot: Snapshot) -> str:
 
 def newest_foreign_commit(snapshots: Iterable[Snapshot]) -> tuple[int | None, str | None]:
     """(time in ms, operation) of the newest snapshot another writer committed: any operation but
-    ``replace``, which is every commit of floe's own (core/quiet.py); (None, None) when none is retained."""
+    ``replace``, which is every commit of floe's own (core/schedules/quiet.py); (None, None) when none is retained."""
     newest: Snapshot | None = None
     for snapshot in snapshots:
         if (newest is None or snapshot.timestamp_ms > newest.timestamp_ms) and _operation(snapshot) != OWN_OPERATION:
@@ -142,7 +142,7 @@ def ref_heads(metadata: TableMetadata) -> dict[str, RefHead]:
 
 
 def pinned_by_ref(metadata: TableMetadata, now_ms: int) -> dict[str, set[int]]:
-    """Each non-main ref → the snapshots it alone keeps beyond main's retention (core/refs.py)."""
+    """Each non-main ref → the snapshots it alone keeps beyond main's retention (core/facts/refs.py)."""
     if all(name == MAIN for name in metadata.refs):  # most tables: no walk over the snapshots
         return {}
     nodes = {s.snapshot_id: SnapshotNode(s.parent_snapshot_id, s.timestamp_ms) for s in metadata.snapshots}
@@ -186,7 +186,7 @@ def metadata_files_written(metadata_location: str | None) -> int | None:
 def partition_specs(metadata: TableMetadata) -> tuple[tuple[int, tuple[tuple[int, str | None, str, str], ...]], ...]:
     """Every partition spec as ``TableMetrics.partition_specs`` keeps it: its fields' source column (id,
     path in the current schema or None, type) and transform, so a ``where`` on source columns can be
-    judged against the files of each spec (core/partition_scope.py)."""
+    judged against the files of each spec (core/rewrites/partition_scope.py)."""
     schema = metadata.schema()
     specs = []
     for spec_id, spec in sorted(metadata.specs().items()):

@@ -14,7 +14,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.iceberg.fact_reducers import manifest_version, record_version
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ class MetricsCache:
     def table_locations(self) -> dict[str, tuple[str | None, str]]:
         """qualified name → (the table's location, its metadata location), for every table with a record: one
         query (the location is read inside SQLite from the summary record only), for the safety envelope's
-        check of a table's own location (core/table_location.py)."""
+        check of a table's own location (core/storage/table_location.py)."""
         rows = self._conn.execute(
             "SELECT qualified, metadata_location, CASE WHEN tier = 'summary' THEN json_extract(record, '$.location') "
             "END FROM metrics").fetchall()

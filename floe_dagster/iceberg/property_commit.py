@@ -27,7 +27,7 @@ from pyiceberg.table import CommitTableResponse, Table, TableMetadata
 from pyiceberg.table.update import AssertTableUUID, SetPropertiesUpdate, ValidatableTableRequirement
 
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import CommitConflict
 
 

@@ -1,5 +1,5 @@
 """One table's orphan quarantine on its store: move files in, purge run folders past their grace
-period, restore a run's files to their original paths (core/quarantine.py decides where and when;
+period, restore a run's files to their original paths (core/storage/quarantine.py decides where and when;
 iceberg/file_store.py does the file work).
 
 Every method is called under the table lock: by an orphan cleanup run (the asset holds it) or by
@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable
 
-from floe_dagster.core.locations import StorageLocation, store_location
-from floe_dagster.core.quarantine import (
+from floe_dagster.core.storage.locations import StorageLocation, store_location
+from floe_dagster.core.storage.quarantine import (
     QUARANTINE_FOLDER,
     RUN_MARKER,
     QuarantinePolicy,
@@ -26,7 +26,7 @@ from floe_dagster.core.quarantine import (
     quarantine_roots,
     select_run,
 )
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import MaintenanceFailed
 from floe_dagster.iceberg.file_store import FileFacts, FileStore
 from floe_dagster.iceberg.table_io import table_file_store
@@ -188,7 +188,7 @@ class TableQuarantine:
 
     # -- restoring ----------------------------------------------------------------------------------
     def find(self, wanted: str) -> QuarantinedRun:
-        """``--run``'s run (see core/quarantine.select_run); LookupError naming the table and its runs."""
+        """``--run``'s run (see core/storage/quarantine.select_run); LookupError naming the table and its runs."""
         runs = self.runs()
         try:
             run = select_run([r.run for r in runs], wanted)

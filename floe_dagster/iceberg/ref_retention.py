@@ -1,5 +1,5 @@
 """A policy's ``refRetention`` applied to a table: each matching branch's and tag's ``max-ref-age-ms``
-set, so that the ``expire_snapshots`` call that follows removes the refs older than that (core/refs.py).
+set, so that the ``expire_snapshots`` call that follows removes the refs older than that (core/facts/refs.py).
 
 Through PyIceberg's ``ManageSnapshots`` rather than Spark SQL's ``ALTER TABLE ... REPLACE BRANCH b AS
 OF VERSION <id> RETAIN n DAYS``, for two reasons. Each ref is set again at the snapshot it points to
@@ -11,7 +11,7 @@ already has the rule's age is left alone (no commit when nothing differs).
 
 The ages floe set are recorded in the table property ``floe.ref-retention.set-ages`` in the same
 commit (one transaction: the refs' updates, each with its assertion, and the property), and taken
-back when their rule goes (core/refs.py).
+back when their rule goes (core/facts/refs.py).
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 from pyiceberg.table.update.snapshot import ManageSnapshots
 
-from floe_dagster.core.refs import (
+from floe_dagster.core.facts.refs import (
     MAIN, SET_AGES_PROPERTY, TAG, RefRetentionChange, RefRetentionRule, format_set_ages, parse_set_ages,
     recorded_ages, retention_changes,
 )
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import CommitConflict
 
 

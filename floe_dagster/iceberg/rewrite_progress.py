@@ -2,8 +2,8 @@
 
 Iceberg drops a partial-progress commit that lost its race without a word: its groups are neither in
 the procedure's result nor in ``failed_data_files_count``. So the groups Iceberg's planner takes at the
-run's start snapshot (the rules of core/estimates.py) are planned again over the files of that
-snapshot still live afterwards: those groups were left behind (core/commit_conflicts.RewriteProgress).
+run's start snapshot (the rules of core/rewrites/estimates.py) are planned again over the files of that
+snapshot still live afterwards: those groups were left behind (core/runs/commit_conflicts.RewriteProgress).
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from typing import Any, Mapping
 
 from pyiceberg.table import Table
 
-from floe_dagster.core.commit_conflicts import RewriteProgress
-from floe_dagster.core.estimates import DataFileInfo, RewriteRules, plan_data_file_rewrite
+from floe_dagster.core.runs.commit_conflicts import RewriteProgress
+from floe_dagster.core.rewrites.estimates import DataFileInfo, plan_data_file_rewrite
+from floe_dagster.core.rewrites.rewrite_rules import RewriteRules
 from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
 
 DEFAULT_MAX_COMMITS = 10  # Iceberg's partial-progress.max-commits

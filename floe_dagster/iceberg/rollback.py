@@ -1,6 +1,6 @@
 """Taking back a rewrite that changed the table's rows (PyIceberg), under the table lock.
 
-The table is loaded fresh, core/rollback.py decides from its snapshots whether only the run's own
+The table is loaded fresh, core/rewrites/rollback.py decides from its snapshots whether only the run's own
 commits lie on top of the snapshot it started from, and PyIceberg's ``ManageSnapshots`` makes that
 snapshot current again. Its commit asserts that ``main`` still points where it was read
 (``AssertRefSnapshotId``), so a writer that commits between the read and the rollback makes the
@@ -16,8 +16,8 @@ from typing import Sequence
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException
 
-from floe_dagster.core.rollback import rollback_target
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.rewrites.rollback import rollback_target
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.iceberg.catalog import load_table
 
 

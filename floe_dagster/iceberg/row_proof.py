@@ -1,4 +1,4 @@
-"""The metadata row proof's reads (core/row_proof.py decides): live manifest entries through PyIceberg,
+"""The metadata row proof's reads (core/rewrites/row_proof.py decides): live manifest entries through PyIceberg,
 position delete files and data file footers through pyarrow and the table's FileIO. No Spark, no data
 page read.
 
@@ -21,7 +21,7 @@ from pyiceberg.io import FileIO
 from pyiceberg.manifest import DataFileContent, FileFormat, ManifestEntry
 from pyiceberg.table import Table
 
-from floe_dagster.core.row_proof import (
+from floe_dagster.core.rewrites.row_proof import (
     DATA,
     DELETION_VECTOR,
     EQUALITY_DELETES,
@@ -110,7 +110,7 @@ def distinct_deleted(arrays: Sequence[pa.Array], rows: int) -> int:
 class MetadataRowProof:
     """``proof(parent_id, snapshot_id)`` -> CommitProof for a commit of the table ``table_of()`` returns
     (read after the commit landed); CannotProve where the metadata cannot decide. Also the reader the
-    core asks (core.row_proof.DeleteFileReader)."""
+    core asks (core.rewrites.row_proof.DeleteFileReader)."""
 
     def __init__(self, table_of: Callable[[], Table]):
         self._table_of = table_of
@@ -154,7 +154,7 @@ class MetadataRowProof:
             cache[entry.path] = value
             self.files_read += 1
 
-    # -- core.row_proof.DeleteFileReader --------------------------------------------------------------
+    # -- core.rewrites.row_proof.DeleteFileReader --------------------------------------------------------------
     def read(self, deletes: Collection[FileFacts]) -> None:
         self._cached(deletes, self._positions, "position delete file", self._read_positions)
 

@@ -12,7 +12,7 @@ import logging
 import os
 import tempfile
 
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import CatalogUnavailable
 from floe_dagster.iceberg.catalog import list_tables, open_catalog
 from floe_dagster.settings import Settings

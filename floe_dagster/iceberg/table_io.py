@@ -8,7 +8,7 @@ imports and calls with the catalog's credentials) or ``s3.endpoint`` / ``s3.prox
 (where floe's reads, quarantine moves and purges go). :func:`guard_catalog`, applied to every catalog
 :func:`~floe_dagster.iceberg.catalog.open_catalog` opens, makes each table the catalog loads get its FileIO
 without the table's properties, before any class is imported; the table's metadata (and its properties, which
-plan and explain show as ignored: core/owner_overrides.py) stays as the catalog returned it.
+plan and explain show as ignored: core/policies/owner_overrides.py) stays as the catalog returned it.
 :func:`table_file_store` and :func:`catalog_file_io` hand that FileIO to floe's own file work (quarantine
 moves, purges, restores, file times and sizes, the health collector's reads).
 

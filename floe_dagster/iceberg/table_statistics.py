@@ -10,11 +10,11 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import ancestors_of
 from pyiceberg.table.statistics import StatisticsFile
 
-from floe_dagster.core.statistics import LineageSnapshot, StatisticsState, statistics_lag
+from floe_dagster.core.facts.statistics import LineageSnapshot, StatisticsState, statistics_lag
 from floe_dagster.iceberg.snapshot_summary import summary_total
 
 NDV_PROPERTY = "ndv"  # the property Iceberg's theta-sketch blobs carry their distinct-value estimate in
-# A commit summary's counts of the rows it changed, in LineageSnapshot's order (core/statistics.py).
+# A commit summary's counts of the rows it changed, in LineageSnapshot's order (core/facts/statistics.py).
 _ROWS_CHANGED_KEYS = ("added-records", "deleted-records", "added-position-deletes", "added-equality-deletes")
 
 

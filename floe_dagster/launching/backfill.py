@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from dagster import DagsterInstance
 
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.run_tags import Origin, tables_run_tags
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.runs.run_tags import Origin, tables_run_tags
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.names import MAINTENANCE_JOB, asset_key_for
 from floe_dagster.iceberg.catalog import list_tables, open_catalog
 from floe_dagster.instance import get_instance

@@ -15,11 +15,11 @@ from typing import Sequence
 
 from dagster import DagsterInstance, RunsFilter
 
-from floe_dagster.core import run_tags as T
+from floe_dagster.core.runs import run_tags as T
 from floe_dagster.core.operations import Operation, gc_disabled, gc_disabled_reason
-from floe_dagster.core.policy import Policy
-from floe_dagster.core.run_tags import Origin
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.policies.policy import Policy
+from floe_dagster.core.runs.run_tags import Origin
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.build import build_definitions
 from floe_dagster.defs.names import MAINTENANCE_JOB, asset_key_for, unmappable_reason
 from floe_dagster.errors import LaunchFailed, TriggerRefused

@@ -2,7 +2,7 @@
 a single-use token bound to it; ``approve``, with an OPERATOR or ADMIN key, runs it through the HTTP API's
 trigger (api/trigger_service.py), tagged ``floe/trigger=agent`` and ``floe/approved-by``.
 
-The rules are core/agent_proposals.py's; the proposals are the coordination database's
+The rules are core/plan/agent_proposals.py's; the proposals are the coordination database's
 (coordination/agent_proposals.py). The state checks and the single use happen under the trigger's table lock,
 after its busy check and just before the runs are queued, so a refused approval (busy, stale, replayed) queues
 nothing, and a token is spent only by the approval that queues its runs.
@@ -18,7 +18,7 @@ from floe_dagster.api.services import ApiServices
 from floe_dagster.api.table_names import table_name
 from floe_dagster.api.timestamps import iso, utc_now
 from floe_dagster.coordination.agent_proposals import ProposalTable
-from floe_dagster.core.agent_proposals import (
+from floe_dagster.core.plan.agent_proposals import (
     Proposal,
     TableState,
     approval_refusal,
@@ -26,7 +26,7 @@ from floe_dagster.core.agent_proposals import (
     stale_refusal,
     token_hash,
 )
-from floe_dagster.core.run_tags import Approval
+from floe_dagster.core.runs.run_tags import Approval
 from floe_dagster.errors import ApiError
 from floe_dagster.iceberg.catalog import load_table, open_catalog
 from floe_dagster.launching.manual import PreparedTrigger

@@ -21,10 +21,10 @@ from floe_dagster.api.answer_masking import masked_answer
 from floe_dagster.api.auth import HEADER, KeyStore, Permission, Principal
 from floe_dagster.api.error_handlers import ANSWERS
 from floe_dagster.api.services import ApiServices
-from floe_dagster.core.localtime import naive_as_utc
+from floe_dagster.core.basics.localtime import naive_as_utc
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.tables import TableName
-from floe_dagster.core.value_report import DEFAULT_GROUPING, DEFAULT_SINCE
+from floe_dagster.core.basics.tables import TableName
+from floe_dagster.core.value.value_report import DEFAULT_GROUPING, DEFAULT_SINCE
 from floe_dagster.errors import ApiError
 from floe_dagster.mcp_server.proposals import Proposals
 from floe_dagster.redaction import known_secrets

@@ -7,11 +7,11 @@ stay under ``metConditionDetails`` and ``unmetConditionDetails``.
 A shadow policy's operation never triggers (``shouldTrigger`` false): ``shadow`` is true and
 ``shadowDecision`` says whether it would run now, and when the ledger last recorded it.
 
-``sla`` is the operation's SLA contract now (core/sla.py): maxAge, severity, owner, breached, since when,
+``sla`` is the operation's SLA contract now (core/schedules/sla.py): maxAge, severity, owner, breached, since when,
 measured from the last success or the table's first data; a breach admits the operation with trigger
 ``sla`` (``forcedBySla``), past the conditions and minimum intervals.
 
-``envelope`` is the safety envelope's verdict on each configured operation (core/envelope.py): ok,
+``envelope`` is the safety envelope's verdict on each configured operation (core/policies/envelope.py): ok,
 refused (each field and why: the run would fail before any engine call), or unchecked (an absolute
 location while the table's location is not known yet); ``floe-dagster plan`` shows the same per decision.
 
@@ -19,9 +19,9 @@ An operation kind adds its own keys (its spec's ``explain``, core/operation_kind
 (APPLY_TABLE_PROPERTIES), ``refs`` (EXPIRE_SNAPSHOTS), the orphans its last run left as ``backlog``
 (ORPHAN_CLEANUP; the others' backlog is a partition-scoped rewrite's).
 
-``efficiency`` is each operation's measured-efficiency factor (core/learned_ranking.py) with its why,
+``efficiency`` is each operation's measured-efficiency factor (core/value/learned_ranking.py) with its why,
 its compute estimate and how the plan ranks (``ranking``); ``cadence`` an adaptive orphan cleanup's
-expected next run and why (core/orphan_cadence.py)."""
+expected next run and why (core/schedules/orphan_cadence.py)."""
 
 from __future__ import annotations
 
@@ -33,21 +33,21 @@ from typing import Any, Callable, Mapping
 from dagster import AssetRecordsFilter, DagsterInstance
 
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core.commit_conflicts import conflict_retry_delay
-from floe_dagster.core.compute_budget import compute_budget
-from floe_dagster.core.conditions import NO_MATCHING_POLICY, OPERATION_DISABLED, floe_condition_strings
-from floe_dagster.core.envelope import Verdict, check_operation, own_location_check
-from floe_dagster.core.gates import gate_before
-from floe_dagster.core.history import OperationHistory
-from floe_dagster.core.learned_plan import LearnedView, ranked_by
+from floe_dagster.core.runs.commit_conflicts import conflict_retry_delay
+from floe_dagster.core.plan.compute_budget import compute_budget
+from floe_dagster.core.policies.conditions import NO_MATCHING_POLICY, OPERATION_DISABLED, floe_condition_strings
+from floe_dagster.core.policies.envelope import Verdict, check_operation, own_location_check
+from floe_dagster.core.plan.gates import gate_before
+from floe_dagster.core.runs.history import OperationHistory
+from floe_dagster.core.plan.learned_plan import LearnedView, ranked_by
 from floe_dagster.core.operation_kinds.spec import ExplainView, LastRun
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
-from floe_dagster.core.owner_overrides import with_overrides
-from floe_dagster.core.planner import Decision, PlanInput, plan
-from floe_dagster.core.run_decision import LedgerRow, shadow_summary
-from floe_dagster.core.run_figures import RunFigures, figures_json
-from floe_dagster.core.table_location import KnownLocations
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.policies.owner_overrides import with_overrides
+from floe_dagster.core.plan.planner import Decision, PlanInput, plan
+from floe_dagster.core.runs.run_decision import LedgerRow, shadow_summary
+from floe_dagster.core.runs.run_figures import RunFigures, figures_json
+from floe_dagster.core.storage.table_location import KnownLocations
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.iceberg.catalog import existing_table, open_catalog
 from floe_dagster.iceberg.known_locations import known_locations
@@ -108,7 +108,7 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
 
 
 def _compute_window(data: PlanInput) -> dict[str, Any] | None:
-    """The compute budget's window as the plan charged it (core/compute_budget.py); None: no budget."""
+    """The compute budget's window as the plan charged it (core/plan/compute_budget.py); None: no budget."""
     budget = compute_budget(data)
     return {**budget.window.to_json(), "summary": budget.window.describe()} if budget is not None else None
 
@@ -168,7 +168,7 @@ def _status_tail(view: _TableView, op: Operation, decision: Decision, history: O
     """The status after the conditions: quiet, SLA, debt, backoff, conflicts, throttle, backlog, last run, shadow."""
     return {
         "quiet": _quiet(decision, view.policy),
-        # The SLA contract's verdict now (core/sla.py): every decision carries it, whichever gate decided.
+        # The SLA contract's verdict now (core/schedules/sla.py): every decision carries it, whichever gate decided.
         "sla": decision.sla.to_json() if decision.sla is not None else None,
         "writerHold": decision.writer_hold.to_json() if decision.writer_hold is not None else None,
         "nextEligibleTime": decision.next_eligible.isoformat() if decision.next_eligible else None,
@@ -300,7 +300,7 @@ def _last_run(instance: DagsterInstance, table: TableName, op: Operation) -> Las
 
 
 def _last_figures(view: _TableView, op: Operation) -> dict[str, Any]:
-    """The newest successful run's compute and benefit (core/run_figures.py; None: no such run recorded)."""
+    """The newest successful run's compute and benefit (core/runs/run_figures.py; None: no such run recorded)."""
     newest = view.latest_figures.get(op)
     figures = figures_json(newest.compute, newest.benefit) if newest else None
     return {"figuresRunId": newest.run_id if newest else None,

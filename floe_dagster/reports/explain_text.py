@@ -94,7 +94,7 @@ def _backlog_lines(backlog: Mapping[str, Any] | None) -> list[str]:
 
 
 def _figures_lines(last: Mapping[str, Any]) -> list[str]:
-    """The newest successful run's cost and benefit (core/run_figures.py), when one is recorded."""
+    """The newest successful run's cost and benefit (core/runs/run_figures.py), when one is recorded."""
     compute, benefit = last.get("compute"), last.get("benefit")
     if not compute and not benefit:
         return []

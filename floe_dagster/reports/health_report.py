@@ -1,5 +1,5 @@
 """One table's health report (``floe-dagster health TABLE [--json]`` and the HTTP API's health):
-collect its metrics, assess them (core/health_record.py builds the record), and render it as text.
+collect its metrics, assess them (core/policies/health_record.py builds the record), and render it as text.
 Dagit shows the same record as observations and check results (defs/health_events.py)."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from typing import Any, Mapping
 from dagster import DagsterInstance
 
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core.fact_catalogue import views
-from floe_dagster.core.health_record import assess_table, health_record, thresholds_for
-from floe_dagster.core.table_facts import Fact
-from floe_dagster.core.table_facts import bytes_text as _bytes
-from floe_dagster.core.table_facts import number_text as _num
-from floe_dagster.core.refs import format_age
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.facts.fact_catalogue import views
+from floe_dagster.core.policies.health_record import assess_table, health_record, thresholds_for
+from floe_dagster.core.facts.table_facts import Fact
+from floe_dagster.core.facts.table_facts import bytes_text as _bytes
+from floe_dagster.core.facts.table_facts import number_text as _num
+from floe_dagster.core.facts.refs import format_age
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.errors import UnknownTable
 from floe_dagster.iceberg.catalog import existing_table, open_catalog
@@ -81,7 +81,7 @@ def _floe_report(qualified: str, assessed_at: str, status: str | None, numbers: 
                  issues: list, thresholds: Mapping[str, Any]) -> dict[str, Any]:
     """Floe's HealthReport keys with Floe's types, in Floe's order, from floe-dagster's numbers (the
     health record's metrics and derived values, or a health observation's metadata: the same names).
-    Each fact's key is declared with the fact (core/fact_catalogue.py)."""
+    Each fact's key is declared with the fact (core/facts/fact_catalogue.py)."""
     report: dict[str, Any] = {"qualifiedName": qualified, "assessedAt": assessed_at, "healthStatus": status}
     for fact in views().api:
         api, value = fact.api, numbers.get(fact.name)
@@ -94,7 +94,7 @@ def _floe_report(qualified: str, assessed_at: str, status: str | None, numbers: 
 
 
 def floe_health_json(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A health record (core/health_record.health_record) in Floe's HealthReport shape; floe-dagster's
+    """A health record (core/policies/health_record.health_record) in Floe's HealthReport shape; floe-dagster's
     richer fields follow under their own keys (tier, policy, derived numbers, raw metrics, debt)."""
     numbers = {**record["metrics"], **record["derived"]}
     return {

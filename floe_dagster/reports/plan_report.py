@@ -9,8 +9,8 @@ from typing import Any
 from dagster import DagsterInstance
 
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core.decisions import Plan
-from floe_dagster.core.planner import plan
+from floe_dagster.core.plan.decisions import Plan
+from floe_dagster.core.plan.planner import plan
 from floe_dagster.iceberg.table_cache import read_cached_tables
 from floe_dagster.reports.explain import envelope_verdict, lake_around
 from floe_dagster.scheduling.inputs import gather

@@ -2,7 +2,8 @@
 policy will ever purge. A quarantine is purged by its table's own orphan cleanup, so it stays for good
 when the table was dropped or no policy gives it orphan cleanup any more. The tables looked at: every
 table the coordination database remembers a quarantine root for (coordination/quarantine_roots.py), and
-every table folder under the configured ``maintenance.quarantine-location`` (core/quarantine.table_folder's naming)."""
+every table folder under the configured ``maintenance.quarantine-location`` (core/storage/quarantine.table_folder's
+naming)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ from typing import Any
 from urllib.parse import unquote
 
 from floe_dagster.coordination.quarantine_roots import QuarantineRoots
-from floe_dagster.core.durations import format_iso_duration
-from floe_dagster.core.locations import StorageLocation, store_location
+from floe_dagster.core.basics.durations import format_iso_duration
+from floe_dagster.core.storage.locations import StorageLocation, store_location
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.quarantine import QUARANTINE_FOLDER, escape_component
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.storage.quarantine import QUARANTINE_FOLDER, escape_component
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import UnknownTable
 from floe_dagster.iceberg.catalog import load_table, open_catalog, pyiceberg_properties
 from floe_dagster.iceberg.file_store import FileStore

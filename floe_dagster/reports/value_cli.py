@@ -1,5 +1,5 @@
 """``floe-dagster report``: the value report from the coordination database, as a table, JSON or an HTML page
-(core/value_report.py sums; coordination/value_rows.py reads; reports/value_report_html.py draws)."""
+(core/value/value_report.py sums; coordination/value_rows.py reads; reports/value_report_html.py draws)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from floe_dagster.core.value_report import (
+from floe_dagster.core.value.value_report import (
     DEFAULT_GROUPING,
     DEFAULT_SINCE,
     GROUPINGS,

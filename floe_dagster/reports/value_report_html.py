@@ -1,4 +1,4 @@
-"""``floe-dagster report --html FILE``: the value report (core/value_report.py) as one self-contained page,
+"""``floe-dagster report --html FILE``: the value report (core/value/value_report.py) as one self-contained page,
 its charts over time drawn by plotly (plotly.js inlined, so the page opens without a network) and its table
 of groups written here, every name escaped: a table's name is whatever its catalog accepts, and a name with
 ``<script>`` in it is text on the page, never markup."""
@@ -11,7 +11,7 @@ from typing import Any, Mapping
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from floe_dagster.core.value_report import COLUMNS, cell, window_text
+from floe_dagster.core.value.value_report import COLUMNS, cell, window_text
 
 
 def _charts(days: list[Mapping[str, Any]]) -> str:
@@ -46,7 +46,7 @@ def _table(report: Mapping[str, Any]) -> str:
 
 
 def value_report_html(report: Mapping[str, Any]) -> str:
-    """The page for the report's JSON (:meth:`core.value_report.ValueReport.to_json`)."""
+    """The page for the report's JSON (:meth:`core.value.value_report.ValueReport.to_json`)."""
     title = f"floe-dagster: maintenance {window_text(report)}"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>

@@ -24,20 +24,20 @@ from floe_dagster.coordination.runs import (
     mark_dead_runs,
     runs_in_flight,
 )
-from floe_dagster.core import run_tags as T
+from floe_dagster.core.runs import run_tags as T
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
-from floe_dagster.core.compute_budget import WINDOW as COMPUTE_WINDOW, InFlightAdmission
-from floe_dagster.core.decisions import SchedulerSettings
-from floe_dagster.core.fair_shares import USAGE_HORIZON, PastAdmission
-from floe_dagster.core.learned_ranking import RankingSettings
-from floe_dagster.core.partition_scope import Backlog
-from floe_dagster.core.planner import Decision, PlanInput
-from floe_dagster.core.policy import PolicySet
-from floe_dagster.core.run_decision import LedgerRow
-from floe_dagster.core.run_history import RecordedRun
-from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
-from floe_dagster.core.tables import TableName
-from floe_dagster.core.writers import writers_by_table
+from floe_dagster.core.plan.compute_budget import WINDOW as COMPUTE_WINDOW, InFlightAdmission
+from floe_dagster.core.plan.decisions import SchedulerSettings
+from floe_dagster.core.plan.fair_shares import USAGE_HORIZON, PastAdmission
+from floe_dagster.core.value.learned_ranking import RankingSettings
+from floe_dagster.core.rewrites.partition_scope import Backlog
+from floe_dagster.core.plan.planner import Decision, PlanInput
+from floe_dagster.core.policies.policy import PolicySet
+from floe_dagster.core.runs.run_decision import LedgerRow
+from floe_dagster.core.value.run_history import RecordedRun
+from floe_dagster.core.basics.scopes import DEFAULT_SCOPE, Scope
+from floe_dagster.core.basics.tables import TableName
+from floe_dagster.core.schedules.writers import writers_by_table
 from floe_dagster.iceberg.catalog import list_tables, open_catalog
 from floe_dagster.iceberg.byte_estimates import estimate_operation_bytes
 from floe_dagster.iceberg.health_collector import HealthCollector
@@ -64,7 +64,7 @@ class LedgerState:
     # (table, operation) -> what its newest admission left to do (a partition-scoped rewrite's backlog)
     backlogs: Mapping[tuple[str, Operation], Backlog] = field(default_factory=dict)
     shadow_bytes_last_hour: int = 0  # the shadow pass's budget: estimated bytes of the last hour's shadow rows
-    # The live admissions of the fair shares' memory (core/fair_shares.USAGE_HORIZON), oldest first.
+    # The live admissions of the fair shares' memory (core/plan/fair_shares.USAGE_HORIZON), oldest first.
     recent_admissions: tuple[PastAdmission, ...] = ()
 
     @property

@@ -17,14 +17,14 @@ from dagster import DagsterInstance
 
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.locks import scheduler_lock_name
-from floe_dagster.core.batches import batch_key
-from floe_dagster.core.circuit import only_the_probe
-from floe_dagster.core.planner import Decision, Plan, PlanInput, plan
-from floe_dagster.core.policy import PolicySet
-from floe_dagster.core.run_decision import RunDecision
-from floe_dagster.core.run_tags import PolicyFacts
-from floe_dagster.core.scopes import DEFAULT_SCOPE, Scope
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.plan.batches import batch_key
+from floe_dagster.core.plan.circuit import only_the_probe
+from floe_dagster.core.plan.planner import Decision, Plan, PlanInput, plan
+from floe_dagster.core.policies.policy import PolicySet
+from floe_dagster.core.runs.run_decision import RunDecision
+from floe_dagster.core.runs.run_tags import PolicyFacts
+from floe_dagster.core.basics.scopes import DEFAULT_SCOPE, Scope
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import CatalogUnavailable, LockHeld
 from floe_dagster.policies import policy_facts
 from floe_dagster.scheduling.inputs import gather, mark_dead_in_flight
@@ -97,7 +97,7 @@ def run_tick(
         with coordination.locks.hold(scheduler_lock_name(shard.name)):
             # Spark or the catalog failed runs recently and nothing has succeeded since: pause launches (no
             # table is blamed) until the pause ends, then let one run probe, on a table other than those whose
-            # runs met the outage (core/circuit.py). While it is open nothing is gathered or planned: only the
+            # runs met the outage (core/plan/circuit.py). While it is open nothing is gathered or planned: only the
             # dead runs are marked (their outcomes are never outages, so they cannot move the circuit).
             circuit = coordination.outage_circuit(now, CIRCUIT_PAUSE)
             if circuit is not None and circuit.is_open(now):

@@ -1,4 +1,4 @@
-"""The writers of the tables (core/writers.py) as the Dagster instance tells them, read cheaply once per tick.
+"""The writers of the tables (core/schedules/writers.py) as the Dagster instance tells them, read cheaply once per tick.
 
 - :func:`learn_writers`: the debt-score sensor's incremental read of new materializations, after its cursor
   (a storage id) and never a scan: one summary query without payloads for every asset key, then the
@@ -8,7 +8,7 @@
   the tick reads anyway (one query); a run's targets are its asset selection, else (a whole-job run) its
   planned materializations, read once per run and remembered while the run is active.
 - :func:`first_write_lookup`: a writer's first materialization after a moment (an after-write rule's
-  ``maxSettle``, core/after_write.py), asked only while a write settles on a table whose last success is older
+  ``maxSettle``, core/schedules/after_write.py), asked only while a write settles on a table whose last success is older
   than ``maxSettle``: one indexed query per writer and last success, its answer kept from tick to tick.
 """
 
@@ -21,8 +21,8 @@ from dagster import AssetKey, AssetRecordsFilter, DagsterEventType, DagsterInsta
 
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.runs import is_floe_run
-from floe_dagster.core.tables import TableName
-from floe_dagster.core.writers import (
+from floe_dagster.core.basics.tables import TableName
+from floe_dagster.core.schedules.writers import (
     AssetKeyPath,
     Materialization,
     Writer,

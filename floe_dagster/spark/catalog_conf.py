@@ -3,7 +3,7 @@ the same catalog PyIceberg reads (floe.yaml's ``catalog`` section), and the JDBC
 
 Mapped: ``sql`` (as Iceberg's JDBC catalog, SQLite or PostgreSQL), ``rest`` and ``hive``; other types
 need ``catalog.spark-properties``. Tables on S3-compatible object storage are read and
-written with Iceberg's ``S3FileIO`` under any catalog type (``core/object_storage.py`` decides which
+written with Iceberg's ``S3FileIO`` under any catalog type (``core/storage/object_storage.py`` decides which
 catalogs are), from the same ``s3.*`` properties PyIceberg uses; no Hadoop ``s3a`` is involved.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from urllib.parse import unquote, urlparse
 
-from floe_dagster.core.object_storage import PATH_STYLE_ACCESS, S3_FILE_IO, s3_path_style, uses_s3
+from floe_dagster.core.storage.object_storage import PATH_STYLE_ACCESS, S3_FILE_IO, s3_path_style, uses_s3
 from floe_dagster.errors import CatalogUnavailable
 from floe_dagster.settings import DEFAULT_POSTGRES_JDBC, DEFAULT_SQLITE_JDBC, CatalogSettings
 

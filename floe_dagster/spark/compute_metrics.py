@@ -21,7 +21,7 @@ rewrite of that many file groups) would lose its first ones: raise those setting
 
 Spark Connect: the server reports no executor CPU, task time or bytes for a ``CALL`` (only the plan's SQL
 metrics, and the store lives in the server's JVM), so the figures are the wall time and a null with the
-reason (core/run_figures.CONNECT_UNAVAILABLE).
+reason (core/runs/run_figures.CONNECT_UNAVAILABLE).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import time
 import uuid
 from typing import Any, Callable
 
-from floe_dagster.core.run_figures import CONNECT_UNAVAILABLE, SPARK, SPARK_CONNECT, Compute
+from floe_dagster.core.runs.run_figures import CONNECT_UNAVAILABLE, SPARK, SPARK_CONNECT, Compute
 
 log = logging.getLogger(__name__)
 

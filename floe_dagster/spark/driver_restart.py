@@ -8,7 +8,7 @@ work began; when the work fails as an outage and Spark no longer answers, it for
 starts a fresh session. If that one answers, the death was the table's job's doing: its failure
 (:class:`~floe_dagster.errors.SparkProcessDied`, with backoff), and the batch goes on with the fresh
 Spark. If not, or if Spark was gone before the work began, it is an outage, as before. The rule is
-``core/outages.py``'s ``spark_death_kind``; a Spark Connect server is a service that is never
+``core/runs/outages.py``'s ``spark_death_kind``; a Spark Connect server is a service that is never
 restarted by its client.
 """
 
@@ -21,8 +21,8 @@ from contextlib import contextmanager, suppress
 from typing import Any, Iterator
 
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.outages import SparkProcessFacts, spark_death_kind
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.runs.outages import SparkProcessFacts, spark_death_kind
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import OUTAGE, EngineUnavailable, FailedAfterCommit, SparkProcessDied, failure_kind
 from floe_dagster.spark.session import first_line
 
@@ -71,7 +71,7 @@ def watching_spark_process(engine: Any, table: TableName, op: Operation) -> Iter
 def _after_spark_died(engine: Any, exc: Exception, facts: SparkProcessFacts, table: TableName,
                       op: Operation) -> Exception:
     """The error to record once Spark's process died during the table's work: the table's failure once a
-    fresh Spark answers, else an outage saying so (core/outages.py's ``spark_death_kind``)."""
+    fresh Spark answers, else an outage saying so (core/runs/outages.py's ``spark_death_kind``)."""
     what, seen = f"{op.procedure} on '{table.qualified}'", first_line(exc)
     log.warning("%s: Spark's process died during the table's work (%s); starting a fresh Spark", what, seen)
     fresh_error = start_fresh_spark(engine)

@@ -33,15 +33,15 @@ from dagster_pyspark import LazyPySparkResource
 from pydantic import PrivateAttr
 
 from floe_dagster.coordination.locks import file_locks
-from floe_dagster.core.commit_conflicts import commit_race
+from floe_dagster.core.runs.commit_conflicts import commit_race
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.partition_scope import RewriteScope
-from floe_dagster.core.run_figures import Compute
-from floe_dagster.core.phase_timer import PhaseTimer
-from floe_dagster.core.row_check import Prove
-from floe_dagster.core.secrets import mask_text
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.rewrites.partition_scope import RewriteScope
+from floe_dagster.core.runs.run_figures import Compute
+from floe_dagster.core.basics.phase_timer import PhaseTimer
+from floe_dagster.core.rewrites.row_check import Prove
+from floe_dagster.core.basics.secrets import mask_text
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import (
     CommitConflict,
     EngineUnavailable,

@@ -3,7 +3,7 @@ listing, then the deletion or Iceberg's check of the listed paths over a ``file_
 results as numbers. Pure: no Spark import (spark/orphan_runs.py runs them).
 
 Iceberg's procedure has no cap on deletions and cannot move files. A capped run (``maxFilesToDelete``)
-and a quarantine run (core/quarantine.py) go in rounds: a dry run lists the orphans (streamed, at most
+and a quarantine run (core/storage/quarantine.py) go in rounds: a dry run lists the orphans (streamed, at most
 ORPHAN_SAMPLE_LIMIT paths, so the driver never holds more; a quarantine run without a cap lists them all
 unstreamed, one round); then floe reads each listed file's real size and modification time, and either
 the real call deletes the paths still within the cap, given to Iceberg as a ``file_list_view`` with
@@ -21,14 +21,14 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
-from floe_dagster.core.object_storage import S3_FILE_IO
+from floe_dagster.core.storage.object_storage import S3_FILE_IO
 from floe_dagster.core.operation_kinds.orphan_cleanup import (
     DEFAULT_ORPHAN_RETENTION_DAYS,
     DEFAULT_PREFIX_MISMATCH_MODE,
     OrphanCleanupConfig,
 )
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.spark.procedures import CallArguments, ProcedureCall, ProcedureResult, call_sql, release
 
 KIND = "ORPHAN_CLEANUP"

@@ -1,6 +1,6 @@
 """An orphan cleanup run in the engine: one plain ``CALL``, rounds under a cap, or rounds into a
 quarantine (spark/orphan_calls.py); and first, the purge of what stayed
-quarantined past its grace period (core/quarantine.py, iceberg/quarantine_store.py).
+quarantined past its grace period (core/storage/quarantine.py, iceberg/quarantine_store.py).
 
 Iceberg's ``remove_orphan_files`` deletes and cannot move, so a quarantine run lists with Iceberg (a
 dry run), reads each listed file's real size and modification time from the driver (PyIceberg's
@@ -17,10 +17,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
-from floe_dagster.core.durations import format_iso_duration
-from floe_dagster.core.locations import StorageLocation, store_location
+from floe_dagster.core.basics.durations import format_iso_duration
+from floe_dagster.core.storage.locations import StorageLocation, store_location
 from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
-from floe_dagster.core.quarantine import (
+from floe_dagster.core.storage.quarantine import (
     QuarantineChoice,
     QuarantinePolicy,
     is_old,
@@ -29,7 +29,7 @@ from floe_dagster.core.quarantine import (
     quarantine_choice,
     run_folder_name,
 )
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import MaintenanceFailed
 from floe_dagster.iceberg.file_store import FileFacts, FileStore
 from floe_dagster.iceberg.quarantine_store import PurgeReport, TableQuarantine
@@ -62,7 +62,7 @@ class OrphanContext:
     clock: Callable[[], datetime] | None = None
     remembered_roots: tuple[str, ...] = ()
     remember: Callable[[Any], None] | None = None
-    # The nested tables' folders the listing leaves out (the policy's nestedTables: core/table_location.py).
+    # The nested tables' folders the listing leaves out (the policy's nestedTables: core/storage/table_location.py).
     excluded: tuple[str, ...] = ()
 
 

@@ -1,5 +1,5 @@
 """The ``where`` of a partition-scoped ``rewrite_data_files`` as Spark SQL: the structure
-core/scope_predicates.py builds from the chosen units (which also says when a where selects exactly
+core/rewrites/scope_predicates.py builds from the chosen units (which also says when a where selects exactly
 those files on every spec), written with literals of each source column's type. Iceberg 1.11's
 ``where`` accepts plain comparisons, ranges, ``IN``, ``LIKE 'prefix%'`` and ``IS NULL``.
 """
@@ -10,8 +10,10 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import Any, Sequence
 
-from floe_dagster.core.partition_scope import PartitionField
-from floe_dagster.core.scope_predicates import Inexpressible, Predicate, Term, older_spec_predicate, scope_predicate
+from floe_dagster.core.rewrites.partition_scope import PartitionField
+from floe_dagster.core.rewrites.scope_predicates import (
+    Inexpressible, Predicate, Term, older_spec_predicate, scope_predicate,
+)
 from floe_dagster.spark.sql_literals import quote_identifier, quote_literal, timestamp_literal
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -26,7 +28,7 @@ def column_reference(source: str) -> str:
 def partition_predicate(fields: Sequence[PartitionField], keys: Sequence[str], older_specs: bool = False) -> str | None:
     """The Spark SQL predicate selecting exactly the rows whose values of ``fields`` are one of the
     ``keys`` (JSON lists of those values), or with ``older_specs`` the files of the older specs, whose
-    one field's values are none of the ``keys`` (core/scope_predicates.py, older_spec_predicate); None
+    one field's values are none of the ``keys`` (core/rewrites/scope_predicates.py, older_spec_predicate); None
     when a field or value cannot be written exactly."""
     try:
         if older_specs:

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
 
-from floe_dagster.core.partition_scope import RewriteScope
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.rewrites.partition_scope import RewriteScope
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.spark.sql_literals import quote_identifier, quote_literal, timestamp_literal
 
 

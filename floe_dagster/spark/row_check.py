@@ -1,6 +1,6 @@
 """The row check after a rewrite: each snapshot the run committed must hold the same logical rows as its
 parent (docs/operations.md, "Operations"). Which commits are checked, and against what, is decided here;
-each commit is then decided by the cheapest exact method (core/row_check.py): Iceberg's snapshot
+each commit is then decided by the cheapest exact method (core/rewrites/row_check.py): Iceberg's snapshot
 summaries, else the proof from metadata (``prove``: iceberg/row_proof.py), else Spark's ``count``. A
 mismatch is RowCountMismatch naming the bad snapshot."""
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from floe_dagster.core.row_check import Prove, RowCheck, RowsChanged, check_commits
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.rewrites.row_check import Prove, RowCheck, RowsChanged, check_commits
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import RowCountMismatch
 from floe_dagster.iceberg.snapshot_summary import commit_rows, exact_live_rows
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib.metadata
 import re
 
-from floe_dagster.core.object_storage import uses_s3
+from floe_dagster.core.storage.object_storage import uses_s3
 from floe_dagster.errors import SettingsError
 from floe_dagster.settings import DEFAULT_ICEBERG_VERSION, Settings
 from floe_dagster.spark.catalog_conf import spark_catalog_conf

@@ -19,7 +19,7 @@ from dagster import EnvVar
 from dagster_pyspark import LazyPySparkResource
 from dagster_pyspark.resources import spark_session_from_config
 
-from floe_dagster.core.secrets import spark_redaction_regex, split_secret_entries
+from floe_dagster.core.basics.secrets import spark_redaction_regex, split_secret_entries
 from floe_dagster.redaction import secret_variable
 from floe_dagster.settings import Settings
 from floe_dagster.spark.catalog_conf import spark_catalog_conf

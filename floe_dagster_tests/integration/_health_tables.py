@@ -14,7 +14,7 @@ import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.demo import local_path
 from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.settings import Settings, load_settings

@@ -29,9 +29,9 @@ from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 from floe_dagster.api.auth import hash_key
 from floe_dagster.coordination.agent_proposals import ProposalTable
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core.agent_proposals import Proposal, TableState, new_token, token_hash
-from floe_dagster.core import run_tags as T
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.plan.agent_proposals import Proposal, TableState, new_token, token_hash
+from floe_dagster.core.runs import run_tags as T
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.demo import DemoSizes, build_demo_lakehouse, rows
 from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.iceberg.table_cache import refresh_table_cache

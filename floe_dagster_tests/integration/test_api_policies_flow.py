@@ -20,8 +20,8 @@ from floe_dagster.coordination.database import Coordination
 from floe_dagster.api.app import create_app
 from floe_dagster.api.auth import KeyStore
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.planner import plan
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.plan.planner import plan
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.scheduling.inputs import gather
 from floe_dagster.scheduling.tick import run_tick
 from floe_dagster.settings import load_settings

@@ -19,7 +19,7 @@ import pytest
 import requests
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
-from floe_dagster.core import run_tags as T
+from floe_dagster.core.runs import run_tags as T
 from floe_dagster.demo import _create, rows
 from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.iceberg.table_cache import refresh_table_cache

@@ -14,9 +14,9 @@ import pytest
 from dagster import DagsterInstance, RunRequest, build_schedule_context, build_sensor_context
 
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core import run_tags as T
+from floe_dagster.core.runs import run_tags as T
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
 from floe_dagster.defs.sensors import SENSOR_NAME
 from floe_dagster.demo import DemoSizes, build_demo_lakehouse
@@ -181,7 +181,7 @@ def test_the_automated_path_resolves_a_tables_policy_once(setup, monkeypatch):
 
 
 def test_plan_shows_reasons_and_budgets(setup, monkeypatch):
-    from floe_dagster.core.planner import plan
+    from floe_dagster.core.plan.planner import plan
     from floe_dagster.scheduling.inputs import gather
 
     settings, instance, defs = setup
@@ -213,9 +213,9 @@ def test_schedule_admits_its_rule_at_cron_time(setup):
 
 
 def test_outage_opens_the_circuit_then_one_run_probes_on_another_table(setup, monkeypatch):
-    from floe_dagster.core.circuit import TRIPPED_SKIP_REASON
-    from floe_dagster.core.history import Outcome
-    from floe_dagster.core.planner import plan
+    from floe_dagster.core.plan.circuit import TRIPPED_SKIP_REASON
+    from floe_dagster.core.runs.history import Outcome
+    from floe_dagster.core.plan.planner import plan
     from floe_dagster.scheduling import tick
     from floe_dagster.scheduling.inputs import gather
     from floe_dagster.scheduling.tick import CIRCUIT_PAUSE, run_tick

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus
 
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.build import build_definitions
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.demo import EVENT_SCHEMA, rows

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus
 
-from floe_dagster.core import run_tags as T
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.runs import run_tags as T
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.assets import build_table_assets
 from floe_dagster.demo import EVENT_SCHEMA, DemoSizes, build_demo_lakehouse, rows
 from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts

@@ -33,8 +33,8 @@ from pyiceberg.types import (
 )
 
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core import run_tags as T
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.runs import run_tags as T
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
 from floe_dagster.defs.health_reporting import report_health_events
 from floe_dagster.defs.names import asset_key_for

@@ -22,7 +22,7 @@ from dagster import (AssetKey, DagsterInstance, DagsterRunStatus, DefaultSchedul
                      build_schedule_context)
 
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core import run_tags as T
+from floe_dagster.core.runs import run_tags as T
 from floe_dagster.defs.sensors import SENSOR_NAME
 from floe_dagster.demo import ARROW_SCHEMA, EVENT_SCHEMA, DemoSizes, build_demo_lakehouse, rows, write_workspace
 from floe_dagster.demo_writers import (JOB_NAME, LIVE_IDS, LOCATION_NAME, SCHEDULE_NAME, WRITERS, build_demo_writers,

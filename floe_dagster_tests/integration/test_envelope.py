@@ -32,7 +32,7 @@ from floe_dagster.api.app import create_app
 from floe_dagster.api.auth import KeyStore, hash_key
 from floe_dagster.cli import main
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.demo import _create, local_path, rows
 from floe_dagster.iceberg.catalog import load_table, open_catalog
 from floe_dagster.iceberg.table_cache import refresh_table_cache
@@ -251,7 +251,7 @@ def test_a_refused_property_never_reaches_alter_table_even_when_the_policy_check
         lake, dagster_home, monkeypatch):
     settings, _ = lake
     # As if the files had changed between a check and the run, or a parser let it through.
-    monkeypatch.setattr("floe_dagster.core.policy.check_envelope", lambda *args: None)
+    monkeypatch.setattr("floe_dagster.core.policies.policy.check_envelope", lambda *args: None)
     policy_file = Path(settings.policies[0]) / "policies.yaml"
     policy_file.write_text(json.dumps({"name": "props", "tablePattern": HR.qualified,
                                        "tableProperties": {"write.data.path": "file:/tmp/elsewhere", "comment": "x"}}))

@@ -31,7 +31,7 @@ from floe_dagster.cli import main as floe_cli
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.resource import CoordinationResource
 from floe_dagster.core.operations import ALL_OPERATIONS
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.build import build_definitions
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.iceberg.catalog import load_table, open_catalog

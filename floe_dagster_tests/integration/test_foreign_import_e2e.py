@@ -24,7 +24,7 @@ import pyiceberg.table.snapshots as pyiceberg_snapshots
 import pyiceberg.table.update as pyiceberg_update
 
 from floe_dagster.cli import main
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.demo import rows
 from floe_dagster.iceberg.catalog import load_table, open_catalog
 from floe_dagster.iceberg.table_cache import refresh_table_cache

@@ -15,8 +15,8 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
 
-from floe_dagster.core.estimates import estimate_rewrite_data_files
-from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.rewrites.estimates import estimate_rewrite_data_files
+from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operation_kinds.expire_snapshots import ExpireSnapshotsConfig
 from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
 from floe_dagster.core.operations import Operation
@@ -184,7 +184,8 @@ def test_partition_spec_evolution_groups_like_iceberg(lake):
     assert groups == {"0:[]": 2, '["eu"]': 1, '["us"]': 1, '["apac"]': 1}
     assert m.partition_spec_id == 1
     assert m.partition_specs == ((0, ()), (1, ((2, "region", "identity", "string"),)))
-    from floe_dagster.core.estimates import RewriteRules, plan_recorded_data_files, rewrite_groups
+    from floe_dagster.core.rewrites.rewrite_rules import RewriteRules
+    from floe_dagster.core.rewrites.estimates import plan_recorded_data_files, rewrite_groups
 
     assert {key: len(sizes) for key, sizes, _ in rewrite_groups(m.data_file_groups)} == {
         "other specs": 2, '["eu"]': 1, '["us"]': 1, '["apac"]': 1}

@@ -27,9 +27,9 @@ from dagster import (
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core.history import Outcome
+from floe_dagster.core.runs.history import Outcome
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
 from floe_dagster.defs.health_checks import HEALTH_CHECK_NAME, build_health_checks, health_check_specs
 from floe_dagster.defs.health_reporting import report_health_events

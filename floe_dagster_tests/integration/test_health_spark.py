@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from floe_dagster.core.estimates import (
+from floe_dagster.core.rewrites.estimates import (
     estimate_rewrite_data_files,
     estimate_rewrite_position_delete_files,
 )

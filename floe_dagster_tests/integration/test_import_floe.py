@@ -24,10 +24,10 @@ import requests
 
 from floe_dagster import migration
 from floe_dagster.cli import main
-from floe_dagster.core.floe_migration import policy_meaning
+from floe_dagster.core.foreign.floe_migration import policy_meaning
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.policy import load_policies, validate_policy_paths
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.policies.policy import load_policies, validate_policy_paths
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.iceberg.table_cache import refresh_table_cache
 from floe_dagster.settings import load_settings
 from floe_dagster_tests.conftest import write_settings

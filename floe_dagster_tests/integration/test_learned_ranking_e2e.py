@@ -20,7 +20,7 @@ from dagster import DagsterInstance
 from floe_dagster.cli import main
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.run_history import compute_seconds, learning_run
+from floe_dagster.core.value.run_history import compute_seconds, learning_run
 from floe_dagster.demo import _create, local_path, rows
 from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.iceberg.table_cache import refresh_table_cache
@@ -70,7 +70,7 @@ def test_explain_shows_the_learned_factor_and_the_next_adaptive_orphan_cleanup(t
         assert [o.status for o in summary.outcomes] == ["SUCCEEDED", "SUCCEEDED"], summary.lines()
     assert not orphan.exists()  # every cleanup quarantines it by default
 
-    # Each outcome row keeps the run's figures (core/run_figures.py, the one declaration): the executor CPU
+    # Each outcome row keeps the run's figures (core/runs/run_figures.py, the one declaration): the executor CPU
     # seconds Spark measured as compute, the files the compaction removed, the orphan bytes the quarantine
     # measured; the ranking reads the rewrite as (executor CPU seconds, benefit).
     runs = Coordination(settings.coordination_url).recorded_runs()

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from floe_dagster.coordination.locks import hold_lock, is_lock_free, table_lock_name
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import LockHeld
 from floe_dagster_tests.conftest import postgres_url
 

@@ -9,8 +9,8 @@ import os
 import pytest
 from dagster import DagsterInstance
 
-from floe_dagster.core import run_tags as T
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.runs import run_tags as T
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.demo import DemoSizes, build_demo_lakehouse, local_path, rows
 from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts

@@ -26,7 +26,7 @@ import yaml
 from dagster import DagsterInstance
 
 from floe_dagster.cli import main as floe_dagster_cli
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.demo import EVENT_SCHEMA, rows
 from floe_dagster.errors import TableUnreadable

@@ -19,7 +19,7 @@ import pytest
 from dagster import DagsterInstance
 
 from floe_dagster.cli import main as floe_dagster_cli
-from floe_dagster.core.quarantine import QUARANTINE_FOLDER, RUN_MARKER, parse_run_folder
+from floe_dagster.core.storage.quarantine import QUARANTINE_FOLDER, RUN_MARKER, parse_run_folder
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.iceberg.catalog import load_table, open_catalog
 from floe_dagster.iceberg.quarantine_store import open_table_quarantine

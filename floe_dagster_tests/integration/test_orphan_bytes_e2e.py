@@ -24,8 +24,8 @@ from floe_dagster.api.prometheus import OutcomeTally
 from floe_dagster.cli import main
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.table_facts import format_bytes
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.facts.table_facts import format_bytes
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.build import build_definitions
 from floe_dagster.defs.names import MAINTENANCE_JOB, asset_key_for
 from floe_dagster.demo import EVENT_SCHEMA, local_path, rows

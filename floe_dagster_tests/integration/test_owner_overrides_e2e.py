@@ -30,9 +30,9 @@ from dagster._serdes import serialize_value
 
 from floe_dagster.api.auth import KeyStore, hash_key
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core import run_tags as T
-from floe_dagster.core.storage_keys import TABLE_STORAGE_IGNORED
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.runs import run_tags as T
+from floe_dagster.core.storage.storage_keys import TABLE_STORAGE_IGNORED
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.iceberg.catalog import open_catalog

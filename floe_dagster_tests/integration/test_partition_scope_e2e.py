@@ -12,8 +12,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from dagster import DagsterInstance
 
-from floe_dagster.core import run_tags as T
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.runs import run_tags as T
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.build import build_definitions
 from floe_dagster.iceberg.catalog import load_table, open_catalog
 from floe_dagster.iceberg.table_cache import refresh_table_cache

@@ -163,6 +163,6 @@ def test_the_http_trigger_status_says_how_long_until_quiet_and_forced(lake, monk
 
 
 def _wait(delta: timedelta) -> str:
-    from floe_dagster.core.durations import format_wait
+    from floe_dagster.core.basics.durations import format_wait
 
     return format_wait(delta)

@@ -17,9 +17,9 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core.measurements import format_bytes
-from floe_dagster.core.refs import MAX_SNAPSHOT_AGE_MS, SET_AGES_PROPERTY
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.facts.measurements import format_bytes
+from floe_dagster.core.facts.refs import MAX_SNAPSHOT_AGE_MS, SET_AGES_PROPERTY
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.health_reporting import report_health_events
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.demo import local_path

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance
 
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.demo import rows
 from floe_dagster.iceberg.catalog import list_tables, load_table, open_catalog, table_counts

@@ -19,9 +19,9 @@ from dagster import DagsterInstance
 from pyiceberg.catalog import load_catalog
 
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core import run_tags as T
+from floe_dagster.core.runs import run_tags as T
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.spark.operation_steps import apply_table_properties as table_properties_run
 from floe_dagster.defs.build import build_definitions
 from floe_dagster.defs.names import MAINTENANCE_JOB, asset_key_for

@@ -25,7 +25,7 @@ from floe_dagster.api.auth import KeyStore, hash_key
 from floe_dagster.api.prometheus import OutcomeTally
 from floe_dagster.coordination.resource import CoordinationResource
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.build import build_definitions
 from floe_dagster.defs.names import MAINTENANCE_JOB, asset_key_for
 from floe_dagster.demo import EVENT_SCHEMA, local_path, rows

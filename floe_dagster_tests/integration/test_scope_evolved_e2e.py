@@ -24,12 +24,12 @@ from datetime import datetime, timezone
 import pytest
 from dagster import DagsterInstance
 
-from floe_dagster.core import run_tags as T
-from floe_dagster.core.estimates import RewriteRules
+from floe_dagster.core.runs import run_tags as T
+from floe_dagster.core.rewrites.rewrite_rules import RewriteRules
 from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.partition_scope import RewriteScope, plan_scope
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.rewrites.partition_scope import RewriteScope, plan_scope
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.build import build_definitions
 from floe_dagster.iceberg.catalog import load_table, open_catalog
 from floe_dagster.iceberg.health_collector import HealthCollector
@@ -213,7 +213,7 @@ def _thirty_old_files_then_fifteen_by_region(spark, name: str) -> None:
 
 
 def _scoped_runs(settings, table: TableName, cap: int, limit: int) -> list[dict]:
-    """The planner's scope and the engine's CALL (core/partition_scope.py, the rewrite step's where and
+    """The planner's scope and the engine's CALL (core/rewrites/partition_scope.py, the rewrite step's where and
     max-files-to-rewrite), run after run on real Spark until the first run that is not over the older
     specs' files (the backlog's second phase, which the test above drains through Dagster): per run the
     charge, what Iceberg rewrote (the procedure's output and the snapshot's summary), and the files it

@@ -3,7 +3,7 @@ partition specs (identity, bucket, truncate, hour/day/month/year, several fields
 specs (fields added, removed, replaced; format v1 keeps removed fields as void), and files with
 partition values and column bounds derived from their rows, in a real SQLite catalog.
 
-For each table the real health collector measures it, core/partition_scope.py builds its units and
+For each table the real health collector measures it, core/rewrites/partition_scope.py builds its units and
 picks a scope under a random cap, and PyIceberg's planner (``scan(row_filter=...).plan_files()``, the
 same inclusive projection per spec and the same metrics evaluation as Iceberg's Java planner) plans the
 where the scope would send. Checked: every unit's where plans exactly the files of that unit (whose rows
@@ -43,10 +43,11 @@ from pyiceberg.transforms import parse_transform
 from pyiceberg.typedef import Record
 from pyiceberg.types import DateType, IntegerType, LongType, NestedField, StringType, TimestamptzType
 
-from floe_dagster.core.estimates import RewriteRules, plan_data_file_rewrite
-from floe_dagster.core.measurements import data_group_spec
-from floe_dagster.core.partition_scope import plan_scope, scope_units
-from floe_dagster.core.scope_predicates import (
+from floe_dagster.core.rewrites.rewrite_rules import RewriteRules
+from floe_dagster.core.rewrites.estimates import plan_data_file_rewrite
+from floe_dagster.core.facts.measurements import data_group_spec
+from floe_dagster.core.rewrites.partition_scope import plan_scope, scope_units
+from floe_dagster.core.rewrites.scope_predicates import (
     Inexpressible,
     Predicate,
     Term,

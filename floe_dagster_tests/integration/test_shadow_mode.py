@@ -17,9 +17,9 @@ from floe_dagster.api.app import create_app
 from floe_dagster.api.auth import KeyStore, hash_key
 from floe_dagster.cli import main as floe_cli
 from floe_dagster.coordination.resource import CoordinationResource
-from floe_dagster.core import run_tags as T
-from floe_dagster.core.run_decision import SHADOW_ATTEMPT
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.runs import run_tags as T
+from floe_dagster.core.runs.run_decision import SHADOW_ATTEMPT
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.build import build_definitions
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.demo import DemoSizes, build_demo_lakehouse
@@ -191,7 +191,7 @@ def test_a_postgresql_ledger_of_an_older_version_gets_the_shadow_columns_and_rec
 
     from floe_dagster.coordination.database import Coordination
     from floe_dagster.core.operations import Operation
-    from floe_dagster.core.run_decision import RunDecision
+    from floe_dagster.core.runs.run_decision import RunDecision
     from floe_dagster_tests.conftest import postgres_url
 
     admin = sqlalchemy.create_engine(postgres_url("floe_coordination"), isolation_level="AUTOCOMMIT")

@@ -11,7 +11,7 @@ from dagster import DagsterInstance
 from floe_dagster import shards
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.locks import hold_lock, scheduler_lock_name
-from floe_dagster.core.scopes import scope_named
+from floe_dagster.core.basics.scopes import scope_named
 from floe_dagster.demo import DemoSizes, build_demo_lakehouse
 from floe_dagster.iceberg.table_cache import refresh_table_cache
 from floe_dagster.scheduling.tick import run_tick

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance
 
-from floe_dagster.core import run_tags as T
-from floe_dagster.core.quarantine import QUARANTINE_FOLDER
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.runs import run_tags as T
+from floe_dagster.core.storage.quarantine import QUARANTINE_FOLDER
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.demo import local_path, rows
 from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts

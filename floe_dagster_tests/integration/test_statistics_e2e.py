@@ -18,8 +18,8 @@ from pyiceberg.transforms import IdentityTransform
 
 from floe_dagster.core.operation_kinds.compute_statistics import ComputeStatisticsConfig
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.policy import load_policies
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.policies.policy import load_policies
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.demo import EVENT_SCHEMA, local_path, rows
 from floe_dagster.iceberg.catalog import load_table, open_catalog
 from floe_dagster.iceberg.health_collector import HealthCollector

@@ -15,11 +15,11 @@ from pyiceberg.conversions import from_bytes
 from pyiceberg.manifest import DataFileContent
 from pyiceberg.types import LongType
 
-from floe_dagster.core.fact_catalogue import declaring
-from floe_dagster.core.policy import PolicySet
-from floe_dagster.core.table_facts import FULL, Api, Fact, Text
+from floe_dagster.core.facts.fact_catalogue import declaring
+from floe_dagster.core.policies.policy import PolicySet
+from floe_dagster.core.facts.table_facts import FULL, Api, Fact, Text
 from floe_dagster.defs.health_events import table_health_events
-from floe_dagster.core.health_record import assess_table, health_record
+from floe_dagster.core.policies.health_record import assess_table, health_record
 from floe_dagster.iceberg.fact_reducers import ManifestPart, MetadataRead, Reducer, registering
 from floe_dagster.iceberg.health_collector import HealthCollector, forget_parsed_records
 from floe_dagster.reports.health_report import floe_health_json, format_health_text

@@ -26,8 +26,8 @@ from pyiceberg.io import load_file_io
 from pyiceberg.typedef import EMPTY_DICT
 
 from floe_dagster.cli import main as floe_dagster_cli
-from floe_dagster.core.quarantine import parse_run_folder
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.storage.quarantine import parse_run_folder
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.demo import EVENT_SCHEMA, local_path, rows
 from floe_dagster.iceberg.catalog import load_table, open_catalog, pyiceberg_properties
 from floe_dagster.iceberg.health_collector import HealthCollector

@@ -12,7 +12,7 @@ import pytest
 from dagster import DagsterInstance, build_sensor_context
 
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.build import MAINTENANCE_JOB, build_definitions
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.defs.sensors import SENSOR_NAME

@@ -22,7 +22,7 @@ from floe_dagster.coordination.resource import CoordinationResource
 from floe_dagster.core.operations import Operation
 from floe_dagster.defs.build import build_definitions
 from floe_dagster.defs.names import MAINTENANCE_JOB, asset_key_for
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.demo import EVENT_SCHEMA, local_path, rows
 from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.iceberg.table_cache import refresh_table_cache

@@ -27,7 +27,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
 
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.build import build_definitions
 from floe_dagster.defs.names import asset_key_for
 from floe_dagster.defs.sensors import SENSOR_NAME
@@ -288,7 +288,7 @@ def test_a_writers_materialization_triggers_a_run_that_links_to_the_write(after_
 def test_writer_rows_are_shared_and_never_go_back_on_both_databases(instance_home):
     from concurrent.futures import ThreadPoolExecutor
 
-    from floe_dagster.core.writers import Writer
+    from floe_dagster.core.schedules.writers import Writer
 
     at = datetime(2026, 11, 26, 12, 0, tzinfo=timezone.utc)
     key = tuple(EVENTS_WRITER)

@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 from pyiceberg.table import Table
 
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.demo import EVENT_SCHEMA, _write_files, local_path, rows
 from floe_dagster.iceberg.catalog import load_table, open_catalog
 from floe_dagster.settings import Settings

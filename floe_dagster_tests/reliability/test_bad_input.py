@@ -16,13 +16,13 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from floe_dagster.core.conditions import TRIGGER_CONDITION_FIELDS
-from floe_dagster.core.health_assessment import HEALTH_THRESHOLD_FIELDS
+from floe_dagster.core.policies.conditions import TRIGGER_CONDITION_FIELDS
+from floe_dagster.core.facts.health_assessment import HEALTH_THRESHOLD_FIELDS
 from floe_dagster.core.operations import FIELDS as OPERATION_FIELDS
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
-from floe_dagster.core.policy import TOP_LEVEL_FIELDS, PolicyError, load_policies, validate_policy_paths
-from floe_dagster.core.schedule import SCHEDULE_FIELDS
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.policies.policy import TOP_LEVEL_FIELDS, PolicyError, load_policies, validate_policy_paths
+from floe_dagster.core.schedules.schedule import SCHEDULE_FIELDS
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import ProcedureOptionError, SettingsError
 from floe_dagster.settings import load_settings
 from floe_dagster.spark.operation_steps import build_procedure_call

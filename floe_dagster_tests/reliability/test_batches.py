@@ -21,9 +21,9 @@ from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatu
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.locks import is_lock_free, table_lock_name
 from floe_dagster.coordination.runs import run_lock_name
-from floe_dagster.core import run_tags as T
+from floe_dagster.core.runs import run_tags as T
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.build import build_definitions
 from floe_dagster.defs.names import MAINTENANCE_JOB
 from floe_dagster.defs.sensors import SENSOR_NAME

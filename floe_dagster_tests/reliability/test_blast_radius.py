@@ -26,8 +26,8 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core import run_tags as T
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.runs import run_tags as T
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.build import build_definitions
 from floe_dagster.defs.names import MAINTENANCE_JOB
 from floe_dagster.demo import local_path

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pytest
 from pyiceberg.exceptions import CommitFailedException
 
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.demo import _write_files, rows
 from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.settings import load_settings

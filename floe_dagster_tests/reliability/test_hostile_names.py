@@ -10,7 +10,7 @@ import re
 import pytest
 from dagster import DagsterInstance
 
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.launching.manual import trigger_table
 from floe_dagster.settings import load_settings

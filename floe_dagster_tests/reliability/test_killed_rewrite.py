@@ -20,7 +20,7 @@ from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.locks import is_lock_free, table_lock_name
 from floe_dagster.coordination.runs import run_lock_name
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.iceberg.catalog import load_table, open_catalog, table_counts
 from floe_dagster.iceberg.table_cache import refresh_table_cache
 from floe_dagster.launching.manual import trigger_table

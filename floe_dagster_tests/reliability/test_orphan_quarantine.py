@@ -26,8 +26,8 @@ from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.coordination.quarantine_roots import QuarantineRoots
 from floe_dagster.coordination.resource import CoordinationResource
-from floe_dagster.core.quarantine import QUARANTINE_FOLDER, RUN_MARKER, parse_run_folder, run_folder_name
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.storage.quarantine import QUARANTINE_FOLDER, RUN_MARKER, parse_run_folder, run_folder_name
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.demo import EVENT_SCHEMA, local_path, rows
 from floe_dagster.iceberg.catalog import load_table, open_catalog
 from floe_dagster.iceberg.quarantine_store import TableQuarantine

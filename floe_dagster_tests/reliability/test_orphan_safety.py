@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance
 
-from floe_dagster.core.quarantine import QUARANTINE_FOLDER, RUN_MARKER
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.storage.quarantine import QUARANTINE_FOLDER, RUN_MARKER
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.demo import EVENT_SCHEMA, local_path, rows
 from floe_dagster.iceberg.catalog import load_table, open_catalog
 from floe_dagster.launching.manual import trigger_table

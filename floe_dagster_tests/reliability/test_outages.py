@@ -17,10 +17,10 @@ import sqlalchemy
 from dagster import DagsterInstance
 
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core import run_tags as T
+from floe_dagster.core.runs import run_tags as T
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.planner import plan
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.plan.planner import plan
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.build import build_definitions
 from floe_dagster.iceberg.table_cache import refresh_table_cache
 from floe_dagster.scheduling.inputs import gather

@@ -10,7 +10,7 @@ import shutil
 import pyarrow.parquet as pq
 import pytest
 
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.demo import local_path
 from floe_dagster.errors import RowCountMismatch
 from floe_dagster.iceberg.catalog import TableReads, open_catalog, table_counts

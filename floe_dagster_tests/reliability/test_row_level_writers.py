@@ -38,7 +38,7 @@ import pytest
 
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.iceberg.catalog import load_table, open_catalog
 from floe_dagster.iceberg.table_cache import refresh_table_cache
 from floe_dagster.settings import load_settings

@@ -18,8 +18,8 @@ from dagster import DagsterInstance
 from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
 from floe_dagster.core.operation_kinds.rewrite_position_delete_files import RewritePositionDeleteFilesConfig
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.row_proof import CannotProve
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.rewrites.row_proof import CannotProve
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.demo import local_path
 from floe_dagster.errors import RowCountMismatch
 from floe_dagster.iceberg.catalog import TableReads, load_table, open_catalog

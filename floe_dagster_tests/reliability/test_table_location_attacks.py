@@ -31,9 +31,9 @@ from dagster import DagsterEventType, DagsterInstance
 
 from floe_dagster.cli import main
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core import run_tags as T
+from floe_dagster.core.runs import run_tags as T
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.build import build_definitions
 from floe_dagster.defs.names import MAINTENANCE_JOB, asset_key_for
 from floe_dagster.demo import _create, local_path, rows

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from floe_dagster.core.after_write import DEFAULT_MAX_SETTLE, AfterWrite, after_write_due
+from floe_dagster.core.schedules.after_write import DEFAULT_MAX_SETTLE, AfterWrite, after_write_due
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.planner import PlanInput, SchedulerSettings, plan
-from floe_dagster.core.policy import parse_policies_text
-from floe_dagster.core.schedule import parse_schedule
-from floe_dagster.core.validation import standalone
-from floe_dagster.core.writers import SOURCE_RULE, Writer
+from floe_dagster.core.plan.planner import PlanInput, SchedulerSettings, plan
+from floe_dagster.core.policies.policy import parse_policies_text
+from floe_dagster.core.schedules.schedule import parse_schedule
+from floe_dagster.core.basics.validation import standalone
+from floe_dagster.core.schedules.writers import SOURCE_RULE, Writer
 from floe_dagster_tests.unit.test_planner import NOW, RDF, A, code, decision, hist, metrics, policies, policy
 
 WRITER = ("warehouse", "sales", "a")
@@ -142,7 +142,7 @@ def test_max_settle_is_read_in_both_formats_and_checked():
 def test_a_policy_file_names_the_policy_and_the_field():
     import pytest
 
-    from floe_dagster.core.policy import PolicyError
+    from floe_dagster.core.policies.policy import PolicyError
 
     with pytest.raises(PolicyError) as raised:
         parse_policies_text("""

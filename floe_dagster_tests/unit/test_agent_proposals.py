@@ -1,4 +1,4 @@
-"""An agent's proposals (core/agent_proposals.py, coordination/agent_proposals.py) with an injected clock: what
+"""An agent's proposals (core/plan/agent_proposals.py, coordination/agent_proposals.py) with an injected clock: what
 refuses an approval (unknown, used, expired, another table, a changed table or policy), the tokens, and the store's
 single use. Through the real MCP server and Spark: integration/test_api.py's ``test_mcp_*``."""
 
@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 from floe_dagster.coordination.agent_proposals import ProposalTable
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core.agent_proposals import (
+from floe_dagster.core.plan.agent_proposals import (
     TOKEN_PREFIX,
     Proposal,
     TableState,

@@ -30,11 +30,11 @@ from dagster._daemon.types import DaemonHeartbeat
 
 from floe_dagster.api.auth import hash_key
 from floe_dagster.coordination.resource import CoordinationResource
-from floe_dagster.core import run_tags as T
-from floe_dagster.core.commit_conflicts import CONFLICT_STREAK_ISSUE
-from floe_dagster.core.history import CONFLICT, Outcome
+from floe_dagster.core.runs import run_tags as T
+from floe_dagster.core.runs.commit_conflicts import CONFLICT_STREAK_ISSUE
+from floe_dagster.core.runs.history import CONFLICT, Outcome
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.table_outcomes import _conflict_observation
 from floe_dagster.defs.health_events import table_health_events
 from floe_dagster.defs.names import asset_key_for

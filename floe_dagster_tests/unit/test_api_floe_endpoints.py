@@ -21,10 +21,10 @@ from floe_dagster.api.app import create_app
 from floe_dagster.api.auth import KeyStore, hash_key
 from floe_dagster.coordination.api_keys import api_keys
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core import run_tags as T
-from floe_dagster.core.history import Outcome
+from floe_dagster.core.runs import run_tags as T
+from floe_dagster.core.runs.history import Outcome
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.instance import project_file
 from floe_dagster.settings import load_settings
 from floe_dagster_tests.conftest import write_settings

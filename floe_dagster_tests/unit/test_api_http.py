@@ -23,9 +23,9 @@ from floe_dagster.api.app import create_app
 from floe_dagster.api.auth import KeyStore, hash_key
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.locks import hold_lock, table_lock_name
-from floe_dagster.core import run_tags as T
+from floe_dagster.core.runs import run_tags as T
 from floe_dagster.core.operations import ALL_OPERATIONS
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.demo import _create, rows
 from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.iceberg.table_cache import refresh_table_cache
@@ -313,7 +313,7 @@ def test_trigger_status_gives_each_due_operation_its_own_verdict_and_the_wait_be
     """Both of orders' operations are due (never run, five small files): Floe's trigger status answers
     true for each, as its trigger runs them all in order. The planner admits one operation per table a
     tick, and the status shows that wait beside the verdict, without changing what the planner admits."""
-    from floe_dagster.core.planner import plan
+    from floe_dagster.core.plan.planner import plan
     from floe_dagster.scheduling.inputs import gather
 
     at = "2026-11-22T10:00:00+00:00"

@@ -20,8 +20,8 @@ from dagster import DagsterInstance
 from floe_dagster.api.app import create_app
 from floe_dagster.api.auth import KeyStore, hash_key
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.orphan_cadence import AdaptiveCadence
-from floe_dagster.core.policy import validate_policy_paths
+from floe_dagster.core.schedules.orphan_cadence import AdaptiveCadence
+from floe_dagster.core.policies.policy import validate_policy_paths
 from floe_dagster.demo import _create, rows
 from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.errors import SettingsError

@@ -27,13 +27,13 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
-from floe_dagster.core import run_tags as T
-from floe_dagster.core.measurements import ColumnFacts
+from floe_dagster.core.runs import run_tags as T
+from floe_dagster.core.facts.measurements import ColumnFacts
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.planner import SchedulerSettings
-from floe_dagster.core.policy import parse_policies_text
-from floe_dagster.core.run_tags import Origin, PolicyFacts, batch_run_tags, run_tags
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.plan.planner import SchedulerSettings
+from floe_dagster.core.policies.policy import parse_policies_text
+from floe_dagster.core.runs.run_tags import Origin, PolicyFacts, batch_run_tags, run_tags
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.asset_policy import (
     asset_policy_facts,
     owners_from_tags,

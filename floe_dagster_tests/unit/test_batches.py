@@ -1,4 +1,4 @@
-"""Batches (core/batches.py): the planner groups its admitted decisions of one operation into runs
+"""Batches (core/plan/batches.py): the planner groups its admitted decisions of one operation into runs
 over several tables, in rank order, within the batch limits; the tick cap and max-queued-runs count
 runs. Pure and fast, through the real planner."""
 
@@ -8,15 +8,15 @@ from dataclasses import replace
 
 import pytest
 
-from floe_dagster.core.batches import ONE_TABLE_PER_RUN, BatchPacker, BatchSettings, batch_key
-from floe_dagster.core.planner import SchedulerSettings, plan
+from floe_dagster.core.plan.batches import ONE_TABLE_PER_RUN, BatchPacker, BatchSettings, batch_key
+from floe_dagster.core.plan.planner import SchedulerSettings, plan
 from floe_dagster_tests.unit.test_planner import EXP, NOW, RDF, metrics, policies, policy, sized, table
 
 TABLES = tuple(table(f"t{i:02d}") for i in range(40))
 
 
 def batched(settings: BatchSettings, *, tables=TABLES, limits=None, policy_set=None, queued_runs=0, estimate=None):
-    from floe_dagster.core.planner import PlanInput
+    from floe_dagster.core.plan.planner import PlanInput
 
     return plan(PlanInput(
         now=NOW, catalog_tables=list(tables), loaded_tables=frozenset(tables),
@@ -117,7 +117,7 @@ def test_a_decision_outside_any_batch_is_a_batch_of_its_own():
 
 
 def test_a_table_in_a_run_of_another_operation_waits_for_it():
-    from floe_dagster.core.planner import PlanInput
+    from floe_dagster.core.plan.planner import PlanInput
 
     both = policies(policy(schedules={RDF: {"interval": "PT6H"}, EXP: {"interval": "PT6H"}}))
     tables = TABLES[:2]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from floe_dagster.core.object_storage import S3_FILE_IO
+from floe_dagster.core.storage.object_storage import S3_FILE_IO
 from floe_dagster.settings import load_settings
 from floe_dagster.spark.catalog_conf import spark_catalog_conf
 from floe_dagster.spark.runtime import spark_packages

@@ -1,4 +1,4 @@
-"""The launch circuit after an outage (core/circuit.py, Coordination.outage_circuit, run_tick): the
+"""The launch circuit after an outage (core/plan/circuit.py, Coordination.outage_circuit, run_tick): the
 probe of a half-open circuit never goes back to a table whose run met the outage while another table
 is due. The clock is injected: every time below is given, never read."""
 
@@ -6,17 +6,17 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from floe_dagster.core.circuit import (
+from floe_dagster.core.plan.circuit import (
     PROBE_SKIP_REASON,
     TRIPPED_SKIP_REASON,
     OutageCircuit,
     only_the_probe,
     probe_decision,
 )
-from floe_dagster.core.history import Outcome
+from floe_dagster.core.runs.history import Outcome
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.planner import Decision
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.plan.planner import Decision
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster_tests.unit.test_ledger_view import coordination  # noqa: F401 (the fixture: SQLite, PostgreSQL)
 
 T0 = datetime(2026, 12, 2, 1, 0, tzinfo=timezone.utc)

@@ -4,7 +4,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from floe_dagster.core.commit_conflicts import (
+from floe_dagster.core.runs.commit_conflicts import (
     CONFLICT_RETRY_MAX, CONFLICT_RETRY_MIN, REWRITE_WRAPPER, commit_race, conflict_retry_delay,
 )
 
@@ -67,7 +67,7 @@ def test_the_retry_delay_is_jittered_within_bounds_and_deterministic():
 
 
 def _outcome(minute: int, succeeded: bool, kind: str | None = None):
-    from floe_dagster.core.history import Outcome
+    from floe_dagster.core.runs.history import Outcome
     from floe_dagster.core.operations import Operation
 
     at = datetime(2026, 11, 24, 12, minute, tzinfo=timezone.utc)
@@ -77,7 +77,7 @@ def _outcome(minute: int, succeeded: bool, kind: str | None = None):
 
 
 def test_conflicts_fold_apart_from_failures():
-    from floe_dagster.core.history import CONFLICT, OperationHistory, fold_outcome
+    from floe_dagster.core.runs.history import CONFLICT, OperationHistory, fold_outcome
 
     state = OperationHistory()
     state = fold_outcome(state, _outcome(0, False))  # a real failure
@@ -97,7 +97,7 @@ def test_conflicts_fold_apart_from_failures():
 
 # -- losing fewer races, and what a partial-progress rewrite landed -----------------------------------------
 
-from floe_dagster.core.commit_conflicts import RewriteProgress, race_options  # noqa: E402
+from floe_dagster.core.runs.commit_conflicts import RewriteProgress, race_options  # noqa: E402
 
 MOR = {"write.delete.mode": "merge-on-read"}
 
@@ -167,7 +167,7 @@ def test_groups_left_beyond_the_failed_ones_are_still_lost_races():
 
 
 def test_the_winning_writers_operation_is_read_from_the_conflicts_message():
-    from floe_dagster.core.commit_conflicts import winning_operation
+    from floe_dagster.core.runs.commit_conflicts import winning_operation
 
     race = commit_race(PY4J_REWRITE)
     assert winning_operation(race.describe("snapshot 7 (delete) at 2026-11-24T12:00:00+00:00, and 2 more")) == "delete"
@@ -181,7 +181,7 @@ def test_the_winning_writers_operation_is_read_from_the_conflicts_message():
 def test_the_streaks_writer_is_the_last_known_one_and_a_new_streak_forgets_it():
     from dataclasses import replace
 
-    from floe_dagster.core.history import CONFLICT, OperationHistory, fold_outcome
+    from floe_dagster.core.runs.history import CONFLICT, OperationHistory, fold_outcome
 
     state = OperationHistory()
     for minute, writer in ((0, "delete"), (10, "overwrite"), (20, None)):
@@ -194,10 +194,10 @@ def test_the_streaks_writer_is_the_last_known_one_and_a_new_streak_forgets_it():
 
 
 def test_ten_in_a_row_are_a_warning_naming_the_operation_the_streak_and_the_writer():
-    from floe_dagster.core.commit_conflicts import CONFLICT_STREAK_ISSUE, conflict_issues
-    from floe_dagster.core.health_assessment import HealthAssessment, IssueType, Severity, assess_health
-    from floe_dagster.core.health_record import health_record, with_history_issues
-    from floe_dagster.core.history import OperationHistory
+    from floe_dagster.core.runs.commit_conflicts import CONFLICT_STREAK_ISSUE, conflict_issues
+    from floe_dagster.core.facts.health_assessment import HealthAssessment, IssueType, Severity, assess_health
+    from floe_dagster.core.policies.health_record import health_record, with_history_issues
+    from floe_dagster.core.runs.history import OperationHistory
     from floe_dagster.core.operations import Operation
     from floe_dagster_tests.unit.test_health import NOW, healthy
 

@@ -18,7 +18,7 @@ from floe_dagster.component import (
     FloeMaintenanceComponent,
     keep_floe_state_beside_instance,
 )
-from floe_dagster.core.policy import PolicyError
+from floe_dagster.core.policies.policy import PolicyError
 from floe_dagster.errors import SettingsError
 from floe_dagster.policies import load_policy_set
 from floe_dagster.settings import Settings, load_settings

@@ -1,4 +1,4 @@
-"""The compute budget (core/compute_budget.py, the admission step ``budget_compute``): admitted on each
+"""The compute budget (core/plan/compute_budget.py, the admission step ``budget_compute``): admitted on each
 table's compute estimate learned from its history (shrunk toward the byte estimate's prior), checked
 against what the finished runs recorded, split between fair shares, refused when malformed, untouched
 by a table's properties. Pure, through the real planner, the clock injected."""
@@ -11,13 +11,13 @@ from datetime import timedelta
 
 import pytest
 
-from floe_dagster.core.compute_budget import ComputeBudget, InFlightAdmission, spent_in_window
-from floe_dagster.core.fair_shares import FairShareSettings
-from floe_dagster.core.learned_ranking import DEFAULT_COMPUTE_S_PER_GIB, RankingSettings
-from floe_dagster.core.planner import Plan, PlanInput, SchedulerSettings, plan
-from floe_dagster.core.policy import parse_policies_text
-from floe_dagster.core.run_figures import SPARK, Benefit, Compute, TableShape
-from floe_dagster.core.run_history import RecordedRun
+from floe_dagster.core.plan.compute_budget import ComputeBudget, InFlightAdmission, spent_in_window
+from floe_dagster.core.plan.fair_shares import FairShareSettings
+from floe_dagster.core.value.learned_ranking import DEFAULT_COMPUTE_S_PER_GIB, RankingSettings
+from floe_dagster.core.plan.planner import Plan, PlanInput, SchedulerSettings, plan
+from floe_dagster.core.policies.policy import parse_policies_text
+from floe_dagster.core.runs.run_figures import SPARK, Benefit, Compute, TableShape
+from floe_dagster.core.value.run_history import RecordedRun
 from floe_dagster.errors import SettingsError
 from floe_dagster.settings import load_settings
 from floe_dagster_tests.unit.test_planner import NOW, RDF, code, metrics, policies, policy, table

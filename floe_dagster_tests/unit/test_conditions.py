@@ -7,8 +7,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from floe_dagster.core.conditions import CONDITION_RECHECK, TriggerConditions, evaluate_conditions
-from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.policies.conditions import CONDITION_RECHECK, TriggerConditions, evaluate_conditions
+from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operations import Operation
 
 NOW = datetime(2026, 6, 10, 12, tzinfo=timezone.utc)

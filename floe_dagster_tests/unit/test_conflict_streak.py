@@ -1,4 +1,4 @@
-"""A long streak of lost commit races backs off (core/history.py, the planner, ``explain``): from the
+"""A long streak of lost commit races backs off (core/runs/history.py, the planner, ``explain``): from the
 CONFLICT_STREAK-th lost race in a row on, each one also counts as a failure, so the retries stop
 coming every 5-15 minutes and wait as failures do. Pure: every moment is injected."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from floe_dagster.core.commit_conflicts import conflict_retry_delay
-from floe_dagster.core.history import CONFLICT, CONFLICT_STREAK, OperationHistory, Outcome, fold_outcome
-from floe_dagster.core.planner import backoff_delay
+from floe_dagster.core.runs.commit_conflicts import conflict_retry_delay
+from floe_dagster.core.runs.history import CONFLICT, CONFLICT_STREAK, OperationHistory, Outcome, fold_outcome
+from floe_dagster.core.plan.planner import backoff_delay
 from floe_dagster.reports.explain import _conflicts
 from floe_dagster_tests.unit.test_planner import NOW, RDF, A, code, decision, policies, policy, run
 

@@ -11,11 +11,11 @@ from floe_dagster.coordination import database
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.locks import FileLocks
 from floe_dagster.coordination.resource import CoordinationResource
-from floe_dagster.core.history import Outcome
+from floe_dagster.core.runs.history import Outcome
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.run_decision import RunDecision
-from floe_dagster.core.run_figures import SPARK, Benefit, Compute, TableShape
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.runs.run_decision import RunDecision
+from floe_dagster.core.runs.run_figures import SPARK, Benefit, Compute, TableShape
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.names import COORDINATION_RESOURCE
 from floe_dagster.settings import load_settings
 
@@ -145,7 +145,7 @@ def test_recorded_runs_read_the_runs_figures_failures_included_and_survive_an_un
     runs = old.recorded_runs()
     first, second, failed = runs[("demo.s.t", Operation.REWRITE_DATA_FILES)]
     assert (first.compute, first.benefit, first.bytes_rewritten) == (None, None, 5)
-    assert (second.compute, second.benefit) == (compute, benefit)  # one declaration: core/run_figures.py
+    assert (second.compute, second.benefit) == (compute, benefit)  # one declaration: core/runs/run_figures.py
     assert second.finished_at == at + timedelta(seconds=9)
     assert (failed.succeeded, failed.failure_kind, failed.compute) == (False, "error", None)
     (unreadable,) = runs[("demo.s.t", Operation.ORPHAN_CLEANUP)]
@@ -161,7 +161,7 @@ def test_the_code_locations_load_reads_the_writers_without_creating_anything(tmp
     import sqlalchemy
 
     from floe_dagster.coordination.database import learned_writers
-    from floe_dagster.core.writers import SOURCE_TABLE_NAME, Writer
+    from floe_dagster.core.schedules.writers import SOURCE_TABLE_NAME, Writer
 
     url = f"sqlite:///{tmp_path / 'c.db'}"
     assert learned_writers(url) == {}

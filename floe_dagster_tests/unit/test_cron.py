@@ -9,8 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from floe_dagster.core import cron
-from floe_dagster.core.cron import CronError, latest_slot, next_slot, nominal_gap, slots_between, to_cron_5field
+from floe_dagster.core.schedules import cron
+from floe_dagster.core.schedules.cron import (
+    CronError, latest_slot, next_slot, nominal_gap, slots_between, to_cron_5field,
+)
 
 UTC = timezone.utc
 

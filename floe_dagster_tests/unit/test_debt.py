@@ -6,10 +6,10 @@ from datetime import datetime, timezone
 
 import pytest
 
-from floe_dagster.core.debt import DebtWeights, TableDebt, debt_score
-from floe_dagster.core.health_assessment import HealthIssue, IssueType, Severity, assess_health
-from floe_dagster.core.history import OperationHistory
-from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.facts.debt import DebtWeights, TableDebt, debt_score
+from floe_dagster.core.facts.health_assessment import HealthIssue, IssueType, Severity, assess_health
+from floe_dagster.core.runs.history import OperationHistory
+from floe_dagster.core.facts.measurements import TableMetrics
 
 NOW = datetime(2026, 6, 10, 12, tzinfo=timezone.utc)
 NOW_MS = int(NOW.timestamp() * 1000)

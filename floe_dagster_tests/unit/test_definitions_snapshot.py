@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from dagster import AssetKey, Definitions
 
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.build import build_definitions
 from floe_dagster.settings import load_settings
 

@@ -1,4 +1,4 @@
-"""The safety envelope's pure rules (core/envelope.py): locations normalised and compared segment by
+"""The safety envelope's pure rules (core/policies/envelope.py): locations normalised and compared segment by
 segment, attacks that try to climb out of a table's location, the declared-property denylist and the
 floe.yaml setting that allows a key, the checks made when a policy is read (both formats), and the
 verdict a run, ``plan`` and ``explain`` show. The same rules through the real stack (HTTP, validate,
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings as hypothesis_settings, strategies as st
 
-from floe_dagster.core.envelope import (
+from floe_dagster.core.policies.envelope import (
     REFUSED_PROPERTIES,
     EnvelopeSettings,
     check_operation,
@@ -29,10 +29,10 @@ from floe_dagster.core.operation_kinds.expire_snapshots import ExpireSnapshotsCo
 from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
 from floe_dagster.core.operation_kinds.rewrite_manifests import RewriteManifestsConfig
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.patterns import TablePattern
-from floe_dagster.core.policy import PolicyError, parse_policies_text, validate_policy_paths
-from floe_dagster.core.table_properties import COLUMN_FAMILIES, PROPERTIES
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.patterns import TablePattern
+from floe_dagster.core.policies.policy import PolicyError, parse_policies_text, validate_policy_paths
+from floe_dagster.core.facts.table_properties import COLUMN_FAMILIES, PROPERTIES
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import SettingsError
 from floe_dagster.settings import settings_from_mapping
 

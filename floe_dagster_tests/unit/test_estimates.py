@@ -12,22 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from floe_dagster.core.estimates import (
-    DEFAULT_DELETE_TARGET_FILE_SIZE_BYTES,
-    DEFAULT_TARGET_FILE_SIZE_BYTES,
-    DataFileInfo,
-    EstimateOptionError,
-    RewriteRules,
-    data_files_of,
-    estimate_rewrite_data_files,
-    estimate_rewrite_position_delete_files,
-    pack_groups,
-    plan_data_file_rewrite,
-    plan_position_delete_rewrite,
-    plan_recorded_data_files,
-    position_deletes_of,
+from floe_dagster.core.rewrites.rewrite_rules import (
+    DEFAULT_DELETE_TARGET_FILE_SIZE_BYTES, DEFAULT_TARGET_FILE_SIZE_BYTES, EstimateOptionError, RewriteRules,
 )
-from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.rewrites.estimates import (
+    DataFileInfo, data_files_of, estimate_rewrite_data_files, estimate_rewrite_position_delete_files, pack_groups,
+    plan_data_file_rewrite, plan_position_delete_rewrite, plan_recorded_data_files, position_deletes_of,
+)
+from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
 from floe_dagster.core.operation_kinds.rewrite_position_delete_files import RewritePositionDeleteFilesConfig
 
@@ -358,7 +350,7 @@ def test_position_delete_estimate_from_a_record_equals_planning_its_files(groups
 def test_the_groups_of_sizes_alone_are_the_groups_of_their_indexes(sizes, options):
     """Without delete rules the groups are made from the sizes alone (no index lists): the same groups as
     the indexes Iceberg's bin-pack picks."""
-    from floe_dagster.core.estimates import _partition_groups, partition_group_indexes
+    from floe_dagster.core.rewrites.estimates import _partition_groups, partition_group_indexes
 
     rules = RewriteRules.sized(T, **options)
     expected = [[sizes[i] for i in group] for group in partition_group_indexes(sizes, None, rules)]

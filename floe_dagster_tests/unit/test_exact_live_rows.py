@@ -26,7 +26,7 @@ def test_a_chain_of_partial_progress_commits_counts_each_snapshot_once():
     files every snapshot is counted with Spark, once (N + 1 counts for N commits, not 2N)."""
     from dagster_pyspark import LazyPySparkResource
 
-    from floe_dagster.core.tables import TableName
+    from floe_dagster.core.basics.tables import TableName
     from floe_dagster.spark.engine import IcebergSparkEngine
 
     counted: list[int] = []
@@ -56,7 +56,7 @@ def _nessie_replace(snapshot_id: int, **summary: str) -> dict:
 def _check_parentless(*snapshots: dict):
     from dagster_pyspark import LazyPySparkResource
 
-    from floe_dagster.core.tables import TableName
+    from floe_dagster.core.basics.tables import TableName
     from floe_dagster.spark.engine import IcebergSparkEngine
 
     class NoCountEngine(IcebergSparkEngine):

@@ -17,10 +17,10 @@ from pyiceberg.types import DateType, LongType, NestedField, StringType, StructT
 from floe_dagster.core.operation_kinds.expire_rows import ExpireRowsConfig, delete_kind, deleted_numbers, truncate
 from floe_dagster.core.operation_kinds.spec import ExplainView
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.policy import PolicyError, parse_policies_text
-from floe_dagster.core.policy_formats import to_loader_policy
-from floe_dagster.core.run_tags import PolicyFacts
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.policies.policy import PolicyError, parse_policies_text
+from floe_dagster.core.policies.policy_formats import to_loader_policy
+from floe_dagster.core.runs.run_tags import PolicyFacts
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import MaintenanceFailed
 from floe_dagster.policies import ResolvedOperation
 from floe_dagster.spark.operation_steps import build_procedure_call, step_of

@@ -2,10 +2,10 @@
 
 from datetime import datetime, timezone
 
-from floe_dagster.core.commit_conflicts import conflict_retry_delay
-from floe_dagster.core.history import OperationHistory
+from floe_dagster.core.runs.commit_conflicts import conflict_retry_delay
+from floe_dagster.core.runs.history import OperationHistory
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.reports.explain import _conflicts
 
 TABLE = TableName("demo", ("sales",), "orders")

@@ -1,4 +1,4 @@
-"""Fair shares (core/fair_shares.py, docs/automation.md): when due work exceeds a budget, the
+"""Fair shares (core/plan/fair_shares.py, docs/automation.md): when due work exceeds a budget, the
 budget is split between namespaces (or policy-tag values) by weight; debt order holds within a
 share; what a share does not need goes to the others in the same tick; a table that waits for its
 share skips with ``budget_share``. Pure and fast, through the real planner, ``now`` injected."""
@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from floe_dagster.core.batches import ONE_TABLE_PER_RUN, BatchSettings
-from floe_dagster.core.fair_shares import (
+from floe_dagster.core.plan.batches import ONE_TABLE_PER_RUN, BatchSettings
+from floe_dagster.core.plan.fair_shares import (
     FAIR_SHARES_OFF,
     FairQueue,
     FairShareSettings,
     PastAdmission,
     decayed_usage,
 )
-from floe_dagster.core.planner import Plan, PlanInput, SchedulerSettings, plan
+from floe_dagster.core.plan.planner import Plan, PlanInput, SchedulerSettings, plan
 from floe_dagster.errors import SettingsError
 from floe_dagster.settings import load_settings
 from floe_dagster_tests.unit.test_planner import EXP, NOW, RDF, code, metrics, policies, policy, table

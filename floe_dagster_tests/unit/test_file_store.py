@@ -10,9 +10,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from pyarrow import fs as pafs
 
-from floe_dagster.core.locations import store_location
-from floe_dagster.core.quarantine import parse_run_folder, run_folder_name
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.storage.locations import store_location
+from floe_dagster.core.storage.quarantine import parse_run_folder, run_folder_name
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import MaintenanceFailed
 from floe_dagster.iceberg.file_store import FileStore, _facts, local_path
 from floe_dagster.iceberg.quarantine_store import TableQuarantine

@@ -1,4 +1,4 @@
-"""What ``floe-dagster import-floe`` makes of a Floe server's answer (pure: core/floe_migration.py): Floe's
+"""What ``floe-dagster import-floe`` makes of a Floe server's answer (pure: core/foreign/floe_migration.py): Floe's
 summaries carry over what they hold and name the rest; files in the PolicyLoader format load back to the
 same policy; file names are safe and say why they differ from the policy's name."""
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from floe_dagster.core.floe_migration import (
+from floe_dagster.core.foreign.floe_migration import (
     ImportedPolicy,
     file_names,
     imported_policy,
@@ -16,8 +16,8 @@ from floe_dagster.core.floe_migration import (
     policy_meaning,
 )
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.policy import PolicyError, parse_policies_text
-from floe_dagster.core.policy_formats import to_loader_policy
+from floe_dagster.core.policies.policy import PolicyError, parse_policies_text
+from floe_dagster.core.policies.policy_formats import to_loader_policy
 
 # Floe's PolicyResponse (PolicyResponse.java): operations summarised, record fields, thresholds in full.
 FLOE_RESPONSE = {

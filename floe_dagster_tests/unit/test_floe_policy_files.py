@@ -39,8 +39,8 @@ import pytest
 from floe_dagster.cli import main
 from floe_dagster.core.operations import IGNORED
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.policy import validate_policy_paths
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.policies.policy import validate_policy_paths
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.spark.operation_steps import build_procedure_call
 from floe_dagster.spark.operation_steps.rewrite_manifests import supports_manifest_sort_by
 

@@ -2,7 +2,7 @@
 shapes and their edge values go through the command into policy files that load, and each table's
 effective policy (the nearest level's, as the source's inheritance says) is what the source sets, never
 more aggressive; a source with no retention gives none; bad input names the file and the field and
-writes nothing. And the table's own ``history.expire.*`` properties, bounded (core/expiry_defaults.py)."""
+writes nothing. And the table's own ``history.expire.*`` properties, bounded (core/facts/expiry_defaults.py)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from floe_dagster.cli import main
-from floe_dagster.core.durations import parse_iso_duration
-from floe_dagster.core.expiry_defaults import MAX_SNAPSHOT_AGE_MS, MIN_SNAPSHOTS_TO_KEEP, expiry_arguments
-from floe_dagster.core.foreign_policies import SourceError
+from floe_dagster.core.basics.durations import parse_iso_duration
+from floe_dagster.core.facts.expiry_defaults import MAX_SNAPSHOT_AGE_MS, MIN_SNAPSHOTS_TO_KEEP, expiry_arguments
+from floe_dagster.core.foreign.foreign_policies import SourceError
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.policy import load_policies
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.policies.policy import load_policies
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.foreign_import import import_foreign
 
 EXPIRE, ORPHANS, REWRITE, MANIFESTS = (Operation.EXPIRE_SNAPSHOTS, Operation.ORPHAN_CLEANUP,

@@ -1,4 +1,4 @@
-"""The gates as an ordered list (core/gates.py) and the plan's stages (core/plan_stages.py): each gate
+"""The gates as an ordered list (core/plan/gates.py) and the plan's stages (core/plan/plan_stages.py): each gate
 and admission step owns its reason codes, the docs, the planner's docstring and explain's words are
 checked against the list, and the plan keeps each operation's own verdict (what every gate let run)
 beside what the admission did with it. Pure: ``now`` is injected."""
@@ -13,11 +13,11 @@ import pytest
 
 from hypothesis import HealthCheck, given, settings
 
-from floe_dagster.core import planner
-from floe_dagster.core.admission import ADMISSION, ADMISSION_CODES
-from floe_dagster.core.gates import GATE_CODES, GATES, check_order, gate_before, gate_named
-from floe_dagster.core.plan_stages import REASON_CODES, STAGES, gates_markdown
-from floe_dagster.core.planner import PlanInput, SchedulerSettings, plan
+from floe_dagster.core.plan import planner
+from floe_dagster.core.plan.admission import ADMISSION, ADMISSION_CODES
+from floe_dagster.core.plan.gates import GATE_CODES, GATES, check_order, gate_before, gate_named
+from floe_dagster.core.plan.plan_stages import REASON_CODES, STAGES, gates_markdown
+from floe_dagster.core.plan.planner import PlanInput, SchedulerSettings, plan
 from floe_dagster.reports.explain import _quiet
 from floe_dagster_tests.unit.test_planner import (
     EXP, NOW, RDF, A, B, code, metrics, plan_inputs, policies, policy,
@@ -43,18 +43,18 @@ def test_the_docs_gate_table_is_generated_from_the_list():
     generated = re.search(r"<!-- gates: begin -->\n(.*)<!-- gates: end -->", doc, re.S)
     assert generated, "docs/automation.md lost its generated gate table"
     assert generated.group(1) == gates_markdown(), (
-        "docs/automation.md's gate table differs from core/gates.py and core/admission.py: paste "
-        "floe_dagster.core.plan_stages.gates_markdown() in")
+        "docs/automation.md's gate table differs from core/plan/gates.py and core/plan/admission.py: paste "
+        "floe_dagster.core.plan.plan_stages.gates_markdown() in")
     for code in REASON_CODES:
         assert f"`{code}`" in generated.group(1)
 
 
 def test_the_planner_docstring_names_every_gate_and_code_in_order():
     doc = planner.__doc__
-    told = " ".join(doc[doc.index("Gates (core/gates.py"):doc.index("Admitted decisions are grouped")].split())
+    told = " ".join(doc[doc.index("Gates (core/plan/gates.py"):doc.index("Admitted decisions are grouped")].split())
     named = [word for word in re.findall(r"[a-z]+(?:_[a-z]+)+", told) if word in REASON_CODES]
     assert list(dict.fromkeys(named)) == list(REASON_CODES)
-    # (a module's name, core/fair_shares.py, is not a code)
+    # (a module's name, core/plan/fair_shares.py, is not a code)
     unknown = [word for word in re.findall(r"(?<![/\w])[a-z]+_[a-z_]+\b", told) if word not in REASON_CODES]
     assert unknown == [], "the docstring names a code no gate or step owns"
     positions = [told.index(f"{gate.name} (") for gate in GATES]
@@ -74,7 +74,7 @@ def test_a_gate_list_in_which_a_gate_reads_what_no_gate_before_it_learns_is_refu
 
 
 def test_explain_says_which_gate_decides_before_the_quiet_period():
-    from floe_dagster.core.planner import Decision
+    from floe_dagster.core.plan.planner import Decision
 
     decision = Decision(A, RDF, "p", "skip", ("not_due",), None, 0.0, {}, 0, None, None)
     schedule_policy = policies(policy(schedules={RDF: {"interval": "P1D", "quietFor": "PT10M"}}))

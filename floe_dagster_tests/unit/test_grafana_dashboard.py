@@ -18,9 +18,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from floe_dagster.api.prometheus import OutcomeTally
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core.history import Outcome
+from floe_dagster.core.runs.history import Outcome
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.run_figures import Benefit, Compute, TableShape
+from floe_dagster.core.runs.run_figures import Benefit, Compute, TableShape
 from floe_dagster_tests.unit import test_api_http
 
 api = test_api_http.api  # a fixture of this module too: its own lakehouse, server and instance

@@ -8,14 +8,14 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from floe_dagster.core.health_assessment import (
+from floe_dagster.core.facts.health_assessment import (
     HEALTH_THRESHOLD_FIELDS,
     HealthThresholds,
     IssueType,
     Severity,
     assess_health,
 )
-from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.facts.measurements import TableMetrics
 
 NOW = datetime(2026, 6, 10, 12, tzinfo=timezone.utc)
 NOW_MS = int(NOW.timestamp() * 1000)

@@ -13,11 +13,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from floe_dagster.core.health_assessment import HealthThresholds
-from floe_dagster.core.health_record import assess_table, health_record
-from floe_dagster.core.measurements import ColumnFacts, RefFacts, TableMetrics
-from floe_dagster.core.policy import parse_policies_text
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.facts.health_assessment import HealthThresholds
+from floe_dagster.core.policies.health_record import assess_table, health_record
+from floe_dagster.core.facts.measurements import ColumnFacts, RefFacts, TableMetrics
+from floe_dagster.core.policies.policy import parse_policies_text
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.health_events import check_evaluation, observation_metadata
 from floe_dagster.reports import health_report
 

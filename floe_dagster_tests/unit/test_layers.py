@@ -3,7 +3,9 @@
 core <- redaction, errors, file_locks, instance, settings, policies, policy_store <- iceberg, spark, coordination <- scheduling <- defs
 <- launching <- reports <- api, mcp_server, cli, foreign_import, definitions, component, shards, demo, demo_writers. The pure core imports only the
 standard library, PyYAML and itself. Function-level imports of the package's own modules are kept
-for what is truly expensive to import (Spark).
+for what is truly expensive to import (Spark). Inside the core, the parts stand on floors (CORE_FLOORS):
+basics <- storage, operation_config <- facts <- rewrites, schedules <- operation_kinds <- operations <- runs
+<- value, policies <- plan, foreign.
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ LAYERS = {
 FOUNDATION = {"redaction": set(), "errors": {"redaction"}, "file_locks": {"errors"}, "instance": {"redaction"},
               "settings_schema": set(), "settings": {"errors", "settings_schema", "redaction"},
               "policies": {"errors", "settings"}, "policy_store": {"errors", "file_locks", "settings", "policies"}}
+# The core's own floors (docs/layout.md): a part of the core imports only from the floors below its own.
+CORE_FLOORS = {
+    "basics": 0, "storage": 1, "operation_config": 1, "facts": 2, "rewrites": 3, "schedules": 3,
+    "operation_kinds": 4, "operations": 5, "runs": 6, "value": 7, "policies": 7, "plan": 8, "foreign": 8,
+}
 # Function-level imports of the package's own modules allowed outside cli.py (issue 13: at most 10).
 MAX_FUNCTION_LEVEL_IMPORTS = 10
 
@@ -84,6 +91,25 @@ def test_the_core_is_pure():
                 assert root in allowed, f"{path.relative_to(PACKAGE)}:{node.lineno} imports {root}"
             if roots == ["floe_dagster"]:
                 assert node.module.startswith("floe_dagster.core"), f"{path.relative_to(PACKAGE)} leaves the core"
+
+
+def _core_part(module: str) -> str:
+    return module.split(".")[2]
+
+
+def test_every_part_of_the_core_has_a_floor():
+    parts = {p.relative_to(PACKAGE / "core").parts[0].removesuffix(".py") for p in (PACKAGE / "core").rglob("*.py")}
+    assert parts - {"__init__"} == set(CORE_FLOORS)
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "core").rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_the_core_imports_only_from_floors_below(path: Path):
+    """Type-only imports too: a part that names a higher one's type would tie the two in a circle."""
+    source = path.relative_to(PACKAGE / "core").parts[0].removesuffix(".py")
+    for node, name in _own_imports(ast.parse(path.read_text())):
+        if name.startswith("floe_dagster.core.") and _core_part(name) != source:
+            assert CORE_FLOORS[_core_part(name)] < CORE_FLOORS[source], \
+                f"{path.relative_to(PACKAGE)}:{node.lineno} imports {name}: a floor that is not below core/{source}"
 
 
 def test_few_function_level_imports_of_our_own_modules():

@@ -1,20 +1,20 @@
-"""The learned ranking and the adaptive orphan cadence inside ``plan()`` (core/learned_plan.py,
-core/plan_stages.py, the due gate with ORPHAN_CLEANUP's cadence hook), and the figures a run records
-(core/run_figures.py) as the ranking reads them (core/run_history.py). The clock is injected everywhere."""
+"""The learned ranking and the adaptive orphan cadence inside ``plan()`` (core/plan/learned_plan.py,
+core/plan/plan_stages.py, the due gate with ORPHAN_CLEANUP's cadence hook), and the figures a run records
+(core/runs/run_figures.py) as the ranking reads them (core/value/run_history.py). The clock is injected everywhere."""
 
 from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta, timezone
 
-from floe_dagster.core.history import OperationHistory
-from floe_dagster.core.learned_ranking import LEARNING_OFF, RankingSettings, LearningRun
-from floe_dagster.core.learned_plan import LearnedView
-from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.runs.history import OperationHistory
+from floe_dagster.core.value.learned_ranking import LEARNING_OFF, RankingSettings, LearningRun
+from floe_dagster.core.plan.learned_plan import LearnedView
+from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.planner import PlanInput, SchedulerSettings, plan
-from floe_dagster.core.policy import parse_policies_text
-from floe_dagster.core.run_figures import (
+from floe_dagster.core.plan.planner import PlanInput, SchedulerSettings, plan
+from floe_dagster.core.policies.policy import parse_policies_text
+from floe_dagster.core.runs.run_figures import (
     NO_SPARK,
     SPARK,
     SPARK_CONNECT,
@@ -26,8 +26,8 @@ from floe_dagster.core.run_figures import (
     figures_json,
     outcome_columns,
 )
-from floe_dagster.core.run_history import RecordedRun, compute_seconds, compute_source, learning_run
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.value.run_history import RecordedRun, compute_seconds, compute_source, learning_run
+from floe_dagster.core.basics.tables import TableName
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=timezone.utc)
 RDF, ORPHANS = Operation.REWRITE_DATA_FILES, Operation.ORPHAN_CLEANUP

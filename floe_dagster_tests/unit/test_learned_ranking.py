@@ -1,4 +1,4 @@
-"""Learned ranking, the pure half (core/learned_ranking.py): a run's benefit from the scan-cost proxy,
+"""Learned ranking, the pure half (core/value/learned_ranking.py): a run's benefit from the scan-cost proxy,
 runs weighed by age (an injected clock), the measured-efficiency factor shrunk toward its prior when
 a table's history is short, the compute estimate a compute budget admits on, and floe.yaml's
 ``ranking`` section."""
@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from floe_dagster.core.learned_ranking import (
+from floe_dagster.core.value.learned_ranking import (
     DEFAULT_COMPUTE_S_PER_GIB,
     DEFAULT_COMPUTE_S_PER_RUN,
     FACTOR_MAX,

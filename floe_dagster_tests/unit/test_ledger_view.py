@@ -12,11 +12,11 @@ from sqlalchemy import event
 from floe_dagster.coordination import database
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.ledger_view import OutcomeWindow, read_ledger_view, read_recorded_runs
-from floe_dagster.core.history import Outcome
+from floe_dagster.core.runs.history import Outcome
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.run_decision import RunDecision
-from floe_dagster.core.tables import TableName
-from floe_dagster.core.writers import SOURCE_RULE, Writer
+from floe_dagster.core.runs.run_decision import RunDecision
+from floe_dagster.core.basics.tables import TableName
+from floe_dagster.core.schedules.writers import SOURCE_RULE, Writer
 from floe_dagster_tests.conftest import postgres_url
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)

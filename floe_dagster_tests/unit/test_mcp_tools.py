@@ -17,7 +17,7 @@ from mcp import Client
 from floe_dagster.api.auth import hash_key
 from floe_dagster.api.services import ApiServices
 from floe_dagster.api.timestamps import utc_now
-from floe_dagster.core import run_tags as T
+from floe_dagster.core.runs import run_tags as T
 from floe_dagster.demo import _create, rows
 from floe_dagster.errors import ApiError
 from floe_dagster.iceberg.catalog import open_catalog

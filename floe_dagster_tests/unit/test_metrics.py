@@ -23,13 +23,13 @@ from floe_dagster.api.app import create_app
 from floe_dagster.api.auth import KeyStore
 from floe_dagster.api.prometheus import AdmissionWindow, OutcomeTally, SinceStart
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core import run_tags as T
-from floe_dagster.core.conditions import ConditionResult
-from floe_dagster.core.history import CONFLICT, LOCK_HELD, OUTAGE, Outcome
+from floe_dagster.core.runs import run_tags as T
+from floe_dagster.core.policies.conditions import ConditionResult
+from floe_dagster.core.runs.history import CONFLICT, LOCK_HELD, OUTAGE, Outcome
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.planner import Decision, Plan
-from floe_dagster.core.run_decision import RunDecision
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.plan.planner import Decision, Plan
+from floe_dagster.core.runs.run_decision import RunDecision
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.demo import _create, rows
 from floe_dagster.iceberg.catalog import open_catalog
 from floe_dagster.scheduling.tick import TickResult, run_tick

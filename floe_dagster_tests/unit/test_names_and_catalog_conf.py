@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.defs.names import (
     COORDINATION_RESOURCE,

@@ -7,11 +7,11 @@ from datetime import datetime, timezone
 
 import pytest
 
-from floe_dagster.core.object_storage import s3_path_style, storage_description, uses_s3
+from floe_dagster.core.storage.object_storage import s3_path_style, storage_description, uses_s3
 from floe_dagster.core.operation_kinds.expire_snapshots import ExpireSnapshotsConfig
 from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import JarResolutionError
 from floe_dagster.iceberg.catalog import pyiceberg_properties
 from floe_dagster.settings import DEFAULT_SQLITE_JDBC, CatalogSettings, load_settings

@@ -17,7 +17,7 @@ from floe_dagster.api.policy_models import FLOE_OPERATIONS, PolicyResponse
 from floe_dagster.core import operation_kinds
 from floe_dagster.core.operation_kinds import SPECS, spec_of
 from floe_dagster.core.operations import ALL_OPERATIONS, CONFIG_TYPES, Operation
-from floe_dagster.core.policy import PolicyError, parse_policies_text
+from floe_dagster.core.policies.policy import PolicyError, parse_policies_text
 from floe_dagster.defs.assets import OPERATIONS_PARTITIONS
 from floe_dagster.spark.operation_steps import STEPS, step_of
 

@@ -1,4 +1,4 @@
-"""Adaptive orphan cadence, the pure half (core/orphan_cadence.py): the next cleanup timed from the
+"""Adaptive orphan cadence, the pure half (core/schedules/orphan_cadence.py): the next cleanup timed from the
 orphan rate past cleanups found, clamped to [min, max], with the "why" explain shows (an injected
 clock); ``orphanCleanup.adaptive`` in both policy formats, and sizes as policies write them."""
 
@@ -11,10 +11,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.orphan_cadence import AdaptiveCadence, OrphanRunFigures, next_orphan_run
-from floe_dagster.core.policy import PolicyError, parse_policies_text
-from floe_dagster.core.policy_formats import to_loader_policy
-from floe_dagster.core.sizes import parse_size
+from floe_dagster.core.schedules.orphan_cadence import AdaptiveCadence, OrphanRunFigures, next_orphan_run
+from floe_dagster.core.policies.policy import PolicyError, parse_policies_text
+from floe_dagster.core.policies.policy_formats import to_loader_policy
+from floe_dagster.core.basics.sizes import parse_size
 
 GIB = 1024**3
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=timezone.utc)

@@ -1,4 +1,4 @@
-"""The one rule that tells an outage from a table's own failure (core/outages.py, errors.failure_kind):
+"""The one rule that tells an outage from a table's own failure (core/runs/outages.py, errors.failure_kind):
 only what shows a service cannot be reached is an outage; anything else loading or maintaining one
 table (corrupt or missing metadata, a refused read, a 4xx about it, Spark's AnalysisException) is that
 table's failure. The network errors are real ones: a connection to a port nobody listens on."""
@@ -20,7 +20,7 @@ from pyiceberg.exceptions import (
     ValidationError,
 )
 
-from floe_dagster.core.outages import ErrorLink, job_internal_evidence, outage_evidence, outage_in_text
+from floe_dagster.core.runs.outages import ErrorLink, job_internal_evidence, outage_evidence, outage_in_text
 from floe_dagster.errors import (
     OUTAGE,
     CatalogUnavailable,

@@ -1,4 +1,4 @@
-"""Owner overrides (core/owner_overrides.py): the keys derived from the operation registry, the policy's
+"""Owner overrides (core/policies/owner_overrides.py): the keys derived from the operation registry, the policy's
 ``ownerOverrides`` in both formats, a table's ``floe.*`` properties applied within their bounds or ignored
 with the reason, the pause through the planner's gate, and the safety envelope: no location key, ever.
 Pure: ``now`` is injected."""
@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
-from floe_dagster.core.owner_overrides import (
+from floe_dagster.core.policies.owner_overrides import (
     KEYS, NEVER_OVERRIDABLE, PAUSE_PROPERTY, Bounds, OwnerOverridePolicy, describe_keys, owner_overrides,
 )
-from floe_dagster.core.planner import PlanInput, SchedulerSettings, plan
-from floe_dagster.core.policy import PolicyError, parse_policies_text
-from floe_dagster.core.storage_keys import TABLE_STORAGE_IGNORED
+from floe_dagster.core.plan.planner import PlanInput, SchedulerSettings, plan
+from floe_dagster.core.policies.policy import PolicyError, parse_policies_text
+from floe_dagster.core.storage.storage_keys import TABLE_STORAGE_IGNORED
 from floe_dagster_tests.unit.test_planner import EXP, NOW, RDF, A, B, code, metrics, policies, policy
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "policies.md"
@@ -64,7 +64,7 @@ def test_the_docs_list_every_key():
     assert generated, "docs/policies.md lost its generated table of owner override keys"
     assert generated.group(1) == describe_keys(), (
         "docs/policies.md's owner override keys differ from the registry: paste "
-        "floe_dagster.core.owner_overrides.describe_keys() in")
+        "floe_dagster.core.policies.owner_overrides.describe_keys() in")
 
 
 # -- the policy's allow list -------------------------------------------------------------------------------

@@ -10,11 +10,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from floe_dagster.core.estimates import RewriteRules
-from floe_dagster.core.history import OperationHistory
-from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.rewrites.rewrite_rules import RewriteRules
+from floe_dagster.core.runs.history import OperationHistory
+from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.partition_scope import (
+from floe_dagster.core.rewrites.partition_scope import (
     MAX_SCOPED_PARTITIONS,
     Backlog,
     PartitionField,
@@ -25,9 +25,9 @@ from floe_dagster.core.partition_scope import (
     scope_units,
     select_units,
 )
-from floe_dagster.core.planner import PlanInput, SchedulerSettings, plan
-from floe_dagster.core.policy import parse_policies_text
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.plan.planner import PlanInput, SchedulerSettings, plan
+from floe_dagster.core.policies.policy import parse_policies_text
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.spark.partition_predicates import partition_predicate
 from floe_dagster.spark.operation_steps import build_procedure_call
 from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
@@ -270,7 +270,7 @@ def _record() -> TableMetrics:
 def _plan(options: dict | None = None, *, history=None, backlogs=None, last_attempts=None, limits=None,
           now: datetime = NOW, schedule: dict | None = None, record: TableMetrics | None = None):
     record = record or _record()
-    from floe_dagster.core.estimates import estimate_rewrite_data_files
+    from floe_dagster.core.rewrites.estimates import estimate_rewrite_data_files
 
     data = PlanInput(
         now=now, catalog_tables=(T,), loaded_tables=frozenset({T}),
@@ -410,7 +410,7 @@ def test_max_files_to_rewrite_reaches_iceberg_and_max_bytes_per_run_does_not():
 
 
 def test_both_policy_formats_spell_the_new_keys(tmp_path):
-    from floe_dagster.core.policy import validate_policy_paths
+    from floe_dagster.core.policies.policy import validate_policy_paths
 
     (tmp_path / "kebab.yaml").write_text(
         "policies:\n  - name: big\n    pattern: 'demo.sales.*'\n"
@@ -454,7 +454,7 @@ def test_a_backlog_continuation_waits_for_quiet_and_is_forced_from_its_slot():
     ("interval:first", None), ("cron:none", None), ("manual:abc", None),
 ])
 def test_a_backlogs_slot_time_is_read_back_from_every_kind_of_slot_key(key, expected):
-    from floe_dagster.core.plan_stages import slot_time
+    from floe_dagster.core.plan.plan_stages import slot_time
 
     assert slot_time(key) == expected
 

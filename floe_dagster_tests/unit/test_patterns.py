@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from floe_dagster.core.patterns import TablePattern
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.patterns import TablePattern
+from floe_dagster.core.basics.tables import TableName
 
 
 def t(text: str) -> TableName:

@@ -13,12 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from floe_dagster.core.batches import ONE_TABLE_PER_RUN, BatchSettings
-from floe_dagster.core.fair_shares import FAIR_SHARES_OFF, FairShareSettings
-from floe_dagster.core.history import OperationHistory
-from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.plan.batches import ONE_TABLE_PER_RUN, BatchSettings
+from floe_dagster.core.plan.fair_shares import FAIR_SHARES_OFF, FairShareSettings
+from floe_dagster.core.runs.history import OperationHistory
+from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
-from floe_dagster.core.planner import (
+from floe_dagster.core.plan.planner import (
     Decision,
     Plan,
     PlanInput,
@@ -26,9 +26,9 @@ from floe_dagster.core.planner import (
     backoff_delay,
     plan,
 )
-from floe_dagster.core.policy import PolicySet, parse_policies_text
-from floe_dagster.core.tables import TableName
-from floe_dagster.core.table_properties import DELETE_AFTER_COMMIT
+from floe_dagster.core.policies.policy import PolicySet, parse_policies_text
+from floe_dagster.core.basics.tables import TableName
+from floe_dagster.core.facts.table_properties import DELETE_AFTER_COMMIT
 
 UTC = timezone.utc
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)  # a Monday, noon
@@ -1095,11 +1095,11 @@ def test_a_tick_pauses_the_cyclic_collector_only_while_it_plans():
         gc.enable()
 
 
-# -- lost commit races (core/commit_conflicts.py) -----------------------------------------------------
+# -- lost commit races (core/runs/commit_conflicts.py) -----------------------------------------------------
 
 
 def test_a_conflict_waits_a_short_jittered_delay_and_never_backs_off():
-    from floe_dagster.core.commit_conflicts import conflict_retry_delay
+    from floe_dagster.core.runs.commit_conflicts import conflict_retry_delay
 
     delay = conflict_retry_delay(A.qualified, RDF.value, 3)
     schedules = {RDF: {"interval": "PT1H"}}

@@ -9,22 +9,22 @@ from pathlib import Path
 
 import pytest
 
-from floe_dagster.core.durations import parse_iso_duration
+from floe_dagster.core.basics.durations import parse_iso_duration
 from floe_dagster.core.operation_kinds.expire_snapshots import ExpireSnapshotsConfig
 from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
 from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
 from floe_dagster.core.operation_kinds.rewrite_manifests import RewriteManifestsConfig
 from floe_dagster.core.operation_kinds.rewrite_position_delete_files import RewritePositionDeleteFilesConfig
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.policy import (
+from floe_dagster.core.policies.policy import (
     PolicyError,
     PolicySet,
     load_policies,
     parse_policies_text,
     validate_policy_paths,
 )
-from floe_dagster.core.schedule import schedule_due
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.schedules.schedule import schedule_due
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster_tests.unit.test_planner import MINIMAL_CONFIGS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,7 +109,7 @@ def test_operation_enabled_needs_config_and_an_enabled_schedule():
 def test_configs_are_normalized_camel_case_with_only_what_is_set():
     loaded = policies("""
         name: p
-        tablePattern: "w.t"  # one table: an absolute orphan location is for one table only (core/envelope.py)
+        tablePattern: "w.t"  # one table: an absolute orphan location is for one table only (core/policies/envelope.py)
         rewriteDataFiles:
           strategy: sort
           sortOrder: ["id DESC NULLS LAST", "at"]
@@ -168,7 +168,7 @@ def test_a_config_parses_on_its_own():
 
 def test_tags_become_run_tags_and_the_version_follows_the_definition():
     first = policies("name: p\ntablePattern: '*'\ntags: {team: sales, cost-center: '42'}\n").get("p")
-    # On the run page, not in Dagit's runs list (core/run_tags.py).
+    # On the run page, not in Dagit's runs list (core/runs/run_tags.py).
     assert first.run_tags() == {"dagster/floe.tag.team": "sales", "dagster/floe.tag.cost-center": "42"}
     second = policies("name: p\ntablePattern: '*'\ntags: {team: ops, cost-center: '42'}\n").get("p")
     assert first.version != second.version
@@ -277,7 +277,7 @@ def test_policy_gates_use_its_thresholds_and_schedules():
         triggerConditions: {smallFileCountAbove: 1}
         healthThresholds: {smallFileSizeBytes: 10}
     """).get("p")
-    from floe_dagster.core.measurements import TableMetrics
+    from floe_dagster.core.facts.measurements import TableMetrics
 
     now = datetime(2026, 6, 10, 12, tzinfo=timezone.utc)
     metrics = TableMetrics("demo.s.t", None, "full", 0, data_file_count=2, data_file_sizes=(5, 500))

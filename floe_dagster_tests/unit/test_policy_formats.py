@@ -14,17 +14,17 @@ from pathlib import Path
 import pytest
 
 from floe_dagster.cli import main
-from floe_dagster.core.history import OperationHistory
+from floe_dagster.core.runs.history import OperationHistory
 from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.policy import (
+from floe_dagster.core.policies.policy import (
     PolicyError,
     PolicySet,
     load_policies,
     parse_policies_text,
     validate_policy_paths,
 )
-from floe_dagster.core.policy_formats import API_FORMAT, LOADER_FORMAT, kebab
+from floe_dagster.core.policies.policy_formats import API_FORMAT, LOADER_FORMAT, kebab
 from floe_dagster.policies import load_policy_set
 from floe_dagster.settings import load_settings
 from floe_dagster.spark.operation_steps import build_procedure_call

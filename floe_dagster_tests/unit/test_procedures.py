@@ -5,15 +5,16 @@ from datetime import datetime, timezone
 
 import pytest
 
-from floe_dagster.core.estimates import RewriteRules, estimate_rewrite_data_files
-from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.rewrites.rewrite_rules import RewriteRules
+from floe_dagster.core.rewrites.estimates import estimate_rewrite_data_files
+from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operation_kinds.expire_snapshots import ExpireSnapshotsConfig
 from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
 from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
 from floe_dagster.core.operations import CONFIG_TYPES
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.policy import parse_policies_text
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.policies.policy import parse_policies_text
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import ProcedureOptionError
 from floe_dagster.spark.sql_literals import quote_identifier, quote_literal
 from floe_dagster.spark.operation_steps import build_procedure_call, summarize_result

@@ -1,4 +1,4 @@
-"""Recoverable orphan deletion, the pure half (core/quarantine.py): where a quarantined file goes and
+"""Recoverable orphan deletion, the pure half (core/storage/quarantine.py): where a quarantined file goes and
 comes back from (no table's folder ever nests in another's), when a run folder is purged (an injected
 clock: the later of its promise and the rule in force), when a run quarantines (every run unless the
 policy opts out), that an unknown file time is young, which locations are refused, and
@@ -14,9 +14,9 @@ import pytest
 
 from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.policy import PolicyError, parse_policies_text
-from floe_dagster.core.policy_formats import to_loader_policy
-from floe_dagster.core.quarantine import (
+from floe_dagster.core.policies.policy import PolicyError, parse_policies_text
+from floe_dagster.core.policies.policy_formats import to_loader_policy
+from floe_dagster.core.storage.quarantine import (
     QuarantinePolicy,
     QuarantineRun,
     escape_component,
@@ -33,7 +33,7 @@ from floe_dagster.core.quarantine import (
     store_location,
     table_folder,
 )
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 
 T = TableName("demo", ("sales",), "orders")
 NOW = datetime(2026, 11, 24, 10, 15, 0, tzinfo=timezone.utc)

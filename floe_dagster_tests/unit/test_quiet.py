@@ -17,13 +17,13 @@ from hypothesis import strategies as st
 from pyiceberg.table.snapshots import Operation as SnapshotOperation
 from pyiceberg.table.snapshots import Snapshot, Summary
 
-from floe_dagster.core.durations import format_wait
+from floe_dagster.core.basics.durations import format_wait
 from floe_dagster.core.operations import ALL_OPERATIONS
-from floe_dagster.core.planner import PlanInput, SchedulerSettings, plan
-from floe_dagster.core.policy import validate_policy_paths
-from floe_dagster.core.quiet import DEFAULT_MAX_QUIET_WAIT, QuietPeriod
-from floe_dagster.core.schedule import parse_schedule
-from floe_dagster.core.validation import standalone
+from floe_dagster.core.plan.planner import PlanInput, SchedulerSettings, plan
+from floe_dagster.core.policies.policy import validate_policy_paths
+from floe_dagster.core.schedules.quiet import DEFAULT_MAX_QUIET_WAIT, QuietPeriod
+from floe_dagster.core.schedules.schedule import parse_schedule
+from floe_dagster.core.basics.validation import standalone
 from floe_dagster.iceberg.metadata_reduction import newest_foreign_commit
 from floe_dagster.iceberg.metrics_cache import RECORD_VERSION, MetricsCache
 from floe_dagster_tests.unit.test_planner import (

@@ -1,4 +1,4 @@
-"""The static and the learned ranking side by side (core/ranking_shadow.py): the static order is the
+"""The static and the learned ranking side by side (core/value/ranking_shadow.py): the static order is the
 planner's own (checked against ``plan()``), the learned one multiplies the debt score by each item's
 factor, and one compute budget spent in each order tells what each would admit."""
 
@@ -8,19 +8,19 @@ import json
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 
-from floe_dagster.core.history import OperationHistory
-from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.runs.history import OperationHistory
+from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.planner import PlanInput, SchedulerSettings, plan
-from floe_dagster.core.policy import parse_policies_text
-from floe_dagster.core.ranking_shadow import (
+from floe_dagster.core.plan.planner import PlanInput, SchedulerSettings, plan
+from floe_dagster.core.policies.policy import parse_policies_text
+from floe_dagster.core.value.ranking_shadow import (
     admit_within_compute,
     both_orders,
     compare_rankings,
     learned_rank_key,
     static_rank_key,
 )
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=timezone.utc)
 RDF, EXP = Operation.REWRITE_DATA_FILES, Operation.EXPIRE_SNAPSHOTS

@@ -20,21 +20,21 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from floe_dagster.core import gates
-from floe_dagster.core.batches import ONE_TABLE_PER_RUN, BatchSettings
-from floe_dagster.core.estimates import estimate_rewrite_data_files
-from floe_dagster.core.fair_shares import FAIR_SHARES_OFF, FairShareSettings
-from floe_dagster.core.history import OperationHistory
-from floe_dagster.core.learned_ranking import RankingSettings
-from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.plan import gates
+from floe_dagster.core.plan.batches import ONE_TABLE_PER_RUN, BatchSettings
+from floe_dagster.core.rewrites.estimates import estimate_rewrite_data_files
+from floe_dagster.core.plan.fair_shares import FAIR_SHARES_OFF, FairShareSettings
+from floe_dagster.core.runs.history import OperationHistory
+from floe_dagster.core.value.learned_ranking import RankingSettings
+from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
-from floe_dagster.core.partition_scope import Backlog
-from floe_dagster.core.planner import Plan, PlanInput, SchedulerSettings, plan
-from floe_dagster.core.run_decision import RunDecision, shadow_summary
-from floe_dagster.core.run_history import RecordedRun
-from floe_dagster.core.run_tags import PolicyFacts, batch_run_tags
-from floe_dagster.core.tables import TableName
-from floe_dagster.core.writers import SOURCE_RULE, Writer, WriterRun
+from floe_dagster.core.rewrites.partition_scope import Backlog
+from floe_dagster.core.plan.planner import Plan, PlanInput, SchedulerSettings, plan
+from floe_dagster.core.runs.run_decision import RunDecision, shadow_summary
+from floe_dagster.core.value.run_history import RecordedRun
+from floe_dagster.core.runs.run_tags import PolicyFacts, batch_run_tags
+from floe_dagster.core.basics.tables import TableName
+from floe_dagster.core.schedules.writers import SOURCE_RULE, Writer, WriterRun
 from floe_dagster_tests.unit.test_planner import (
     NOW, PROPERTY_POLICIES, PROPERTY_TABLES, metrics, ms, policies, policy,
 )

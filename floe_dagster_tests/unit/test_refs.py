@@ -10,11 +10,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from floe_dagster.core.health_assessment import IssueType, Severity
-from floe_dagster.core.health_record import assess_table, health_record
-from floe_dagster.core.measurements import RefFacts, TableMetrics
-from floe_dagster.core.policy import PolicyError, parse_policies_text, validate_policy_paths
-from floe_dagster.core.refs import (
+from floe_dagster.core.facts.health_assessment import IssueType, Severity
+from floe_dagster.core.policies.health_record import assess_table, health_record
+from floe_dagster.core.facts.measurements import RefFacts, TableMetrics
+from floe_dagster.core.policies.policy import PolicyError, parse_policies_text, validate_policy_paths
+from floe_dagster.core.facts.refs import (
     CLEARED,
     SET,
     SetAge,

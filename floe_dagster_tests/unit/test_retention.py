@@ -13,12 +13,12 @@ from dagster._core.test_utils import create_run_for_test
 
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.ledger_view import OutcomeWindow, read_ledger_view
-from floe_dagster.core.history import Outcome
+from floe_dagster.core.runs.history import Outcome
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.planner import PlanInput, SchedulerSettings, plan
-from floe_dagster.core.run_decision import RunDecision
-from floe_dagster.core.policy import parse_policies_text
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.plan.planner import PlanInput, SchedulerSettings, plan
+from floe_dagster.core.runs.run_decision import RunDecision
+from floe_dagster.core.policies.policy import parse_policies_text
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.scheduling.inputs import LEDGER_LOOKBACK, ledger_state
 from floe_dagster.scheduling.retention import prune, prune_if_due
 from floe_dagster_tests.unit.test_planner import metrics

@@ -1,7 +1,7 @@
-"""When a rewrite whose rows changed may be rolled back (core/rollback.py): only when nothing but the
+"""When a rewrite whose rows changed may be rolled back (core/rewrites/rollback.py): only when nothing but the
 run's own snapshots lies on top of the snapshot it started from."""
 
-from floe_dagster.core.rollback import rollback_target
+from floe_dagster.core.rewrites.rollback import rollback_target
 
 # 1 <- 2 <- 3 <- 4: each snapshot's parent.
 PARENTS = {1: None, 2: 1, 3: 2, 4: 3}

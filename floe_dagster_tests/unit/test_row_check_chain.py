@@ -1,13 +1,13 @@
-"""Which method decides each commit of a rewrite (core/row_check.py): the summaries, the metadata proof,
+"""Which method decides each commit of a rewrite (core/rewrites/row_check.py): the summaries, the metadata proof,
 Spark's count; and what the check records. Fakes stand for the proof and the count."""
 
 from __future__ import annotations
 
 import pytest
 
-from floe_dagster.core.phase_timer import PhaseTimer
-from floe_dagster.core.row_check import RowsChanged, check_commits
-from floe_dagster.core.row_proof import CannotProve, CommitProof
+from floe_dagster.core.basics.phase_timer import PhaseTimer
+from floe_dagster.core.rewrites.row_check import RowsChanged, check_commits
+from floe_dagster.core.rewrites.row_proof import CannotProve, CommitProof
 
 WITH_DELETES = {"total-records": "31", "total-delete-files": "1", "total-position-deletes": "1"}
 

@@ -1,4 +1,4 @@
-"""The metadata row proof's decisions (core/row_proof.py), from facts: which files a commit touched,
+"""The metadata row proof's decisions (core/rewrites/row_proof.py), from facts: which files a commit touched,
 which position deletes apply (Iceberg's rule), the live rows on each side, and where it hands over to
 Spark. The same cases through real Spark and real files: reliability/test_row_proof.py."""
 
@@ -9,7 +9,7 @@ from dataclasses import replace
 import pyarrow as pa
 import pytest
 
-from floe_dagster.core.row_proof import (
+from floe_dagster.core.rewrites.row_proof import (
     DATA,
     DELETION_VECTOR,
     EQUALITY_DELETES,

@@ -1,4 +1,4 @@
-"""What a run cost and bought (core/run_figures.py): the benefit's deltas, the scan-cost proxy, the round
+"""What a run cost and bought (core/runs/run_figures.py): the benefit's deltas, the scan-cost proxy, the round
 trips through the materialization's metadata and the outcome row, and the history read on a real SQLite
 coordination database (also one created before the figure columns existed)."""
 
@@ -8,9 +8,9 @@ from datetime import datetime, timedelta, timezone
 from sqlalchemy import text
 
 from floe_dagster.coordination.database import FIGURE_COLUMNS, Coordination
-from floe_dagster.core.history import Outcome
+from floe_dagster.core.runs.history import Outcome
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.run_figures import (
+from floe_dagster.core.runs.run_figures import (
     CONNECT_UNAVAILABLE,
     SPARK,
     SPARK_CONNECT,

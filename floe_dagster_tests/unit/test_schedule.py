@@ -9,8 +9,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from floe_dagster.core.cron import slots_between
-from floe_dagster.core.schedule import Schedule, schedule_due
+from floe_dagster.core.schedules.cron import slots_between
+from floe_dagster.core.schedules.schedule import Schedule, schedule_due
 
 UTC = timezone.utc
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -79,8 +79,8 @@ def test_bad_fields(raw, message):
 
 
 def test_interval_wins_over_cron_with_a_warning():
-    from floe_dagster.core.schedule import parse_schedule
-    from floe_dagster.core.validation import standalone
+    from floe_dagster.core.schedules.schedule import parse_schedule
+    from floe_dagster.core.basics.validation import standalone
 
     at = standalone()
     schedule = parse_schedule(at, {"interval": "PT6H", "cronExpression": "0 2 * * *"})
@@ -358,7 +358,7 @@ def test_next_eligible_is_never_before_now_and_is_eligible(rule, start, end, day
 
 def _dst_changes() -> list[tuple[str, datetime]]:
     """(zone, instant) of each 2026 DST change of a few zones, found with the zone database."""
-    from floe_dagster.core.localtime import transitions_on
+    from floe_dagster.core.basics.localtime import transitions_on
 
     changes = []
     for tz in ("Europe/Berlin", "America/New_York", "Australia/Sydney", "America/Santiago", "Australia/Lord_Howe"):

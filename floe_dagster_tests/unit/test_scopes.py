@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from floe_dagster.core.scopes import DEFAULT_SCOPE, scope_named
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.scopes import DEFAULT_SCOPE, scope_named
+from floe_dagster.core.basics.tables import TableName
 
 TABLES = [TableName("demo", (ns,), f"t{i}") for ns in ("sales", "ops", "hr") for i in range(20)]
 SHARDS = (("sales", "demo.sales.*"), ("rest", "*"))

@@ -1,4 +1,4 @@
-"""The one masking rule (core/secrets.py) and where a process applies it (redaction.py): which keys
+"""The one masking rule (core/basics/secrets.py) and where a process applies it (redaction.py): which keys
 name a secret, URI user info, secrets inside free text, nested values, known secrets; log records
 (floe's loggers, tracebacks), floe's errors and their causes, the CLI's output, the settings'
 secrets remembered as they are loaded, and secrets handed to Dagster resources as EnvVar."""
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from floe_dagster import redaction
-from floe_dagster.core.secrets import MASK, mask_text, masked, secret_key, secrets_in, split_secret_entries
+from floe_dagster.core.basics.secrets import MASK, mask_text, masked, secret_key, secrets_in, split_secret_entries
 from floe_dagster.errors import CatalogUnavailable, SecretInCause, SettingsError, masked_cause
 from floe_dagster.settings import settings_from_mapping
 

@@ -16,8 +16,8 @@ import pytest
 
 from floe_dagster import redaction
 from floe_dagster.api.answer_masking import masked_body
-from floe_dagster.core.owner_overrides import Ignored
-from floe_dagster.core.secrets import (
+from floe_dagster.core.policies.owner_overrides import Ignored
+from floe_dagster.core.basics.secrets import (
     MASK,
     SPARK_REDACTION_REGEX,
     mask_text,
@@ -26,7 +26,7 @@ from floe_dagster.core.secrets import (
     secret_key,
     spark_redaction_regex,
 )
-from floe_dagster.core.table_properties import PropertyDrift
+from floe_dagster.core.facts.table_properties import PropertyDrift
 from floe_dagster.errors import OUTAGE, failure_kind
 
 

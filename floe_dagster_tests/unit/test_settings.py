@@ -2,7 +2,7 @@
 
 import pytest
 
-from floe_dagster.core.debt import DebtWeights
+from floe_dagster.core.facts.debt import DebtWeights
 from floe_dagster.errors import SettingsError
 from floe_dagster.settings import load_settings
 

@@ -13,8 +13,8 @@ import pytest
 from floe_dagster.component import FloeMaintenanceComponent
 from floe_dagster.errors import SettingsError
 from floe_dagster.iceberg import table_cache
-from floe_dagster.core.patterns import TablePattern
-from floe_dagster.core.writers import WriterRule
+from floe_dagster.core.basics.patterns import TablePattern
+from floe_dagster.core.schedules.writers import WriterRule
 from floe_dagster.settings import Key, all_keys, load_settings, reference_markdown, sections
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"

@@ -12,10 +12,10 @@ from datetime import timedelta
 import pytest
 
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core.history import OperationHistory, Outcome
-from floe_dagster.core.planner import Plan, SchedulerSettings
-from floe_dagster.core.policy import PolicyError, parse_policies_text
-from floe_dagster.core.run_decision import SHADOW_ATTEMPT, RunDecision, shadow_summary
+from floe_dagster.core.runs.history import OperationHistory, Outcome
+from floe_dagster.core.plan.planner import Plan, SchedulerSettings
+from floe_dagster.core.policies.policy import PolicyError, parse_policies_text
+from floe_dagster.core.runs.run_decision import SHADOW_ATTEMPT, RunDecision, shadow_summary
 from floe_dagster.scheduling.inputs import ledger_state
 from floe_dagster_tests.unit.test_planner import (
     EXP,
@@ -106,13 +106,13 @@ def test_the_shadow_pass_has_budgets_of_its_own():
     assert code(decision(result, B)) == "budget_operations"
     # Its own hour: the shadow rows of the last hour count against the shadow pass only.
     data = replace(_input(set_, (A,), limits, sized({A: 60})), shadow_bytes_last_hour=50)
-    from floe_dagster.core.planner import plan
+    from floe_dagster.core.plan.planner import plan
     assert code(decision(plan(data), A)) == "budget_bytes"
     assert plan(replace(data, shadow_bytes_last_hour=0)).shadowed != []
 
 
 def _input(set_, tables, limits, estimate):
-    from floe_dagster.core.planner import PlanInput
+    from floe_dagster.core.plan.planner import PlanInput
     return PlanInput(now=NOW, catalog_tables=list(tables), loaded_tables=frozenset(tables), policies=set_,
                      limits=limits, metrics={t: metrics(t) for t in tables}, estimate_bytes=estimate)
 

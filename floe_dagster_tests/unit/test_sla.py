@@ -1,4 +1,4 @@
-"""SLA contracts (core/sla.py): the evaluation with an injected clock, the policy key in both formats,
+"""SLA contracts (core/schedules/sla.py): the evaluation with an injected clock, the policy key in both formats,
 and the escalation: a breached contract passes the conditions and minimum intervals, ranks first among
 admitted work, and still meets the budgets, backoff and one operation per table. Pure."""
 
@@ -8,9 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from floe_dagster.core.planner import SchedulerSettings
-from floe_dagster.core.policy import PolicyError, parse_policies_text
-from floe_dagster.core.sla import ERROR, WARN, SlaContract, evaluate_sla
+from floe_dagster.core.plan.planner import SchedulerSettings
+from floe_dagster.core.policies.policy import PolicyError, parse_policies_text
+from floe_dagster.core.schedules.sla import ERROR, WARN, SlaContract, evaluate_sla
 from floe_dagster_tests.unit.test_planner import (
     EXP, NOW, RDF, A, B, C, admitted, code, decision, hist, metrics, ms, policies, policy, run,
 )

@@ -9,8 +9,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from floe_dagster.api.prometheus import sla_gauge
-from floe_dagster.core.planner import Decision
-from floe_dagster.core.sla import SlaContract, evaluate_sla
+from floe_dagster.core.plan.planner import Decision
+from floe_dagster.core.schedules.sla import SlaContract, evaluate_sla
 from floe_dagster.defs.sla_reporting import _needs_report, sla_state
 from floe_dagster_tests.unit.test_planner import NOW, RDF, A
 

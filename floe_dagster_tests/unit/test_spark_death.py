@@ -1,4 +1,4 @@
-"""Spark's own process dying during one table's work (core/outages.py ``spark_death_kind``; the engine's
+"""Spark's own process dying during one table's work (core/runs/outages.py ``spark_death_kind``; the engine's
 side is spark/driver_restart.py, through real Spark in reliability/test_blast_radius.py): the table's
 failure only when a local driver answered as the table's work began, no longer answers after its error,
 and a fresh Spark answers; every other case stays an outage."""
@@ -9,7 +9,7 @@ import itertools
 
 import pytest
 
-from floe_dagster.core.outages import SparkProcessFacts, spark_death_kind
+from floe_dagster.core.runs.outages import SparkProcessFacts, spark_death_kind
 from floe_dagster.errors import OUTAGE, FailedAfterCommit, SparkProcessDied, failure_kind
 
 DIED_DURING_THE_WORK = SparkProcessFacts(local_driver=True, answered_before=True, answers_after=False)

@@ -8,12 +8,12 @@ from datetime import datetime, timezone
 
 import pytest
 
-from floe_dagster.core.conditions import TriggerConditions, evaluate_conditions, floe_condition_strings
-from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.policies.conditions import TriggerConditions, evaluate_conditions, floe_condition_strings
+from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operation_kinds.compute_statistics import ComputeStatisticsConfig
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.policy import PolicyError, parse_policies_text, validate_policy_paths
-from floe_dagster.core.statistics import (
+from floe_dagster.core.policies.policy import PolicyError, parse_policies_text, validate_policy_paths
+from floe_dagster.core.facts.statistics import (
     NO_STATISTICS,
     LineageSnapshot,
     StatisticsLag,
@@ -22,7 +22,7 @@ from floe_dagster.core.statistics import (
     statistics_lag,
     statistics_work,
 )
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.spark.operation_steps import build_procedure_call, summarize_result
 from floe_dagster.spark.operation_steps.compute_statistics import partition_statistics_call, summarize_statistics
 from floe_dagster_tests.unit.test_policy_formats import kebab_errors, kebab_policies
@@ -147,7 +147,7 @@ def test_no_statistics_at_all_with_data_is_stale_whatever_the_threshold():
 
 
 def test_the_staleness_is_in_the_health_record_and_needs_only_the_summary_tier():
-    from floe_dagster.core.health_assessment import assess_health
+    from floe_dagster.core.facts.health_assessment import assess_health
 
     derived = assess_health(metrics(), None, NOW).derived
     assert (derived["statistics_snapshots_behind"], derived["statistics_rows_changed_percent"]) == (3, 7.5)

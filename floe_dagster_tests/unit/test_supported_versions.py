@@ -15,7 +15,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from floe_dagster.core.object_storage import S3_FILE_IO
+from floe_dagster.core.storage.object_storage import S3_FILE_IO
 from floe_dagster.errors import SettingsError
 from floe_dagster.settings import (
     DEFAULT_ICEBERG_VERSION, DEFAULT_POSTGRES_JDBC, DEFAULT_SQLITE_JDBC, CatalogSettings, Settings,

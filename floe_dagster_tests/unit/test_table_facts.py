@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from floe_dagster.core.fact_catalogue import RECORD_FIELDS, BUILTIN, declare, declaring, facts_markdown, views
-from floe_dagster.core.health_assessment import HealthThresholds, assess_health
-from floe_dagster.core.health_record import assess_table, health_record
-from floe_dagster.core.measurements import TableMetrics
-from floe_dagster.core.table_facts import FULL, SUMMARY, Api, Check, Fact, Text, stable_version
+from floe_dagster.core.facts.fact_catalogue import RECORD_FIELDS, BUILTIN, declare, declaring, facts_markdown, views
+from floe_dagster.core.facts.health_assessment import HealthThresholds, assess_health
+from floe_dagster.core.policies.health_record import assess_table, health_record
+from floe_dagster.core.facts.measurements import TableMetrics
+from floe_dagster.core.facts.table_facts import FULL, SUMMARY, Api, Check, Fact, Text, stable_version
 from floe_dagster.defs.health_events import fingerprint, observation_format, observation_keys, observation_metadata
 from floe_dagster.iceberg.fact_reducers import (
     ManifestPart,
@@ -135,7 +135,7 @@ def test_the_versions_are_the_same_in_every_process():
     """sha256 of the declarations, not ``hash()`` (salted per process): another process with another hash seed
     derives the same record and manifest versions, and the same version of the observation's keys."""
     code = ("from floe_dagster.iceberg.fact_reducers import record_version, manifest_version; "
-            "from floe_dagster.core.table_facts import stable_version; import sys, json; "
+            "from floe_dagster.core.facts.table_facts import stable_version; import sys, json; "
             "print(record_version(), manifest_version(), stable_version('health observation', "
             "tuple(json.loads(sys.argv[1]))))")
     env = {**os.environ, "PYTHONHASHSEED": "4242", "PYTHONPATH": str(ROOT)}
@@ -151,7 +151,7 @@ def test_the_versions_are_the_same_in_every_process():
 def test_the_observation_holds_exactly_the_keys_its_format_is_made_of():
     from floe_dagster.defs.health_events import TABLE_METADATA_KEYS
     from floe_dagster_tests.unit.test_health_views import POLICY, _full
-    from floe_dagster.core.policy import parse_policies_text
+    from floe_dagster.core.policies.policy import parse_policies_text
 
     policy = parse_policies_text(POLICY).get("strict")
     record = health_record(assess_table(_full(), policy.health_thresholds, NOW, {}, policy), policy, {}, NOW)
@@ -219,7 +219,7 @@ def test_declare_outside_a_block_adds_for_good():
     try:
         assert declare(fact) == (fact,) and views().by_name["declared_for_good"] is fact
     finally:
-        from floe_dagster.core import fact_catalogue
+        from floe_dagster.core.facts import fact_catalogue
         fact_catalogue._DECLARED.remove(fact)
         fact_catalogue._changed()
 
@@ -229,4 +229,4 @@ def test_declare_outside_a_block_adds_for_good():
 
 def test_the_health_docs_list_every_fact_as_the_catalogue_declares_it():
     text = (ROOT / "docs" / "health.md").read_text(encoding="utf-8")
-    assert facts_markdown() in text, "docs/health.md: paste `python -m floe_dagster.core.fact_catalogue`'s table"
+    assert facts_markdown() in text, "docs/health.md: paste `python -m floe_dagster.core.facts.fact_catalogue`'s table"

@@ -1,18 +1,18 @@
-"""The safety envelope's check of a table's own location (core/table_location.py): the pure rule."""
+"""The safety envelope's check of a table's own location (core/storage/table_location.py): the pure rule."""
 
 from __future__ import annotations
 
 import pytest
 
-from floe_dagster.core.envelope import TABLE_LOCATION, check_operation, own_location_check
+from floe_dagster.core.policies.envelope import TABLE_LOCATION, check_operation, own_location_check
 from floe_dagster.core.operation_kinds.expire_snapshots import ExpireSnapshotsConfig
 from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.owner_overrides import KEYS
-from floe_dagster.core.policy import validate_policy_paths
-from floe_dagster.core import table_location
-from floe_dagster.core.table_location import KnownLocations, check_table_location, table_folders
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.policies.owner_overrides import KEYS
+from floe_dagster.core.policies.policy import validate_policy_paths
+from floe_dagster.core.storage import table_location
+from floe_dagster.core.storage.table_location import KnownLocations, check_table_location, table_folders
+from floe_dagster.core.basics.tables import TableName
 
 T = TableName("lake", ("db",), "orders")
 LAKE = KnownLocations(

@@ -10,15 +10,15 @@ from datetime import timedelta
 
 import pytest
 
-from floe_dagster.core.health_assessment import IssueType, Severity, assess_health
-from floe_dagster.core.health_record import declared_properties_view
-from floe_dagster.core.history import OperationHistory
+from floe_dagster.core.facts.health_assessment import IssueType, Severity, assess_health
+from floe_dagster.core.policies.health_record import declared_properties_view
+from floe_dagster.core.runs.history import OperationHistory
 from floe_dagster.core.operation_kinds.apply_table_properties import TablePropertiesConfig
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.planner import SchedulerSettings
-from floe_dagster.core.policy import parse_policies_text, validate_policy_paths
-from floe_dagster.core.table_properties import PROPERTIES, PropertyDrift, is_table_property, property_drift
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.plan.planner import SchedulerSettings
+from floe_dagster.core.policies.policy import parse_policies_text, validate_policy_paths
+from floe_dagster.core.facts.table_properties import PROPERTIES, PropertyDrift, is_table_property, property_drift
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.iceberg.metadata_reduction import metadata_files_written
 from floe_dagster.errors import ProcedureOptionError
 from floe_dagster.spark.operation_steps import build_procedure_call
@@ -277,7 +277,7 @@ def test_the_statement_sets_exactly_the_given_properties_with_safe_literals():
 
 
 def test_dagits_health_observation_plots_metadata_files_and_counts_the_drift():
-    from floe_dagster.core.health_record import health_record
+    from floe_dagster.core.policies.health_record import health_record
     from floe_dagster.defs.health_events import observation_metadata
 
     policy = parse_policies_text(api_policy(f"{{{DAC}: true, write.delete.mode: merge-on-read}}")).get("props")

@@ -16,16 +16,16 @@ from dagster._core.test_utils import create_run_for_test
 from floe_dagster.coordination.database import ADMISSION_TTL, Coordination
 from floe_dagster.coordination.locks import AdvisoryLocks, FileLocks, lock_backend_for, locks_for, locks_of
 from floe_dagster.coordination.runs import mark_dead_runs, run_lock_name, runs_in_flight
-from floe_dagster.core import run_tags as T
-from floe_dagster.core.history import Outcome
-from floe_dagster.core.localtime import naive_as_utc
+from floe_dagster.core.runs import run_tags as T
+from floe_dagster.core.runs.history import Outcome
+from floe_dagster.core.basics.localtime import naive_as_utc
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.planner import Decision
-from floe_dagster.core.run_decision import LedgerRow, RunDecision, item_key
-from floe_dagster.core.run_tags import Origin, PolicyFacts, run_tags, shared_run_tags
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.plan.planner import Decision
+from floe_dagster.core.runs.run_decision import LedgerRow, RunDecision, item_key
+from floe_dagster.core.runs.run_tags import Origin, PolicyFacts, run_tags, shared_run_tags
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import LockHeld
-from floe_dagster.core.compute_budget import InFlightAdmission
+from floe_dagster.core.plan.compute_budget import InFlightAdmission
 from floe_dagster.scheduling.inputs import ledger_state, queued_runs
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)

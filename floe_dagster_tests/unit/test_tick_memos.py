@@ -7,16 +7,16 @@ import pickle
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from floe_dagster.core.batches import RunClass
-from floe_dagster.core.estimates import data_file_rules
-from floe_dagster.core.gates import _run_class
-from floe_dagster.core.health_assessment import HealthThresholds, IssueType, health_issues
-from floe_dagster.core.measurements import TableMetrics
+from floe_dagster.core.plan.batches import RunClass
+from floe_dagster.core.rewrites.estimates import data_file_rules
+from floe_dagster.core.plan.gates import _run_class
+from floe_dagster.core.facts.health_assessment import HealthThresholds, IssueType, health_issues
+from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
-from floe_dagster.core.policy import parse_policies_text
-from floe_dagster.core.schedule_due import Due
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.policies.policy import parse_policies_text
+from floe_dagster.core.schedules.schedule_due import Due
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.iceberg import byte_estimates
 from floe_dagster.iceberg.byte_estimates import estimate_operation_bytes
 

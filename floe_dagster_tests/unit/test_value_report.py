@@ -1,4 +1,4 @@
-"""The value report's sums (core/value_report.py, pure, clock passed in), its read of the coordination database
+"""The value report's sums (core/value/value_report.py, pure, clock passed in), its read of the coordination database
 (coordination/value_rows.py, a real SQLite one) and its HTML page (reports/value_report_html.py): groupings,
 benefit per compute hour with no compute, the window's edges, failures and conflicts, a hostile table name."""
 
@@ -12,10 +12,10 @@ import pytest
 
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.value_rows import outcome_rows
-from floe_dagster.core.history import CONFLICT, LOCK_HELD, Outcome
+from floe_dagster.core.runs.history import CONFLICT, LOCK_HELD, Outcome
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.run_figures import Benefit, Compute, TableShape
-from floe_dagster.core.value_report import OutcomeRow, format_value_report_text, parse_since, value_report
+from floe_dagster.core.runs.run_figures import Benefit, Compute, TableShape
+from floe_dagster.core.value.value_report import OutcomeRow, format_value_report_text, parse_since, value_report
 from floe_dagster.reports.value_cli import report_json
 from floe_dagster.reports.value_report_html import value_report_html
 

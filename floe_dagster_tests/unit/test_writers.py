@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.planner import PlanInput, SchedulerSettings, plan
-from floe_dagster.core.schedule import parse_schedule
-from floe_dagster.core.tables import TableName
-from floe_dagster.core.validation import standalone
-from floe_dagster.core.writers import (
+from floe_dagster.core.plan.planner import PlanInput, SchedulerSettings, plan
+from floe_dagster.core.schedules.schedule import parse_schedule
+from floe_dagster.core.basics.tables import TableName
+from floe_dagster.core.basics.validation import standalone
+from floe_dagster.core.schedules.writers import (
     DEFAULT_MAX_WRITER_WAIT,
     SOURCE_RULE,
     SOURCE_TABLE_NAME,
@@ -269,9 +269,9 @@ def test_after_write_is_checked():
 
 
 def test_the_run_is_tagged_with_the_write_and_the_ledger_decision_gets_it_back():
-    from floe_dagster.core import run_tags as T
-    from floe_dagster.core.run_decision import RunDecision
-    from floe_dagster.core.run_tags import Origin, PolicyFacts, run_tags, with_upstream_from_tags
+    from floe_dagster.core.runs import run_tags as T
+    from floe_dagster.core.runs.run_decision import RunDecision
+    from floe_dagster.core.runs.run_tags import Origin, PolicyFacts, run_tags, with_upstream_from_tags
 
     d = RunDecision.admitted(after_write([wrote(WRITER, 6, 812, "8faebc25-writer")]))
     tags = run_tags(A, RDF, PolicyFacts("p", "v1", {}), Origin("after_write", "written", "sensor:default"), d)
@@ -289,9 +289,9 @@ def test_a_batch_keeps_each_tables_write_through_the_ledger(tmp_path):
     from dataclasses import replace
 
     from floe_dagster.coordination.database import Coordination
-    from floe_dagster.core import run_tags as T
-    from floe_dagster.core.run_decision import RunDecision
-    from floe_dagster.core.run_tags import PolicyFacts, batch_run_tags
+    from floe_dagster.core.runs import run_tags as T
+    from floe_dagster.core.runs.run_decision import RunDecision
+    from floe_dagster.core.runs.run_tags import PolicyFacts, batch_run_tags
 
     first = RunDecision.admitted(after_write([wrote(WRITER, 6, 812, "8faebc25-writer")]), batch_key="batch-1")
     second = replace(first, table=B, slot="write:813", batch_key="batch-1",

@@ -12,7 +12,7 @@ from fastapi import Path, Query
 
 from floe_dagster.api import models as M
 from floe_dagster.errors import ApiError
-from floe_dagster.core.localtime import naive_as_utc
+from floe_dagster.core.basics.localtime import naive_as_utc
 
 _DESCRIPTIONS = {
     400: "The request is invalid (body, path or query)",

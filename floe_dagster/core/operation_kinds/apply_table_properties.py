@@ -1,8 +1,8 @@
 """APPLY_TABLE_PROPERTIES: the Iceberg table properties a policy declares (``tableProperties``: property
-name → value, core/table_properties.py checks both) set in one metadata commit; not a procedure. Its
+name → value, core/facts/table_properties.py checks both) set in one metadata commit; not a procedure. Its
 due condition is its own: the table's drift from the declaration, in place of the policy's thresholds
 (without drift it is skipped ``no_drift``). The safety envelope refuses the properties that reach beyond
-maintenance (core/envelope.py)."""
+maintenance (core/policies/envelope.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operation_kinds.spec import DueVerdict, ExplainView, OperationSpec
-from floe_dagster.core.table_properties import parse_table_properties, property_drift
-from floe_dagster.core.validation import Location
+from floe_dagster.core.facts.table_properties import parse_table_properties, property_drift
+from floe_dagster.core.basics.validation import Location
 
 NO_DRIFT = "No table property drift"  # Floe's style of unmet condition, for the trigger status
 

@@ -1,7 +1,7 @@
 """COMPUTE_STATISTICS (floe-dagster's, not Floe's): Iceberg's ``compute_table_stats`` (NDV sketches in a
 Puffin file) and, on partitioned tables, ``compute_partition_stats``, for the current snapshot; the
 policy's ``computeStatistics``. Ordered after the other kinds, so that the statistics describe the files
-they left (core/statistics.py: what a run has left to compute)."""
+they left (core/facts/statistics.py: what a run has left to compute)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 from floe_dagster.core.operation_config import OperationConfig, boolean, option
 from floe_dagster.core.operation_kinds.spec import OperationSpec
-from floe_dagster.core.validation import Location, get_str_list
+from floe_dagster.core.basics.validation import Location, get_str_list
 
 
 def _columns(at: Location, raw: Mapping[str, Any], key: str) -> tuple[str, ...] | None:

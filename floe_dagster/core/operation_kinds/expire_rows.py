@@ -30,10 +30,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from floe_dagster.core.durations import parse_iso_duration
+from floe_dagster.core.basics.durations import parse_iso_duration
 from floe_dagster.core.operation_config import OperationConfig, boolean, one_of, option, text
 from floe_dagster.core.operation_kinds.spec import ExplainView, OperationSpec
-from floe_dagster.core.validation import Location, get_str
+from floe_dagster.core.basics.validation import Location, get_str
 
 KIND = "EXPIRE_ROWS"
 GRANULARITIES = ("HOUR", "DAY", "MONTH", "YEAR")

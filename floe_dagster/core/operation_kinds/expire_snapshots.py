@@ -1,5 +1,5 @@
 """EXPIRE_SNAPSHOTS: Iceberg's ``expire_snapshots``, the policy's ``expireSnapshots``. Before it, a run
-sets the policy's ``refRetention`` on the table's refs (core/refs.py), so the expiry removes the branches
+sets the policy's ``refRetention`` on the table's refs (core/facts/refs.py), so the expiry removes the branches
 and tags older than their limit; ``explain`` shows what the next expiry does to them (``refs``)."""
 
 from __future__ import annotations
@@ -8,16 +8,16 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Mapping
 
-from floe_dagster.core.durations import MAX_DURATION, parse_iso_duration
+from floe_dagster.core.basics.durations import MAX_DURATION, parse_iso_duration
 # Floe's defaults, applied by the engine when a field is unset (after the table's bounded history.expire.*
-# properties: core/expiry_defaults.py).
-from floe_dagster.core.expiry_defaults import DEFAULT_MAX_SNAPSHOT_AGE, DEFAULT_RETAIN_LAST
-from floe_dagster.core.loader_format import Combined, LoaderSection, whole_units, written_as
+# properties: core/facts/expiry_defaults.py).
+from floe_dagster.core.facts.expiry_defaults import DEFAULT_MAX_SNAPSHOT_AGE, DEFAULT_RETAIN_LAST
+from floe_dagster.core.basics.loader_format import Combined, LoaderSection, whole_units, written_as
 from floe_dagster.core.operation_config import OperationConfig, any_int, at_least, boolean, option
 from floe_dagster.core.operation_kinds.spec import ExplainView, FloeNative, HoldsForWriters, NeedsGc
-from floe_dagster.core.refs import ref_report
-from floe_dagster.core.table_location import nested_tables
-from floe_dagster.core.validation import Location, get_int, get_str
+from floe_dagster.core.facts.refs import ref_report
+from floe_dagster.core.storage.table_location import nested_tables
+from floe_dagster.core.basics.validation import Location, get_int, get_str
 
 
 def _duration(at: Location, raw: Mapping[str, Any], key: str) -> str | None:
@@ -40,7 +40,7 @@ class ExpireSnapshotsConfig(OperationConfig):
     stream_results: bool | None = option(boolean)
     expire_snapshot_id: int | None = option(any_int)  # Floe's: kept, never sent (ignored)
     # The tables this one may nest with (Hive-style layouts), named exactly: without it, a table whose location
-    # holds or lies inside another table's is refused by the safety envelope (core/table_location.py).
+    # holds or lies inside another table's is refused by the safety envelope (core/storage/table_location.py).
     nested_tables: tuple[str, ...] | None = option(nested_tables)
 
 
@@ -52,7 +52,7 @@ def _days_as_duration(at: Location, values: Mapping[str, Any]) -> str | None:
 def _refs(view: ExplainView) -> dict[str, Any]:
     """What the next snapshot expiry does to the branches and tags: the policy's ``refRetention`` rules,
     and each ref with its age and limit (``stale``: the run removes it, once the rule is set as its
-    max-ref-age; core/refs.py). None: no rules and no refs measured."""
+    max-ref-age; core/facts/refs.py). None: no rules and no refs measured."""
     rules = view.policy.ref_retention if view.policy is not None else ()
     metrics = view.metrics
     refs = ref_report(metrics.refs if metrics is not None else None, rules, metrics.properties if metrics else {},

@@ -1,6 +1,6 @@
 """ORPHAN_CLEANUP: Iceberg's ``remove_orphan_files``, the policy's ``orphanCleanup``: files under the
 table's location that no snapshot references, older than the retention, deleted or moved into a
-quarantine (core/quarantine.py). Its ``location`` is a safety-envelope field (core/envelope.py);
+quarantine (core/storage/quarantine.py). Its ``location`` is a safety-envelope field (core/policies/envelope.py);
 ``explain`` shows the backlog its last run left (a per-run cap, or a dry run)."""
 
 from __future__ import annotations
@@ -9,17 +9,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Mapping, Sequence
 
-from floe_dagster.core.loader_format import LoaderSection, spelled, written_as
+from floe_dagster.core.basics.loader_format import LoaderSection, spelled, written_as
 from floe_dagster.core.operation_config import OperationConfig, at_least, boolean, one_of, option, text, text_map
 from floe_dagster.core.operation_kinds.spec import ExplainView, FloeNative, NeedsGc
-from floe_dagster.core.orphan_cadence import (
+from floe_dagster.core.schedules.orphan_cadence import (
     ADAPTIVE_FIELDS, AdaptiveCadence, CadenceVerdict, next_orphan_run, parse_adaptive, recorded_cleanups,
 )
-from floe_dagster.core.quarantine import (
+from floe_dagster.core.storage.quarantine import (
     DEFAULT_GRACE_PERIOD, QUARANTINE_FIELDS, QuarantinePolicy, parse_quarantine, quarantine_choice,
 )
-from floe_dagster.core.table_location import nested_tables
-from floe_dagster.core.validation import Location, get_number
+from floe_dagster.core.storage.table_location import nested_tables
+from floe_dagster.core.basics.validation import Location, get_number
 
 PREFIX_MISMATCH_MODES = ("ERROR", "IGNORE", "DELETE")
 DEFAULT_ORPHAN_RETENTION_DAYS = 3
@@ -52,13 +52,13 @@ class OrphanCleanupConfig(OperationConfig):
     # (docs/operations.md, "Orphan cleanup at millions of files"). Unset: no cap.
     max_files_to_delete: int | None = option(at_least(1))
     # Move orphans into a quarantine instead of deleting them; purged after the grace period
-    # (core/quarantine.py). Unset: every cleanup quarantines; ``false`` opts out.
+    # (core/storage/quarantine.py). Unset: every cleanup quarantines; ``false`` opts out.
     quarantine: QuarantinePolicy | None = option(parse_quarantine, shown=lambda policy: policy.to_json())
-    # Time each cleanup from the orphan rate its past cleanups found (core/orphan_cadence.py), within
+    # Time each cleanup from the orphan rate its past cleanups found (core/schedules/orphan_cadence.py), within
     # [min, max], in place of the schedule's interval or cron. Unset: the schedule alone decides.
     adaptive: AdaptiveCadence | None = option(parse_adaptive, shown=lambda cadence: cadence.to_json())
     # The tables this one may nest with (Hive-style layouts), named exactly: without it, a table whose location
-    # holds or lies inside another table's is refused by the safety envelope (core/table_location.py).
+    # holds or lies inside another table's is refused by the safety envelope (core/storage/table_location.py).
     nested_tables: tuple[str, ...] | None = option(nested_tables)
 
 

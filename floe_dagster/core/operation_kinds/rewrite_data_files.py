@@ -1,6 +1,6 @@
 """REWRITE_DATA_FILES: compaction with Iceberg's ``rewrite_data_files`` (bin-pack, sort or z-order),
 the policy's ``rewriteDataFiles``. The only kind the planner may scope to partitions
-(``maxBytesPerRun``, core/partition_scope.py)."""
+(``maxBytesPerRun``, core/rewrites/partition_scope.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from floe_dagster.core.estimates import estimate_rewrite_data_files
+from floe_dagster.core.rewrites.estimates import estimate_rewrite_data_files
 from floe_dagster.core.operation_config import (
     OperationConfig,
     at_least,
@@ -18,7 +18,7 @@ from floe_dagster.core.operation_config import (
     text,
 )
 from floe_dagster.core.operation_kinds.spec import ChecksRows, FloeNative, HoldsForWriters, RewritesData
-from floe_dagster.core.validation import Location, get_enum, get_str_list
+from floe_dagster.core.basics.validation import Location, get_enum, get_str_list
 
 STRATEGIES = ("BINPACK", "SORT", "ZORDER")
 DEFAULT_STRATEGY = "BINPACK"
@@ -49,7 +49,7 @@ class RewriteDataFilesConfig(OperationConfig):
     # Iceberg's max-files-to-rewrite (1.10+): the first files in planning order
     max_files_to_rewrite: int | None = option(at_least(1), iceberg="max-files-to-rewrite")
     # Floe's own cap on the estimated bytes one run rewrites (never sent to Iceberg): above it, the
-    # planner scopes the run to the partitions with the most benefit per byte (core/partition_scope.py).
+    # planner scopes the run to the partitions with the most benefit per byte (core/rewrites/partition_scope.py).
     max_bytes_per_run: int | None = option(at_least(1))
 
     @property

@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from floe_dagster.core.loader_format import LoaderSection, spelled
+from floe_dagster.core.basics.loader_format import LoaderSection, spelled
 from floe_dagster.core.operation_config import OperationConfig, at_least, boolean, option, text, texts
 from floe_dagster.core.operation_kinds.spec import ChecksRows, FloeNative, HoldsForWriters
-from floe_dagster.core.validation import (
+from floe_dagster.core.basics.validation import (
     Location,
     check_mapping,
     check_unknown,

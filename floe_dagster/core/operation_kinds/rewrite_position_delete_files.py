@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from floe_dagster.core.estimates import estimate_rewrite_position_delete_files
+from floe_dagster.core.rewrites.estimates import estimate_rewrite_position_delete_files
 from floe_dagster.core.operation_config import OperationConfig, at_least, boolean, job_order, option
 from floe_dagster.core.operation_kinds.spec import ChecksRows, HoldsForWriters, RewritesData
 

@@ -20,13 +20,13 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from floe_dagster.core.loader_format import LoaderSection
+from floe_dagster.core.basics.loader_format import LoaderSection
 from floe_dagster.core.operation_config import camel
-from floe_dagster.core.validation import check_mapping, check_unknown
+from floe_dagster.core.basics.validation import check_mapping, check_unknown
 
 if TYPE_CHECKING:
     from floe_dagster.core.operation_config import OperationConfig
-    from floe_dagster.core.validation import Location
+    from floe_dagster.core.basics.validation import Location
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,8 @@ class OperationSpec:
         return _NONE
 
     def policy_only_fields(self) -> Mapping[str, str]:
-        """Config fields only a policy may set, never a table owner's property (core/owner_overrides.py): why."""
+        """Config fields only a policy may set, never a table owner's property
+        (core/policies/owner_overrides.py): why."""
         return _NONE
 
     def loader(self) -> LoaderSection:
@@ -149,7 +150,7 @@ class OperationSpec:
     # -- what one kind has today: the answer, and any data behind it, live in that kind ----------------------
 
     def scopes_partitions(self) -> bool:
-        """Whether the planner may scope a run of it to partitions (core/partition_scope.py)."""
+        """Whether the planner may scope a run of it to partitions (core/rewrites/partition_scope.py)."""
         return False
 
     def applies_ref_retention(self) -> bool:
@@ -219,7 +220,7 @@ class OperationSpec:
         """Warnings about the parsed config as a whole: none by default."""
 
     def byte_estimate(self, metrics: Any, config: Any) -> Any:
-        """Its core.estimates.Estimate of a run (None: none of its own; the table's size bounds it)."""
+        """Its core.rewrites.estimates.Estimate of a run (None: none of its own; the table's size bounds it)."""
         return None
 
     def changed(self, numbers: Mapping[str, int]) -> bool:

@@ -1,4 +1,4 @@
-"""The iceberg layer's half of the catalogue of table facts: every stored fact (core/fact_catalogue.py) is
+"""The iceberg layer's half of the catalogue of table facts: every stored fact (core/facts/fact_catalogue.py) is
 measured by a reducer registered here under the fact's name, for the tiers it is measured in.
 
 A reducer (:func:`reduces`) reads a :class:`MetadataRead` (the table's metadata file; in the full tier also
@@ -26,10 +26,10 @@ from pyiceberg.io import FileIO
 from pyiceberg.manifest import ManifestEntry, ManifestFile
 from pyiceberg.table.metadata import TableMetadata
 
-from floe_dagster.core.fact_catalogue import views
-from floe_dagster.core.measurements import TableMetrics
-from floe_dagster.core.table_facts import FULL, SUMMARY, TIERS, Tier, stable_version
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.facts.fact_catalogue import views
+from floe_dagster.core.facts.measurements import TableMetrics
+from floe_dagster.core.facts.table_facts import FULL, SUMMARY, TIERS, Tier, stable_version
+from floe_dagster.core.basics.tables import TableName
 
 # Bump when summarize_manifest's own reduction changes (its parts carry their own versions): every cached
 # reduced manifest is read again.
@@ -163,7 +163,7 @@ def _check(tier: Tier, found: tuple[Reducer, ...], needed: set[str]) -> None:
     twice = sorted(name for name, count in measured.items() if count > 1)
     unknown = sorted(set(measured) - needed)
     if twice or unknown:
-        what = "measured twice" if twice else "are no stored facts of this tier (core/fact_catalogue.py)"
+        what = "measured twice" if twice else "are no stored facts of this tier (core/facts/fact_catalogue.py)"
         raise LookupError(f"{tier} tier reducers: {twice or unknown} {what}")
 
 

@@ -1,14 +1,14 @@
 """The full tier's stored facts from the current snapshot's manifests, each already reduced by
 iceberg/metadata_reduction.py's ``summarize_manifest`` (cached by path), added up by
-core/manifest_reduction.py: every live file's size, partitions, position and equality delete files apart,
-manifest count and bytes, and the inputs of the byte estimates (core/estimates.py)."""
+core/facts/manifest_reduction.py: every live file's size, partitions, position and equality delete files apart,
+manifest count and bytes, and the inputs of the byte estimates (core/rewrites/estimates.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from floe_dagster.core.manifest_reduction import FULL_TIER_FACTS, PartitionSpecs, full_tier_fields
-from floe_dagster.core.table_facts import FULL
+from floe_dagster.core.facts.manifest_reduction import FULL_TIER_FACTS, PartitionSpecs, full_tier_fields
+from floe_dagster.core.facts.table_facts import FULL
 from floe_dagster.iceberg.fact_reducers import MetadataRead, reduces
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from pyiceberg.manifest import ManifestContent
 
-from floe_dagster.core.table_facts import SUMMARY
+from floe_dagster.core.facts.table_facts import SUMMARY
 from floe_dagster.iceberg.catalog import schema_columns
 from floe_dagster.iceberg.fact_reducers import MetadataRead, reduces
 from floe_dagster.iceberg.metadata_reduction import (

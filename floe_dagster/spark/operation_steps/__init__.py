@@ -11,8 +11,8 @@ from typing import Any, Mapping
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operation_kinds import discover
 from floe_dagster.core.operations import ALL_OPERATIONS
-from floe_dagster.core.partition_scope import RewriteScope
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.rewrites.partition_scope import RewriteScope
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.spark.operation_steps.step import OperationStep
 from floe_dagster.spark.procedures import ProcedureCall, ProcedureResult
 

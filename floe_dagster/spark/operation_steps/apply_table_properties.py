@@ -15,8 +15,8 @@ from typing import Any, Mapping
 
 from floe_dagster.core.operation_kinds.apply_table_properties import TablePropertiesConfig
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.table_properties import PropertyDrift, property_drift, same_value
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.facts.table_properties import PropertyDrift, property_drift, same_value
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import CommitConflict, MaintenanceFailed, ProcedureOptionError
 from floe_dagster.iceberg.catalog import load_table
 from floe_dagster.iceberg.property_commit import commit_table_properties

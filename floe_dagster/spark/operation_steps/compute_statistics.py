@@ -1,6 +1,6 @@
 """COMPUTE_STATISTICS in a run: the policy's columns checked against the table before anything runs;
 ``compute_table_stats``, then ``compute_partition_stats`` on a partitioned table, each only where the
-current snapshot lacks its file (core/statistics.statistics_work: neither is the no-change run); after
+current snapshot lacks its file (core/facts/statistics.statistics_work: neither is the no-change run); after
 it, what the current snapshot's statistics files hold. Neither call commits a snapshot: Iceberg
 registers the files in the table metadata, so no rows change and the row check does not apply."""
 
@@ -12,8 +12,8 @@ from typing import Any, Mapping
 
 from floe_dagster.core.operation_kinds.compute_statistics import ComputeStatisticsConfig
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.statistics import StatisticsState, statistics_work
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.facts.statistics import StatisticsState, statistics_work
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import MaintenanceFailed
 from floe_dagster.iceberg.table_statistics import statistics_facts, statistics_state, unknown_columns
 from floe_dagster.spark.operation_steps.step import (

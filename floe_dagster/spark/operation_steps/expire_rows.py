@@ -29,7 +29,7 @@ from floe_dagster.core.operation_kinds.expire_rows import (
     delete_kind,
     deleted_numbers,
 )
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import MaintenanceFailed
 from floe_dagster.spark.operation_steps.step import Committed, EngineJob, OperationStep, Prepared, TableWork, as_text
 from floe_dagster.spark.procedures import ProcedureCall, spark_table_reference

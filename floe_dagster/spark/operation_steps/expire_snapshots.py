@@ -1,7 +1,7 @@
 """EXPIRE_SNAPSHOTS in a run: first, under the lock, the policy's ``refRetention`` set on the table's refs
 (iceberg/ref_retention.py), so the expiry removes the refs older than their limit; then the
 ``expire_snapshots`` call, each unset option from the table's ``history.expire.*`` properties (bounded:
-core/expiry_defaults.py), else Floe's defaults; after it, the refs it removed (a removed ref is a change,
+core/facts/expiry_defaults.py), else Floe's defaults; after it, the refs it removed (a removed ref is a change,
 for the zero-change throttle)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Mapping
 
-from floe_dagster.core.expiry_defaults import expiry_arguments
+from floe_dagster.core.facts.expiry_defaults import expiry_arguments
 from floe_dagster.core.operation_kinds.expire_snapshots import ExpireSnapshotsConfig
 from floe_dagster.iceberg.ref_retention import apply_ref_retention
 from floe_dagster.spark.operation_steps.step import Committed, OperationStep, Prepared, TableWork, as_json

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, Mapping
 
 from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.spark.operation_steps.step import (
     Committed,
     EngineJob,

@@ -8,9 +8,11 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
-from floe_dagster.core.commit_conflicts import CONFLICT, FAILED, PARTIAL, PARTIAL_PROGRESS, WINNER_PREFIX, race_options
+from floe_dagster.core.runs.commit_conflicts import (
+    CONFLICT, FAILED, PARTIAL, PARTIAL_PROGRESS, WINNER_PREFIX, race_options,
+)
 from floe_dagster.core.operation_kinds.rewrite_data_files import RewriteDataFilesConfig
-from floe_dagster.core.partition_scope import MAX_SCOPED_PARTITIONS
+from floe_dagster.core.rewrites.partition_scope import MAX_SCOPED_PARTITIONS
 from floe_dagster.errors import CommitConflict, MaintenanceFailed
 from floe_dagster.iceberg.rewrite_progress import rewrite_progress
 from floe_dagster.spark.operation_steps.step import Committed, OperationStep
@@ -67,7 +69,7 @@ class RewriteDataFilesStep(OperationStep):
 
 
 def _scoped(call: CallArguments, options: dict[str, Any], where: str | None) -> tuple[dict[str, Any], str | None]:
-    """A partition-scoped rewrite (core/partition_scope.py): ``where`` limited to the chosen units, or to
+    """A partition-scoped rewrite (core/rewrites/partition_scope.py): ``where`` limited to the chosen units, or to
     the files of older partition specs (ANDed with the policy's ``filter``), and/or
     ``max-files-to-rewrite`` (the smaller of the planner's and the policy's). A scope recorded before
     its fields were whose where cannot be written exactly (a bucket field) is bounded by its file count."""

@@ -1,12 +1,12 @@
 """REWRITE_POSITION_DELETE_FILES in a run: the ``rewrite_position_delete_files`` call with the policy's
-options and floe's commit-race options (core/commit_conflicts.py)."""
+options and floe's commit-race options (core/runs/commit_conflicts.py)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Mapping
 
-from floe_dagster.core.commit_conflicts import race_options
+from floe_dagster.core.runs.commit_conflicts import race_options
 from floe_dagster.core.operation_kinds.rewrite_position_delete_files import RewritePositionDeleteFilesConfig
 from floe_dagster.spark.operation_steps.step import OperationStep
 from floe_dagster.spark.procedures import CallArguments

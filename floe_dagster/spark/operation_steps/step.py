@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Mapping
 
-from floe_dagster.core.partition_scope import RewriteScope
-from floe_dagster.core.tables import TableName
+from floe_dagster.core.rewrites.partition_scope import RewriteScope
+from floe_dagster.core.basics.tables import TableName
 from floe_dagster.spark.procedures import CallArguments, ProcedureCall, ProcedureResult, call_sql
 
 

@@ -1,0 +1,337 @@
+"""The stages of a plan, in order (:data:`STAGES`): every configured (table, operation) through the
+gates (core/plan/gates.py), then the shadow decisions marked, the work ranked, the work a breached SLA
+escalated moved first (core/schedules/sla.py), the live work admitted within the budgets (core/plan/admission.py), and
+the shadow decisions admitted in a pass of their own.
+
+Two stages act on one decision inside the gate stage, around the gates: a shadow policy's decision
+reads its history as the shadow sees it (its newest recorded shadow decision stands in for a
+success), and a live decision whose rewrite left a backlog continues it (:func:`continue_backlog`).
+Each stage and gate owns its reason codes; :data:`REASON_CODES` is the vocabulary they make, in the
+order a decision meets them, and :func:`gates_markdown` the table docs/automation.md shows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Callable
+
+from floe_dagster.core.plan.admission import ADMISSION, ADMISSION_CODES, admit_within_budgets
+from floe_dagster.core.facts.debt import TableDebt
+from floe_dagster.core.plan.decisions import (
+    DECISION_DEFAULTS, Decision, LazyEstimate, PlanInput, Reason, build_decision, replace_decision, text_of,
+)
+from floe_dagster.core.plan.gates import (
+    GATE_CODES, GATES, NOTHING_LEARNED, Facts, Learned, admissible, check_order,
+)
+from floe_dagster.core.runs.history import OperationHistory
+from floe_dagster.core.policies.owner_overrides import with_overrides
+from floe_dagster.core.rewrites.partition_scope import Backlog
+from floe_dagster.core.plan.learned_plan import LearnedView, shadow_note
+from floe_dagster.core.value.ranking_shadow import learned_rank_key, static_rank_key
+from floe_dagster.core.runs.run_decision import SHADOW_ATTEMPT, SHADOW_PREFIX
+from floe_dagster.core.schedules.sla import table_sla
+
+_NO_HISTORY = OperationHistory()
+
+
+@dataclass
+class PlanState:
+    """What the stages hand on: the decided (skipped, then admitted), the candidates (every gate let them
+    run), and the notes."""
+
+    data: PlanInput
+    decided: list[Decision] = field(default_factory=list)
+    candidates: list[Decision] = field(default_factory=list)
+    live: list[Decision] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    learned: LearnedView | None = None  # the recorded runs' totals, when the ranking reads them
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    codes: tuple[str, ...]
+    run: Callable[[PlanState], None]
+    doc: str
+
+
+def _gate_stage(state: PlanState) -> None:
+    """Every (table, operation) the effective policies configure through the gates: the candidates
+    (every gate let them run) and the skipped decisions."""
+    data = state.data
+    in_catalog = frozenset(data.catalog_tables)
+    decided, candidates = state.decided, state.candidates
+    weights, history_of, estimate_bytes = data.debt_weights, data.history.get, data.estimate_bytes
+    # Sorted by the fields' tuple (TableName's order) without calling its generated __lt__ per comparison.
+    for table in sorted(in_catalog.union(data.loaded_tables), key=lambda t: (t.catalog, t.namespace, t.name)):
+        policy = data.policies.effective_policy(table)
+        if policy is None:
+            continue
+        metrics = data.metrics.get(table)
+        issues = policy.health_issues(metrics, data.now) if metrics is not None else ()
+        table_debt = TableDebt(issues, metrics, data.now, weights)
+        qualified, shadow = table.qualified, policy.shadow
+        owner = policy.overrides_for(metrics.properties) if metrics is not None else None  # floe.* properties
+        # What every decision of the table shares, merged once per table (a tick makes 50,000 decisions).
+        table_values = {**DECISION_DEFAULTS, "table": table, "policy": policy.name, "decision": "skip", "why": (),
+                        "trigger": None, "next_eligible": None, "rank": None, "policy_priority": policy.priority,
+                        "shadow": shadow, "owner_overrides": owner}
+        for op in policy.configured_operations():
+            history = history_of((qualified, op)) or _NO_HISTORY
+            if shadow:  # the shadow's view: its newest recorded decision stands in for a success
+                history = history.as_shadow_sees_it()
+            score, breakdown = table_debt.with_history(history.failure_rate, history.consecutive_failures)
+            schedule = policy.schedule(op)
+            contract = schedule.sla if schedule is not None else None
+            # Estimated when read: the budgets read the candidates' (below), a reader any other's.
+            estimate = LazyEstimate(estimate_bytes, table, op, metrics, policy, owner) \
+                if estimate_bytes and op.rewrites_data else 0
+            base = build_decision(
+                table_values, operation=op, debt_score=score, debt_breakdown=breakdown, bytes_estimate=estimate,
+                schedule_priority=schedule.priority if schedule else 0, enabled=bool(schedule and schedule.enabled),
+                sla=table_sla(contract, history.last_success_start, metrics, data.now) if contract else None,
+            )
+            decision = through_gates(Facts(data, in_catalog, table, op, policy, schedule, metrics, history, base))
+            if decision.decision == "run":
+                if estimate:  # the budgets read it: estimated once
+                    decision = replace_decision(decision, bytes_estimate=decision.estimated_bytes)
+                candidates.append(decision)
+            else:
+                decided.append(decision)
+
+
+# -- the turns: stages of one decision between two gates -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A stage of one decision between two gates: after the gate named ``after``, it reads that gate's
+    verdict (``held``: the decision it skipped, or None) and what the gates learned, and returns both,
+    turned. The gates it lets the decision past (``Learned.passes``) are checked still (what they learn is
+    kept) but do not hold it."""
+
+    name: str
+    after: str
+    turn: Callable[[Facts, Learned, Decision | None], tuple[Learned, Decision | None]]
+    doc: str
+    reads: tuple[str, ...] = ()
+    learns: tuple[str, ...] = ()
+
+
+# What an escalation and a continuation let past: their trigger conditions were met, or are overruled.
+_PAST_CONDITIONS = frozenset({"conditions"})
+
+
+def _escalate(f: Facts, known: Learned, held: Decision | None) -> tuple[Learned, Decision | None]:
+    """A breached SLA contract (core/schedules/sla.py) escalates work no gate before held past the conditions."""
+    verdict = f.decision.sla
+    if held is None and verdict is not None and verdict.breached:
+        known = known.but(escalation=verdict, passes=known.passes | _PAST_CONDITIONS)
+    return known, held
+
+
+def _continue_backlog(f: Facts, known: Learned, held: Decision | None) -> tuple[Learned, Decision | None]:
+    """A rewrite scoped to some partitions left a backlog (the ledger's), open until a success starts after
+    it: the decision carries it once the schedule is read, and when the schedule's own rule is not due
+    (its window and days open), the backlog's slot continues: due now (trigger ``backlog``), past the
+    conditions (they were met when its slot was admitted). A shadow decision never continues a backlog:
+    a continuation is the same slot's next attempt, and shadow decisions are recorded once per slot."""
+    backlogs = f.data.backlogs
+    backlog = backlogs.get((f.table.qualified, f.op)) if backlogs and not f.decision.shadow else None
+    if backlog is None or not backlog.open_after(f.history.last_success_start):
+        return known, held
+    if held is None:
+        return known.but(backlog=backlog), None
+    if held.code != "not_due":
+        return known, replace_decision(held, backlog=backlog)
+    due = backlog_due(backlog)
+    return Learned(due=due, trigger=due.trigger, slot=due.slot_key, backlog=backlog, passes=_PAST_CONDITIONS), None
+
+
+TURNS: tuple[Turn, ...] = (
+    Turn("backlog", "due", _continue_backlog, "holds nothing: a partition-scoped rewrite's open backlog continues "
+         "in its slot when the schedule's own rule is not due (trigger `backlog`), past the conditions",
+         learns=("due", "trigger", "slot", "backlog", "passes")),
+    Turn("sla", "zero change", _escalate, "holds nothing: a breached SLA contract (the schedule's `sla`) escalates "
+         "the work past the conditions, as the critical force does, and ranks it first (trigger `sla`)",
+         learns=("escalation", "passes")),
+)
+# The gates in order, each with the turns after it; the whole order checked at import.
+_STEPS = tuple((gate, tuple(turn for turn in TURNS if turn.after == gate.name)) for gate in GATES)
+check_order(tuple(step for gate, turns in _STEPS for step in (gate, *turns)))
+
+
+def through_gates(f: Facts) -> Decision:
+    """The decision skipped by the first gate that holds it (a gate its turns let it past holds nothing),
+    else :func:`admissible`."""
+    known = NOTHING_LEARNED
+    for gate, turns in _STEPS:
+        verdict = gate.check(f, known)
+        held = None
+        if verdict is not None:
+            if verdict.__class__ is Learned:
+                known = verdict
+            elif gate.name in known.passes:  # checked, not held: what it learned is kept
+                known = known.but(**{name: getattr(verdict, name) for name in gate.learns})
+            else:
+                held = verdict
+        for turn in turns:
+            known, held = turn.turn(f, known, held)
+        if held is not None:
+            return held
+    return admissible(f, known)
+
+
+@dataclass(frozen=True)
+class BacklogDue:
+    """The schedule's verdict for a backlog's continuation: due now, in the backlog's own slot (so the
+    attempt number is the slot's next one)."""
+
+    slot_key: str
+    detail: str
+    due: bool = True
+    trigger: str = "backlog"
+    blocked: str | None = None
+    next_eligible: datetime | None = None
+    # What the quiet gate reads (core/schedules/quiet.due_since): a continuation has been due since its slot.
+    slot: datetime | None = None
+    last_success_start: datetime | None = None
+
+
+def backlog_due(backlog: Backlog) -> BacklogDue:
+    return BacklogDue(backlog.slot, f"continues slot {backlog.slot}: {backlog.partitions} partition(s), "
+                                    f"{backlog.bytes} bytes left", slot=slot_time(backlog.slot))
+
+
+def slot_time(slot_key: str) -> datetime | None:
+    """A due slot's time, read back from its key (``Due.slot_key``: a cron slot's ISO time,
+    ``interval:<ISO>``, ``condition:<ISO>``); None for ``...:first``, ``cron:none`` and manual work."""
+    for text in (slot_key, slot_key.partition(":")[2]):
+        try:
+            return datetime.fromisoformat(text)
+        except ValueError:
+            continue
+    return None
+
+def _shadow_stage(state: PlanState) -> None:
+    """A shadow policy's candidates become shadow decisions: recorded, never run (the shadow attempt)."""
+    state.candidates = [_as_shadow(d) if d.shadow else d for d in state.candidates]
+
+
+def _as_shadow(decision: Decision) -> Decision:
+    reason = Reason(None, _as_shadow_said, decision.why[0], decision.policy)
+    return replace_decision(decision, why=(reason, *decision.why[1:]), attempt=SHADOW_ATTEMPT)
+
+
+def _as_shadow_said(first: Reason | str, policy: str | None) -> str:
+    return f"{SHADOW_PREFIX}{text_of(first)} (shadow policy '{policy}')"
+
+
+def _learned_view(state: PlanState) -> LearnedView:
+    """The recorded runs' totals, made once per plan: the learned ranking and the compute budget's estimates
+    (both admission passes) read the same view."""
+    if state.learned is None:
+        state.learned = LearnedView.of(state.data.recorded_runs, state.data.now, state.data.ranking)
+    return state.learned
+
+
+def _budget_view(state: PlanState) -> LearnedView | None:
+    """The view the compute budget estimates with (None: no compute budget, so none is made for it)."""
+    return _learned_view(state) if state.data.limits.max_compute_hours_per_hour else None
+
+
+def _rank_stage(state: PlanState) -> None:
+    """Debt score, policy priority, schedule priority, table name, then Floe's operation order; with
+    ``ranking.learned`` the debt score × each candidate's measured-efficiency factor (core/plan/learned_plan.py)."""
+    ranking = state.data.ranking
+    if ranking.learned or ranking.shadow:
+        view = _learned_view(state)
+        data = state.data
+        state.candidates = [replace_decision(d, efficiency=view.factor(
+            d.table.qualified, d.operation, data.metrics.get(d.table), _config(data, d))) for d in state.candidates]
+    if ranking.learned:
+        state.candidates.sort(key=lambda d: learned_rank_key(d, d.efficiency.factor))
+    else:
+        state.candidates.sort(key=static_rank_key)
+
+
+def _config(data: PlanInput, decision: Decision) -> Any:
+    """The decision's operation config as its byte estimate read it: the policy's, with the table's owner overrides."""
+    policy = data.policies.get(decision.policy) if decision.policy else None
+    config = policy.config(decision.operation) if policy is not None else None
+    return with_overrides(decision.owner_overrides, decision.operation, config)
+
+
+def _sla_first_stage(state: PlanState) -> None:
+    """Work a breached SLA escalated (trigger ``sla``) before the rest: ERROR before WARN, the longest
+    breached first; the rank order otherwise (a stable sort)."""
+    escalated = [d for d in state.candidates if d.trigger == "sla"]
+    if escalated:
+        escalated.sort(key=lambda d: d.sla.rank_key)
+        state.candidates = escalated + [d for d in state.candidates if d.trigger != "sla"]
+
+
+def _live_admission(state: PlanState) -> None:
+    live = [d for d in state.candidates if not d.shadow]
+    state.live = admit_within_budgets(state.data, live, state.notes, _budget_view(state))
+    state.decided.extend(state.live)
+    if state.data.ranking.shadow:  # both orders side by side, in the notes
+        state.notes.append(shadow_note(_learned_view(state), live, [d for d in state.live if d.decision == "run"]))
+
+
+def _shadow_pass(state: PlanState) -> None:
+    """The shadow decisions through the same admission with a fresh state of their own (nothing admitted
+    yet, their own hour of bytes, no queued run), ranked and batched after the live ones."""
+    candidates = [d for d in state.candidates if d.shadow]
+    if not candidates:
+        return
+    data, live = state.data, state.live
+    shadow_notes: list[str] = []
+    own_budgets = replace(data, bytes_last_hour=data.shadow_bytes_last_hour, queued_runs=0, past_admissions=())
+    passed = admit_within_budgets(own_budgets, candidates, shadow_notes, _budget_view(state))
+    ranks = max((d.rank for d in live if d.rank is not None), default=0)
+    batches = max((d.batch for d in live if d.batch is not None), default=0)
+    state.notes.extend(f"shadow: {note}" for note in shadow_notes)
+    state.decided.extend(
+        d if d.rank is None else replace_decision(d, rank=d.rank + ranks, batch=(d.batch or 0) + batches)
+        for d in passed)
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("gates", GATE_CODES, _gate_stage, "every (table, operation) the effective policy configures, through the "
+          "gates in order; a shadow policy's reads its history as the shadow sees it, and a live rewrite's "
+          "backlog continues in its slot"),
+    Stage("shadow", (), _shadow_stage, "a shadow policy's candidates become shadow decisions (recorded, never run)"),
+    Stage("rank", (), _rank_stage, "debt score (× the measured-efficiency factor with `ranking.learned`), policy "
+          "priority, schedule priority, table name, Floe's operation order"),
+    Stage("sla first", (), _sla_first_stage, "work a breached SLA contract escalated (trigger `sla`) goes first: "
+          "ERROR before WARN, the longest breached first"),
+    Stage("live admission", ADMISSION_CODES, _live_admission, "the live candidates, in rank order, admitted "
+          "within the budgets, one operation per table at a time; with `ranking.shadow`, both orders compared "
+          "under the compute it spent (the plan's notes)"),
+    Stage("shadow pass", (), _shadow_pass, "the shadow candidates through the same admission with budgets of "
+          "their own, ranked after every live one"),
+)
+# Every reason code a skipped decision may start with, in the order a decision meets them.
+REASON_CODES: tuple[str, ...] = tuple(dict.fromkeys(code for stage in STAGES for code in stage.codes))
+
+
+def run_stages(data: PlanInput) -> PlanState:
+    state = PlanState(data)
+    for stage in STAGES:
+        stage.run(state)
+    return state
+
+
+def gates_markdown() -> str:
+    """docs/automation.md's gate table: the gates, then admission's steps (a test keeps the doc equal)."""
+    lines = ["| stage | step | reason codes | holds back |", "| --- | --- | --- | --- |"]
+    for gate, turns in _STEPS:  # each gate, then the turns after it
+        lines.append(f"| gates | {gate.name} | {_codes(gate.codes)} | {gate.doc} |")
+        lines += [f"| gates | {turn.name} | - | {turn.doc} |" for turn in turns]
+    lines += [f"| admission | {step.name} | {_codes(step.codes)} | {step.doc} |" for step in ADMISSION]
+    return "\n".join(lines) + "\n"
+
+
+def _codes(codes: tuple[str, ...]) -> str:
+    return ", ".join(f"`{code}`" for code in codes) or "-"
