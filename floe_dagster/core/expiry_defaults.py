@@ -7,8 +7,17 @@ property never makes an expiry keep fewer than one snapshot nor snapshots younge
 :data:`MIN_SNAPSHOT_AGE` (``history.expire.max-snapshot-age-ms=0`` expires at one hour; only the policy's
 own ``maxSnapshotAge`` may go below it), a value that is not a whole number (or is below one snapshot) is
 ignored, and an age beyond floe-dagster's longest duration is cut to it. Each such case says why
-(:attr:`ExpiryArguments.adjusted`). ``history.expire.max-ref-age-ms`` is not an argument: Iceberg's
-expiry reads it itself (docs/security.md). Pure: the properties arrive from the run's read of the table.
+(:attr:`ExpiryArguments.adjusted`).
+
+``history.expire.max-ref-age-ms`` is not an argument: Iceberg's expiry reads it itself (``RemoveSnapshots``,
+for every branch and tag without a ``max-ref-age-ms`` of its own) and removes a ref whose head is older, and
+with it what the ref alone keeps (a branch's unpublished data). No argument overrides it, so
+:func:`ref_age_default` bounds it another way: below :data:`MIN_REF_AGE` (floe's default snapshot age, 7
+days: a property never makes floe forget a named ref sooner than floe keeps unnamed history by default),
+each such ref without a ``refRetention`` rule gets :data:`MIN_REF_AGE` as its own age before the expiry
+(core/refs.py sets it, records it and takes it back when the property no longer needs it). Only a policy's
+``refRetention`` may go below. A value Iceberg cannot read as a Java long makes its expiry fail (nothing
+removed), which explain says. Pure: the properties arrive from the run's read of the table.
 """
 
 from __future__ import annotations
@@ -22,10 +31,15 @@ from floe_dagster.core.durations import MAX_DURATION, parse_iso_duration
 
 MIN_SNAPSHOTS_TO_KEEP = "history.expire.min-snapshots-to-keep"
 MAX_SNAPSHOT_AGE_MS = "history.expire.max-snapshot-age-ms"
+MAX_REF_AGE_MS = "history.expire.max-ref-age-ms"
 MIN_SNAPSHOT_AGE = timedelta(hours=1)  # below it only a policy's maxSnapshotAge may expire
 DEFAULT_RETAIN_LAST = 5
 DEFAULT_MAX_SNAPSHOT_AGE = "P7D"
 _WHOLE = re.compile(r"\s*-?\d{1,18}\s*")
+MIN_REF_AGE = parse_iso_duration(DEFAULT_MAX_SNAPSHOT_AGE)  # below it only a policy's refRetention removes refs
+MIN_REF_AGE_MS = int(MIN_REF_AGE.total_seconds() * 1000)
+FLOE_MINIMUM = "floe minimum"  # a ref age's source when the table's property is below MIN_REF_AGE
+_JAVA_LONG = re.compile(r"[+-]?\d{1,19}")  # what Long.parseLong reads (no spaces), within its range below
 
 
 @dataclass(frozen=True)
@@ -80,5 +94,37 @@ def expiry_arguments(retain_last: int | None, max_snapshot_age: str | None,
     return ExpiryArguments(keep, age, keep_from, age_from, tuple(adjusted))
 
 
-__all__ = ["ExpiryArguments", "expiry_arguments", "MIN_SNAPSHOT_AGE", "MIN_SNAPSHOTS_TO_KEEP", "MAX_SNAPSHOT_AGE_MS",
-           "DEFAULT_RETAIN_LAST", "DEFAULT_MAX_SNAPSHOT_AGE"]
+@dataclass(frozen=True)
+class RefAgeDefault:
+    """The age at which an expiry removes a branch or tag that has no ``max-ref-age-ms`` of its own and no
+    ``refRetention`` rule: ``max_ref_age_ms`` None is never (Iceberg's default). ``guard_ms``: the age floe
+    sets as each such ref's own before the expiry (the table's property is below :data:`MIN_REF_AGE`)."""
+
+    max_ref_age_ms: int | None
+    source: str  # MAX_REF_AGE_MS, FLOE_MINIMUM or "default"
+    guard_ms: int | None = None
+    adjusted: str = ""  # why the property is not what applies ('' when it is, or is unset)
+
+
+def ref_age_default(properties: Mapping[str, str]) -> RefAgeDefault:
+    """The table's ``history.expire.max-ref-age-ms`` as a floe expiry lets it act (module docstring)."""
+    value = properties.get(MAX_REF_AGE_MS)
+    if value is None:
+        return RefAgeDefault(None, "default")
+    text = str(value)
+    if not _JAVA_LONG.fullmatch(text) or not -(2**63) <= int(text) < 2**63:
+        return RefAgeDefault(None, "default", None, (
+            f"table property {MAX_REF_AGE_MS}={value!r} is not a whole number Iceberg can read (a Java long): "
+            "its expire_snapshots fails on this table, removing nothing, until the owner corrects it"))
+    millis = int(text)
+    if millis < MIN_REF_AGE_MS:
+        return RefAgeDefault(MIN_REF_AGE_MS, FLOE_MINIMUM, MIN_REF_AGE_MS, (
+            f"table property {MAX_REF_AGE_MS}={millis} is under {MIN_REF_AGE.days} days: each branch and tag "
+            f"without an age of its own or a refRetention rule gets {MIN_REF_AGE.days} days as its own "
+            "max-ref-age-ms before the expiry (only the policy's refRetention may go below)"))
+    return RefAgeDefault(millis, MAX_REF_AGE_MS)
+
+
+__all__ = ["ExpiryArguments", "expiry_arguments", "RefAgeDefault", "ref_age_default", "MAX_REF_AGE_MS",
+           "MIN_REF_AGE", "MIN_REF_AGE_MS", "FLOE_MINIMUM", "MIN_SNAPSHOT_AGE", "MIN_SNAPSHOTS_TO_KEEP",
+           "MAX_SNAPSHOT_AGE_MS", "DEFAULT_RETAIN_LAST", "DEFAULT_MAX_SNAPSHOT_AGE"]
