@@ -15,7 +15,7 @@ import pytest
 
 from floe_dagster.core.expiry_defaults import (
     FLOE_MINIMUM, MAX_REF_AGE_MS, MAX_SNAPSHOT_AGE_MS, MIN_REF_AGE, MIN_REF_AGE_MS, MIN_SNAPSHOTS_TO_KEEP,
-    ref_age_default,
+    expiry_arguments, ref_age_default,
 )
 from floe_dagster.core.measurements import RefFacts
 from floe_dagster.core.operation_kinds.expire_snapshots import SPEC, ExpireSnapshotsConfig
@@ -59,6 +59,18 @@ def test_a_ref_age_iceberg_cannot_read_is_said_to_fail_its_expiry(value):
     unread = ref_age_default({MAX_REF_AGE_MS: value})
     assert (unread.max_ref_age_ms, unread.source, unread.guard_ms) == (None, "default", None)
     assert "is not a whole number Iceberg can read (a Java long): its expire_snapshots fails" in unread.adjusted
+
+
+@pytest.mark.parametrize("properties", [{MIN_SNAPSHOTS_TO_KEEP: " 5"}, {MIN_SNAPSHOTS_TO_KEEP: "2147483648"},
+                                        {MAX_SNAPSHOT_AGE_MS: "1e3"}, {MAX_SNAPSHOT_AGE_MS: "3600000 "}])
+def test_a_snapshot_property_iceberg_cannot_read_is_said_to_fail_its_expiry_too(properties):
+    """Iceberg's RemoveSnapshots parses every history.expire.* property when it starts (Integer/Long.parseLong,
+    no spaces), whatever floe passes: floe's arguments fall back to its defaults and say the expiry fails."""
+    chosen = expiry_arguments(None, None, properties)
+    (why,) = chosen.adjusted
+    assert (chosen.retain_last, chosen.max_age) == (5, timedelta(days=7))
+    assert why.endswith("its expire_snapshots fails on this table, removing nothing, until the owner corrects it")
+    assert ("(a Java int)" in why) == (MIN_SNAPSHOTS_TO_KEEP in properties)
 
 
 def test_no_property_is_iceberg_s_default_never():
