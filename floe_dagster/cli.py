@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import os
 import subprocess
 import sys
 import traceback
 import uuid
 from pathlib import Path
+
+from floe_dagster.redaction import print_json
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -177,7 +178,7 @@ def cmd_plan(args) -> int:
     settings = _settings(args)
     result, verdicts, missing = planned(settings, get_instance(), _coordination(settings), _at(args.at))
     if args.json:
-        print(json.dumps(plan_json(result, verdicts), indent=2))
+        print_json(plan_json(result, verdicts))
         return EXIT_OK
     shadowed = len(result.shadowed)
     print(f"plan at {result.at.isoformat()}: {len(result.admitted)} to run, "
@@ -205,7 +206,8 @@ def cmd_explain(args) -> int:
 
     settings = _settings(args)
     report = explain_table(settings, _coordination(settings), args.table, _at(args.at))
-    print(json.dumps(report, indent=2, default=str) if args.json else format_explain_text(report))
+    # print_json: masked as a structure, so propertyDrift's "key" fields stay the properties' names
+    print_json(report) if args.json else print(format_explain_text(report))
     return EXIT_OK
 
 
@@ -220,7 +222,7 @@ def cmd_health(args) -> int:
     except HealthError as exc:
         print(f"floe-dagster: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    print(json.dumps(report, indent=2, default=str) if args.json else format_health_text(report))
+    print_json(report) if args.json else print(format_health_text(report))
     return EXIT_OK
 
 
@@ -233,7 +235,7 @@ def cmd_runs(args) -> int:
     table = existing_table(settings.catalog, args.table)
     rows = _coordination(settings).outcomes_for(table.qualified)[::-1][:args.limit]
     if args.json:
-        print(json.dumps(rows, indent=2, default=str))
+        print_json(rows)
         return EXIT_OK
     for row in rows:
         failed = f"failed ({row['failure_kind']})" if row["failure_kind"] else "failed"

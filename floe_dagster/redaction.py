@@ -9,7 +9,9 @@
   server's, Dagster's ``context.log``, which become Dagit's run logs) as it is created, before any
   handler or filter sees it. floe-dagster configures no logging of its own otherwise, so this is
   installed where settings are loaded, and by the CLI and ``serve`` at start.
-- :func:`masked_output`: the CLI's standard output and error, masked as they are written.
+- :func:`masked_output`: the CLI's standard output and error, masked as they are written;
+  :func:`print_json` prints a structure as JSON masked as a structure first, then as JSON text (its own
+  fields read as fields: a drift entry's ``"key"`` is a property's name, shown).
 - :func:`masked_failures` (:func:`mask_exception`): an error leaving a Dagster op, sensor or schedule,
   floe's or a library's (PyIceberg, Py4J, requests…), masked in place with its whole cause chain before
   Dagster renders it into the run's failure and event log (Dagster shows each error's type, message and
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import logging
 import os
 import sys
@@ -31,6 +34,7 @@ import traceback
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator, TextIO
 
+from floe_dagster.core.basics.secrets import mask_json as _mask_json
 from floe_dagster.core.basics.secrets import mask_text as _mask_text
 from floe_dagster.core.basics.secrets import masked, secrets_in
 
@@ -139,8 +143,22 @@ class MaskedStream:
         self._stream.write(mask_text(text))
         return len(text)
 
+    @property
+    def raw(self) -> TextIO:
+        """The stream beneath: only for text already masked (:func:`print_json`)."""
+        return self._stream
+
     def __getattr__(self, name: str) -> Any:  # flush, fileno, isatty, encoding…
         return getattr(self._stream, name)
+
+
+def print_json(value: Any) -> None:
+    """``value`` as indented JSON on standard output, masked by the rule as a structure and then as a JSON
+    document (core.basics.secrets.mask_json), past :class:`MaskedStream`'s text rule, which would read each field
+    named ``key`` as a secret and hide the property names of a drift."""
+    text = _mask_json(json.dumps(mask(value), indent=2, default=str), known_secrets())
+    stream = sys.stdout
+    (stream.raw if isinstance(stream, MaskedStream) else stream).write(text + "\n")
 
 
 @contextmanager

@@ -269,6 +269,11 @@ class OperationTriggerStatus(_Open):
     backlog: Backlog | None = None
     refs: dict[str, Any] | None = Field(default=None, description="EXPIRE_SNAPSHOTS only: the policy's refRetention "
                                         "rules and each branch and tag with its age, limit and what it alone keeps")
+    expiryArguments: dict[str, Any] | None = Field(
+        default=None, description="EXPIRE_SNAPSHOTS only: what the next expiry passes (olderThan, retainLast) and the "
+        "age at which it removes a ref with no age of its own (maxRefAgeMs), each with where it came from (policy, "
+        "owner override floe.*, the table's history.expire.* property, floe minimum, default), and adjusted (each "
+        "property bounded or ignored, and why); null when the policy does not configure the expiry")
     lastRun: LastRun
     efficiency: dict[str, Any] | None = Field(None, description="The learned ranking's measured-efficiency factor "
                                               "(factor, why, ranking, computeSource, computeEstimate...)")

@@ -9,9 +9,11 @@ branch meanwhile makes this commit fail, where Iceberg's Java transaction would 
 Spark's ``RETAIN`` takes whole minutes, hours or days. ``main`` is never touched, and a ref that
 already has the rule's age is left alone (no commit when nothing differs).
 
-The ages floe set are recorded in the table property ``floe.ref-retention.set-ages`` in the same
-commit (one transaction: the refs' updates, each with its assertion, and the property), and taken
-back when their rule goes (core/facts/refs.py).
+Where the table's ``history.expire.max-ref-age-ms`` is below floe's minimum, the refs it would decide
+get the minimum as their own age in the same commit (core/facts/expiry_defaults.py). The ages floe set are
+recorded in the table property ``floe.ref-retention.set-ages`` in the same commit (one transaction: the
+refs' updates, each with its assertion, and the property), and taken back when their rule goes
+(core/facts/refs.py).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 from pyiceberg.table.update.snapshot import ManageSnapshots
 
+from floe_dagster.core.facts.expiry_defaults import ref_age_default
 from floe_dagster.core.facts.refs import (
     MAIN, SET_AGES_PROPERTY, TAG, RefRetentionChange, RefRetentionRule, format_set_ages, parse_set_ages,
     recorded_ages, retention_changes,
@@ -58,7 +61,10 @@ def apply_ref_retention(table: Table, name: TableName, rules: Sequence[RefRetent
     current = {ref_name: (_ref_type(ref), ref.snapshot_id, ref.max_ref_age_ms)
                for ref_name, ref in table.metadata.refs.items() if ref_name != MAIN}
     set_ages = parse_set_ages(table.properties.get(SET_AGES_PROPERTY))
-    changes = tuple(retention_changes(current, rules, set_ages))
+    # The table's history.expire.max-ref-age-ms, which Iceberg's expiry reads itself, bounded: below floe's
+    # minimum the refs it would decide get the minimum as their own age (core/facts/expiry_defaults.py).
+    guard = ref_age_default(table.properties).guard_ms
+    changes = tuple(retention_changes(current, rules, set_ages, guard))
     record = format_set_ages(recorded_ages(current, set_ages, changes))
     record_changed = record != table.properties.get(SET_AGES_PROPERTY)
     if changes or record_changed:

@@ -42,7 +42,7 @@ from floe_dagster.core.runs.history import OperationHistory
 from floe_dagster.core.plan.learned_plan import LearnedView, ranked_by
 from floe_dagster.core.operation_kinds.spec import ExplainView, LastRun
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
-from floe_dagster.core.policies.owner_overrides import with_overrides
+from floe_dagster.core.policies.owner_overrides import KEYS, PREFIX, OwnerOverrides, with_overrides
 from floe_dagster.core.plan.planner import Decision, PlanInput, plan
 from floe_dagster.core.runs.run_decision import LedgerRow, shadow_summary
 from floe_dagster.core.runs.run_figures import RunFigures, figures_json
@@ -160,7 +160,7 @@ def _status(view: _TableView, op: Operation, decision: Decision, recorded: Ledge
         "forcedByCriticalPipeline": bool(result is not None and result.forced),
         "forcedBySla": decision.passed_gates and decision.trigger == "sla",
     }
-    return _with_add_ons(head, _status_tail(view, op, decision, history, recorded), _add_ons(view, op))
+    return _with_add_ons(head, _status_tail(view, op, decision, history, recorded), _add_ons(view, op, decision))
 
 
 def _status_tail(view: _TableView, op: Operation, decision: Decision, history: OperationHistory | None,
@@ -205,13 +205,21 @@ def _status_tail(view: _TableView, op: Operation, decision: Decision, history: O
     }
 
 
-def _add_ons(view: _TableView, op: Operation) -> Mapping[str, Any]:
-    """The operation kind's own keys (its spec's ``explain`` hook), from the health the plan used and, when
-    the kind asks, its last materialization."""
+def _add_ons(view: _TableView, op: Operation, decision: Decision) -> Mapping[str, Any]:
+    """The operation kind's own keys (its spec's ``explain`` hook), from the health the plan used, the
+    options the table's owner overrides set and, when the kind asks, its last materialization."""
     policy = view.policy
     return op.spec.explain(ExplainView(policy, policy.config(op) if policy is not None else None,
                                        view.data.metrics.get(view.table), view.now,
-                                       lambda: _last_run(view.instance, view.table, op)))
+                                       lambda: _last_run(view.instance, view.table, op),
+                                       applied_overrides(decision.owner_overrides, op)))
+
+
+def applied_overrides(owner: OwnerOverrides | None, op: Operation) -> dict[str, tuple[str, Any]]:
+    """The config fields the table's ``floe.*`` properties set on ``op``: field → (property, value)."""
+    applied = owner.applied.get(op, {}) if owner is not None else {}
+    names = {key.field: PREFIX + name for name, key in KEYS.items() if key.operation is op}
+    return {field: (names.get(field, PREFIX + field), value) for field, value in applied.items()}
 
 
 def _with_add_ons(head: dict[str, Any], tail: dict[str, Any], add_ons: Mapping[str, Any]) -> dict[str, Any]:

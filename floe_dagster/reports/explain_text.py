@@ -47,6 +47,7 @@ def _operation_lines(op: str, status: Mapping[str, Any]) -> list[str]:
         lines.append(f"    writer hold (maxWriterWait {status['writerHold']['maxWriterWait']}): "
                      f"{status['writerHold']['detail']}")
     lines += _backlog_lines(status.get("backlog"))
+    lines += expiry_lines(status.get("expiryArguments"))
     if status.get("quarantine"):
         lines.append(f"    quarantine: {status['quarantine']['reason']}")
     owner = status.get("ownerOverrides") or {}
@@ -82,6 +83,20 @@ def sla_line(sla: Mapping[str, Any]) -> str:
     owner = json.dumps(sla["owner"], ensure_ascii=False) if sla.get("owner") else "no owner named"
     state = "BREACHED" if sla["breached"] else "met"
     return f"    SLA maxAge {sla['maxAge']} ({sla['severity']}, owner {owner}): {state} - {sla['detail']}"
+
+
+def expiry_lines(arguments: Mapping[str, Any] | None) -> list[str]:
+    """A snapshot expiry's arguments, each with where it came from (core/operation_kinds/expire_snapshots.py)."""
+    if not arguments:
+        return []
+    ref_age = arguments["maxRefAgeMs"]
+    refs = "never" if ref_age is None else f"{ref_age} ms"
+    lines = [f"    expiry arguments: older_than {arguments['olderThan']} (maxSnapshotAge {arguments['maxSnapshotAge']} "
+             f"from {arguments['maxSnapshotAgeFrom']}), retain_last {arguments['retainLast']} (from "
+             f"{arguments['retainLastFrom']}); a branch or tag with no age of its own nor refRetention rule is "
+             f"removed after {refs} (from {arguments['maxRefAgeFrom']}); table properties "
+             f"{arguments['tableProperties']}"]
+    return lines + [f"    expiry adjusted: {why}" for why in arguments["adjusted"]]
 
 
 def _backlog_lines(backlog: Mapping[str, Any] | None) -> list[str]:

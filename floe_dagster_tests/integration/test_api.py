@@ -291,6 +291,11 @@ def test_trigger_status_is_floe_dagster_explain(server):
     failed = reports["demo.sales.customers"]["operationStatuses"]["REWRITE_DATA_FILES"]
     assert failed["backoff"]["consecutiveFailures"] == 1 and failed["lastRun"]["succeeded"] is False
     assert reports["ops.metrics"]["policyName"] == "ops"
+    # The expiry's arguments with their sources, the same over HTTP as in the CLI (one explain_table).
+    expiry = reports["sales.orders"]["operationStatuses"]["EXPIRE_SNAPSHOTS"]["expiryArguments"]
+    assert (expiry["retainLast"], expiry["retainLastFrom"], expiry["maxSnapshotAge"], expiry["olderThanFrom"]) == (
+        1, "policy", "PT0S", "policy")
+    assert expiry["olderThan"] == at and (expiry["maxRefAgeMs"], expiry["maxRefAgeFrom"]) == (None, "default")
 
 
 def test_schemathesis_finds_no_server_error_and_no_schema_violation(server, tmp_path):

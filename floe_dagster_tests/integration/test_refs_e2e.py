@@ -18,7 +18,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.facts.measurements import format_bytes
-from floe_dagster.core.facts.refs import MAX_SNAPSHOT_AGE_MS, SET_AGES_PROPERTY
+from floe_dagster.core.facts.refs import GUARD_RULE, MAX_SNAPSHOT_AGE_MS, SET_AGES_PROPERTY
 from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.health_reporting import report_health_events
 from floe_dagster.defs.names import asset_key_for
@@ -288,3 +288,64 @@ def test_every_ref_set_is_asserted_unchanged_not_only_the_first(tmp_path):
     after = catalog.load_table("ns.t").metadata.refs
     assert after["audit-2"].snapshot_id == moved and after["audit-1"].max_ref_age_ms is None
     assert SET_AGES_PROPERTY not in catalog.load_table("ns.t").properties
+
+
+WEEK_MS = 7 * DAY_MS
+
+
+@pytest.mark.spark
+def test_an_owners_ref_age_below_floes_minimum_never_removes_a_young_branch_or_tag(tmp_path, instance):
+    """The owner sets ``history.expire.max-ref-age-ms=0``: Iceberg's expiry alone would remove every branch
+    and tag but main (their heads are older than 0 ms). floe's run first gives each ref the property would
+    decide floe's minimum (7 days) as its own age: the unpublished branch and the tag survive with their
+    data; the ref whose owner set its own 1 ms age goes (the owner's decision on that one ref). A value
+    Iceberg cannot read fails the expiry, removing nothing; a property at or above the minimum takes
+    floe's ages back."""
+    settings = load_settings(write_settings(tmp_path, NO_RULE), environ={})
+    catalog = open_catalog(settings.catalog)
+    catalog.create_namespace("ns")
+    table = catalog.create_table("ns.t", schema=SCHEMA)
+    table.append(rows(0, 10))
+    head = table.current_snapshot().snapshot_id
+    (table.manage_snapshots().create_branch(head, "wap").create_tag(head, "v1")
+     .create_tag(head, "mine", max_ref_age_ms=1).commit())
+    before = set(data_files_on_disk(table))
+    table.append(rows(100, 7), branch="wap")  # the branch's unpublished data: main never had it
+    wap_file = new_files(table, before)
+    with table.transaction() as tx:
+        tx.set_properties({"history.expire.max-ref-age-ms": "0"})
+    time.sleep(0.05)
+    name = TableName.parse("ns.t", "demo")
+    now = datetime.now(timezone.utc)
+    health_report(settings, Coordination(settings.coordination_url), name, now)
+    status = explain_table(settings, Coordination(settings.coordination_url), "demo.ns.t", now,
+                           instance)["operationStatuses"]["EXPIRE_SNAPSHOTS"]
+    assert (status["expiryArguments"]["maxRefAgeMs"], status["expiryArguments"]["maxRefAgeFrom"]) == (
+        WEEK_MS, "floe minimum")
+    assert {ref["name"]: ref["stale"] for ref in status["refs"]["refs"]} == {"wap": False, "v1": False, "mine": True}
+
+    first = expire(settings, instance, "t-guard")
+    table = load_table(open_catalog(settings.catalog), name)
+    refs = table.metadata.refs
+    assert set(refs) == {"main", "wap", "v1"} and first["refs_removed"] == [{"name": "mine", "type": "tag"}]
+    assert (refs["wap"].max_ref_age_ms, refs["v1"].max_ref_age_ms) == (WEEK_MS, WEEK_MS)
+    assert [(c["name"], c["max_ref_age_ms"], c["rule"]) for c in first["ref_retention_set"]] == [
+        ("v1", WEEK_MS, GUARD_RULE), ("wap", WEEK_MS, GUARD_RULE)]
+    assert all(os.path.exists(path) for path in wap_file)
+    assert table.scan(snapshot_id=refs["wap"].snapshot_id).to_arrow().num_rows == 17
+
+    with table.transaction() as tx:
+        tx.set_properties({"history.expire.max-ref-age-ms": "soon"})
+    failed = trigger_table(settings, "demo.ns.t", ["EXPIRE_SNAPSHOTS"], reason="refs test", actor="tester",
+                           trigger_id="t-garbage", instance=instance)
+    assert not failed.succeeded and "soon" in " ".join(failed.lines())
+    assert set(load_table(open_catalog(settings.catalog), name).metadata.refs) == {"main", "wap", "v1"}
+
+    table = load_table(open_catalog(settings.catalog), name)
+    with table.transaction() as tx:
+        tx.set_properties({"history.expire.max-ref-age-ms": str(30 * DAY_MS)})
+    last = expire(settings, instance, "t-honoured")
+    after = load_table(open_catalog(settings.catalog), name)
+    assert set(after.metadata.refs) == {"main", "wap", "v1"} and last["refs_removed"] == []
+    assert (after.metadata.refs["wap"].max_ref_age_ms, after.metadata.refs["v1"].max_ref_age_ms) == (None, None)
+    assert SET_AGES_PROPERTY not in after.properties

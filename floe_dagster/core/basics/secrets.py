@@ -17,7 +17,9 @@ A secret is:
   secret), nor a ``key`` right after a word naming what it identifies (``assetKey``, ``partition_key``,
   ``sort-key``, ``dagster/run_key``: an identifier, never a credential). In a structure (a JSON answer, a
   mapping), a field named ``key`` alone names which key (a property's name in a drift entry, an API key's name
-  in a 403), never holds one; in text, ``key=…`` stays a secret (``?key=`` carries an API key in a URL);
+  in a 403), never holds one; in text, ``key=…`` stays a secret (``?key=`` carries an API key in a URL),
+  but a JSON document made from a structure masked first (:func:`mask_json`: the CLI's ``--json``) keeps
+  its own fields' rule;
 - the value of a **name/value entry** whose name is a secret key: a mapping whose ``key``, ``property`` or
   ``name`` field names a secret has its ``value``, ``declared`` and ``current`` fields masked (an ignored
   table property ``{property, value, reason}``, a property drift ``{key, declared, current}``);
@@ -130,8 +132,9 @@ def _masked_userinfo(userinfo: str) -> str:
     return f"{user}:{MASK}" if colon and user else MASK
 
 
-def _scan(text: str, found: Callable[[str], None] | None, known: Iterable[str] = ()) -> str:
-    """The text with every secret the rule finds masked; ``found`` receives each secret value."""
+def _scan(text: str, found: Callable[[str], None] | None, known: Iterable[str] = (), fields: bool = False) -> str:
+    """The text with every secret the rule finds masked; ``found`` receives each secret value. ``fields``:
+    the text is a JSON document, whose ``"name": value`` pairs are a structure's fields (:func:`mask_json`)."""
     if not text:
         return text
     present = {k for k in known if k and len(k) >= MIN_KNOWN_SECRET and k in text}
@@ -158,7 +161,7 @@ def _scan(text: str, found: Callable[[str], None] | None, known: Iterable[str] =
 
     text = _URI_USERINFO.sub(userinfo, text)
     text = _BEARER.sub(bearer, text)
-    return _pairs(text, found)
+    return _pairs(text, found, fields)
 
 
 def _ends_in_prose_word(name: str) -> bool:
@@ -168,15 +171,18 @@ def _ends_in_prose_word(name: str) -> bool:
     return len(words) > 1 and words[-1].lower() in _PROSE_WORDS
 
 
-def _pairs(text: str, found: Callable[[str], None] | None) -> str:
-    """``name=value`` and ``name: value`` pairs (quoted or not) whose name is a secret key, masked."""
+def _pairs(text: str, found: Callable[[str], None] | None, fields: bool = False) -> str:
+    """``name=value`` and ``name: value`` pairs (quoted or not) whose name is a secret key, masked; with
+    ``fields``, a pair ``"name": …`` (double quotes, unescaped: one of the document's own fields) as a
+    structure's field (:func:`secret_field`: a field named ``key`` names which key)."""
     parts: list[str] = []
     done = 0  # text before this offset is in parts
     for match in _PAIR.finditer(text):
         name, value = match.group("name"), match.group("value")
         bare = name.strip("'\"\\")
         strong = name != bare or "=" in match.group("sep") or _ends_in_prose_word(bare)
-        if match.start() < done or not secret_key(bare, weak_words=strong):
+        field = fields and name.startswith('"') and ":" in match.group("sep")
+        if match.start() < done or not (secret_field(bare) if field else secret_key(bare, weak_words=strong)):
             continue
         opening = _OPENING_QUOTE.match(value)
         opened = opening.group() if opening else ""
@@ -194,6 +200,14 @@ def _pairs(text: str, found: Callable[[str], None] | None) -> str:
 def mask_text(text: str, known: Iterable[str] = ()) -> str:
     """Free text (an error message, a log line, a URI) with its secrets masked."""
     return _scan(text, None, known)
+
+
+def mask_json(text: str, known: Iterable[str] = ()) -> str:
+    """A JSON document made of a structure :func:`masked` already masked, masked again as text (known
+    secrets, a secret's pair inside a string) but reading its own ``"field": value`` pairs as that
+    structure's fields: a drift entry's ``"key": "write.format.default"`` names a property, as it did in
+    the structure (plain text would mask any ``key``'s value)."""
+    return _scan(text, None, known, fields=True)
 
 
 def masked(value: Any, known: Iterable[str] = (), key: str | None = None) -> Any:

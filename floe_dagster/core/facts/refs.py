@@ -26,8 +26,8 @@ retention has passed them.
 
 **Stale** (:func:`ref_issues`): a ref whose head is older than its limit: the first matching
 ``refRetention`` rule of the table's policy, else the ref's own ``max-ref-age-ms``, else the table's
-``history.expire.max-ref-age-ms``. A ref with no limit is listed with its age and what it keeps, and
-is never an issue.
+``history.expire.max-ref-age-ms`` (bounded: never under floe's minimum, 7 days; core/facts/expiry_defaults.py).
+A ref with no limit is listed with its age and what it keeps, and is never an issue.
 
 **refRetention** (a policy key): ``[{pattern: "audit-*", maxAge: P30D, type: branch|tag|any}]``.
 ``pattern`` is a glob over the ref's name (``*``, ``?``, ``[...]``, case-sensitive); the first rule
@@ -44,6 +44,9 @@ set it (none: the ref keeps no age of its own, so it never expires by age) — b
 still has the age floe set: an age the owner set since, or one floe never set, is never touched. A
 ref gone (removed by the expiry, or dropped) leaves the record at the next run. A record that does not
 parse is ignored: floe then forgets what it set and clears nothing (the owner's side of the doubt).
+The same record holds floe's minimum (:data:`GUARD_RULE`): while the table's
+``history.expire.max-ref-age-ms`` is below it, each ref it would decide gets the minimum as its own
+age, taken back the same way once the property no longer is.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from datetime import datetime, timedelta
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from floe_dagster.core.basics.durations import format_iso_duration, format_wait, parse_iso_duration
+from floe_dagster.core.facts.expiry_defaults import FLOE_MINIMUM, ref_age_default
 from floe_dagster.core.facts.health_assessment import HealthIssue, IssueType, Severity
 from floe_dagster.core.basics.localtime import as_utc
 from floe_dagster.core.facts.measurements import RefFacts, format_bytes
@@ -238,7 +242,7 @@ def pinned_file_bytes(summaries: Iterable[Mapping[str, Any]], main_data_files: s
 @dataclass(frozen=True)
 class RefLimit:
     max_age_ms: int
-    source: str  # "policy", "ref" or "table"
+    source: str  # "policy", "ref", "table" or FLOE_MINIMUM (the table's property, below it)
     rule: RefRetentionRule | None = None
 
     def describe(self) -> str:
@@ -247,6 +251,8 @@ class RefLimit:
             return f"policy max {age}"
         if self.source == "ref":
             return f"its own max-ref-age {age}"
+        if self.source == FLOE_MINIMUM:
+            return f"floe's minimum {age}, table {MAX_REF_AGE_MS} below it"
         return f"table {MAX_REF_AGE_MS} {age}"
 
 
@@ -257,10 +263,10 @@ def ref_limit(ref: RefFacts, rules: Sequence[RefRetentionRule], properties: Mapp
         return RefLimit(rule.max_age_ms, "policy", rule)
     if ref.max_ref_age_ms is not None:
         return RefLimit(ref.max_ref_age_ms, "ref")
-    table_limit = properties.get(MAX_REF_AGE_MS)
-    if table_limit is not None and str(table_limit).strip().isdigit():
-        return RefLimit(int(table_limit), "table")
-    return None
+    table = ref_age_default(properties)  # bounded: never under floe's minimum (core/facts/expiry_defaults.py)
+    if table.max_ref_age_ms is None:
+        return None
+    return RefLimit(table.max_ref_age_ms, "table" if table.guard_ms is None else FLOE_MINIMUM)
 
 
 def format_age(ms: int) -> str:
@@ -306,6 +312,8 @@ def _limit_source(limit: RefLimit | None) -> str | None:
         return None
     if limit.rule is not None:
         return f"policy refRetention '{limit.rule.pattern}' ({format_iso_duration(limit.rule.max_age)})"
+    if limit.source == FLOE_MINIMUM:
+        return f"floe's minimum (table property {MAX_REF_AGE_MS} is below it)"
     return "the ref's max-ref-age-ms" if limit.source == "ref" else f"table property {MAX_REF_AGE_MS}"
 
 
@@ -343,6 +351,8 @@ def ref_issues(refs: Sequence[RefFacts] | None, rules: Sequence[RefRetentionRule
 SET = "set"  # a rule's age set on the ref
 CLEARED = "cleared"  # its rule gone: the age floe set taken back (the ref's earlier age, or none, put back)
 SET_AGES_PROPERTY = "floe.ref-retention.set-ages"  # the table property recording what floe set (docstring)
+# A change's ``rule`` when floe's minimum, not a policy's rule, set the age (core/facts/expiry_defaults.py).
+GUARD_RULE = f"floe minimum: table {MAX_REF_AGE_MS} below it"
 
 
 class RefRetentionChange(NamedTuple):
@@ -391,11 +401,15 @@ def format_set_ages(ages: Mapping[str, SetAge]) -> str | None:
 
 
 def retention_changes(refs: Mapping[str, tuple[str, int, int | None]], rules: Sequence[RefRetentionRule],
-                      set_ages: Mapping[str, SetAge] | None = None) -> list[RefRetentionChange]:
+                      set_ages: Mapping[str, SetAge] | None = None,
+                      guard_ms: int | None = None) -> list[RefRetentionChange]:
     """The refs whose ``max-ref-age-ms`` an expiry run changes: name → (type, snapshot id, current
     max-ref-age-ms). A matching rule's age is set where it differs; a ref no rule matches any more gets
     back the age it had before floe set one, when ``set_ages`` records that floe did and the ref still
-    has that age (the owner's own ages are never touched). ``main`` is never changed."""
+    has that age (the owner's own ages are never touched). ``main`` is never changed. ``guard_ms``
+    (the table's ``history.expire.max-ref-age-ms`` is below floe's minimum: core/facts/expiry_defaults.py) is
+    set on each ref without a rule that would otherwise fall to the table's property: one with no age, or
+    only an age floe set over none."""
     changes = []
     for name, (ref_type, snapshot_id, current) in sorted(refs.items()):
         rule = rule_for(rules, name, ref_type)
@@ -403,9 +417,17 @@ def retention_changes(refs: Mapping[str, tuple[str, int, int | None]], rules: Se
         if rule is not None:
             if current != rule.max_age_ms:
                 changes.append(RefRetentionChange(name, ref_type, snapshot_id, current, rule.max_age_ms, rule.pattern))
+        elif guard_ms is not None and name != MAIN and _falls_to_table(current, recorded):
+            if current != guard_ms:
+                changes.append(RefRetentionChange(name, ref_type, snapshot_id, current, guard_ms, GUARD_RULE))
         elif name != MAIN and recorded is not None and current == recorded.max_ref_age_ms != recorded.before:
             changes.append(RefRetentionChange(name, ref_type, snapshot_id, current, recorded.before, None, CLEARED))
     return changes
+
+
+def _falls_to_table(current: int | None, recorded: SetAge | None) -> bool:
+    """Whether, but for floe's ages, the ref has no age of its own (the table's property decides it)."""
+    return current is None or (recorded is not None and recorded.before is None and current == recorded.max_ref_age_ms)
 
 
 def recorded_ages(refs: Mapping[str, tuple[str, int, int | None]], set_ages: Mapping[str, SetAge],
@@ -429,5 +451,5 @@ __all__ = [
     "ref_limit",
     "ref_report", "ref_issues", "format_age", "RefRetentionChange", "retention_changes",
     "PINNED_METHOD", "SET", "CLEARED", "SET_AGES_PROPERTY", "SetAge", "parse_set_ages", "format_set_ages",
-    "recorded_ages",
+    "recorded_ages", "GUARD_RULE",
 ]

@@ -1,17 +1,20 @@
 """EXPIRE_SNAPSHOTS: Iceberg's ``expire_snapshots``, the policy's ``expireSnapshots``. Before it, a run
 sets the policy's ``refRetention`` on the table's refs (core/facts/refs.py), so the expiry removes the branches
-and tags older than their limit; ``explain`` shows what the next expiry does to them (``refs``)."""
+and tags older than their limit; ``explain`` shows what the next expiry does to them (``refs``) and the
+arguments it passes, each with where it came from (``expiryArguments``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Mapping
 
-from floe_dagster.core.basics.durations import MAX_DURATION, parse_iso_duration
+from floe_dagster.core.basics.durations import MAX_DURATION, format_iso_duration, parse_iso_duration
 # Floe's defaults, applied by the engine when a field is unset (after the table's bounded history.expire.*
 # properties: core/facts/expiry_defaults.py).
-from floe_dagster.core.facts.expiry_defaults import DEFAULT_MAX_SNAPSHOT_AGE, DEFAULT_RETAIN_LAST
+from floe_dagster.core.facts.expiry_defaults import (
+    DEFAULT_MAX_SNAPSHOT_AGE, DEFAULT_RETAIN_LAST, expiry_arguments, ref_age_default,
+)
 from floe_dagster.core.basics.loader_format import Combined, LoaderSection, whole_units, written_as
 from floe_dagster.core.operation_config import OperationConfig, any_int, at_least, boolean, option
 from floe_dagster.core.operation_kinds.spec import ExplainView, FloeNative, HoldsForWriters, NeedsGc
@@ -74,6 +77,34 @@ _LOADER = LoaderSection(
 )
 
 
+def expiry_view(view: ExplainView) -> dict[str, Any] | None:
+    """What the next expiry passes and where each came from (the policy, a table's owner override, the
+    table's ``history.expire.*`` property, or floe's default), as a run decides it (core/facts/expiry_defaults.py)
+    from the table's properties as the last health read them; and the age at which it removes a branch or
+    tag with no age of its own nor refRetention rule (Iceberg reads that property itself; a ref's own age
+    and the policy's rules are under ``refs``). None: the policy does not configure the expiry."""
+    config = view.config
+    if config is None:
+        return None
+    owner = view.owner_overrides
+    config = replace(config, **{field: value for field, (_, value) in owner.items()}) if owner else config
+    properties = view.metrics.properties if view.metrics is not None else {}
+    chosen = expiry_arguments(config.retain_last, config.max_snapshot_age, properties)
+    shown = chosen.to_json()
+    for field, key in (("retain_last", "retainLastFrom"), ("max_snapshot_age", "maxSnapshotAgeFrom")):
+        if field in owner:  # the policy's field, set by the table's floe.* property the policy allows
+            shown[key] = f"owner override {owner[field][0]}"
+    refs = ref_age_default(properties)
+    return {
+        "olderThan": (view.now - chosen.max_age).isoformat(), "olderThanFrom": shown["maxSnapshotAgeFrom"],
+        "maxSnapshotAge": format_iso_duration(chosen.max_age), **shown,
+        "maxRefAgeMs": refs.max_ref_age_ms, "maxRefAgeFrom": refs.source,
+        "adjusted": [*chosen.adjusted, *([refs.adjusted] if refs.adjusted else [])],
+        "tableProperties": "as the last health read them" if view.metrics is not None else
+        "not read yet (no health): a run reads the table's own",
+    }
+
+
 class ExpireSnapshots(HoldsForWriters, NeedsGc, FloeNative):
     name = "EXPIRE_SNAPSHOTS"
     policy_key = "expireSnapshots"
@@ -99,7 +130,7 @@ class ExpireSnapshots(HoldsForWriters, NeedsGc, FloeNative):
         return _LOADER
 
     def explain(self, view: ExplainView) -> dict[str, Any]:
-        return _refs(view)
+        return {**_refs(view), "expiryArguments": expiry_view(view)}
 
 
 SPEC = ExpireSnapshots()

@@ -13,7 +13,7 @@ and never import ``Operation`` (it is built from the specs, core/operations.py).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
 from datetime import datetime
 from functools import cached_property
@@ -55,14 +55,16 @@ class LastRun:
 @dataclass(frozen=True)
 class ExplainView:
     """What a kind's ``explain`` hook sees of one table: its effective policy (None: none) and that
-    policy's config of the kind, the health the plan used, the time, and (read only when asked) the
-    operation's last materialization."""
+    policy's config of the kind, the health the plan used, the time, (read only when asked) the
+    operation's last materialization, and the options the table's owner overrides set on the config
+    (config field → (the ``floe.*`` property, its value): core/policies/owner_overrides.py)."""
 
     policy: Any
     config: Any
     metrics: Any
     now: datetime
     last_run: Callable[[], LastRun | None]
+    owner_overrides: Mapping[str, tuple[str, Any]] = field(default_factory=dict)
 
 
 _NONE: Mapping[str, str] = MappingProxyType({})
