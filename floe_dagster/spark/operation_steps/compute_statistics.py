@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from floe_dagster.core.operation_kinds.compute_statistics import ComputeStatisticsConfig
 from floe_dagster.core.operations import Operation
@@ -34,6 +34,9 @@ from floe_dagster.spark.procedures import (
     call_sql,
     spark_table_reference,
 )
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 KIND = "COMPUTE_STATISTICS"
@@ -66,7 +69,7 @@ class ComputeStatisticsStep(OperationStep):
         return self.render_call(job.op, job.table, job.config, job.now,
                                 snapshot_id=statistics.current_snapshot_id if statistics else None)
 
-    def run(self, spark: Any, job: EngineJob, call: ProcedureCall) -> Ran:
+    def run(self, spark: SparkSession, job: EngineJob, call: ProcedureCall) -> Ran:
         """Without the table's statistics state from its metadata, Spark reads the current snapshot and the
         partitioning, and the statistics are computed whatever exists."""
         state = job.inputs.get("statistics") or _statistics_state(spark, job.table)
@@ -88,15 +91,15 @@ class ComputeStatisticsStep(OperationStep):
         return Ran(result=summarize_statistics(table_rows, partition_rows),
                    call=replace(call, sql=sql, arguments=arguments), extra={"statistics_reasons": list(work.reasons)})
 
-    def summarise(self, op: Any, rows: list[Mapping[str, Any]]) -> ProcedureResult:
+    def summarise(self, op: Operation, rows: list[Mapping[str, Any]]) -> ProcedureResult:
         return summarize_statistics(rows, [])
 
-    def after_commit(self, done: Committed) -> dict[str, Any]:
+    def after_commit(self, done: Committed) -> dict[str, object]:
         """What the current snapshot's statistics files hold after the run (written now or before): the
         Puffin file, its columns and their NDVs, the partition statistics file; and why the run did what it did."""
         current = done.after.current_snapshot()
         facts = statistics_facts(done.after.metadata, current.snapshot_id if current else None)
-        metadata: dict[str, Any] = {"statistics_reasons": as_json(done.outcome.extra.get("statistics_reasons", []))}
+        metadata: dict[str, object] = {"statistics_reasons": as_json(done.outcome.extra.get("statistics_reasons", []))}
         for key in ("statistics_file", "partition_statistics_file"):
             if key in facts:
                 metadata[key] = as_path(facts[key])
@@ -128,7 +131,7 @@ def summarize_statistics(table_rows: list[Mapping[str, Any]],
     return ProcedureResult(op, numbers, op.spec.changed(numbers), 0)
 
 
-def _statistics_state(spark: Any, table: TableName) -> StatisticsState:
+def _statistics_state(spark: SparkSession, table: TableName) -> StatisticsState:
     """Without the table's metadata from PyIceberg: the current snapshot (``history``) and whether the
     table is partitioned (its ``partitions`` table has a ``partition`` column only then)."""
     reference = spark_table_reference(table)
