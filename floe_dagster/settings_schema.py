@@ -204,7 +204,7 @@ class Reading:
         return Location(self.problems, self.source, path)
 
 
-def read_value(reading: Reading, key: Key, raw: Mapping[str, Any]) -> Any:
+def read_value(reading: Reading, key: Key, raw: Mapping[str, object]) -> Any:
     """The key's value: from its environment variable, else the file, else the default; checked
     and, for paths, resolved (the environment's policies against the working folder)."""
     name = next((n for n in key.env_names if reading.environ.get(n)), None)

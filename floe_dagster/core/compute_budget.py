@@ -49,7 +49,7 @@ def compute_hours_problem(value: Any) -> str | None:
     return None
 
 
-def read_compute_hours(at: Location, raw: Any) -> Any:
+def read_compute_hours(at: Location, raw: object) -> Any:
     """floe.yaml's (or the environment's) ``max-compute-hours-per-hour``: a number > 0, written as a number
     or as text; anything else is refused with the setting's name."""
     value = raw
@@ -112,7 +112,7 @@ class ComputeWindow:
         told += f", {_hours(admitted_s)} admitted this tick)" if admitted_s else ")"
         return told + (" — over-spent: the runs spent more than the budget" if self.over_spent else "")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"limitSeconds": round(self.limit_s, 1), "spentSeconds": round(self.recorded_s, 1),
                 "finishedRuns": self.recorded_runs, "inFlightSeconds": round(self.in_flight_s, 1),
                 "inFlightRuns": self.in_flight_runs, "overSpent": self.over_spent}

@@ -30,7 +30,7 @@ class DebtWeights:
     cap: float = setting(1000, "the highest score")
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any] | None) -> "DebtWeights":
+    def from_mapping(cls, raw: Mapping[str, object] | None) -> "DebtWeights":
         """Read ``debt:`` (keys in kebab-case or snake_case); raises ValueError naming the bad key."""
         if raw is None:
             return cls()
@@ -62,7 +62,7 @@ class DebtScore:
     score: float
     breakdown: Mapping[str, float]  # each component before the cap; "capped" when the cap applied
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"score": self.score, "breakdown": dict(self.breakdown)}
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypedDict
 
 from floe_dagster.core.batches import ONE_TABLE_PER_RUN, BatchSettings, RunClass
 from floe_dagster.core.compute_budget import InFlightAdmission, compute_hours_problem, read_compute_hours
@@ -200,7 +200,7 @@ class Decision:
     def item_key(self) -> str:
         return item_key(self.table.qualified, self.operation, self.slot, self.attempt)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "table": self.table.qualified,
             "operation": self.operation.value,
@@ -218,6 +218,14 @@ class Decision:
             **({"ownerOverrides": self.owner_overrides.to_json(self.operation)}
                if self.owner_overrides is not None else {}),
         }
+
+
+class PlanJson(TypedDict):
+    """A plan as ``plan --json`` and the API show it."""
+
+    at: str
+    decisions: list[dict[str, object]]
+    notes: list[str]
 
 
 @dataclass(frozen=True)
@@ -283,7 +291,7 @@ class Plan:
         batches in the order of their first decision."""
         return group_batches(self.admitted if admitted is None else admitted)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> PlanJson:
         return {"at": self.at.isoformat(), "decisions": [d.to_json() for d in self.decisions], "notes": self.notes}
 
     def reason_counts(self) -> dict[str, int]:

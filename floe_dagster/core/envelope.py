@@ -191,7 +191,7 @@ class Verdict:
         return (f"policy '{self.policy}': {self.operation.value}{on} refused by the safety envelope before any "
                 f"engine call: {why}")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"status": self.status, "policy": self.policy, "operation": self.operation.value,
                 "refusals": [{"field": r.field, "reason": r.why} for r in self.refusals],
                 "detail": self.describe()}

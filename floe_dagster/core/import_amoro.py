@@ -78,7 +78,7 @@ def amoro_levels(document: Any, source: str) -> list[Level]:
     return levels
 
 
-def _properties(problems: Problems, where: str, raw: Any) -> dict[str, str] | None:
+def _properties(problems: Problems, where: str, raw: object) -> dict[str, str] | None:
     if not isinstance(raw, Mapping):
         problems.error(where, f"expected a mapping of properties, got {raw!r}")
         return None

@@ -105,7 +105,7 @@ def _read_policy(problems: Problems, where: str, entry: Mapping[str, Any]) -> tu
     return (name, kind, setting, inheritable) if setting is not None else None
 
 
-def _content(problems: Problems, where: str, raw: Any) -> Mapping[str, Any] | None:
+def _content(problems: Problems, where: str, raw: object) -> Mapping[str, Any] | None:
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)

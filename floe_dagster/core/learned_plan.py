@@ -80,7 +80,7 @@ class LearnedView:
         return efficiency_factor(own, fleet, self.compute(table, op, rough.bytes), expected, self.settings)
 
     def to_json(self, table: str, op: Operation, factor: EfficiencyFactor | None, estimated_bytes: int,
-                ranked_by: str, metrics: Any = None, config: Any = None) -> dict[str, Any]:
+                ranked_by: str, metrics: Any = None, config: Any = None) -> dict[str, object]:
         """``explain``'s ``efficiency``: the factor, the compute estimate, how the plan ranks, and where the
         compute figures came from (``executor_cpu``, ``wall``: the runs' durations, until compute is recorded)."""
         factor = factor or self.factor(table, op, metrics, config)

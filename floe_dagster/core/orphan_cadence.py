@@ -55,11 +55,11 @@ class AdaptiveCadence:
     def longest(self) -> timedelta:
         return parse_iso_duration(self.max)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"targetBytes": self.target_bytes, "min": self.min, "max": self.max}
 
 
-def parse_adaptive(at: Location, raw: Mapping[str, Any], key: str) -> AdaptiveCadence | None:
+def parse_adaptive(at: Location, raw: Mapping[str, object], key: str) -> AdaptiveCadence | None:
     """``adaptive: {targetBytes: 1GiB, min: P1D, max: P90D}``; every problem reported at ``at``."""
     value = raw.get(key)
     if value is None:
@@ -155,7 +155,7 @@ class CadenceVerdict:
     def due(self, now: datetime) -> bool:
         return as_utc(now) >= self.next_run_at
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "nextRunAt": self.next_run_at.isoformat(),
             "interval": format_iso_duration(self.interval) if self.interval is not None else None,

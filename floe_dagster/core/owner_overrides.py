@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 from difflib import get_close_matches
-from typing import Any, Mapping
+from typing import Any, Mapping, TypedDict
 
 from floe_dagster.core.loader_format import kebab
 from floe_dagster.core.operation_config import OperationConfig, camel, text
@@ -102,7 +102,7 @@ class Bounds:
     minimum: float | None = None
     maximum: float | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {k: v for k, v in (("min", self.minimum), ("max", self.maximum)) if v is not None}
 
 
@@ -112,14 +112,14 @@ class OwnerOverridePolicy:
 
     allow: Mapping[str, Bounds] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"allow": {key: bounds.to_json() for key, bounds in self.allow.items()}}
 
 
 NONE_ALLOWED = OwnerOverridePolicy()
 
 
-def parse_owner_overrides(at: Location, raw: Any) -> OwnerOverridePolicy:
+def parse_owner_overrides(at: Location, raw: object) -> OwnerOverridePolicy:
     """``ownerOverrides: {allow: {key: {min, max} | {} | null}}``; every problem recorded at ``at``."""
     mapping = check_mapping(at, raw)
     if not mapping:
@@ -135,7 +135,7 @@ def parse_owner_overrides(at: Location, raw: Any) -> OwnerOverridePolicy:
     return OwnerOverridePolicy(parsed)
 
 
-def _bounds(at: Location, key: Any, raw: Any) -> Bounds | None:
+def _bounds(at: Location, key: Any, raw: object) -> Bounds | None:
     if key in NEVER_OVERRIDABLE:
         at.error(f"{NEVER_OVERRIDABLE[key]}; no policy may allow it")
         return None
@@ -173,6 +173,14 @@ def _limit(at: Location, known: OverrideKey, value: Any) -> float | None:
 # -- a table's properties against the allow list -----------------------------------------------------------
 
 
+class OverridesView(TypedDict):
+    """What a table's ``floe.*`` properties do, as ``plan`` and the API show it."""
+
+    paused: bool
+    applied: dict[str, object]  # "<operation>.<option>": the value applied
+    ignored: list[dict[str, str]]
+
+
 @dataclass(frozen=True)
 class Ignored:
     property: str
@@ -205,7 +213,7 @@ class OwnerOverrides:
         changes = self.applied.get(op)
         return replace(config, **changes) if changes and config is not None else config
 
-    def to_json(self, op: Operation | None = None) -> dict[str, Any]:
+    def to_json(self, op: Operation | None = None) -> OverridesView:
         """The table's view, or one operation's (its own overrides and the table-wide ignored ones)."""
         ops = [op] if op is not None else list(self.applied)
         return {

@@ -200,7 +200,7 @@ class Policy:
     def run_tags(self) -> dict[str, str]:
         return policy_tags_as_run_tags(self.tags)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         data: dict[str, Any] = {
             "name": self.name, "description": self.description, "tablePattern": self.table_pattern.text,
             "enabled": self.enabled, "mode": self.mode, "priority": self.priority, "tags": dict(self.tags),
@@ -330,7 +330,7 @@ def _parse_entry(entry: PolicyEntry, source: str, index: int, problems: Problems
     return None if len(problems.errors) > translation_errors else policy
 
 
-def parse_policy(raw: Any, source: str, index: int, problems: Problems,
+def parse_policy(raw: object, source: str, index: int, problems: Problems,
                  allowed_properties: Iterable[str] = ()) -> Policy | None:
     """One policy from its raw mapping; problems are recorded and None is returned when any.
     ``allowed_properties``: the table properties the safety envelope lets this deployment's policies
@@ -370,7 +370,7 @@ def parse_policy(raw: Any, source: str, index: int, problems: Problems,
     )
 
 
-def _identity(at: Location, raw: Mapping[str, Any], name: Any) -> tuple[str, TablePattern]:
+def _identity(at: Location, raw: Mapping[str, object], name: Any) -> tuple[str, TablePattern]:
     """The name checked (it is already the policy's label), its description and its table pattern."""
     if not isinstance(name, str) or not name.strip():
         at.child("name").error("is required (non-empty text)" if name is None
@@ -389,7 +389,7 @@ def _identity(at: Location, raw: Mapping[str, Any], name: Any) -> tuple[str, Tab
     return description, pattern
 
 
-def _operations(at: Location, raw: Mapping[str, Any]) -> tuple[dict[Operation, OperationConfig],
+def _operations(at: Location, raw: Mapping[str, object]) -> tuple[dict[Operation, OperationConfig],
                                                               dict[Operation, Schedule]]:
     """Every kind's config (``rewriteDataFiles``...) and schedule (``rewriteDataFilesSchedule``), in Floe's order."""
     configs: dict[Operation, OperationConfig] = {}
@@ -413,7 +413,7 @@ def _operations(at: Location, raw: Mapping[str, Any]) -> tuple[dict[Operation, O
     return configs, schedules
 
 
-def _ref_retention(at: Location, raw: Mapping[str, Any],
+def _ref_retention(at: Location, raw: Mapping[str, object],
                    configs: Mapping[Operation, OperationConfig]) -> tuple[RefRetentionRule, ...]:
     """``refRetention``, with a warning when no operation of the policy applies it (snapshot expiry)."""
     rules = parse_ref_retention(at.child("refRetention"), raw.get("refRetention"))
@@ -424,7 +424,7 @@ def _ref_retention(at: Location, raw: Mapping[str, Any],
     return rules
 
 
-def _warn_due_every_tick(at: Location, raw: Mapping[str, Any], configs: Mapping[Operation, OperationConfig],
+def _warn_due_every_tick(at: Location, raw: Mapping[str, object], configs: Mapping[Operation, OperationConfig],
                          schedules: Mapping[Operation, Schedule], conditions: TriggerConditions | None) -> None:
     """A schedule without a cron or an interval, in a policy without trigger conditions, is due every tick;
     not a kind whose own condition decides (tableProperties: the table's drift from them), nor one with an
@@ -438,7 +438,7 @@ def _warn_due_every_tick(at: Location, raw: Mapping[str, Any], configs: Mapping[
                                            "triggerConditions: it is due on every tick (every minute)")
 
 
-def _parse_tags(at: Location, raw: Any) -> dict[str, str]:
+def _parse_tags(at: Location, raw: object) -> dict[str, str]:
     if raw is None:
         return {}
     here = at.child("tags")
@@ -457,7 +457,7 @@ def _parse_tags(at: Location, raw: Any) -> dict[str, str]:
     return tags
 
 
-def _version(raw: Mapping[str, Any]) -> str:
+def _version(raw: Mapping[str, object]) -> str:
     """A hash of the definition, without ``mode``: switching a policy from shadow to live changes what
     creates runs, not what they do, so the live runs carry the version the shadow decisions were made by."""
     raw = {k: v for k, v in raw.items() if k != "mode"}

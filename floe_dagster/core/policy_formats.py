@@ -62,7 +62,7 @@ TOP_LEVEL_FIELDS = (
 )
 
 
-def policy_label(raw: Mapping[str, Any], index: int) -> str:
+def policy_label(raw: Mapping[str, object], index: int) -> str:
     """How messages name a policy: ``policy 'nightly'``, or ``policy #2`` without a usable name."""
     name = raw.get("name")
     return f"policy '{name}'" if isinstance(name, str) and name.strip() else f"policy #{index}"
@@ -72,7 +72,7 @@ def policy_label(raw: Mapping[str, Any], index: int) -> str:
 class PolicyEntry:
     """One policy as a file wrote it, and the format it is written in."""
 
-    raw: Any
+    raw: object
     format: str = API_FORMAT
 
 
@@ -122,7 +122,7 @@ def file_format(entries: list[PolicyEntry]) -> str | None:
     return LOADER_FORMAT if any(e.format == LOADER_FORMAT for e in entries) else API_FORMAT
 
 
-def _signals(raw: Any) -> tuple[str | None, str | None]:
+def _signals(raw: object) -> tuple[str | None, str | None]:
     """The first kebab-case key and the first camelCase key among a policy's own keys."""
     keys = [k for k in raw if isinstance(k, str)] if isinstance(raw, Mapping) else []
     kebab_key = next((k for k in keys if "-" in k or k == "pattern"), None)
@@ -224,14 +224,14 @@ def _kebab_words(message: str) -> str:
     return _CAMEL_WORD.sub(lambda m: _WORDS.get(m.group(0), m.group(0)), message)
 
 
-def translate_policy(raw: Mapping[str, Any], at: Location) -> tuple[dict[str, Any], dict[str, str]]:
+def translate_policy(raw: Mapping[str, object], at: Location) -> tuple[dict[str, Any], dict[str, str]]:
     """A PolicyLoader-format policy as the API format's mapping, and each API path → the path as
     written (for :func:`kebab_lines`). Unknown and refused keys are reported at ``at``, as written."""
     paths = dict(_PATHS)
     return _translate(at, raw, _POLICY, "", "", paths), paths
 
 
-def _translate(at: Location, raw: Any, section: LoaderSection, api: str, written: str,
+def _translate(at: Location, raw: object, section: LoaderSection, api: str, written: str,
                paths: dict[str, str]) -> dict[str, Any]:
     mapping = check_mapping(at, raw) or {}
     check_unknown(at, mapping, section.allowed, {k: _kebab_words(why) for k, why in section.refused.items()})

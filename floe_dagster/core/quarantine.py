@@ -62,7 +62,7 @@ class QuarantinePolicy:
     def grace(self) -> timedelta:
         return parse_iso_duration(self.grace_period or DEFAULT_GRACE_PERIOD)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         data: dict[str, Any] = {}
         if self.enabled is not None:
             data["enabled"] = self.enabled
@@ -71,7 +71,7 @@ class QuarantinePolicy:
         return data
 
 
-def parse_quarantine(at: Location, raw: Mapping[str, Any], key: str) -> QuarantinePolicy | None:
+def parse_quarantine(at: Location, raw: Mapping[str, object], key: str) -> QuarantinePolicy | None:
     """``quarantine: {enabled: true, gracePeriod: P7D}`` (``true``/``false`` alone: ``enabled``)."""
     value = raw.get(key)
     if value is None:

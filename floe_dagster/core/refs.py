@@ -98,7 +98,7 @@ class RefRetentionRule:
         """``main`` never matches, whatever the pattern."""
         return name != MAIN and self.type in (ANY, ref_type) and fnmatch.fnmatchcase(name, self.pattern)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"pattern": self.pattern, "maxAge": format_iso_duration(self.max_age), "type": self.type}
 
 
@@ -107,7 +107,7 @@ def rule_for(rules: Iterable[RefRetentionRule], name: str, ref_type: str) -> Ref
     return next((rule for rule in rules if rule.matches(name, ref_type)), None)
 
 
-def parse_ref_retention(at: Location, raw: Any) -> tuple[RefRetentionRule, ...]:
+def parse_ref_retention(at: Location, raw: object) -> tuple[RefRetentionRule, ...]:
     """A policy's ``refRetention`` list; every problem is reported at ``at``."""
     if raw is None:
         return ()

@@ -147,7 +147,7 @@ class Benefit:
             metadata[BENEFIT_PREFIX + "orphan_bytes_reclaimed_estimated"] = self.orphan_bytes_reclaimed_estimated
         return metadata
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         orphans = ({"orphan_bytes": self.orphan_bytes, "orphan_bytes_estimated": self.orphan_bytes_estimated}
                    if self.orphan_bytes is not None else {})
         if self.orphan_bytes_reclaimed is not None:

@@ -96,7 +96,7 @@ class Schedule:
     # -- construction ---------------------------------------------------------------------------
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any]) -> "Schedule":
+    def from_mapping(cls, raw: Mapping[str, object]) -> "Schedule":
         """Parse one schedule on its own; raises ValueError listing every problem."""
         at = standalone()
         schedule = parse_schedule(at, raw)
@@ -283,7 +283,7 @@ class Schedule:
     def due(self, last_success_start: datetime | None, now: datetime) -> Due:
         return schedule_due(self, last_success_start, now)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         data: dict[str, Any] = {"enabled": self.enabled}
         if self.cron_expression is not None:
             data["cronExpression"] = self.cron_expression
@@ -334,7 +334,7 @@ def _next_open(window_key: tuple, now: datetime) -> datetime | None:
 # -- parsing --------------------------------------------------------------------------------------
 
 
-def parse_schedule(at: Location, raw: Any) -> Schedule:
+def parse_schedule(at: Location, raw: object) -> Schedule:
     """A schedule from its policy mapping; problems go to ``at`` and defaults stand in."""
     mapping = check_mapping(at, raw)
     if mapping is None:

@@ -154,7 +154,7 @@ def same_value(name: str, declared: str, current: str | None) -> bool:
     return declared == current
 
 
-def parse_table_properties(at: Location, raw: Any) -> tuple[tuple[str, str], ...] | None:
+def parse_table_properties(at: Location, raw: object) -> tuple[tuple[str, str], ...] | None:
     """The declared properties as (name, value text) pairs in the policy's order; every problem is
     recorded at ``at`` (``<file>: policy '<name>': tableProperties.<key>: ...``). None: not a mapping."""
     mapping = check_mapping(at, raw, "a mapping of Iceberg table property names to values")
@@ -221,7 +221,7 @@ class PropertyDrift:
     declared: str
     current: str | None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """As every output shows it: the values masked when the name is a secret key (core/secrets.py)."""
         return masked({"key": self.name, "declared": self.declared, "current": self.current})
 

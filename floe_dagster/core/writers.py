@@ -154,7 +154,7 @@ class Writer:
     last_run_id: str | None = None
     last_materialized_at: datetime | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"assetKey": key_text(self.asset_key), "source": self.source,
                 "lastMaterialization": None if self.last_storage_id is None else {
                     "storageId": self.last_storage_id, "runId": self.last_run_id,
@@ -298,7 +298,7 @@ class WriterHold:       # __init__ sets each field through object.__setattr__); 
         return (f"its writer runs: {running}; waits until it ends, forced in {format_wait(self.forced_at - self.now)} "
                 f"at {self.forced_at.isoformat()} (maxWriterWait {limit}, due since {since})")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "maxWriterWait": format_iso_duration(self.max_wait),
             "held": not self.passed,

@@ -111,7 +111,7 @@ def _decision_item(status: dict[str, Any]) -> dict[str, Any]:
     return item
 
 
-def _proposal_json(proposal: Proposal) -> dict[str, Any]:
+def _proposal_json(proposal: Proposal) -> dict[str, object]:
     state = proposal.state
     return {"proposalId": proposal.id, "table": proposal.table, "operations": list(state.operations),
             "policyName": state.policy_name, "policyVersion": state.policy_version,

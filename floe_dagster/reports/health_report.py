@@ -93,7 +93,7 @@ def _floe_report(qualified: str, assessed_at: str, status: str | None, numbers: 
     return report
 
 
-def floe_health_json(record: Mapping[str, Any]) -> dict[str, Any]:
+def floe_health_json(record: Mapping[str, Any]) -> dict[str, object]:
     """A health record (core/health_record.health_record) in Floe's HealthReport shape; floe-dagster's
     richer fields follow under their own keys (tier, policy, derived numbers, raw metrics, debt)."""
     numbers = {**record["metrics"], **record["derived"]}
