@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from floe_dagster.core.health_assessment import HealthIssue, Severity
 from floe_dagster.core.localtime import as_utc
@@ -120,7 +120,7 @@ class TableDebt:
     history too), so those parts are computed once per table and each distinct history once."""
 
     def __init__(self, issues: Iterable[HealthIssue], metrics: TableMetrics | None, now: datetime,
-                 weights: DebtWeights | Mapping[str, Any] | None = None):
+                 weights: DebtWeights | Mapping[str, object] | None = None):
         if weights is None:
             weights = DEFAULT_WEIGHTS
         elif not isinstance(weights, DebtWeights):

@@ -34,7 +34,7 @@ from floe_dagster.core.validation import (
     standalone,
 )
 
-Reader = Callable[[Location, Mapping[str, Any], str], Any]
+Reader = Callable[[Location, Mapping[str, object], str], Any]
 REWRITE_JOB_ORDERS = ("NONE", "BYTES_ASC", "BYTES_DESC", "FILES_ASC", "FILES_DESC")
 
 
@@ -70,7 +70,7 @@ class OperationConfig:
 
     def to_json(self) -> dict[str, object]:
         """The policy's view: camelCase keys, only the fields set, lists and mappings as JSON has them."""
-        data: dict[str, Any] = {}
+        data: dict[str, object] = {}
         for f in fields(self):
             value = getattr(self, f.name)
             if value is None:
@@ -79,10 +79,10 @@ class OperationConfig:
             data[camel(f.name)] = shown(value) if shown else list(value) if isinstance(value, tuple) else value
         return data
 
-    def iceberg_options(self) -> dict[str, Any]:
+    def iceberg_options(self) -> dict[str, object]:
         """The fields set that the procedure takes in its ``options`` map, under Iceberg's names, typed
         (a job order as Iceberg spells it: ``BYTES_DESC`` → ``bytes-desc``)."""
-        options: dict[str, Any] = {}
+        options: dict[str, object] = {}
         for f in fields(self):
             value, name = getattr(self, f.name), f.metadata.get("iceberg")
             if value is not None and name:

@@ -6,7 +6,7 @@ that become Dagster schedules. The policies themselves: ``core/policy.py``."""
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from floe_dagster.core.tables import TableName
 
@@ -80,7 +80,7 @@ class PolicySet:
                     rules.append((policy.name, op, schedule.cron_5field, schedule.timezone))
         return sorted(rules, key=lambda r: (r[0], r[1].order))
 
-    def to_json(self) -> list[dict[str, Any]]:
+    def to_json(self) -> list[dict[str, object]]:
         return [p.to_json() for p in self._policies]
 
 

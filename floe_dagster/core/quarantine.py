@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 from urllib.parse import quote
 
 from floe_dagster.core.durations import format_iso_duration, parse_iso_duration
@@ -63,7 +63,7 @@ class QuarantinePolicy:
         return parse_iso_duration(self.grace_period or DEFAULT_GRACE_PERIOD)
 
     def to_json(self) -> dict[str, object]:
-        data: dict[str, Any] = {}
+        data: dict[str, object] = {}
         if self.enabled is not None:
             data["enabled"] = self.enabled
         if self.grace_period is not None:

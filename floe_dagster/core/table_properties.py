@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Mapping
 
 from floe_dagster.core.storage_keys import storage_refusal
 from floe_dagster.core.secrets import masked
@@ -170,7 +170,7 @@ def parse_table_properties(at: Location, raw: object) -> tuple[tuple[str, str], 
     return tuple(declared)
 
 
-def _checked(at: Location, name: str, value: Any) -> str | None:
+def _checked(at: Location, name: str, value: object) -> str | None:
     if name in RESERVED:
         at.error(f"'{name}' is reserved by Iceberg (it keeps the table's own bookkeeping); a policy cannot "
                  "declare it")

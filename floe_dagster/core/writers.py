@@ -25,7 +25,7 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from floe_dagster.core.durations import format_iso_duration, format_wait
 from floe_dagster.core.localtime import as_utc
@@ -97,7 +97,7 @@ def _template_problem(template: str) -> str | None:
     return None
 
 
-def read_writer_rules(at: Location, value: Any) -> tuple[WriterRule, ...] | None:
+def read_writer_rules(at: Location, value: object) -> tuple[WriterRule, ...] | None:
     """floe.yaml's ``writers``: a list of ``{tables, asset}``; every bad rule is reported, naming its field."""
     if not isinstance(value, list):
         at.error(f"expected a list of {{tables: <table pattern>, asset: <asset key template>}}, got {describe(value)}")

@@ -5,15 +5,13 @@ manifest count and bytes, and the inputs of the byte estimates (core/estimates.p
 
 from __future__ import annotations
 
-from typing import Any
-
 from floe_dagster.core.manifest_reduction import FULL_TIER_FACTS, PartitionSpecs, full_tier_fields
 from floe_dagster.core.table_facts import FULL
 from floe_dagster.iceberg.fact_reducers import MetadataRead, reduces
 
 
 @reduces(*FULL_TIER_FACTS, tiers=(FULL,))
-def manifests(read: MetadataRead) -> dict[str, Any]:
+def manifests(read: MetadataRead) -> dict[str, object]:
     specs = read.metadata.specs()
     layout = PartitionSpecs(
         field_ids={spec_id: [f.field_id for f in spec.fields] for spec_id, spec in specs.items()},
