@@ -38,7 +38,7 @@ def read_source_file(path: Path) -> Any:
         raise SourceError([f"{path}: line {exc.lineno} column {exc.colno}: not valid JSON: {exc.msg}"]) from None
 
 
-def amoro_document_from_catalog(settings: Any) -> dict[str, Any]:
+def amoro_document_from_catalog(settings: Any) -> dict[str, object]:
     """Every table's properties, read from the catalog with PyIceberg (floe's own catalog opening), in the
     shape of an Amoro file: ``{"tables": {"<namespace>.<table>": {...}}}``."""
     from floe_dagster.iceberg.catalog import list_tables, load_table, open_catalog

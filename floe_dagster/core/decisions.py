@@ -185,7 +185,7 @@ class Decision:
         return estimate if estimate.__class__ is int else estimate.value()  # type: ignore[union-attr]
 
     @property
-    def conditions(self) -> dict[str, Any]:
+    def conditions(self) -> dict[str, object]:
         """The trigger-condition gate's verdict as JSON (empty when an earlier gate stopped the work);
         rendered on demand: only ``explain`` and the API show it, and a tick makes 50,000 decisions."""
         return self.condition_result.to_json() if self.condition_result is not None else {}
@@ -317,7 +317,7 @@ def group_batches(decisions: Iterable[Decision]) -> list[list[Decision]]:
 DECISION_DEFAULTS = {f.name: f.default for f in fields(Decision) if f.default is not MISSING}
 
 
-def build_decision(values: Mapping[str, Any], /, **changes: Any) -> Decision:
+def build_decision(values: Mapping[str, object], /, **changes: Any) -> Decision:
     """A :class:`Decision` of ``values`` with ``changes``, without its generated ``__init__`` (a frozen
     dataclass's sets each of its 20 fields through ``object.__setattr__``): a tick makes 50,000 of
     them and 2-3 copies each."""

@@ -121,9 +121,9 @@ def _setting(problems: Problems, where: str, kind: str, status: str, settings: A
     return read(problems, f"{where}.settings.{kind}", values, origin, notes)
 
 
-def _compaction(problems: Problems, where: str, values: Mapping[str, Any], origin: str, notes: list) -> Setting:
+def _compaction(problems: Problems, where: str, values: Mapping[str, object], origin: str, notes: list) -> Setting:
     size = whole_number(problems, f"{where}.targetFileSizeMB", values["targetFileSizeMB"], 1)
-    config: dict[str, Any] = {"targetFileSizeBytes": size * _MB if size else None}
+    config: dict[str, object] = {"targetFileSizeBytes": size * _MB if size else None}
     strategy, reason = str(values["strategy"]).strip().lower(), ""
     if strategy in _STRATEGIES:
         config["strategy"] = _STRATEGIES[strategy]
@@ -139,7 +139,7 @@ def _compaction(problems: Problems, where: str, values: Mapping[str, Any], origi
     return Setting("rewriteDataFiles", config, origin, disabled_reason=reason, notes=tuple(notes))
 
 
-def _snapshots(problems: Problems, where: str, values: Mapping[str, Any], origin: str, notes: list) -> Setting:
+def _snapshots(problems: Problems, where: str, values: Mapping[str, object], origin: str, notes: list) -> Setting:
     keep = whole_number(problems, f"{where}.minSnapshotsToKeep", values["minSnapshotsToKeep"])
     hours = whole_number(problems, f"{where}.maxSnapshotAgeHours", values["maxSnapshotAgeHours"])
     config = {"retainLast": max(keep or 0, 1),
@@ -153,7 +153,7 @@ def _snapshots(problems: Problems, where: str, values: Mapping[str, Any], origin
     return Setting("expireSnapshots", config, origin, disabled_reason=reason, notes=tuple(notes))
 
 
-def _unreferenced(problems: Problems, where: str, values: Mapping[str, Any], origin: str, notes: list) -> Setting:
+def _unreferenced(problems: Problems, where: str, values: Mapping[str, object], origin: str, notes: list) -> Setting:
     days = whole_number(problems, f"{where}.unreferencedDays", values["unreferencedDays"])
     grace = whole_number(problems, f"{where}.nonCurrentDays", values["nonCurrentDays"])
     config = {"retentionPeriodInDays": max(days or 0, MIN_ORPHAN_DAYS),

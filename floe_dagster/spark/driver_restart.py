@@ -46,7 +46,7 @@ def spark_answers(spark: Any) -> bool:
 
 
 @contextmanager
-def watching_spark_process(engine: Any, table: TableName, op: Operation) -> Iterator[Any]:
+def watching_spark_process(engine: Any, table: TableName, op: Operation) -> Iterator[object]:
     """``engine.unit_of_work()`` around one table's work: Spark found gone as it begins is an outage;
     Spark's process dying during it is told apart (the module's doc)."""
     local = answered = False
