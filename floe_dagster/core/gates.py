@@ -88,7 +88,7 @@ class Learned:
         learned.__dict__.update(self.__dict__, **changes)
         return learned
 
-    def kept(self) -> dict[str, Any]:
+    def kept(self) -> dict[str, object]:
         """What a decision after the due gate keeps of it (its Decision fields)."""
         kept = self.KEPT
         return {name: value for name, value in self.__dict__.items() if name in kept and value is not None}

@@ -84,7 +84,7 @@ def parse_adaptive(at: Location, raw: Mapping[str, object], key: str) -> Adaptiv
     return AdaptiveCadence(target, shortest, longest)
 
 
-def _target_bytes(at: Location, mapping: Mapping[str, Any]) -> int | None:
+def _target_bytes(at: Location, mapping: Mapping[str, object]) -> int | None:
     if mapping.get("targetBytes") is None:
         at.child("targetBytes").error(f"is required: the orphan bytes one cleanup should find ({FORMS})")
         return None
@@ -99,7 +99,7 @@ def _target_bytes(at: Location, mapping: Mapping[str, Any]) -> int | None:
     return target
 
 
-def _duration(at: Location, mapping: Mapping[str, Any], key: str, default: str) -> str | None:
+def _duration(at: Location, mapping: Mapping[str, object], key: str, default: str) -> str | None:
     text = get_str(at, mapping, key, None)
     if text is None:
         return default if mapping.get(key) is None else None

@@ -370,7 +370,7 @@ def parse_policy(raw: object, source: str, index: int, problems: Problems,
     )
 
 
-def _identity(at: Location, raw: Mapping[str, object], name: Any) -> tuple[str, TablePattern]:
+def _identity(at: Location, raw: Mapping[str, object], name: object) -> tuple[str, TablePattern]:
     """The name checked (it is already the policy's label), its description and its table pattern."""
     if not isinstance(name, str) or not name.strip():
         at.child("name").error("is required (non-empty text)" if name is None

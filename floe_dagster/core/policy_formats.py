@@ -232,7 +232,7 @@ def translate_policy(raw: Mapping[str, object], at: Location) -> tuple[dict[str,
 
 
 def _translate(at: Location, raw: object, section: LoaderSection, api: str, written: str,
-               paths: dict[str, str]) -> dict[str, Any]:
+               paths: dict[str, str]) -> dict[str, object]:
     mapping = check_mapping(at, raw) or {}
     check_unknown(at, mapping, section.allowed, {k: _kebab_words(why) for k, why in section.refused.items()})
     result: dict[str, Any] = {}
@@ -286,14 +286,14 @@ __all__ = [
 # -- the other way: an API-format policy in the PolicyLoader format (floe-dagster import-floe) -------------
 
 
-def to_loader_policy(document: Mapping[str, Any]) -> dict[str, Any]:
+def to_loader_policy(document: Mapping[str, Any]) -> dict[str, object]:
     """An API-format policy's mapping with the PolicyLoader format's keys (the translation above, the
     other way); ValueError naming the field when a value has no spelling there (a ``maxSnapshotAge``
     that is not whole days, an interval with seconds) or a key is unknown."""
     return _untranslate(document, _POLICY, "")
 
 
-def _untranslate(mapping: Mapping[str, Any], section: LoaderSection, where: str) -> dict[str, Any]:
+def _untranslate(mapping: Mapping[str, Any], section: LoaderSection, where: str) -> dict[str, object]:
     spellings = {api_key: key for key, api_key in section.keys.items()}
     result: dict[str, Any] = {}
     for key, value in mapping.items():

@@ -131,7 +131,7 @@ def parse_ref_retention(at: Location, raw: object) -> tuple[RefRetentionRule, ..
     return tuple(rules)
 
 
-def _max_age(at: Location, mapping: Mapping[str, Any]) -> timedelta | None:
+def _max_age(at: Location, mapping: Mapping[str, object]) -> timedelta | None:
     value = mapping.get("maxAge")
     here = at.child("maxAge")
     if value is None:
@@ -378,7 +378,7 @@ def parse_set_ages(text: str | None) -> dict[str, SetAge]:
     return ages
 
 
-def _is_ms(value: Any) -> bool:
+def _is_ms(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 

@@ -44,7 +44,7 @@ class Compute:
     tasks: int | None = None
     unavailable: str | None = None
 
-    def to_metadata(self) -> dict[str, Any]:
+    def to_metadata(self) -> dict[str, object]:
         return {COMPUTE_PREFIX + name: value for name, value in asdict(self).items()
                 if value is not None or name != "unavailable"}
 
@@ -137,7 +137,7 @@ class Benefit:
             "scan_bytes_saved": before.scan_bytes - after.scan_bytes,
         }
 
-    def to_metadata(self) -> dict[str, Any]:
+    def to_metadata(self) -> dict[str, object]:
         metadata: dict[str, Any] = {}
         for when, shape in (("before", self.before), ("after", self.after)):
             metadata.update({f"{BENEFIT_PREFIX}{name}_{when}": value for name, value in shape.numbers().items()})

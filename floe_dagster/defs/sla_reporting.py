@@ -40,7 +40,7 @@ def _item(decision: Decision) -> str:
     return f"{decision.table.qualified}|{decision.operation.value}"
 
 
-def sla_state(decision: Decision, reported_at: datetime | None, target: int | None) -> dict[str, Any]:
+def sla_state(decision: Decision, reported_at: datetime | None, target: int | None) -> dict[str, object]:
     """One contract's stored state (what metrics read): the verdict's JSON, where and when it was reported."""
     verdict = decision.sla
     assert verdict is not None

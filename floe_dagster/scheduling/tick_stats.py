@@ -39,7 +39,7 @@ def code_of(reason: str) -> str:
     return reason.split(":", 1)[0].strip()
 
 
-def summarize(result: TickResult, now: datetime, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def summarize(result: TickResult, now: datetime, previous: Mapping[str, Any] | None = None) -> dict[str, object]:
     """The record after this tick: its decisions (or, for a tick that planned nothing, the previous
     record's, with the skip noted) and the previous totals plus this tick's. One pass over the plan."""
     previous = previous if previous and previous.get("version") == VERSION else {}

@@ -167,7 +167,7 @@ def _check(tier: Tier, found: tuple[Reducer, ...], needed: set[str]) -> None:
         raise LookupError(f"{tier} tier reducers: {twice or unknown} {what}")
 
 
-def reduce_facts(read: MetadataRead) -> dict[str, Any]:
+def reduce_facts(read: MetadataRead) -> dict[str, object]:
     """Every stored fact of the read's tier, by name."""
     reducers, needed = _tier(read.tier)
     values: dict[str, Any] = {}
