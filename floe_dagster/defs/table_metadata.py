@@ -16,7 +16,7 @@ reading the table's metadata, so only the events carry it.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from dagster import TableColumn, TableColumnConstraints, TableSchema
 
@@ -42,9 +42,9 @@ def column_schema(columns: Sequence[ColumnFacts]) -> TableSchema:
 
 
 def table_metadata(qualified: str, location: str | None, row_count: int | None,
-                   columns: Sequence[ColumnFacts] | None) -> dict[str, object]:
+                   columns: Sequence[ColumnFacts] | None) -> dict[str, Any]:
     """The standard keys for one table; what is not known (None) is left out."""
-    metadata: dict[str, object] = dict(TableMetadataSet(
+    metadata: dict[str, Any] = dict(TableMetadataSet(
         table_name=qualified, row_count=row_count,
         column_schema=column_schema(columns) if columns is not None else None,
     ))
