@@ -33,7 +33,7 @@ def resolve_table(settings: Settings, table: TableName | str) -> TableName:
 
 
 def health_report(settings: Settings, coordination: Coordination, table: TableName | str, now: datetime,
-                  tier: str = "full") -> dict[str, Any]:
+                  tier: str = "full") -> dict[str, object]:
     """Collect (or take from the cache) one table's metrics at ``tier`` and assess them.
 
     Raises :class:`~floe_dagster.errors.UnknownTable` when the table is not in the catalog,
@@ -77,8 +77,8 @@ def _whole_days(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def _floe_report(qualified: str, assessed_at: str, status: str | None, numbers: Mapping[str, Any],
-                 issues: list, thresholds: Mapping[str, Any]) -> dict[str, Any]:
+def _floe_report(qualified: str, assessed_at: str, status: str | None, numbers: Mapping[str, object],
+                 issues: list, thresholds: Mapping[str, object]) -> dict[str, object]:
     """Floe's HealthReport keys with Floe's types, in Floe's order, from floe-dagster's numbers (the
     health record's metrics and derived values, or a health observation's metadata: the same names).
     Each fact's key is declared with the fact (core/fact_catalogue.py)."""
