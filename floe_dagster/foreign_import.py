@@ -50,7 +50,7 @@ def amoro_document_from_catalog(settings: Any) -> dict[str, object]:
     return {"tables": tables}
 
 
-def import_foreign(source: str, document: Any, label: str, catalog: str, to: Path,
+def import_foreign(source: str, document: object, label: str, catalog: str, to: Path,
                    overwrite: bool = False) -> tuple[ImportReport, int]:
     """The source's settings written as policy files in ``to``; (the report, the number of policies)."""
     if source not in SOURCES:

@@ -82,7 +82,7 @@ def _masked_arguments(record: logging.LogRecord) -> tuple | None:
     return arguments if mask_text(message) == message else None
 
 
-def _masked_argument(argument: object) -> Any:
+def _masked_argument(argument: object) -> object:
     if isinstance(argument, (int, float)) or argument is None:
         return argument
     text = str(argument)
@@ -139,7 +139,7 @@ class MaskedStream:
         self._stream.write(mask_text(text))
         return len(text)
 
-    def __getattr__(self, name: str) -> Any:  # flush, fileno, isatty, encoding…
+    def __getattr__(self, name: str) -> object:  # flush, fileno, isatty, encoding…
         return getattr(self._stream, name)
 
 

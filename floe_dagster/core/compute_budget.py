@@ -39,7 +39,7 @@ SETTING = "max-compute-hours-per-hour"
 WINDOW = timedelta(hours=1)
 
 
-def compute_hours_problem(value: Any) -> str | None:
+def compute_hours_problem(value: object) -> str | None:
     """Why a ``max-compute-hours-per-hour`` value is refused (None: a usable budget, or unset)."""
     if value is None:
         return None
@@ -49,7 +49,7 @@ def compute_hours_problem(value: Any) -> str | None:
     return None
 
 
-def read_compute_hours(at: Location, raw: object) -> Any:
+def read_compute_hours(at: Location, raw: object) -> object:
     """floe.yaml's (or the environment's) ``max-compute-hours-per-hour``: a number > 0, written as a number
     or as text; anything else is refused with the setting's name."""
     value = raw

@@ -154,7 +154,7 @@ class TriggerConditions:
         return timedelta(minutes=self.critical_pipeline_max_delay_minutes)
 
     def to_json(self) -> dict[str, object]:
-        data: dict[str, Any] = dict(self.thresholds)
+        data: dict[str, object] = dict(self.thresholds)
         if self.min_interval_minutes is not None:
             data["minIntervalMinutes"] = self.min_interval_minutes
         if self.per_operation_min_interval_minutes:

@@ -72,7 +72,7 @@ class Reason:
 
     __slots__ = ("code", "tell", "args")
 
-    def __init__(self, code: str | None, tell: "str | Callable[..., str]" = "", *args: Any) -> None:
+    def __init__(self, code: str | None, tell: "str | Callable[..., str]" = "", *args: object) -> None:
         self.code, self.tell, self.args = code, tell, args
 
     @property
@@ -317,7 +317,7 @@ def group_batches(decisions: Iterable[Decision]) -> list[list[Decision]]:
 DECISION_DEFAULTS = {f.name: f.default for f in fields(Decision) if f.default is not MISSING}
 
 
-def build_decision(values: Mapping[str, object], /, **changes: Any) -> Decision:
+def build_decision(values: Mapping[str, object], /, **changes: object) -> Decision:
     """A :class:`Decision` of ``values`` with ``changes``, without its generated ``__init__`` (a frozen
     dataclass's sets each of its 20 fields through ``object.__setattr__``): a tick makes 50,000 of
     them and 2-3 copies each."""
@@ -327,7 +327,7 @@ def build_decision(values: Mapping[str, object], /, **changes: Any) -> Decision:
     return decision
 
 
-def replace_decision(original: Decision, /, **changes: Any) -> Decision:
+def replace_decision(original: Decision, /, **changes: object) -> Decision:
     """``dataclasses.replace`` for :class:`Decision` (see :func:`build_decision`)."""
     return build_decision(original.__dict__, **changes)
 

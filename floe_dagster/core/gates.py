@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Callable, Mapping, Protocol, TypeVar
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
 from floe_dagster.core.after_write import TRIGGER_AFTER_WRITE, AfterWriteDue, combined_due
 from floe_dagster.core.batches import RunClass
@@ -68,8 +68,6 @@ class DataFlowStep(Protocol):
     @property
     def learns(self) -> tuple[str, ...]: ...
 
-
-S = TypeVar("S", bound=DataFlowStep)
 
 MAX_BACKOFF = timedelta(days=7)
 HOLDS_FOR_WRITERS = frozenset(op for op in ALL_OPERATIONS if op.holds_for_writers)  # the kinds' flag, once
@@ -397,7 +395,7 @@ GATES: tuple[Gate, ...] = (
 GATE_CODES: tuple[str, ...] = tuple(code for gate in GATES for code in gate.codes)
 
 
-def check_order(steps: tuple[S, ...]) -> tuple[S, ...]:
+def check_order(steps: tuple[DataFlowStep, ...]) -> tuple[DataFlowStep, ...]:
     """``steps`` (gates, and the plan's turns between them), refused when one reads a fact no step before
     it learns, or learns one :class:`Learned` does not have: the order of the list is its data flow."""
     learned: set[str] = set()

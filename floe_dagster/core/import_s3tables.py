@@ -79,7 +79,7 @@ def s3tables_levels(document: Any, source: str) -> list[Level]:
     return levels
 
 
-def _read_types(problems: Problems, where: str, answer: Any, known: tuple[str, ...], level: Level) -> None:
+def _read_types(problems: Problems, where: str, answer: object, known: tuple[str, ...], level: Level) -> None:
     configuration = answer.get("configuration") if isinstance(answer, Mapping) else None
     if not isinstance(configuration, Mapping):
         problems.error(f"{where}.configuration", f"expected the maintenance configuration (a mapping of types), "
@@ -99,7 +99,7 @@ def _read_types(problems: Problems, where: str, answer: Any, known: tuple[str, .
             level.settings[setting.key] = setting
 
 
-def _setting(problems: Problems, where: str, kind: str, status: str, settings: Any, origin: str) -> Setting | None:
+def _setting(problems: Problems, where: str, kind: str, status: str, settings: object, origin: str) -> Setting | None:
     key = {COMPACTION: "rewriteDataFiles", SNAPSHOTS: "expireSnapshots", UNREFERENCED: "orphanCleanup"}[kind]
     if status == "disabled":
         return off(key, origin, "status: disabled")

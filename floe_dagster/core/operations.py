@@ -71,7 +71,7 @@ class _OperationKind(str, Enum):
         return self.spec.scopes_partitions
 
     @classmethod
-    def parse(cls, text: str) -> Any:
+    def parse(cls, text: str) -> object:
         """Accept Floe's name, the policy key or the procedure name, in any case."""
         wanted = text.strip().replace("-", "_").lower()
         for op in cls:
@@ -94,7 +94,7 @@ CONFIG_TYPES: dict[Any, type] = {op: op.spec.config_type for op in ALL_OPERATION
 FIELDS: dict[Any, tuple[str, ...]] = {op: op.spec.fields for op in ALL_OPERATIONS}  # as the policy writes them
 IGNORED: dict[Any, Mapping[str, str]] = {op: op.spec.ignored for op in ALL_OPERATIONS if op.spec.ignored}
 REFUSED: dict[Any, Mapping[str, str]] = {op: op.spec.refused for op in ALL_OPERATIONS if op.spec.refused}
-DEFAULTS: dict[Any, Mapping[str, Any]] = {op: op.spec.defaults for op in ALL_OPERATIONS}  # for display
+DEFAULTS: dict[Any, Mapping[str, object]] = {op: op.spec.defaults for op in ALL_OPERATIONS}  # for display
 
 
 def gc_disabled(table_properties: Mapping[str, str]) -> bool:

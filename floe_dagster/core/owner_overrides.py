@@ -135,7 +135,7 @@ def parse_owner_overrides(at: Location, raw: object) -> OwnerOverridePolicy:
     return OwnerOverridePolicy(parsed)
 
 
-def _bounds(at: Location, key: Any, raw: object) -> Bounds | None:
+def _bounds(at: Location, key: str, raw: object) -> Bounds | None:
     if key in NEVER_OVERRIDABLE:
         at.error(f"{NEVER_OVERRIDABLE[key]}; no policy may allow it")
         return None
@@ -160,7 +160,7 @@ def _bounds(at: Location, key: Any, raw: object) -> Bounds | None:
     return Bounds(*limits)
 
 
-def _limit(at: Location, known: OverrideKey, value: Any) -> float | None:
+def _limit(at: Location, known: OverrideKey, value: object) -> float | None:
     if value is None:
         return None
     read = _read(known, value)
@@ -200,7 +200,7 @@ class OwnerOverrides:
 
     policy: str
     paused: bool = False
-    applied: Mapping[Operation, Mapping[str, Any]] = field(default_factory=dict)  # config field → value
+    applied: Mapping[Operation, Mapping[str, object]] = field(default_factory=dict)  # config field → value
     ignored: tuple[Ignored, ...] = ()
 
     @property
@@ -238,7 +238,7 @@ def with_overrides(owner: OwnerOverrides | None, op: Operation, config: Operatio
     return owner.config(op, config) if owner is not None else config
 
 
-def owner_overrides(policy_name: str, allowed: OwnerOverridePolicy, configured: Any,
+def owner_overrides(policy_name: str, allowed: OwnerOverridePolicy, configured: object,
                     properties: Mapping[str, str]) -> OwnerOverrides | None:
     """The verdict on a table's ``floe.*`` properties and the storage keys it sets (None: it has neither).
     ``configured``: the operations the policy configures (a container of Operation)."""
@@ -287,7 +287,7 @@ def _refusal(policy_name: str, allowed: OwnerOverridePolicy, configured: Any, ke
     return None
 
 
-def _read(known: OverrideKey, value: Any) -> Any:
+def _read(known: OverrideKey, value: object) -> Any:
     """A property's text (or a policy's bound) as the option's value, read by the option's own reader (its
     minimum, its choices); the message when it is not one."""
     typed = _typed(known.kind, value)
@@ -302,7 +302,7 @@ def _read(known: OverrideKey, value: Any) -> Any:
     return result
 
 
-def _typed(kind: str, value: Any) -> Any:
+def _typed(kind: str, value: object) -> object:
     if not isinstance(value, str):
         return None if isinstance(value, bool) and kind != "flag" else value
     text_value = value.strip()

@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from floe_dagster.core.conditions import (
     ConditionResult,
@@ -201,7 +201,7 @@ class Policy:
         return policy_tags_as_run_tags(self.tags)
 
     def to_json(self) -> dict[str, object]:
-        data: dict[str, Any] = {
+        data: dict[str, object] = {
             "name": self.name, "description": self.description, "tablePattern": self.table_pattern.text,
             "enabled": self.enabled, "mode": self.mode, "priority": self.priority, "tags": dict(self.tags),
             "specificity": self.specificity, "effectivePriority": self.effective_priority,

@@ -280,7 +280,7 @@ def _keeps(ref: RefFacts) -> str:
 
 
 def ref_report(refs: Sequence[RefFacts] | None, rules: Sequence[RefRetentionRule], properties: Mapping[str, str],
-               now: datetime) -> list[dict[str, Any]]:
+               now: datetime) -> list[dict[str, object]]:
     """The record's ``refs``: each non-main ref with its age, limit, staleness and what it alone keeps."""
     now_ms = int(as_utc(now).timestamp() * 1000)
     report = []

@@ -108,7 +108,7 @@ def _same_transform(a: "PartitionField", b: "PartitionField") -> bool:
     return a.transform.replace(" ", "").lower() == b.transform.replace(" ", "").lower()
 
 
-def normalize(field: "PartitionField", value: Any) -> Any:
+def normalize(field: "PartitionField", value: object) -> object:
     """A recorded partition value (the collector's JSON) in Iceberg's internal form for the field."""
     if value is None:
         return None
@@ -152,7 +152,7 @@ def apply_transform(field: "PartitionField", value: Any) -> Any:
     raise Inexpressible(field.transform)
 
 
-def unit_key(values: Sequence[Any]) -> str:
+def unit_key(values: Sequence[object]) -> str:
     """A scope unit's values (internal form) as the key the selection and the ledger keep."""
     return json.dumps([str(v) if isinstance(v, Decimal) else v for v in values], separators=(",", ":"))
 
@@ -199,7 +199,7 @@ def older_spec_predicate(field: "PartitionField", excluded: Sequence[str]) -> Pr
     return ((excluding,), (Term(column, source_type, "null", ()),))
 
 
-def term(field: "PartitionField", value: Any) -> Term:
+def term(field: "PartitionField", value: object) -> Term:
     """The condition selecting exactly the rows of one partition value of ``field``."""
     column, source_type, kind = field.source, field.source_type, field.kind
     if value is None:
@@ -216,7 +216,7 @@ def term(field: "PartitionField", value: Any) -> Term:
     return Term(column, source_type, "range", _bounds(field, value))
 
 
-def _one_field(field: "PartitionField", values: list[Any]) -> Predicate:
+def _one_field(field: "PartitionField", values: list[object]) -> Predicate:
     present = [v for v in values if v is not None]
     terms: list[Term] = []
     if present and (field.kind == "identity" or (field.kind == "truncate" and field.source_type == "string")):
@@ -238,7 +238,7 @@ def _one_field(field: "PartitionField", values: list[Any]) -> Predicate:
     return tuple((t,) for t in terms)
 
 
-def _bounds(field: "PartitionField", value: Any) -> tuple[int, int]:
+def _bounds(field: "PartitionField", value: object) -> tuple[int, int]:
     """The half-open range of source values (internal form) one temporal or integer-truncate value covers."""
     if field.kind == "truncate":
         if isinstance(value, bool) or not isinstance(value, int):
@@ -281,7 +281,7 @@ def _coarsen(unit: str, target: str, value: int) -> int:
     return value // 12  # month to year
 
 
-def _truncate(field: "PartitionField", value: Any) -> Any:
+def _truncate(field: "PartitionField", value: object) -> object:
     width = int(field.width or 1)
     if isinstance(value, str):
         return value[:width]
@@ -318,7 +318,7 @@ def _checked(source_type: str, value: Any) -> Any:
     return number
 
 
-def _integer(value: Any) -> int:
+def _integer(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise Inexpressible(value)
     return value

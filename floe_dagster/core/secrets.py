@@ -204,7 +204,7 @@ def masked(value: object, known: Iterable[str] = (), key: str | None = None) -> 
     return _masked(value, tuple(known), key, None)
 
 
-def _masked(value: object, known: tuple[str, ...], key: str | None, found: Callable[[str], None] | None) -> Any:
+def _masked(value: object, known: tuple[str, ...], key: str | None, found: Callable[[str], None] | None) -> object:
     """:func:`masked`; ``found`` receives each secret value masked (:func:`secrets_in`)."""
     if key is not None and secret_field(key) and value not in (None, ""):
         return _hidden(value, found)

@@ -147,7 +147,7 @@ def parse_sla(at: Location, raw: object, rule_period: timedelta | None = None) -
     return SlaContract(max_age, severity, owner)
 
 
-def _max_age(at: Location, value: Any) -> timedelta | None:
+def _max_age(at: Location, value: object) -> timedelta | None:
     here = at.child("maxAge")
     if value is None:
         here.error("is required: an ISO-8601 duration such as P1D (how old the last success may get)")
@@ -166,7 +166,7 @@ def _max_age(at: Location, value: Any) -> timedelta | None:
     return max_age
 
 
-def _owner(here: Location, value: Any) -> str:
+def _owner(here: Location, value: object) -> str:
     """One line of text: it becomes a Prometheus label, a Dagster metadata value and a line of ``explain``."""
     if value is None:
         return ""
@@ -182,7 +182,7 @@ def _owner(here: Location, value: Any) -> str:
     return value.strip()
 
 
-def sla_of(schedule: Any) -> SlaContract | None:
+def sla_of(schedule: object) -> SlaContract | None:
     return getattr(schedule, "sla", None) if schedule is not None else None
 
 

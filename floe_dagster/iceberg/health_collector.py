@@ -374,7 +374,7 @@ class HealthCollector:
         return metrics
 
     def _summaries(self, table: TableName, io: FileIO, manifests: list[ManifestFile], deadline: float | None
-                   ) -> dict[str, dict[str, Any]]:
+                   ) -> dict[str, dict[str, object]]:
         """Each manifest reduced (core/manifest_reduction.py), from the cache or read and cached now."""
         summaries = self.cache.manifests([m.manifest_path for m in manifests])
         read_here = 0
@@ -391,7 +391,7 @@ class HealthCollector:
         return summaries
 
     def _pinned_files(self, table: TableName, metadata: TableMetadata, io: FileIO, main_manifests: list[ManifestFile],
-                      main_summaries: Mapping[str, Mapping[str, Any]], now_ms: int, deadline: float | None
+                      main_summaries: Mapping[str, Mapping[str, object]], now_ms: int, deadline: float | None
                       ) -> tuple[dict[str, tuple[int, int]], list[str]]:
         """Each non-main ref that pins snapshots → (files, bytes) only they reference (core/refs.py), and
         the manifests read for it (kept in the cache with the table's). No read for a table without such

@@ -39,7 +39,7 @@ from floe_dagster.iceberg.fact_reducers import MetadataRead, manifest_parts, mea
 PATH_FIELD_ID = 2147483546  # the file_path column of position delete files
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> object:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, bytes):

@@ -82,7 +82,7 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
     known = functools.cache(lambda: lake_around(settings, data))  # read once, when an envelope check needs it
     view = _TableView(data, table, policy, now, instance, settings.envelope.allowed_table_properties, learned,
                       coordination.latest_figures(table.qualified), known)
-    statuses: dict[str, Any] = {}
+    statuses: dict[str, object] = {}
     # Every operation, as Floe lists them: the ones no policy configures are shown disabled (a view:
     # the planner decides only for configured operations).
     for op in ALL_OPERATIONS:
@@ -107,7 +107,7 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
     }
 
 
-def _compute_window(data: PlanInput) -> dict[str, Any] | None:
+def _compute_window(data: PlanInput) -> dict[str, object] | None:
     """The compute budget's window as the plan charged it (core/compute_budget.py); None: no budget."""
     budget = compute_budget(data)
     return {**budget.window.to_json(), "summary": budget.window.describe()} if budget is not None else None
@@ -205,7 +205,7 @@ def _status_tail(view: _TableView, op: Operation, decision: Decision, history: O
     }
 
 
-def _add_ons(view: _TableView, op: Operation) -> Mapping[str, Any]:
+def _add_ons(view: _TableView, op: Operation) -> Mapping[str, object]:
     """The operation kind's own keys (its spec's ``explain`` hook), from the health the plan used and, when
     the kind asks, its last materialization."""
     policy = view.policy
@@ -214,7 +214,7 @@ def _add_ons(view: _TableView, op: Operation) -> Mapping[str, Any]:
                                        lambda: _last_run(view.instance, view.table, op)))
 
 
-def _with_add_ons(head: dict[str, Any], tail: dict[str, Any], add_ons: Mapping[str, Any]) -> dict[str, object]:
+def _with_add_ons(head: dict[str, object], tail: dict[str, object], add_ons: Mapping[str, object]) -> dict[str, object]:
     """A kind's keys set in the status where the status has them (``backlog``, ``refs``), its new ones after
     the conditions (``propertyDrift``), so every answer keeps its keys' order."""
     status = {**head, **{k: v for k, v in add_ons.items() if k not in tail and k not in head}, **tail}
@@ -244,7 +244,7 @@ def lake_around(settings: Settings, data: PlanInput) -> KnownLocations:
     return known_locations(open_catalog(settings.catalog), settings, data.metrics)
 
 
-def _json(verdict: Verdict | None) -> dict[str, Any] | None:
+def _json(verdict: Verdict | None) -> dict[str, object] | None:
     return verdict.to_json() if verdict is not None else None
 
 
@@ -261,7 +261,7 @@ def _shadow(decision: Decision, last: LedgerRow | None, now: datetime) -> dict[s
     }
 
 
-def _quiet(decision, policy) -> dict[str, Any] | None:
+def _quiet(decision, policy) -> dict[str, object] | None:
     """The quiet gate's state: its verdict once the decision reached it, else only the period (an earlier
     gate decided); None when the operation's schedule has no quiet period."""
     if decision.quiet is not None:

@@ -76,7 +76,7 @@ def _operation_lines(op: str, status: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def sla_line(sla: Mapping[str, Any]) -> str:
+def sla_line(sla: Mapping[str, object]) -> str:
     """The contract on one line; the owner quoted and escaped as JSON writes it (a policy refuses control
     characters in it, and this keeps any that come another way from starting a line of their own)."""
     owner = json.dumps(sla["owner"], ensure_ascii=False) if sla.get("owner") else "no owner named"
@@ -84,7 +84,7 @@ def sla_line(sla: Mapping[str, Any]) -> str:
     return f"    SLA maxAge {sla['maxAge']} ({sla['severity']}, owner {owner}): {state} - {sla['detail']}"
 
 
-def _backlog_lines(backlog: Mapping[str, Any] | None) -> list[str]:
+def _backlog_lines(backlog: Mapping[str, object] | None) -> list[str]:
     if backlog and backlog.get("files") is not None:
         return [f"    backlog {'' if backlog.get('exact', True) else 'at least '}{backlog['files']} orphan file(s) "
                 f"left by run {backlog.get('runId')} (cap {backlog.get('cap')}); the next run deletes them first"]

@@ -266,7 +266,7 @@ class IcebergSparkEngine(ConfigurableResource):
             self._started = False
 
     # -- maintenance ---------------------------------------------------------------------------
-    def _snapshots(self, spark: SparkSession, table: TableName) -> list[dict[str, Any]]:
+    def _snapshots(self, spark: SparkSession, table: TableName) -> list[dict[str, object]]:
         rows = spark.sql(
             f"SELECT snapshot_id, parent_id, operation, summary, committed_at "
             f"FROM {spark_table_reference(table)}.snapshots ORDER BY committed_at"
@@ -289,7 +289,7 @@ class IcebergSparkEngine(ConfigurableResource):
         read_snapshots: Snapshots | None = None,
         scope: RewriteScope | None = None,
         row_proof: Prove | None = None,
-        **inputs: Any,
+        **inputs: object,
     ) -> EngineOutcome:
         """Run one operation on one table; verify rows after rewrites; always release the catalog.
 
@@ -410,7 +410,7 @@ def _error_text(exc: Exception, with_causes: bool = True) -> str:
     return f"{own}\n{text}" if with_causes else own
 
 
-def _winner(snapshots_of: Callable[[], list[dict[str, Any]]], before: set[int]) -> str | None:
+def _winner(snapshots_of: Callable[[], list[dict[str, object]]], before: set[int]) -> str | None:
     """The newest commit that landed while the operation ran (ours failed, so it is another writer's),
     for the conflict's message; None when it cannot be read."""
     try:

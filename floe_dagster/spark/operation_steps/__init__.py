@@ -6,7 +6,7 @@ kind (``STEP``), discovered as the kinds are (``core/operation_kinds/``): every 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Mapping, Sequence
 
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operation_kinds import discover
@@ -68,7 +68,7 @@ def build_procedure_call(
                                    spark_line=spark_line, snapshot_id=snapshot_id)
 
 
-def summarize_result(op: Operation, rows: list[Mapping[str, Any]]) -> ProcedureResult:
+def summarize_result(op: Operation, rows: Sequence[Mapping[str, object]]) -> ProcedureResult:
     """Turn the procedure's output rows into numbers, and say whether the run changed anything."""
     return step_of(op).summarise(op, rows)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from floe_dagster.core.operation_kinds.compute_statistics import ComputeStatisticsConfig
 from floe_dagster.core.operations import Operation
@@ -77,8 +77,8 @@ class ComputeStatisticsStep(OperationStep):
         work = statistics_work(state, config.columns, config.wants_partition_stats)
         call = self.render_call(job.op, job.table, config, job.now, snapshot_id=state.current_snapshot_id)
         statements: list[str] = []
-        table_rows: list[dict[str, Any]] = []
-        partition_rows: list[dict[str, Any]] = []
+        table_rows: list[dict[str, object]] = []
+        partition_rows: list[dict[str, object]] = []
         if work.table_stats:
             table_rows = [row.asDict() for row in spark.sql(call.sql).collect()]
             statements.append(call.sql)
@@ -91,7 +91,7 @@ class ComputeStatisticsStep(OperationStep):
         return Ran(result=summarize_statistics(table_rows, partition_rows),
                    call=replace(call, sql=sql, arguments=arguments), extra={"statistics_reasons": list(work.reasons)})
 
-    def summarise(self, op: Operation, rows: list[Mapping[str, Any]]) -> ProcedureResult:
+    def summarise(self, op: Operation, rows: Sequence[Mapping[str, object]]) -> ProcedureResult:
         return summarize_statistics(rows, [])
 
     def after_commit(self, done: Committed) -> dict[str, object]:
@@ -120,8 +120,8 @@ def partition_statistics_call(table: TableName, snapshot_id: int | None) -> Proc
     return ProcedureCall(Operation(KIND), table, call_sql(table, "compute_partition_stats", call), call.decided)
 
 
-def summarize_statistics(table_rows: list[Mapping[str, Any]],
-                         partition_rows: list[Mapping[str, Any]]) -> ProcedureResult:
+def summarize_statistics(table_rows: Sequence[Mapping[str, object]],
+                         partition_rows: Sequence[Mapping[str, object]]) -> ProcedureResult:
     """compute_table_stats' rows (``statistics_file``) and compute_partition_stats'
     (``partition_statistics_file``), each empty when it was not called: a file written is a change."""
     written = sum(1 for row in table_rows if row.get("statistics_file"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
 from floe_dagster.core.tables import TableName
@@ -58,7 +58,7 @@ class OrphanCleanupStep(OperationStep):
         result, sql, metadata = cleanup.run(call)
         return Ran(result=result, call=replace(call, sql=sql), metadata=metadata)
 
-    def summarise(self, op: Operation, rows: list[Mapping[str, object]]) -> ProcedureResult:
+    def summarise(self, op: Operation, rows: Sequence[Mapping[str, object]]) -> ProcedureResult:
         """Unstreamed: every path comes back (see summarize_orphan_cleanup)."""
         return summarize_orphan_cleanup(rows, streamed=False)
 

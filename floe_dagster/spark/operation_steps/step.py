@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 import logging
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 from floe_dagster.core.partition_scope import RewriteScope
 from floe_dagster.core.tables import TableName
@@ -86,8 +86,8 @@ class TableWork:
 class Prepared:
     """What a step's ``prepare`` gives: keyword arguments of the engine call, and its own state for after."""
 
-    engine_inputs: Mapping[str, Any] = field(default_factory=dict)
-    state: Any = None
+    engine_inputs: Mapping[str, object] = field(default_factory=dict)
+    state: object = None
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ class Ran:
     """What a step's ``run`` did: the CALL's rows (then ``summarise`` makes the result), or its own result;
     the call that ran when it is not the rendered one; extra facts and metadata for the run."""
 
-    rows: list[dict[str, Any]] | None = None  # Spark's rows (Row.asDict)
+    rows: list[dict[str, object]] | None = None  # Spark's rows (Row.asDict)
     result: ProcedureResult | None = None
     call: ProcedureCall | None = None
     extra: dict[str, object] = field(default_factory=dict)
@@ -169,7 +169,7 @@ class OperationStep:
         """Inside the engine's unit of work: the CALL, and its rows."""
         return Ran(rows=[row.asDict() for row in spark.sql(call.sql).collect()])
 
-    def summarise(self, op: Operation, rows: list[Mapping[str, Any]]) -> ProcedureResult:
+    def summarise(self, op: Operation, rows: Sequence[Mapping[str, Any]]) -> ProcedureResult:
         """The procedure's output rows as numbers, and whether the run changed anything (the spec's rule)."""
         numbers = {column: 0 for column in self.result_columns}
         for row in rows:
@@ -187,7 +187,7 @@ class OperationStep:
         """The kind's checks of what landed, and its metadata add-ons."""
         return {}
 
-    def commit(self, work: TableWork) -> Any:
+    def commit(self, work: TableWork) -> object:
         """Under the table lock, for a kind that commits without the engine: the commit, and what it read."""
         raise NotImplementedError(f"{type(self).__name__} runs in the engine")
 
