@@ -25,7 +25,7 @@ module is the one place to look.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 from floe_dagster.core.schedules.cron import CronError
 from floe_dagster.core.rewrites.rewrite_rules import EstimateOptionError
@@ -41,7 +41,7 @@ class FloeError(Exception):
     (floe_dagster/redaction.py): an error that quotes a setting, a URI or a library's error about them
     never carries a secret into a log, an HTTP answer, the CLI or Dagit's run page."""
 
-    def __init__(self, *args: Any):
+    def __init__(self, *args: object):
         super().__init__(*(mask_text(arg) if isinstance(arg, str) else arg for arg in args))
 
 
@@ -261,7 +261,7 @@ class ApiError(FloeError):
     """An error as the HTTP API answers it: Floe's status code, a machine-readable code, the message
     and details (the body ``{error, code, details, timestamp}``)."""
 
-    def __init__(self, status: int, code: str, message: str, details: dict[str, Any] | None = None):
+    def __init__(self, status: int, code: str, message: str, details: dict[str, object] | None = None):
         super().__init__(message)
         self.status, self.code, self.message, self.details = status, code, self.args[0], details or {}
 

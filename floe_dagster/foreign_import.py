@@ -38,7 +38,7 @@ def read_source_file(path: Path) -> Any:
         raise SourceError([f"{path}: line {exc.lineno} column {exc.colno}: not valid JSON: {exc.msg}"]) from None
 
 
-def amoro_document_from_catalog(settings: Any) -> dict[str, Any]:
+def amoro_document_from_catalog(settings: Any) -> dict[str, object]:
     """Every table's properties, read from the catalog with PyIceberg (floe's own catalog opening), in the
     shape of an Amoro file: ``{"tables": {"<namespace>.<table>": {...}}}``."""
     from floe_dagster.iceberg.catalog import list_tables, load_table, open_catalog
@@ -50,7 +50,7 @@ def amoro_document_from_catalog(settings: Any) -> dict[str, Any]:
     return {"tables": tables}
 
 
-def import_foreign(source: str, document: Any, label: str, catalog: str, to: Path,
+def import_foreign(source: str, document: object, label: str, catalog: str, to: Path,
                    overwrite: bool = False) -> tuple[ImportReport, int]:
     """The source's settings written as policy files in ``to``; (the report, the number of policies)."""
     if source not in SOURCES:

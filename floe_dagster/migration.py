@@ -71,7 +71,7 @@ def policies_url(url: str) -> str:
     return base + "/api/v1/policies"
 
 
-def fetch_policies(url: str, key: str | None) -> list[dict[str, Any]]:
+def fetch_policies(url: str, key: str | None) -> list[dict[str, object]]:
     """Every policy, following Floe's paging (``limit``/``offset``, ``hasMore``, ``total``)."""
     endpoint, found = policies_url(url), []
     while True:
@@ -116,7 +116,7 @@ def _error_text(exc: urllib.error.HTTPError) -> str:
     return f": {message}" if message else ""
 
 
-def import_policies(responses: list[dict[str, Any]], to: Path, overwrite: bool = False) -> ImportReport:
+def import_policies(responses: list[dict[str, object]], to: Path, overwrite: bool = False) -> ImportReport:
     """One file per policy in ``to``. Nothing is written when a target exists and ``overwrite`` is false,
     or when the files do not load together with the policy files already in ``to`` (MigrationError
     naming them); a policy that does not validate on its own is not written (``invalid``)."""

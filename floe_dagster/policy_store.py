@@ -28,7 +28,7 @@ from collections import Counter
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 from floe_dagster.core.policies.envelope import Refusal, absolute_location_fields, catalog_refusals, policy_field
 from floe_dagster.core.basics.patterns import MAX_PATTERN_LENGTH
@@ -133,7 +133,7 @@ class PolicyStore:
 
     # -- writes -------------------------------------------------------------------------------------
 
-    def create(self, body: Mapping[str, Any], check: Callable[[Policy], None] | None = None) -> StoredPolicy:
+    def create(self, body: Mapping[str, object], check: Callable[[Policy], None] | None = None) -> StoredPolicy:
         """A new policy: 400 problems first (nothing is read or written), then its name against the
         policies on disk, under the lock, then ``check`` (the API's: the tables it matches), as Floe orders them."""
         self._require_directory()
@@ -150,7 +150,7 @@ class PolicyStore:
             self._check_locations(policy)
             return self._write(document, policy, warnings)
 
-    def update(self, key: str, body: Mapping[str, Any], check: Callable[[Policy], None] | None = None
+    def update(self, key: str, body: Mapping[str, object], check: Callable[[Policy], None] | None = None
                ) -> StoredPolicy:
         """Floe's partial update: a field absent or null keeps its value; one given replaces it whole.
         Checked in Floe's order: the policy (404, or 409 when not managed), the body (400), the name (409),
@@ -232,7 +232,7 @@ class PolicyStore:
             raise PolicyConflict(f"Cannot write policy '{name}': the file {path} already exists and does not "
                                  f"hold that policy alone; rename or remove it first")
 
-    def _write(self, document: Mapping[str, Any], policy: Policy, warnings: tuple[str, ...]) -> StoredPolicy:
+    def _write(self, document: Mapping[str, object], policy: Policy, warnings: tuple[str, ...]) -> StoredPolicy:
         path = self.managed_file(policy.name)
         _write_atomically(path, _serialize(document))
         forget_loaded_policies()
@@ -261,12 +261,12 @@ class PolicyStore:
 # -- the request ----------------------------------------------------------------------------------------
 
 
-def _request_fields(body: Mapping[str, Any]) -> dict[str, Any]:
+def _request_fields(body: Mapping[str, object]) -> dict[str, object]:
     """The body without the read-only fields a client may send back from a response."""
     return {k: v for k, v in body.items() if k not in READ_ONLY_FIELDS}
 
 
-def _check_request_rules(document: Mapping[str, Any]) -> None:
+def _check_request_rules(document: Mapping[str, object]) -> None:
     """What the parser does not know: the name becomes a file name, and Floe's pattern length limit
     with Floe's message."""
     name = document.get("name")
@@ -288,7 +288,7 @@ def _check_request_rules(document: Mapping[str, Any]) -> None:
         raise InvalidPolicyRequest([("tablePattern", message)], message)
 
 
-def _checked(document: Mapping[str, Any], allowed_properties: tuple[str, ...]) -> tuple[Policy, tuple[str, ...]]:
+def _checked(document: Mapping[str, object], allowed_properties: tuple[str, ...]) -> tuple[Policy, tuple[str, ...]]:
     """The policy the file will hold, parsed by the real parser from the very text to be written."""
     _check_request_rules(document)
     try:
@@ -311,13 +311,13 @@ def _field_and_message(line: str, label: str) -> tuple[str, str]:
     return (field, message) if sep else ("", rest)
 
 
-def _serialize(document: Mapping[str, Any]) -> str:
+def _serialize(document: Mapping[str, object]) -> str:
     order = {name: index for index, name in enumerate(TOP_LEVEL_FIELDS)}
     ordered = dict(sorted(document.items(), key=lambda item: order.get(item[0], len(order))))
     return json.dumps(ordered, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def _read_document(file: str) -> dict[str, Any]:
+def _read_document(file: str) -> dict[str, object]:
     """A managed file's one policy, as written (the fields a PUT leaves alone)."""
     data = json.loads(Path(file).read_text(encoding="utf-8"))
     if isinstance(data, Mapping) and set(data) == {"policies"}:

@@ -45,7 +45,7 @@ _lock = threading.Lock()
 _installed = False
 
 
-def remember(value: Any) -> None:
+def remember(value: object) -> None:
     """Keep the secrets the rule finds in ``value`` (settings as a mapping, a URI) for later masking,
     and mask log records from now on."""
     found = secrets_in(value)
@@ -86,7 +86,7 @@ def _masked_arguments(record: logging.LogRecord) -> tuple | None:
     return arguments if mask_text(message) == message else None
 
 
-def _masked_argument(argument: Any) -> Any:
+def _masked_argument(argument: object) -> object:
     if isinstance(argument, (int, float)) or argument is None:
         return argument
     text = str(argument)
@@ -123,7 +123,7 @@ def install_log_masking() -> None:
             return
         original = logging.getLogRecordFactory()
 
-        def masking_factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        def masking_factory(*args: object, **kwargs: object) -> logging.LogRecord:
             record = original(*args, **kwargs)
             _mask_record(record)
             return record
@@ -249,7 +249,7 @@ def failures_masked(function: Callable[..., Iterator]) -> Callable[..., Iterator
     (its signature, which Dagster reads for the context and the resources, is the function's)."""
 
     @functools.wraps(function)
-    def masked_function(*args: Any, **kwargs: Any) -> Iterator:
+    def masked_function(*args: object, **kwargs: object) -> Iterator:
         with masked_failures():
             yield from function(*args, **kwargs)
 

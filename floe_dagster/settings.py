@@ -294,7 +294,7 @@ def _section_doc(section: str) -> str:
     return next(k.description for k in keys_of(Settings) if k.name == section).strip().splitlines()[0]
 
 
-def _section(reading: Reading, section: Key, raw: Any) -> Any:
+def _section(reading: Reading, section: Key, raw: object) -> Any:
     name, cls = section.name, section.kind
     keys = keys_of(cls, section)
     if cls is DebtWeights and isinstance(raw, Mapping):  # its weights were documented in both spellings
@@ -308,12 +308,12 @@ def _section(reading: Reading, section: Key, raw: Any) -> Any:
         return cls()
 
 
-def _catalog_and_policies_defaults(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+def _catalog_and_policies_defaults(raw: Mapping[str, object]) -> Mapping[str, Any]:
     """Without a catalog section: the embedded lakehouse's policies (its catalog: see below)."""
     return raw if "catalog" in raw else {"policies": ["examples/policies"], **raw}
 
 
-def settings_from_mapping(raw: Any, base: Path, source: str, environ: Mapping[str, str] | None = None) -> Settings:
+def settings_from_mapping(raw: object, base: Path, source: str, environ: Mapping[str, str] | None = None) -> Settings:
     """Validate settings given as floe.yaml's mapping of sections (from the file, or from a Dagster
     component's ``defs.yaml``). Relative paths are resolved against ``base``; every problem is
     reported at once, one line each, beginning with ``source``, then the key

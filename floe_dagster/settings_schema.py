@@ -57,7 +57,7 @@ class Key:
         return self.rules.get("description", "")
 
     @property
-    def default(self) -> Any:
+    def default(self) -> object:
         if self.field.default_factory is not MISSING:
             return self.field.default_factory()
         return self.field.default
@@ -72,7 +72,7 @@ class Key:
 
 
 @cache
-def type_hints(cls: type) -> dict[str, Any]:
+def type_hints(cls: type) -> dict[str, object]:
     return typing.get_type_hints(cls)
 
 
@@ -84,7 +84,7 @@ def keys_of(cls: type, section: Key | None = None) -> tuple[Key, ...]:
     return tuple(Key(name, f, types[f.name], prefix) for f in fields(cls) if not f.metadata.get("internal"))
 
 
-def shown(value: Any) -> str:
+def shown(value: object) -> str:
     """A default as floe.yaml would spell it."""
     if isinstance(value, str):
         return f"`{value.replace(str(Path.home()), '~')}`"
@@ -96,7 +96,7 @@ def shown(value: Any) -> str:
 UNREAD = object()  # a value that could not be read (its problem is reported); the default is used
 
 
-def _flag(at: Location, value: Any) -> Any:
+def _flag(at: Location, value: object) -> object:
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
@@ -105,7 +105,7 @@ def _flag(at: Location, value: Any) -> Any:
     return UNREAD
 
 
-def _number(at: Location, value: Any, whole: bool, minimum: float) -> Any:
+def _number(at: Location, value: Any, whole: bool, minimum: float) -> object:
     """A number as written, or as text (the environment's values are text)."""
     try:
         if isinstance(value, bool):
@@ -120,7 +120,7 @@ def _number(at: Location, value: Any, whole: bool, minimum: float) -> Any:
     return number
 
 
-def _text(at: Location, value: Any, expects: str | None) -> Any:
+def _text(at: Location, value: object, expects: str | None) -> object:
     """A scalar as text (numbers are read as written); an empty value is the default unless the key
     ``expects`` something named."""
     if value == "" and not expects:
@@ -132,7 +132,7 @@ def _text(at: Location, value: Any, expects: str | None) -> Any:
     return str(value)
 
 
-def _text_map(at: Location, value: Any) -> Any:
+def _text_map(at: Location, value: object) -> object:
     if not isinstance(value, Mapping):
         at.error(f"expected a mapping, got {type(value).__name__}")
         return UNREAD
@@ -144,7 +144,7 @@ def _text_map(at: Location, value: Any) -> Any:
     return result
 
 
-def _text_list(at: Location, value: Any) -> Any:
+def _text_list(at: Location, value: object) -> object:
     if isinstance(value, str):
         return (value,)
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -153,7 +153,7 @@ def _text_list(at: Location, value: Any) -> Any:
     return tuple(value)
 
 
-def _read(at: Location, key: Key, value: Any) -> Any:
+def _read(at: Location, key: Key, value: object) -> object:
     """One value of the key's type, or UNREAD after reporting why not."""
     kind, origin = key.kind, typing.get_origin(key.kind)
     if "reader" in key.rules:
@@ -169,7 +169,7 @@ def _read(at: Location, key: Key, value: Any) -> Any:
     return _text(at, value, key.rules.get("expects"))
 
 
-def _from_environment(at: Location, key: Key, text: str) -> Any:
+def _from_environment(at: Location, key: Key, text: str) -> object:
     """A variable's text as the file would hold the value: lists separated by os.pathsep (paths) or
     commas, mappings and other structures as JSON."""
     if typing.get_origin(key.kind) is tuple and "reader" not in key.rules:
@@ -183,7 +183,7 @@ def _from_environment(at: Location, key: Key, text: str) -> Any:
     return text
 
 
-def _resolve(at: Location, base: Path, path: str) -> Any:
+def _resolve(at: Location, base: Path, path: str) -> object:
     if "\x00" in path:
         at.error(f"a path cannot contain a NUL character, got {path!r}")
         return UNREAD
@@ -204,7 +204,7 @@ class Reading:
         return Location(self.problems, self.source, path)
 
 
-def read_value(reading: Reading, key: Key, raw: Mapping[str, Any]) -> Any:
+def read_value(reading: Reading, key: Key, raw: Mapping[str, object]) -> Any:
     """The key's value: from its environment variable, else the file, else the default; checked
     and, for paths, resolved (the environment's policies against the working folder)."""
     name = next((n for n in key.env_names if reading.environ.get(n)), None)
@@ -230,14 +230,14 @@ def _resolved(at: Location, key: Key, base: Path, value: Any) -> Any:
     return _resolve(at, base, value)
 
 
-def _checked(at: Location, key: Key, value: Any) -> Any:
+def _checked(at: Location, key: Key, value: object) -> object:
     problem = key.rules["check"](value) if "check" in key.rules and value is not UNREAD else None
     if problem:
         at.error(problem)
     return key.default if problem or value is UNREAD else value
 
 
-def read_mapping(at: Location, value: Any, allowed: list[str]) -> Mapping[str, Any]:
+def read_mapping(at: Location, value: object, allowed: list[str]) -> Mapping[str, object]:
     """A section (or the whole file) as a mapping of known keys; what is not is reported."""
     if value is None:
         return {}

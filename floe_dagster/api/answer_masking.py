@@ -30,7 +30,7 @@ from floe_dagster.core.basics.secrets import mask_text, masked
 PUBLIC_FIELDS = frozenset({"apiKey"})
 
 
-def _masked_strings(value: Any, known: frozenset[str]) -> Any:
+def _masked_strings(value: object, known: frozenset[str]) -> Any:
     if isinstance(value, str):
         return mask_text(value, known)
     if isinstance(value, list):
@@ -40,7 +40,7 @@ def _masked_strings(value: Any, known: frozenset[str]) -> Any:
     return value
 
 
-def masked_answer(data: Any, known: frozenset[str] = frozenset()) -> Any:
+def masked_answer(data: object, known: frozenset[str] = frozenset()) -> Any:
     """A parsed JSON answer with its secrets masked by the rule (by key, by entry and as text)."""
     if isinstance(data, dict):
         return {key: masked(item, known, None if key in PUBLIC_FIELDS else key) for key, item in data.items()}

@@ -15,7 +15,7 @@ masked on the way out (api/answer_masking.py).
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Callable
+from typing import Callable
 
 import yaml
 from dagster import DagsterInstance
@@ -63,11 +63,11 @@ def swagger_page(request: Request) -> Response:
     return get_swagger_ui_html(openapi_url=FLOE_OPENAPI_PATH + "?format=json", title=f"{request.app.title} API")
 
 
-def _without_validation_errors(app: FastAPI) -> Callable[[], dict[str, Any]]:
+def _without_validation_errors(app: FastAPI) -> Callable[[], dict[str, object]]:
     """``app.openapi`` without its 422 responses: invalid requests get 400 here, as in Floe."""
     generate = app.openapi
 
-    def openapi() -> dict[str, Any]:
+    def openapi() -> dict[str, object]:
         if app.openapi_schema is None:
             document = generate()
             for operations in document.get("paths", {}).values():

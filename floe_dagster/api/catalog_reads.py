@@ -57,21 +57,21 @@ class CatalogReads:
         tables = cached if cached is not None else refresh_table_cache(self.settings)
         return sorted(tables, key=lambda t: (t.namespace, t.name))
 
-    def tables(self, limit: int, offset: int) -> dict[str, Any]:
+    def tables(self, limit: int, offset: int) -> dict[str, object]:
         return {"catalog": self.settings.catalog.name, **_page(self.known_tables(), limit, offset)}
 
-    def namespaces(self) -> dict[str, Any]:
+    def namespaces(self) -> dict[str, object]:
         """Every namespace holding a table, dotted when nested (Floe lists top-level namespaces only,
         empty ones too: the cached list knows only namespaces with tables)."""
         names = sorted({t.namespace_str for t in self.known_tables()})
         return {"catalog": self.settings.catalog.name, "namespaces": names, "total": len(names)}
 
-    def tables_in(self, namespace: str, limit: int, offset: int) -> dict[str, Any]:
+    def tables_in(self, namespace: str, limit: int, offset: int) -> dict[str, object]:
         """The tables of one namespace (an unknown namespace has none, as in Floe)."""
         tables = [t for t in self.known_tables() if t.namespace_str == namespace]
         return {"catalog": self.settings.catalog.name, "namespace": namespace, **_page(tables, limit, offset)}
 
-    def table(self, name: TableName) -> dict[str, Any]:
+    def table(self, name: TableName) -> dict[str, object]:
         """Floe's TableDetailResponse (UnknownTable: 404): the loaded metadata, its snapshot summary and
         manifest list; the delete files by kind from the health cache's full tier, when it has them."""
         loaded = load_table(open_catalog(self.settings.catalog), name)
@@ -113,10 +113,10 @@ class CatalogReads:
         """UnknownTable when the table is not in the catalog (HEAD: 404, no body)."""
         load_table(open_catalog(self.settings.catalog), name)
 
-    def latest_health(self, limit: int) -> dict[str, Any]:
+    def latest_health(self, limit: int) -> dict[str, object]:
         return latest_health(self.settings, self.instance, self.known_tables(), limit)
 
-    def catalog(self) -> dict[str, Any]:
+    def catalog(self) -> dict[str, object]:
         """Floe's CatalogConfigResponse for floe.yaml's catalog section (secrets masked, as Floe never
         shows credentials); the id is derived from the name, stable across restarts."""
         properties = describe(self.settings.catalog)

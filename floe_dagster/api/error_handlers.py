@@ -41,7 +41,7 @@ REFUSAL_STATUS = {"NO_POLICY": 404, "POLICY_NOT_FOUND": 404, "POLICY_NOT_EFFECTI
                   "OPERATION_NOT_CONFIGURED": 404, "TABLE_NOT_LOADED": 409}
 
 
-def error_body(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+def error_body(status: int, code: str, message: str, details: dict[str, object] | None = None) -> dict[str, object]:
     return {"error": message, "code": code, "details": details or {}, "timestamp": iso(utc_now())}
 
 

@@ -32,7 +32,7 @@ def permissions_of(role: Role | None, settings: ApiSettings) -> list[str]:
     return sorted(name for permission in role_permissions(role, settings) for name in FLOE_PERMISSIONS[permission])
 
 
-def _stored_response(key: StoredKey, settings: ApiSettings) -> dict[str, Any]:
+def _stored_response(key: StoredKey, settings: ApiSettings) -> dict[str, object]:
     """Floe's ApiKeyResponse (no hash), and where the key lives."""
     role = Role(key.role)
     return {"id": key.id, "name": key.name, "role": role.value, "permissions": permissions_of(role, settings),
@@ -65,11 +65,11 @@ class KeyAdmin:
         self.keys = keys
         self.table: ApiKeyTable = keys.database
 
-    def _configured(self) -> dict[str, dict[str, Any]]:
+    def _configured(self) -> dict[str, dict[str, object]]:
         return {entry["id"]: entry for entry in
                 (_configured_response(source, key, self.keys.settings) for source, key in self.keys.configured_keys())}
 
-    def _response(self, key: StoredKey) -> dict[str, Any]:
+    def _response(self, key: StoredKey) -> dict[str, object]:
         return _stored_response(key, self.keys.settings)
 
     def _name_free(self, name: str) -> None:
@@ -111,13 +111,13 @@ class KeyAdmin:
             raise _name_taken(name) from None
         return {"key": key, "apiKey": self._response(stored)}, f"/api/v1/auth/keys/{stored.id}"
 
-    def list(self, enabled_only: bool) -> dict[str, Any]:
+    def list(self, enabled_only: bool) -> dict[str, object]:
         entries = [*self._configured().values(), *(self._response(k) for k in self.table.all())]
         if enabled_only:
             entries = [e for e in entries if e["enabled"]]
         return {"keys": entries, "total": len(entries)}
 
-    def get(self, key_id: str) -> dict[str, Any]:
+    def get(self, key_id: str) -> dict[str, object]:
         configured = self._configured().get(key_id)
         if configured is not None:
             return configured
@@ -129,7 +129,7 @@ class KeyAdmin:
     def update(self, key_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """Floe's partial update: name, role, enabled; an absent or null field keeps its value."""
         stored = self._stored(key_id)
-        changes: dict[str, Any] = {}
+        changes: dict[str, object] = {}
         name = (body.get("name") or "").strip()
         if name and name != stored.name:
             self._name_free(name)
@@ -161,7 +161,7 @@ class KeyAdmin:
         if not deleted:
             raise _not_found(key_id)
 
-    def me(self, who: Principal) -> dict[str, Any]:
+    def me(self, who: Principal) -> dict[str, object]:
         """The caller's key (Floe's ApiKeyResponse); without keys, Floe's principal shape for anonymous."""
         if who.anonymous:
             return {"userId": ANONYMOUS, "username": ANONYMOUS, "roles": [r.value for r in Role],

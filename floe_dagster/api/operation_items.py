@@ -5,7 +5,6 @@ the same shape. Only the shaping: the queries are in api/operation_reads.py.
 
 from __future__ import annotations
 
-from typing import Any
 
 from floe_dagster.api.run_facts import RunFacts
 from floe_dagster.api.timestamps import iso
@@ -24,7 +23,7 @@ _STATUS_DESCRIPTIONS = {"PENDING": "Queued for the daemon", "RUNNING": "Running"
                         "SUCCEEDED": "Completed successfully", "FAILED": "Failed", "CANCELLED": "Cancelled"}
 
 
-def _floe_record_keys(facts: RunFacts, table: str | None) -> dict[str, Any]:
+def _floe_record_keys(facts: RunFacts, table: str | None) -> dict[str, object]:
     """Floe's OperationResponse keys for one run (ours follow beside them; ``status`` stays the run's own)."""
     name = None
     if table:
@@ -59,7 +58,7 @@ def _floe_record_keys(facts: RunFacts, table: str | None) -> dict[str, Any]:
     }
 
 
-def operation_item(facts: RunFacts, table: str | None) -> dict[str, Any]:
+def operation_item(facts: RunFacts, table: str | None) -> dict[str, object]:
     """A run's operation record; ``table`` is the table asked for (a batch run names several)."""
     tags = facts.tags
     own_table = tags.get(T.TABLE) or table
@@ -93,7 +92,7 @@ def operation_item(facts: RunFacts, table: str | None) -> dict[str, Any]:
     }
 
 
-def shadow_item(row) -> dict[str, Any]:
+def shadow_item(row) -> dict[str, object]:
     """A shadow policy's recorded decision (a ledger shadow row) as an operation record: no run, no
     trigger id; it says what would have run, when (``recordedAt``) and why."""
     return {

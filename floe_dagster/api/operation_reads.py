@@ -114,7 +114,7 @@ class OperationReads:
         return {"operations": items, "total": total, "limit": limit, "offset": offset,
                 "hasMore": offset + len(items) < total}
 
-    def operation(self, operation_id: str) -> dict[str, Any]:
+    def operation(self, operation_id: str) -> dict[str, object]:
         """Floe's ``/operations/{id}``: one maintenance run by its run id (Floe's ids are UUIDs, as run ids)."""
         try:
             uuid.UUID(operation_id)
@@ -126,7 +126,7 @@ class OperationReads:
                            {"resourceType": "Operation", "id": operation_id})
         return operation_item(run_facts(self.instance, records[0]), None)
 
-    def table_operations(self, catalog: str, table: TableName, limit: int) -> dict[str, Any]:
+    def table_operations(self, catalog: str, table: TableName, limit: int) -> dict[str, object]:
         """Floe's ``/operations/table/{catalog}/{namespace}/{table}``: the table's newest runs (none for a
         catalog not served here, as Floe's store has none)."""
         items = [] if catalog != self.settings.catalog.name else \
@@ -135,7 +135,7 @@ class OperationReads:
                 "table": {"catalog": catalog, "namespace": table.namespace_str, "name": table.name,
                           "qualified": f"{catalog}.{table.namespace_str}.{table.name}"}}
 
-    def stats(self, window: timedelta, now: datetime | None = None) -> dict[str, Any]:
+    def stats(self, window: timedelta, now: datetime | None = None) -> dict[str, object]:
         """Floe's StatsResponse over the maintenance runs created in the window (Floe's record counts:
         a failed run that maintained some of its tables is a partial failure)."""
         end = now or utc_now()
@@ -169,7 +169,7 @@ class OperationReads:
         return legacy if self.instance.get_runs_count(RunsFilter(tags={legacy: trigger_id})) else T.TRIGGER_ID
 
     def _partial_failures(self, tags: dict[str, Any], qualified: str | None, trigger_id: str | None, limit: int,
-                          offset: int) -> dict[str, Any]:
+                          offset: int) -> dict[str, object]:
         """Floe's PARTIAL_FAILURE: failed runs that maintained some of their tables (a batch where one
         table failed), among the newest MAX_OUTCOME_RUNS failed runs."""
         failed = DAGSTER_STATUSES["FAILED"]
@@ -183,7 +183,7 @@ class OperationReads:
                 "hasMore": offset + len(items) < len(partial)}
 
     def _conflicts(self, tags: dict[str, Any], qualified: str | None, trigger_id: str | None, limit: int,
-                   offset: int) -> dict[str, Any]:
+                   offset: int) -> dict[str, object]:
         """Runs in which a table (the ``table`` asked for, when given) lost a commit race, among the
         newest MAX_OUTCOME_RUNS finished runs: the run tag ``dagster/floe.conflicts`` finds them, their
         events say which tables and why."""
@@ -201,7 +201,7 @@ class OperationReads:
                 "hasMore": offset + len(items) < len(lost)}
 
     def _shadow_decisions(self, qualified: str | None, trigger_id: str | None, limit: int,
-                          offset: int) -> dict[str, Any]:
+                          offset: int) -> dict[str, object]:
         """The shadow policies' recorded decisions (of ``table``, when given), newest first: no run, no
         trigger id; each says what would have run, when (``recordedAt``) and why."""
         if trigger_id:  # a trigger's runs are real runs: no shadow decision belongs to one

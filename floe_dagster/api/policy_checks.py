@@ -5,7 +5,6 @@ envelope's check of a policy's absolute locations, core/policies/envelope.py).""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from floe_dagster.api.regex_matching import regex_matches
 from floe_dagster.core.basics.patterns import TablePattern
@@ -26,7 +25,7 @@ class PolicyChecks:
     def __init__(self, settings: Settings):
         self.settings = settings
 
-    def validate_pattern(self, pattern: str) -> dict[str, Any]:
+    def validate_pattern(self, pattern: str) -> dict[str, object]:
         text = pattern.strip()
         if not text:
             raise ApiError(400, "VALIDATION_FAILED", "Pattern is required", {"field": "pattern"})

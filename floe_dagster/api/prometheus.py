@@ -246,7 +246,7 @@ def _floe_runs() -> ColumnElement:
     return RunsTable.c.pipeline_name.like("floe%") | tagged
 
 
-def run_totals(instance: DagsterInstance, since: datetime) -> dict[str, Any]:
+def run_totals(instance: DagsterInstance, since: datetime) -> dict[str, object]:
     """From the run storage, three queries: floe runs in flight by status, manual-trigger runs by
     status, and the floe runs created since then (id, created, started)."""
     storage = sql_run_storage(instance)
@@ -465,7 +465,7 @@ class FloeCollector(Collector):
                        ["operation", "result"], counted)
 
 
-def sla_gauge(states: Mapping[str, Mapping[str, Any]]) -> Metric:
+def sla_gauge(states: Mapping[str, Mapping[str, object]]) -> Metric:
     """``floe_sla_breached``: 1 per (table, operation) whose SLA contract the sensor's last tick found breached,
     0 while met, from what it reported (defs/sla_reporting.py). The owner is a label value as the policy wrote
     it: the exposition format escapes it (a policy refuses control characters in it anyway)."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from dagster import DagsterInstance, DagsterRunStatus
 
@@ -30,7 +29,7 @@ DAGSTER_STATUSES = {
 }
 
 
-def numbers(metadata: dict[str, Any]) -> dict[str, float | int | bool]:
+def numbers(metadata: dict[str, object]) -> dict[str, float | int | bool]:
     """A materialization's numbers (int, float, bool), the values Dagit plots."""
     out: dict[str, float | int | bool] = {}
     for name, value in metadata.items():

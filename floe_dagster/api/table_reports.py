@@ -28,13 +28,13 @@ class TableReports:
         report = explain_table(self.settings, self.coordination, name.qualified, at or utc_now(), self.instance)
         return json.loads(json.dumps(report, default=str))  # exactly what `explain --json` prints
 
-    def health(self, namespace: str, table: str, tier: str, now: datetime | None = None) -> dict[str, Any]:
+    def health(self, namespace: str, table: str, tier: str, now: datetime | None = None) -> dict[str, object]:
         name = table_name(self.settings, namespace, table)
         now = now or utc_now()
         report = health_report(self.settings, self.coordination, name, now, tier=tier)
         return json.loads(json.dumps(floe_health_json(report), default=str))  # Floe's shape, ours beside
 
-    def health_history(self, namespace: str, table: str, limit: int) -> dict[str, Any]:
+    def health_history(self, namespace: str, table: str, limit: int) -> dict[str, object]:
         name = table_name(self.settings, namespace, table)
         history = health_history(self.settings, self.instance, name, limit)
         return json.loads(json.dumps(history, default=str))

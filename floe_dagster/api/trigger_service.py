@@ -59,7 +59,7 @@ class TriggerService:
         with self._guard:
             return self._table_locks.setdefault(qualified, threading.Lock())
 
-    def busy(self, table: TableName) -> dict[str, Any] | None:
+    def busy(self, table: TableName) -> dict[str, object] | None:
         """The run (or the lock holder) maintaining the table now, or None."""
         key = asset_key_for(table)
         in_flight = runs_in_flight(self.instance)
@@ -85,7 +85,7 @@ class TriggerService:
 
     def trigger(self, body: dict[str, Any], actor: str, wait: bool, timeout_s: float,
                 approval: Approval | None = None, confirm: Callable[[PreparedTrigger, str], None] | None = None,
-                ) -> tuple[int, dict[str, Any], dict[str, str]]:
+                ) -> tuple[int, dict[str, object], dict[str, str]]:
         """Queue a table's operations (launching.manual, as ``floe-dagster trigger`` runs them in process),
         then follow the runs; ``wait`` waits up to ``timeout_s`` for them to finish. An agent's approved
         proposal (``floe-dagster mcp``) runs with trigger ``agent`` and its ``approval``; ``confirm`` is
@@ -138,7 +138,7 @@ class TriggerService:
             raise ApiError(409, "TABLE_BUSY", f"{table.qualified} is being maintained by {what}", busy)
 
     @staticmethod
-    def _dry_run(reply: "TriggerReply", to_run: list[Operation]) -> dict[str, Any]:
+    def _dry_run(reply: "TriggerReply", to_run: list[Operation]) -> dict[str, object]:
         results = [_result(op.value, "WOULD_RUN") for op in to_run]
         names = ", ".join(op.value for op in to_run)
         return reply.body("DRY_RUN", f"Would queue {len(to_run)} run(s): {names}; nothing was launched", results,
@@ -166,7 +166,7 @@ class TriggerService:
             watch.done.wait(min(WATCH_POLL_S, max(0.0, deadline - time.monotonic())))
 
     def _answer(self, reply: "TriggerReply", run_ids: list[str], wait: bool, no_daemon: bool, timeout_s: float
-                ) -> tuple[int, dict[str, Any], dict[str, str]]:
+                ) -> tuple[int, dict[str, object], dict[str, str]]:
         """202 while runs are queued or running (saying why it did not wait), else 200 with the outcome."""
         follow = f"/api/v1/operations?triggerId={reply.trigger_id}"
         results, status, end = self._results(run_ids)
@@ -233,7 +233,7 @@ class TriggerService:
         return results, status, max(ends) if ends else iso(utc_now())
 
 
-def _result(operation: str, status: str, error: str | None = None) -> dict[str, Any]:
+def _result(operation: str, status: str, error: str | None = None) -> dict[str, object]:
     """A per-operation result that has no run (yet): skipped, or what a dry run would queue."""
     return {"operationType": operation, "status": status, "runId": None, "startTime": None, "endTime": None,
             "durationMs": None, "metrics": {}, "errorMessage": error, "conflict": None}
@@ -249,8 +249,8 @@ class TriggerReply:
         self.start = utc_now()
         self.skipped = [_result(op.value, "SKIPPED", why) for op, why in prepared.skipped.items()]
 
-    def body(self, status: str, message: str, results: list[dict[str, Any]], end: str | None = None,
-             dry_run: bool = False) -> dict[str, Any]:
+    def body(self, status: str, message: str, results: list[dict[str, object]], end: str | None = None,
+             dry_run: bool = False) -> dict[str, object]:
         ordered = sorted([*results, *self.skipped], key=lambda r: Operation(r["operationType"]).order)
         duration = None
         if end is not None:

@@ -34,7 +34,7 @@ from floe_dagster.core.basics.validation import (
     standalone,
 )
 
-Reader = Callable[[Location, Mapping[str, Any], str], Any]
+Reader = Callable[[Location, Mapping[str, object], str], Any]
 REWRITE_JOB_ORDERS = ("NONE", "BYTES_ASC", "BYTES_DESC", "FILES_ASC", "FILES_DESC")
 
 
@@ -59,7 +59,7 @@ class OperationConfig:
     spec: ClassVar[Any]
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any]) -> "OperationConfig":
+    def from_mapping(cls, raw: Mapping[str, object]) -> "OperationConfig":
         """Parse one operation's config on its own, as a policy writes it (``{"strategy": "sort"}``);
         raises ValueError listing every problem. ``RewriteDataFilesConfig.from_mapping({})``: defaults."""
         at = standalone()
@@ -68,9 +68,9 @@ class OperationConfig:
         assert config is not None
         return config
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The policy's view: camelCase keys, only the fields set, lists and mappings as JSON has them."""
-        data: dict[str, Any] = {}
+        data: dict[str, object] = {}
         for f in fields(self):
             value = getattr(self, f.name)
             if value is None:
@@ -79,10 +79,10 @@ class OperationConfig:
             data[camel(f.name)] = shown(value) if shown else list(value) if isinstance(value, tuple) else value
         return data
 
-    def iceberg_options(self) -> dict[str, Any]:
+    def iceberg_options(self) -> dict[str, object]:
         """The fields set that the procedure takes in its ``options`` map, under Iceberg's names, typed
         (a job order as Iceberg spells it: ``BYTES_DESC`` → ``bytes-desc``)."""
-        options: dict[str, Any] = {}
+        options: dict[str, object] = {}
         for f in fields(self):
             value, name = getattr(self, f.name), f.metadata.get("iceberg")
             if value is not None and name:
@@ -102,11 +102,11 @@ def at_least(minimum: int) -> Reader:
     return lambda at, raw, key: get_int(at, raw, key, None, minimum=minimum)
 
 
-def any_int(at: Location, raw: Mapping[str, Any], key: str) -> int | None:
+def any_int(at: Location, raw: Mapping[str, object], key: str) -> int | None:
     return get_int(at, raw, key, None)
 
 
-def boolean(at: Location, raw: Mapping[str, Any], key: str) -> bool | None:
+def boolean(at: Location, raw: Mapping[str, object], key: str) -> bool | None:
     return get_bool(at, raw, key, None)
 
 
@@ -114,7 +114,7 @@ def one_of(choices: tuple[str, ...]) -> Reader:
     return lambda at, raw, key: get_enum(at, raw, key, choices, None)
 
 
-def job_order(at: Location, raw: Mapping[str, Any], key: str) -> str | None:
+def job_order(at: Location, raw: Mapping[str, object], key: str) -> str | None:
     """``BYTES_DESC``, or as Iceberg (and Floe's PolicyLoader tests) spell it, ``bytes-desc``."""
     value = raw.get(key)
     if isinstance(value, str):
@@ -122,18 +122,18 @@ def job_order(at: Location, raw: Mapping[str, Any], key: str) -> str | None:
     return get_enum(at, raw, key, REWRITE_JOB_ORDERS, None)
 
 
-def text(at: Location, raw: Mapping[str, Any], key: str) -> str | None:
+def text(at: Location, raw: Mapping[str, object], key: str) -> str | None:
     value = get_str(at, raw, key, None)
     return value.strip() if value is not None else None
 
 
-def text_map(at: Location, raw: Mapping[str, Any], key: str) -> tuple[tuple[str, str], ...] | None:
+def text_map(at: Location, raw: Mapping[str, object], key: str) -> tuple[tuple[str, str], ...] | None:
     """A mapping of text to text, kept as its items in the policy's order (shown as a mapping: ``dict``)."""
     value = get_str_map(at, raw, key, None)
     return tuple(value.items()) if value is not None else None
 
 
-def texts(at: Location, raw: Mapping[str, Any], key: str) -> tuple[str, ...] | None:
+def texts(at: Location, raw: Mapping[str, object], key: str) -> tuple[str, ...] | None:
     value = get_str_list(at, raw, key, None)
     if value == []:
         at.child(key).error("must not be empty (leave it out instead)")

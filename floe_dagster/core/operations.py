@@ -71,7 +71,7 @@ class _OperationKind(str, Enum):
         return self.spec.scopes_partitions()
 
     @classmethod
-    def parse(cls, text: str) -> Any:
+    def parse(cls, text: str) -> object:
         """Accept Floe's name, the policy key or the procedure name, in any case."""
         wanted = text.strip().replace("-", "_").lower()
         for op in cls:

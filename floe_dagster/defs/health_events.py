@@ -120,7 +120,7 @@ def observation_metadata(record: Mapping[str, Any]) -> dict[str, Any]:
     """The observation's metadata: every health number Dagit plots as a number, then status and context as
     text (:func:`observation_keys`)."""
     facts = views()
-    metadata: dict[str, Any] = {}
+    metadata: dict[str, object] = {}
     _put_facts(metadata, facts.dagit, record)
     debt = record["debt"]
     metadata["debt_score"] = MetadataValue.float(float(debt["score"]))
@@ -153,7 +153,7 @@ def observation_metadata(record: Mapping[str, Any]) -> dict[str, Any]:
     return metadata
 
 
-def _issue_line(issue: Mapping[str, Any]) -> str:
+def _issue_line(issue: Mapping[str, object]) -> str:
     return f"{issue['severity']}: {issue['message']}"
 
 

@@ -40,7 +40,7 @@ def _item(decision: Decision) -> str:
     return f"{decision.table.qualified}|{decision.operation.value}"
 
 
-def sla_state(decision: Decision, reported_at: datetime | None, target: int | None) -> dict[str, Any]:
+def sla_state(decision: Decision, reported_at: datetime | None, target: int | None) -> dict[str, object]:
     """One contract's stored state (what metrics read): the verdict's JSON, where and when it was reported."""
     verdict = decision.sla
     assert verdict is not None
@@ -57,7 +57,7 @@ def _needs_report(before: Mapping[str, Any] | None, now_state: Mapping[str, Any]
     return now - datetime.fromisoformat(before["reportedAt"]) >= REPORT_EVERY
 
 
-def report_sla_checks(instance: DagsterInstance, decisions: Iterable[Decision], loaded: Iterable[Any],
+def report_sla_checks(instance: DagsterInstance, decisions: Iterable[Decision], loaded: Iterable[object],
                       scope: str, now: datetime) -> int:
     """Record the check results whose verdict changed (the module's rules); returns how many. Never fails the
     tick: a result that could not be recorded is tried again next tick."""
@@ -71,7 +71,7 @@ def report_sla_checks(instance: DagsterInstance, decisions: Iterable[Decision], 
     except Exception:
         log.warning("SLA checks: the instance cannot be read this tick", exc_info=True)
         return 0
-    states: dict[str, dict[str, Any]] = {}
+    states: dict[str, dict[str, object]] = {}
     reported = 0
     for decision in contracts:
         item, verdict = _item(decision), decision.sla
@@ -94,7 +94,7 @@ def report_sla_checks(instance: DagsterInstance, decisions: Iterable[Decision], 
     return reported
 
 
-def _write(instance: DagsterInstance, scope: str, states: Mapping[str, Any]) -> None:
+def _write(instance: DagsterInstance, scope: str, states: Mapping[str, object]) -> None:
     try:
         scopes = _load(instance.run_storage.get_cursor_values({KV_SCOPES}).get(KV_SCOPES)) or []
         values = {KV_PREFIX + scope: json.dumps(states, separators=(",", ":"))}

@@ -44,7 +44,7 @@ def column_schema(columns: Sequence[ColumnFacts]) -> TableSchema:
 def table_metadata(qualified: str, location: str | None, row_count: int | None,
                    columns: Sequence[ColumnFacts] | None) -> dict[str, Any]:
     """The standard keys for one table; what is not known (None) is left out."""
-    metadata: dict[str, Any] = dict(TableMetadataSet(
+    metadata: dict[str, object] = dict(TableMetadataSet(
         table_name=qualified, row_count=row_count,
         column_schema=column_schema(columns) if columns is not None else None,
     ))
@@ -53,6 +53,6 @@ def table_metadata(qualified: str, location: str | None, row_count: int | None,
     return metadata
 
 
-def definition_metadata(qualified: str) -> dict[str, Any]:
+def definition_metadata(qualified: str) -> dict[str, object]:
     """What the asset definition carries: the table name only (the rest needs the table's metadata)."""
     return {TABLE_NAME_KEY: qualified}

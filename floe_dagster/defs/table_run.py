@@ -112,7 +112,7 @@ def with_owner_overrides(reads: TableReads, op: Operation, resolved: ResolvedOpe
     return replace(resolved, config=found.config(op, resolved.config), owner_overrides=found)
 
 
-def owner_metadata(work: TableWork) -> dict[str, Any]:
+def owner_metadata(work: TableWork) -> dict[str, object]:
     """The run's ``owner_overrides``: the options it took from the table's properties and those it ignored."""
     found = work.resolved.owner_overrides
     return {"owner_overrides": MetadataValue.json(found.to_json(work.op))} if found is not None else {}
@@ -169,7 +169,7 @@ def rewrite_scope(iceberg_table: Any, decision: RunDecision) -> RewriteScope | N
 
 
 def _materialization(work: TableWork, decision: RunDecision, outcome: EngineOutcome, read_before: _Before,
-                     after_table: Table, add_ons: Mapping[str, Any]) -> MaterializeResult:
+                     after_table: Table, add_ons: Mapping[str, object]) -> MaterializeResult:
     """What the run did, from the table read after the procedure, then the kind's add-ons."""
     before, after = read_before.counts, table_counts(after_table)
     current = after_table.current_snapshot()
@@ -213,7 +213,7 @@ def _materialization(work: TableWork, decision: RunDecision, outcome: EngineOutc
     return MaterializeResult(asset_key=asset_key_for(work.table), metadata=metadata)
 
 
-def _figures(work: TableWork, outcome: EngineOutcome, before: TableShape, after: TableShape) -> dict[str, Any]:
+def _figures(work: TableWork, outcome: EngineOutcome, before: TableShape, after: TableShape) -> dict[str, object]:
     """The run's compute (the engine's, of this table's own Spark jobs) and its benefit (the table's shape
     before and after, and the files its procedure deleted), as ``floe/compute/*`` and ``floe/benefit/*``."""
     compute = outcome.compute or Compute(SPARK, round(outcome.duration_s, 3), unavailable="not measured")
@@ -246,7 +246,7 @@ def _without_engine(step: OperationStep, work: TableWork, decision: RunDecision,
     return MaterializeResult(asset_key=asset_key_for(work.table), metadata=metadata)
 
 
-def shown(values: Mapping[str, Any]) -> dict[str, Any]:
+def shown(values: Mapping[str, object]) -> dict[str, object]:
     """A step's metadata with its typed values (:class:`Shown`) as Dagster's MetadataValue of that kind."""
     return {name: getattr(MetadataValue, value.kind)(value.value) if isinstance(value, Shown) else value
             for name, value in values.items()}

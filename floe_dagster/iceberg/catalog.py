@@ -139,7 +139,7 @@ def existing_table(settings: CatalogSettings, text: str) -> TableName:
     return table
 
 
-def snapshot_facts(table: Table) -> list[dict[str, Any]]:
+def snapshot_facts(table: Table) -> list[dict[str, object]]:
     """The table's snapshots as the engine's row check reads them (from the metadata already loaded)."""
     return [
         {"snapshot_id": s.snapshot_id, "parent_id": s.parent_snapshot_id,
@@ -168,7 +168,7 @@ class TableReads:
             self._latest = load_table(self.catalog, self.name)
         return self._latest
 
-    def snapshots(self) -> list[dict[str, Any]]:
+    def snapshots(self) -> list[dict[str, object]]:
         if not self._fresh:
             self._latest = load_table(self.catalog, self.name)
         self._fresh = False

@@ -391,7 +391,7 @@ class HealthCollector:
         return summaries
 
     def _pinned_files(self, table: TableName, metadata: TableMetadata, io: FileIO, main_manifests: list[ManifestFile],
-                      main_summaries: Mapping[str, Mapping[str, Any]], now_ms: int, deadline: float | None
+                      main_summaries: Mapping[str, Mapping[str, object]], now_ms: int, deadline: float | None
                       ) -> tuple[dict[str, tuple[int, int]], list[str]]:
         """Each non-main ref that pins snapshots → (files, bytes) only they reference (core/facts/refs.py), and
         the manifests read for it (kept in the cache with the table's). No read for a table without such

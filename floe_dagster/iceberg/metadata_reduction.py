@@ -39,7 +39,7 @@ from floe_dagster.iceberg.fact_reducers import MetadataRead, manifest_parts, mea
 PATH_FIELD_ID = 2147483546  # the file_path column of position delete files
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> object:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, bytes):
@@ -51,7 +51,7 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def partition_key(values: Iterable[Any]) -> str:
+def partition_key(values: Iterable[object]) -> str:
     """A partition value as a compact JSON list (the key estimates and partition counts use)."""
     return json.dumps([_jsonable(v) for v in values], separators=(",", ":"))
 
@@ -78,7 +78,7 @@ def _file_scoped_path(data_file: Any) -> str | None:
     return None
 
 
-def summarize_manifest(manifest: ManifestFile, entries: list[ManifestEntry]) -> dict[str, Any]:
+def summarize_manifest(manifest: ManifestFile, entries: list[ManifestEntry]) -> dict[str, object]:
     """A manifest's live entries reduced to the numbers health and estimates need.
 
     ``{"content": 0|1, "spec": spec id, "partitions": [partition key, ...], "files": [...]}`` where
@@ -87,7 +87,7 @@ def summarize_manifest(manifest: ManifestFile, entries: list[ManifestEntry]) -> 
     hash of the data file it is scoped to or null]``, then each registered manifest part under its name.
     """
     partitions: dict[str, int] = {}
-    files: list[list[Any]] = []
+    files: list[list[object]] = []
     for entry in entries:
         data_file = entry.data_file
         values = data_file.partition
@@ -218,7 +218,7 @@ def full_metrics(
     metadata_location: str,
     metadata: TableMetadata,
     manifests: list[ManifestFile],
-    summaries: Mapping[str, Mapping[str, Any]],
+    summaries: Mapping[str, Mapping[str, object]],
     collected_at_ms: int,
     pinned_files: Mapping[str, tuple[int, int]] | None = None,
 ) -> TableMetrics:

@@ -12,7 +12,7 @@ import logging
 import os
 import sqlite3
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Iterable, Iterator
 
 from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.iceberg.fact_reducers import manifest_version, record_version
@@ -156,8 +156,8 @@ class MetricsCache:
         return len(gone)
 
     # manifests
-    def manifests(self, paths: list[str]) -> dict[str, dict[str, Any]]:
-        found: dict[str, dict[str, Any]] = {}
+    def manifests(self, paths: list[str]) -> dict[str, dict[str, object]]:
+        found: dict[str, dict[str, object]] = {}
         for start in range(0, len(paths), 500):
             chunk = paths[start:start + 500]
             marks = ",".join("?" * len(chunk))
@@ -168,7 +168,7 @@ class MetricsCache:
                 found[path] = json.loads(summary)
         return found
 
-    def put_manifest(self, qualified: str, path: str, summary: dict[str, Any]) -> None:
+    def put_manifest(self, qualified: str, path: str, summary: dict[str, object]) -> None:
         with self._write() as db:
             db.execute(
                 "INSERT OR REPLACE INTO manifests VALUES (?, ?, ?)",

@@ -50,7 +50,7 @@ class RefRetentionApplied:
         return [{"name": name, "type": kind} for name, kind in sorted(self.refs.items())
                 if name not in after.metadata.refs]
 
-    def changes_json(self) -> list[dict[str, Any]]:
+    def changes_json(self) -> list[dict[str, object]]:
         return [change._asdict() for change in self.changes]
 
 

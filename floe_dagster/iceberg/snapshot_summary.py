@@ -30,7 +30,7 @@ def summary_total(summary: Mapping[str, Any] | Any | None, key: str, missing: in
         return None
 
 
-def exact_live_rows(summary: Mapping[str, Any] | None) -> int | None:
+def exact_live_rows(summary: Mapping[str, object] | None) -> int | None:
     """The snapshot's rows when its summary alone decides them: ``total-records`` of a snapshot with
     no delete files; None otherwise. With delete files the summary cannot decide: a position delete
     (or a deletion vector) stays counted while the data file it points at is gone (a dangling delete
@@ -50,7 +50,7 @@ _COMMIT_DELETE_KEYS = ("added-delete-files", "removed-delete-files", "added-posi
                        "removed-position-deletes", "added-equality-deletes", "removed-equality-deletes")
 
 
-def commit_rows(summary: Mapping[str, Any] | None) -> tuple[int, int] | None:
+def commit_rows(summary: Mapping[str, object] | None) -> tuple[int, int] | None:
     """(rows the commit removed, rows it added), from its own summary (``deleted-records``,
     ``added-records``), when that alone decides them: the commit added and removed no delete file and
     the table has none after it (:func:`exact_live_rows`), so every record counted is a live row. For

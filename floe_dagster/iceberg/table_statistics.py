@@ -4,8 +4,6 @@ and what it left (the materialization)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import ancestors_of
 from pyiceberg.table.statistics import StatisticsFile
@@ -32,7 +30,7 @@ def _newest_partition_statistics(metadata: TableMetadata, lineage: list[LineageS
     return statistics_lag(lineage, (f.snapshot_id for f in metadata.partition_statistics)).snapshot_id
 
 
-def statistics_fields(metadata: TableMetadata) -> dict[str, Any]:
+def statistics_fields(metadata: TableMetadata) -> dict[str, object]:
     """The statistics fields of a :class:`TableMetrics` record."""
     lineage = _lineage(metadata)
     lag = statistics_lag(lineage, (f.snapshot_id for f in metadata.statistics))
@@ -82,14 +80,14 @@ def statistics_state(metadata: TableMetadata) -> StatisticsState:
     )
 
 
-def statistics_facts(metadata: TableMetadata, snapshot_id: int | None) -> dict[str, Any]:
+def statistics_facts(metadata: TableMetadata, snapshot_id: int | None) -> dict[str, object]:
     """The current snapshot's statistics files, for a run's materialization: the Puffin file's path, its
     columns with each one's NDV (the sketches' estimate, from the metadata: no file read), the partition
     statistics file's path. Empty where there is none."""
-    facts: dict[str, Any] = {}
+    facts: dict[str, object] = {}
     found = statistics_file(metadata, snapshot_id)
     if found is not None:
-        ndv: dict[str, Any] = {}
+        ndv: dict[str, object] = {}
         for blob in found.blob_metadata:
             value = (blob.properties or {}).get(NDV_PROPERTY)
             for name in _column_names(metadata, blob.fields):

@@ -5,7 +5,7 @@ queued. One reading for ``floe-dagster trigger``'s in-process runs and the HTTP 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Iterable
 
 from dagster import DagsterEvent, DagsterEventType, DagsterInstance, DagsterRunStatus
 
@@ -22,7 +22,7 @@ RESULT_EVENTS = frozenset({
 class RunOutcome:
     # Each maintained table's materialization metadata (plain values), by qualified name (an asset
     # that names no table: its key path joined with '/').
-    tables: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tables: dict[str, dict[str, object]] = field(default_factory=dict)
     # The first line of the first step failure (a dagster Failure's description, else its error),
     # else of the run's failure or cancellation; None when nothing failed.
     error: str | None = None

@@ -47,7 +47,7 @@ class Proposals:
         self.clock = clock
 
     def _body(self, namespace: str, table: str, operations: list[str] | None, reason: str | None = None
-              ) -> dict[str, Any]:
+              ) -> dict[str, object]:
         return {"catalog": self.services.settings.catalog.name, "namespace": namespace, "table": table,
                 "operations": operations or [], "reason": reason}
 
@@ -60,7 +60,7 @@ class Proposals:
                           tuple(op.value for op in prepared.to_run))
 
     def propose(self, proposer: str, namespace: str, table: str, operations: list[str] | None,
-                reason: str | None) -> dict[str, Any]:
+                reason: str | None) -> dict[str, object]:
         """The decision now (what would run, why, its estimate) and a token that approves exactly it."""
         prepared = self.services.trigger.prepare(self._body(namespace, table, operations))
         if not prepared.to_run:
@@ -81,7 +81,7 @@ class Proposals:
                          f"the table {prepared.table.qualified}) before {iso(proposal.expires_at)}; nothing runs "
                          "until then")}
 
-    def approve(self, approver: str, token: str, namespace: str, table: str, wait_s: float) -> dict[str, Any]:
+    def approve(self, approver: str, token: str, namespace: str, table: str, wait_s: float) -> dict[str, object]:
         """Run the proposal the token names, once, if it still holds for the table as it is now."""
         asked = table_name(self.services.settings, namespace, table)
         proposal = self.store.by_token_hash(token_hash(token))
@@ -104,14 +104,14 @@ class Proposals:
         return {"proposalId": proposal.id, "approvedBy": approver, "proposedBy": proposal.proposed_by, **answer}
 
 
-def _decision_item(status: dict[str, Any]) -> dict[str, Any]:
+def _decision_item(status: dict[str, Any]) -> dict[str, object]:
     item = {key: status.get(key) for key in DECISION_FIELDS}
     efficiency = status.get("efficiency") or {}
     item["estimate"] = efficiency.get("computeEstimate")
     return item
 
 
-def _proposal_json(proposal: Proposal) -> dict[str, Any]:
+def _proposal_json(proposal: Proposal) -> dict[str, object]:
     state = proposal.state
     return {"proposalId": proposal.id, "table": proposal.table, "operations": list(state.operations),
             "policyName": state.policy_name, "policyVersion": state.policy_version,

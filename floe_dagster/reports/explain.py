@@ -58,7 +58,7 @@ from floe_dagster.settings import Settings
 
 
 def explain_table(settings: Settings, coordination: Coordination, table_text: str, now: datetime,
-                  instance=None) -> dict[str, Any]:
+                  instance=None) -> dict[str, object]:
     table = existing_table(settings.catalog, table_text)
     cached = read_cached_tables(settings)
     instance = instance or get_instance()
@@ -82,7 +82,7 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
     known = functools.cache(lambda: lake_around(settings, data))  # read once, when an envelope check needs it
     view = _TableView(data, table, policy, now, instance, settings.envelope.allowed_table_properties, learned,
                       coordination.latest_figures(table.qualified), known)
-    statuses: dict[str, Any] = {}
+    statuses: dict[str, object] = {}
     # Every operation, as Floe lists them: the ones no policy configures are shown disabled (a view:
     # the planner decides only for configured operations).
     for op in ALL_OPERATIONS:
@@ -128,7 +128,7 @@ class _TableView:
     known: Callable[[], KnownLocations]  # the lake around the table, read once when an envelope check needs it
 
 
-def _status(view: _TableView, op: Operation, decision: Decision, recorded: LedgerRow | None) -> dict[str, Any]:
+def _status(view: _TableView, op: Operation, decision: Decision, recorded: LedgerRow | None) -> dict[str, object]:
     """One operation's trigger status: its own verdict (the gates'), the wait this tick's admission adds when
     it holds the operation back, the conditions in Floe's words, and the
     operation kind's own keys (its spec's ``explain``: ``propertyDrift``, ``refs``, an orphan ``backlog``)."""
@@ -164,7 +164,7 @@ def _status(view: _TableView, op: Operation, decision: Decision, recorded: Ledge
 
 
 def _status_tail(view: _TableView, op: Operation, decision: Decision, history: OperationHistory | None,
-                 recorded: LedgerRow | None) -> dict[str, Any]:
+                 recorded: LedgerRow | None) -> dict[str, object]:
     """The status after the conditions: quiet, SLA, debt, backoff, conflicts, throttle, backlog, last run, shadow."""
     return {
         "quiet": _quiet(decision, view.policy),
@@ -222,7 +222,7 @@ def applied_overrides(owner: OwnerOverrides | None, op: Operation) -> dict[str, 
     return {field: (names.get(field, PREFIX + field), value) for field, value in applied.items()}
 
 
-def _with_add_ons(head: dict[str, Any], tail: dict[str, Any], add_ons: Mapping[str, Any]) -> dict[str, Any]:
+def _with_add_ons(head: dict[str, object], tail: dict[str, object], add_ons: Mapping[str, object]) -> dict[str, object]:
     """A kind's keys set in the status where the status has them (``backlog``, ``refs``), its new ones after
     the conditions (``propertyDrift``), so every answer keeps its keys' order."""
     status = {**head, **{k: v for k, v in add_ons.items() if k not in tail and k not in head}, **tail}
@@ -252,11 +252,11 @@ def lake_around(settings: Settings, data: PlanInput) -> KnownLocations:
     return known_locations(open_catalog(settings.catalog), settings, data.metrics)
 
 
-def _json(verdict: Verdict | None) -> dict[str, Any] | None:
+def _json(verdict: Verdict | None) -> dict[str, object] | None:
     return verdict.to_json() if verdict is not None else None
 
 
-def _shadow(decision: Decision, last: LedgerRow | None, now: datetime) -> dict[str, Any]:
+def _shadow(decision: Decision, last: LedgerRow | None, now: datetime) -> dict[str, object]:
     """A shadow policy's decision: whether it would run now and why, and the ledger's last record of it."""
     would_run = decision.decision == "run"
     return {
@@ -269,7 +269,7 @@ def _shadow(decision: Decision, last: LedgerRow | None, now: datetime) -> dict[s
     }
 
 
-def _quiet(decision, policy) -> dict[str, Any] | None:
+def _quiet(decision, policy) -> dict[str, object] | None:
     """The quiet gate's state: its verdict once the decision reached it, else only the period (an earlier
     gate decided); None when the operation's schedule has no quiet period."""
     if decision.quiet is not None:
@@ -315,7 +315,7 @@ def _last_figures(view: _TableView, op: Operation) -> dict[str, Any]:
             "compute": figures["compute"] if figures else None, "benefit": figures["benefit"] if figures else None}
 
 
-def _not_decided(op: Operation, why: str) -> dict[str, Any]:
+def _not_decided(op: Operation, why: str) -> dict[str, object]:
     """An operation the planner makes no decision for, in Floe's shape: disabled, never triggers."""
     return {
         "operationType": op.value, "shouldTrigger": False, "enabled": False, "reasons": [why], "waitsThisTick": None,
@@ -338,7 +338,7 @@ def _not_decided(op: Operation, why: str) -> dict[str, Any]:
 
 
 def _conflicts(table: TableName, op: Operation, history: OperationHistory | None,
-               backoff_until: datetime | None = None) -> dict[str, Any]:
+               backoff_until: datetime | None = None) -> dict[str, object]:
     """Lost commit races in a row and when the next attempt may start: a short jittered delay, or,
     from the CONFLICT_STREAK-th in a row on (``countsAsFailure``), the failure backoff when it is later."""
     streak = history.consecutive_conflicts if history else 0

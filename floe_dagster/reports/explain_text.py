@@ -77,7 +77,7 @@ def _operation_lines(op: str, status: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def sla_line(sla: Mapping[str, Any]) -> str:
+def sla_line(sla: Mapping[str, object]) -> str:
     """The contract on one line; the owner quoted and escaped as JSON writes it (a policy refuses control
     characters in it, and this keeps any that come another way from starting a line of their own)."""
     owner = json.dumps(sla["owner"], ensure_ascii=False) if sla.get("owner") else "no owner named"

@@ -33,7 +33,7 @@ def resolve_table(settings: Settings, table: TableName | str) -> TableName:
 
 
 def health_report(settings: Settings, coordination: Coordination, table: TableName | str, now: datetime,
-                  tier: str = "full") -> dict[str, Any]:
+                  tier: str = "full") -> dict[str, object]:
     """Collect (or take from the cache) one table's metrics at ``tier`` and assess them.
 
     Raises :class:`~floe_dagster.errors.UnknownTable` when the table is not in the catalog,
@@ -77,8 +77,8 @@ def _whole_days(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def _floe_report(qualified: str, assessed_at: str, status: str | None, numbers: Mapping[str, Any],
-                 issues: list, thresholds: Mapping[str, Any]) -> dict[str, Any]:
+def _floe_report(qualified: str, assessed_at: str, status: str | None, numbers: Mapping[str, object],
+                 issues: list, thresholds: Mapping[str, object]) -> dict[str, object]:
     """Floe's HealthReport keys with Floe's types, in Floe's order, from floe-dagster's numbers (the
     health record's metrics and derived values, or a health observation's metadata: the same names).
     Each fact's key is declared with the fact (core/facts/fact_catalogue.py)."""
@@ -117,11 +117,11 @@ def floe_health_json(record: Mapping[str, Any]) -> dict[str, Any]:
 # -- history: the observations the debt-score sensor records ------------------------------------------
 
 
-def health_observations(instance: DagsterInstance, table: TableName, limit: int) -> list[Any]:
+def health_observations(instance: DagsterInstance, table: TableName, limit: int) -> list[object]:
     """The table's newest health observations, ``limit`` at most. A table's asset also carries
     observations of an operation partition (a lost commit race, a shadow policy's decision): those are
     not health reports, so only the unpartitioned ones count, read page by page past the others."""
-    found: list[Any] = []
+    found: list[object] = []
     cursor = None
     while len(found) < limit:
         page = instance.fetch_observations(asset_key_for(table), limit=max(limit, 20), cursor=cursor)
@@ -132,7 +132,7 @@ def health_observations(instance: DagsterInstance, table: TableName, limit: int)
     return found[:limit]
 
 
-def health_history(settings: Settings, instance: DagsterInstance, table: TableName, limit: int) -> dict[str, Any]:
+def health_history(settings: Settings, instance: DagsterInstance, table: TableName, limit: int) -> dict[str, object]:
     """Floe's ``/health/history``: the table's health reports, newest first, from the health
     observations the debt-score sensor records whenever the table's health changes (no new
     assessment). An unknown table with no history is UnknownTable."""
@@ -145,7 +145,7 @@ def health_history(settings: Settings, instance: DagsterInstance, table: TableNa
 
 
 def latest_health(settings: Settings, instance: DagsterInstance, tables: list[TableName], limit: int
-                  ) -> dict[str, Any]:
+                  ) -> dict[str, object]:
     """Floe's ``/tables/health/latest``: each table's newest health report, newest first, ``limit`` at most,
     from the observations the debt-score sensor records (each table's newest: one indexed query a table,
     no assessment; the SQL event log keeps no last observation in its asset records). Tables never
@@ -177,7 +177,7 @@ def _observed_report(table: TableName, record: Any) -> dict[str, Any]:
 # -- text ---------------------------------------------------------------------------------------------
 
 
-def _fact_text(fact: Fact, metrics: Mapping[str, Any], derived: Mapping[str, Any]) -> str:
+def _fact_text(fact: Fact, metrics: Mapping[str, object], derived: Mapping[str, object]) -> str:
     """A fact's health text line after its label: its own render, else its value."""
     if fact.text.render is not None:
         return fact.text.render(metrics, derived)

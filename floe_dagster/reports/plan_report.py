@@ -4,12 +4,11 @@ the same inputs as the sensor, admitting nothing; each decision with the safety 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from dagster import DagsterInstance
 
 from floe_dagster.coordination.database import Coordination
-from floe_dagster.core.plan.decisions import Plan
+from floe_dagster.core.plan.decisions import Plan, PlanJson
 from floe_dagster.core.plan.planner import plan
 from floe_dagster.iceberg.table_cache import read_cached_tables
 from floe_dagster.reports.explain import envelope_verdict, lake_around
@@ -31,7 +30,7 @@ def planned(settings: Settings, instance: DagsterInstance, coordination: Coordin
     return result, verdicts, inputs.health_missing
 
 
-def plan_json(result: Plan, verdicts: list) -> dict[str, Any]:
+def plan_json(result: Plan, verdicts: list) -> PlanJson:
     """What ``plan --json`` prints: the plan's decisions, each with its ``envelope``."""
     payload = result.to_json()
     for item, verdict in zip(payload["decisions"], verdicts):

@@ -14,7 +14,7 @@ from plotly.subplots import make_subplots
 from floe_dagster.core.value.value_report import COLUMNS, cell, window_text
 
 
-def _charts(days: list[Mapping[str, Any]]) -> str:
+def _charts(days: list[Mapping[str, object]]) -> str:
     """Per day: compute hours and files removed (one chart, two axes), and files removed per compute hour."""
     x = [day["day"] for day in days]
     cost = make_subplots(specs=[[{"secondary_y": True}]])

@@ -39,7 +39,7 @@ def code_of(reason: str) -> str:
     return reason.split(":", 1)[0].strip()
 
 
-def summarize(result: TickResult, now: datetime, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def summarize(result: TickResult, now: datetime, previous: Mapping[str, Any] | None = None) -> dict[str, object]:
     """The record after this tick: its decisions (or, for a tick that planned nothing, the previous
     record's, with the skip noted) and the previous totals plus this tick's. One pass over the plan."""
     previous = previous if previous and previous.get("version") == VERSION else {}
@@ -48,7 +48,7 @@ def summarize(result: TickResult, now: datetime, previous: Mapping[str, Any] | N
     by_operation = {op: Counter(counts) for op, counts in (old_totals.get("by_operation") or {}).items()}
     totals["ticks"] += 1
     skipped_tick = code_of(result.skipped_tick) if result.skipped_tick else None
-    record: dict[str, Any] = {"version": VERSION, "at": now.isoformat(), "seconds": round(result.seconds, 6),
+    record: dict[str, object] = {"version": VERSION, "at": now.isoformat(), "seconds": round(result.seconds, 6),
                               "skipped_tick": skipped_tick}
     if result.plan is None:  # lock held, catalog down, scheduler off, circuit open: the last plan's decisions stay
         for name in ("planned_at", "admitted", "shadow", "skipped", "refused", "runs_requested", "tables_in_backoff",
@@ -114,7 +114,7 @@ def record_tick(instance: DagsterInstance, scope: str, result: TickResult, now: 
         log.warning("the tick's stats could not be recorded", exc_info=True)
 
 
-def read_tick_stats(instance: DagsterInstance) -> dict[str, dict[str, Any]]:
+def read_tick_stats(instance: DagsterInstance) -> dict[str, dict[str, object]]:
     """Every scope's record, by scope (two reads of the key-value store)."""
     scopes = _load(instance.run_storage.get_cursor_values({KV_SCOPES}).get(KV_SCOPES), KV_SCOPES)
     if not isinstance(scopes, list) or not scopes:
@@ -128,7 +128,7 @@ def read_tick_stats(instance: DagsterInstance) -> dict[str, dict[str, Any]]:
     return found
 
 
-def _load(text: str | None, key: str) -> Any:
+def _load(text: str | None, key: str) -> object:
     if not text:
         return None
     try:

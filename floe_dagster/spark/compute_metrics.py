@@ -55,7 +55,7 @@ class TableCompute:
         self._started = self.clock()
         return self
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.wall_s = self.clock() - self._started
         if not self.connect:
             try:

@@ -18,13 +18,18 @@ import logging
 import subprocess
 import warnings
 from contextlib import contextmanager, suppress
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.runs.outages import SparkProcessFacts, spark_death_kind
 from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import OUTAGE, EngineUnavailable, FailedAfterCommit, SparkProcessDied, failure_kind
 from floe_dagster.spark.session import first_line
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from floe_dagster.spark.engine import IcebergSparkEngine
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +38,7 @@ MEMORY_HINT = ("in local mode a task out of memory ends Spark's JVM: give the ta
                "(rewriteDataFiles.maxFileGroupSizeBytes) or Spark more memory (spark.driver.memory in spark.conf)")
 
 
-def spark_answers(spark: Any) -> bool:
+def spark_answers(spark: object) -> bool:
     """Spark's JVM answers a call through its Py4J gateway (a Spark Connect session has no gateway: False)."""
     jvm = getattr(spark, "_jvm", None)
     if jvm is None:
@@ -46,7 +51,7 @@ def spark_answers(spark: Any) -> bool:
 
 
 @contextmanager
-def watching_spark_process(engine: Any, table: TableName, op: Operation) -> Iterator[Any]:
+def watching_spark_process(engine: IcebergSparkEngine, table: TableName, op: Operation) -> Iterator[SparkSession]:
     """``engine.unit_of_work()`` around one table's work: Spark found gone as it begins is an outage;
     Spark's process dying during it is told apart (the module's doc)."""
     local = answered = False
@@ -68,7 +73,7 @@ def watching_spark_process(engine: Any, table: TableName, op: Operation) -> Iter
         raise _after_spark_died(engine, exc, facts, table, op) from exc
 
 
-def _after_spark_died(engine: Any, exc: Exception, facts: SparkProcessFacts, table: TableName,
+def _after_spark_died(engine: IcebergSparkEngine, exc: Exception, facts: SparkProcessFacts, table: TableName,
                       op: Operation) -> Exception:
     """The error to record once Spark's process died during the table's work: the table's failure once a
     fresh Spark answers, else an outage saying so (core/runs/outages.py's ``spark_death_kind``)."""
@@ -86,7 +91,7 @@ def _after_spark_died(engine: Any, exc: Exception, facts: SparkProcessFacts, tab
     return died
 
 
-def start_fresh_spark(engine: Any) -> str | None:
+def start_fresh_spark(engine: IcebergSparkEngine) -> str | None:
     """Forget the dead JVM and start a fresh session; None once it answers, else why it could not start.
 
     PySpark keeps its gateway, its context and its sessions in class attributes, so ``getOrCreate``

@@ -26,7 +26,7 @@ import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from dagster import ConfigurableResource, InitResourceContext
 from dagster_pyspark import LazyPySparkResource
@@ -75,6 +75,9 @@ from floe_dagster.spark.session import (
     sqlite_catalog_lock,
 )
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 log = logging.getLogger(__name__)
 Snapshots = Callable[[], list[dict[str, Any]]]
 
@@ -87,8 +90,8 @@ class EngineOutcome:
     new_snapshot_ids: tuple[int, ...]
     row_check: RowCheck
     duration_s: float
-    extra: dict[str, Any] = field(default_factory=dict)
-    metadata: dict[str, Any] = field(default_factory=dict)  # for the materialization (orphan quarantine)
+    extra: dict[str, object] = field(default_factory=dict)
+    metadata: dict[str, object] = field(default_factory=dict)  # for the materialization (orphan quarantine)
     compute: Compute | None = None  # the table's own Spark work (spark/compute_metrics.py)
     # Seconds per phase of duration_s: session (lock, session, catalog), snapshots_before, call (the
     # procedure's own statements), snapshots_after, row_check, release (the catalog closed in Spark).
@@ -168,7 +171,7 @@ class IcebergSparkEngine(ConfigurableResource):
 
     # -- session and catalog lifecycle ---------------------------------------------------------
     @property
-    def spark(self) -> Any:
+    def spark(self) -> SparkSession:
         if self.remote:
             return self._connect_session()
         if self.java_home:
@@ -187,7 +190,7 @@ class IcebergSparkEngine(ConfigurableResource):
         self._started = True
         return session
 
-    def _connect_session(self) -> Any:
+    def _connect_session(self) -> SparkSession:
         """A Spark Connect session: no JVM and no jars on this side. On first use, check that the
         server can run Iceberg's procedures and set the catalog on this session."""
         try:
@@ -240,7 +243,7 @@ class IcebergSparkEngine(ConfigurableResource):
         close_spark_catalog(self.pyspark.spark_session, self.catalog_name)
 
     @contextmanager
-    def unit_of_work(self) -> Iterator[Any]:
+    def unit_of_work(self) -> Iterator[SparkSession]:
         with ExitStack() as stack:
             if self.catalog_lock:
                 # A SQLite catalog is a local file: a file lock beside the instance serializes its users.
@@ -263,14 +266,14 @@ class IcebergSparkEngine(ConfigurableResource):
             self._started = False
 
     # -- maintenance ---------------------------------------------------------------------------
-    def _snapshots(self, spark: Any, table: TableName) -> list[dict[str, Any]]:
+    def _snapshots(self, spark: SparkSession, table: TableName) -> list[dict[str, object]]:
         rows = spark.sql(
             f"SELECT snapshot_id, parent_id, operation, summary, committed_at "
             f"FROM {spark_table_reference(table)}.snapshots ORDER BY committed_at"
         ).collect()
         return [row.asDict() for row in rows]
 
-    def _count(self, spark: Any, table: TableName, snapshot_id: int) -> int:
+    def _count(self, spark: SparkSession, table: TableName, snapshot_id: int) -> int:
         return spark.sql(
             f"SELECT count(*) AS n FROM {spark_table_reference(table)} VERSION AS OF {int(snapshot_id)}"
         ).collect()[0]["n"]
@@ -286,7 +289,7 @@ class IcebergSparkEngine(ConfigurableResource):
         read_snapshots: Snapshots | None = None,
         scope: RewriteScope | None = None,
         row_proof: Prove | None = None,
-        **inputs: Any,
+        **inputs: object,
     ) -> EngineOutcome:
         """Run one operation on one table; verify rows after rewrites; always release the catalog.
 
@@ -333,8 +336,8 @@ class IcebergSparkEngine(ConfigurableResource):
         except Exception as exc:
             raise _classify(exc, table) from exc
 
-    def _call(self, spark: Any, step: OperationStep, job: EngineJob, call: ProcedureCall, snapshots_of: Snapshots,
-              before: set[int]) -> Ran:
+    def _call(self, spark: SparkSession, step: OperationStep, job: EngineJob, call: ProcedureCall,
+              snapshots_of: Snapshots, before: set[int]) -> Ran:
         """The kind's step runs its call; a Spark error is told apart here: the Iceberg runtime missing, a
         lost commit race (naming the writer that won), an outage, or this table's failure."""
         table, op = job.table, job.op
@@ -352,7 +355,7 @@ class IcebergSparkEngine(ConfigurableResource):
                                      f"{race.describe(_winner(snapshots_of, before))}") from exc
             raise _classify(exc, table, op) from exc
 
-    def _after_procedure(self, spark: Any, table: TableName, op: Operation, snapshots_of: Snapshots,
+    def _after_procedure(self, spark: SparkSession, table: TableName, op: Operation, snapshots_of: Snapshots,
                          before: set[int], table_bytes: int, row_proof: Prove | None = None,
                          phases: PhaseTimer | None = None) -> tuple[list[dict[str, Any]], RowCheck]:
         """The reads after the procedure returned (its changes have landed): the snapshots it committed,
@@ -383,7 +386,7 @@ class IcebergSparkEngine(ConfigurableResource):
                                        after, str(exc) if isinstance(exc, FloeError) else _headline(exc)) from exc
 
     def verify_rows(
-        self, spark: Any, table: TableName, new: list[dict], snapshots: list[dict], table_bytes: int,
+        self, spark: SparkSession, table: TableName, new: list[dict], snapshots: list[dict], table_bytes: int,
         row_proof: Prove | None = None,
     ) -> RowCheck:
         """Each snapshot our rewrite committed must hold the same logical rows as its parent
@@ -407,7 +410,7 @@ def _error_text(exc: Exception, with_causes: bool = True) -> str:
     return f"{own}\n{text}" if with_causes else own
 
 
-def _winner(snapshots_of: Callable[[], list[dict[str, Any]]], before: set[int]) -> str | None:
+def _winner(snapshots_of: Callable[[], list[dict[str, object]]], before: set[int]) -> str | None:
     """The newest commit that landed while the operation ran (ours failed, so it is another writer's),
     for the conflict's message; None when it cannot be read."""
     try:

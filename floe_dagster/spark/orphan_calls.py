@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from floe_dagster.core.storage.object_storage import S3_FILE_IO
 from floe_dagster.core.operation_kinds.orphan_cleanup import (
@@ -136,7 +136,8 @@ class OrphanRound:
     deleted: tuple[str, ...]  # the paths the round deleted (or moved into the quarantine)
 
 
-def summarize_orphan_cleanup(rows: list[Mapping[str, Any]], streamed: bool, dry_run: bool = False) -> ProcedureResult:
+def summarize_orphan_cleanup(rows: Sequence[Mapping[str, Any]], streamed: bool,
+                             dry_run: bool = False) -> ProcedureResult:
     """One uncapped call's rows. Streamed, Iceberg returns at most ORPHAN_SAMPLE_LIMIT paths: a full
     sample means at least that many files (``orphan_files_count_exact`` false)."""
     files = tuple(str(r["orphan_file_location"]) for r in rows)

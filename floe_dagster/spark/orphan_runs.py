@@ -95,7 +95,7 @@ class OrphanCleanup:
         clock = context.clock if context is not None else None
         self.quarantine_now = clock() if clock is not None else now
 
-    def run(self, plain: ProcedureCall) -> tuple[ProcedureResult, str, dict[str, Any]]:
+    def run(self, plain: ProcedureCall) -> tuple[ProcedureResult, str, dict[str, object]]:
         """The run's result, the SQL it ran (``plain``'s, or a description of its rounds), its metadata."""
         roots = self.quarantine.roots if self.quarantine is not None else []
         problem = listing_location_problem(self.config.location, roots)
@@ -257,9 +257,9 @@ class OrphanCleanup:
                 + f";\n-- and floe moved the orphans to {self.quarantine.root.child(folder).uri}")
 
     def _metadata(self, choice: QuarantineChoice, policy: QuarantinePolicy, purge: PurgeReport,
-                  folder: str | None) -> dict[str, Any]:
+                  folder: str | None) -> dict[str, object]:
         tally = self.tally
-        data: dict[str, Any] = {"quarantine": choice.enabled, "quarantine_reason": choice.reason,
+        data: dict[str, object] = {"quarantine": choice.enabled, "quarantine_reason": choice.reason,
                                 "orphans_changed_since_listing": tally.changed,
                                 "orphans_referenced_since_listing": tally.referenced}
         if self.quarantine is None:

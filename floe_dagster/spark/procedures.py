@@ -31,7 +31,7 @@ def spark_table_reference(table: TableName) -> str:
     return ".".join(quote_identifier(p) for p in (table.catalog, *table.identifier))
 
 
-def _options_map(options: Mapping[str, Any]) -> str:
+def _options_map(options: Mapping[str, object]) -> str:
     items = []
     for key, value in options.items():
         if isinstance(value, bool):
@@ -74,7 +74,7 @@ class CallArguments:
                  iceberg_version: str | None = None, spark_line: str | None = None,
                  snapshot_id: int | None = None):
         self.sql: list[tuple[str, str]] = [("table", table_argument(table))]
-        self.decided: dict[str, Any] = {}
+        self.decided: dict[str, object] = {}
         self.file_io = file_io  # the catalog's FileIO class in Spark (io-impl); None: Iceberg's default
         self.scope = scope  # a partition-scoped rewrite's partitions (None: the whole table)
         self.iceberg_version = iceberg_version  # the Iceberg Spark runtime's (None: floe-dagster's default)

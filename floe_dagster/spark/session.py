@@ -12,7 +12,6 @@ import json
 import logging
 import socket
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlparse
 
 from dagster import EnvVar
@@ -117,7 +116,7 @@ def sqlite_catalog_lock(settings: Settings) -> str | None:
     return f"floe-sqlite-catalog:{uri.split('?', 1)[0]}" if uri.startswith("jdbc:sqlite:") else None
 
 
-def free_sqlite_read_locks(spark_session: Any, catalog_name: str) -> None:
+def free_sqlite_read_locks(spark_session: object, catalog_name: str) -> None:
     """Iceberg 1.10's JdbcCatalog.initialize() leaves two metadata result sets open on a pooled SQLite
     connection: a read lock for the whole unit of work. A PyIceberg writer's commit then waits for
     the unit to end, and Spark's own commit, finding that writer waiting, fails at once with
@@ -146,7 +145,7 @@ def free_sqlite_read_locks(spark_session: Any, catalog_name: str) -> None:
         log.warning("could not free the SQLite catalog's read lock inside Spark: %s", exc)
 
 
-def close_spark_catalog(spark_session: Any, catalog_name: str) -> None:
+def close_spark_catalog(spark_session: object, catalog_name: str) -> None:
     """Close the Iceberg catalog inside a classic Spark session and reset Spark's catalog manager, so it
     holds no connection (and no SQLite lock); the next use opens a fresh catalog."""
     jvm_session = getattr(spark_session, "_jsparkSession", None)

@@ -16,8 +16,8 @@ from typing import Any, Callable, Mapping
 
 from floe_dagster.core.basics.durations import parse_iso_duration
 
-Combine = Callable[[Any, Mapping[str, Any]], Any]  # (Location, the written keys' values) → the API value, or None
-Split = Callable[[Any, str], dict[str, Any]]  # (the API value, where it is) → the written keys and values
+Combine = Callable[[Any, Mapping[str, object]], Any]  # (Location, the written keys' values) → the API value, or None
+Split = Callable[[Any, str], Mapping[str, object]]  # (the API value, where it is) → the written keys and values
 
 
 def kebab(name: str) -> str:
@@ -60,7 +60,7 @@ def written_as(loader_key: str) -> str:
     return f"is written {loader_key} in Floe's PolicyLoader format (kebab-case)"
 
 
-def whole_units(value: Any, where: str, unit: timedelta) -> int:
+def whole_units(value: object, where: str, unit: timedelta) -> int:
     """An ISO-8601 duration (or whole days, as Floe's API writes an interval) in whole ``unit``s; ValueError
     naming ``where`` when it is not a whole number of them (the PolicyLoader format has no other spelling)."""
     try:

@@ -218,7 +218,7 @@ def masked(value: Any, known: Iterable[str] = (), key: str | None = None) -> Any
     return _masked(value, tuple(known), key, None)
 
 
-def _masked(value: Any, known: tuple[str, ...], key: str | None, found: Callable[[str], None] | None) -> Any:
+def _masked(value: object, known: tuple[str, ...], key: str | None, found: Callable[[str], None] | None) -> object:
     """:func:`masked`; ``found`` receives each secret value masked (:func:`secrets_in`)."""
     if key is not None and secret_field(key) and value not in (None, ""):
         return _hidden(value, found)
@@ -233,7 +233,7 @@ def _masked(value: Any, known: tuple[str, ...], key: str | None, found: Callable
     return value
 
 
-def _hidden(value: Any, found: Callable[[str], None] | None) -> str:
+def _hidden(value: object, found: Callable[[str], None] | None) -> str:
     """A secret value of any shape, masked whole; ``found`` receives each of its leaves."""
     if found is not None:
         for leaf in _leaves(value):
@@ -241,14 +241,14 @@ def _hidden(value: Any, found: Callable[[str], None] | None) -> str:
     return MASK
 
 
-def secrets_in(value: Any, key: str | None = None) -> set[str]:
+def secrets_in(value: object, key: str | None = None) -> set[str]:
     """Every secret value the rule would mask in ``value`` (a structure as :func:`masked` takes it)."""
     found: set[str] = set()
     _masked(value, (), key, found.add)
     return {secret for secret in found if secret and secret != MASK}
 
 
-def _leaves(value: Any) -> Iterable[Any]:
+def _leaves(value: object) -> Iterable[object]:
     if isinstance(value, Mapping):
         for item in value.values():
             yield from _leaves(item)

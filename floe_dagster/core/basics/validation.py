@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import MISSING, dataclass, field
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, TypeVar
 
 _MISSING = object()
+T = TypeVar("T")  # a reader's default: what it gives for an unset or invalid value
+N = TypeVar("N", int, float)
+Raw = Mapping[str, object]  # a mapping as YAML or JSON gave it: the readers below check each value's type
 
 
 def setting(default: Any = MISSING, description: str = "", *, default_factory: Any = MISSING, **rules: Any) -> Any:
@@ -78,7 +81,7 @@ def raise_if_errors(at: Location, what: str) -> None:
         raise ValueError(f"invalid {what}: " + "; ".join(at.problems.errors))
 
 
-def describe(value: Any) -> str:
+def describe(value: object) -> str:
     """A value as a message shows it: strings quoted, other things by their YAML-ish name."""
     if value is None:
         return "null"
@@ -102,7 +105,7 @@ def closest(name: str, valid: Iterable[str]) -> str | None:
     return lowered[match[0]] if match else None
 
 
-def check_mapping(at: Location, raw: Any, what: str = "a mapping") -> Mapping[str, Any] | None:
+def check_mapping(at: Location, raw: object, what: str = "a mapping") -> Mapping[str, object] | None:
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
@@ -115,7 +118,7 @@ def check_mapping(at: Location, raw: Any, what: str = "a mapping") -> Mapping[st
 
 
 def mapping_items(at: Location, raw: list, allowed: Iterable[str], what: str
-                  ) -> Iterator[tuple[Location, Mapping[str, Any]]]:
+                  ) -> Iterator[tuple[Location, Mapping[str, object]]]:
     """Each item of a list that must hold mappings of ``allowed`` keys, with its location; an item that
     is not a mapping, and unknown keys, are reported (the item is then left out or read without them)."""
     allowed = tuple(allowed)
@@ -128,7 +131,7 @@ def mapping_items(at: Location, raw: list, allowed: Iterable[str], what: str
         yield here, mapping
 
 
-def check_unknown(at: Location, raw: Mapping[str, Any], allowed: Iterable[str],
+def check_unknown(at: Location, raw: Raw, allowed: Iterable[str],
                   refused: Mapping[str, str] | None = None) -> None:
     """Report every field not in ``allowed``: with the reason when it is knowingly refused, else with
     the closest valid name."""
@@ -145,7 +148,7 @@ def check_unknown(at: Location, raw: Mapping[str, Any], allowed: Iterable[str],
         at.child(key).error(f"unknown field; {hint}")
 
 
-def get_bool(at: Location, raw: Mapping[str, Any], key: str, default: Any = None) -> Any:
+def get_bool(at: Location, raw: Raw, key: str, default: T | None = None) -> bool | T | None:
     value = raw.get(key, _MISSING)
     if value is _MISSING or value is None:
         return default
@@ -155,8 +158,8 @@ def get_bool(at: Location, raw: Mapping[str, Any], key: str, default: Any = None
     return value
 
 
-def get_int(at: Location, raw: Mapping[str, Any], key: str, default: Any = None, minimum: int | None = None,
-            maximum: int | None = None) -> Any:
+def get_int(at: Location, raw: Raw, key: str, default: T | None = None, minimum: int | None = None,
+            maximum: int | None = None) -> int | T | None:
     value = raw.get(key, _MISSING)
     if value is _MISSING or value is None:
         return default
@@ -166,8 +169,8 @@ def get_int(at: Location, raw: Mapping[str, Any], key: str, default: Any = None,
     return _in_range(at.child(key), value, default, minimum, maximum)
 
 
-def get_number(at: Location, raw: Mapping[str, Any], key: str, default: Any = None, minimum: float | None = None,
-               maximum: float | None = None, above: float | None = None) -> Any:
+def get_number(at: Location, raw: Raw, key: str, default: T | None = None, minimum: float | None = None,
+               maximum: float | None = None, above: float | None = None) -> float | T | None:
     value = raw.get(key, _MISSING)
     if value is _MISSING or value is None:
         return default
@@ -180,7 +183,7 @@ def get_number(at: Location, raw: Mapping[str, Any], key: str, default: Any = No
     return _in_range(at.child(key), value, default, minimum, maximum)
 
 
-def _in_range(at: Location, value: Any, default: Any, minimum: float | None, maximum: float | None) -> Any:
+def _in_range(at: Location, value: N, default: T, minimum: float | None, maximum: float | None) -> N | T:
     if minimum is not None and value < minimum:
         at.error(f"must be at least {_num(minimum)}, got {_num(value)}")
         return default
@@ -194,7 +197,7 @@ def _num(value: float) -> str:
     return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
-def get_str(at: Location, raw: Mapping[str, Any], key: str, default: Any = None, non_empty: bool = True) -> Any:
+def get_str(at: Location, raw: Raw, key: str, default: T | None = None, non_empty: bool = True) -> str | T | None:
     value = raw.get(key, _MISSING)
     if value is _MISSING or value is None:
         return default
@@ -207,7 +210,7 @@ def get_str(at: Location, raw: Mapping[str, Any], key: str, default: Any = None,
     return value
 
 
-def get_enum(at: Location, raw: Mapping[str, Any], key: str, choices: Iterable[str], default: Any = None) -> Any:
+def get_enum(at: Location, raw: Raw, key: str, choices: Iterable[str], default: T | None = None) -> str | T | None:
     """An enumerated value in any case, normalized to upper case."""
     choices = list(choices)
     value = raw.get(key, _MISSING)
@@ -219,7 +222,7 @@ def get_enum(at: Location, raw: Mapping[str, Any], key: str, choices: Iterable[s
     return default
 
 
-def get_str_list(at: Location, raw: Mapping[str, Any], key: str, default: Any = None) -> Any:
+def get_str_list(at: Location, raw: Raw, key: str, default: T | None = None) -> list[str] | T | None:
     value = raw.get(key, _MISSING)
     if value is _MISSING or value is None:
         return default
@@ -237,7 +240,7 @@ def get_str_list(at: Location, raw: Mapping[str, Any], key: str, default: Any = 
     return items if ok else default
 
 
-def get_str_map(at: Location, raw: Mapping[str, Any], key: str, default: Any = None) -> Any:
+def get_str_map(at: Location, raw: Raw, key: str, default: T | None = None) -> dict[str, str] | T | None:
     value = raw.get(key, _MISSING)
     if value is _MISSING or value is None:
         return default

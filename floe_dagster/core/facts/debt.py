@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from floe_dagster.core.facts.health_assessment import HealthIssue, Severity
 from floe_dagster.core.basics.localtime import as_utc
@@ -30,7 +30,7 @@ class DebtWeights:
     cap: float = setting(1000, "the highest score")
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any] | None) -> "DebtWeights":
+    def from_mapping(cls, raw: Mapping[str, object] | None) -> "DebtWeights":
         """Read ``debt:`` (keys in kebab-case or snake_case); raises ValueError naming the bad key."""
         if raw is None:
             return cls()
@@ -62,7 +62,7 @@ class DebtScore:
     score: float
     breakdown: Mapping[str, float]  # each component before the cap; "capped" when the cap applied
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"score": self.score, "breakdown": dict(self.breakdown)}
 
 
@@ -120,7 +120,7 @@ class TableDebt:
     history too), so those parts are computed once per table and each distinct history once."""
 
     def __init__(self, issues: Iterable[HealthIssue], metrics: TableMetrics | None, now: datetime,
-                 weights: DebtWeights | Mapping[str, Any] | None = None):
+                 weights: DebtWeights | Mapping[str, object] | None = None):
         if weights is None:
             weights = DEFAULT_WEIGHTS
         elif not isinstance(weights, DebtWeights):

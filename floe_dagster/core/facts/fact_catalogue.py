@@ -40,25 +40,25 @@ METADATA_FILES_WARNING, METADATA_FILES_CRITICAL = 1_000, 10_000
 # -- the health text's lines (the record's metrics ``m`` and derived numbers ``d``) -------------------------
 
 
-def _data_files_line(m: Mapping[str, Any], d: Mapping[str, Any]) -> str:
+def _data_files_line(m: Mapping[str, object], d: Mapping[str, object]) -> str:
     small = "" if d.get("small_file_count") is None else (
         f" ({d['small_file_count']} small = {number_text(d['small_file_percent'])}%, {d['large_file_count']} large)")
     return (f"{d['data_file_count']}{small}, {bytes_text(d['total_data_bytes'])}, {m.get('record_count', 0)} records, "
             f"avg {bytes_text(d.get('avg_file_bytes'))}")
 
 
-def _delete_files_line(m: Mapping[str, Any], d: Mapping[str, Any]) -> str:
+def _delete_files_line(m: Mapping[str, object], d: Mapping[str, object]) -> str:
     return (f"{d['delete_file_count']} (ratio {number_text(d['delete_file_ratio'], 4)}; position "
             f"{number_text(m.get('position_delete_file_count'))}, equality "
             f"{number_text(m.get('equality_delete_file_count'))})")
 
 
-def _snapshots_line(m: Mapping[str, Any], d: Mapping[str, Any]) -> str:
+def _snapshots_line(m: Mapping[str, object], d: Mapping[str, object]) -> str:
     return (f"{d['snapshot_count']} (oldest {number_text(d['oldest_snapshot_age_days'])} d, "
             f"newest {number_text(d['newest_snapshot_age_days'])} d ago)")
 
 
-def _metadata_files_line(m: Mapping[str, Any], d: Mapping[str, Any]) -> str:
+def _metadata_files_line(m: Mapping[str, object], d: Mapping[str, object]) -> str:
     return (f"{number_text(m.get('metadata_files_written'))} written, {number_text(m.get('metadata_files_tracked'))} "
             f"tracked (delete-after-commit {'on' if d.get('metadata_delete_after_commit') else 'off'})")
 

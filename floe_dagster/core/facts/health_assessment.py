@@ -91,13 +91,13 @@ class HealthThresholds:
     stale_metadata_critical_days: float = 30
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any] | None) -> "HealthThresholds":
+    def from_mapping(cls, raw: Mapping[str, object] | None) -> "HealthThresholds":
         at = standalone()
         thresholds = parse_health_thresholds(at, raw)
         raise_if_errors(at, "health thresholds")
         return thresholds
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {CAMEL[name]: value for name, value in asdict(self).items()}
 
 
@@ -171,7 +171,7 @@ class HealthIssue:
     # More facts of an issue that is not a threshold check (COMMIT_CONFLICTS: operation, writer...).
     details: Mapping[str, Any] | None = field(default=None, hash=False)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         found = {"type": self.type.value, "severity": self.severity.value.lower(), "message": self.message,
                  "measured": self.measured, "threshold": self.threshold}
         if self.details:
@@ -196,7 +196,7 @@ class HealthAssessment:
     def count(self, severity: Severity) -> int:
         return sum(1 for issue in self.issues if issue.severity is severity)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         metrics = self.metrics.to_json()
         metrics.pop("data_file_sizes", None)  # thousands of numbers; the derived counts say enough
         return {
@@ -369,7 +369,7 @@ def health_status(issues: Any) -> str:
     return HEALTHY
 
 
-def parse_health_thresholds(at: Location, raw: Any) -> HealthThresholds:
+def parse_health_thresholds(at: Location, raw: object) -> HealthThresholds:
     mapping = check_mapping(at, raw)
     if mapping is None:
         return HealthThresholds()

@@ -108,7 +108,7 @@ def _split_files(reduced_manifests: Sequence[Mapping[str, Any]], specs: Partitio
     return data, deletes
 
 
-def full_tier_fields(manifests: Sequence[tuple[int, Mapping[str, Any]]], specs: PartitionSpecs) -> dict[str, Any]:
+def full_tier_fields(manifests: Sequence[tuple[int, Mapping[str, object]]], specs: PartitionSpecs) -> dict[str, object]:
     """The :data:`FULL_TIER_FACTS` from the current snapshot's manifests, each given as (manifest length in
     bytes, reduced manifest)."""
     data, deletes = _split_files([reduced for _, reduced in manifests], specs)

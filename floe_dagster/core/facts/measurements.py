@@ -142,7 +142,7 @@ class TableMetrics:
                    **{k: v for k, v in facts.items() if k not in declared},
                    more_facts={k: v for k, v in facts.items() if k in declared})
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The record as the health cache keeps it: the four above, then every stored fact, in the catalogue's
         order."""
         data = asdict(self)
@@ -152,7 +152,7 @@ class TableMetrics:
             data[fact.name] = value if fact.shape == PLAIN else _lists(value)
         return data
 
-    def report_json(self) -> dict[str, Any]:
+    def report_json(self) -> dict[str, object]:
         """For reports and asset metadata: the stored facts the record's report keeps (not the per-file lists,
         which grow with the table, its columns, which asset metadata has as Dagster's column schema, nor its
         refs, which the health record lists under ``refs``), then the computed facts it adds."""

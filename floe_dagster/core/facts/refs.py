@@ -102,7 +102,7 @@ class RefRetentionRule:
         """``main`` never matches, whatever the pattern."""
         return name != MAIN and self.type in (ANY, ref_type) and fnmatch.fnmatchcase(name, self.pattern)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"pattern": self.pattern, "maxAge": format_iso_duration(self.max_age), "type": self.type}
 
 
@@ -111,7 +111,7 @@ def rule_for(rules: Iterable[RefRetentionRule], name: str, ref_type: str) -> Ref
     return next((rule for rule in rules if rule.matches(name, ref_type)), None)
 
 
-def parse_ref_retention(at: Location, raw: Any) -> tuple[RefRetentionRule, ...]:
+def parse_ref_retention(at: Location, raw: object) -> tuple[RefRetentionRule, ...]:
     """A policy's ``refRetention`` list; every problem is reported at ``at``."""
     if raw is None:
         return ()
@@ -135,7 +135,7 @@ def parse_ref_retention(at: Location, raw: Any) -> tuple[RefRetentionRule, ...]:
     return tuple(rules)
 
 
-def _max_age(at: Location, mapping: Mapping[str, Any]) -> timedelta | None:
+def _max_age(at: Location, mapping: Mapping[str, object]) -> timedelta | None:
     value = mapping.get("maxAge")
     here = at.child("maxAge")
     if value is None:
@@ -286,7 +286,7 @@ def _keeps(ref: RefFacts) -> str:
 
 
 def ref_report(refs: Sequence[RefFacts] | None, rules: Sequence[RefRetentionRule], properties: Mapping[str, str],
-               now: datetime) -> list[dict[str, Any]]:
+               now: datetime) -> list[dict[str, object]]:
     """The record's ``refs``: each non-main ref with its age, limit, staleness and what it alone keeps."""
     now_ms = int(as_utc(now).timestamp() * 1000)
     report = []
@@ -388,7 +388,7 @@ def parse_set_ages(text: str | None) -> dict[str, SetAge]:
     return ages
 
 
-def _is_ms(value: Any) -> bool:
+def _is_ms(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 

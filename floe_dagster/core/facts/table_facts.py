@@ -53,7 +53,7 @@ class Check:
     warning: str | float
     critical: str | float
     label: str  # the message's subject: "<label>: <measured> ≥ <severity> threshold <threshold>"
-    unless: Callable[[Mapping[str, Any]], bool] | None = None
+    unless: Callable[[Mapping[str, object]], object] | None = None  # truthy: the check does not apply
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class Text:
     record's two sections); no render: the fact's value."""
 
     label: str
-    render: Callable[[Mapping[str, Any], Mapping[str, Any]], str] | None = None
+    render: Callable[[Mapping[str, object], Mapping[str, object]], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ class Fact:
     type: str  # its Python type as written ("int", "int | None", ...)
     tier: Tier
     doc: str
-    default: Any = None  # its value when not measured (the summary tier of a full-tier fact)
+    default: object = None  # its value when not measured (the summary tier of a full-tier fact)
     default_factory: Callable[[], Any] | None = None  # a mutable default (dict)
     shape: str = PLAIN  # how it is written to JSON (stored facts)
     # Computed facts: the value from the metrics record under a policy's HealthThresholds (None outside an
@@ -122,13 +122,13 @@ class Fact:
     def clocked(self) -> bool:
         return self.age_of is not None
 
-    def declaration(self) -> list[Any]:
+    def declaration(self) -> list[object]:
         """What the health cache's record version is made of: what a stored record holds of this fact."""
         return [self.name, self.type, self.tier, self.shape, repr(self.default_factory() if self.default_factory
                                                                 else self.default)]
 
 
-def stable_version(*parts: Any) -> int:
+def stable_version(*parts: object) -> int:
     """A version number from JSON-able declarations: the same in every process and Python (sha256, never
     ``hash()``), different when any part differs. 48 bits: an SQLite INTEGER holds it."""
     text = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
@@ -153,7 +153,7 @@ def bytes_text(value: Any) -> str:
     return "-" if value is None else format_bytes(value)
 
 
-def number_text(value: Any, digits: int = 2) -> str:
+def number_text(value: object, digits: int = 2) -> str:
     """A number as the health text prints it (``-`` when not measured, floats without trailing zeros)."""
     if value is None:
         return "-"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Mapping
 
 from floe_dagster.core.storage.storage_keys import storage_refusal
 from floe_dagster.core.basics.secrets import masked
@@ -154,7 +154,7 @@ def same_value(name: str, declared: str, current: str | None) -> bool:
     return declared == current
 
 
-def parse_table_properties(at: Location, raw: Any) -> tuple[tuple[str, str], ...] | None:
+def parse_table_properties(at: Location, raw: object) -> tuple[tuple[str, str], ...] | None:
     """The declared properties as (name, value text) pairs in the policy's order; every problem is
     recorded at ``at`` (``<file>: policy '<name>': tableProperties.<key>: ...``). None: not a mapping."""
     mapping = check_mapping(at, raw, "a mapping of Iceberg table property names to values")
@@ -170,7 +170,7 @@ def parse_table_properties(at: Location, raw: Any) -> tuple[tuple[str, str], ...
     return tuple(declared)
 
 
-def _checked(at: Location, name: str, value: Any) -> str | None:
+def _checked(at: Location, name: str, value: object) -> str | None:
     if name in RESERVED:
         at.error(f"'{name}' is reserved by Iceberg (it keeps the table's own bookkeeping); a policy cannot "
                  "declare it")
@@ -221,7 +221,7 @@ class PropertyDrift:
     declared: str
     current: str | None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """As every output shows it: the values masked when the name is a secret key (core/basics/secrets.py)."""
         return masked({"key": self.name, "declared": self.declared, "current": self.current})
 

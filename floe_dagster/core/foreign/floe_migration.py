@@ -47,10 +47,10 @@ _UNSAFE = re.compile(r"[^\w.\- ]")  # path separators, quotes, and anything a sh
 @dataclass(frozen=True)
 class ImportedPolicy:
     name: str
-    document: dict[str, Any]  # the policy in the API format, as a policy file holds it
+    document: dict[str, object]  # the policy in the API format, as a policy file holds it
     lost: tuple[str, ...] = ()  # what could not be carried over, and why, one line each
     # Operations that delete, written disabled (commented out): their config ({}) and schedule, API format.
-    disabled: dict[str, Any] = field(default_factory=dict)
+    disabled: dict[str, object] = field(default_factory=dict)
     # Why they are disabled, for the comment above them (empty: import-floe's reason, Floe's API gives no options).
     disabled_reason: str = ""
 
@@ -63,7 +63,7 @@ def imported_policy(response: Mapping[str, Any]) -> ImportedPolicy:
     """One PolicyResponse (Floe's, or floe-dagster's with its ``floe`` mapping) as a policy document."""
     document = {key: response[key] for key in _COPIED if response.get(key) not in (None, {}, "")}
     lost: list[str] = []
-    disabled: dict[str, Any] = {}
+    disabled: dict[str, object] = {}
     full = response.get("floe") if isinstance(response.get("floe"), Mapping) else None
     for op in ALL_OPERATIONS:
         if full is not None:
@@ -96,7 +96,7 @@ def disabled_reason(op: Operation) -> str:
 _DELETES = {Operation.EXPIRE_SNAPSHOTS: "snapshots", Operation.ORPHAN_CLEANUP: "files"}
 
 
-def _summarised(op: Operation, summary: Mapping[str, Any], into: dict[str, Any]) -> list[str]:
+def _summarised(op: Operation, summary: Mapping[str, object], into: dict[str, object]) -> list[str]:
     """Floe's ``{enabled, schedule}`` of one operation written into ``into`` (the document, or the
     disabled part for an operation that deletes); what it cannot carry, one line each."""
     into[op.policy_key] = {}
@@ -147,7 +147,7 @@ def policy_file_text(policy: ImportedPolicy) -> PolicyFileText:
     return PolicyFileText(api_text, ".json", f"kept in Floe's API format (JSON): {why}")
 
 
-def _yaml(data: Any) -> str:
+def _yaml(data: object) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
 
 

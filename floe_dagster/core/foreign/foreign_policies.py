@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from floe_dagster.core.facts.expiry_defaults import MIN_SNAPSHOT_AGE  # below it an expiry needs a person's decision
 from floe_dagster.core.foreign.floe_migration import ImportedPolicy
@@ -50,12 +50,12 @@ class Setting:
     """One operation as one level of the source sets it."""
 
     key: str  # the policy key: rewriteDataFiles, expireSnapshots, orphanCleanup, rewriteManifests
-    config: dict[str, Any] | None  # None: the source turns the operation off at this level
+    config: Mapping[str, object] | None  # None: the source turns the operation off at this level
     origin: str  # what set it: "policy 'p' (system.snapshot-expiry)"
-    schedule: Mapping[str, Any] = field(default_factory=lambda: dict(DAILY))
+    schedule: Mapping[str, object] = field(default_factory=lambda: dict(DAILY))
     disabled_reason: str = ""  # set: written commented out under this reason (config: what to uncomment)
     notes: tuple[str, ...] = ()  # what of the source's setting did not carry over, and why
-    extra: Mapping[str, Any] = field(default_factory=dict)  # policy fields written with it (refRetention)
+    extra: Mapping[str, object] = field(default_factory=dict)  # policy fields written with it (refRetention)
 
 
 @dataclass
@@ -88,7 +88,7 @@ class Problems:
             raise SourceError(self.errors)
 
 
-def check_name(problems: Problems, where: str, name: Any) -> str | None:
+def check_name(problems: Problems, where: str, name: object) -> str | None:
     """A namespace or table name floe-dagster can write in a pattern and a file name: text, without path
     separators, glob characters or dots (which floe-dagster reads as namespace levels)."""
     if not isinstance(name, str) or not name:
@@ -101,7 +101,7 @@ def check_name(problems: Problems, where: str, name: Any) -> str | None:
     return name
 
 
-def whole_number(problems: Problems, where: str, value: Any, minimum: int = 0) -> int | None:
+def whole_number(problems: Problems, where: str, value: object, minimum: int = 0) -> int | None:
     """An integer written as a JSON number or as text (Polaris' config map and table properties are text)."""
     if isinstance(value, bool):
         number = None
@@ -163,9 +163,9 @@ def resolve(source: str, catalog: str, levels: Iterable[Level]) -> tuple[list[Im
 
 def _policy(source: str, catalog: str, level: Level, effective: Mapping[str, tuple[Setting, Level]]) -> ImportedPolicy:
     name = ".".join((source, catalog, *level.path))
-    document: dict[str, Any] = {"name": name, "description": f"imported from {source} ({level.label})",
+    document: dict[str, object] = {"name": name, "description": f"imported from {source} ({level.label})",
                                 "tablePattern": pattern_of(catalog, level), "priority": len(level.path)}
-    disabled: dict[str, Any] = {}
+    disabled: dict[str, object] = {}
     reasons, lost = [], [f"{level.label}: {note}" for note in level.notes]
     for key, (setting, where) in effective.items():
         inherited = "" if where is level else f" (inherited from the {where.label})"

@@ -78,7 +78,7 @@ def amoro_levels(document: Any, source: str) -> list[Level]:
     return levels
 
 
-def _properties(problems: Problems, where: str, raw: Any) -> dict[str, str] | None:
+def _properties(problems: Problems, where: str, raw: object) -> dict[str, str] | None:
     if not isinstance(raw, Mapping):
         problems.error(where, f"expected a mapping of properties, got {raw!r}")
         return None
@@ -114,7 +114,7 @@ def _optimizing(problems: Problems, where: str, properties: Mapping[str, str], o
         return off("rewriteDataFiles", origin, f"{OPTIMIZING}=false")
     if enabled is None and not any(key in properties for key in (TARGET_SIZE, FILTER, MINOR_INTERVAL)):
         return None
-    config: dict[str, Any] = {}
+    config: dict[str, object] = {}
     if TARGET_SIZE in properties:
         config["targetFileSizeBytes"] = whole_number(problems, f"{where}.{TARGET_SIZE}", properties[TARGET_SIZE], 1)
     if properties.get(FILTER, "").strip():

@@ -78,7 +78,7 @@ def polaris_levels(document: Any, source: str) -> list[Level]:
     return list(levels.values())
 
 
-def _read_policy(problems: Problems, where: str, entry: Mapping[str, Any]) -> tuple | None:
+def _read_policy(problems: Problems, where: str, entry: Mapping[str, object]) -> tuple | None:
     """(name, type, its setting or None for a type that is not maintenance, inheritable) or None."""
     name = entry.get("name")
     if not isinstance(name, str) or not _POLICY_NAME.match(name):
@@ -105,7 +105,7 @@ def _read_policy(problems: Problems, where: str, entry: Mapping[str, Any]) -> tu
     return (name, kind, setting, inheritable) if setting is not None else None
 
 
-def _content(problems: Problems, where: str, raw: Any) -> Mapping[str, Any] | None:
+def _content(problems: Problems, where: str, raw: object) -> Mapping[str, object] | None:
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
@@ -127,7 +127,7 @@ def _content(problems: Problems, where: str, raw: Any) -> Mapping[str, Any] | No
     return raw
 
 
-def _targets(problems: Problems, where: str, entry: Mapping[str, Any]) -> list[tuple[tuple[str, ...], bool, str]]:
+def _targets(problems: Problems, where: str, entry: Mapping[str, object]) -> list[tuple[tuple[str, ...], bool, str]]:
     """Each attachment as (path, is a table, where it is in the file)."""
     raw = entry.get("targets")
     if not isinstance(raw, list):
@@ -160,12 +160,12 @@ def _config(content: Mapping[str, Any]) -> Mapping[str, Any]:
     return content.get("config") or {}
 
 
-def _rest(config: Mapping[str, Any], known: tuple[str, ...]) -> tuple[str, ...]:
+def _rest(config: Mapping[str, object], known: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(f"config.{key}={value!r}: no equivalent in floe-dagster: not carried over"
                  for key, value in config.items() if key not in known)
 
 
-def _compaction(problems: Problems, where: str, content: Mapping[str, Any], origin: str) -> Setting | None:
+def _compaction(problems: Problems, where: str, content: Mapping[str, object], origin: str) -> Setting | None:
     if not content["enable"]:
         return off("rewriteDataFiles", origin, "enable: false")
     config, result, notes = _config(content), {}, []
@@ -191,7 +191,7 @@ def _compaction(problems: Problems, where: str, content: Mapping[str, Any], orig
     return Setting("rewriteDataFiles", result, origin, disabled_reason=reason, notes=tuple(notes))
 
 
-def _expiry(problems: Problems, where: str, content: Mapping[str, Any], origin: str) -> Setting | None:
+def _expiry(problems: Problems, where: str, content: Mapping[str, object], origin: str) -> Setting | None:
     if not content["enable"]:
         return off("expireSnapshots", origin, "enable: false")
     config, result, notes, extra, reason = _config(content), {}, [], {}, ""
@@ -254,7 +254,7 @@ def _orphans(problems: Problems, where: str, content: Mapping[str, Any], origin:
     return Setting("orphanCleanup", result, origin, disabled_reason=" ".join(reasons), notes=tuple(notes))
 
 
-def _metadata(problems: Problems, where: str, content: Mapping[str, Any], origin: str) -> Setting | None:
+def _metadata(problems: Problems, where: str, content: Mapping[str, object], origin: str) -> Setting | None:
     if not content["enable"]:
         return off("rewriteManifests", origin, "enable: false")
     config, result = _config(content), {}

@@ -79,7 +79,7 @@ def s3tables_levels(document: Any, source: str) -> list[Level]:
     return levels
 
 
-def _read_types(problems: Problems, where: str, answer: Any, known: tuple[str, ...], level: Level) -> None:
+def _read_types(problems: Problems, where: str, answer: object, known: tuple[str, ...], level: Level) -> None:
     configuration = answer.get("configuration") if isinstance(answer, Mapping) else None
     if not isinstance(configuration, Mapping):
         problems.error(f"{where}.configuration", f"expected the maintenance configuration (a mapping of types), "
@@ -99,7 +99,7 @@ def _read_types(problems: Problems, where: str, answer: Any, known: tuple[str, .
             level.settings[setting.key] = setting
 
 
-def _setting(problems: Problems, where: str, kind: str, status: str, settings: Any, origin: str) -> Setting | None:
+def _setting(problems: Problems, where: str, kind: str, status: str, settings: object, origin: str) -> Setting | None:
     key = {COMPACTION: "rewriteDataFiles", SNAPSHOTS: "expireSnapshots", UNREFERENCED: "orphanCleanup"}[kind]
     if status == "disabled":
         return off(key, origin, "status: disabled")
@@ -121,9 +121,9 @@ def _setting(problems: Problems, where: str, kind: str, status: str, settings: A
     return read(problems, f"{where}.settings.{kind}", values, origin, notes)
 
 
-def _compaction(problems: Problems, where: str, values: Mapping[str, Any], origin: str, notes: list) -> Setting:
+def _compaction(problems: Problems, where: str, values: Mapping[str, object], origin: str, notes: list) -> Setting:
     size = whole_number(problems, f"{where}.targetFileSizeMB", values["targetFileSizeMB"], 1)
-    config: dict[str, Any] = {"targetFileSizeBytes": size * _MB if size else None}
+    config: dict[str, object] = {"targetFileSizeBytes": size * _MB if size else None}
     strategy, reason = str(values["strategy"]).strip().lower(), ""
     if strategy in _STRATEGIES:
         config["strategy"] = _STRATEGIES[strategy]
@@ -139,7 +139,7 @@ def _compaction(problems: Problems, where: str, values: Mapping[str, Any], origi
     return Setting("rewriteDataFiles", config, origin, disabled_reason=reason, notes=tuple(notes))
 
 
-def _snapshots(problems: Problems, where: str, values: Mapping[str, Any], origin: str, notes: list) -> Setting:
+def _snapshots(problems: Problems, where: str, values: Mapping[str, object], origin: str, notes: list) -> Setting:
     keep = whole_number(problems, f"{where}.minSnapshotsToKeep", values["minSnapshotsToKeep"])
     hours = whole_number(problems, f"{where}.maxSnapshotAgeHours", values["maxSnapshotAgeHours"])
     config = {"retainLast": max(keep or 0, 1),
@@ -153,7 +153,7 @@ def _snapshots(problems: Problems, where: str, values: Mapping[str, Any], origin
     return Setting("expireSnapshots", config, origin, disabled_reason=reason, notes=tuple(notes))
 
 
-def _unreferenced(problems: Problems, where: str, values: Mapping[str, Any], origin: str, notes: list) -> Setting:
+def _unreferenced(problems: Problems, where: str, values: Mapping[str, object], origin: str, notes: list) -> Setting:
     days = whole_number(problems, f"{where}.unreferencedDays", values["unreferencedDays"])
     grace = whole_number(problems, f"{where}.nonCurrentDays", values["nonCurrentDays"])
     config = {"retentionPeriodInDays": max(days or 0, MIN_ORPHAN_DAYS),

@@ -40,7 +40,7 @@ SETTING = "max-compute-hours-per-hour"
 WINDOW = timedelta(hours=1)
 
 
-def compute_hours_problem(value: Any) -> str | None:
+def compute_hours_problem(value: object) -> str | None:
     """Why a ``max-compute-hours-per-hour`` value is refused (None: a usable budget, or unset)."""
     if value is None:
         return None
@@ -50,7 +50,7 @@ def compute_hours_problem(value: Any) -> str | None:
     return None
 
 
-def read_compute_hours(at: Location, raw: Any) -> Any:
+def read_compute_hours(at: Location, raw: object) -> object:
     """floe.yaml's (or the environment's) ``max-compute-hours-per-hour``: a number > 0, written as a number
     or as text; anything else is refused with the setting's name."""
     value = raw
@@ -113,7 +113,7 @@ class ComputeWindow:
         told += f", {_hours(admitted_s)} admitted this tick)" if admitted_s else ")"
         return told + (" — over-spent: the runs spent more than the budget" if self.over_spent else "")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"limitSeconds": round(self.limit_s, 1), "spentSeconds": round(self.recorded_s, 1),
                 "finishedRuns": self.recorded_runs, "inFlightSeconds": round(self.in_flight_s, 1),
                 "inFlightRuns": self.in_flight_runs, "overSpent": self.over_spent}

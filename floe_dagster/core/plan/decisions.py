@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypedDict
 
 from floe_dagster.core.plan.batches import ONE_TABLE_PER_RUN, BatchSettings, RunClass
 from floe_dagster.core.plan.compute_budget import InFlightAdmission, compute_hours_problem, read_compute_hours
@@ -72,7 +72,7 @@ class Reason:
 
     __slots__ = ("code", "tell", "args")
 
-    def __init__(self, code: str | None, tell: "str | Callable[..., str]" = "", *args: Any) -> None:
+    def __init__(self, code: str | None, tell: "str | Callable[..., str]" = "", *args: object) -> None:
         self.code, self.tell, self.args = code, tell, args
 
     @property
@@ -186,7 +186,7 @@ class Decision:
         return estimate if estimate.__class__ is int else estimate.value()  # type: ignore[union-attr]
 
     @property
-    def conditions(self) -> dict[str, Any]:
+    def conditions(self) -> dict[str, object]:
         """The trigger-condition gate's verdict as JSON (empty when an earlier gate stopped the work);
         rendered on demand: only ``explain`` and the API show it, and a tick makes 50,000 decisions."""
         return self.condition_result.to_json() if self.condition_result is not None else {}
@@ -201,7 +201,7 @@ class Decision:
     def item_key(self) -> str:
         return item_key(self.table.qualified, self.operation, self.slot, self.attempt)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "table": self.table.qualified,
             "operation": self.operation.value,
@@ -219,6 +219,14 @@ class Decision:
             **({"ownerOverrides": self.owner_overrides.to_json(self.operation)}
                if self.owner_overrides is not None else {}),
         }
+
+
+class PlanJson(TypedDict):
+    """A plan as ``plan --json`` and the API show it."""
+
+    at: str
+    decisions: list[dict[str, object]]
+    notes: list[str]
 
 
 @dataclass(frozen=True)
@@ -284,7 +292,7 @@ class Plan:
         batches in the order of their first decision."""
         return group_batches(self.admitted if admitted is None else admitted)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> PlanJson:
         return {"at": self.at.isoformat(), "decisions": [d.to_json() for d in self.decisions], "notes": self.notes}
 
     def reason_counts(self) -> dict[str, int]:
@@ -310,7 +318,7 @@ def group_batches(decisions: Iterable[Decision]) -> list[list[Decision]]:
 DECISION_DEFAULTS = {f.name: f.default for f in fields(Decision) if f.default is not MISSING}
 
 
-def build_decision(values: Mapping[str, Any], /, **changes: Any) -> Decision:
+def build_decision(values: Mapping[str, object], /, **changes: object) -> Decision:
     """A :class:`Decision` of ``values`` with ``changes``, without its generated ``__init__`` (a frozen
     dataclass's sets each of its 20 fields through ``object.__setattr__``): a tick makes 50,000 of
     them and 2-3 copies each."""
@@ -320,7 +328,7 @@ def build_decision(values: Mapping[str, Any], /, **changes: Any) -> Decision:
     return decision
 
 
-def replace_decision(original: Decision, /, **changes: Any) -> Decision:
+def replace_decision(original: Decision, /, **changes: object) -> Decision:
     """``dataclasses.replace`` for :class:`Decision` (see :func:`build_decision`)."""
     return build_decision(original.__dict__, **changes)
 

@@ -50,7 +50,7 @@ USAGE_TIME_CONSTANT = timedelta(hours=1)
 USAGE_HORIZON = timedelta(hours=6)
 
 
-def _read_weights(at: Location, raw: Any) -> Any:
+def _read_weights(at: Location, raw: object) -> object:
     """``weights``: a mapping of share names to positive numbers (a namespace, or a tag's value)."""
     if not isinstance(raw, Mapping):
         at.error(f"expected a mapping of share names to weights (numbers > 0), got {describe(raw)}")

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
-from floe_dagster.core.schedules.after_write import TRIGGER_AFTER_WRITE, combined_due
+from floe_dagster.core.schedules.after_write import TRIGGER_AFTER_WRITE, AfterWriteDue, combined_due
 from floe_dagster.core.plan.batches import RunClass
 from floe_dagster.core.runs.commit_conflicts import conflict_retry_delay
 from floe_dagster.core.plan.decisions import Decision, PlanInput, Reason, replace_decision, skip
@@ -35,7 +35,39 @@ from floe_dagster.core.schedules.schedule import schedule_due
 from floe_dagster.core.schedules.sla import SlaVerdict
 from floe_dagster.core.schedules.schedule_due import TRIGGER_CONDITION
 from floe_dagster.core.basics.tables import TableName
-from floe_dagster.core.schedules.writers import writer_hold
+from floe_dagster.core.schedules.writers import WriterHold, writer_hold
+
+if TYPE_CHECKING:  # annotations only (the plan's stages import this module)
+    from floe_dagster.core.policies.conditions import ConditionResult
+    from floe_dagster.core.schedules.orphan_cadence import CadenceVerdict
+    from floe_dagster.core.policies.owner_overrides import OwnerOverrides
+    from floe_dagster.core.plan.plan_stages import BacklogDue
+    from floe_dagster.core.schedules.quiet import QuietVerdict
+    from floe_dagster.core.schedules.schedule import Schedule
+    from floe_dagster.core.schedules.schedule_due import Due
+    from floe_dagster.core.rewrites.scope_values import Backlog
+    from floe_dagster.core.schedules.writers import Writer
+
+
+class Told(Protocol):
+    """A verdict that tells its own words when read."""
+
+    @property
+    def detail(self) -> str: ...
+
+
+class DataFlowStep(Protocol):
+    """A gate, or a plan's turn between gates: what it reads and learns of :class:`Learned`."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def reads(self) -> tuple[str, ...]: ...
+
+    @property
+    def learns(self) -> tuple[str, ...]: ...
+
 
 MAX_BACKOFF = timedelta(days=7)
 HOLDS_FOR_WRITERS = frozenset(op for op in ALL_OPERATIONS if op.holds_for_writers)  # the kinds' flag, once
@@ -51,7 +83,7 @@ class Facts:
     __slots__ = ("data", "in_catalog", "table", "op", "policy", "schedule", "metrics", "history", "decision")
 
     def __init__(self, data: PlanInput, in_catalog: frozenset[TableName], table: TableName, op: Operation,
-                 policy: Policy, schedule: Any, metrics: TableMetrics | None, history: OperationHistory,
+                 policy: Policy, schedule: Schedule, metrics: TableMetrics | None, history: OperationHistory,
                  decision: Decision) -> None:
         self.data, self.in_catalog, self.table, self.op, self.policy = data, in_catalog, table, op, policy
         self.schedule, self.metrics, self.history, self.decision = schedule, metrics, history, decision
@@ -68,27 +100,27 @@ class Learned:
     # The fields a decision keeps (its own fields of the same names), in every verdict after the due gate.
     KEPT = frozenset(("trigger", "slot", "cadence", "upstream", "condition_result", "quiet", "writer_hold",
                       "backlog"))
-    due: Any = None  # the schedule's verdict (or a backlog's continuation's)
+    due: Due | AfterWriteDue | BacklogDue | None = None  # the schedule's verdict (or a backlog's continuation's)
     trigger: str | None = None
     slot: str | None = None
-    cadence: Any = None  # a kind's own cadence's verdict
-    upstream: Any = None  # after_write: the writer's materialization that made it due
-    condition_result: Any = None
-    quiet: Any = None
-    writer_hold: Any = None
+    cadence: CadenceVerdict | None = None  # a kind's own cadence's verdict
+    upstream: Writer | None = None  # after_write: the writer's materialization that made it due
+    condition_result: ConditionResult | None = None
+    quiet: QuietVerdict | None = None
+    writer_hold: WriterHold | None = None
     escalation: SlaVerdict | None = None  # a breached SLA contract
-    backlog: Any = None  # an open backlog of a partition-scoped rewrite
+    backlog: Backlog | None = None  # an open backlog of a partition-scoped rewrite
     passes: frozenset[str] = frozenset()  # the gates a turn lets the decision past (their holds are ignored)
 
-    def __init__(self, **values: Any) -> None:
+    def __init__(self, **values: object) -> None:
         self.__dict__.update(values)
 
-    def but(self, **changes: Any) -> "Learned":
+    def but(self, **changes: object) -> "Learned":
         learned = object.__new__(Learned)
         learned.__dict__.update(self.__dict__, **changes)
         return learned
 
-    def kept(self) -> dict[str, Any]:
+    def kept(self) -> dict[str, object]:
         """What a decision after the due gate keeps of it (its Decision fields)."""
         kept = self.KEPT
         return {name: value for name, value in self.__dict__.items() if name in kept and value is not None}
@@ -124,7 +156,7 @@ def backoff_delay(consecutive_failures: int, threshold: int, hours: float) -> ti
     return min(delay, MAX_BACKOFF)
 
 
-def open_from(schedule: Any, moment: datetime | None) -> datetime | None:
+def open_from(schedule: Schedule, moment: datetime | None) -> datetime | None:
     """The first moment at or after ``moment`` inside the schedule's window on an allowed day: when a gate
     that ends at ``moment`` lets the work start (``next_eligible``, like :class:`Due`'s)."""
     return schedule.next_open(moment) if moment is not None else None
@@ -137,11 +169,11 @@ def _schedule_missing(op: Operation) -> str:
     return f"{op.schedule_key} is missing or disabled"
 
 
-def _pause_detail(owner: Any) -> str:
+def _pause_detail(owner: OwnerOverrides) -> str:
     return owner.pause_detail
 
 
-def _detail_of(verdict: Any) -> str:
+def _detail_of(verdict: Told) -> str:
     """A verdict's own words (the due, quiet and writer verdicts tell theirs when read)."""
     return verdict.detail
 
@@ -215,7 +247,8 @@ def _due(f: Facts, known: Learned) -> Decision | Learned:
                    upstream=due.upstream if due.trigger == TRIGGER_AFTER_WRITE else None)
 
 
-def own_cadence_due(schedule: Any, verdict: Any, last_success_start: datetime | None, now: datetime) -> Any:
+def own_cadence_due(schedule: Schedule, verdict: CadenceVerdict, last_success_start: datetime | None,
+                    now: datetime) -> Due:
     """The schedule's verdict with a kind's own cadence in place of its interval or cron: an interval that
     ends at the cadence's next run (its window, days and timeout still hold), told in the cadence's words."""
     last = naive_as_utc(last_success_start) if last_success_start is not None else None
@@ -227,7 +260,7 @@ def own_cadence_due(schedule: Any, verdict: Any, last_success_start: datetime | 
     return replace(due, told=(_cadence_detail, verdict, due))
 
 
-def _cadence_detail(verdict: Any, due: Any) -> str:
+def _cadence_detail(verdict: CadenceVerdict, due: Due) -> str:
     return f"adaptive cadence, {verdict.why}" + (
         f"; {due.blocked.replace('_', ' ')}, eligible {due.next_eligible.isoformat()}"
         if due.blocked and due.blocked != "not_due" and due.next_eligible else "")
@@ -363,7 +396,7 @@ GATES: tuple[Gate, ...] = (
 GATE_CODES: tuple[str, ...] = tuple(code for gate in GATES for code in gate.codes)
 
 
-def check_order(steps: tuple[Any, ...]) -> tuple[Any, ...]:
+def check_order(steps: tuple[DataFlowStep, ...]) -> tuple[DataFlowStep, ...]:
     """``steps`` (gates, and the plan's turns between them), refused when one reads a fact no step before
     it learns, or learns one :class:`Learned` does not have: the order of the list is its data flow."""
     learned: set[str] = set()
@@ -416,7 +449,7 @@ def _escalated(escalation: SlaVerdict) -> str:
     return f"{escalation.detail}; escalated past the conditions and minimum intervals"
 
 
-def _run_class(schedule: Any) -> RunClass:
+def _run_class(schedule: Schedule) -> RunClass:
     """The schedule's run class, kept on the (immutable) schedule: the same for every table it governs."""
     found = schedule.__dict__.get("_run_class")
     if found is None:

@@ -69,7 +69,7 @@ class LearnedView:
                                                   estimated_bytes, self.settings)
         return self._compute[key]
 
-    def factor(self, table: str, op: Operation, metrics: Any = None, config: Any = None) -> EfficiencyFactor:
+    def factor(self, table: str, op: Operation, metrics: object = None, config: object = None) -> EfficiencyFactor:
         """The item's factor; its prior is what its byte estimate promises (the files Iceberg's planner would
         take minus one per file group it writes) over its compute estimate, else the fleet's efficiency."""
         own, fleet = self.items.get((table, op), _NONE), self.fleet.get(op, _NONE)
@@ -80,7 +80,7 @@ class LearnedView:
         return efficiency_factor(own, fleet, self.compute(table, op, rough.bytes), expected, self.settings)
 
     def to_json(self, table: str, op: Operation, factor: EfficiencyFactor | None, estimated_bytes: int,
-                ranked_by: str, metrics: Any = None, config: Any = None) -> dict[str, Any]:
+                ranked_by: str, metrics: object = None, config: object = None) -> dict[str, object]:
         """``explain``'s ``efficiency``: the factor, the compute estimate, how the plan ranks, and where the
         compute figures came from (``executor_cpu``, ``wall``: the runs' durations, until compute is recorded)."""
         factor = factor or self.factor(table, op, metrics, config)
@@ -88,7 +88,7 @@ class LearnedView:
                 "computeEstimate": self.compute(table, op, estimated_bytes).to_json()}
 
 
-def _rough_estimate(op: Operation, metrics: Any, config: Any) -> Any:
+def _rough_estimate(op: Operation, metrics: object, config: object) -> Any:
     """The kind's byte estimate (files, bytes, groups) of a rewrite (None: no estimate, no full tier, or
     options Iceberg would refuse: the fleet's prior then)."""
     if metrics is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Callable
+from typing import Callable
 
 from floe_dagster.core.plan.admission import ADMISSION, ADMISSION_CODES, admit_within_budgets
 from floe_dagster.core.facts.debt import TableDebt
@@ -255,7 +255,7 @@ def _rank_stage(state: PlanState) -> None:
         state.candidates.sort(key=static_rank_key)
 
 
-def _config(data: PlanInput, decision: Decision) -> Any:
+def _config(data: PlanInput, decision: Decision) -> object:
     """The decision's operation config as its byte estimate read it: the policy's, with the table's owner overrides."""
     policy = data.policies.get(decision.policy) if decision.policy else None
     config = policy.config(decision.operation) if policy is not None else None

@@ -137,7 +137,7 @@ class TriggerConditions:
     trigger_logic: str = "OR"
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any]) -> "TriggerConditions":
+    def from_mapping(cls, raw: Mapping[str, object]) -> "TriggerConditions":
         at = standalone()
         conditions = parse_trigger_conditions(at, raw)
         raise_if_errors(at, "trigger conditions")
@@ -153,8 +153,8 @@ class TriggerConditions:
             return None
         return timedelta(minutes=self.critical_pipeline_max_delay_minutes)
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = dict(self.thresholds)
+    def to_json(self) -> dict[str, object]:
+        data: dict[str, object] = dict(self.thresholds)
         if self.min_interval_minutes is not None:
             data["minIntervalMinutes"] = self.min_interval_minutes
         if self.per_operation_min_interval_minutes:
@@ -174,7 +174,7 @@ class ConditionCheck:
     measured: float | None
     threshold: float
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"name": self.name, "measured": self.measured, "threshold": self.threshold}
 
 
@@ -198,7 +198,7 @@ class ConditionResult:
     floe_met: tuple[str, ...] = ()  # a kind's own condition in Floe's words (metConditions / unmetConditions)
     floe_unmet: tuple[str, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "passed": self.passed,
             "forced": self.forced,
@@ -322,7 +322,7 @@ def _own_condition(conditions: TriggerConditions | None, operation: Operation,
     return ConditionResult(True, drift=verdict.facts, detail=verdict.detail, floe_met=verdict.floe_met)
 
 
-def parse_trigger_conditions(at: Location, raw: Any) -> TriggerConditions | None:
+def parse_trigger_conditions(at: Location, raw: object) -> TriggerConditions | None:
     mapping = check_mapping(at, raw)
     if mapping is None:
         return None

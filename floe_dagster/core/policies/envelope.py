@@ -192,7 +192,7 @@ class Verdict:
         return (f"policy '{self.policy}': {self.operation.value}{on} refused by the safety envelope before any "
                 f"engine call: {why}")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"status": self.status, "policy": self.policy, "operation": self.operation.value,
                 "refusals": [{"field": r.field, "reason": r.why} for r in self.refusals],
                 "detail": self.describe()}
@@ -246,7 +246,7 @@ def _check_form(at: Location, value: str, pattern: TablePattern) -> None:
                  "(e.g. 'data' for <table location>/data)")
 
 
-def named_locations(op: Operation, config: Any) -> list[tuple[str, str]]:
+def named_locations(op: Operation, config: object) -> list[tuple[str, str]]:
     """(config field, value) of every location an operation's config gives."""
     return [(name, getattr(config, name)) for name in LOCATION_FIELDS.get(op, ())
             if getattr(config, name, None) is not None]
@@ -311,7 +311,7 @@ def check_operation(policy: str | None, op: Operation, config: Any, table_locati
     return Verdict(policy, op, table, tuple(refusals), "" if refusals else pending, usable)
 
 
-def own_location_check(table: TableName, op: Operation, config: Any, location: str | None,
+def own_location_check(table: TableName, op: Operation, config: object, location: str | None,
                        known: KnownLocations | None) -> LocationCheck | None:
     """The check of a table's own location for a kind that lists, deletes or moves files (``needs_gc``),
     with the policy's ``nestedTables`` (None: another kind, or nothing known to check it against)."""

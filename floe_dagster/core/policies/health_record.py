@@ -82,7 +82,7 @@ def table_debt(
     history: Mapping[tuple[str, Operation], OperationHistory] | None,
     now: datetime,
     weights: DebtWeights | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The debt score of a table: the worst over its policy's configured operations (see the module
     docstring), with every operation's score and the inputs."""
     metrics = report.metrics
@@ -95,7 +95,7 @@ def table_debt(
         "info_issues": sum(1 for issue in owed if issue.severity is Severity.INFO),
         "days_since_write": None if days is None else round(days, 6),
     }
-    operations: dict[str, Any] = {}
+    operations: dict[str, object] = {}
     worst: tuple[float, str | None, dict[str, float]] | None = None
     for op in (policy.configured_operations() if policy is not None else []):
         past = (history or {}).get((report.qualified_name, op))
@@ -158,7 +158,7 @@ def health_record(
     }
 
 
-def declared_properties_view(policy: Policy | None, metrics: TableMetrics) -> dict[str, Any] | None:
+def declared_properties_view(policy: Policy | None, metrics: TableMetrics) -> dict[str, object] | None:
     """The policy's declared table properties and the table's drift from them (None: none declared)."""
     config = policy.config(Operation.APPLY_TABLE_PROPERTIES) if policy is not None else None
     declared = getattr(config, "properties", None)

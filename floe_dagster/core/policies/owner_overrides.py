@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 from difflib import get_close_matches
-from typing import Any, Mapping
+from typing import Any, Mapping, TypedDict
 
 from floe_dagster.core.basics.loader_format import kebab
 from floe_dagster.core.operation_config import OperationConfig, camel, text
@@ -104,7 +104,7 @@ class Bounds:
     minimum: float | None = None
     maximum: float | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {k: v for k, v in (("min", self.minimum), ("max", self.maximum)) if v is not None}
 
 
@@ -114,14 +114,14 @@ class OwnerOverridePolicy:
 
     allow: Mapping[str, Bounds] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"allow": {key: bounds.to_json() for key, bounds in self.allow.items()}}
 
 
 NONE_ALLOWED = OwnerOverridePolicy()
 
 
-def parse_owner_overrides(at: Location, raw: Any) -> OwnerOverridePolicy:
+def parse_owner_overrides(at: Location, raw: object) -> OwnerOverridePolicy:
     """``ownerOverrides: {allow: {key: {min, max} | {} | null}}``; every problem recorded at ``at``."""
     mapping = check_mapping(at, raw)
     if not mapping:
@@ -137,7 +137,7 @@ def parse_owner_overrides(at: Location, raw: Any) -> OwnerOverridePolicy:
     return OwnerOverridePolicy(parsed)
 
 
-def _bounds(at: Location, key: Any, raw: Any) -> Bounds | None:
+def _bounds(at: Location, key: str, raw: object) -> Bounds | None:
     if key in NEVER_OVERRIDABLE:
         at.error(f"{NEVER_OVERRIDABLE[key]}; no policy may allow it")
         return None
@@ -162,7 +162,7 @@ def _bounds(at: Location, key: Any, raw: Any) -> Bounds | None:
     return Bounds(*limits)
 
 
-def _limit(at: Location, known: OverrideKey, value: Any) -> float | None:
+def _limit(at: Location, known: OverrideKey, value: object) -> float | None:
     if value is None:
         return None
     read = _read(known, value)
@@ -173,6 +173,14 @@ def _limit(at: Location, known: OverrideKey, value: Any) -> float | None:
 
 
 # -- a table's properties against the allow list -----------------------------------------------------------
+
+
+class OverridesView(TypedDict):
+    """What a table's ``floe.*`` properties do, as ``plan`` and the API show it."""
+
+    paused: bool
+    applied: dict[str, object]  # "<operation>.<option>": the value applied
+    ignored: list[dict[str, str]]
 
 
 @dataclass(frozen=True)
@@ -195,7 +203,7 @@ class OwnerOverrides:
 
     policy: str
     paused: bool = False
-    applied: Mapping[Operation, Mapping[str, Any]] = field(default_factory=dict)  # config field → value
+    applied: Mapping[Operation, Mapping[str, object]] = field(default_factory=dict)  # config field → value
     ignored: tuple[Ignored, ...] = ()
 
     @property
@@ -208,7 +216,7 @@ class OwnerOverrides:
         changes = self.applied.get(op)
         return replace(config, **changes) if changes and config is not None else config
 
-    def to_json(self, op: Operation | None = None) -> dict[str, Any]:
+    def to_json(self, op: Operation | None = None) -> OverridesView:
         """The table's view, or one operation's (its own overrides and the table-wide ignored ones)."""
         ops = [op] if op is not None else list(self.applied)
         return {
@@ -233,7 +241,7 @@ def with_overrides(owner: OwnerOverrides | None, op: Operation, config: Operatio
     return owner.config(op, config) if owner is not None else config
 
 
-def owner_overrides(policy_name: str, allowed: OwnerOverridePolicy, configured: Any,
+def owner_overrides(policy_name: str, allowed: OwnerOverridePolicy, configured: object,
                     properties: Mapping[str, str]) -> OwnerOverrides | None:
     """The verdict on a table's ``floe.*`` properties and the storage keys it sets (None: it has neither).
     ``configured``: the operations the policy configures (a container of Operation)."""
@@ -282,7 +290,7 @@ def _refusal(policy_name: str, allowed: OwnerOverridePolicy, configured: Any, ke
     return None
 
 
-def _read(known: OverrideKey, value: Any) -> Any:
+def _read(known: OverrideKey, value: object) -> Any:
     """A property's text (or a policy's bound) as the option's value, read by the option's own reader (its
     minimum, its choices); the message when it is not one."""
     typed = _typed(known.kind, value)
@@ -297,7 +305,7 @@ def _read(known: OverrideKey, value: Any) -> Any:
     return result
 
 
-def _typed(kind: str, value: Any) -> Any:
+def _typed(kind: str, value: object) -> object:
     if not isinstance(value, str):
         return None if isinstance(value, bool) and kind != "flag" else value
     text_value = value.strip()

@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from floe_dagster.core.policies.conditions import (
     ConditionResult,
@@ -196,8 +196,8 @@ class Policy:
     def run_tags(self) -> dict[str, str]:
         return policy_tags_as_run_tags(self.tags)
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def to_json(self) -> dict[str, object]:
+        data: dict[str, object] = {
             "name": self.name, "description": self.description, "tablePattern": self.table_pattern.text,
             "enabled": self.enabled, "mode": self.mode, "priority": self.priority, "tags": dict(self.tags),
             "specificity": self.specificity, "effectivePriority": self.effective_priority,
@@ -326,7 +326,7 @@ def _parse_entry(entry: PolicyEntry, source: str, index: int, problems: Problems
     return None if len(problems.errors) > translation_errors else policy
 
 
-def parse_policy(raw: Any, source: str, index: int, problems: Problems,
+def parse_policy(raw: object, source: str, index: int, problems: Problems,
                  allowed_properties: Iterable[str] = ()) -> Policy | None:
     """One policy from its raw mapping; problems are recorded and None is returned when any.
     ``allowed_properties``: the table properties the safety envelope lets this deployment's policies

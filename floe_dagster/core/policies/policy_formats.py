@@ -62,7 +62,7 @@ TOP_LEVEL_FIELDS = (
 )
 
 
-def policy_label(raw: Mapping[str, Any], index: int) -> str:
+def policy_label(raw: Mapping[str, object], index: int) -> str:
     """How messages name a policy: ``policy 'nightly'``, or ``policy #2`` without a usable name."""
     name = raw.get("name")
     return f"policy '{name}'" if isinstance(name, str) and name.strip() else f"policy #{index}"
@@ -72,7 +72,7 @@ def policy_label(raw: Mapping[str, Any], index: int) -> str:
 class PolicyEntry:
     """One policy as a file wrote it, and the format it is written in."""
 
-    raw: Any
+    raw: object
     format: str = API_FORMAT
 
 
@@ -122,7 +122,7 @@ def file_format(entries: list[PolicyEntry]) -> str | None:
     return LOADER_FORMAT if any(e.format == LOADER_FORMAT for e in entries) else API_FORMAT
 
 
-def _signals(raw: Any) -> tuple[str | None, str | None]:
+def _signals(raw: object) -> tuple[str | None, str | None]:
     """The first kebab-case key and the first camelCase key among a policy's own keys."""
     keys = [k for k in raw if isinstance(k, str)] if isinstance(raw, Mapping) else []
     kebab_key = next((k for k in keys if "-" in k or k == "pattern"), None)
@@ -136,7 +136,7 @@ def _signals(raw: Any) -> tuple[str | None, str | None]:
 _INTERVAL_UNITS = {"interval-days": "days", "interval-hours": "hours", "interval-minutes": "minutes"}
 
 
-def _interval(at: Location, values: Mapping[str, Any]) -> str | None:
+def _interval(at: Location, values: Mapping[str, object]) -> str | None:
     """``interval-days`` + ``interval-hours`` + ``interval-minutes``, as Floe's loader sums them."""
     parts: dict[str, int] = {}
     ok = True
@@ -156,7 +156,7 @@ def _interval(at: Location, values: Mapping[str, Any]) -> str | None:
     return format_iso_duration(total)
 
 
-def _split_interval(value: Any, where: str) -> dict[str, int]:
+def _split_interval(value: object, where: str) -> dict[str, int]:
     minutes = whole_units(value, where, timedelta(minutes=1))
     parts = {"interval-days": minutes // 1440, "interval-hours": minutes % 1440 // 60, "interval-minutes": minutes % 60}
     return {key: amount for key, amount in parts.items() if amount} or {"interval-minutes": 0}
@@ -224,18 +224,18 @@ def _kebab_words(message: str) -> str:
     return _CAMEL_WORD.sub(lambda m: _WORDS.get(m.group(0), m.group(0)), message)
 
 
-def translate_policy(raw: Mapping[str, Any], at: Location) -> tuple[dict[str, Any], dict[str, str]]:
+def translate_policy(raw: Mapping[str, object], at: Location) -> tuple[dict[str, object], dict[str, str]]:
     """A PolicyLoader-format policy as the API format's mapping, and each API path → the path as
     written (for :func:`kebab_lines`). Unknown and refused keys are reported at ``at``, as written."""
     paths = dict(_PATHS)
     return _translate(at, raw, _POLICY, "", "", paths), paths
 
 
-def _translate(at: Location, raw: Any, section: LoaderSection, api: str, written: str,
-               paths: dict[str, str]) -> dict[str, Any]:
+def _translate(at: Location, raw: object, section: LoaderSection, api: str, written: str,
+               paths: dict[str, str]) -> dict[str, object]:
     mapping = check_mapping(at, raw) or {}
     check_unknown(at, mapping, section.allowed, {k: _kebab_words(why) for k, why in section.refused.items()})
-    result: dict[str, Any] = {}
+    result: dict[str, object] = {}
     for key, value in mapping.items():
         api_key = section.keys.get(key)
         if api_key is None:
@@ -286,16 +286,16 @@ __all__ = [
 # -- the other way: an API-format policy in the PolicyLoader format (floe-dagster import-floe) -------------
 
 
-def to_loader_policy(document: Mapping[str, Any]) -> dict[str, Any]:
+def to_loader_policy(document: Mapping[str, object]) -> dict[str, object]:
     """An API-format policy's mapping with the PolicyLoader format's keys (the translation above, the
     other way); ValueError naming the field when a value has no spelling there (a ``maxSnapshotAge``
     that is not whole days, an interval with seconds) or a key is unknown."""
     return _untranslate(document, _POLICY, "")
 
 
-def _untranslate(mapping: Mapping[str, Any], section: LoaderSection, where: str) -> dict[str, Any]:
+def _untranslate(mapping: Mapping[str, object], section: LoaderSection, where: str) -> dict[str, object]:
     spellings = {api_key: key for key, api_key in section.keys.items()}
-    result: dict[str, Any] = {}
+    result: dict[str, object] = {}
     for key, value in mapping.items():
         if key in section.combined:
             result.update(section.combined[key].split(value, where + key))

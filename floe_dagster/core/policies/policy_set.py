@@ -97,7 +97,7 @@ class PolicySet:
                     rules.append((policy.name, op, schedule.cron_5field, schedule.timezone))
         return sorted(rules, key=lambda r: (r[0], r[1].order))
 
-    def to_json(self) -> list[dict[str, Any]]:
+    def to_json(self) -> list[dict[str, object]]:
         return [p.to_json() for p in self._policies]
 
 

@@ -198,7 +198,7 @@ def _estimate(partitions: Iterable[tuple[str, list[list[int]]]], max_files: int 
 
 
 def _by_partition(files: Iterable[Any]) -> dict[str, list[Any]]:
-    partitions: dict[str, list[Any]] = {}
+    partitions: dict[str, list[object]] = {}
     for f in files:
         partitions.setdefault(f[0], []).append(f)
     return partitions
@@ -321,13 +321,13 @@ def estimate_rewrite_position_delete_files(
     return _estimate((partition, _partition_groups(sizes, None, rules)) for partition, sizes in groups if sizes)
 
 
-def data_file_rules(config: Any, properties: Mapping[str, str]) -> RewriteRules:
+def data_file_rules(config: object, properties: Mapping[str, str]) -> RewriteRules:
     """``RewriteRules.for_data_files``, built once per config and target size (the admission scopes every
     rewrite candidate of a tick with them)."""
     return _rules("data", config, properties)
 
 
-def _rules(kind: str, config: Any, properties: Mapping[str, str]) -> RewriteRules:
+def _rules(kind: str, config: object, properties: Mapping[str, str]) -> RewriteRules:
     """The rules for a table. They depend only on the config and the one table property read, which
     most tables share, so a tick builds each combination once."""
     build, target_property = _RULE_BUILDERS[kind]

@@ -138,7 +138,7 @@ class SpecLayout:
                     break
         return tuple(usable)
 
-    def unit_values(self, spec_id: int, values: list[Any], fields: Sequence[PartitionField]) -> list[Any]:
+    def unit_values(self, spec_id: int, values: list[object], fields: Sequence[PartitionField]) -> list[object]:
         """The scope fields' values of a partition of ``spec_id``."""
         own = self.specs.get(spec_id, ())
         if len(own) != len(values):

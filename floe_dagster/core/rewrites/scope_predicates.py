@@ -151,7 +151,7 @@ def apply_transform(field: PartitionField, value: Any) -> Any:
     raise Inexpressible(field.transform)
 
 
-def unit_key(values: Sequence[Any]) -> str:
+def unit_key(values: Sequence[object]) -> str:
     """A scope unit's values (internal form) as the key the selection and the ledger keep."""
     return json.dumps([str(v) if isinstance(v, Decimal) else v for v in values], separators=(",", ":"))
 
@@ -317,7 +317,7 @@ def _checked(source_type: str, value: Any) -> Any:
     return number
 
 
-def _integer(value: Any) -> int:
+def _integer(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise Inexpressible(value)
     return value

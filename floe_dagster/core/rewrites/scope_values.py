@@ -34,11 +34,11 @@ class PartitionField:
     def describe(self) -> str:
         return self.source if self.kind == "identity" else f"{self.transform}({self.source})"
 
-    def to_json(self) -> list[Any]:
+    def to_json(self) -> list[object]:
         return [self.source, self.transform, self.source_type, self.source_id]
 
 
-def partition_values(key: str) -> list[Any]:
+def partition_values(key: str) -> list[object]:
     """A collector's partition key (or a unit key) back as its values."""
     values = json.loads(key)
     if not isinstance(values, list):
@@ -127,7 +127,7 @@ class Backlog:
     bytes: int
     continuation: bool  # the admission itself continued a backlog (trigger "backlog")
 
-    def open_after(self, last_success_start: Any) -> bool:
+    def open_after(self, last_success_start: object) -> bool:
         """Whether work is left: bytes left behind by a run that succeeded, or an admission (a
         scoped run or a continuation) that has not succeeded yet."""
         succeeded = last_success_start is not None and last_success_start >= self.admitted_at

@@ -19,7 +19,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import Mapping
 
 from floe_dagster.core.facts.health_assessment import HealthIssue, IssueType, Severity
 from floe_dagster.core.runs.history import CONFLICT, CONFLICT_STREAK, OperationHistory
@@ -152,7 +152,7 @@ def has_row_level_writers(properties: Mapping[str, str]) -> bool:
     return any(str(properties.get(name, "")).strip().lower() == "merge-on-read" for name in ROW_LEVEL_MODE_PROPERTIES)
 
 
-def race_options(options: Mapping[str, Any], properties: Mapping[str, str]) -> dict[str, Any]:
+def race_options(options: Mapping[str, object], properties: Mapping[str, str]) -> dict[str, object]:
     """Options a rewrite gets by default so it loses fewer races: ``partial-progress.enabled`` on
     tables with merge-on-read writers, unless the policy says otherwise. Each file group (a partition's
     files) then commits on its own (up to ``partial-progress.max-commits``, default 10, commits), so a
@@ -220,8 +220,8 @@ class RewriteProgress:
             return FAILED
         return SUCCEEDED
 
-    def metadata(self) -> dict[str, Any]:
-        found: dict[str, Any] = {
+    def metadata(self) -> dict[str, object]:
+        found: dict[str, object] = {
             "outcome": self.outcome, "partial_progress": self.partial_progress, "commits": self.commits,
             "commits_lost": self.commits_lost, "concurrent_commits": self.concurrent_commits,
             "failed_data_files_count": self.failed_data_files,

@@ -44,12 +44,12 @@ class Compute:
     tasks: int | None = None
     unavailable: str | None = None
 
-    def to_metadata(self) -> dict[str, Any]:
+    def to_metadata(self) -> dict[str, object]:
         return {COMPUTE_PREFIX + name: value for name, value in asdict(self).items()
                 if value is not None or name != "unavailable"}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any] | None) -> "Compute | None":
+    def from_json(cls, data: Mapping[str, object] | None) -> "Compute | None":
         return _known(cls, data) if data else None
 
 
@@ -137,8 +137,8 @@ class Benefit:
             "scan_bytes_saved": before.scan_bytes - after.scan_bytes,
         }
 
-    def to_metadata(self) -> dict[str, Any]:
-        metadata: dict[str, Any] = {}
+    def to_metadata(self) -> dict[str, object]:
+        metadata: dict[str, object] = {}
         for when, shape in (("before", self.before), ("after", self.after)):
             metadata.update({f"{BENEFIT_PREFIX}{name}_{when}": value for name, value in shape.numbers().items()})
         metadata.update({BENEFIT_PREFIX + name: value for name, value in self.deltas().items()})
@@ -147,7 +147,7 @@ class Benefit:
             metadata[BENEFIT_PREFIX + "orphan_bytes_reclaimed_estimated"] = self.orphan_bytes_reclaimed_estimated
         return metadata
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         orphans = ({"orphan_bytes": self.orphan_bytes, "orphan_bytes_estimated": self.orphan_bytes_estimated}
                    if self.orphan_bytes is not None else {})
         if self.orphan_bytes_reclaimed is not None:
@@ -188,7 +188,7 @@ class RunFigures:
         return self.compute.executor_cpu_s if self.compute else None
 
 
-def figures_json(compute: Compute | None, benefit: Benefit | None) -> dict[str, Any] | None:
+def figures_json(compute: Compute | None, benefit: Benefit | None) -> dict[str, object] | None:
     """The JSON an outcome row keeps of a run's figures (None: the run has none)."""
     if compute is None and benefit is None:
         return None
@@ -229,13 +229,13 @@ def outcome_columns(compute: Compute | None, benefit: Benefit | None) -> dict[st
     return values
 
 
-def metadata_value(metadata: Mapping[str, Any], key: str) -> Any:
+def metadata_value(metadata: Mapping[str, object], key: str) -> Any:
     """A metadata entry's plain value (Dagster's MetadataValue or a plain one)."""
     value = metadata.get(key)
     return getattr(value, "value", value)
 
 
-def figures_from_metadata(metadata: Mapping[str, Any]) -> tuple[Compute | None, Benefit | None]:
+def figures_from_metadata(metadata: Mapping[str, object]) -> tuple[Compute | None, Benefit | None]:
     """A materialization's figures back from its ``floe/compute/*`` and ``floe/benefit/*`` keys."""
     compute_data = {f.name: metadata_value(metadata, COMPUTE_PREFIX + f.name) for f in fields(Compute)}
     compute = Compute(**compute_data) if compute_data["source"] is not None else None
@@ -249,12 +249,12 @@ def figures_from_metadata(metadata: Mapping[str, Any]) -> tuple[Compute | None, 
     return compute, benefit
 
 
-def _count(metadata: Mapping[str, Any], key: str) -> int | None:
+def _count(metadata: Mapping[str, object], key: str) -> int | None:
     value = metadata_value(metadata, key)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def with_orphans(benefit: Benefit, metadata: Mapping[str, Any]) -> Benefit:
+def with_orphans(benefit: Benefit, metadata: Mapping[str, object]) -> Benefit:
     """An orphan cleanup's benefit with the bytes of the orphans it found and of those it removed (see
     :class:`Benefit`), from its metadata: ``orphan_files_count`` and ``orphan_backlog_files``,
     ``quarantined_bytes`` when it moved them, ``orphan_bytes_reclaimed`` when its listing read their sizes."""

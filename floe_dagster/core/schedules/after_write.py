@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from datetime import datetime, timedelta
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from floe_dagster.core.basics.durations import format_iso_duration, format_wait, parse_iso_duration
 from floe_dagster.core.basics.localtime import as_utc
@@ -56,7 +56,7 @@ class AfterWrite:
                 f"{format_iso_duration(self.max_settle)}")
 
 
-def _duration(here: Location, mapping: dict, key: str, default: timedelta, example: str) -> timedelta:
+def _duration(here: Location, mapping: Mapping[str, object], key: str, default: timedelta, example: str) -> timedelta:
     """An ISO-8601 duration of zero or longer, or ``default`` (unset, or wrong: the error names the field)."""
     value = mapping.get(key)
     if value is None:
@@ -70,7 +70,7 @@ def _duration(here: Location, mapping: dict, key: str, default: timedelta, examp
         return default
 
 
-def parse_after_write(at: Location, raw: Any) -> AfterWrite | None:
+def parse_after_write(at: Location, raw: object) -> AfterWrite | None:
     """``afterWrite``: a mapping of ``settle`` (ISO-8601, zero or longer, default PT5M), ``maxSettle``
     (ISO-8601, at least ``settle``, default PT1H) and ``dependency``."""
     if raw is None:
@@ -112,7 +112,7 @@ class AfterWriteDue:
     def slot_key(self) -> str:
         return f"{SLOT_PREFIX}{self.upstream.last_storage_id}" if self.upstream is not None else f"{SLOT_PREFIX}none"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"due": self.due, "trigger": self.trigger, "slot_key": self.slot_key, "detail": self.detail,
                 "next_eligible": self.next_eligible.isoformat() if self.next_eligible else None}
 

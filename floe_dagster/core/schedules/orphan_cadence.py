@@ -55,11 +55,11 @@ class AdaptiveCadence:
     def longest(self) -> timedelta:
         return parse_iso_duration(self.max)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"targetBytes": self.target_bytes, "min": self.min, "max": self.max}
 
 
-def parse_adaptive(at: Location, raw: Mapping[str, Any], key: str) -> AdaptiveCadence | None:
+def parse_adaptive(at: Location, raw: Mapping[str, object], key: str) -> AdaptiveCadence | None:
     """``adaptive: {targetBytes: 1GiB, min: P1D, max: P90D}``; every problem reported at ``at``."""
     value = raw.get(key)
     if value is None:
@@ -84,7 +84,7 @@ def parse_adaptive(at: Location, raw: Mapping[str, Any], key: str) -> AdaptiveCa
     return AdaptiveCadence(target, shortest, longest)
 
 
-def _target_bytes(at: Location, mapping: Mapping[str, Any]) -> int | None:
+def _target_bytes(at: Location, mapping: Mapping[str, object]) -> int | None:
     if mapping.get("targetBytes") is None:
         at.child("targetBytes").error(f"is required: the orphan bytes one cleanup should find ({FORMS})")
         return None
@@ -99,7 +99,7 @@ def _target_bytes(at: Location, mapping: Mapping[str, Any]) -> int | None:
     return target
 
 
-def _duration(at: Location, mapping: Mapping[str, Any], key: str, default: str) -> str | None:
+def _duration(at: Location, mapping: Mapping[str, object], key: str, default: str) -> str | None:
     text = get_str(at, mapping, key, None)
     if text is None:
         return default if mapping.get(key) is None else None
@@ -155,7 +155,7 @@ class CadenceVerdict:
     def due(self, now: datetime) -> bool:
         return as_utc(now) >= self.next_run_at
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "nextRunAt": self.next_run_at.isoformat(),
             "interval": format_iso_duration(self.interval) if self.interval is not None else None,

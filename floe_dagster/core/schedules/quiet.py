@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from floe_dagster.core.basics.durations import format_iso_duration, format_wait
 from floe_dagster.core.basics.localtime import UTC, as_utc
@@ -71,7 +70,7 @@ class QuietVerdict:
             return self.now
         return min(t for t in (self.quiet_at, self.forced_at) if t is not None)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """For ``explain`` and the trigger status: the period, the last foreign commit, and how long until
         quiet and until forced (seconds; 0 once reached, null when unknown)."""
         def iso(moment: datetime | None) -> str | None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from functools import cached_property, lru_cache
-from typing import Any, Mapping
+from typing import Mapping
 
 from floe_dagster.core.schedules import cron as cronlib
 from floe_dagster.core.basics.durations import format_iso_duration
@@ -96,7 +96,7 @@ class Schedule:
     # -- construction ---------------------------------------------------------------------------
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any]) -> "Schedule":
+    def from_mapping(cls, raw: Mapping[str, object]) -> "Schedule":
         """Parse one schedule on its own; raises ValueError listing every problem."""
         at = standalone()
         schedule = parse_schedule(at, raw)
@@ -283,8 +283,8 @@ class Schedule:
     def due(self, last_success_start: datetime | None, now: datetime) -> Due:
         return schedule_due(self, last_success_start, now)
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"enabled": self.enabled}
+    def to_json(self) -> dict[str, object]:
+        data: dict[str, object] = {"enabled": self.enabled}
         if self.cron_expression is not None:
             data["cronExpression"] = self.cron_expression
             data["cron5field"] = self.cron_5field
@@ -334,7 +334,7 @@ def _next_open(window_key: tuple, now: datetime) -> datetime | None:
 # -- parsing --------------------------------------------------------------------------------------
 
 
-def parse_schedule(at: Location, raw: Any) -> Schedule:
+def parse_schedule(at: Location, raw: object) -> Schedule:
     """A schedule from its policy mapping; problems go to ``at`` and defaults stand in."""
     mapping = check_mapping(at, raw)
     if mapping is None:
@@ -392,7 +392,7 @@ def parse_schedule(at: Location, raw: Any) -> Schedule:
     )
 
 
-def _parse_quiet(at: Location, mapping: Mapping[str, Any]) -> QuietPeriod | None:
+def _parse_quiet(at: Location, mapping: Mapping[str, object]) -> QuietPeriod | None:
     """``quietFor`` and ``maxQuietWait``; ``maxQuietWait`` alone is an error (there is nothing to wait for)."""
     quiet_for = parse_wait(at, mapping, "quietFor", "PT10M")
     max_wait = parse_wait(at, mapping, "maxQuietWait", "PT6H")
@@ -408,7 +408,7 @@ def _parse_quiet(at: Location, mapping: Mapping[str, Any]) -> QuietPeriod | None
     return QuietPeriod(quiet_for, max_wait)
 
 
-def _parse_days(at: Location, mapping: Mapping[str, Any]) -> frozenset[int]:
+def _parse_days(at: Location, mapping: Mapping[str, object]) -> frozenset[int]:
     value = mapping.get("allowedDays")
     if value is None:
         return frozenset()

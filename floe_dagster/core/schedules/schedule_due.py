@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
 from floe_dagster.core.basics.localtime import as_utc
 
@@ -90,7 +90,7 @@ class Due:
         last = self.last_success_start
         return "condition:" + (last.isoformat() if last else "first")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "due": self.due,
             "trigger": self.trigger,

@@ -5,13 +5,13 @@ reads the schedule; these are its readers of single values."""
 from __future__ import annotations
 
 from datetime import time, timedelta
-from typing import Any, Mapping
+from typing import Mapping
 
 from floe_dagster.core.basics.durations import MAX_DURATION, parse_iso_duration
 from floe_dagster.core.basics.validation import Location, describe
 
 
-def parse_wait(at: Location, mapping: Mapping[str, Any], key: str, example: str) -> timedelta | None:
+def parse_wait(at: Location, mapping: Mapping[str, object], key: str, example: str) -> timedelta | None:
     """An ISO-8601 duration of the quiet period: zero or longer (``maxQuietWait`` longer than zero)."""
     value = mapping.get(key)
     if value is None:
@@ -34,7 +34,7 @@ def parse_wait(at: Location, mapping: Mapping[str, Any], key: str, example: str)
     return wait
 
 
-def parse_interval(at: Location, mapping: Mapping[str, Any]) -> timedelta | None:
+def parse_interval(at: Location, mapping: Mapping[str, object]) -> timedelta | None:
     value = mapping.get("interval")
     if value is None:
         return None
@@ -66,7 +66,7 @@ def parse_interval(at: Location, mapping: Mapping[str, Any]) -> timedelta | None
     return None
 
 
-def parse_time(at: Location, mapping: Mapping[str, Any], key: str) -> time | None:
+def parse_time(at: Location, mapping: Mapping[str, object], key: str) -> time | None:
     value = mapping.get(key)
     if value is None:
         return None

@@ -48,7 +48,7 @@ class SlaContract:
     severity: str = DEFAULT_SEVERITY
     owner: str = ""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"maxAge": format_iso_duration(self.max_age), "severity": self.severity, "owner": self.owner}
 
 
@@ -75,7 +75,7 @@ class SlaVerdict:
         """Escalated work's order: ERROR before WARN, then the longest breached first."""
         return (0 if self.contract.severity == ERROR else 1, self.breached_since or datetime.max.replace(tzinfo=UTC))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         def iso(moment: datetime | None) -> str | None:
             return moment.isoformat() if moment is not None else None
 
@@ -126,7 +126,7 @@ def table_sla(contract: SlaContract, last_success_start: datetime | None, metric
 # -- parsing --------------------------------------------------------------------------------------------
 
 
-def parse_sla(at: Location, raw: Any, rule_period: timedelta | None = None) -> SlaContract | None:
+def parse_sla(at: Location, raw: object, rule_period: timedelta | None = None) -> SlaContract | None:
     """A schedule's ``sla`` mapping; problems go to ``at`` (None then). ``rule_period``: the schedule's
     interval or cron gap, for the warning that the rule alone already breaks the promise."""
     if raw is None:
@@ -147,7 +147,7 @@ def parse_sla(at: Location, raw: Any, rule_period: timedelta | None = None) -> S
     return SlaContract(max_age, severity, owner)
 
 
-def _max_age(at: Location, value: Any) -> timedelta | None:
+def _max_age(at: Location, value: object) -> timedelta | None:
     here = at.child("maxAge")
     if value is None:
         here.error("is required: an ISO-8601 duration such as P1D (how old the last success may get)")
@@ -166,7 +166,7 @@ def _max_age(at: Location, value: Any) -> timedelta | None:
     return max_age
 
 
-def _owner(here: Location, value: Any) -> str:
+def _owner(here: Location, value: object) -> str:
     """One line of text: it becomes a Prometheus label, a Dagster metadata value and a line of ``explain``."""
     if value is None:
         return ""
@@ -182,7 +182,7 @@ def _owner(here: Location, value: Any) -> str:
     return value.strip()
 
 
-def sla_of(schedule: Any) -> SlaContract | None:
+def sla_of(schedule: object) -> SlaContract | None:
     return getattr(schedule, "sla", None) if schedule is not None else None
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from floe_dagster.core.basics.durations import format_iso_duration, format_wait
 from floe_dagster.core.basics.localtime import as_utc
@@ -97,7 +97,7 @@ def _template_problem(template: str) -> str | None:
     return None
 
 
-def read_writer_rules(at: Location, value: Any) -> tuple[WriterRule, ...] | None:
+def read_writer_rules(at: Location, value: object) -> tuple[WriterRule, ...] | None:
     """floe.yaml's ``writers``: a list of ``{tables, asset}``; every bad rule is reported, naming its field."""
     if not isinstance(value, list):
         at.error(f"expected a list of {{tables: <table pattern>, asset: <asset key template>}}, got {describe(value)}")
@@ -154,7 +154,7 @@ class Writer:
     last_run_id: str | None = None
     last_materialized_at: datetime | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"assetKey": key_text(self.asset_key), "source": self.source,
                 "lastMaterialization": None if self.last_storage_id is None else {
                     "storageId": self.last_storage_id, "runId": self.last_run_id,
@@ -298,7 +298,7 @@ class WriterHold:       # __init__ sets each field through object.__setattr__); 
         return (f"its writer runs: {running}; waits until it ends, forced in {format_wait(self.forced_at - self.now)} "
                 f"at {self.forced_at.isoformat()} (maxWriterWait {limit}, due since {since})")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "maxWriterWait": format_iso_duration(self.max_wait),
             "held": not self.passed,

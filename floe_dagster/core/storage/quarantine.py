@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 from urllib.parse import quote
 
 from floe_dagster.core.basics.durations import format_iso_duration, parse_iso_duration
@@ -62,8 +62,8 @@ class QuarantinePolicy:
     def grace(self) -> timedelta:
         return parse_iso_duration(self.grace_period or DEFAULT_GRACE_PERIOD)
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {}
+    def to_json(self) -> dict[str, object]:
+        data: dict[str, object] = {}
         if self.enabled is not None:
             data["enabled"] = self.enabled
         if self.grace_period is not None:
@@ -71,7 +71,7 @@ class QuarantinePolicy:
         return data
 
 
-def parse_quarantine(at: Location, raw: Mapping[str, Any], key: str) -> QuarantinePolicy | None:
+def parse_quarantine(at: Location, raw: Mapping[str, object], key: str) -> QuarantinePolicy | None:
     """``quarantine: {enabled: true, gracePeriod: P7D}`` (``true``/``false`` alone: ``enabled``)."""
     value = raw.get(key)
     if value is None:

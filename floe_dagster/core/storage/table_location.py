@@ -35,7 +35,7 @@ import posixpath
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Iterable, Iterator, Mapping
 
 from floe_dagster.core.storage.locations import StorageLocation, parse_location, store_location
 from floe_dagster.core.storage.quarantine import QUARANTINE_FOLDER
@@ -240,7 +240,7 @@ def _qualified(name: str, catalog: str) -> str:
 # -- the policy's opt-in --------------------------------------------------------------------------------------
 
 
-def nested_tables(at: Location, raw: Mapping[str, Any], key: str) -> tuple[str, ...] | None:
+def nested_tables(at: Location, raw: Mapping[str, object], key: str) -> tuple[str, ...] | None:
     """``nestedTables``: the tables (``ns.table``, each named exactly) a table may nest with."""
     names = get_str_list(at, raw, key, None)
     if names is None:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import astuple, dataclass
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Iterable
 
 from floe_dagster.core.basics.localtime import as_utc, naive_as_utc
 from floe_dagster.core.basics.validation import setting
@@ -196,7 +196,7 @@ class ComputeEstimate:
     weight: float
     why: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"computeSeconds": round(self.seconds, 1), "per": self.per, "rate": round(self.rate, 3),
                 "tableRate": round(self.table_rate, 3) if self.table_rate is not None else None,
                 "priorRate": round(self.prior_rate, 3), "priorSource": self.prior_source,
@@ -244,7 +244,7 @@ class EfficiencyFactor:
     weight: float
     why: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         def per_hour(value: float | None) -> float | None:
             return round(value * 3600, 1) if value is not None else None
 

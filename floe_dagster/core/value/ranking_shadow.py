@@ -129,7 +129,7 @@ class RankingComparison(Generic[T]):
                 f"({len(self.only_learned)} only by learned, {len(self.only_static)} only by static); expected "
                 f"file opens saved per compute hour: static {told(static)}, learned {told(learned)}")
 
-    def to_json(self, key: Callable[[T], str]) -> dict[str, Any]:
+    def to_json(self, key: Callable[[T], str]) -> dict[str, object]:
         return {"static": [key(i) for i in self.static_admitted], "learned": [key(i) for i in self.learned_admitted],
                 "onlyStatic": [key(i) for i in self.only_static], "onlyLearned": [key(i) for i in self.only_learned],
                 "staticComputeSeconds": round(self.static_compute_s, 1),

@@ -93,7 +93,7 @@ class Totals:
     def bytes_reclaimed_per_compute_hour(self) -> float | None:
         return self.bytes_reclaimed / self.compute_hours if self.compute_s > 0 else None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {**asdict(self), "compute_hours": self.compute_hours,
                 "files_removed_per_compute_hour": self.files_removed_per_compute_hour,
                 "bytes_reclaimed_per_compute_hour": self.bytes_reclaimed_per_compute_hour}
@@ -140,7 +140,7 @@ class ValueReport:
     days: dict[str, Totals] = field(default_factory=dict)
     total: Totals = field(default_factory=Totals)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"since": self.since.isoformat(), "until": self.until.isoformat(), "by": self.by,
                 "total": self.total.to_json(),
                 "groups": [{self.by: key, **totals.to_json()} for key, totals in self.groups.items()],

@@ -49,7 +49,7 @@ class MetadataRead:
     tier: Tier
     io: FileIO | None = None  # the summary tier reads the manifest list when the snapshot summary has no totals
     manifests: Sequence[ManifestFile] = ()
-    summaries: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    summaries: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
     pinned_files: Mapping[str, tuple[int, int]] | None = None
 
 
@@ -58,7 +58,7 @@ class Reducer:
     """Measures ``facts`` in ``tiers`` (``version``: bump when the way it measures them changes)."""
 
     facts: tuple[str, ...]
-    reduce: Callable[[MetadataRead], Mapping[str, Any]]
+    reduce: Callable[[MetadataRead], Mapping[str, object]]
     tiers: tuple[Tier, ...]
     version: int
 
@@ -167,10 +167,10 @@ def _check(tier: Tier, found: tuple[Reducer, ...], needed: set[str]) -> None:
         raise LookupError(f"{tier} tier reducers: {twice or unknown} {what}")
 
 
-def reduce_facts(read: MetadataRead) -> dict[str, Any]:
+def reduce_facts(read: MetadataRead) -> dict[str, object]:
     """Every stored fact of the read's tier, by name."""
     reducers, needed = _tier(read.tier)
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     for reducer in reducers:
         values.update(reducer.reduce(read))
     if values.keys() != needed:  # a reducer returned other facts than it registered for

@@ -5,7 +5,6 @@ manifest count and bytes, and the inputs of the byte estimates (core/rewrites/es
 
 from __future__ import annotations
 
-from typing import Any
 
 from floe_dagster.core.facts.manifest_reduction import FULL_TIER_FACTS, PartitionSpecs, full_tier_fields
 from floe_dagster.core.facts.table_facts import FULL
@@ -13,7 +12,7 @@ from floe_dagster.iceberg.fact_reducers import MetadataRead, reduces
 
 
 @reduces(*FULL_TIER_FACTS, tiers=(FULL,))
-def manifests(read: MetadataRead) -> dict[str, Any]:
+def manifests(read: MetadataRead) -> dict[str, object]:
     specs = read.metadata.specs()
     layout = PartitionSpecs(
         field_ids={spec_id: [f.field_id for f in spec.fields] for spec_id, spec in specs.items()},

@@ -4,8 +4,6 @@ fact_reducers/manifests.py)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from pyiceberg.manifest import ManifestContent
 
 from floe_dagster.core.facts.table_facts import SUMMARY
@@ -28,7 +26,7 @@ from floe_dagster.iceberg.table_statistics import statistics_fields
 
 
 @reduces("snapshot_count", "oldest_snapshot_ms", "newest_snapshot_ms", "current_snapshot_id")
-def snapshots(read: MetadataRead) -> dict[str, Any]:
+def snapshots(read: MetadataRead) -> dict[str, object]:
     snapshots, current = read.metadata.snapshots, read.metadata.current_snapshot()
     return {
         "snapshot_count": len(snapshots),
@@ -39,42 +37,42 @@ def snapshots(read: MetadataRead) -> dict[str, Any]:
 
 
 @reduces("newest_foreign_commit_ms", "newest_foreign_commit_operation")
-def foreign_commit(read: MetadataRead) -> dict[str, Any]:
+def foreign_commit(read: MetadataRead) -> dict[str, object]:
     foreign_ms, foreign_operation = newest_foreign_commit(read.metadata.snapshots)
     return {"newest_foreign_commit_ms": foreign_ms, "newest_foreign_commit_operation": foreign_operation}
 
 
 @reduces("metadata_files_tracked", "metadata_files_written")
-def metadata_files(read: MetadataRead) -> dict[str, Any]:
+def metadata_files(read: MetadataRead) -> dict[str, object]:
     return {"metadata_files_tracked": len(read.metadata.metadata_log) + 1,
             "metadata_files_written": metadata_files_written(read.metadata_location)}
 
 
 @reduces("properties", "location", "columns")
-def table(read: MetadataRead) -> dict[str, Any]:
+def table(read: MetadataRead) -> dict[str, object]:
     metadata = read.metadata
     return {"properties": dict(metadata.properties), "location": metadata.location,
             "columns": schema_columns(metadata.schema())}
 
 
 @reduces("refs")
-def refs(read: MetadataRead) -> dict[str, Any]:
+def refs(read: MetadataRead) -> dict[str, object]:
     return {"refs": measured_refs(read.metadata, read.collected_at_ms, read.pinned_files)}
 
 
 @reduces("partition_spec_id", "partition_specs")
-def specs(read: MetadataRead) -> dict[str, Any]:
+def specs(read: MetadataRead) -> dict[str, object]:
     return {"partition_spec_id": read.metadata.default_spec_id, "partition_specs": partition_specs(read.metadata)}
 
 
 @reduces("statistics_snapshot_id", "statistics_snapshots_behind", "statistics_rows_changed",
          "partition_statistics_snapshot_id")
-def statistics(read: MetadataRead) -> dict[str, Any]:
+def statistics(read: MetadataRead) -> dict[str, object]:
     return statistics_fields(read.metadata)
 
 
 @reduces("data_file_count", "total_data_bytes", "record_count", "delete_file_count", tiers=(SUMMARY,))
-def summary_counts(read: MetadataRead) -> dict[str, Any]:
+def summary_counts(read: MetadataRead) -> dict[str, object]:
     """The current snapshot's summary totals. The summary counts delete files together, and its
     ``total-files-size`` includes the delete files' bytes. When it lacks totals (some writers omit them)
     and the read has a FileIO, counts come from the manifest list instead."""

@@ -6,11 +6,11 @@ kind (``STEP``), discovered as the kinds are (``core/operation_kinds/``): every 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Mapping, Sequence
 
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operation_kinds import discover
-from floe_dagster.core.operations import ALL_OPERATIONS
+from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.rewrites.partition_scope import RewriteScope
 from floe_dagster.core.basics.tables import TableName
 from floe_dagster.spark.operation_steps.step import OperationStep
@@ -33,13 +33,13 @@ def _discover() -> dict[str, OperationStep]:
 STEPS = _discover()
 
 
-def step_of(op: Any) -> OperationStep:
+def step_of(op: Operation) -> OperationStep:
     """The step of an operation (an ``Operation``)."""
     return STEPS[op.value]
 
 
 def build_procedure_call(
-    op: Any,
+    op: Operation,
     table: TableName,
     config: OperationConfig,
     now: datetime,
@@ -68,7 +68,7 @@ def build_procedure_call(
                                    spark_line=spark_line, snapshot_id=snapshot_id)
 
 
-def summarize_result(op: Any, rows: list[Mapping[str, Any]]) -> ProcedureResult:
+def summarize_result(op: Operation, rows: Sequence[Mapping[str, object]]) -> ProcedureResult:
     """Turn the procedure's output rows into numbers, and say whether the run changed anything."""
     return step_of(op).summarise(op, rows)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from floe_dagster.core.operation_kinds.apply_table_properties import TablePropertiesConfig
 from floe_dagster.core.operations import Operation
@@ -23,6 +23,10 @@ from floe_dagster.iceberg.property_commit import commit_table_properties
 from floe_dagster.spark.operation_steps.step import OperationStep, TableWork, as_json, as_markdown, as_text
 from floe_dagster.spark.procedures import ProcedureCall, spark_table_reference
 from floe_dagster.spark.sql_literals import quote_literal
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
 
 KIND = "APPLY_TABLE_PROPERTIES"
 
@@ -40,7 +44,7 @@ def set_properties_sql(table: TableName, properties: Mapping[str, str]) -> str:
 class _Applied:
     before: dict[str, str]  # the table's properties as read under the lock
     drift: tuple[PropertyDrift, ...]  # the declared ones that differed: the ones set
-    after_table: Any  # the table read after the commit (before it, without drift)
+    after_table: Table  # the table read after the commit (before it, without drift)
     ours: dict[str, str]  # the properties floe's commit left
     ours_at: str  # the metadata file floe's commit wrote (or read)
     statement: str
@@ -50,9 +54,9 @@ class ApplyTablePropertiesStep(OperationStep):
     kind = KIND
     uses_engine = False
 
-    def render_call(self, op: Any, table: TableName, config: TablePropertiesConfig, now: datetime,
+    def render_call(self, op: Operation, table: TableName, config: TablePropertiesConfig, now: datetime,
                     table_properties: Mapping[str, str] | None = None, file_io: str | None = None,
-                    **unused: Any) -> ProcedureCall:
+                    **unused: object) -> ProcedureCall:
         """Not a CALL: the statement setting every declared property (what the run sends when every key drifts)."""
         declared = dict(config.properties)
         return ProcedureCall(op, table, set_properties_sql(table, declared), arguments=declared)
@@ -76,7 +80,7 @@ class ApplyTablePropertiesStep(OperationStep):
         return _Applied(before, drift, load_table(work.catalog, table), dict(committed.metadata.properties),
                         committed.metadata_location, statement)
 
-    def finish(self, work: TableWork, applied: _Applied) -> tuple[dict[str, Any], Any]:
+    def finish(self, work: TableWork, applied: _Applied) -> tuple[dict[str, object], Table]:
         """Every declared property landed (else a conflict, or a failure), and each one's value before and after."""
         table, declared = work.table, work.config.properties
         after_table, before = applied.after_table, applied.before
@@ -94,7 +98,7 @@ class ApplyTablePropertiesStep(OperationStep):
                                     f"{', '.join(missed)} still differ(s) from the policy in the metadata floe "
                                     "committed")
         changes = {name: {"before": before.get(name), "after": after.get(name)} for name, _ in declared}
-        metadata: dict[str, Any] = {
+        metadata: dict[str, object] = {
             "changed": bool(applied.drift),
             "bytes_rewritten": 0,
             "properties_declared": len(declared),

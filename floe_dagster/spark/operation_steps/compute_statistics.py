@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from floe_dagster.core.operation_kinds.compute_statistics import ComputeStatisticsConfig
 from floe_dagster.core.operations import Operation
@@ -34,6 +34,9 @@ from floe_dagster.spark.procedures import (
     call_sql,
     spark_table_reference,
 )
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 KIND = "COMPUTE_STATISTICS"
@@ -66,7 +69,7 @@ class ComputeStatisticsStep(OperationStep):
         return self.render_call(job.op, job.table, job.config, job.now,
                                 snapshot_id=statistics.current_snapshot_id if statistics else None)
 
-    def run(self, spark: Any, job: EngineJob, call: ProcedureCall) -> Ran:
+    def run(self, spark: SparkSession, job: EngineJob, call: ProcedureCall) -> Ran:
         """Without the table's statistics state from its metadata, Spark reads the current snapshot and the
         partitioning, and the statistics are computed whatever exists."""
         state = job.inputs.get("statistics") or _statistics_state(spark, job.table)
@@ -74,8 +77,8 @@ class ComputeStatisticsStep(OperationStep):
         work = statistics_work(state, config.columns, config.wants_partition_stats)
         call = self.render_call(job.op, job.table, config, job.now, snapshot_id=state.current_snapshot_id)
         statements: list[str] = []
-        table_rows: list[dict[str, Any]] = []
-        partition_rows: list[dict[str, Any]] = []
+        table_rows: list[dict[str, object]] = []
+        partition_rows: list[dict[str, object]] = []
         if work.table_stats:
             table_rows = [row.asDict() for row in spark.sql(call.sql).collect()]
             statements.append(call.sql)
@@ -88,15 +91,15 @@ class ComputeStatisticsStep(OperationStep):
         return Ran(result=summarize_statistics(table_rows, partition_rows),
                    call=replace(call, sql=sql, arguments=arguments), extra={"statistics_reasons": list(work.reasons)})
 
-    def summarise(self, op: Any, rows: list[Mapping[str, Any]]) -> ProcedureResult:
+    def summarise(self, op: Operation, rows: Sequence[Mapping[str, object]]) -> ProcedureResult:
         return summarize_statistics(rows, [])
 
-    def after_commit(self, done: Committed) -> dict[str, Any]:
+    def after_commit(self, done: Committed) -> dict[str, object]:
         """What the current snapshot's statistics files hold after the run (written now or before): the
         Puffin file, its columns and their NDVs, the partition statistics file; and why the run did what it did."""
         current = done.after.current_snapshot()
         facts = statistics_facts(done.after.metadata, current.snapshot_id if current else None)
-        metadata: dict[str, Any] = {"statistics_reasons": as_json(done.outcome.extra.get("statistics_reasons", []))}
+        metadata: dict[str, object] = {"statistics_reasons": as_json(done.outcome.extra.get("statistics_reasons", []))}
         for key in ("statistics_file", "partition_statistics_file"):
             if key in facts:
                 metadata[key] = as_path(facts[key])
@@ -117,8 +120,8 @@ def partition_statistics_call(table: TableName, snapshot_id: int | None) -> Proc
     return ProcedureCall(Operation(KIND), table, call_sql(table, "compute_partition_stats", call), call.decided)
 
 
-def summarize_statistics(table_rows: list[Mapping[str, Any]],
-                         partition_rows: list[Mapping[str, Any]]) -> ProcedureResult:
+def summarize_statistics(table_rows: Sequence[Mapping[str, object]],
+                         partition_rows: Sequence[Mapping[str, object]]) -> ProcedureResult:
     """compute_table_stats' rows (``statistics_file``) and compute_partition_stats'
     (``partition_statistics_file``), each empty when it was not called: a file written is a change."""
     written = sum(1 for row in table_rows if row.get("statistics_file"))
@@ -128,7 +131,7 @@ def summarize_statistics(table_rows: list[Mapping[str, Any]],
     return ProcedureResult(op, numbers, op.spec.changed(numbers), 0)
 
 
-def _statistics_state(spark: Any, table: TableName) -> StatisticsState:
+def _statistics_state(spark: SparkSession, table: TableName) -> StatisticsState:
     """Without the table's metadata from PyIceberg: the current snapshot (``history``) and whether the
     table is partitioned (its ``partitions`` table has a ``partition`` column only then)."""
     reference = spark_table_reference(table)

@@ -18,7 +18,7 @@ expire_rows.py). What the delete did is read from the snapshot summaries it comm
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from floe_dagster.core.operation_kinds.expire_rows import (
     COLUMN_TYPES,
@@ -34,6 +34,12 @@ from floe_dagster.errors import MaintenanceFailed
 from floe_dagster.spark.operation_steps.step import Committed, EngineJob, OperationStep, Prepared, TableWork, as_text
 from floe_dagster.spark.procedures import ProcedureCall, spark_table_reference
 from floe_dagster.spark.sql_literals import quote_identifier, quote_literal, timestamp_literal
+
+if TYPE_CHECKING:
+    from pyiceberg.schema import Schema
+
+    from floe_dagster.core.operations import Operation
+
 
 KIND = "EXPIRE_ROWS"
 
@@ -83,7 +89,7 @@ def column_type(work: TableWork) -> str:
     return kind
 
 
-def _nested_field(schema: Any, name: str) -> bool:
+def _nested_field(schema: Schema, name: str) -> bool:
     """Whether ``name`` is the dotted path of a field inside a struct (PyIceberg resolves full names)."""
     try:
         return schema.find_field(name) is not None
@@ -101,9 +107,9 @@ class ExpireRowsStep(OperationStep):
     def prepare(self, work: TableWork) -> Prepared:
         return Prepared(engine_inputs={"column_type": column_type(work)})
 
-    def render_call(self, op: Any, table: TableName, config: ExpireRowsConfig, now: datetime,
+    def render_call(self, op: Operation, table: TableName, config: ExpireRowsConfig, now: datetime,
                     table_properties: Mapping[str, str] | None = None, file_io: str | None = None, *,
-                    column_type: str = "timestamptz", **unused: Any) -> ProcedureCall:
+                    column_type: str = "timestamptz", **unused: object) -> ProcedureCall:
         """Not a CALL: the DELETE (the column's type from the table; by default a timestamptz)."""
         assert config.column is not None, "rowRetention.column is required"
         cutoff = column_cutoff(config, column_type, now)
@@ -116,7 +122,7 @@ class ExpireRowsStep(OperationStep):
         return self.render_call(job.op, job.table, job.config, job.now,
                                 column_type=job.inputs.get("column_type", "timestamptz"))
 
-    def after_commit(self, done: Committed) -> dict[str, Any]:
+    def after_commit(self, done: Committed) -> dict[str, object]:
         """What the delete did, from the summaries of the snapshots it committed: the rows deleted, the files
         dropped and written, how (metadata-only, copy-on-write, merge-on-read), the cut-off."""
         summaries = [done.after.snapshot_by_id(snapshot_id).summary for snapshot_id in done.outcome.new_snapshot_ids]

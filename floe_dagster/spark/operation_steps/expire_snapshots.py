@@ -7,7 +7,7 @@ for the zero-change throttle)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Mapping
 
 from floe_dagster.core.facts.expiry_defaults import expiry_arguments
 from floe_dagster.core.operation_kinds.expire_snapshots import ExpireSnapshotsConfig
@@ -37,7 +37,7 @@ class ExpireSnapshotsStep(OperationStep):
         call.add("clean_expired_metadata", config.clean_expired_metadata)
         call.add("stream_results", config.stream_results)
 
-    def after_commit(self, done: Committed) -> dict[str, Any]:
+    def after_commit(self, done: Committed) -> dict[str, object]:
         """The refs the expiry removed (older than their max-ref-age): a change, for the zero-change throttle too."""
         refs = done.state
         if refs is None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from floe_dagster.core.operation_kinds.orphan_cleanup import OrphanCleanupConfig
 from floe_dagster.core.basics.tables import TableName
@@ -24,6 +24,12 @@ from floe_dagster.spark.orphan_calls import orphan_call, summarize_orphan_cleanu
 from floe_dagster.spark.orphan_runs import OrphanCleanup, orphan_context
 from floe_dagster.spark.procedures import ProcedureCall, ProcedureResult
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from floe_dagster.core.operations import Operation
+
+
 SAMPLE = 20  # the removed files the materialization names
 
 
@@ -37,13 +43,13 @@ class OrphanCleanupStep(OperationStep):
                                  excluded=work.resolved.listing_exclusions)
         return Prepared(engine_inputs={"orphans": context})
 
-    def render_call(self, op: Any, table: TableName, config: OrphanCleanupConfig, now: datetime,
+    def render_call(self, op: Operation, table: TableName, config: OrphanCleanupConfig, now: datetime,
                     table_properties: Mapping[str, str] | None = None, file_io: str | None = None, *,
                     iceberg_version: str | None = None, file_list_view: str | None = None,
-                    **unused: Any) -> ProcedureCall:
+                    **unused: object) -> ProcedureCall:
         return orphan_call(table, config, now, table_properties, file_io, iceberg_version, file_list_view)
 
-    def run(self, spark: Any, job: EngineJob, call: ProcedureCall) -> Ran:
+    def run(self, spark: SparkSession, job: EngineJob, call: ProcedureCall) -> Ran:
         """The purge of what stayed quarantined past its grace period, then the plain call or the rounds."""
         engine = job.engine
         cleanup = OrphanCleanup(spark, job.table, job.config, job.now, job.table_properties, engine.file_io,
@@ -52,11 +58,11 @@ class OrphanCleanupStep(OperationStep):
         result, sql, metadata = cleanup.run(call)
         return Ran(result=result, call=replace(call, sql=sql), metadata=metadata)
 
-    def summarise(self, op: Any, rows: list[Mapping[str, Any]]) -> ProcedureResult:
+    def summarise(self, op: Operation, rows: Sequence[Mapping[str, object]]) -> ProcedureResult:
         """Unstreamed: every path comes back (see summarize_orphan_cleanup)."""
         return summarize_orphan_cleanup(rows, streamed=False)
 
-    def after_commit(self, done: Committed) -> dict[str, Any]:
+    def after_commit(self, done: Committed) -> dict[str, object]:
         files = done.outcome.result.orphan_files
         return {"orphan_files_sample": as_json(list(files[:SAMPLE]))} if files else {}
 

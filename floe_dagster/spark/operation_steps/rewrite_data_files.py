@@ -6,7 +6,7 @@ their own reason a failure)."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from floe_dagster.core.runs.commit_conflicts import (
     CONFLICT, FAILED, PARTIAL, PARTIAL_PROGRESS, WINNER_PREFIX, race_options,
@@ -19,6 +19,9 @@ from floe_dagster.spark.operation_steps.step import Committed, OperationStep
 from floe_dagster.spark.partition_predicates import partition_predicate
 from floe_dagster.spark.procedures import CallArguments
 from floe_dagster.spark.sql_literals import quote_literal
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
 
 
 class RewriteDataFilesStep(OperationStep):
@@ -46,7 +49,7 @@ class RewriteDataFilesStep(OperationStep):
         call.add("options", options)
         call.add("where", where)
 
-    def after_commit(self, done: Committed) -> dict[str, Any]:
+    def after_commit(self, done: Committed) -> dict[str, object]:
         """What a partial-progress rewrite landed (nothing to check without partial progress or failed groups)."""
         work, outcome = done.work, done.outcome
         options = outcome.arguments.get("options") or {}
@@ -94,7 +97,7 @@ def _scoped(call: CallArguments, options: dict[str, Any], where: str | None) -> 
     return options, where
 
 
-def _newest_other_commit(before: Any, after: Any) -> str:
+def _newest_other_commit(before: Table, after: Table) -> str:
     known = {s.snapshot_id for s in before.metadata.snapshots}
     others = [s for s in after.metadata.snapshots if s.snapshot_id not in known
               and (s.summary is None or s.summary.operation.value != "replace")]

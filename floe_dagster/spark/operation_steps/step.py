@@ -21,11 +21,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar, Mapping
+import logging
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 from floe_dagster.core.rewrites.partition_scope import RewriteScope
 from floe_dagster.core.basics.tables import TableName
 from floe_dagster.spark.procedures import CallArguments, ProcedureCall, ProcedureResult, call_sql
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+    from pyspark.sql import SparkSession
+
+    from floe_dagster.coordination.quarantine_roots import QuarantineRoots
+    from floe_dagster.core.operations import Operation
+    from floe_dagster.policies import ResolvedOperation
+    from floe_dagster.spark.engine import EngineOutcome, IcebergSparkEngine
 
 
 @dataclass(frozen=True)
@@ -34,18 +45,18 @@ class Shown:
     MetadataValue of that name, made in the defs layer)."""
 
     kind: str
-    value: Any
+    value: object
 
 
-def as_json(value: Any) -> Shown:
+def as_json(value: object) -> Shown:
     return Shown("json", value)
 
 
-def as_text(value: Any) -> Shown:
+def as_text(value: object) -> Shown:
     return Shown("text", value)
 
 
-def as_path(value: Any) -> Shown:
+def as_path(value: object) -> Shown:
     return Shown("path", value)
 
 
@@ -57,14 +68,14 @@ def as_markdown(value: str) -> Shown:
 class TableWork:
     """One table's maintenance run as the steps see it (built by defs/table_run.py)."""
 
-    op: Any  # the Operation
+    op: Operation
     table: TableName
-    resolved: Any  # policies.ResolvedOperation: the config, the policy's name, refRetention, allowed properties
-    catalog: Any  # the PyIceberg catalog
+    resolved: ResolvedOperation  # the config, the policy's name, refRetention, allowed properties
+    catalog: Catalog
     run_id: str
-    log: Any  # the run's logger (info, warning)
-    before: Any = None  # the PyIceberg table as read before the lock (engine kinds)
-    quarantine_roots: Any = None  # orphan cleanup's remembered roots (coordination/quarantine_roots.py; None: none)
+    log: logging.Logger  # the run's logger (Dagster's DagsterLogManager is one)
+    before: Table | None = None  # the PyIceberg table as read before the lock (engine kinds)
+    quarantine_roots: QuarantineRoots | None = None  # orphan cleanup's remembered roots (None: none)
 
     @property
     def config(self) -> Any:
@@ -75,22 +86,22 @@ class TableWork:
 class Prepared:
     """What a step's ``prepare`` gives: keyword arguments of the engine call, and its own state for after."""
 
-    engine_inputs: Mapping[str, Any] = field(default_factory=dict)
-    state: Any = None
+    engine_inputs: Mapping[str, object] = field(default_factory=dict)
+    state: object = None
 
 
 @dataclass(frozen=True)
 class EngineJob:
     """One operation on one table inside the engine: what a step renders and runs."""
 
-    op: Any
+    op: Operation
     table: TableName
     config: Any
     now: datetime
     table_properties: Mapping[str, str]
     scope: RewriteScope | None
     inputs: Mapping[str, Any]  # the step's prepared engine inputs (statistics, orphans)
-    engine: Any  # the IcebergSparkEngine: file_io, iceberg_version, spark_line, quarantine_location
+    engine: IcebergSparkEngine  # file_io, iceberg_version, spark_line, quarantine_location
 
 
 @dataclass(frozen=True)
@@ -98,11 +109,11 @@ class Ran:
     """What a step's ``run`` did: the CALL's rows (then ``summarise`` makes the result), or its own result;
     the call that ran when it is not the rendered one; extra facts and metadata for the run."""
 
-    rows: list[dict[str, Any]] | None = None
+    rows: list[dict[str, object]] | None = None  # Spark's rows (Row.asDict)
     result: ProcedureResult | None = None
     call: ProcedureCall | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    metadata: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
+    metadata: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -111,8 +122,8 @@ class Committed:
     and what the step's ``prepare`` kept."""
 
     work: TableWork
-    after: Any  # the PyIceberg table read after the call
-    outcome: Any  # spark.engine.EngineOutcome
+    after: Table  # the PyIceberg table read after the call
+    outcome: EngineOutcome
     state: Any = None
 
 
@@ -136,7 +147,7 @@ class OperationStep:
         """The call's named arguments, rendered from the policy's typed config."""
         raise NotImplementedError(f"{type(self).__name__} renders no procedure call")
 
-    def render_call(self, op: Any, table: TableName, config: Any, now: datetime,
+    def render_call(self, op: Operation, table: TableName, config: Any, now: datetime,
                     table_properties: Mapping[str, str] | None = None, file_io: str | None = None, *,
                     scope: RewriteScope | None = None, iceberg_version: str | None = None,
                     file_list_view: str | None = None, spark_line: str | None = None,
@@ -154,11 +165,11 @@ class OperationStep:
         return self.render_call(job.op, job.table, job.config, job.now, job.table_properties, engine.file_io,
                                 scope=job.scope, iceberg_version=engine.iceberg_version, spark_line=engine.spark_line)
 
-    def run(self, spark: Any, job: EngineJob, call: ProcedureCall) -> Ran:
+    def run(self, spark: SparkSession, job: EngineJob, call: ProcedureCall) -> Ran:
         """Inside the engine's unit of work: the CALL, and its rows."""
         return Ran(rows=[row.asDict() for row in spark.sql(call.sql).collect()])
 
-    def summarise(self, op: Any, rows: list[Mapping[str, Any]]) -> ProcedureResult:
+    def summarise(self, op: Operation, rows: Sequence[Mapping[str, Any]]) -> ProcedureResult:
         """The procedure's output rows as numbers, and whether the run changed anything (the spec's rule)."""
         numbers = {column: 0 for column in self.result_columns}
         for row in rows:
@@ -172,15 +183,15 @@ class OperationStep:
         """How many files the run deleted from storage (or moved out of the table: a quarantine), by its result."""
         return sum(int(result.numbers.get(column) or 0) for column in self.deleted_files_columns)
 
-    def after_commit(self, done: Committed) -> dict[str, Any]:
+    def after_commit(self, done: Committed) -> dict[str, object]:
         """The kind's checks of what landed, and its metadata add-ons."""
         return {}
 
-    def commit(self, work: TableWork) -> Any:
+    def commit(self, work: TableWork) -> object:
         """Under the table lock, for a kind that commits without the engine: the commit, and what it read."""
         raise NotImplementedError(f"{type(self).__name__} runs in the engine")
 
-    def finish(self, work: TableWork, committed: Any) -> tuple[dict[str, Any], Any]:
+    def finish(self, work: TableWork, committed: Any) -> tuple[dict[str, object], Table]:
         """After ``commit``: its checks, and (its metadata, the table read after it)."""
         raise NotImplementedError(f"{type(self).__name__} runs in the engine")
 
