@@ -34,6 +34,7 @@ from floe_dagster.core.health_assessment import DEFAULT_SMALL_FILE_SIZE_BYTES
 from floe_dagster.core.localtime import as_utc
 from floe_dagster.core.measurements import TableMetrics
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.quick_records import quick_init
 from floe_dagster.core.validation import (
     Location,
     check_mapping,
@@ -168,6 +169,7 @@ class TriggerConditions:
         return data
 
 
+@quick_init  # a tick makes tens of thousands
 @dataclass(frozen=True)
 class ConditionCheck:
     name: str
@@ -178,6 +180,7 @@ class ConditionCheck:
         return {"name": self.name, "measured": self.measured, "threshold": self.threshold}
 
 
+@quick_init  # a tick makes tens of thousands
 @dataclass(frozen=True)
 class ConditionResult:
     """The gate's verdict. ``passed`` lets the work through (``forced`` says the critical-pipeline

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from floe_dagster.core.localtime import as_utc
+from floe_dagster.core.quick_records import quick_init
 
 if TYPE_CHECKING:  # core/schedule.py imports this module
     from floe_dagster.core.schedule import Schedule
@@ -35,6 +36,7 @@ class ScheduleAt:
         return self.closed_reason is None
 
 
+@quick_init  # a tick makes tens of thousands
 @dataclass(frozen=True)
 class Due:
     """Whether a (table, operation) may start now by its schedule, and when it next may.
@@ -123,7 +125,10 @@ def schedule_due(schedule: Schedule, last_success_start: datetime | None, now: d
     if due_at is None:  # a cron that never fires again
         return Due(False, trigger, slot, None, False, "not_due", told, last)
     if rule_due and clock.open_now:
-        return Due(True, trigger, slot, now, True, None, told, last)
+        due = Due(True, trigger, slot, now, True, None, told, last)
+        if trigger == TRIGGER_CRON:  # its slot key is the slot's text, made once per schedule and tick
+            due.__dict__["slot_key"] = clock.slot_text
+        return due
     next_eligible = clock.next_open if due_at <= now else schedule.next_open(due_at)
     # The gates' order (core/gates.py, docs/automation.md): a closed window or day is reported before "not due".
     closed = clock.closed_reason

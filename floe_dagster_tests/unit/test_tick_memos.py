@@ -105,3 +105,16 @@ def test_the_health_kept_on_a_record_follows_its_thresholds_and_the_rules_kept_o
     rules = [data_file_rules(config, {"write.target-file-size-bytes": str(size)}).target_file_size_bytes
              for size in (MIB, 2 * MIB, MIB)]
     assert rules == [MIB, 2 * MIB, MIB]
+
+
+def test_a_due_cron_verdicts_slot_key_is_its_own_slots_text_at_every_moment():
+    """The slot key of a due cron verdict is filled from the schedule's clock facts at ``now`` (made once per
+    tick): each moment's verdict names its own latest slot, as the key made from the verdict's slot would."""
+    from floe_dagster.core.schedule import Schedule
+
+    schedule = Schedule.from_mapping({"cronExpression": "15 * * * *", "timezone": "Europe/Berlin"})
+    for hour in (1, 2, 7):
+        now = datetime(2026, 3, 29, hour, 20, tzinfo=timezone.utc)  # Berlin's clock change among them
+        due = schedule.due(None, now)
+        assert due.due and due.slot is not None
+        assert due.slot_key == due.slot.isoformat() == replace(due).slot_key  # replace: a verdict made afresh
