@@ -230,6 +230,12 @@ def with_overrides(owner: OwnerOverrides | None, op: Operation, config: Operatio
     return owner.config(op, config) if owner is not None else config
 
 
+def sets_owner_keys(properties: Mapping[str, str]) -> bool:
+    """Whether ``properties`` hold a ``floe.*`` key or one that would steer a FileIO: without either,
+    :func:`owner_overrides` is None whatever the policy."""
+    return any(key.startswith(PREFIX) for key in properties) or bool(storage_properties(properties))
+
+
 def owner_overrides(policy_name: str, allowed: OwnerOverridePolicy, configured: Any,
                     properties: Mapping[str, str]) -> OwnerOverrides | None:
     """The verdict on a table's ``floe.*`` properties and the storage keys it sets (None: it has neither).

@@ -24,7 +24,7 @@ from floe_dagster.core.gates import (
     GATE_CODES, GATES, NOTHING_LEARNED, Facts, Learned, admissible, check_order,
 )
 from floe_dagster.core.history import OperationHistory
-from floe_dagster.core.owner_overrides import with_overrides
+from floe_dagster.core.owner_overrides import sets_owner_keys, with_overrides
 from floe_dagster.core.partition_scope import Backlog
 from floe_dagster.core.learned_plan import LearnedView, shadow_note
 from floe_dagster.core.ranking_shadow import learned_rank_key, static_rank_key
@@ -73,7 +73,7 @@ def _gate_stage(state: PlanState) -> None:
         issues = policy.health_issues(metrics, data.now) if metrics is not None else ()
         table_debt = TableDebt(issues, metrics, data.now, weights)
         qualified, shadow = table.qualified, policy.shadow
-        owner = policy.overrides_for(metrics.properties) if metrics is not None else None  # floe.* properties
+        owner = _owner_overrides(policy, metrics) if metrics is not None else None  # floe.* properties
         table_values = _table_values(table, policy, owner)
         for op in policy.configured_operations():
             history = history_of((qualified, op)) or _NO_HISTORY
@@ -111,6 +111,17 @@ def _table_values(table: TableName, policy: Any, owner: Any) -> dict[str, Any]:
     if owner is not None:
         values["owner_overrides"] = owner
     return values
+
+
+def _owner_overrides(policy: Any, metrics: Any) -> Any:
+    """What the table's ``floe.*`` properties do under its policy (None: it sets none). Whether the record's
+    properties hold such a key at all is kept on the (immutable) record: most tables hold none, and every tick
+    reads every table's."""
+    kept = metrics.__dict__
+    sets = kept.get("_owner_keys")
+    if sets is None:
+        sets = kept["_owner_keys"] = sets_owner_keys(metrics.properties)  # not a field: asdict ignores it
+    return policy.overrides_for(metrics.properties) if sets else None
 
 
 def _off_defaults(base: Decision, schedule: Any, history: OperationHistory, metrics: Any, now: datetime) -> None:
