@@ -145,14 +145,22 @@ class TriggerConditions:
         return conditions
 
     def min_interval(self, operation: Operation) -> timedelta | None:
+        # Kept on the (frozen) conditions, per operation: every decision that reaches the gate asks.
+        kept = self.__dict__.setdefault("_min_intervals", {})  # not a field: equality and to_json ignore it
+        if operation in kept:
+            return kept[operation]
         minutes = self.per_operation_min_interval_minutes.get(operation, self.min_interval_minutes)
-        return timedelta(minutes=minutes) if minutes else None
+        found = kept[operation] = timedelta(minutes=minutes) if minutes else None
+        return found
 
     @property
     def critical_delay(self) -> timedelta | None:
-        if not self.critical_pipeline or self.critical_pipeline_max_delay_minutes is None:
-            return None
-        return timedelta(minutes=self.critical_pipeline_max_delay_minutes)
+        kept = self.__dict__
+        if "_critical_delay" not in kept:  # kept on the (frozen) conditions, as min_interval's
+            kept["_critical_delay"] = None if not self.critical_pipeline or \
+                self.critical_pipeline_max_delay_minutes is None else \
+                timedelta(minutes=self.critical_pipeline_max_delay_minutes)
+        return kept["_critical_delay"]
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = dict(self.thresholds)
