@@ -1,4 +1,4 @@
-"""core/quick_records.quick_init: a frozen record filled at once is the record the generated ``__init__`` makes."""
+"""core/quick_records.quick_init: a frozen record made by the quicker __init__ is the record the generated one makes."""
 
 from __future__ import annotations
 

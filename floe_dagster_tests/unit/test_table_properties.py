@@ -306,7 +306,8 @@ def test_a_drifts_words_are_kept_per_name_and_values_and_mask_a_secret_every_tim
     from floe_dagster.core.table_properties import PropertyDrift
 
     plain = PropertyDrift("write.metadata.previous-versions-max", "20", None)
-    assert plain.describe() == plain.describe() == "write.metadata.previous-versions-max: declared '20', table has unset"
+    told = "write.metadata.previous-versions-max: declared '20', table has unset"
+    assert plain.describe() == plain.describe() == told
     assert PropertyDrift("write.metadata.previous-versions-max", "20", "5").describe().endswith("table has '5'")
     secret = PropertyDrift("s3.secret-access-key", "hunter2", "other")
     for _ in range(2):

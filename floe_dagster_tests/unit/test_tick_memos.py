@@ -142,7 +142,8 @@ def test_a_planned_decision_keeps_only_its_fields_off_the_defaults_and_equals_on
                                metrics={TABLE: _metrics((MIB,) * 10)})).decisions
     by_op = {d.operation: d for d in decisions}
     rewrite, expire = by_op[Operation.REWRITE_DATA_FILES], by_op[Operation.EXPIRE_SNAPSHOTS]
-    assert (rewrite.decision, rewrite.policy_priority, rewrite.schedule_priority, rewrite.enabled) == ("run", 3, 2, True)
+    assert (rewrite.decision, rewrite.policy_priority, rewrite.schedule_priority, rewrite.enabled) == \
+        ("run", 3, 2, True)
     assert (expire.decision, expire.code, expire.enabled, expire.schedule_priority) == \
         ("skip", "schedule_disabled", False, 0)
     for decision in decisions:
