@@ -268,3 +268,16 @@ def test_a_pause_the_policy_does_not_allow_is_shown_ignored_and_the_table_runs()
     assert decision.decision == "run"
     assert [i["property"] for i in decision.to_json()["ownerOverrides"]["ignored"]] == [PAUSE_PROPERTY,
                                                                                        f"floe.{TARGET}"]
+
+
+@pytest.mark.parametrize("properties", [
+    {}, {"write.format.default": "parquet"}, {PAUSE_PROPERTY: "false"}, {"floe.unknown": "1"},
+    {"s3.endpoint": "http://elsewhere"}, {"py-io-impl": "x.Y"}, {"write.x": "1", "floe." + TARGET: "1"},
+])
+def test_a_table_sets_owner_keys_exactly_when_its_properties_give_a_verdict(properties):
+    """The planner asks owner_overrides only of records whose properties hold a floe.* or storage key
+    (kept on the record): the question answers as the verdict's presence would, whatever the policy."""
+    from floe_dagster.core.policies.owner_overrides import sets_owner_keys
+
+    for allow in (OwnerOverridePolicy(), allowed(**ALLOW)):
+        assert sets_owner_keys(properties) == (owner_overrides("p", allow, CONFIGURED, properties) is not None)

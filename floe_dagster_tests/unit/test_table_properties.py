@@ -297,3 +297,19 @@ def test_the_assets_description_says_it_runs_on_drift():
     policy = parse_policies_text(api_policy(f"{{{DAC}: true}}", extra="triggerConditions: {snapshotCountAbove: 5}\n"))
     assert operation_rule(policy.get("props"), APPLY, {}) == \
         "when the table drifts from the declared properties (debt-score sensor)"
+
+
+def test_a_drifts_words_are_kept_per_name_and_values_and_mask_a_secret_every_time():
+    """The drift gate's words are kept per (name, declared, current): the same drift tells the same words, a
+    secret-named property's values stay masked when told again, another value is told anew."""
+    from floe_dagster.core.basics.secrets import MASK
+    from floe_dagster.core.facts.table_properties import PropertyDrift
+
+    plain = PropertyDrift("write.metadata.previous-versions-max", "20", None)
+    told = "write.metadata.previous-versions-max: declared '20', table has unset"
+    assert plain.describe() == plain.describe() == told
+    assert PropertyDrift("write.metadata.previous-versions-max", "20", "5").describe().endswith("table has '5'")
+    secret = PropertyDrift("s3.secret-access-key", "hunter2", "other")
+    for _ in range(2):
+        told = secret.describe()
+        assert "hunter2" not in told and "other" not in told and MASK in told

@@ -105,3 +105,49 @@ def test_the_health_kept_on_a_record_follows_its_thresholds_and_the_rules_kept_o
     rules = [data_file_rules(config, {"write.target-file-size-bytes": str(size)}).target_file_size_bytes
              for size in (MIB, 2 * MIB, MIB)]
     assert rules == [MIB, 2 * MIB, MIB]
+
+
+def test_a_due_cron_verdicts_slot_key_is_its_own_slots_text_at_every_moment():
+    """The slot key of a due cron verdict is filled from the schedule's clock facts at ``now`` (made once per
+    tick): each moment's verdict names its own latest slot, as the key made from the verdict's slot would."""
+    from floe_dagster.core.schedules.schedule import Schedule
+
+    schedule = Schedule.from_mapping({"cronExpression": "15 * * * *", "timezone": "Europe/Berlin"})
+    for hour in (1, 2, 7):
+        now = datetime(2026, 3, 29, hour, 20, tzinfo=timezone.utc)  # Berlin's clock change among them
+        due = schedule.due(None, now)
+        assert due.due and due.slot is not None
+        assert due.slot_key == due.slot.isoformat() == replace(due).slot_key  # replace: a verdict made afresh
+
+
+def test_a_planned_decision_keeps_only_its_fields_off_the_defaults_and_equals_one_made_with_all():
+    """The planner's decisions hold the fields that differ from the class's defaults (a smaller dict: 400,000
+    of them at 50,000 tables x 8 kinds) and read, compare and copy as decisions made with every field."""
+    from dataclasses import asdict, fields
+
+    from floe_dagster.core.plan.decisions import Decision, PlanInput, SchedulerSettings
+    from floe_dagster.core.plan.planner import plan
+
+    policies = parse_policies_text("""
+- name: p
+  tablePattern: "lake.*.*"
+  priority: 3
+  rewriteDataFiles: {}
+  rewriteDataFilesSchedule: {interval: PT1H, priority: 2}
+  expireSnapshots: {}
+  expireSnapshotsSchedule: {interval: PT1H, enabled: false}
+""")
+    now = datetime(2026, 11, 23, tzinfo=timezone.utc)
+    decisions = plan(PlanInput(now, [TABLE], frozenset({TABLE}), policies, SchedulerSettings(),
+                               metrics={TABLE: _metrics((MIB,) * 10)})).decisions
+    by_op = {d.operation: d for d in decisions}
+    rewrite, expire = by_op[Operation.REWRITE_DATA_FILES], by_op[Operation.EXPIRE_SNAPSHOTS]
+    assert (rewrite.decision, rewrite.policy_priority, rewrite.schedule_priority, rewrite.enabled) == \
+        ("run", 3, 2, True)
+    assert (expire.decision, expire.code, expire.enabled, expire.schedule_priority) == \
+        ("skip", "schedule_disabled", False, 0)
+    for decision in decisions:
+        assert len(decision.__dict__) <= 21  # CPython's dict of 464 bytes (832 beyond)
+        whole = Decision(**{f.name: getattr(decision, f.name) for f in fields(Decision)})
+        assert whole == decision and asdict(whole) == asdict(decision)
+        assert pickle.loads(pickle.dumps(decision)) == decision and replace(decision, rank=7).rank == 7

@@ -105,13 +105,19 @@ def _table_part(issues: Iterable[HealthIssue], days_since_write: float | None,
 
 def _with_failures(table: Mapping[str, float], failure_rate: float, consecutive_failures: int,
                    weights: DebtWeights) -> DebtScore:
+    return DebtScore(*_scored(table, failure_rate, consecutive_failures, weights))
+
+
+def _scored(table: Mapping[str, float], failure_rate: float, consecutive_failures: int,
+            weights: DebtWeights) -> tuple[float, dict[str, float]]:
+    """(score, breakdown), without the record (the planner asks for 20,000 a tick)."""
     breakdown = dict(table)
     breakdown["failure_rate"] = round(weights.failure_rate * min(100.0, max(0.0, failure_rate)), 4)
     breakdown["consecutive_failures"] = round(weights.per_consecutive_failure * max(0, consecutive_failures), 4)
     total = sum(breakdown.values())
     if total > weights.cap:
         breakdown["capped"] = round(total - weights.cap, 4)
-    return DebtScore(round(min(total, weights.cap), 4), breakdown)
+    return round(min(total, weights.cap), 4), breakdown
 
 
 class TableDebt:
@@ -137,8 +143,7 @@ class TableDebt:
         key = (failure_rate, consecutive_failures)
         found = self._scores.get(key)
         if found is None:
-            result = _with_failures(self._table, failure_rate, consecutive_failures, self.weights)
-            found = self._scores[key] = (result.score, result.breakdown)
+            found = self._scores[key] = _scored(self._table, failure_rate, consecutive_failures, self.weights)
         return found
 
 

@@ -46,6 +46,7 @@ from floe_dagster.core.facts.fact_catalogue import FactViews, views
 from floe_dagster.core.basics.localtime import as_utc
 from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.facts.table_facts import Check, Fact
+from floe_dagster.core.basics.quick_records import quick_init
 from floe_dagster.core.basics.validation import (
     Location,
     check_mapping,
@@ -161,6 +162,7 @@ def issue_type(name: str) -> IssueType | IssueName:
 HISTORY_ISSUES = frozenset({IssueType.COMMIT_CONFLICTS})
 
 
+@quick_init  # a tick makes tens of thousands
 @dataclass(frozen=True)
 class HealthIssue:
     type: IssueType | IssueName

@@ -321,6 +321,8 @@ def ref_issues(refs: Sequence[RefFacts] | None, rules: Sequence[RefRetentionRule
                now: datetime) -> tuple[HealthIssue, ...]:
     """A ``STALE_REF`` warning for each ref older than its limit (Iceberg removes a ref whose head is
     older than its max-ref-age: ``now - head > limit``)."""
+    if not refs:  # most tables: no branch or tag (every table of a planner tick comes here)
+        return ()
     now_ms = int(as_utc(now).timestamp() * 1000)
     issues = []
     for ref in refs or ():

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Mapping
 
 from floe_dagster.core.storage.storage_keys import storage_refusal
@@ -226,9 +227,16 @@ class PropertyDrift:
         return masked({"key": self.name, "declared": self.declared, "current": self.current})
 
     def describe(self) -> str:
-        shown = self.to_json()
-        current = "unset" if self.current is None else repr(shown["current"])
-        return f"{self.name}: declared {shown['declared']!r}, table has {current}"
+        return _drift_text(self.name, self.declared, self.current)
+
+
+@lru_cache(maxsize=4096)
+def _drift_text(name: str, declared: str, current: str | None) -> str:
+    """:meth:`PropertyDrift.describe`, kept per (name, declared, current): the drift gate tells it for every
+    table that lacks a declared property (most lack the same ones, unset), and the masking scans each value."""
+    shown = PropertyDrift(name, declared, current).to_json()
+    current_text = "unset" if current is None else repr(shown["current"])
+    return f"{name}: declared {shown['declared']!r}, table has {current_text}"
 
 
 def property_drift(declared: tuple[tuple[str, str], ...] | Mapping[str, str],

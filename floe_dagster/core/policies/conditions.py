@@ -34,6 +34,7 @@ from floe_dagster.core.facts.health_assessment import DEFAULT_SMALL_FILE_SIZE_BY
 from floe_dagster.core.basics.localtime import as_utc
 from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operations import Operation
+from floe_dagster.core.basics.quick_records import quick_init
 from floe_dagster.core.basics.validation import (
     Location,
     check_mapping,
@@ -144,14 +145,22 @@ class TriggerConditions:
         return conditions
 
     def min_interval(self, operation: Operation) -> timedelta | None:
+        # Kept on the (frozen) conditions, per operation: every decision that reaches the gate asks.
+        kept = self.__dict__.setdefault("_min_intervals", {})  # not a field: equality and to_json ignore it
+        if operation in kept:
+            return kept[operation]
         minutes = self.per_operation_min_interval_minutes.get(operation, self.min_interval_minutes)
-        return timedelta(minutes=minutes) if minutes else None
+        found = kept[operation] = timedelta(minutes=minutes) if minutes else None
+        return found
 
     @property
     def critical_delay(self) -> timedelta | None:
-        if not self.critical_pipeline or self.critical_pipeline_max_delay_minutes is None:
-            return None
-        return timedelta(minutes=self.critical_pipeline_max_delay_minutes)
+        kept = self.__dict__
+        if "_critical_delay" not in kept:  # kept on the (frozen) conditions, as min_interval's
+            kept["_critical_delay"] = None if not self.critical_pipeline or \
+                self.critical_pipeline_max_delay_minutes is None else \
+                timedelta(minutes=self.critical_pipeline_max_delay_minutes)
+        return kept["_critical_delay"]
 
     def to_json(self) -> dict[str, object]:
         data: dict[str, object] = dict(self.thresholds)
@@ -168,6 +177,7 @@ class TriggerConditions:
         return data
 
 
+@quick_init  # a tick makes tens of thousands
 @dataclass(frozen=True)
 class ConditionCheck:
     name: str
@@ -178,6 +188,7 @@ class ConditionCheck:
         return {"name": self.name, "measured": self.measured, "threshold": self.threshold}
 
 
+@quick_init  # a tick makes tens of thousands
 @dataclass(frozen=True)
 class ConditionResult:
     """The gate's verdict. ``passed`` lets the work through (``forced`` says the critical-pipeline

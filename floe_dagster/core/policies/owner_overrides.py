@@ -241,6 +241,12 @@ def with_overrides(owner: OwnerOverrides | None, op: Operation, config: Operatio
     return owner.config(op, config) if owner is not None else config
 
 
+def sets_owner_keys(properties: Mapping[str, str]) -> bool:
+    """Whether ``properties`` hold a ``floe.*`` key or one that would steer a FileIO: without either,
+    :func:`owner_overrides` is None whatever the policy."""
+    return any(key.startswith(PREFIX) for key in properties) or bool(storage_properties(properties))
+
+
 def owner_overrides(policy_name: str, allowed: OwnerOverridePolicy, configured: object,
                     properties: Mapping[str, str]) -> OwnerOverrides | None:
     """The verdict on a table's ``floe.*`` properties and the storage keys it sets (None: it has neither).
@@ -265,7 +271,7 @@ def owner_overrides(policy_name: str, allowed: OwnerOverridePolicy, configured: 
     return OwnerOverrides(policy_name, paused, applied, tuple(ignored))
 
 
-def _refusal(policy_name: str, allowed: OwnerOverridePolicy, configured: Any, key: str, known: OverrideKey | None,
+def _refusal(policy_name: str, allowed: OwnerOverridePolicy, configured: object, key: str, known: OverrideKey | None,
              value: str) -> str | None:
     """Why one property is ignored (None: it applies)."""
     if key in NEVER_OVERRIDABLE:

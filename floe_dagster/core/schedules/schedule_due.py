@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from floe_dagster.core.basics.localtime import as_utc
+from floe_dagster.core.basics.quick_records import quick_init
 
 TRIGGER_CRON, TRIGGER_INTERVAL, TRIGGER_CONDITION = "cron", "interval", "condition"
 
@@ -55,6 +56,7 @@ class ScheduleAt:
         return self.closed_reason is None
 
 
+@quick_init  # a tick makes tens of thousands
 @dataclass(frozen=True)
 class Due:
     """Whether a (table, operation) may start now by its schedule, and when it next may.
@@ -143,7 +145,10 @@ def schedule_due(schedule: DueSchedule, last_success_start: datetime | None, now
     if due_at is None:  # a cron that never fires again
         return Due(False, trigger, slot, None, False, "not_due", told, last)
     if rule_due and clock.open_now:
-        return Due(True, trigger, slot, now, True, None, told, last)
+        due = Due(True, trigger, slot, now, True, None, told, last)
+        if trigger == TRIGGER_CRON:  # its slot key is the slot's text, made once per schedule and tick
+            due.__dict__["slot_key"] = clock.slot_text
+        return due
     next_eligible = clock.next_open if due_at <= now else schedule.next_open(due_at)
     # The gates' order (core/plan/gates.py, docs/automation.md): a closed window or day is reported before "not due".
     closed = clock.closed_reason

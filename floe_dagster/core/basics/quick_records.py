@@ -1,0 +1,50 @@
+"""A faster ``__init__`` for the frozen dataclasses a planner tick makes by the ten thousand (a schedule's
+due verdict, a trigger-condition verdict, a health issue): :func:`quick_init`.
+
+A frozen dataclass's generated ``__init__`` sets each field through ``object.__setattr__`` read from the
+builtins module on every field (the class's own ``__setattr__`` refuses); this one calls it bound once, a
+fifth less time for a 13-field verdict. It still sets the fields one by one, as attributes: filling the
+instance's ``__dict__`` at once was twice as fast again, but it made a dict of its own for every record
+(528 bytes for a condition verdict against 192 kept in the object's inline values: ~130 MB more at 50,000
+tables × 8 kinds, where the peak memory is a target too). The record stays the same: the same fields,
+defaults, equality, hash, repr, frozen ``__setattr__``; only how a new one is filled changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, fields, is_dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def quick_init(cls: T) -> T:
+    """Give the frozen dataclass ``cls`` an ``__init__`` that sets its fields through ``object.__setattr__``
+    bound once, with the generated one's parameters (positional or keyword, the same defaults). Refused for a
+    class whose construction does more than set fields (``__post_init__``, fields outside ``__init__``,
+    keyword-only fields, slots), which this would skip or break."""
+    if not is_dataclass(cls) or not cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+        raise TypeError(f"quick_init: {cls!r} is not a frozen dataclass")
+    if hasattr(cls, "__post_init__") or "__slots__" in cls.__dict__:  # type: ignore[attr-defined]
+        raise TypeError(f"quick_init: {cls.__name__} has a __post_init__ or slots")  # type: ignore[attr-defined]
+    namespace: dict[str, Any] = {"MISSING": MISSING, "_set": object.__setattr__}
+    params, sets, factories = [], [], []
+    for f in fields(cls):  # type: ignore[arg-type]
+        if not f.init or f.kw_only:
+            raise TypeError(f"quick_init: {cls.__name__}.{f.name} is not a plain positional field")  # type: ignore
+        if f.default is not MISSING:
+            namespace[f"_default_{f.name}"] = f.default
+            params.append(f"{f.name}=_default_{f.name}")
+        elif f.default_factory is not MISSING:
+            namespace[f"_factory_{f.name}"] = f.default_factory
+            params.append(f"{f.name}=MISSING")
+            factories.append(f"    if {f.name} is MISSING: {f.name} = _factory_{f.name}()\n")
+        else:
+            params.append(f.name)
+        sets.append(f"    _set(self, {f.name!r}, {f.name})\n")
+    source = f"def __init__(self, {', '.join(params)}):\n" + "".join(factories) + "".join(sets)
+    exec(source, namespace)  # as dataclasses makes the generated one
+    init = namespace["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"  # type: ignore[attr-defined]
+    cls.__init__ = init  # type: ignore[misc]
+    return cls
