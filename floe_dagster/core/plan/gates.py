@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
-from floe_dagster.core.schedules.after_write import TRIGGER_AFTER_WRITE, AfterWriteDue, combined_due
+from floe_dagster.core.schedules.after_write import TRIGGER_AFTER_WRITE, combined_due
 from floe_dagster.core.plan.batches import RunClass
 from floe_dagster.core.runs.commit_conflicts import conflict_retry_delay
 from floe_dagster.core.plan.decisions import Decision, PlanInput, Reason, replace_decision, skip
@@ -41,12 +41,21 @@ if TYPE_CHECKING:  # annotations only (the plan's stages import this module)
     from floe_dagster.core.policies.conditions import ConditionResult
     from floe_dagster.core.schedules.orphan_cadence import CadenceVerdict
     from floe_dagster.core.policies.owner_overrides import OwnerOverrides
-    from floe_dagster.core.plan.plan_stages import BacklogDue
     from floe_dagster.core.schedules.quiet import QuietVerdict
     from floe_dagster.core.schedules.schedule import Schedule
     from floe_dagster.core.schedules.schedule_due import Due
     from floe_dagster.core.rewrites.scope_values import Backlog
     from floe_dagster.core.schedules.writers import Writer
+
+
+class DueVerdict(Protocol):
+    """A due verdict as the later gates read it: the schedule's (:class:`Due`, :class:`AfterWriteDue`) or a
+    backlog's continuation's (core/plan/plan_stages.py's ``BacklogDue``, which imports this module)."""
+
+    slot_key: str
+    detail: str
+    due: bool
+    trigger: str
 
 
 class Told(Protocol):
@@ -106,7 +115,7 @@ class Learned:
     # The fields a decision keeps (its own fields of the same names), in every verdict after the due gate.
     KEPT = frozenset(("trigger", "slot", "cadence", "upstream", "condition_result", "quiet", "writer_hold",
                       "backlog"))
-    due: Due | AfterWriteDue | BacklogDue | None = None  # the schedule's verdict (or a backlog's continuation's)
+    due: DueVerdict | None = None  # the schedule's verdict (or a backlog's continuation's)
     trigger: str | None = None
     slot: str | None = None
     cadence: CadenceVerdict | None = None  # a kind's own cadence's verdict
