@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import os
-from typing import Any, Iterator, Mapping
+from typing import Iterator, Mapping
 
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.catalog.sql import SqlCatalog
@@ -249,6 +249,6 @@ def type_text(field_type: IcebergType) -> str:
     return str(field_type)
 
 
-def describe(settings: CatalogSettings) -> dict[str, Any]:
+def describe(settings: CatalogSettings) -> dict[str, object]:
     """Catalog settings for display, with secrets masked (the one rule: core/basics/secrets.py)."""
     return mask(dict(settings.properties))

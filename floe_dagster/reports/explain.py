@@ -107,7 +107,7 @@ def explain_table(settings: Settings, coordination: Coordination, table_text: st
     }
 
 
-def _compute_window(data: PlanInput) -> dict[str, Any] | None:
+def _compute_window(data: PlanInput) -> dict[str, object] | None:
     """The compute budget's window as the plan charged it (core/plan/compute_budget.py); None: no budget."""
     budget = compute_budget(data)
     return {**budget.window.to_json(), "summary": budget.window.describe()} if budget is not None else None
@@ -205,7 +205,7 @@ def _status_tail(view: _TableView, op: Operation, decision: Decision, history: O
     }
 
 
-def _add_ons(view: _TableView, op: Operation, decision: Decision) -> Mapping[str, Any]:
+def _add_ons(view: _TableView, op: Operation, decision: Decision) -> Mapping[str, object]:
     """The operation kind's own keys (its spec's ``explain`` hook), from the health the plan used, the
     options the table's owner overrides set and, when the kind asks, its last materialization."""
     policy = view.policy
@@ -282,7 +282,7 @@ def _quiet(decision, policy) -> dict[str, object] | None:
                       f"{gate_before('quiet').name})"}
 
 
-def _backlog(decision: Any) -> dict[str, Any] | None:
+def _backlog(decision: Any) -> dict[str, object] | None:
     """A partition-scoped rewrite's backlog: what this decision would leave (when it scopes now), else
     what the newest admission left while it is open; None: no backlog."""
     if decision.scope is not None:
@@ -307,7 +307,7 @@ def _last_run(instance: DagsterInstance, table: TableName, op: Operation) -> Las
     return LastRun(found, record.run_id, datetime.fromtimestamp(record.timestamp, timezone.utc))
 
 
-def _last_figures(view: _TableView, op: Operation) -> dict[str, Any]:
+def _last_figures(view: _TableView, op: Operation) -> dict[str, object]:
     """The newest successful run's compute and benefit (core/runs/run_figures.py; None: no such run recorded)."""
     newest = view.latest_figures.get(op)
     figures = figures_json(newest.compute, newest.benefit) if newest else None

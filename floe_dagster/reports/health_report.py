@@ -93,7 +93,7 @@ def _floe_report(qualified: str, assessed_at: str, status: str | None, numbers: 
     return report
 
 
-def floe_health_json(record: Mapping[str, Any]) -> dict[str, Any]:
+def floe_health_json(record: Mapping[str, Any]) -> dict[str, object]:
     """A health record (core/policies/health_record.health_record) in Floe's HealthReport shape; floe-dagster's
     richer fields follow under their own keys (tier, policy, derived numbers, raw metrics, debt)."""
     numbers = {**record["metrics"], **record["derived"]}
@@ -160,7 +160,7 @@ def latest_health(settings: Settings, instance: DagsterInstance, tables: list[Ta
     return {"catalog": settings.catalog.name, "reports": reports, "total": len(reports)}
 
 
-def _observed_report(table: TableName, record: Any) -> dict[str, Any]:
+def _observed_report(table: TableName, record: Any) -> dict[str, object]:
     md = {key: value.value for key, value in record.event_log_entry.asset_observation.metadata.items()}
     assessed = md.get("assessed_at") or datetime.fromtimestamp(record.timestamp, timezone.utc).isoformat()
     return {

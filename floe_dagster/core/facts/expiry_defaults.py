@@ -49,7 +49,7 @@ class ExpiryArguments:
     max_age_from: str
     adjusted: tuple[str, ...] = ()  # each table property ignored or bounded, and why
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"retainLast": self.retain_last, "retainLastFrom": self.retain_last_from,
                 "maxSnapshotAgeSeconds": int(self.max_age.total_seconds()), "maxSnapshotAgeFrom": self.max_age_from,
                 "adjusted": list(self.adjusted)}

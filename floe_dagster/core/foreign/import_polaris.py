@@ -156,7 +156,7 @@ def _targets(problems: Problems, where: str, entry: Mapping[str, object]) -> lis
     return found
 
 
-def _config(content: Mapping[str, Any]) -> Mapping[str, Any]:
+def _config(content: Mapping[str, Any]) -> Mapping[str, object]:
     return content.get("config") or {}
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from floe_dagster.core.runs.commit_conflicts import conflict_issues
 from floe_dagster.core.facts.debt import DebtWeights, debt_score
@@ -135,7 +135,7 @@ def health_record(
     history: Mapping[tuple[str, Operation], OperationHistory] | None,
     now: datetime,
     weights: DebtWeights | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The JSON-able record of one assessed table (what ``health_report`` returns)."""
     metrics = report.metrics
     catalog, *rest = metrics.qualified_name.split(".")

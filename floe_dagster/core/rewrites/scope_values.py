@@ -78,7 +78,7 @@ class PartitionSelection:
             text += f"; not even two files fit in the cap: the smallest step ({self.bytes} bytes) runs alone"
         return text
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         data = {"partitions": list(self.partitions), "bytes": self.bytes, "files": self.files,
                 "backlog_partitions": self.backlog_partitions, "backlog_bytes": self.backlog_bytes,
                 "cap": self.cap, "oversized": self.oversized, "max_files": self.max_files, "spec_id": self.spec_id}

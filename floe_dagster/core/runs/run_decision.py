@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.rewrites.partition_scope import PartitionSelection
@@ -132,7 +132,7 @@ class RunDecision:
                    row.estimated_bytes, batch_key=row.batch_key, ledger_row=row.id, scope=row.scope,
                    upstream=row.upstream)
 
-    def metadata(self) -> dict[str, Any]:
+    def metadata(self) -> dict[str, object]:
         """The materialization metadata of why the table ran (numbers as numbers; no row: null)."""
         data = {"trigger": self.trigger, "reason": self.reason, "debt_score": self.debt_score, "slot": self.slot,
                 "attempt": self.attempt, "estimated_bytes": self.estimated_bytes, "ledger_row": self.ledger_row}
