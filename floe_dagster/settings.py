@@ -41,9 +41,12 @@ from floe_dagster.settings_schema import (
 DEFAULT_CONFIG = "floe.yaml"
 # The Iceberg release whose Spark runtime (for the installed PySpark's Spark line, see
 # spark/runtime.py) and AWS bundle Spark loads when `spark.iceberg-version` is unset, on every Spark line
-# it publishes a runtime for (Spark 4.0 gets its newest instead: runtime.effective_iceberg_version).
-# `spark.iceberg-version` selects another (1.11.x, 1.10.x).
-DEFAULT_ICEBERG_VERSION = "1.12.0"
+# it publishes a runtime for (a line it has none for gets its newest: runtime.effective_iceberg_version).
+# `spark.iceberg-version` selects another (1.12.x, 1.10.x). Still 1.11.0, not 1.12.0: 1.12's S3 request
+# signer posts to the REST spec's per-table `/sign` endpoint, which Nessie 0.99 does not serve (404), so a
+# Spark write to a Nessie lake with signed S3 requests fails (integration/test_nessie_catalog.py;
+# docs/operations.md, "Iceberg releases").
+DEFAULT_ICEBERG_VERSION = "1.11.0"
 DEFAULT_SQLITE_JDBC = "org.xerial:sqlite-jdbc:3.47.1.0"
 DEFAULT_POSTGRES_JDBC = "org.postgresql:postgresql:42.7.4"
 _ICEBERG_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
@@ -98,8 +101,8 @@ class SparkSettings:
                                  env=("FLOE_SPARK_REMOTE",), check=_spark_connect_url)
     conf: dict[str, str] = setting(default_factory=dict, description="Spark configuration of every session")
     iceberg_version: str | None = setting(
-        None, f"the Iceberg runtime for the installed PySpark's Spark line (default: {DEFAULT_ICEBERG_VERSION}, "
-        "or on Spark 4.0, which Iceberg 1.12 dropped, 1.11.0; 1.11.x and 1.10.x selectable)", check=_iceberg_release)
+        None, f"the Iceberg runtime for the installed PySpark's Spark line (default: {DEFAULT_ICEBERG_VERSION}; "
+        "1.12.x selectable on Spark 3.5 and 4.1, 1.10.x on 3.5 and 4.0)", check=_iceberg_release)
     packages: tuple[str, ...] = setting(
         (), "extra Maven coordinates, fetched once into jars-cache with the Iceberg runtime (spark/runtime.py)")
     jars: tuple[str, ...] = setting((), "extra local jars", path=True)

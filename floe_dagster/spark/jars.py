@@ -84,8 +84,7 @@ def _download(coordinate: str, target: Path) -> None:
 # run floe-dagster; `floe-dagster setup --test-servers` (run by `./dev test`) fetches them so the
 # tests can start real servers on 127.0.0.1.
 #
-# The REST fixture is Iceberg 1.11.0 (the default runtime was 1.11 when it was chosen; 1.12 clients talk to
-# it in the suite, the protocol being the same). (1.10.2's could not be resolved:
+# The REST fixture is Iceberg 1.11.0, the default runtime's release. (1.10.2's could not be resolved:
 # iceberg-api, iceberg-common and iceberg-bundled-guava 1.10.2 are not on Maven Central.) The REST
 # protocol is the same either way; the server's version is independent of the client's.
 REST_FIXTURE_ICEBERG_VERSION = "1.11.0"

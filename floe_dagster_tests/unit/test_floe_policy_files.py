@@ -314,13 +314,13 @@ def test_floes_nameless_body_is_still_refused(tmp_path):
 
 @pytest.mark.parametrize("spark_line, iceberg, passed", [
     ("4.1", "1.11.0", True), ("4.1", "1.12.0", True), ("4.1", None, True), ("4.2", "1.12.0", True),
-    ("3.5", "1.12.0", True), ("3.5", None, True), ("3.5", "1.11.0", False), ("3.5", "1.10.2", False),
+    ("3.5", "1.12.0", True), ("3.5", None, False), ("3.5", "1.11.0", False), ("3.5", "1.10.2", False),
     ("4.0", "1.11.0", False), ("4.0", None, False), ("4.1", "1.10.1", False), (None, "1.12.0", False),
 ])
 def test_sort_by_is_the_procedures_sort_by_where_the_runtime_has_it(tmp_path, spark_line, iceberg, passed):
     """RewriteManifestsProcedure (javap on the runtime jars): table, use_caching, spec_id on Spark 3.5 and 4.0
     in Iceberg 1.11; sort_by (array<string>) too on Spark 4.1 from 1.11 and on Spark 3.5 from 1.12 (Spark 4.0
-    has no 1.12 runtime). None: floe-dagster's default release."""
+    has no 1.12 runtime). None: floe-dagster's default release, 1.11.0."""
     assert supports_manifest_sort_by(iceberg, spark_line) is passed
     (tmp_path / "m.yaml").write_text(textwrap.dedent(FLOE_FILES["loader-rewrite-manifests.yaml"][1]))
     config = validate_policy_paths([tmp_path / "m.yaml"]).policies.get("manifests").config(MANIFESTS)

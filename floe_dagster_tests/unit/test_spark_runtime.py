@@ -50,17 +50,18 @@ def test_unsupported_combinations_say_what_to_change(line, iceberg, message):
         iceberg_spark_runtime(iceberg, line)
 
 
-def test_default_is_iceberg_1_12_for_the_installed_pyspark(tmp_path):
+def test_default_is_iceberg_1_11_for_the_installed_pyspark(tmp_path):
     settings = settings_from(tmp_path, "{}\n")
-    assert settings.spark.iceberg_version is None and DEFAULT_ICEBERG_VERSION == "1.12.0"
+    assert settings.spark.iceberg_version is None and DEFAULT_ICEBERG_VERSION == "1.11.0"
     packages = spark_packages(settings)
-    assert packages[0] == iceberg_spark_runtime("1.12.0", installed_spark_line())
+    assert packages[0] == iceberg_spark_runtime("1.11.0", installed_spark_line())
     assert packages[1].startswith("org.xerial:sqlite-jdbc:")  # the embedded catalog's driver
 
 
-def test_unset_on_spark_4_0_is_its_last_runtime_not_a_missing_one(tmp_path):
-    """PySpark 4.0 without spark.iceberg-version gets Iceberg 1.11.0 (1.12 has no 4.0 runtime), and its
-    AWS bundle on S3; the other lines get 1.12.0."""
+def test_unset_on_spark_4_0_is_its_last_runtime_not_a_missing_one(tmp_path, monkeypatch):
+    """Were the default 1.12.0, PySpark 4.0 without spark.iceberg-version would still get Iceberg 1.11.0
+    (1.12 has no 4.0 runtime), and its AWS bundle on S3; the other lines 1.12.0."""
+    monkeypatch.setattr("floe_dagster.spark.runtime.DEFAULT_ICEBERG_VERSION", "1.12.0")
     settings = settings_from(tmp_path, "catalog: {name: lake, properties: {type: sql, uri: 'sqlite:////d/c.db', "
                                        "warehouse: 's3://b/wh', s3.endpoint: 'http://127.0.0.1:9000'}}\n")
     assert effective_iceberg_version(settings, "4.0") == "1.11.0"
@@ -97,7 +98,7 @@ def test_a_runtime_listed_in_packages_must_match_the_installed_pyspark(tmp_path)
     # Matching: kept as the runtime (how 1.10.x was pinned before spark.iceberg-version), not doubled.
     packages = spark_packages(settings, "3.5")
     assert [p for p in packages if "spark-runtime" in p] == ["org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"]
-    with pytest.raises(SettingsError, match=r"spark.packages lists .*3.5_2.12.*installed PySpark is 4.1.*iceberg-spark-runtime-4.1_2.13:1.12.0"):
+    with pytest.raises(SettingsError, match=r"spark.packages lists .*3.5_2.12.*installed PySpark is 4.1.*iceberg-spark-runtime-4.1_2.13:1.11.0"):
         spark_packages(settings, "4.1")
 
 
@@ -123,10 +124,10 @@ def test_spark_connect_server_jar_only_where_pyspark_lacks_one():
 # The runtime a real environment gets, for each line CI runs. ./dev test-spark4 sets
 # FLOE_TEST_SPARK_LINE=4.1 for .venv-spark4, so there this must be PySpark 4.1's runtime.
 INSTALLED_LINE_RUNTIMES = {
-    "3.5": ("org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0",
-            "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0"),
-    "4.1": ("org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0",
-            "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0"),
+    "3.5": ("org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.11.0",
+            "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.11.0"),
+    "4.1": ("org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.11.0",
+            "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.11.0"),
 }
 
 
