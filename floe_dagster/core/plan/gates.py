@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # annotations only (the plan's stages import this module)
     from floe_dagster.core.schedules.writers import Writer
 
 
-class DueVerdict(Protocol):
+class LearnedDue(Protocol):
     """A due verdict as the later gates read it: the schedule's (:class:`Due`, :class:`AfterWriteDue`) or a
     backlog's continuation's (core/plan/plan_stages.py's ``BacklogDue``, which imports this module)."""
 
@@ -115,7 +115,7 @@ class Learned:
     # The fields a decision keeps (its own fields of the same names), in every verdict after the due gate.
     KEPT = frozenset(("trigger", "slot", "cadence", "upstream", "condition_result", "quiet", "writer_hold",
                       "backlog"))
-    due: DueVerdict | None = None  # the schedule's verdict (or a backlog's continuation's)
+    due: LearnedDue | None = None  # the schedule's verdict (or a backlog's continuation's)
     trigger: str | None = None
     slot: str | None = None
     cadence: CadenceVerdict | None = None  # a kind's own cadence's verdict
