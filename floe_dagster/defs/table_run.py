@@ -55,7 +55,8 @@ from floe_dagster.iceberg.catalog import (
 from floe_dagster.iceberg.rollback import roll_back_run
 from floe_dagster.iceberg.row_proof import MetadataRowProof
 from floe_dagster.policies import ResolvedOperation
-from floe_dagster.spark.engine import EngineOutcome, IcebergSparkEngine
+from floe_dagster.spark.engine import IcebergSparkEngine
+from floe_dagster.spark.engine_outcome import EngineOutcome
 from floe_dagster.spark.operation_steps import step_of
 from floe_dagster.spark.operation_steps.step import Committed, OperationStep, Prepared, Shown, TableWork
 

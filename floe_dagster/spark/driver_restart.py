@@ -18,7 +18,7 @@ import logging
 import subprocess
 import warnings
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, ContextManager, Iterator, Protocol
 
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.runs.outages import SparkProcessFacts, spark_death_kind
@@ -27,11 +27,23 @@ from floe_dagster.errors import OUTAGE, EngineUnavailable, FailedAfterCommit, Sp
 from floe_dagster.spark.session import first_line
 
 if TYPE_CHECKING:
+    from dagster_pyspark import LazyPySparkResource
     from pyspark.sql import SparkSession
 
-    from floe_dagster.spark.engine import IcebergSparkEngine
-
 log = logging.getLogger(__name__)
+
+
+class WatchedEngine(Protocol):
+    """What the watch reads of the engine (spark/engine.py's IcebergSparkEngine, which calls the watch: named
+    here so that this module never imports it)."""
+
+    remote: str | None  # Spark Connect's URL: no JVM here to watch
+    pyspark: LazyPySparkResource  # holds the session a fresh Spark replaces
+
+    @property
+    def spark(self) -> SparkSession: ...
+
+    def unit_of_work(self) -> ContextManager[SparkSession]: ...
 
 JVM_EXIT_WAIT_S = 30.0
 MEMORY_HINT = ("in local mode a task out of memory ends Spark's JVM: give the table's rewrite less to hold "
@@ -51,7 +63,7 @@ def spark_answers(spark: object) -> bool:
 
 
 @contextmanager
-def watching_spark_process(engine: IcebergSparkEngine, table: TableName, op: Operation) -> Iterator[SparkSession]:
+def watching_spark_process(engine: WatchedEngine, table: TableName, op: Operation) -> Iterator[SparkSession]:
     """``engine.unit_of_work()`` around one table's work: Spark found gone as it begins is an outage;
     Spark's process dying during it is told apart (the module's doc)."""
     local = answered = False
@@ -73,7 +85,7 @@ def watching_spark_process(engine: IcebergSparkEngine, table: TableName, op: Ope
         raise _after_spark_died(engine, exc, facts, table, op) from exc
 
 
-def _after_spark_died(engine: IcebergSparkEngine, exc: Exception, facts: SparkProcessFacts, table: TableName,
+def _after_spark_died(engine: WatchedEngine, exc: Exception, facts: SparkProcessFacts, table: TableName,
                       op: Operation) -> Exception:
     """The error to record once Spark's process died during the table's work: the table's failure once a
     fresh Spark answers, else an outage saying so (core/runs/outages.py's ``spark_death_kind``)."""
@@ -91,7 +103,7 @@ def _after_spark_died(engine: IcebergSparkEngine, exc: Exception, facts: SparkPr
     return died
 
 
-def start_fresh_spark(engine: IcebergSparkEngine) -> str | None:
+def start_fresh_spark(engine: WatchedEngine) -> str | None:
     """Forget the dead JVM and start a fresh session; None once it answers, else why it could not start.
 
     PySpark keeps its gateway, its context and its sessions in class attributes, so ``getOrCreate``

@@ -24,7 +24,6 @@ import logging
 import os
 import time
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
@@ -37,7 +36,6 @@ from floe_dagster.core.runs.commit_conflicts import commit_race
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.rewrites.partition_scope import RewriteScope
-from floe_dagster.core.runs.run_figures import Compute
 from floe_dagster.core.basics.phase_timer import PhaseTimer
 from floe_dagster.core.rewrites.row_check import Prove
 from floe_dagster.core.basics.secrets import mask_text
@@ -55,11 +53,12 @@ from floe_dagster.settings import Settings
 from floe_dagster.spark.catalog_conf import spark_catalog_conf
 from floe_dagster.spark.compute_metrics import TableCompute
 from floe_dagster.spark.driver_restart import watching_spark_process
+from floe_dagster.spark.engine_outcome import EngineOutcome
 from floe_dagster.spark.jars import resolve_jars
 from floe_dagster.spark.operation_steps import step_of, summarize_result
 from floe_dagster.spark.operation_steps.step import EngineJob, OperationStep, Ran
 from floe_dagster.spark.orphan_runs import ListedHook
-from floe_dagster.spark.procedures import ProcedureCall, ProcedureResult, spark_table_reference
+from floe_dagster.spark.procedures import ProcedureCall, spark_table_reference
 from floe_dagster.spark.row_check import RowCheck, check_rows
 from floe_dagster.spark.runtime import effective_iceberg_version, installed_spark_line, spark_packages
 from floe_dagster.spark.session import (
@@ -80,31 +79,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 Snapshots = Callable[[], list[dict[str, Any]]]
-
-
-@dataclass(frozen=True)
-class EngineOutcome:
-    result: ProcedureResult
-    sql: str
-    arguments: dict[str, Any]
-    new_snapshot_ids: tuple[int, ...]
-    row_check: RowCheck
-    duration_s: float
-    extra: dict[str, object] = field(default_factory=dict)
-    metadata: dict[str, object] = field(default_factory=dict)  # for the materialization (orphan quarantine)
-    compute: Compute | None = None  # the table's own Spark work (spark/compute_metrics.py)
-    # Seconds per phase of duration_s: session (lock, session, catalog), snapshots_before, call (the
-    # procedure's own statements), snapshots_after, row_check, release (the catalog closed in Spark).
-    phases: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def call_s(self) -> float:
-        return self.phases.get("call", 0.0)
-
-    @property
-    def overhead_s(self) -> float:
-        """The engine's time besides the procedure: floe's own reads and checks around the CALL."""
-        return max(self.duration_s - self.call_s, 0.0)
 
 
 class IcebergSparkEngine(ConfigurableResource):

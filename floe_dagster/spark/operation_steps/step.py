@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 import logging
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Protocol, Sequence
 
 from floe_dagster.core.rewrites.partition_scope import RewriteScope
 from floe_dagster.core.basics.tables import TableName
@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from floe_dagster.coordination.quarantine_roots import QuarantineRoots
     from floe_dagster.core.operations import Operation
     from floe_dagster.policies import ResolvedOperation
-    from floe_dagster.spark.engine import EngineOutcome, IcebergSparkEngine
+    from floe_dagster.spark.engine_outcome import EngineOutcome
+    from floe_dagster.spark.orphan_runs import ListedHook
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,19 @@ class Prepared:
     state: object = None
 
 
+class StepEngine(Protocol):
+    """What a step reads of the engine (spark/engine.py's IcebergSparkEngine): the facts its call is rendered
+    with. Named here so that the steps never import the engine, which imports them."""
+
+    file_io: str | None  # the catalog's FileIO class in Spark: how orphan cleanup lists
+    iceberg_version: str | None
+    spark_line: str | None
+    quarantine_location: str | None
+
+    @property
+    def orphans_listed_hook(self) -> ListedHook | None: ...
+
+
 @dataclass(frozen=True)
 class EngineJob:
     """One operation on one table inside the engine: what a step renders and runs."""
@@ -101,7 +115,7 @@ class EngineJob:
     table_properties: Mapping[str, str]
     scope: RewriteScope | None
     inputs: Mapping[str, Any]  # the step's prepared engine inputs (statistics, orphans)
-    engine: IcebergSparkEngine  # file_io, iceberg_version, spark_line, quarantine_location
+    engine: StepEngine
 
 
 @dataclass(frozen=True)
