@@ -328,3 +328,21 @@ def test_a_capped_rewrite_of_a_table_partitioned_after_the_fact_drains_within_th
 
 def _files_of_spec(settings, table: TableName, spec_id: int) -> list[dict]:
     return [f for f in _files(settings, table) if f["spec_id"] == spec_id]
+
+
+def test_a_table_partitioned_by_day_after_the_fact_drains_through_the_automation(tmp_path, instance_home, monkeypatch):
+    """The days(at) table through the sensor and the job: the days first (min-file-size-bytes), then the
+    old files alone (min-input-files), continued from the ledger's backlog though the days then hold
+    files those runs wrote (compacting them would retake them): the bound, the charges within 25 % of the
+    snapshots' removed-files-size, nothing retaken, the old spec empty, the rows unchanged."""
+    settings, cap, total = _lake(tmp_path, monkeypatch, DAYS, _twenty_four_old_files_then_days, 1 / 4)
+    before = _facts(settings, DAYS)
+    with DagsterInstance.get() as instance:
+        runs = _run_backlog(settings, instance, DAYS, cap, limit=10)
+    _assert_within_the_cap(runs, cap)
+    _assert_the_bound(runs, total, cap)
+    calls = [r["procedure_call"] for r in runs]
+    stages = [1 if "min-file-size-bytes" in c else 2 if "min-input-files" in c else 3 for c in calls]
+    assert stages == sorted(stages) and stages.count(2) >= 2 and 3 not in stages, calls
+    assert {r["trigger"] for r in runs[1:]} == {"backlog"} and runs[-1]["backlog_bytes"] == 0
+    assert runs[-1]["left"][0] == 0 and _facts(settings, DAYS) == before
