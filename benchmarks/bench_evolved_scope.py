@@ -7,8 +7,9 @@ first half into the table while it is unpartitioned (one file a task, each holdi
 ``days(at)`` is added (``--add-fields``: also ``region``) and the second half written as ``bench.big``
 was (the fanout writer, one small file a task in every partition). The cap is an eighth of the table.
 Per run: the bytes the planner charged, the bytes Iceberg rewrote (the procedure's count and the
-snapshot's ``removed-files-size``), and how many files it removed that an earlier run of the backlog
-had written (by the snapshot that added them).
+snapshot's ``removed-files-size``, against which the estimate error is taken), the stage (the current
+spec's partitions, then the older files alone: core/rewrites/older_specs.py) and how many files it
+removed that an earlier run of the backlog had written (by the snapshot that added them).
 
     FLOE_BENCH_REAL_ROOT=/tmp/floe-bench/evolved .venv/bin/python benchmarks/bench_evolved_scope.py \
         [--gb 0.05] [--days 60] [--old-files 40] [--new-files-per-day 4] [--max-runs 40] \
@@ -110,14 +111,15 @@ def run(max_runs: int) -> dict:
             snapshot = load_table(open_catalog(settings.catalog), name_of("evolved")).current_snapshot()
             after = written_by(settings)
             removed = set(files) - set(after)
+            call = facts.get("procedure_call", "")
             facts.update(removed_files_size=int(snapshot.summary.get("removed-files-size", 0)),
                          retaken=sum(files[p] in ours for p in removed), specs=spec_counts(settings),
-                         where="where =>" in facts.get("procedure_call", ""))
+                         where="where =>" in call, stage=_stage(call))
             ours.add(snapshot.snapshot_id)
             facts.pop("procedure_call", None)
             runs.append(facts)
             print(f"run {len(runs)}: " + json.dumps({k: facts.get(k) for k in (
-                "estimated_bytes", "bytes_rewritten", "removed_files_size", "estimate_error_pct", "retaken",
+                "stage", "estimated_bytes", "bytes_rewritten", "removed_files_size", "estimate_error_pct", "retaken",
                 "rewritten_data_files_count", "added_data_files_count", "backlog_bytes", "specs", "run_s")}),
                 flush=True)
     with engine.unit_of_work() as spark:
@@ -125,6 +127,17 @@ def run(max_runs: int) -> dict:
     engine.stop()
     return {"cap": cap, "counts_before": counts, "runs": runs, "drained": len(runs) < max_runs,
             "checksum_before": before, "checksum_after": after_sum, "counts_after": file_counts(settings, "evolved")}
+
+
+def _stage(call: str) -> str:
+    """Which stage of a backlog on a table partitioned after the fact the run was (core/rewrites/older_specs.py)."""
+    if "min-file-size-bytes" in call:
+        return "partitions (older files left out by size)"
+    if "min-input-files" in call:
+        return "older files alone (min-input-files)"
+    if "NOT IN" in call:
+        return "older files alone (their where)"
+    return "scoped" if "max-files-to-rewrite" in call or "where =>" in call else "whole table"
 
 
 def main() -> None:
@@ -146,12 +159,14 @@ def main() -> None:
     report = run(args.max_runs)
     (ROOT / "evolved-report.json").write_text(json.dumps(report, indent=1, default=str))
     total = sum(r["bytes_rewritten"] for r in report["runs"])
-    errors = [abs(r["estimated_bytes"] - r["bytes_rewritten"]) / max(r["bytes_rewritten"], 1) for r in report["runs"]]
+    errors = [abs(r["estimated_bytes"] - r["removed_files_size"]) / max(r["removed_files_size"], 1)
+              for r in report["runs"]]
     print(f"runs {len(report['runs'])} (drained: {report['drained']}), bound ceil(table / cap) + 2 = "
           f"{-(-report['counts_before']['total_bytes'] // report['cap']) + 2}; rewritten {total:,} bytes "
           f"({total / report['counts_before']['total_bytes']:.2f}x the table); worst estimate error "
           f"{max(errors, default=0):.1%}; files retaken {sum(r['retaken'] for r in report['runs'])}; rows/checksum "
-          f"{'same' if report['checksum_before'] == report['checksum_after'] else 'DIFFERENT'}", flush=True)
+          f"{'same' if report['checksum_before'] == report['checksum_after'] else 'DIFFERENT'}; data files "
+          f"{report['counts_before'].get('data_files')} -> {report['counts_after'].get('data_files')}", flush=True)
 
 
 if __name__ == "__main__":

@@ -166,7 +166,8 @@ def rewrite_scope(iceberg_table: Any, decision: RunDecision) -> RewriteScope | N
     if scope is None or not decision.operation.scopes_partitions:
         return None
     fields = scope.fields if scope.fields is not None else partition_fields(iceberg_table)
-    return RewriteScope(scope.partitions, fields, scope.files, scope.max_files, scope.older_specs_excluding)
+    return RewriteScope(scope.partitions, fields, scope.files, scope.max_files, scope.older_specs_excluding,
+                        scope.min_file_size, scope.min_input_files)
 
 
 def _materialization(work: TableWork, decision: RunDecision, outcome: EngineOutcome, read_before: _Before,

@@ -122,7 +122,8 @@ def backlogs_of(rows: Iterable[LedgerRow]) -> dict[tuple[str, Operation], Backlo
         if item not in newest or (row.admitted_at, row.id) > (newest[item].admitted_at, newest[item].id):
             newest[item] = row
     return {item: Backlog(row.slot, row.admitted_at, row.scope.backlog_partitions if row.scope else 0,
-                          row.scope.backlog_bytes if row.scope else 0, row.trigger == "backlog")
+                          row.scope.backlog_bytes if row.scope else 0, row.trigger == "backlog",
+                          older_first=row.scope is not None and row.scope.older_specs_alone)
             for item, row in newest.items() if row.scope is not None or row.trigger == "backlog"}
 
 

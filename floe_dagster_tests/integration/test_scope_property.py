@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -278,8 +279,15 @@ def test_scoped_wheres_select_exactly_the_chosen_files_within_the_cap(case):
         event(f"specs with files: {len({data_group_spec(key)[0] for key, _, _ in metrics.data_file_groups})}")
         event(f"scope fields: {len(fields)}")
         older = chosen.older_specs_excluding is not None
-        event(f"scope: {'older specs' if older else 'where' if chosen.partitions else 'whole table'}"
+        staged = not fields and chosen.older_specs_excluding is None and (chosen.partitions or chosen.min_input_files)
+        how = 'older specs' if older else 'staged' if staged else 'where' if chosen.partitions else 'whole table'
+        event(f"scope: {how}"
               f"{' + max-files' if chosen.max_files else ''}{' (oversized)' if chosen.oversized else ''}")
+        run_rules = replace(rules, min_file_size_bytes=chosen.min_file_size or rules.min_file_size_bytes,
+                            min_input_files=chosen.min_input_files or rules.min_input_files)
+        if staged:  # a table partitioned after the fact, staged by Iceberg's file rules (core/rewrites/older_specs.py)
+            _assert_staged(table, chosen, rows_of, run_rules)
+            return
         if older:  # the files of specs without a field on the column, and the current spec's null ones
             predicate = older_spec_predicate(chosen.fields[0], chosen.older_specs_excluding)
             wanted = _older_specs_files(table, chosen.fields[0].source)
@@ -293,6 +301,26 @@ def test_scoped_wheres_select_exactly_the_chosen_files_within_the_cap(case):
         if chosen.max_files is None:  # whole units: the charge is the bytes of the files Iceberg may take
             assert chosen.bytes <= sum(t.file.file_size_in_bytes for t in table.scan().plan_files()
                                        if t.file.file_path in selected)
+
+
+def _assert_staged(table, chosen, rows_of: dict[str, list[dict]], run_rules: RewriteRules) -> None:
+    """The current spec's partitions whole: the where scans them and the older files whose metrics
+    overlap, and with the run's min-file-size-bytes Iceberg rewrites the partitions' files alone, exactly
+    the charge. The older specs' files alone: no where, and with the run's min-input-files no current
+    partition's group is kept; the charge bounds what is."""
+    current = table.spec().spec_id
+    own = {t.file.file_path for t in table.scan().plan_files() if t.file.spec_id == current
+           and not all(t.file.partition[i] is None for i in range(len(t.file.partition)))}
+    if chosen.partitions:
+        chosen_own = {p for p in own if _unit_of(chosen.fields, rows_of[p]) in chosen.partitions}
+        selected = _planned(table, scope_predicate(chosen.fields, chosen.partitions))
+        assert chosen_own <= selected and chosen.max_files is None
+        assert _rewritten_at_most(table, selected, run_rules, None) == chosen.bytes == \
+            _rewritten_at_most(table, chosen_own, run_rules, None)
+    else:
+        assert _rewritten_at_most(table, own, run_rules, None) == 0
+        assert _rewritten_at_most(table, set(rows_of), run_rules, chosen.max_files) <= chosen.bytes
+    assert chosen.bytes <= chosen.cap or chosen.oversized
 
 
 def _older_specs_files(table, column: str) -> set[str]:

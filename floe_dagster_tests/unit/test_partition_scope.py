@@ -107,10 +107,12 @@ def test_partition_costs_follow_icebergs_planner_rules():
 
 def test_a_partition_added_to_an_unpartitioned_table_takes_the_old_specs_files_by_their_own_where():
     """The review's table: unpartitioned, then identity(region). Files of the old spec hold every
-    region, so no where on region selects partitions exactly: no unit is exact. The old spec's files
-    are one rewrite group, which ``region NOT IN (the current spec's regions) OR region IS NULL``
-    selects exactly; the run takes them bounded by max-files-to-rewrite, charged as the largest of
-    them."""
+    region, so no where on region selects partitions exactly: no unit is exact. First the regions,
+    whole, with min-file-size-bytes lowered to the smallest old file for the run (the where on region
+    scans the old files too, which are then no candidates). Then the old spec's files, one rewrite
+    group, which ``region NOT IN (the current spec's regions) OR region IS NULL`` selects exactly;
+    the run takes them bounded by max-files-to-rewrite, charged as the largest of them, and what is
+    left of them is the backlog."""
     old = ("0:[]", (3 * MB, 3 * MB, 2 * MB, 2 * MB), ())
     new = [(f'["{r}"]', (MB, MB, MB), ()) for r in ("eu", "us", "apac", "af")]
     record = _metrics([old, *new], ((0, ()), (1, (REGION,))), current=1)
@@ -118,25 +120,34 @@ def test_a_partition_added_to_an_unpartitioned_table_takes_the_old_specs_files_b
     assert fields == () and units == []
     assert table.bytes == 22 * MB  # the old spec's four files are one group (Iceberg's), all taken
     cap = 7 * MB
+    first = plan_scope(record, RULES, cap)
+    assert len(first.partitions) == 2 and first.bytes == 6 * MB and first.min_file_size == 2 * MB
+    assert (first.backlog_partitions, first.backlog_bytes) == (3, 16 * MB) and first.max_files is None
+    call = build_procedure_call(RDF, T, RewriteDataFilesConfig(min_input_files=2), NOW, scope=RewriteScope(
+        first.partitions, first.fields, first.files, first.max_files, first.older_specs_excluding,
+        first.min_file_size, first.min_input_files))
+    assert "'min-file-size-bytes', '2097152'" in call.sql and "where => '`region` IN (" in call.sql, call.sql
+    assert call.arguments["scope"] == "where + min-file-size-bytes"
+    # The regions compacted (one file each): the old spec's files by their own where.
+    compacted = [(f'["{r}"]', (3 * MB,), ()) for r in ("eu", "us", "apac", "af")]
+    record = _metrics([old, *compacted], ((0, ()), (1, (REGION,))), current=1)
     chosen = plan_scope(record, RULES, cap)
     assert chosen.partitions == () and chosen.max_files == 2 and chosen.bytes == 6 * MB <= cap
     assert chosen.older_specs_excluding == ('["af"]', '["apac"]', '["eu"]', '["us"]')
-    assert (chosen.backlog_bytes, chosen.backlog_partitions) == (16 * MB, 1) and not chosen.oversized
-    assert "files of older partition specs" in chosen.describe()
+    assert (chosen.backlog_bytes, chosen.backlog_partitions) == (4 * MB, 1) and not chosen.oversized
+    assert "files of older partition specs" in chosen.describe() and chosen.older_specs_alone
     call = build_procedure_call(RDF, T, RewriteDataFilesConfig(min_input_files=2), NOW, scope=RewriteScope(
         chosen.partitions, chosen.fields, chosen.files, chosen.max_files, chosen.older_specs_excluding))
     assert "'max-files-to-rewrite', '2'" in call.sql
     assert ("where => '(`region` NOT IN (\\'af\\', \\'apac\\', \\'eu\\', \\'us\\')) OR (`region` IS NULL)'"
             in call.sql), call.sql
     assert call.arguments["scope"] == "where + max-files-to-rewrite"
-    # When the old spec's files fit, they are taken whole, without a file count.
-    whole = plan_scope(record, RULES, 11 * MB)
-    assert whole.max_files is None and whole.bytes == 10 * MB and whole.older_specs_excluding
+    # When the old spec's files fit, the table's own rewrite fits: no scope.
+    assert plan_scope(record, RULES, 11 * MB) is None
     # Once the old spec's files are gone, the same table scopes by region again.
-    compacted = _metrics(new, ((0, ()), (1, (REGION,))), current=1)
-    chosen = plan_scope(compacted, RULES, cap)
+    chosen = plan_scope(_metrics(new, ((0, ()), (1, (REGION,))), current=1), RULES, cap)
     assert chosen.max_files is None and len(chosen.partitions) == 2 and chosen.bytes == 6 * MB
-    assert chosen.older_specs_excluding is None
+    assert chosen.older_specs_excluding is None and chosen.min_file_size is None
 
 
 def test_a_file_an_earlier_run_wrote_does_not_size_the_next_runs_file_count():

@@ -356,9 +356,13 @@ def scoped(data: PlanInput, decision: Decision, bytes_used: int) -> Decision:
         rules = data_file_rules(config, metrics.properties)
     except EstimateOptionError:
         return decision
-    if decision.estimated_bytes <= allowance[0] and metrics.total_data_bytes <= rules.max_file_group_size_bytes:
+    # A backlog at the older specs' files stays scoped to them even when the table's rewrite would fit:
+    # that would compact again what its runs wrote into the current spec's partitions.
+    older_first = decision.backlog is not None and decision.backlog.older_first
+    if (not older_first and decision.estimated_bytes <= allowance[0]
+            and metrics.total_data_bytes <= rules.max_file_group_size_bytes):
         return decision
-    selection = plan_scope(metrics, rules, allowance[0])
+    selection = plan_scope(metrics, rules, allowance[0], older_first=older_first)
     if selection is None:  # no full tier, nothing Iceberg would rewrite, or all of it fits
         return decision
     reason = f"{selection.describe()}, under {allowance[1]}"

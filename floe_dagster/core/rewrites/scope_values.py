@@ -63,6 +63,16 @@ class PartitionSelection:
     # The files of older specs (beside the current spec's null partition): the where excludes the
     # current spec's partitions, whose values of the one field in ``fields`` these keys are.
     older_specs_excluding: tuple[str, ...] | None = None
+    # Iceberg's file rules for this run alone (core/rewrites/older_specs.py): min-file-size-bytes lowered so
+    # that no older spec's file the where scans is a candidate; min-input-files raised so that only the
+    # older specs' group is kept (set: the backlog has reached the older specs' files alone).
+    min_file_size: int | None = None
+    min_input_files: int | None = None
+
+    @property
+    def older_specs_alone(self) -> bool:
+        """It takes the older partition specs' files alone (by their where or by Iceberg's file rules)."""
+        return self.older_specs_excluding is not None or self.min_input_files is not None
 
     def describe(self) -> str:
         what = (f"{len(self.partitions)} partition(s) by {', '.join(f.describe() for f in self.fields or ())}"
@@ -70,8 +80,13 @@ class PartitionSelection:
         if self.older_specs_excluding is not None:
             what = (f"the files of older partition specs (none of the current spec's "
                     f"{len(self.older_specs_excluding)} {', '.join(f.describe() for f in self.fields or ())} value(s))")
+        if self.min_input_files is not None:
+            what = (f"the files of older partition specs alone (min-input-files {self.min_input_files}: "
+                    "no partition of the current spec holds as many)")
         if self.max_files is not None:
             what = f"at most {self.max_files} file(s) of {what} (max-files-to-rewrite)"
+        if self.min_file_size is not None:
+            what += f" (min-file-size-bytes {self.min_file_size}: no file of an older spec is a candidate)"
         text = (f"partition-scoped: {what}, {self.bytes} bytes (cap {self.cap}); backlog "
                 f"{self.backlog_partitions} partition(s), {self.backlog_bytes} bytes")
         if self.oversized:
@@ -84,6 +99,9 @@ class PartitionSelection:
                 "cap": self.cap, "oversized": self.oversized, "max_files": self.max_files, "spec_id": self.spec_id}
         if self.older_specs_excluding is not None:
             data["older_specs_excluding"] = list(self.older_specs_excluding)
+        for name in ("min_file_size", "min_input_files"):
+            if getattr(self, name) is not None:
+                data[name] = getattr(self, name)
         if self.fields is not None:
             data["fields"] = [f.to_json() for f in self.fields]
         return data
@@ -100,7 +118,8 @@ class PartitionSelection:
                    int(data.get("backlog_bytes", 0)), int(data.get("cap", 0)), bool(data.get("oversized", False)),
                    fields=tuple(PartitionField(*f) for f in fields) if fields is not None else None,
                    max_files=data.get("max_files"), spec_id=data.get("spec_id"),
-                   older_specs_excluding=tuple(str(k) for k in excluding) if excluding is not None else None)
+                   older_specs_excluding=tuple(str(k) for k in excluding) if excluding is not None else None,
+                   min_file_size=data.get("min_file_size"), min_input_files=data.get("min_input_files"))
 
 
 @dataclass(frozen=True)
@@ -114,6 +133,8 @@ class RewriteScope:
     files: int = 0
     max_files: int | None = None
     older_specs_excluding: tuple[str, ...] | None = None  # PartitionSelection's: the older specs' files
+    min_file_size: int | None = None  # PartitionSelection's: Iceberg's file rules for this run
+    min_input_files: int | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +147,7 @@ class Backlog:
     partitions: int
     bytes: int
     continuation: bool  # the admission itself continued a backlog (trigger "backlog")
+    older_first: bool = False  # it took the older specs' files alone: the backlog stays there
 
     def open_after(self, last_success_start: object) -> bool:
         """Whether work is left: bytes left behind by a run that succeeded, or an admission (a

@@ -93,6 +93,10 @@ def _scoped(call: CallArguments, options: dict[str, Any], where: str | None) -> 
     if limit is not None:
         options = {**options, "max-files-to-rewrite": min(limit, options.get("max-files-to-rewrite") or limit)}
         how.append("max-files-to-rewrite")
+    for option, value in (("min-file-size-bytes", scope.min_file_size), ("min-input-files", scope.min_input_files)):
+        if value is not None:  # Iceberg's file rules for this run (core/rewrites/older_specs.py)
+            options = {**options, option: value}
+            how.append(option)
     call.decided["scope"] = " + ".join(how) or "none"
     return options, where
 
