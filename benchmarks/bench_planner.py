@@ -313,7 +313,7 @@ def main() -> None:
                          "yes" if wall < TARGET_S else ("CPU only" if cpu < TARGET_S else "no"),
                          walls[n].get("no byte estimates", ("-",))[0], f"{wall / decisions * 1e6:.0f}"))
     if args.json:
-        print(json.dumps({str(n): {k: (v if k == "decisions" else {"wall": v[0], "cpu": v[1]})
+        print(json.dumps({str(n): {k: ({"wall": v[0], "cpu": v[1]} if isinstance(v, tuple) else v)
                                    for k, v in walls[n].items()} for n in sizes} | {"peak_rss_mib": peak_rss_mib()}))
         return
     print()
@@ -344,9 +344,11 @@ def measure_size(data: PlanInput, args: argparse.Namespace, policies: str) -> di
         times, cpu, result = time_plan(data, args.repeat, policies=policies, **kwargs)
         runs[label] = (statistics.median(times), statistics.median(cpu))
         runs["decisions"] = len(result.decisions)
+        runs[f"peak RSS MiB after {label}"] = peak_rss_mib()  # the process's peak so far: which tick raised it
         if not args.json:
             print(f"  {label}: plan() wall {describe(times)}; CPU {describe(cpu)}; {len(result.decisions)} decisions, "
                   f"{len(result.admitted)} admitted; skips {result.reason_counts()}", flush=True)
+        del result  # not held while the next variant's ticks run (a sensor keeps no plan of the tick before)
     return runs
 
 

@@ -75,11 +75,11 @@ def _gate_stage(state: PlanState) -> None:
         ops = policy.configured_operations()
         inputs = None if _after_write(policy) else \
             gate_memo.table_inputs(data, table, listed, table in loaded, ops, qualified, flying)
-        entry = previous.get(table)
+        # Taken out as it is read: the decisions it replaces are freed as the tick goes, not held to its end.
+        entry = previous.pop(table, None)
         if not gate_memo.reusable(entry, metrics, inputs, now):
             entry = None
-        if entry is not None and entry.at == now and all(
-                gate_memo.holds(entry, i, data, now) for i, d in enumerate(entry.decisions) if d.decision == "run"):
+        if entry is not None and entry.at == now and entry.attempts_hold(data.last_attempts):
             made, until = entry.decisions, entry.until  # the same clock and inputs: the same decisions
         else:
             made, until = _table_through_gates(data, table, policy, metrics, ops, listed, table in loaded, entry)
