@@ -13,7 +13,10 @@ Two ticks per size, as the debt-score sensor meets them (its code server keeps r
 cache and the policies' match memo empty, new metrics records that nothing was computed on yet), and
 ``warm``, no table changed since the last tick (the same metrics records, as the health collector
 keeps one per metadata location: estimates come from the cache keyed on it, the clock-independent
-health verdicts and file counts from the record; every gate, debt score and ranking runs in full).
+health verdicts and file counts from the record, and, at the same clock, every decision of the gate stage
+from the tick before: core/plan/gate_memo.py; ranking and admission run in full), and ``warm +30 s``, the
+same with each tick's clock 30 s after the tick before's, as the sensor meets it (the verdicts that still hold
+are reused, their debt made at the new clock; the others made afresh).
 ``no byte estimates`` is a cold tick without the estimator. Reports wall time per ``plan()`` call
 (median of several) and the process's CPU time in the same calls (on a shared machine the CPU time
 is the better measure of the work; wall includes waiting for the other processes), their ratios to
@@ -334,8 +337,8 @@ def main() -> None:
 
 
 def measure_size(data: PlanInput, args: argparse.Namespace, policies: str) -> dict:
-    """Median (wall, CPU) seconds of each tick of one size, and its number of decisions (``--json``: the cold
-    and warm ticks only)."""
+    """Median (wall, CPU) seconds of each tick of one size, its number of decisions, and the process's peak RSS
+    after each (``--json``: the cold and the two warm ticks only)."""
     runs: dict = {}
     variants = [("cold", {"cold": True}), ("warm", {"cold": False}), ("warm +30 s", {"cold": False, "step_s": 30.0})]
     if not args.json:
