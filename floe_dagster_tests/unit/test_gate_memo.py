@@ -61,13 +61,21 @@ POLICIES = """
   expireSnapshots: {}
   expireSnapshotsSchedule: {interval: PT12H, enabled: false}
   triggerConditions: {snapshotAgeAboveDays: 3}
+- name: shadow
+  tablePattern: "lake.shadow.*"
+  priority: 5
+  mode: shadow
+  rewriteDataFiles: {}
+  rewriteDataFilesSchedule: {interval: PT45M}
+  expireSnapshots: {}
+  expireSnapshotsSchedule: {cronExpression: "5 */2 * * *"}
 """
 # Clock steps between ticks (a repeated 0: the same clock twice), crossing slots, windows, midnight and days.
 STEPS = (0, 0, 20, 7 * 60, 13 * 60, 0, 29 * 60, 3600, 2 * 3600 - 60, 3 * 3600, 6 * 3600, 11 * 3600, 86_400, 0, 1)
 
 
 def tables() -> list[TableName]:
-    return [TableName("lake", (ns,), f"t{i:02d}") for ns in ("gold", "night", "sales") for i in range(12)]
+    return [TableName("lake", (ns,), f"t{i:02d}") for ns in ("gold", "night", "sales", "shadow") for i in range(12)]
 
 
 def metrics(t: TableName, rng: random.Random, now: datetime, version: int = 1) -> TableMetrics:
