@@ -80,11 +80,12 @@ def _gate_stage(state: PlanState) -> None:
         if not gate_memo.reusable(entry, metrics, inputs, now):
             entry = None
         if entry is not None and entry.at == now and entry.attempts_hold(data.last_attempts):
-            made, until = entry.decisions, entry.until  # the same clock and inputs: the same decisions
+            kept[table] = entry  # the same clock and inputs: the same decisions
+            made = entry.decisions
         else:
             made, until = _table_through_gates(data, table, policy, metrics, ops, listed, table in loaded, entry)
-        if inputs is not None:
-            kept[table] = gate_memo.TableEntry(metrics, inputs, now, made, until)
+            if inputs is not None:
+                kept[table] = gate_memo.TableEntry(metrics, inputs, now, made, until)
         for decision in made:
             (candidates if decision.decision == "run" else decided).append(decision)
     gate_memo.end(kept)
