@@ -13,7 +13,10 @@ Two ticks per size, as the debt-score sensor meets them (its code server keeps r
 cache and the policies' match memo empty, new metrics records that nothing was computed on yet), and
 ``warm``, no table changed since the last tick (the same metrics records, as the health collector
 keeps one per metadata location: estimates come from the cache keyed on it, the clock-independent
-health verdicts and file counts from the record; every gate, debt score and ranking runs in full).
+health verdicts and file counts from the record, and, at the same clock, every decision of the gate stage
+from the tick before: core/plan/gate_memo.py; ranking and admission run in full), and ``warm +30 s``, the
+same with each tick's clock 30 s after the tick before's, as the sensor meets it (the verdicts that still hold
+are reused, their debt made at the new clock; the others made afresh).
 ``no byte estimates`` is a cold tick without the estimator. Reports wall time per ``plan()`` call
 (median of several) and the process's CPU time in the same calls (on a shared machine the CPU time
 is the better measure of the work; wall includes waiting for the other processes), their ratios to
@@ -34,6 +37,7 @@ from __future__ import annotations
 import argparse
 import gc
 import cProfile
+import importlib
 import dataclasses
 import io
 import json
@@ -49,17 +53,32 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PLANNER_NOW, describe, machine, peak_rss_mib, ratio_rows, table, versus  # noqa: E402
 
-import floe_dagster.core.plan.planner as planner  # noqa: E402
-import floe_dagster.core.policies.policy_set as policy_module  # noqa: E402  (the policies' match memo)
 import floe_dagster.iceberg.byte_estimates as byte_estimates  # noqa: E402
-from floe_dagster.core.facts.debt import DebtWeights  # noqa: E402
-from floe_dagster.core.runs.history import OperationHistory  # noqa: E402
-from floe_dagster.core.facts.measurements import TableMetrics  # noqa: E402
 from floe_dagster.core.operations import ALL_OPERATIONS  # noqa: E402
-from floe_dagster.core.plan.planner import PlanInput, plan  # noqa: E402
-from floe_dagster.core.policies.policy import parse_policies_text  # noqa: E402
-from floe_dagster.core.basics.tables import TableName  # noqa: E402
 from floe_dagster.iceberg.byte_estimates import estimate_operation_bytes  # noqa: E402
+
+
+def core_module(name: str):
+    """A core module by its path in sub-packages (``plan.planner``), or by its last name in the flat ``core/`` of
+    the code before issue 35's item 5 (``--vs`` runs this script on that tree too)."""
+    try:
+        return importlib.import_module(f"floe_dagster.core.{name}")
+    except ModuleNotFoundError:
+        return importlib.import_module(f"floe_dagster.core.{name.rpartition('.')[2]}")
+
+
+planner = core_module("plan.planner")
+policy_module = core_module("policies.policy_set")  # the policies' match memo
+DebtWeights = core_module("facts.debt").DebtWeights
+OperationHistory = core_module("runs.history").OperationHistory
+TableMetrics = core_module("facts.measurements").TableMetrics
+PlanInput, plan = planner.PlanInput, planner.plan
+parse_policies_text = core_module("policies.policy").parse_policies_text
+TableName = core_module("basics.tables").TableName
+try:
+    gate_memo = core_module("plan.gate_memo")
+except ModuleNotFoundError:
+    gate_memo = None
 
 # The scheduler settings class the planner takes (renamed SchedulerLimits -> SchedulerSettings).
 Limits = getattr(planner, "SchedulerSettings", None) or getattr(planner, "SchedulerLimits")
@@ -216,23 +235,27 @@ def forget_everything(data: PlanInput) -> PlanInput:
     reads them), so nothing computed on them before is kept."""
     byte_estimates._ESTIMATES.clear()
     policy_module._EFFECTIVE_BY_PATTERNS.clear()
+    if gate_memo is not None:  # the last tick's gate verdicts (the code before issue 35's item 8 has none)
+        gate_memo.forget()
     return PlanInput(**{**data.__dict__, "metrics": {t: dataclasses.replace(m) for t, m in data.metrics.items()}})
 
 
-def time_plan(data: PlanInput, repeat: int, estimates: bool = True, cold: bool = True, policies: str = POLICIES
-              ) -> tuple[list[float], list[float], object]:
+def time_plan(data: PlanInput, repeat: int, estimates: bool = True, cold: bool = True, policies: str = POLICIES,
+              step_s: float = 0.0) -> tuple[list[float], list[float], object]:
     """Wall and CPU seconds of ``repeat`` ticks under ``policies`` (YAML); ``cold`` forgets everything
-    before each (:func:`forget_everything`, outside the timed call)."""
+    before each (:func:`forget_everything`, outside the timed call); ``step_s``: each tick's clock that many
+    seconds after the tick before's (a warm tick as the sensor meets it, its clock moved on)."""
     times, cpu, result = [], [], None
     if not estimates:
         data = PlanInput(**{**data.__dict__, "estimate_bytes": None})
     if not cold:
         plan(PlanInput(**{**data.__dict__, "policies": parse_policies_text(policies, "bench")}))  # the tick before
-    for _ in range(repeat):
+    for tick in range(repeat):
         if cold:
             data = forget_everything(data)
         # A fresh PolicySet each tick, as the sensor loads it.
-        data_i = PlanInput(**{**data.__dict__, "policies": parse_policies_text(policies, "bench")})
+        data_i = PlanInput(**{**data.__dict__, "policies": parse_policies_text(policies, "bench"),
+                              "now": data.now + timedelta(seconds=step_s * (tick + 1))})
         # The previous tick's garbage collected outside the timed call: otherwise a collection of it
         # lands in whichever variant runs next (±30 % between runs of the same variant).
         result = None
@@ -285,7 +308,7 @@ def main() -> None:
         if not args.json:
             print(f"{n:,} tables × {args.kinds} kinds (inputs built in {built:.1f} s):", flush=True)
         walls[n] = measure_size(data, args, policies)
-        for label in ("cold", "warm"):
+        for label in ("cold", "warm", "warm +30 s"):
             wall, cpu = walls[n][label]
             decisions = walls[n]["decisions"]
             rows.append((f"{n:,}", args.kinds, label, decisions, f"{wall:.3f}", f"{cpu:.3f}",
@@ -293,7 +316,7 @@ def main() -> None:
                          "yes" if wall < TARGET_S else ("CPU only" if cpu < TARGET_S else "no"),
                          walls[n].get("no byte estimates", ("-",))[0], f"{wall / decisions * 1e6:.0f}"))
     if args.json:
-        print(json.dumps({str(n): {k: (v if k == "decisions" else {"wall": v[0], "cpu": v[1]})
+        print(json.dumps({str(n): {k: ({"wall": v[0], "cpu": v[1]} if isinstance(v, tuple) else v)
                                    for k, v in walls[n].items()} for n in sizes} | {"peak_rss_mib": peak_rss_mib()}))
         return
     print()
@@ -314,19 +337,21 @@ def main() -> None:
 
 
 def measure_size(data: PlanInput, args: argparse.Namespace, policies: str) -> dict:
-    """Median (wall, CPU) seconds of each tick of one size, and its number of decisions (``--json``: the cold
-    and warm ticks only)."""
+    """Median (wall, CPU) seconds of each tick of one size, its number of decisions, and the process's peak RSS
+    after each (``--json``: the cold and the two warm ticks only)."""
     runs: dict = {}
-    variants = [("cold", {"cold": True}), ("warm", {"cold": False})]
+    variants = [("cold", {"cold": True}), ("warm", {"cold": False}), ("warm +30 s", {"cold": False, "step_s": 30.0})]
     if not args.json:
         variants.append(("no byte estimates", {"estimates": False}))
     for label, kwargs in variants:
         times, cpu, result = time_plan(data, args.repeat, policies=policies, **kwargs)
         runs[label] = (statistics.median(times), statistics.median(cpu))
         runs["decisions"] = len(result.decisions)
+        runs[f"peak RSS MiB after {label}"] = peak_rss_mib()  # the process's peak so far: which tick raised it
         if not args.json:
             print(f"  {label}: plan() wall {describe(times)}; CPU {describe(cpu)}; {len(result.decisions)} decisions, "
                   f"{len(result.admitted)} admitted; skips {result.reason_counts()}", flush=True)
+        del result  # not held while the next variant's ticks run (a sensor keeps no plan of the tick before)
     return runs
 
 
@@ -336,7 +361,7 @@ def versus_main(args: argparse.Namespace) -> None:
     argv = [__file__, "--json", "--no-profile", "--kinds", str(args.kinds), "--repeat", str(args.repeat),
             "--tables", *map(str, args.tables)]
     runs = versus(argv, args.vs, args.rounds)
-    keys = [f"{n}/{tick}/{figure}" for n in sorted(set(args.tables)) for tick in ("cold", "warm")
+    keys = [f"{n}/{tick}/{figure}" for n in sorted(set(args.tables)) for tick in ("cold", "warm", "warm +30 s")
             for figure in ("cpu", "wall")] + ["peak_rss_mib"]
     print()
     print(table(ratio_rows(runs, keys), ["figure (tables/tick/s)", "old (median)", "new (median)",

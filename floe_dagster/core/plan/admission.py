@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from floe_dagster.core.plan.batches import BatchPacker, RunClass
-from floe_dagster.core.plan.decisions import Decision, PlanInput, replace_decision, skip
+from floe_dagster.core.plan.decisions import Decision, PlanInput, Reason, replace_decision, skip, skipped_with
 from floe_dagster.core.rewrites.rewrite_rules import EstimateOptionError
 from floe_dagster.core.rewrites.estimates import data_file_rules
 from floe_dagster.core.plan.compute_budget import compute_budget
@@ -160,6 +160,7 @@ class _Pass:
         self.tick_cap = (f"at most {self.runs_allowed} run requests this tick (max-run-requests-per-tick "
                          f"{self.limits.max_run_requests_per_tick}, queued runs {data.queued_runs}/"
                          f"{self.limits.max_queued_runs})")
+        self.tick_cap_reason = Reason("tick_cap", self.tick_cap)  # one for every decision it holds back
         self.compute = compute_budget(data, learned)  # None: no max-compute-hours-per-hour
         self.compute_before = self.compute.window.used_s if self.compute is not None else 0.0
         self.compute_used = self.compute_before
@@ -290,7 +291,7 @@ def _tick_cap(p: _Pass, offer: Offer) -> Decision | None:
     decision = offer.decision
     kind = offer.kind = (decision.operation, *(decision.run_class or RunClass()).key(p.data.batching.group_by))
     if p.packer.opens_new(kind, decision.estimated_bytes) and p.packer.batches >= p.runs_allowed:
-        return skip(decision, "tick_cap", p.tick_cap, more=decision.why)
+        return skipped_with(decision, p.tick_cap_reason, decision.why)
     return None
 
 

@@ -340,12 +340,20 @@ def skip(base: Decision, code: str, tell: "str | Callable[..., str]" = "", *args
     or ``tell`` itself), then ``more`` (the reasons it had, when a later stage holds back what the gates
     let run: its ``why``). (One copy of ``base``, made here: three of every five decisions of a tick.)"""
     more = changes.pop("more", ()) if changes else ()
+    return skipped_with(base, Reason(code, tell, *args), more, changes)
+
+
+def skipped_with(base: Decision, reason: Reason, more: tuple = (), changes: Mapping[str, Any] | None = None
+                 ) -> Decision:
+    """``base`` skipped with ``reason`` first, then ``more``: :func:`skip` with a reason made by the caller, who
+    may share one among many decisions (the tick cap holds back up to 200,000 a tick with the same words)."""
     decision = _new(Decision)
     kept = decision.__dict__
     kept.update(base.__dict__)
-    kept.update(changes)
+    if changes:
+        kept.update(changes)
     kept["decision"] = "skip"
-    kept["why"] = (Reason(code, tell, *args), *more)
+    kept["why"] = (reason, *more)
     return decision
 
 

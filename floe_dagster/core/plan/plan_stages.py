@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Callable
 
+from floe_dagster.core.plan import gate_memo
 from floe_dagster.core.plan.admission import ADMISSION, ADMISSION_CODES, admit_within_budgets
 from floe_dagster.core.facts.debt import TableDebt
 from floe_dagster.core.plan.decisions import (
@@ -58,43 +59,93 @@ class Stage:
 
 def _gate_stage(state: PlanState) -> None:
     """Every (table, operation) the effective policies configure through the gates: the candidates
-    (every gate let them run) and the skipped decisions."""
+    (every gate let them run) and the skipped decisions. A table whose inputs did not change since the last
+    tick reuses the decisions that still hold (core/plan/gate_memo.py)."""
     data = state.data
     in_catalog, loaded = frozenset(data.catalog_tables), data.loaded_tables
     decided, candidates = state.decided, state.candidates
-    weights, history_of, estimate_bytes = data.debt_weights, data.history.get, data.estimate_bytes
+    previous, kept, now = gate_memo.begin(data), {}, data.now
+    flying = frozenset(qualified for qualified, _ in data.in_flight)
     # Sorted by the fields' tuple (TableName's order) without calling its generated __lt__ per comparison.
     for table in sorted(in_catalog.union(loaded), key=lambda t: (t.catalog, t.namespace, t.name)):
         policy = data.policies.effective_policy(table)
         if policy is None:
             continue
-        metrics = data.metrics.get(table)
-        facts = Facts(data, table, policy, metrics, table in in_catalog, table in loaded)
-        issues = policy.health_issues(metrics, data.now) if metrics is not None else ()
-        table_debt = TableDebt(issues, metrics, data.now, weights)
-        qualified, shadow = table.qualified, policy.shadow
-        owner = _owner_overrides(policy, metrics) if metrics is not None else None  # floe.* properties
-        table_values = _table_values(table, policy, owner)
-        for op in policy.configured_operations():
-            history = history_of((qualified, op)) or _NO_HISTORY
-            if shadow:  # the shadow's view: its newest recorded decision stands in for a success
-                history = history.as_shadow_sees_it()
-            score, breakdown = table_debt.with_history(history.failure_rate, history.consecutive_failures)
-            schedule = policy.schedule(op)
-            # Estimated when read: the budgets read the candidates' (below), a reader any other's.
-            estimate = LazyEstimate(estimate_bytes, table, op, metrics, policy, owner) \
-                if estimate_bytes and op.rewrites_data else 0
-            base = build_decision(table_values, operation=op, debt_score=score, debt_breakdown=breakdown,
-                                  bytes_estimate=estimate)
-            if schedule is None or not schedule.enabled or schedule.priority or schedule.sla is not None:
-                _off_defaults(base, schedule, history, metrics, data.now)
-            decision = through_gates(facts.of(op, schedule, history, base))
-            if decision.decision == "run":
-                if estimate:  # the budgets read it: estimated once, on the decision just made (no one holds it yet)
-                    decision.__dict__["bytes_estimate"] = decision.estimated_bytes
-                candidates.append(decision)
-            else:
-                decided.append(decision)
+        metrics, listed, qualified = data.metrics.get(table), table in in_catalog, table.qualified
+        ops = policy.configured_operations()
+        inputs = None if _after_write(policy) else \
+            gate_memo.table_inputs(data, table, listed, table in loaded, ops, qualified, flying)
+        # Taken out as it is read: the decisions it replaces are freed as the tick goes, not held to its end.
+        entry = previous.pop(table, None)
+        if not gate_memo.reusable(entry, metrics, inputs, now):
+            entry = None
+        if entry is not None and entry.at == now and entry.attempts_hold(data.last_attempts):
+            kept[table] = entry  # the same clock and inputs: the same decisions
+            made = entry.decisions
+        else:
+            made, until = _table_through_gates(data, table, policy, metrics, ops, listed, table in loaded, entry)
+            if inputs is not None:
+                kept[table] = gate_memo.TableEntry(metrics, inputs, now, made, until)
+        for decision in made:
+            (candidates if decision.decision == "run" else decided).append(decision)
+    gate_memo.end(kept)
+
+
+def _after_write(policy: Any) -> bool:
+    """Whether one of the policy's schedules has an after-write rule (its verdict reads the event log)."""
+    kept = policy.__dict__
+    found = kept.get("_after_write")
+    if found is None:  # not a field: equality and to_json ignore it
+        found = kept["_after_write"] = any(s.after_write is not None for s in policy.schedules.values())
+    return found
+
+
+def _table_through_gates(data: PlanInput, table: TableName, policy: Any, metrics: Any, ops: list,
+                         listed: bool, loaded: bool, entry: gate_memo.TableEntry | None
+                         ) -> tuple[tuple[Decision, ...], tuple[datetime | None, ...]]:
+    """One table's decisions, each made through the gates or, when the memo's ``entry`` holds it still, reused
+    with its debt score (and a run's ``next_eligible``) made at this tick's clock; and until when each holds."""
+    now, estimate_bytes = data.now, data.estimate_bytes
+    facts = Facts(data, table, policy, metrics, listed, loaded)
+    issues = policy.health_issues(metrics, now) if metrics is not None else ()
+    table_debt = TableDebt(issues, metrics, now, data.debt_weights)
+    qualified, shadow = table.qualified, policy.shadow
+    owner = _owner_overrides(policy, metrics) if metrics is not None else None  # floe.* properties
+    table_values = _table_values(table, policy, owner)
+    made, until = [], []
+    for index, op in enumerate(ops):
+        history = data.history.get((qualified, op)) or _NO_HISTORY
+        if shadow:  # the shadow's view: its newest recorded decision stands in for a success
+            history = history.as_shadow_sees_it()
+        score, breakdown = table_debt.with_history(history.failure_rate, history.consecutive_failures)
+        schedule = policy.schedule(op)
+        if entry is not None and gate_memo.holds(entry, index, data, now):
+            made.append(_at_this_clock(entry.decisions[index], score, breakdown, now))
+            until.append(entry.until[index])
+            continue
+        # Estimated when read: the budgets read the candidates' (below), a reader any other's.
+        estimate = LazyEstimate(estimate_bytes, table, op, metrics, policy, owner) \
+            if estimate_bytes and op.rewrites_data else 0
+        base = build_decision(table_values, operation=op, debt_score=score, debt_breakdown=breakdown,
+                              bytes_estimate=estimate)
+        if schedule is None or not schedule.enabled or schedule.priority or schedule.sla is not None:
+            _off_defaults(base, schedule, history, metrics, now)
+        decision = through_gates(facts.of(op, schedule, history, base))
+        if decision.decision == "run" and estimate:
+            # The budgets read it: estimated once, on the decision just made (no one holds it yet).
+            decision.__dict__["bytes_estimate"] = decision.estimated_bytes
+        made.append(decision)
+        until.append(gate_memo.valid_until(decision, schedule, policy, history.last_success_start, now))
+    return tuple(made), tuple(until)
+
+
+def _at_this_clock(kept: Decision, score: float, breakdown: Any, now: datetime) -> Decision:
+    """A kept decision as this tick makes it: its debt at this clock, and a run's ``next_eligible`` now."""
+    if kept.decision == "run":
+        return replace_decision(kept, debt_score=score, debt_breakdown=breakdown, next_eligible=now)
+    if score == kept.debt_score and breakdown == kept.debt_breakdown:
+        return kept
+    return replace_decision(kept, debt_score=score, debt_breakdown=breakdown)
 
 
 def _table_values(table: TableName, policy: Any, owner: Any) -> dict[str, Any]:
