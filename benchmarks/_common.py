@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -14,7 +13,7 @@ import time
 from contextlib import contextmanager
 from datetime import date, datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 # Another checkout's package in place of this one's (the benchmarks' --vs: the code before a change,
@@ -111,28 +110,6 @@ def table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
 
 # The clock of the planner benchmarks (1, 11, 14): their inputs are built for it.
 PLANNER_NOW = datetime(2026, 11, 23, 10, 7, tzinfo=timezone.utc)
-
-
-def planner_variants_setup(doc: str) -> tuple[argparse.Namespace, Any]:
-    """The set-up of the benchmarks that set variants of a planner tick against benchmark 1's in one run
-    (11, 14): ``--tables`` and ``--repeat``, the machine line, and benchmark 1's input at :data:`PLANNER_NOW`."""
-    from bench_planner import plan_input  # benchmark 1 imports this module
-
-    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tables", type=int, default=10_000)
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
-    print(machine())
-    return args, plan_input(args.tables, PLANNER_NOW)
-
-
-def cold_and_warm(data: Any, repeat: int, policies: str) -> Iterator[tuple[str, list[float], list[float], Any]]:
-    """Benchmark 1's cold tick, then its warm one, of ``data`` under ``policies``: (tick, wall seconds, CPU
-    seconds, the last plan)."""
-    from bench_planner import time_plan
-
-    for tick, cold in (("cold", True), ("warm", False)):
-        yield (tick, *time_plan(data, repeat, cold=cold, policies=policies))
 
 
 def python_in_venv() -> str:

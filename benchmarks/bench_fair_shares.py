@@ -24,7 +24,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import cold_and_warm, describe, peak_rss_mib, planner_variants_setup, table  # noqa: E402
+from _common import describe, peak_rss_mib, table  # noqa: E402
+from bench_planner import cold_and_warm, planner_variants_setup  # noqa: E402
 from bench_planner import POLICIES  # noqa: E402
 
 from floe_dagster.core.plan.batches import BatchSettings  # noqa: E402

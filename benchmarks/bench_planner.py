@@ -49,6 +49,7 @@ import sys
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PLANNER_NOW, describe, machine, peak_rss_mib, ratio_rows, table, versus  # noqa: E402
@@ -280,6 +281,26 @@ def profile(data: PlanInput, label: str, policies: str = POLICIES, top: int = 14
         text = out.getvalue()
         print(f"\ncProfile of one plan(), {label}, by {order} (cProfile inflates times 2-3x):")
         print(text[text.find("   ncalls"):].rstrip())
+
+
+def planner_variants_setup(doc: str) -> tuple[argparse.Namespace, PlanInput]:
+    """The set-up of the benchmarks that set variants of a planner tick against benchmark 1's in one run
+    (11, 14; they import it from here): ``--tables`` and ``--repeat``, the machine line, and benchmark 1's
+    input at :data:`PLANNER_NOW`."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tables", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    print(machine())
+    return args, plan_input(args.tables, PLANNER_NOW)
+
+
+def cold_and_warm(data: PlanInput, repeat: int, policies: str
+                  ) -> Iterator[tuple[str, list[float], list[float], object]]:
+    """Benchmark 1's cold tick, then its warm one, of ``data`` under ``policies``: (tick, wall seconds, CPU
+    seconds, the last plan)."""
+    for tick, cold in (("cold", True), ("warm", False)):
+        yield (tick, *time_plan(data, repeat, cold=cold, policies=policies))
 
 
 def main() -> None:

@@ -24,7 +24,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import PLANNER_NOW, cold_and_warm, describe, peak_rss_mib, planner_variants_setup, table  # noqa: E402
+from _common import PLANNER_NOW, describe, peak_rss_mib, table  # noqa: E402
+from bench_planner import cold_and_warm, planner_variants_setup  # noqa: E402
 from bench_planner import POLICIES  # noqa: E402
 
 from floe_dagster.core.plan.planner import PlanInput  # noqa: E402
