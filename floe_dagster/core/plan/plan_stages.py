@@ -73,7 +73,7 @@ def _gate_stage(state: PlanState) -> None:
             continue
         metrics, listed, qualified = data.metrics.get(table), table in in_catalog, table.qualified
         ops = policy.configured_operations()
-        inputs = None if _after_write(policy) else \
+        inputs = None if policy.has_after_write else \
             gate_memo.table_inputs(data, table, listed, table in loaded, ops, qualified, flying)
         # Taken out as it is read: the decisions it replaces are freed as the tick goes, not held to its end.
         entry = previous.pop(table, None)
@@ -89,15 +89,6 @@ def _gate_stage(state: PlanState) -> None:
         for decision in made:
             (candidates if decision.decision == "run" else decided).append(decision)
     gate_memo.end(kept)
-
-
-def _after_write(policy: Any) -> bool:
-    """Whether one of the policy's schedules has an after-write rule (its verdict reads the event log)."""
-    kept = policy.__dict__
-    found = kept.get("_after_write")
-    if found is None:  # not a field: equality and to_json ignore it
-        found = kept["_after_write"] = any(s.after_write is not None for s in policy.schedules.values())
-    return found
 
 
 def _table_through_gates(data: PlanInput, table: TableName, policy: Any, metrics: Any, ops: list,

@@ -31,6 +31,7 @@ ignored, an operation without a schedule, ...) come with the set (``PolicySet.wa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from datetime import datetime
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -127,6 +128,12 @@ class Policy:
     def shadow(self) -> bool:
         """Its decisions are recorded as shadow (what would have run), never run."""
         return self.mode == SHADOW
+
+    @cached_property
+    def has_after_write(self) -> bool:
+        """One of its schedules has an after-write rule (its verdict reads the event log). Kept on the instance
+        (not a field: equality and to_json ignore it): the planner asks for every table of every tick."""
+        return any(schedule.after_write is not None for schedule in self.schedules.values())
 
     # -- operations -----------------------------------------------------------------------------
 
