@@ -61,10 +61,15 @@ class TableEntry:
 
     def attempts_hold(self, last_attempts: Any) -> bool:
         """Whether the ledger's attempts of their slots still give each run decision its attempt number."""
-        for d in self.decisions:
-            if d.decision == "run" and last_attempts.get((d.table.qualified, d.operation, d.slot), -1) + 1 != d.attempt:
-                return False
+        return all(_attempt_holds(d, last_attempts) for d in self.decisions)
+
+
+def _attempt_holds(decision: Decision, last_attempts: Any) -> bool:
+    """A run decision's attempt number is still the one after the ledger's last attempt of its slot (a skipped
+    decision has none)."""
+    if decision.decision != "run":
         return True
+    return last_attempts.get((decision.table.qualified, decision.operation, decision.slot), -1) + 1 == decision.attempt
 
 
 class GateMemo:
@@ -135,10 +140,7 @@ def holds(entry: TableEntry, index: int, data: PlanInput, now: datetime) -> bool
         until = entry.until[index]
         if until is not None and not now < until:
             return False
-    if decision.decision == "run":
-        attempts = data.last_attempts.get((decision.table.qualified, decision.operation, decision.slot), -1)
-        return attempts + 1 == decision.attempt
-    return True
+    return _attempt_holds(decision, data.last_attempts)
 
 
 def valid_until(decision: Decision, schedule: Schedule | None, policy: Any, last_success: datetime | None,
