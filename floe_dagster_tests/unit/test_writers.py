@@ -310,6 +310,12 @@ def test_a_batch_keeps_each_tables_write_through_the_ledger(tmp_path):
     assert tags[T.UPSTREAM_RUN] == "8faebc25-writer" and T.UPSTREAM_STORAGE_ID not in tags
     other = replace(second, upstream=wrote(("warehouse", "sales", "b"), 6, 813, "another-writer-run"))
     assert T.UPSTREAM_RUN not in batch_run_tags([first, other], {A: facts, B: facts}, "sensor:default", "batch-1")
+    # A table due on its schedule in the same batch has no writer: the after-write table's writer run is still
+    # the run's upstream (the demo batches the ops tables' hourly expiry with the sales tables' after-write one).
+    scheduled = replace(second, upstream=None, trigger="interval")
+    tags = batch_run_tags([first, scheduled], {A: facts, B: facts}, "sensor:default", "batch-1")
+    assert tags[T.UPSTREAM_RUN] == "8faebc25-writer"
+    assert T.UPSTREAM_RUN not in batch_run_tags([scheduled], {B: facts}, "sensor:default", "batch-1")
 
 
 def test_the_table_assets_description_says_it_runs_after_writes():

@@ -266,8 +266,10 @@ def _batch_tags(decisions: Sequence[RunDecision], policies: Mapping[TableName, P
         ESTIMATED_BYTES: str(sum(d.estimated_bytes for d in decisions)),
         DAGSTER_PRIORITY: str(max(run_priority(d.trigger, d.debt_score) for d in decisions)),
     })
-    upstream_runs = {d.upstream.last_run_id if d.upstream else None for d in decisions}
-    if len(upstream_runs) == 1 and None not in upstream_runs:  # one writer run made every table due
+    # One writer run made every table of the batch due after its write: tables due on their own schedule,
+    # batched beside them (the demo's hourly expiry of other tables), made no writer's run theirs.
+    upstream_runs = {d.upstream.last_run_id for d in decisions if d.upstream}
+    if len(upstream_runs) == 1 and None not in upstream_runs:
         tags[UPSTREAM_RUN] = upstream_runs.pop()
     if len({(policies[t].name, policies[t].version) for t in tables}) == 1:  # one policy version for all
         shared = policies[tables[0]]
