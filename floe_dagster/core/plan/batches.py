@@ -88,6 +88,12 @@ class BatchPacker:
         """Whether this decision would open a new batch (a new run request)."""
         return not self._fits(self._open.get(kind), estimated_bytes)
 
+    def full(self, kind: tuple) -> bool:
+        """Whether every decision of ``kind`` would open a new batch, whatever its bytes (no open batch of the
+        kind has a table's room): :meth:`opens_new` without the estimate."""
+        batch = self._open.get(kind)
+        return batch is None or batch.tables >= self.settings.max_tables
+
     def place(self, kind: tuple, estimated_bytes: int) -> int:
         """The batch number the decision joins (opening one when the open batch is full)."""
         batch = self._open.get(kind)
