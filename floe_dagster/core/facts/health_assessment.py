@@ -43,7 +43,7 @@ from operator import attrgetter
 from typing import Any, Mapping
 
 from floe_dagster.core.facts.fact_catalogue import FactViews, views
-from floe_dagster.core.basics.localtime import as_utc
+from floe_dagster.core.basics.localtime import as_utc, epoch_ms
 from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.facts.table_facts import Check, Fact
 from floe_dagster.core.basics.quick_records import quick_init
@@ -291,7 +291,7 @@ def _static_numbers(metrics: TableMetrics, thresholds: HealthThresholds, facts: 
 
 def _ages(metrics: TableMetrics, now: datetime, facts: FactViews) -> dict[str, float | None]:
     """The derived numbers that depend on the clock: days since a stored time."""
-    now_ms = int(as_utc(now).timestamp() * 1000)
+    now_ms = epoch_ms(now)
     found = {}
     for fact in facts.clocked:
         age = TableMetrics.age_days(getattr(metrics, fact.age_of), now_ms)

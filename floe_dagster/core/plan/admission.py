@@ -10,7 +10,8 @@ make one pass; the shadow policies' make another, with budgets of their own (cor
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from types import MappingProxyType
+from typing import Callable, Mapping
 
 from floe_dagster.core.plan.batches import BatchPacker, RunClass
 from floe_dagster.core.plan.decisions import Decision, PlanInput, Reason, replace_decision, skip, skipped_with
@@ -27,6 +28,8 @@ from floe_dagster.core.rewrites.partition_scope import plan_scope
 from floe_dagster.core.basics.tables import TableName
 
 BUDGET_CODES = ("budget_tables", "budget_operations", "budget_bytes", "budget_compute", "tick_cap")
+_NOTHING_TAKEN: Mapping[str, float] = MappingProxyType({})  # what a held-back offer took (one for them all)
+_NO_RUN_CLASS = RunClass()
 
 
 @dataclass(frozen=True)
@@ -203,14 +206,14 @@ class _Pass:
             "tick_cap": (RUNS, self.runs_allowed, "run requests of this tick (the tick cap)"),
         }[code]
 
-    def offer(self, decision: Decision) -> tuple[Decision, dict[str, float]]:
+    def offer(self, decision: Decision) -> tuple[Decision, Mapping[str, float]]:
         """The decision admitted (ranked, in a batch) or skipped by the first step that stops it, and what
         it took of the budgets (fair_shares' names; nothing when held back)."""
         offer = Offer(decision)
         for step in self.steps:
             held = step(self, offer)
             if held is not None:
-                return held, {}
+                return held, _NOTHING_TAKEN
         return self._admit(offer)
 
     def _admit(self, offer: Offer) -> tuple[Decision, dict[str, float]]:
@@ -302,7 +305,7 @@ def _compute_budget(p: _Pass, offer: Offer) -> Decision | None:
 
 def _tick_cap(p: _Pass, offer: Offer) -> Decision | None:
     decision = offer.decision
-    kind = offer.kind = (decision.operation, *(decision.run_class or RunClass()).key(p.data.batching.group_by))
+    kind = offer.kind = (decision.run_class or _NO_RUN_CLASS).batch_kind(decision.operation, p.data.batching.group_by)
     # The count first: a candidate held back reads its estimate only when an open batch has room for it.
     packer = p.packer
     if packer.batches >= p.runs_allowed and (packer.full(kind) or packer.opens_new(kind, decision.estimated_bytes)):

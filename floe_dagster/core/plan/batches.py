@@ -62,6 +62,18 @@ class RunClass:
             found = keys[group_by] = tuple(getattr(self, name) for name in group_by)
         return found
 
+    def batch_kind(self, operation: object, group_by: tuple[str, ...]) -> tuple:
+        """The kind of batch a decision of ``operation`` with this run class joins: the operation and :meth:`key`
+        (kept on the record as the key is: a tick offers up to 200,000 candidates)."""
+        kept = self.__dict__
+        kinds = kept.get("_kinds")
+        if kinds is None:
+            kinds = kept["_kinds"] = {}
+        found = kinds.get((operation, group_by))
+        if found is None:
+            found = kinds[(operation, group_by)] = (operation, *self.key(group_by))
+        return found
+
 
 @dataclass
 class _OpenBatch:

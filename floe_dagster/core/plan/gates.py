@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
 from floe_dagster.core.schedules.after_write import TRIGGER_AFTER_WRITE, combined_due
@@ -158,6 +159,7 @@ class Gate:
     learns: tuple[str, ...] = ()
 
 
+@lru_cache(maxsize=1024)  # a tick's failing decisions ask for a few distinct delays (timedelta arithmetic each)
 def backoff_delay(consecutive_failures: int, threshold: int, hours: float) -> timedelta:
     """After the n-th consecutive failure: 5 min × 2^(n−1) below the threshold, then
     ``hours`` × 2^(n − threshold), capped at 7 days."""
