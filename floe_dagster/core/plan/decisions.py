@@ -105,8 +105,8 @@ def code_of(reason: "str | Reason") -> str:
 
 class LazyEstimate:
     """A decision's byte estimate, made when read: ``estimate(table, op, metrics, config)``, the config the
-    policy's with the table's owner overrides (a tick makes 50,000 decisions; the budgets read only the
-    ones every gate let run)."""
+    policy's with the table's owner overrides (a tick makes 50,000 decisions; admission reads the estimates of
+    the work it admits, scopes or packs into an open batch, a reader any other's)."""
 
     __slots__ = ("estimate", "table", "op", "metrics", "policy", "owner", "made")
 
