@@ -212,3 +212,17 @@ def test_a_table_with_writers_is_never_kept():
     assert gate_memo.table_inputs(data, *args) is not None
     with_writer = dataclasses.replace(data, writers={table.qualified: ("a writer",)})
     assert gate_memo.table_inputs(with_writer, *args) is None
+
+
+def test_a_ledger_attempt_at_the_same_clock_makes_the_next_attempt():
+    # Nothing else changed and the clock is the same: the table's kept decisions are reused whole, unless the
+    # ledger now holds an attempt of a kept run's slot (another launcher admitted it): then it is its next attempt.
+    gate_memo.forget()
+    data = lakehouse(11)
+    plan(data)
+    kept = _runs(data)[0]
+    assert kept.attempt == 0
+    attempted = dataclasses.replace(data, last_attempts={(kept.table.qualified, kept.operation, kept.slot): 0})
+    result = plan(attempted)
+    again = next(d for d in result.decisions if (d.table, d.operation) == (kept.table, kept.operation))
+    assert again.attempt == 1 and read(result) == read(fresh(attempted))

@@ -33,6 +33,20 @@ def as_utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC)
 
 
+_LAST_CLOCK: tuple[datetime | None, int] = (None, 0)  # the last clock asked and its milliseconds, as one tuple
+
+
+def epoch_ms(now: datetime) -> int:
+    """``now`` in milliseconds since the epoch, kept for the last clock asked: a tick asks with the same clock for
+    every table (its health's ages, its debt's days since a write)."""
+    global _LAST_CLOCK
+    last, ms = _LAST_CLOCK
+    if last is not now:
+        ms = int(as_utc(now).timestamp() * 1000)
+        _LAST_CLOCK = (now, ms)
+    return ms
+
+
 def floor_minute(moment: datetime) -> datetime:
     return moment.replace(second=0, microsecond=0)
 

@@ -1,5 +1,6 @@
 """A faster ``__init__`` for the frozen dataclasses a planner tick makes by the ten thousand (a schedule's
-due verdict, a trigger-condition verdict, a health issue): :func:`quick_init`.
+due verdict, a trigger-condition verdict, a health issue): :func:`quick_init`; and :class:`kept_property`, a
+``functools.cached_property`` without its lock, for what such a record tells when read.
 
 A frozen dataclass's generated ``__init__`` sets each field through ``object.__setattr__`` read from the
 builtins module on every field (the class's own ``__setattr__`` refuses); this one calls it bound once, a
@@ -13,7 +14,7 @@ defaults, equality, hash, repr, frozen ``__setattr__``; only how a new one is fi
 from __future__ import annotations
 
 from dataclasses import MISSING, fields, is_dataclass
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
 T = TypeVar("T")
 
@@ -48,3 +49,22 @@ def quick_init(cls: T) -> T:
     init.__qualname__ = f"{cls.__qualname__}.__init__"  # type: ignore[attr-defined]
     cls.__init__ = init  # type: ignore[misc]
     return cls
+
+
+class kept_property:
+    """``functools.cached_property`` without its lock (Python 3.11's takes an ``RLock`` on every first read): the
+    value is made at the first read and kept in the instance's ``__dict__`` under the same name, where later reads
+    find it without calling this. For the verdicts a tick makes by the ten thousand and reads once or twice each;
+    two threads reading one at once may both make it (the same value: the records are immutable)."""
+
+    def __init__(self, make: Callable[[Any], Any]) -> None:
+        self.make, self.name, self.__doc__ = make, make.__name__, make.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        value = instance.__dict__[self.name] = self.make(instance)
+        return value

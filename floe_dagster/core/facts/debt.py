@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Iterable, Mapping
 
 from floe_dagster.core.facts.health_assessment import HealthIssue, Severity
-from floe_dagster.core.basics.localtime import as_utc
+from floe_dagster.core.basics.localtime import epoch_ms
 from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.basics.validation import closest, setting
 
@@ -134,7 +134,7 @@ class TableDebt:
         self.weights = weights
         days = None
         if metrics is not None:
-            days = TableMetrics.age_days(metrics.newest_snapshot_ms, int(as_utc(now).timestamp() * 1000))
+            days = TableMetrics.age_days(metrics.newest_snapshot_ms, epoch_ms(now))
         self._table = _table_part(issues, days, weights)
         self._scores: dict[tuple[float, int], tuple[float, dict[str, float]]] = {}
 

@@ -43,7 +43,7 @@ from operator import attrgetter
 from typing import Any, Mapping
 
 from floe_dagster.core.facts.fact_catalogue import FactViews, views
-from floe_dagster.core.basics.localtime import as_utc
+from floe_dagster.core.basics.localtime import as_utc, epoch_ms
 from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.facts.table_facts import Check, Fact
 from floe_dagster.core.basics.quick_records import quick_init
@@ -226,6 +226,9 @@ class _Limit:
     # The lower of the two: a number below it raises nothing, whatever the check's ``unless`` says (most
     # numbers of most tables are below it, so the check ends at one comparison).
     floor: float
+    # (severity, threshold, the message's words around the measured number), critical first: told once per
+    # thresholds, not per issue (an enum's ``value`` is a Python-level read in this Python).
+    levels: tuple[tuple[Severity, float, str, str], ...] = ()
 
 
 def _limits(thresholds: HealthThresholds, facts: FactViews) -> tuple[_Limit, ...]:
@@ -241,8 +244,12 @@ def _limits(thresholds: HealthThresholds, facts: FactViews) -> tuple[_Limit, ...
 
 
 def _limit(fact: Fact, critical: float, warning: float) -> _Limit:
-    return _Limit(fact, fact.check, issue_type(fact.check.issue), critical, warning, fact.clocked,
-                  min(critical, warning))
+    check = fact.check
+    levels = tuple((severity, threshold, f"{check.label}: ",
+                    f" ≥ {severity.value.lower()} threshold {threshold:g}")
+                   for severity, threshold in ((Severity.CRITICAL, critical), (Severity.WARNING, warning)))
+    return _Limit(fact, check, issue_type(check.issue), critical, warning, fact.clocked, min(critical, warning),
+                  levels)
 
 
 # Each distinct thresholds' number (:func:`_thresholds_key`): the assessments kept on a metrics record are
@@ -284,7 +291,7 @@ def _static_numbers(metrics: TableMetrics, thresholds: HealthThresholds, facts: 
 
 def _ages(metrics: TableMetrics, now: datetime, facts: FactViews) -> dict[str, float | None]:
     """The derived numbers that depend on the clock: days since a stored time."""
-    now_ms = int(as_utc(now).timestamp() * 1000)
+    now_ms = epoch_ms(now)
     found = {}
     for fact in facts.clocked:
         age = TableMetrics.age_days(getattr(metrics, fact.age_of), now_ms)
@@ -355,10 +362,9 @@ def _issue(limit: _Limit, measured: Any, numbers: Mapping[str, Any]) -> HealthIs
     check = limit.check
     if measured is None or (check.unless is not None and check.unless(numbers)):
         return None
-    for severity, threshold in ((Severity.CRITICAL, limit.critical), (Severity.WARNING, limit.warning)):
+    for severity, threshold, before, after in limit.levels:
         if measured >= threshold:
-            message = f"{check.label}: {measured:g} ≥ {severity.value.lower()} threshold {threshold:g}"
-            return HealthIssue(limit.issue, severity, message, measured, threshold)
+            return HealthIssue(limit.issue, severity, f"{before}{measured:g}{after}", measured, threshold)
     return None
 
 

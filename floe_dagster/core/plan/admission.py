@@ -10,7 +10,8 @@ make one pass; the shadow policies' make another, with budgets of their own (cor
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from types import MappingProxyType
+from typing import Callable, Mapping
 
 from floe_dagster.core.plan.batches import BatchPacker, RunClass
 from floe_dagster.core.plan.decisions import Decision, PlanInput, Reason, replace_decision, skip, skipped_with
@@ -27,6 +28,8 @@ from floe_dagster.core.rewrites.partition_scope import plan_scope
 from floe_dagster.core.basics.tables import TableName
 
 BUDGET_CODES = ("budget_tables", "budget_operations", "budget_bytes", "budget_compute", "tick_cap")
+_NOTHING_TAKEN: Mapping[str, float] = MappingProxyType({})  # what a held-back offer took (one for them all)
+_NO_RUN_CLASS = RunClass()
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,9 @@ class AdmissionStep:
     codes: tuple[str, ...]
     doc: str
     step: "Callable[[_Pass, Offer], Decision | None] | None" = None
+    # Whether the pass needs the step at all (a budget that is set); None: always. A pass offers its steps only
+    # the ones it needs: a tick offers up to 200,000 candidates, most of them to hold back.
+    needed: "Callable[[_Pass], bool] | None" = None
 
 
 def admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: list[str],
@@ -151,6 +157,9 @@ class _Pass:
     def __init__(self, data: PlanInput, notes: list[str], learned: LearnedView | None = None) -> None:
         self.data, self.limits, self.notes = data, data.limits, notes
         self.tables_admitted: dict[TableName, Operation] = {}  # one operation per table at a time
+        # Their qualified names: a string's hash is kept by the string, a TableName's is a Python call, and most
+        # offers are of tables not admitted (a name not here is no admitted table's).
+        self.names_admitted: set[str] = set()
         self.operations_admitted = 0
         self.bytes_before = self.bytes_used = data.bytes_last_hour
         self.runs_allowed = min(self.limits.max_run_requests_per_tick,
@@ -166,6 +175,8 @@ class _Pass:
         self.compute_used = self.compute_before
         if self.compute is not None and self.compute.window.over_spent:
             notes.append(f"compute budget: {self.compute.window.describe()}")
+        self.steps = tuple(step.step for step in ADMISSION
+                           if step.step is not None and (step.needed is None or step.needed(self)))
 
     def capacity(self) -> dict[str, float]:
         """The limited budgets of the pass, by fair_shares' names (unlimited ones left out)."""
@@ -195,14 +206,14 @@ class _Pass:
             "tick_cap": (RUNS, self.runs_allowed, "run requests of this tick (the tick cap)"),
         }[code]
 
-    def offer(self, decision: Decision) -> tuple[Decision, dict[str, float]]:
+    def offer(self, decision: Decision) -> tuple[Decision, Mapping[str, float]]:
         """The decision admitted (ranked, in a batch) or skipped by the first step that stops it, and what
         it took of the budgets (fair_shares' names; nothing when held back)."""
         offer = Offer(decision)
-        for step in _STEPS:
+        for step in self.steps:
             held = step(self, offer)
             if held is not None:
-                return held, {}
+                return held, _NOTHING_TAKEN
         return self._admit(offer)
 
     def _admit(self, offer: Offer) -> tuple[Decision, dict[str, float]]:
@@ -218,14 +229,17 @@ class _Pass:
                               "admitted alone")
         self.rank += 1
         self.tables_admitted[decision.table] = decision.operation
+        self.names_admitted.add(decision.table.qualified)
         self.operations_admitted += 1
-        rewritten = decision.estimated_bytes if decision.operation.rewrites_data else 0
+        estimated = decision.estimated_bytes
+        rewritten = estimated if decision.operation.rewrites_data else 0
         self.bytes_used += rewritten
         self.compute_used += offer.compute_cost
         # A run request is shared by the tables of its batch, whatever their share: each takes a seat.
         costs = admission_costs(rewritten, self.data.batching.max_tables, offer.compute_cost)
-        return replace_decision(decision, rank=self.rank, batch=self.packer.place(offer.kind,
-                                                                                    decision.estimated_bytes)), costs
+        # Admitted work carries its estimate as a number (a held-back candidate's is made when read).
+        return replace_decision(decision, rank=self.rank, batch=self.packer.place(offer.kind, estimated),
+                                bytes_estimate=estimated), costs
 
 
 # -- the steps, in order: each the pass and the offer, and the decision held back or None --------------
@@ -233,6 +247,8 @@ class _Pass:
 
 def _one_per_table(p: _Pass, offer: Offer) -> Decision | None:
     decision = offer.decision
+    if decision.table.qualified not in p.names_admitted:
+        return None
     admitted_op = p.tables_admitted.get(decision.table)
     if admitted_op is None:
         return None
@@ -289,8 +305,10 @@ def _compute_budget(p: _Pass, offer: Offer) -> Decision | None:
 
 def _tick_cap(p: _Pass, offer: Offer) -> Decision | None:
     decision = offer.decision
-    kind = offer.kind = (decision.operation, *(decision.run_class or RunClass()).key(p.data.batching.group_by))
-    if p.packer.opens_new(kind, decision.estimated_bytes) and p.packer.batches >= p.runs_allowed:
+    kind = offer.kind = (decision.run_class or _NO_RUN_CLASS).batch_kind(decision.operation, p.data.batching.group_by)
+    # The count first: a candidate held back reads its estimate only when an open batch has room for it.
+    packer = p.packer
+    if packer.batches >= p.runs_allowed and (packer.full(kind) or packer.opens_new(kind, decision.estimated_bytes)):
         return skipped_with(decision, p.tick_cap_reason, decision.why)
     return None
 
@@ -301,23 +319,23 @@ ADMISSION: tuple[AdmissionStep, ...] = (
     AdmissionStep("one operation per table", ("in_flight",),
                   "another operation of the table was admitted earlier in the same tick", _one_per_table),
     AdmissionStep("table budget", ("budget_tables",), "`max-tables-per-poll` tables admitted this tick",
-                  _table_budget),
+                  _table_budget, lambda p: bool(p.limits.max_tables_per_poll)),
     AdmissionStep("operation budget", ("budget_operations",),
-                  "`max-operations-per-poll` (table, operation) items admitted this tick", _operation_budget),
+                  "`max-operations-per-poll` (table, operation) items admitted this tick", _operation_budget,
+                  lambda p: bool(p.limits.max_operations_per_poll)),
     AdmissionStep("partition scoping", (), "a rewrite larger than its run may take is scoped to the partitions "
                   "with the most benefit per byte (it holds nothing back)", _scope),
     AdmissionStep("byte budget", ("budget_bytes",), "`max-bytes-per-hour` estimated bytes over a rolling hour",
-                  _byte_budget),
+                  _byte_budget, lambda p: bool(p.limits.max_bytes_per_hour)),
     AdmissionStep("compute budget", ("budget_compute",), "`max-compute-hours-per-hour` executor CPU hours over a "
                   "rolling hour: each table's compute estimate, charged with the finished runs' recorded compute",
-                  _compute_budget),
+                  _compute_budget, lambda p: p.compute is not None),
     AdmissionStep("tick cap", ("tick_cap",), "a new run past `max-run-requests-per-tick` or `max-queued-runs`",
                   _tick_cap),
     AdmissionStep("fair shares", ("budget_share",),
                   "with fair shares on, a budget told as the share's part of it and its weight"),
 )
 ADMISSION_CODES: tuple[str, ...] = tuple(code for step in ADMISSION for code in step.codes)
-_STEPS = tuple(step.step for step in ADMISSION if step.step is not None)
 
 
 def run_allowance(data: PlanInput, decision: Decision, bytes_used: int) -> tuple[int, str] | None:

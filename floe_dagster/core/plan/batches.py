@@ -62,6 +62,18 @@ class RunClass:
             found = keys[group_by] = tuple(getattr(self, name) for name in group_by)
         return found
 
+    def batch_kind(self, operation: object, group_by: tuple[str, ...]) -> tuple:
+        """The kind of batch a decision of ``operation`` with this run class joins: the operation and :meth:`key`
+        (kept on the record as the key is: a tick offers up to 200,000 candidates)."""
+        kept = self.__dict__
+        kinds = kept.get("_kinds")
+        if kinds is None:
+            kinds = kept["_kinds"] = {}
+        found = kinds.get((operation, group_by))
+        if found is None:
+            found = kinds[(operation, group_by)] = (operation, *self.key(group_by))
+        return found
+
 
 @dataclass
 class _OpenBatch:
@@ -87,6 +99,12 @@ class BatchPacker:
     def opens_new(self, kind: tuple, estimated_bytes: int) -> bool:
         """Whether this decision would open a new batch (a new run request)."""
         return not self._fits(self._open.get(kind), estimated_bytes)
+
+    def full(self, kind: tuple) -> bool:
+        """Whether every decision of ``kind`` would open a new batch, whatever its bytes (no open batch of the
+        kind has a table's room): :meth:`opens_new` without the estimate."""
+        batch = self._open.get(kind)
+        return batch is None or batch.tables >= self.settings.max_tables
 
     def place(self, kind: tuple, estimated_bytes: int) -> int:
         """The batch number the decision joins (opening one when the open batch is full)."""

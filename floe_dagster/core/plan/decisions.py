@@ -105,19 +105,25 @@ def code_of(reason: "str | Reason") -> str:
 
 class LazyEstimate:
     """A decision's byte estimate, made when read: ``estimate(table, op, metrics, config)``, the config the
-    policy's with the table's owner overrides (a tick makes 50,000 decisions; the budgets read only the
-    ones every gate let run)."""
+    policy's with the table's owner overrides (a tick makes 50,000 decisions; admission reads the estimates of
+    the work it admits, scopes or packs into an open batch, a reader any other's)."""
 
-    __slots__ = ("estimate", "table", "op", "metrics", "policy", "owner")
+    __slots__ = ("estimate", "table", "op", "metrics", "policy", "owner", "made")
 
     def __init__(self, estimate: Callable[..., int], table: TableName, op: Operation, metrics: TableMetrics | None,
                  policy: Any, owner: OwnerOverrides | None) -> None:
         self.estimate, self.table, self.op, self.metrics, self.policy, self.owner = \
             estimate, table, op, metrics, policy, owner
+        self.made: int | None = None
 
     def value(self) -> int:
-        return self.estimate(self.table, self.op, self.metrics,
-                             with_overrides(self.owner, self.op, self.policy.config(self.op)))
+        """The estimate, made at its first read and kept (its inputs are immutable; a candidate's is read by
+        several admission steps)."""
+        made = self.made
+        if made is None:
+            made = self.made = self.estimate(self.table, self.op, self.metrics,
+                                             with_overrides(self.owner, self.op, self.policy.config(self.op)))
+        return made
 
     def __eq__(self, other: object) -> bool:
         return self.value() == (other.value() if isinstance(other, LazyEstimate) else other)

@@ -48,19 +48,31 @@ _AFTER_DUE = frozenset({"in_flight", "min_interval"})
 _TIME_THRESHOLDS = ("snapshotAgeAboveDays",)  # trigger conditions that measure an age (core/policies/conditions.py)
 
 
+# An instant not told yet: :func:`valid_until` is asked only by a tick at another clock (:func:`holds`), so a
+# cold tick, and a tick at the same clock, never pay for it.
+LATER = object()
+
+
 class TableEntry:
     """One table's decisions of a tick (the gate stage's, in its policy's operation order), the instant until
-    which each holds (None: no clock changes it; ``at``: only at that clock), the clock they were made at, and
-    their inputs: the metrics record (compared by identity), the rest compared by value."""
+    which each holds (None: no clock changes it; ``at``: only at that clock; :data:`LATER`: not told yet), the
+    clock they were made at, and their inputs: the metrics record (compared by identity), the rest compared by
+    value."""
 
-    __slots__ = ("metrics", "inputs", "at", "decisions", "until")
+    __slots__ = ("metrics", "inputs", "at", "decisions", "until", "first_attempts")
 
     def __init__(self, metrics: Any, inputs: tuple, at: datetime, decisions: tuple[Decision, ...],
-                 until: tuple[datetime | None, ...]) -> None:
+                 until: list[datetime | None | object]) -> None:
         self.metrics, self.inputs, self.at, self.decisions, self.until = metrics, inputs, at, decisions, until
+        # Every run decision is its slot's first attempt (most are): then a ledger without an attempt of the table
+        # leaves every one as it is, which a tick at the same clock answers without reading them.
+        self.first_attempts = all(d.attempt == 0 for d in decisions if d.decision == "run")
 
-    def attempts_hold(self, last_attempts: Any) -> bool:
-        """Whether the ledger's attempts of their slots still give each run decision its attempt number."""
+    def attempts_hold(self, last_attempts: Any, attempted: bool) -> bool:
+        """Whether the ledger's attempts of their slots still give each run decision its attempt number
+        (``attempted``: the ledger has an attempt of the table, :func:`attempted_tables`)."""
+        if self.first_attempts and not attempted:
+            return True
         return all(_attempt_holds(d, last_attempts) for d in self.decisions)
 
 
@@ -77,7 +89,8 @@ class GateMemo:
     the debt weights, the estimator). A tick takes each table's entry out of ``tables`` as it reads it (so the
     decisions it replaces are freed as it goes: at 50,000 tables × 8 kinds, 400,000 of them) and puts its own
     in place of the whole dict when it ends. Two ticks at once (the sensor and an API request) each find fewer
-    entries, and make those tables' decisions afresh: never a wrong one, as an entry is never changed."""
+    entries, and make those tables' decisions afresh: never a wrong one, as an entry is never changed (but for
+    its instants told late, :data:`LATER`: the same whoever tells them)."""
 
     def __init__(self) -> None:
         self.context: tuple | None = None
@@ -102,24 +115,37 @@ def begin(data: PlanInput) -> dict[TableName, TableEntry]:
     return MEMO.tables
 
 
+def attempted_tables(data: PlanInput) -> frozenset[str]:
+    """The tables the ledger has an attempt of (:meth:`TableEntry.attempts_hold`)."""
+    return frozenset(key[0] for key in data.last_attempts)
+
+
 def end(kept: dict[TableName, TableEntry]) -> None:
     """This tick's entries, for the next (the tables it did not plan are forgotten)."""
     MEMO.tables = kept
 
 
+def table_histories(data: PlanInput, qualified: str) -> tuple:
+    """The table's history of every operation kind, in their order (``op.order``; None: no run recorded): the gate
+    stage reads them, and the zero-change gate all of them."""
+    history_of = data.history.get
+    return tuple([history_of((qualified, op)) for op in ALL_OPERATIONS])
+
+
 def table_inputs(data: PlanInput, table: TableName, listed: bool, loaded: bool, ops: Sequence[Any],
-                 qualified: str, flying: frozenset[str]) -> tuple | None:
+                 qualified: str, flying: frozenset[str], histories: tuple | None = None) -> tuple | None:
     """What a table's decisions read besides its metrics record, the policies and the clock (None: something that
-    cannot be compared, so the table is never kept: a writer, whose runs and first writes each tick reads anew)."""
+    cannot be compared, so the table is never kept: a writer, whose runs and first writes each tick reads anew).
+    ``histories``: :func:`table_histories`, when the caller read them already."""
     if data.writers.get(qualified):
         return None
-    history_of = data.history.get
-    histories = [history_of((qualified, op)) for op in ALL_OPERATIONS]  # the zero-change gate reads them all
+    if histories is None:
+        histories = table_histories(data, qualified)
     busy = qualified in flying and tuple((qualified, op) in data.in_flight for op in ops)
     backlogs = tuple(data.backlogs.get((qualified, op)) for op in ops) if data.backlogs else ()
     runs = tuple(data.recorded_runs.get((qualified, op)) for op in ops if op.spec.has_cadence) \
         if data.recorded_runs else ()
-    return (listed, loaded, qualified in data.busy_tables, busy, backlogs, runs, *histories)  # one tuple: 50,000 kept
+    return (listed, loaded, qualified in data.busy_tables, busy, backlogs, runs, histories)  # one tuple: 50,000 kept
 
 
 def reusable(entry: TableEntry | None, metrics: Any, inputs: tuple | None, now: datetime) -> bool:
@@ -132,13 +158,18 @@ def reusable(entry: TableEntry | None, metrics: Any, inputs: tuple | None, now: 
         return False
 
 
-def holds(entry: TableEntry, index: int, data: PlanInput, now: datetime) -> bool:
+def holds(entry: TableEntry, index: int, data: PlanInput, now: datetime, schedule: Schedule | None, policy: Any,
+          last_success: datetime | None) -> bool:
     """Whether the kept decision ``index`` of the entry holds at ``now`` (its attempt too, for a run: the
-    ledger's attempts of its slot)."""
+    ledger's attempts of its slot). Its instant is told here the first time a tick at another clock asks, from
+    what it was made of (the same inputs: the entry is read only when they are; the schedule and the policy
+    equal to those it was made with, and its last success)."""
     decision = entry.decisions[index]
     if now != entry.at:
         until = entry.until[index]
-        if until is not None and not now < until:
+        if until is LATER:
+            until = entry.until[index] = valid_until(decision, schedule, policy, last_success, entry.at)
+        if until is not None and not now < until:  # type: ignore[operator]
             return False
     return _attempt_holds(decision, data.last_attempts)
 

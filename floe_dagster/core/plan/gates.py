@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
 from floe_dagster.core.schedules.after_write import TRIGGER_AFTER_WRITE, combined_due
@@ -158,6 +159,7 @@ class Gate:
     learns: tuple[str, ...] = ()
 
 
+@lru_cache(maxsize=1024)  # a tick's failing decisions ask for a few distinct delays (timedelta arithmetic each)
 def backoff_delay(consecutive_failures: int, threshold: int, hours: float) -> timedelta:
     """After the n-th consecutive failure: 5 min × 2^(n−1) below the threshold, then
     ``hours`` × 2^(n − threshold), capped at 7 days."""
@@ -449,16 +451,20 @@ def admissible(f: Facts, known: Learned) -> Decision:
     if known.escalation is not None:
         reasons += (Reason("sla", _escalated, known.escalation),)
     quiet, hold = known.quiet, known.writer_hold
-    reasons += tuple(Reason(None, _detail_of, v) for v in (quiet, hold) if v is not None and (v is quiet or v.forced))
+    if quiet is not None or hold is not None:  # most schedules have neither a quiet period nor a known writer
+        reasons += tuple(Reason(None, _detail_of, v) for v in (quiet, hold)
+                         if v is not None and (v is quiet or v.forced))
     window_end = schedule.window_end_after(now) if schedule.enforce_window_end else None
     runtime = schedule.timeout_hours * 3600
     if window_end is not None:
         runtime = min(runtime, max(60.0, (window_end - now).total_seconds()))
+    kept = known.kept()
+    if known.escalation is not None:
+        kept["trigger"] = "sla"
     return replace_decision(
         f.decision, decision="run", passed_gates=True, why=reasons,
         attempt=data.last_attempts.get((f.table.qualified, f.op, due.slot_key), -1) + 1, max_runtime_s=runtime,
-        next_eligible=now, run_class=_run_class(schedule),
-        **{**known.kept(), **({"trigger": "sla"} if known.escalation is not None else {})})
+        next_eligible=now, run_class=_run_class(schedule), **kept)
 
 
 def _escalated(escalation: SlaVerdict) -> str:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Callable
+from operator import attrgetter
+from typing import Any, Callable, Sequence
 
 from floe_dagster.core.plan import gate_memo
 from floe_dagster.core.plan.admission import ADMISSION, ADMISSION_CODES, admit_within_budgets
@@ -38,15 +39,31 @@ _NO_HISTORY = OperationHistory()
 
 @dataclass
 class PlanState:
-    """What the stages hand on: the decided (skipped, then admitted), the candidates (every gate let them
-    run), and the notes."""
+    """What the stages hand on: the decided (skipped by a gate, then held back by admission), the ranked (admitted,
+    live then shadow), the candidates (every gate let them run), and the notes. ``shadows`` and ``slas``: whether
+    any policy is a shadow one and any schedule has an SLA contract (else the stages that move those decisions
+    have none to move: a tick has up to 200,000 candidates)."""
 
     data: PlanInput
     decided: list[Decision] = field(default_factory=list)
+    ranked: list[Decision] = field(default_factory=list)
     candidates: list[Decision] = field(default_factory=list)
     live: list[Decision] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     learned: LearnedView | None = None  # the recorded runs' totals, when the ranking reads them
+    shadows: bool = True
+    slas: bool = True
+
+    def __post_init__(self) -> None:
+        policies = self.data.policies.policies
+        self.shadows = any(policy.shadow for policy in policies)
+        self.slas = any(schedule is not None and schedule.sla is not None
+                        for policy in policies for schedule in policy.schedules.values())
+
+    def admitted(self, decisions: list[Decision]) -> None:
+        """An admission pass's decisions: the admitted ranked, the others decided (each in the pass's order)."""
+        self.ranked += [d for d in decisions if d.rank is not None]
+        self.decided += [d for d in decisions if d.rank is None]
 
 
 @dataclass(frozen=True)
@@ -65,25 +82,27 @@ def _gate_stage(state: PlanState) -> None:
     in_catalog, loaded = frozenset(data.catalog_tables), data.loaded_tables
     decided, candidates = state.decided, state.candidates
     previous, kept, now = gate_memo.begin(data), {}, data.now
+    attempted = gate_memo.attempted_tables(data)
     flying = frozenset(qualified for qualified, _ in data.in_flight)
     # Sorted by the fields' tuple (TableName's order) without calling its generated __lt__ per comparison.
-    for table in sorted(in_catalog.union(loaded), key=lambda t: (t.catalog, t.namespace, t.name)):
+    for table in sorted(in_catalog.union(loaded), key=_TABLE_ORDER):
         policy = data.policies.effective_policy(table)
         if policy is None:
             continue
         metrics, listed, qualified = data.metrics.get(table), table in in_catalog, table.qualified
-        ops = policy.configured_operations()
+        ops, histories = policy.operations, gate_memo.table_histories(data, qualified)
         inputs = None if policy.has_after_write else \
-            gate_memo.table_inputs(data, table, listed, table in loaded, ops, qualified, flying)
+            gate_memo.table_inputs(data, table, listed, table in loaded, ops, qualified, flying, histories)
         # Taken out as it is read: the decisions it replaces are freed as the tick goes, not held to its end.
         entry = previous.pop(table, None)
         if not gate_memo.reusable(entry, metrics, inputs, now):
             entry = None
-        if entry is not None and entry.at == now and entry.attempts_hold(data.last_attempts):
+        if entry is not None and entry.at == now and entry.attempts_hold(data.last_attempts, qualified in attempted):
             kept[table] = entry  # the same clock and inputs: the same decisions
             made = entry.decisions
         else:
-            made, until = _table_through_gates(data, table, policy, metrics, ops, listed, table in loaded, entry)
+            made, until = _table_through_gates(data, table, policy, metrics, ops, listed, table in loaded, entry,
+                                               histories)
             if inputs is not None:
                 kept[table] = gate_memo.TableEntry(metrics, inputs, now, made, until)
         for decision in made:
@@ -91,30 +110,34 @@ def _gate_stage(state: PlanState) -> None:
     gate_memo.end(kept)
 
 
-def _table_through_gates(data: PlanInput, table: TableName, policy: Any, metrics: Any, ops: list,
-                         listed: bool, loaded: bool, entry: gate_memo.TableEntry | None
-                         ) -> tuple[tuple[Decision, ...], tuple[datetime | None, ...]]:
+_TABLE_ORDER = attrgetter("catalog", "namespace", "name")
+
+
+def _table_through_gates(data: PlanInput, table: TableName, policy: Any, metrics: Any, ops: Sequence,
+                         listed: bool, loaded: bool, entry: gate_memo.TableEntry | None, histories: tuple
+                         ) -> tuple[tuple[Decision, ...], list[Any]]:
     """One table's decisions, each made through the gates or, when the memo's ``entry`` holds it still, reused
     with its debt score (and a run's ``next_eligible``) made at this tick's clock; and until when each holds."""
     now, estimate_bytes = data.now, data.estimate_bytes
     facts = Facts(data, table, policy, metrics, listed, loaded)
     issues = policy.health_issues(metrics, now) if metrics is not None else ()
     table_debt = TableDebt(issues, metrics, now, data.debt_weights)
-    qualified, shadow = table.qualified, policy.shadow
+    shadow = policy.shadow
     owner = _owner_overrides(policy, metrics) if metrics is not None else None  # floe.* properties
     table_values = _table_values(table, policy, owner)
     made, until = [], []
     for index, op in enumerate(ops):
-        history = data.history.get((qualified, op)) or _NO_HISTORY
+        history = histories[op.order] or _NO_HISTORY  # read once per table (gate_memo.table_histories)
         if shadow:  # the shadow's view: its newest recorded decision stands in for a success
             history = history.as_shadow_sees_it()
         score, breakdown = table_debt.with_history(history.failure_rate, history.consecutive_failures)
         schedule = policy.schedule(op)
-        if entry is not None and gate_memo.holds(entry, index, data, now):
+        if entry is not None and gate_memo.holds(entry, index, data, now, schedule, policy,
+                                                 history.last_success_start):
             made.append(_at_this_clock(entry.decisions[index], score, breakdown, now))
             until.append(entry.until[index])
             continue
-        # Estimated when read: the budgets read the candidates' (below), a reader any other's.
+        # Estimated when read (and kept): admission reads the candidates' it needs, a reader any other's.
         estimate = LazyEstimate(estimate_bytes, table, op, metrics, policy, owner) \
             if estimate_bytes and op.rewrites_data else 0
         base = build_decision(table_values, operation=op, debt_score=score, debt_breakdown=breakdown,
@@ -122,12 +145,9 @@ def _table_through_gates(data: PlanInput, table: TableName, policy: Any, metrics
         if schedule is None or not schedule.enabled or schedule.priority or schedule.sla is not None:
             _off_defaults(base, schedule, history, metrics, now)
         decision = through_gates(facts.of(op, schedule, history, base))
-        if decision.decision == "run" and estimate:
-            # The budgets read it: estimated once, on the decision just made (no one holds it yet).
-            decision.__dict__["bytes_estimate"] = decision.estimated_bytes
         made.append(decision)
-        until.append(gate_memo.valid_until(decision, schedule, policy, history.last_success_start, now))
-    return tuple(made), tuple(until)
+        until.append(gate_memo.LATER)  # told when a later tick asks (gate_memo.holds)
+    return tuple(made), until
 
 
 def _at_this_clock(kept: Decision, score: float, breakdown: Any, now: datetime) -> Decision:
@@ -240,22 +260,27 @@ _STEPS = tuple((gate, tuple(turn for turn in TURNS if turn.after == gate.name)) 
 check_order(tuple(step for gate, turns in _STEPS for step in (gate, *turns)))
 
 
+# Each gate's check, name and learned facts, and its turns' functions, read once (a tick passes 50,000 decisions).
+_CHECKS = tuple((gate.check, gate.name, gate.learns, tuple(turn.turn for turn in turns)) for gate, turns in _STEPS)
+
+
 def through_gates(f: Facts) -> Decision:
     """The decision skipped by the first gate that holds it (a gate its turns let it past holds nothing),
     else :func:`admissible`."""
     known = NOTHING_LEARNED
-    for gate, turns in _STEPS:
-        verdict = gate.check(f, known)
+    for check, name, learns, turns in _CHECKS:
+        verdict = check(f, known)
         held = None
         if verdict is not None:
             if verdict.__class__ is Learned:
                 known = verdict
-            elif gate.name in known.passes:  # checked, not held: what it learned is kept
-                known = known.but(**{name: getattr(verdict, name) for name in gate.learns})
+            elif name in known.passes:  # checked, not held: what it learned is kept
+                known = known.but(**{learned: getattr(verdict, learned) for learned in learns})
             else:
                 held = verdict
-        for turn in turns:
-            known, held = turn.turn(f, known, held)
+        if turns:
+            for turn in turns:
+                known, held = turn(f, known, held)
         if held is not None:
             return held
     return admissible(f, known)
@@ -294,7 +319,8 @@ def slot_time(slot_key: str) -> datetime | None:
 
 def _shadow_stage(state: PlanState) -> None:
     """A shadow policy's candidates become shadow decisions: recorded, never run (the shadow attempt)."""
-    state.candidates = [_as_shadow(d) if d.shadow else d for d in state.candidates]
+    if state.shadows:
+        state.candidates = [_as_shadow(d) if d.shadow else d for d in state.candidates]
 
 
 def _as_shadow(decision: Decision) -> Decision:
@@ -344,16 +370,16 @@ def _config(data: PlanInput, decision: Decision) -> object:
 def _sla_first_stage(state: PlanState) -> None:
     """Work a breached SLA escalated (trigger ``sla``) before the rest: ERROR before WARN, the longest
     breached first; the rank order otherwise (a stable sort)."""
-    escalated = [d for d in state.candidates if d.trigger == "sla"]
+    escalated = [d for d in state.candidates if d.trigger == "sla"] if state.slas else None
     if escalated:
         escalated.sort(key=lambda d: d.sla.rank_key)
         state.candidates = escalated + [d for d in state.candidates if d.trigger != "sla"]
 
 
 def _live_admission(state: PlanState) -> None:
-    live = [d for d in state.candidates if not d.shadow]
+    live = [d for d in state.candidates if not d.shadow] if state.shadows else state.candidates
     state.live = admit_within_budgets(state.data, live, state.notes, _budget_view(state))
-    state.decided.extend(state.live)
+    state.admitted(state.live)
     if state.data.ranking.shadow:  # both orders side by side, in the notes
         state.notes.append(shadow_note(_learned_view(state), live, [d for d in state.live if d.decision == "run"]))
 
@@ -361,19 +387,19 @@ def _live_admission(state: PlanState) -> None:
 def _shadow_pass(state: PlanState) -> None:
     """The shadow decisions through the same admission with a fresh state of their own (nothing admitted
     yet, their own hour of bytes, no queued run), ranked and batched after the live ones."""
-    candidates = [d for d in state.candidates if d.shadow]
+    candidates = [d for d in state.candidates if d.shadow] if state.shadows else None
     if not candidates:
         return
-    data, live = state.data, state.live
+    data, live = state.data, state.ranked  # the live admitted (the only ranked so far)
     shadow_notes: list[str] = []
     own_budgets = replace(data, bytes_last_hour=data.shadow_bytes_last_hour, queued_runs=0, past_admissions=())
     passed = admit_within_budgets(own_budgets, candidates, shadow_notes, _budget_view(state))
     ranks = max((d.rank for d in live if d.rank is not None), default=0)
     batches = max((d.batch for d in live if d.batch is not None), default=0)
     state.notes.extend(f"shadow: {note}" for note in shadow_notes)
-    state.decided.extend(
+    state.admitted([
         d if d.rank is None else replace_decision(d, rank=d.rank + ranks, batch=(d.batch or 0) + batches)
-        for d in passed)
+        for d in passed])
 
 
 STAGES: tuple[Stage, ...] = (

@@ -73,8 +73,7 @@ _BY_TABLE = attrgetter("table.qualified", "operation.order")
 
 def _plan(data: PlanInput) -> Plan:
     state = run_stages(data)
-    ranked = [d for d in state.decided if d.rank is not None]
-    unranked = [d for d in state.decided if d.rank is None]
+    ranked, unranked = state.ranked, state.decided  # the admitted, and the others
     ranked.sort(key=_BY_RANK)
     unranked.sort(key=_BY_TABLE)
     ranked += unranked

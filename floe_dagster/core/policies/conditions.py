@@ -247,9 +247,9 @@ def evaluate_conditions(
         return _own_condition(conditions if enabled else None, operation, own_condition, metrics,
                               last_success_start, now)
     if not enabled:
-        return ConditionResult(True, detail="condition-based triggering is disabled", evaluated=False)
+        return _TRIGGERING_DISABLED
     if conditions is None:
-        return ConditionResult(True, detail="no trigger conditions", evaluated=False)
+        return _NO_CONDITIONS
     logic = conditions.trigger_logic
     last = as_utc(last_success_start) if last_success_start is not None else None
 
@@ -264,7 +264,7 @@ def evaluate_conditions(
         return waiting
 
     if not conditions.thresholds:
-        return ConditionResult(True, logic=logic, detail="no thresholds")
+        return _NO_THRESHOLDS.get(logic) or ConditionResult(True, logic=logic, detail="no thresholds")
     if metrics is None:
         return ConditionResult(False, blocked_code="no_health", next_eligible=now + CONDITION_RECHECK, logic=logic,
                                detail="thresholds are set but the table's health has not been collected yet")
@@ -276,6 +276,12 @@ def evaluate_conditions(
                                       f"{metrics.tier} tier was collected")
 
     return _thresholds(conditions, metrics, small_file_size_bytes, now)
+
+
+# The verdicts that read nothing of the table or the clock: one record each (immutable), not one per decision.
+_TRIGGERING_DISABLED = ConditionResult(True, detail="condition-based triggering is disabled", evaluated=False)
+_NO_CONDITIONS = ConditionResult(True, detail="no trigger conditions", evaluated=False)
+_NO_THRESHOLDS = {logic: ConditionResult(True, logic=logic, detail="no thresholds") for logic in ("OR", "AND")}
 
 
 def _thresholds(conditions: TriggerConditions, metrics: TableMetrics, small_file_size_bytes: int,

@@ -30,7 +30,7 @@ from floe_dagster.core.basics.loader_format import kebab
 from floe_dagster.core.operation_config import OperationConfig, camel, text
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.basics.secrets import masked
-from floe_dagster.core.storage.storage_keys import TABLE_STORAGE_IGNORED, storage_properties
+from floe_dagster.core.storage.storage_keys import TABLE_STORAGE_IGNORED, steers_storage, storage_properties
 from floe_dagster.core.basics.validation import Location, check_mapping, check_unknown, standalone
 
 PREFIX = "floe."
@@ -244,7 +244,7 @@ def with_overrides(owner: OwnerOverrides | None, op: Operation, config: Operatio
 def sets_owner_keys(properties: Mapping[str, str]) -> bool:
     """Whether ``properties`` hold a ``floe.*`` key or one that would steer a FileIO: without either,
     :func:`owner_overrides` is None whatever the policy."""
-    return any(key.startswith(PREFIX) for key in properties) or bool(storage_properties(properties))
+    return any(key.startswith(PREFIX) or steers_storage(key) for key in properties)
 
 
 def owner_overrides(policy_name: str, allowed: OwnerOverridePolicy, configured: object,

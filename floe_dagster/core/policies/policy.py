@@ -139,7 +139,13 @@ class Policy:
 
     def configured_operations(self) -> list[Operation]:
         """Operations with a config, in Floe's order (manual runs use these)."""
-        return [op for op in ALL_OPERATIONS if op in self.configs]
+        return list(self.operations)
+
+    @cached_property
+    def operations(self) -> tuple[Operation, ...]:
+        """:meth:`configured_operations`, kept on the instance (not a field: equality and to_json ignore it): the
+        planner asks for every table of every tick."""
+        return tuple(op for op in ALL_OPERATIONS if op in self.configs)
 
     def is_operation_enabled(self, operation: Operation) -> bool:
         schedule = self.schedules.get(operation)

@@ -263,9 +263,14 @@ class Schedule:
         A planner tick asks for the same ``now`` once per decision, so the last answer is kept on the
         (immutable) schedule: a tick computes the window, the cron slot and the next opening once per
         schedule instead of once per table."""
-        memo = self.__dict__.get("_at")
+        kept = self.__dict__
+        memo = kept.get("_at")
         if memo is not None and memo.now == now:
             return memo
+        before = kept.get("_at_before")  # and the answer before it: a tick reads its kept verdicts at their clock
+        if before is not None and before.now == now:
+            kept["_at_before"], kept["_at"] = memo, before
+            return before
         now = as_utc(now)
         closed = self.closed_reason(now)
         slot = self.latest_slot_at_or_before(now)
@@ -275,7 +280,7 @@ class Schedule:
             following = self.next_slot_after(slot) if slot is not None else self.next_slot_after(now)
         memo = ScheduleAt(now, closed, self.next_open(now), slot,
                           slot.isoformat() if slot is not None else None, following)
-        self.__dict__["_at"] = memo  # not a field: equality, hashing and to_json ignore it
+        kept["_at_before"], kept["_at"] = kept.get("_at"), memo  # not fields: equality, hashing, to_json ignore them
         return memo
 
     # -- due ------------------------------------------------------------------------------------

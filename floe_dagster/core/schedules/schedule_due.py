@@ -7,12 +7,11 @@ fields, windows, days and cron slots) is core/schedules/schedule.py, which impor
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from datetime import datetime, timedelta
 from typing import Protocol
 
 from floe_dagster.core.basics.localtime import as_utc
-from floe_dagster.core.basics.quick_records import quick_init
+from floe_dagster.core.basics.quick_records import kept_property, quick_init
 
 TRIGGER_CRON, TRIGGER_INTERVAL, TRIGGER_CONDITION = "cron", "interval", "condition"
 
@@ -77,11 +76,11 @@ class Due:
     told: str | tuple
     last_success_start: datetime | None = None
 
-    @cached_property
+    @kept_property
     def detail(self) -> str:
         return _tell(self.told)
 
-    @cached_property  # frozen: read twice per due decision (its slot, then its attempt number)
+    @kept_property  # frozen: read twice per due decision (its slot, then its attempt number)
     def slot_key(self) -> str:
         """A stable text naming the piece of work, for run keys and the trigger ledger: one per cron
         slot, per interval period and per condition cycle (a success starts a new one)."""

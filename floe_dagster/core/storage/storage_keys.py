@@ -33,6 +33,15 @@ STORAGE_PREFIXES = {
 }
 
 
+_PREFIXES = tuple(STORAGE_PREFIXES)
+
+
+def steers_storage(name: str) -> bool:
+    """Whether a key steers a table's FileIO (:func:`storage_key_why` is not None), in one lookup and one C call:
+    every tick asks for every key of every new table's properties."""
+    return name in STORAGE_KEYS or name.startswith(_PREFIXES)
+
+
 def storage_key_why(name: str) -> str | None:
     """What a key does to a table's FileIO (None: it steers no storage)."""
     if name in STORAGE_KEYS:
@@ -63,5 +72,5 @@ def storage_properties(properties: Mapping[str, str]) -> dict[str, str]:
 TABLE_STORAGE_IGNORED = ("a table property never steers floe's storage: floe reads and moves the table's files "
                          "through a FileIO built from the catalog's settings alone (the safety envelope)")
 
-__all__ = ["STORAGE_KEYS", "STORAGE_PREFIXES", "TABLE_STORAGE_IGNORED", "storage_key_why", "storage_properties",
-           "storage_refusal"]
+__all__ = ["STORAGE_KEYS", "STORAGE_PREFIXES", "TABLE_STORAGE_IGNORED", "steers_storage", "storage_key_why",
+           "storage_properties", "storage_refusal"]
