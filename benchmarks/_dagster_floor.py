@@ -6,6 +6,10 @@ floe's length and the ``dagster/table_name`` metadata; one unpartitioned asset c
 definition of its own; one asset job selecting the assets without their checks (in-process executor); 5
 schedules and a sensor on it; two resources. ``dagster definitions validate -f`` on this file measures what
 Dagster costs for that many assets of that shape; benchmark 6 subtracts it from floe's figure.
+
+``FLOE_FLOOR_WITHOUT`` (comma-separated) leaves parts out, to tell what each costs: ``checks`` (the asset checks),
+``words`` (the descriptions, metadata, tags and kinds, on the specs and the op's outputs), ``partitions``,
+``job`` (the asset job, the schedules and the sensor: only Dagster's implicit asset job is left).
 """
 
 from __future__ import annotations
@@ -32,8 +36,9 @@ from dagster import (
 )
 
 TABLES = int(os.environ.get("FLOE_FLOOR_TABLES", "1"))
+WITHOUT = set(filter(None, os.environ.get("FLOE_FLOOR_WITHOUT", "").split(",")))
 NAMESPACES = int(os.environ.get("FLOE_FLOOR_NAMESPACES", "20"))
-PARTITIONS = StaticPartitionsDefinition([f"OPERATION_{i}" for i in range(8)])
+PARTITIONS = None if "partitions" in WITHOUT else StaticPartitionsDefinition([f"OPERATION_{i}" for i in range(8)])
 SUMMARY = ("Policy 'default'.\n\n" + "".join(f"- OPERATION_{i}: cron `15 * * * *` UTC (schedule floor_{i})\n"
                                              for i in range(4)))
 
@@ -51,10 +56,12 @@ def table_assets() -> AssetsDefinition:
     for i in range(TABLES):
         namespace, table = f"ns{i % NAMESPACES:02d}", f"t{i:05d}"
         qualified = f"demo.{namespace}.{table}"
-        description = f"Iceberg table `{qualified}`. {SUMMARY}"
-        metadata = {"dagster/table_name": qualified}
-        specs.append(AssetSpec(["demo", namespace, table], group_name=namespace, kinds={"iceberg", "spark"},
-                               description=description, metadata=metadata, tags={"floe/policy": "default"},
+        words = "words" not in WITHOUT
+        description = f"Iceberg table `{qualified}`. {SUMMARY}" if words else None
+        metadata = {"dagster/table_name": qualified} if words else None
+        specs.append(AssetSpec(["demo", namespace, table], group_name=namespace,
+                               kinds={"iceberg", "spark"} if words else None, description=description,
+                               metadata=metadata, tags={"floe/policy": "default"} if words else None,
                                partitions_def=PARTITIONS))
         outs[f"t_{namespace}_{table}"] = Out(Nothing, description=description, metadata=metadata, is_required=False)
         keys[f"t_{namespace}_{table}"] = specs[-1].key
@@ -88,8 +95,11 @@ def debt_score(context):
     return SkipReason("floor")
 
 
+JOBS = "job" not in WITHOUT
 defs = Definitions(
-    assets=[ASSETS], asset_checks=[health_checks(ASSETS)], jobs=[JOB], sensors=[debt_score],
-    schedules=[ScheduleDefinition(name=f"floor_{i}", cron_schedule="15 * * * *", job=JOB) for i in range(5)],
+    assets=[ASSETS], asset_checks=[] if "checks" in WITHOUT else [health_checks(ASSETS)], jobs=[JOB] if JOBS else [],
+    sensors=[debt_score] if JOBS else [],
+    schedules=[ScheduleDefinition(name=f"floor_{i}", cron_schedule="15 * * * *", job=JOB) for i in range(5)]
+    if JOBS else [],
     resources={"engine": Engine(), "ledger": Ledger()},
 )
