@@ -65,17 +65,17 @@ def check_output_name(key: AssetKey) -> str:
     return f"health__{_escaped(key)}"
 
 
-def health_check_specs(tables: Sequence[TableName]) -> list[AssetCheckSpec]:
-    """One ``health`` check per table asset (unpartitioned: health is the table's, not an operation's)."""
-    return [AssetCheckSpec(HEALTH_CHECK_NAME, asset=asset_key_for(table), description=_DESCRIPTION, blocking=False)
-            for table in tables]
-
-
 _DESCRIPTION = (
     "Health under the effective policy's healthThresholds: passes when healthy, WARN on "
     "warnings, ERROR on critical issues. Reported by the debt-score sensor whenever the "
     "table's metadata or health changes (no run needed); Execute collects it now."
 )
+
+
+def health_check_specs(tables: Sequence[TableName]) -> list[AssetCheckSpec]:
+    """One ``health`` check per table asset (unpartitioned: health is the table's, not an operation's)."""
+    return [AssetCheckSpec(HEALTH_CHECK_NAME, asset=asset_key_for(table), description=_DESCRIPTION, blocking=False)
+            for table in tables]
 
 
 def build_health_checks(tables: Sequence[TableName], settings: Settings, *,
