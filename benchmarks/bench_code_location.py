@@ -15,8 +15,12 @@ Each size and layout is measured in a fresh process:
 ``validate``     ``dagster definitions validate -m floe_dagster.definitions`` end to end (CLI)
 
 ``--vs CHECKOUT`` measures each size on this checkout and then on another (the code before a change).
+``--floor`` times ``dagster definitions validate`` of benchmarks/_dagster_floor.py too, Dagster alone with
+definitions of floe's shape (as many table assets, partitions, kinds, tags, descriptions, checks, the job, the
+schedules and the sensor) and no floe code, at each size and with one table: what Dagster costs whatever floe does.
 
     python benchmarks/bench_code_location.py [--tables 1000 5000] [--namespaces 20 5] [--no-cli] [--vs CHECKOUT]
+                                              [--floor]
 """
 
 from __future__ import annotations
@@ -87,6 +91,33 @@ def measure_tree(tree: Path, n: int, namespaces: int, no_cli: bool) -> tuple[dic
         shutil.rmtree(root, ignore_errors=True)
 
 
+def measure_floor(n: int, namespaces: int) -> tuple[float, float]:
+    """``dagster definitions validate`` of benchmarks/_dagster_floor.py with ``n`` tables: wall and CPU seconds."""
+    root = Path(tempfile.mkdtemp(prefix="floe-bench-floor-"))
+    try:
+        home = root / "dagster_home"
+        home.mkdir()
+        shutil.copyfile(ROOT / "dagster.yaml", home / "dagster.yaml")
+        env = {**os.environ, "DAGSTER_HOME": str(home), "PYTHONWARNINGS": "ignore",
+               "FLOE_FLOOR_TABLES": str(n), "FLOE_FLOOR_NAMESPACES": str(namespaces)}
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        wall, _ = run_timed([str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-f",
+                             str(Path(__file__).resolve().parent / "_dagster_floor.py")], env=env, cwd=str(root))
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def print_floor(tables: list[int], namespaces: list[int]) -> None:
+    """Dagster's own validate at each size and with one table (its fixed part), one after the other."""
+    for groups in namespaces:
+        for n in sorted({1, *tables}):
+            wall, cpu = measure_floor(n, groups)
+            print(f"floor (Dagster alone, floe's shape) {n:,} tables, {groups} namespaces: definitions validate "
+                  f"{wall:.1f} s (CPU {cpu:.1f} s), load {os.getloadavg()[0]:.2f}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tables", type=int, nargs="+", default=[1000, 5000])
@@ -94,12 +125,16 @@ def main() -> None:
     parser.add_argument("--no-cli", action="store_true")
     parser.add_argument("--vs", metavar="CHECKOUT", help="another checkout (the code before a change), measured "
                         "after this one for each size, with the ratios new ÷ old")
+    parser.add_argument("--floor", action="store_true", help="Dagster's own validate of definitions of floe's "
+                        "shape (benchmarks/_dagster_floor.py) at each size and with one table")
     parser.add_argument("--here", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.here:
         print(json.dumps(measure_here()))
         return
     print(machine())
+    if args.floor:
+        print_floor(args.tables, args.namespaces)
     rows = []
     trees = [("new", TREE), ("old", Path(args.vs).resolve())] if args.vs else [("", TREE)]
     for namespaces in args.namespaces:

@@ -65,44 +65,43 @@ def check_output_name(key: AssetKey) -> str:
     return f"health__{_escaped(key)}"
 
 
+_DESCRIPTION = (
+    "Health under the effective policy's healthThresholds: passes when healthy, WARN on "
+    "warnings, ERROR on critical issues. Reported by the debt-score sensor whenever the "
+    "table's metadata or health changes (no run needed); Execute collects it now."
+)
+
+
 def health_check_specs(tables: Sequence[TableName]) -> list[AssetCheckSpec]:
     """One ``health`` check per table asset (unpartitioned: health is the table's, not an operation's)."""
-    return [
-        AssetCheckSpec(
-            HEALTH_CHECK_NAME,
-            asset=asset_key_for(table),
-            description=(
-                "Health under the effective policy's healthThresholds: passes when healthy, WARN on "
-                "warnings, ERROR on critical issues. Reported by the debt-score sensor whenever the "
-                "table's metadata or health changes (no run needed); Execute collects it now."
-            ),
-            blocking=False,
-        )
-        for table in tables
-    ]
+    return [AssetCheckSpec(HEALTH_CHECK_NAME, asset=asset_key_for(table), description=_DESCRIPTION, blocking=False)
+            for table in tables]
 
 
 def build_health_checks(tables: Sequence[TableName], settings: Settings, *,
                         with_deps: bool = False) -> AssetChecksDefinition:
     """The ``health`` checks of every table in one subsettable checks definition."""
-    specs = health_check_specs(tables)
-    outs = {check_output_name(spec.asset_key): Out(Nothing, is_required=False) for spec in specs}
+    specs = {check_output_name(spec.asset_key): spec for spec in health_check_specs(tables)}
+    # One Out for every check: Dagster makes each output's definition from it (its type resolved once).
+    optional = Out(Nothing, is_required=False)
+    outs = dict.fromkeys(specs, optional)
     # No inputs: ``@multi_asset_check`` would give the op one input per checked asset, and Dagster's
     # job building then costs O(tables²) (asset_job.build_node_deps: 4 s more at 5,000 tables).
     # Health is read from the catalog, not from an upstream output, so nothing is lost but the
     # ordering after a maintenance step in a combined run.
-    ins = {f"in__{_escaped(spec.asset_key)}": In(Nothing) for spec in specs} if with_deps else {}
+    keys_by_input = {f"in__{_escaped(spec.asset_key)}": spec.asset_key for spec in specs.values()} if with_deps else {}
 
-    @op(name=HEALTH_CHECKS_NAME, ins=ins, out=outs, required_resource_keys={COORDINATION_RESOURCE},
+    @op(name=HEALTH_CHECKS_NAME, ins=dict.fromkeys(keys_by_input, In(Nothing)), out=outs,
+        required_resource_keys={COORDINATION_RESOURCE},
         description="Collects the selected tables' health now and records it (observation and check result).")
     @failures_masked
     def iceberg_table_health(context):  # no annotation: Dagster reads it before `annotations` resolve
         yield from _evaluate_checks(context, settings)
 
     return AssetChecksDefinition.create(
-        keys_by_input_name={name: key for name, key in zip(ins, (s.asset_key for s in specs))},
+        keys_by_input_name=keys_by_input,
         node_def=iceberg_table_health,
-        check_specs_by_output_name={check_output_name(spec.asset_key): spec for spec in specs},
+        check_specs_by_output_name=specs,
         can_subset=True,
     )
 

@@ -93,7 +93,8 @@ def _output_name(key: AssetCheckKey) -> str:
 
 def build_sla_checks(specs: Sequence[AssetCheckSpec], settings: Settings) -> AssetChecksDefinition:
     """Every declared contract in one subsettable checks definition (no inputs: see health_checks)."""
-    outs = {_output_name(spec.key): Out(Nothing, is_required=False) for spec in specs}
+    by_output = {_output_name(spec.key): spec for spec in specs}
+    outs = dict.fromkeys(by_output, Out(Nothing, is_required=False))  # one Out: its type resolved once
 
     @op(name=SLA_CHECKS_NAME, out=outs, required_resource_keys={COORDINATION_RESOURCE},
         description="Evaluates the selected SLA contracts now and records each result.")
@@ -103,7 +104,7 @@ def build_sla_checks(specs: Sequence[AssetCheckSpec], settings: Settings) -> Ass
 
     return AssetChecksDefinition.create(
         keys_by_input_name={}, node_def=iceberg_table_sla,
-        check_specs_by_output_name={_output_name(spec.key): spec for spec in specs}, can_subset=True)
+        check_specs_by_output_name=by_output, can_subset=True)
 
 
 def _evaluate_now(context, settings: Settings):

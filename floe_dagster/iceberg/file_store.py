@@ -25,7 +25,6 @@ from datetime import datetime, timezone
 from typing import Iterable, Mapping
 
 from pyarrow import fs as pafs
-from pyiceberg.io.pyarrow import PyArrowFileIO
 
 from floe_dagster.core.storage.locations import StorageLocation, store_location
 
@@ -45,6 +44,10 @@ class FileStore:
     """One table's store (any number of buckets or folders, one set of credentials)."""
 
     def __init__(self, io_properties: Mapping[str, str] | None = None, workers: int = 16):
+        # Imported here: PyIceberg's PyArrow IO brings pyarrow.dataset and pandas (0.4 s of CPU), which the code
+        # location's load (every `definitions validate`, every run's import) otherwise pays without a store.
+        from pyiceberg.io.pyarrow import PyArrowFileIO
+
         self._io = PyArrowFileIO(properties=dict(io_properties or {}))
         self.workers = workers
         self._made: set[str] = set()  # local folders known to exist
