@@ -208,7 +208,7 @@ def test_a_table_with_writers_is_never_kept():
     data = lakehouse(9)
     table = sorted(data.metrics, key=lambda t: t.qualified)[0]
     ops = data.policies.effective_policy(table).configured_operations()
-    args = (table, True, True, ops, table.qualified, frozenset())
+    args = (table, True, True, ops, table.qualified, frozenset(), gate_memo.table_histories(data, table.qualified))
     assert gate_memo.table_inputs(data, *args) is not None
     with_writer = dataclasses.replace(data, writers={table.qualified: ("a writer",)})
     assert gate_memo.table_inputs(with_writer, *args) is None

@@ -156,10 +156,9 @@ class _Pass:
 
     def __init__(self, data: PlanInput, notes: list[str], learned: LearnedView | None = None) -> None:
         self.data, self.limits, self.notes = data, data.limits, notes
-        self.tables_admitted: dict[TableName, Operation] = {}  # one operation per table at a time
-        # Their qualified names: a string's hash is kept by the string, a TableName's is a Python call, and most
-        # offers are of tables not admitted (a name not here is no admitted table's).
-        self.names_admitted: set[str] = set()
+        # One operation per table at a time, by qualified name: a string keeps its hash, a TableName's is a
+        # Python call, and a tick offers up to 200,000 candidates, most of tables not admitted.
+        self.tables_admitted: dict[str, Operation] = {}
         self.operations_admitted = 0
         self.bytes_before = self.bytes_used = data.bytes_last_hour
         self.runs_allowed = min(self.limits.max_run_requests_per_tick,
@@ -228,8 +227,7 @@ class _Pass:
                               f"{offer.compute_cost:.0f} compute s exceed the whole max-compute-hours-per-hour; "
                               "admitted alone")
         self.rank += 1
-        self.tables_admitted[decision.table] = decision.operation
-        self.names_admitted.add(decision.table.qualified)
+        self.tables_admitted[decision.table.qualified] = decision.operation
         self.operations_admitted += 1
         estimated = decision.estimated_bytes
         rewritten = estimated if decision.operation.rewrites_data else 0
@@ -247,9 +245,7 @@ class _Pass:
 
 def _one_per_table(p: _Pass, offer: Offer) -> Decision | None:
     decision = offer.decision
-    if decision.table.qualified not in p.names_admitted:
-        return None
-    admitted_op = p.tables_admitted.get(decision.table)
+    admitted_op = p.tables_admitted.get(decision.table.qualified)
     if admitted_op is None:
         return None
     # Its runs would meet at the table lock, and one would only skip the table.

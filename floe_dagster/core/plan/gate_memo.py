@@ -133,14 +133,12 @@ def table_histories(data: PlanInput, qualified: str) -> tuple:
 
 
 def table_inputs(data: PlanInput, table: TableName, listed: bool, loaded: bool, ops: Sequence[Any],
-                 qualified: str, flying: frozenset[str], histories: tuple | None = None) -> tuple | None:
+                 qualified: str, flying: frozenset[str], histories: tuple) -> tuple | None:
     """What a table's decisions read besides its metrics record, the policies and the clock (None: something that
     cannot be compared, so the table is never kept: a writer, whose runs and first writes each tick reads anew).
-    ``histories``: :func:`table_histories`, when the caller read them already."""
+    ``histories``: :func:`table_histories`, which the gate stage reads for the table anyway."""
     if data.writers.get(qualified):
         return None
-    if histories is None:
-        histories = table_histories(data, qualified)
     busy = qualified in flying and tuple((qualified, op) in data.in_flight for op in ops)
     backlogs = tuple(data.backlogs.get((qualified, op)) for op in ops) if data.backlogs else ()
     runs = tuple(data.recorded_runs.get((qualified, op)) for op in ops if op.spec.has_cadence) \

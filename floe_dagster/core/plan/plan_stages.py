@@ -51,8 +51,8 @@ class PlanState:
     live: list[Decision] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     learned: LearnedView | None = None  # the recorded runs' totals, when the ranking reads them
-    shadows: bool = True
-    slas: bool = True
+    shadows: bool = field(init=False)
+    slas: bool = field(init=False)
 
     def __post_init__(self) -> None:
         policies = self.data.policies.policies
@@ -278,9 +278,8 @@ def through_gates(f: Facts) -> Decision:
                 known = known.but(**{learned: getattr(verdict, learned) for learned in learns})
             else:
                 held = verdict
-        if turns:
-            for turn in turns:
-                known, held = turn(f, known, held)
+        for turn in turns:
+            known, held = turn(f, known, held)
         if held is not None:
             return held
     return admissible(f, known)
