@@ -86,6 +86,14 @@ AGES = {1: timedelta(days=10), 2: timedelta(days=10, hours=2), 3: timedelta(days
         5: timedelta(days=1), 6: timedelta(minutes=5)}  # id → age: 1-4 older than 3 days and its midnight, 5-6 not
 
 
+def day_cutoffs_since_start(days: int = 3) -> list[datetime]:
+    """The midnight cut-offs a run may use: the run reads the real clock, which may pass a UTC midnight after
+    NOW was taken (CI once ran this module across one), so a run's cut-off is one of these two days."""
+    def midnight(at: datetime) -> datetime:
+        return (at - timedelta(days=days)).replace(hour=0, minute=0, second=0, microsecond=0)
+    return sorted({midnight(NOW), midnight(datetime.now(timezone.utc))})
+
+
 def ts(age: timedelta) -> str:
     return f"TIMESTAMP '{(NOW - age).strftime('%Y-%m-%d %H:%M:%S')}Z'"
 
@@ -161,7 +169,7 @@ def test_a_partition_aligned_cutoff_drops_whole_files_and_writes_none(lake, inst
     assert list(answer["operationStatuses"]) == [op.value for op in ALL_OPERATIONS]  # every kind, in their order
     assert answer["operationStatuses"][OP]["shouldTrigger"] is True
     assert answer["operationStatuses"][OP]["rowRetention"]["deletesRowsBefore"] == cutoff.isoformat()
-    assert floe_cli(["explain", DAILY.qualified]) == 0
+    assert floe_cli(["explain", DAILY.qualified, "--at", NOW.isoformat()]) == 0
     text = capsys.readouterr().out
     assert "  EXPIRE_ROWS: TRIGGER - interval: " in text
     assert (f"    row retention on column 'ts': deletes rows before {cutoff.isoformat()} (timestamptz), or before "
@@ -188,9 +196,11 @@ def test_a_partition_aligned_cutoff_drops_whole_files_and_writes_none(lake, inst
     assert (meta["rows_deleted"], meta["data_files_deleted"], meta["data_files_added"], meta["delete_files_added"]) \
         == (4, old_days, 0, 0)
     assert meta["records_before"] == 6 and meta["records_after"] == 2 and meta["row_check"] == "not-applicable"
-    assert meta["new_snapshots"] == 1 and meta["cutoff"] == cutoff.isoformat()
-    assert meta["procedure_call"] == ("```sql\nDELETE FROM `demo`.`lake`.`daily` WHERE `ts` < "
-                                      f"TIMESTAMP '{cutoff.strftime('%Y-%m-%d %H:%M:%S')}.000000Z'\n```")
+    run_cutoffs = day_cutoffs_since_start()
+    assert meta["new_snapshots"] == 1 and meta["cutoff"] in [c.isoformat() for c in run_cutoffs]
+    assert meta["procedure_call"] in [("```sql\nDELETE FROM `demo`.`lake`.`daily` WHERE `ts` < "
+                                       f"TIMESTAMP '{c.strftime('%Y-%m-%d %H:%M:%S')}.000000Z'\n```")
+                                      for c in run_cutoffs]
     event = instance.get_latest_materialization_event(asset_key_for(DAILY))
     assert event.dagster_event.partition == OP
     assert event.asset_materialization.metadata["rows_deleted"].value == 4
@@ -229,7 +239,8 @@ def test_a_date_column_in_a_copy_on_write_table_rewrites_the_file_without_the_ol
     assert meta["delete_kind"] == "copy-on-write" and meta["rows_deleted"] == 4
     assert (meta["data_files_deleted"], meta["data_files_added"], meta["delete_files_added"]) == (1, 1, 0)
     assert meta["bytes_rewritten"] == meta["bytes_written"] > 0
-    assert meta["procedure_call"].endswith(f"WHERE `day` < DATE '{(NOW - timedelta(days=3)).date().isoformat()}'\n```")
+    assert any(meta["procedure_call"].endswith(f"WHERE `day` < DATE '{c.date().isoformat()}'\n```")
+               for c in day_cutoffs_since_start()), meta["procedure_call"]
 
 
 def test_a_column_the_table_lacks_is_refused_before_any_spark_call(lake, instance, monkeypatch):
