@@ -27,7 +27,7 @@ def test_a_new_driver_loads_sparks_classes_from_the_suites_archive(tmp_path):
         pytest.skip("not run by ./dev test, or run with FLOE_TEST_CLASS_ARCHIVE=0: no class archive to check")
     submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS", "")
     archive = re.search(r"-XX:SharedArchiveFile=(\S+)", submit_args)
-    assert archive, f"./dev test made no class archive (see ~/.cache/floe-dagster/class-archives/*.log): {submit_args!r}"
+    assert archive, f"./dev test made no class archive (see .venv/spark-class-archives/*.log): {submit_args!r}"
     assert Path(archive.group(1)).is_file()
     # The same options, and the JVM's class-loading log (which names where each class came from) in a file.
     loads = tmp_path / "class-load.log"
