@@ -92,12 +92,14 @@ class Facts:
     ``loaded``: it is an asset), then :meth:`of` sets each operation's facts before its decision goes
     through the gates (a tick makes 50,000 decisions of 10,000 tables; nothing keeps a Facts)."""
 
-    __slots__ = ("data", "table", "policy", "metrics", "listed", "loaded", "op", "schedule", "history", "decision")
+    __slots__ = ("data", "table", "policy", "metrics", "listed", "loaded", "owner", "busy", "op", "schedule",
+                 "history", "decision")
 
     def __init__(self, data: PlanInput, table: TableName, policy: Policy, metrics: TableMetrics | None,
-                 listed: bool, loaded: bool) -> None:
-        self.data, self.table, self.policy, self.metrics, self.listed, self.loaded = \
-            data, table, policy, metrics, listed, loaded
+                 listed: bool, loaded: bool, owner: OwnerOverrides | None = None, busy: bool = True) -> None:
+        # owner: its floe.* properties' verdict; busy: a run of the table may be in flight (for Gate.table_passes)
+        self.data, self.table, self.policy, self.metrics, self.listed, self.loaded, self.owner, self.busy = \
+            data, table, policy, metrics, listed, loaded, owner, busy
 
     def of(self, op: Operation, schedule: Schedule, history: OperationHistory, decision: Decision) -> "Facts":
         """These facts for the table's operation ``op``."""
@@ -157,6 +159,10 @@ class Gate:
     doc: str  # what it holds back, for docs/automation.md's table
     reads: tuple[str, ...] = ()
     learns: tuple[str, ...] = ()
+    # Whether it lets every decision of a table pass, read once per table (its Facts) or per schedule: such a gate
+    # is left out of the table's chain (core/plan/plan_stages.py), as a tick makes 50,000 decisions.
+    table_passes: Callable[[Facts], bool] | None = None
+    schedule_passes: Callable[[Schedule | None], bool] | None = None
 
 
 @lru_cache(maxsize=1024)  # a tick's failing decisions ask for a few distinct delays (timedelta arithmetic each)
@@ -381,14 +387,18 @@ def _not_in_flight(f: Facts, known: Learned) -> Decision | None:
 
 GATES: tuple[Gate, ...] = (
     Gate("schedule", ("schedule_disabled",), _schedule_enabled,
-         "the operation's schedule is missing or `enabled: false`"),
+         "the operation's schedule is missing or `enabled: false`",
+         schedule_passes=lambda schedule: schedule is not None and schedule.enabled),
     Gate("owner", ("owner_paused",), _owner_pause,
          "the table's owner set its property `floe.maintenance.enabled=false` and the policy's `ownerOverrides` "
-         "allows it"),
+         "allows it", table_passes=lambda f: f.owner is None or not f.owner.paused),
     Gate("gc", ("gc_disabled",), _gc_allowed,
-         "an operation that deletes files (expiry, orphan cleanup) on a table that sets `gc.enabled=false`"),
-    Gate("catalog", ("table_missing",), _listed, "the catalog no longer lists the table"),
-    Gate("loaded", ("not_loaded",), _loaded, "listed, but not an asset of the code location until its next reload"),
+         "an operation that deletes files (expiry, orphan cleanup) on a table that sets `gc.enabled=false`",
+         table_passes=lambda f: f.metrics is None or not gc_disabled(f.metrics.properties)),
+    Gate("catalog", ("table_missing",), _listed, "the catalog no longer lists the table",
+         table_passes=lambda f: f.listed),
+    Gate("loaded", ("not_loaded",), _loaded, "listed, but not an asset of the code location until its next reload",
+         table_passes=lambda f: f.loaded),
     Gate("due", ("window_closed", "day_not_allowed", "not_due"), _due,
          "the schedule: its window or allowed days are closed now, or its cron slot, interval or condition "
          "cycle is not due", learns=("due", "trigger", "slot", "cadence", "upstream")),
@@ -403,13 +413,15 @@ GATES: tuple[Gate, ...] = (
          "health they read; the critical-pipeline force, a breached SLA and a backlog's continuation pass it",
          reads=("trigger",), learns=("condition_result", "trigger")),
     Gate("quiet", ("not_quiet",), _quiet, "another writer committed within the schedule's `quietFor`",
-         reads=("due",), learns=("quiet",)),
+         reads=("due",), learns=("quiet",), schedule_passes=lambda schedule: schedule is not None and
+         schedule.quiet is None),
     Gate("writer", ("writer_running",), _writer_running,
          "a rewrite or an expiry while a run of the table's writer asset is queued or started, until the "
-         "schedule's `maxWriterWait`", reads=("due",), learns=("writer_hold",)),
+         "schedule's `maxWriterWait`", reads=("due",), learns=("writer_hold",),
+         table_passes=lambda f: not f.data.writers.get(f.table.qualified)),
     Gate("in flight", ("in_flight",), _not_in_flight,
          "a run of the table is queued or running, or an admission in the ledger waits for its run",
-         reads=("trigger",)),
+         reads=("trigger",), table_passes=lambda f: not f.busy),
 )
 GATE_CODES: tuple[str, ...] = tuple(code for gate in GATES for code in gate.codes)
 
