@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 from floe_dagster.core.schedules.after_write import TRIGGER_AFTER_WRITE, combined_due
 from floe_dagster.core.plan.batches import RunClass
 from floe_dagster.core.runs.commit_conflicts import conflict_retry_delay
-from floe_dagster.core.plan.decisions import Decision, PlanInput, Reason, replace_decision, skip
+from floe_dagster.core.plan.decisions import Decision, PlanInput, Reason, skip
 from floe_dagster.core.runs.history import CONFLICT_STREAK, OperationHistory
 from floe_dagster.core.basics.localtime import as_utc, naive_as_utc
 from floe_dagster.core.facts.measurements import TableMetrics
@@ -470,13 +470,16 @@ def admissible(f: Facts, known: Learned) -> Decision:
     runtime = schedule.timeout_hours * 3600
     if window_end is not None:
         runtime = min(runtime, max(60.0, (window_end - now).total_seconds()))
-    kept = known.kept()
+    # Set on the decision the gate stage made for this operation alone (no one holds it yet): a copy of each of
+    # a tick's ~25,000 candidates saved.
+    made = f.decision.__dict__
+    made.update(known.kept())
     if known.escalation is not None:
-        kept["trigger"] = "sla"
-    return replace_decision(
-        f.decision, decision="run", passed_gates=True, why=reasons,
-        attempt=data.last_attempts.get((f.table.qualified, f.op, due.slot_key), -1) + 1, max_runtime_s=runtime,
-        next_eligible=now, run_class=_run_class(schedule), **kept)
+        made["trigger"] = "sla"
+    made.update(decision="run", passed_gates=True, why=reasons, max_runtime_s=runtime, next_eligible=now,
+                attempt=data.last_attempts.get((f.table.qualified, f.op, due.slot_key), -1) + 1,
+                run_class=_run_class(schedule))
+    return f.decision
 
 
 def _escalated(escalation: SlaVerdict) -> str:
