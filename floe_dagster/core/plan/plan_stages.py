@@ -22,9 +22,8 @@ from floe_dagster.core.facts.debt import TableDebt
 from floe_dagster.core.plan.decisions import (
     Decision, LazyEstimate, PlanInput, Reason, build_decision, replace_decision, text_of,
 )
-from floe_dagster.core.plan.gates import (
-    GATE_CODES, GATES, NOTHING_LEARNED, Facts, Learned, admissible, check_order,
-)
+from floe_dagster.core.plan.gate_flow import NOTHING_LEARNED, Facts, Learned, check_order
+from floe_dagster.core.plan.gates import GATE_CODES, GATES, admissible
 from floe_dagster.core.runs.history import OperationHistory
 from floe_dagster.core.policies.owner_overrides import sets_owner_keys, with_overrides
 from floe_dagster.core.rewrites.partition_scope import Backlog
