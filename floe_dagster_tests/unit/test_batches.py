@@ -132,3 +132,15 @@ def test_a_table_in_a_run_of_another_operation_waits_for_it():
     assert "one run per table at a time" in busy[1].reasons[0]
     # the other table's first operation runs (the second waits for it: one operation per table at a time)
     assert [(d.table, d.operation) for d in result.admitted] == [(TABLES[1], RDF)]
+
+
+def test_past_the_tick_cap_an_open_batch_with_room_still_takes_its_kind():
+    # One run allowed: RDF's batch opens first; each EXP candidate would open a second run and is held back, each RDF
+    # one joins the open batch until it is full (3 tables), then the next RDF candidate is held back too.
+    raws = [policy(f"p{i}", t.qualified, {(RDF, EXP)[i % 2]: {"interval": "PT6H"}}) for i, t in enumerate(TABLES[:7])]
+    result = batched(BatchSettings(max_tables=3), tables=TABLES[:7], policy_set=policies(*raws),
+                     limits=SchedulerSettings(max_run_requests_per_tick=1))
+    assert [d.table.name for d in result.admitted] == ["t00", "t02", "t04"]
+    held = {d.table.name: d.reasons[0] for d in result.decisions if d.decision == "skip"}
+    assert sorted(held) == ["t01", "t03", "t05", "t06"]
+    assert all(reason.startswith("tick_cap: at most 1 run requests this tick") for reason in held.values())

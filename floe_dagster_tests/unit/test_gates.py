@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 
 from floe_dagster.core.plan import planner
 from floe_dagster.core.plan.admission import ADMISSION, ADMISSION_CODES
-from floe_dagster.core.plan.gates import GATE_CODES, GATES, check_order, gate_before, gate_named
+from floe_dagster.core.plan.gate_flow import check_order
+from floe_dagster.core.plan.gates import GATE_CODES, GATES, gate_before, gate_named
 from floe_dagster.core.plan.plan_stages import REASON_CODES, STAGES, gates_markdown
 from floe_dagster.core.plan.planner import PlanInput, SchedulerSettings, plan
 from floe_dagster.reports.explain import _quiet

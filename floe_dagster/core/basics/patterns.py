@@ -87,12 +87,20 @@ class TablePattern:
         return self.regex is None and self.catalog is None and self.namespace is None and self.table in (None, "*")
 
     def matches(self, table: TableName) -> bool:
+        return self.matches_place(table.catalog, table.namespace) and self.matches_name(table)
+
+    def matches_place(self, catalog: str, namespace: tuple[str, ...]) -> bool:
+        """Whether a table of this catalog and namespace may match, its name aside (a regex: always)."""
+        if self.regex is not None:
+            return True
+        if self.catalog is not None and not _glob(self.catalog).fullmatch(catalog):
+            return False
+        return self.namespace is None or _namespace_matches(self.namespace, namespace)
+
+    def matches_name(self, table: TableName) -> bool:
+        """Whether a table whose place :meth:`matches_place` matches (a regex reads the whole qualified name)."""
         if self.regex is not None:
             return _compiled(self.regex).fullmatch(table.qualified) is not None
-        if self.catalog is not None and not _glob(self.catalog).fullmatch(table.catalog):
-            return False
-        if self.namespace is not None and not _namespace_matches(self.namespace, table.namespace):
-            return False
         return self.table is None or _glob(self.table).fullmatch(table.name) is not None
 
     @property

@@ -169,6 +169,7 @@ class _Pass:
                          f"{self.limits.max_run_requests_per_tick}, queued runs {data.queued_runs}/"
                          f"{self.limits.max_queued_runs})")
         self.tick_cap_reason = Reason("tick_cap", self.tick_cap)  # one for every decision it holds back
+        self.closed = self.runs_allowed <= 0  # the tick cap holds back any further offer (:meth:`_admit`)
         self.compute = compute_budget(data, learned)  # None: no max-compute-hours-per-hour
         self.compute_before = self.compute.window.used_s if self.compute is not None else 0.0
         self.compute_used = self.compute_before
@@ -236,8 +237,11 @@ class _Pass:
         # A run request is shared by the tables of its batch, whatever their share: each takes a seat.
         costs = admission_costs(rewritten, self.data.batching.max_tables, offer.compute_cost)
         # Admitted work carries its estimate as a number (a held-back candidate's is made when read).
-        return replace_decision(decision, rank=self.rank, batch=self.packer.place(offer.kind, estimated),
-                                bytes_estimate=estimated), costs
+        batch = self.packer.place(offer.kind, estimated)
+        # Every run the tick may request is open and none has a table's room: the tick cap holds back every
+        # further offer, whatever its kind or bytes (most of a tick's up to 200,000 candidates).
+        self.closed = self.packer.batches >= self.runs_allowed and self.packer.all_full()
+        return replace_decision(decision, rank=self.rank, batch=batch, bytes_estimate=estimated), costs
 
 
 # -- the steps, in order: each the pass and the offer, and the decision held back or None --------------
@@ -301,6 +305,8 @@ def _compute_budget(p: _Pass, offer: Offer) -> Decision | None:
 
 def _tick_cap(p: _Pass, offer: Offer) -> Decision | None:
     decision = offer.decision
+    if p.closed:
+        return skipped_with(decision, p.tick_cap_reason, decision.why)
     kind = offer.kind = (decision.run_class or _NO_RUN_CLASS).batch_kind(decision.operation, p.data.batching.group_by)
     # The count first: a candidate held back reads its estimate only when an open batch has room for it.
     packer = p.packer
@@ -334,17 +340,16 @@ ADMISSION: tuple[AdmissionStep, ...] = (
 ADMISSION_CODES: tuple[str, ...] = tuple(code for step in ADMISSION for code in step.codes)
 
 
-def run_allowance(data: PlanInput, decision: Decision, bytes_used: int) -> tuple[int, str] | None:
+def run_allowance(data: PlanInput, config: object, bytes_used: int) -> tuple[int, str] | None:
     """What one rewrite run may take, and which limit says so: the rest of the hourly byte budget, the
-    batch's byte limit, the policy's ``maxBytesPerRun`` (the smallest that is set); None: unlimited."""
+    batch's byte limit, the policy's ``maxBytesPerRun`` (``config``: the decision's, with the table's owner
+    overrides) (the smallest that is set); None: unlimited."""
     limits: list[tuple[int, str]] = []
     if data.limits.max_bytes_per_hour:
         limits.append((data.limits.max_bytes_per_hour - bytes_used, "the rest of max-bytes-per-hour"))
     if data.batching.max_bytes:
         limits.append((data.batching.max_bytes, "batching max-bytes"))
-    policy = data.policies.effective_policy(decision.table)
-    config = policy.config(decision.operation) if policy is not None else None
-    per_run = getattr(with_overrides(decision.owner_overrides, decision.operation, config), "max_bytes_per_run", None)
+    per_run = getattr(config, "max_bytes_per_run", None)
     if per_run:
         limits.append((per_run, "the policy's maxBytesPerRun"))
     return min(limits) if limits else None
@@ -359,15 +364,16 @@ def scoped(data: PlanInput, decision: Decision, bytes_used: int) -> Decision:
     files a bin keeps depends on Iceberg's scan order, so the bound decides."""
     if not decision.operation.scopes_partitions or decision.estimated_bytes <= 0:
         return decision
-    allowance = run_allowance(data, decision, bytes_used)
+    policy = data.policies.effective_policy(decision.table)  # read once: a tick offers thousands of rewrites
+    config = with_overrides(decision.owner_overrides, decision.operation,
+                            policy.config(decision.operation) if policy is not None else None)
+    allowance = run_allowance(data, config, bytes_used)
     if allowance is None or allowance[0] <= 0:
         return decision
     metrics = data.metrics.get(decision.table)
-    policy = data.policies.effective_policy(decision.table)
     if metrics is None or policy is None:
         return decision
     try:
-        config = with_overrides(decision.owner_overrides, decision.operation, policy.config(decision.operation))
         rules = data_file_rules(config, metrics.properties)
     except EstimateOptionError:
         return decision

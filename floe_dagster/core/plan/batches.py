@@ -106,6 +106,11 @@ class BatchPacker:
         batch = self._open.get(kind)
         return batch is None or batch.tables >= self.settings.max_tables
 
+    def all_full(self) -> bool:
+        """Whether no open batch has a table's room: any further decision would open a new batch."""
+        most = self.settings.max_tables
+        return all(batch.tables >= most for batch in self._open.values())
+
     def place(self, kind: tuple, estimated_bytes: int) -> int:
         """The batch number the decision joins (opening one when the open batch is full)."""
         batch = self._open.get(kind)

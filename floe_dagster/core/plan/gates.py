@@ -10,153 +10,44 @@ list in which a gate reads what no gate before it learns, at import. Work that p
 ``run`` decision (:func:`admissible`); the stages of the plan (core/plan/plan_stages.py) turn a verdict
 between two gates (a backlog's continuation, an SLA's escalation), mark shadow decisions, rank and admit.
 
-A new gate is one function and one :class:`Gate` in :data:`GATES`.
+A new gate is one function and one :class:`Gate` in :data:`GATES`. The vocabulary of that flow (:class:`Facts`,
+:class:`Learned`, :class:`Gate`, :func:`check_order`) is core/plan/gate_flow.py.
 
 The planner's docstring, the gate table of docs/automation.md and explain's words about the gates'
 order are checked against this list (floe_dagster_tests/unit/test_gates.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import TYPE_CHECKING, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Mapping
 
 from floe_dagster.core.schedules.after_write import TRIGGER_AFTER_WRITE, combined_due
 from floe_dagster.core.plan.batches import RunClass
 from floe_dagster.core.runs.commit_conflicts import conflict_retry_delay
-from floe_dagster.core.plan.decisions import Decision, PlanInput, Reason, replace_decision, skip
+from floe_dagster.core.plan.decisions import Decision, Reason, skip
 from floe_dagster.core.runs.history import CONFLICT_STREAK, OperationHistory
 from floe_dagster.core.basics.localtime import as_utc, naive_as_utc
-from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled, gc_disabled_reason
-from floe_dagster.core.policies.policy import Policy
 from floe_dagster.core.schedules.quiet import due_since, quiet_verdict
 from floe_dagster.core.schedules.schedule import schedule_due
 from floe_dagster.core.schedules.sla import SlaVerdict
 from floe_dagster.core.schedules.schedule_due import TRIGGER_CONDITION
-from floe_dagster.core.basics.tables import TableName
-from floe_dagster.core.schedules.writers import WriterHold, writer_hold
+from floe_dagster.core.schedules.writers import writer_hold
+from floe_dagster.core.plan.gate_flow import Facts, Gate, Learned, Told, check_order
 
 if TYPE_CHECKING:  # annotations only (the plan's stages import this module)
-    from floe_dagster.core.policies.conditions import ConditionResult
     from floe_dagster.core.schedules.orphan_cadence import CadenceVerdict
     from floe_dagster.core.policies.owner_overrides import OwnerOverrides
-    from floe_dagster.core.schedules.quiet import QuietVerdict
     from floe_dagster.core.schedules.schedule import Schedule
     from floe_dagster.core.schedules.schedule_due import Due
-    from floe_dagster.core.rewrites.scope_values import Backlog
-    from floe_dagster.core.schedules.writers import Writer
-
-
-class LearnedDue(Protocol):
-    """A due verdict as the later gates read it: the schedule's (:class:`Due`, :class:`AfterWriteDue`) or a
-    backlog's continuation's (core/plan/plan_stages.py's ``BacklogDue``, which imports this module)."""
-
-    slot_key: str
-    detail: str
-    due: bool
-    trigger: str
-
-
-class Told(Protocol):
-    """A verdict that tells its own words when read."""
-
-    @property
-    def detail(self) -> str: ...
-
-
-class DataFlowStep(Protocol):
-    """A gate, or a plan's turn between gates: what it reads and learns of :class:`Learned`."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def reads(self) -> tuple[str, ...]: ...
-
-    @property
-    def learns(self) -> tuple[str, ...]: ...
 
 
 MAX_BACKOFF = timedelta(days=7)
 HOLDS_FOR_WRITERS = frozenset(op for op in ALL_OPERATIONS if op.holds_for_writers)  # the kinds' flag, once
 CADENCED = frozenset(op for op in ALL_OPERATIONS if op.spec.has_cadence)  # the kinds with a cadence of their own
 FIRST_BACKOFF = timedelta(minutes=5)
-
-
-class Facts:
-    """One (table, operation) on its way through the gates: what they read, and the decision they skip or
-    let run (``decision``: its debt, estimate and policy already set). A gate never changes it: what the
-    gates learn goes into :class:`Learned`. Made once per table (``listed``: the catalog lists it,
-    ``loaded``: it is an asset), then :meth:`of` sets each operation's facts before its decision goes
-    through the gates (a tick makes 50,000 decisions of 10,000 tables; nothing keeps a Facts)."""
-
-    __slots__ = ("data", "table", "policy", "metrics", "listed", "loaded", "op", "schedule", "history", "decision")
-
-    def __init__(self, data: PlanInput, table: TableName, policy: Policy, metrics: TableMetrics | None,
-                 listed: bool, loaded: bool) -> None:
-        self.data, self.table, self.policy, self.metrics, self.listed, self.loaded = \
-            data, table, policy, metrics, listed, loaded
-
-    def of(self, op: Operation, schedule: Schedule, history: OperationHistory, decision: Decision) -> "Facts":
-        """These facts for the table's operation ``op``."""
-        self.op, self.schedule, self.history, self.decision = op, schedule, history, decision
-        return self
-
-
-class Learned:
-    """What the gates (and the plan's turns between them) learned of one decision so far: each field is
-    set by the gate that declares it in :attr:`Gate.learns` and read by those that declare it in
-    :attr:`Gate.reads`. Never changed: :meth:`but` makes the next one. (Its fields are class defaults and
-    the learned ones the instance's: a tick makes one or two per decision.)"""
-
-    FIELDS = ("due", "trigger", "slot", "cadence", "upstream", "condition_result", "quiet", "writer_hold",
-              "escalation", "backlog", "passes")
-    # The fields a decision keeps (its own fields of the same names), in every verdict after the due gate.
-    KEPT = frozenset(("trigger", "slot", "cadence", "upstream", "condition_result", "quiet", "writer_hold",
-                      "backlog"))
-    due: LearnedDue | None = None  # the schedule's verdict (or a backlog's continuation's)
-    trigger: str | None = None
-    slot: str | None = None
-    cadence: CadenceVerdict | None = None  # a kind's own cadence's verdict
-    upstream: Writer | None = None  # after_write: the writer's materialization that made it due
-    condition_result: ConditionResult | None = None
-    quiet: QuietVerdict | None = None
-    writer_hold: WriterHold | None = None
-    escalation: SlaVerdict | None = None  # a breached SLA contract
-    backlog: Backlog | None = None  # an open backlog of a partition-scoped rewrite
-    passes: frozenset[str] = frozenset()  # the gates a turn lets the decision past (their holds are ignored)
-
-    def __init__(self, **values: object) -> None:
-        self.__dict__.update(values)
-
-    def but(self, **changes: object) -> "Learned":
-        learned = object.__new__(Learned)
-        learned.__dict__.update(self.__dict__, **changes)
-        return learned
-
-    def kept(self) -> dict[str, object]:
-        """What a decision after the due gate keeps of it (its Decision fields)."""
-        kept = self.KEPT
-        return {name: value for name, value in self.__dict__.items() if name in kept and value is not None}
-
-
-NOTHING_LEARNED = Learned()
-
-
-@dataclass(frozen=True)
-class Gate:
-    """A named check, the reason codes it skips with (in the order it tells them), and the facts it reads
-    and learns (:class:`Learned`'s fields)."""
-
-    name: str
-    codes: tuple[str, ...]
-    # Its verdict: the decision skipped, a new Learned (passed, having learned), or None (passed).
-    check: Callable[[Facts, Learned], "Decision | Learned | None"]
-    doc: str  # what it holds back, for docs/automation.md's table
-    reads: tuple[str, ...] = ()
-    learns: tuple[str, ...] = ()
 
 
 @lru_cache(maxsize=1024)  # a tick's failing decisions ask for a few distinct delays (timedelta arithmetic each)
@@ -381,14 +272,18 @@ def _not_in_flight(f: Facts, known: Learned) -> Decision | None:
 
 GATES: tuple[Gate, ...] = (
     Gate("schedule", ("schedule_disabled",), _schedule_enabled,
-         "the operation's schedule is missing or `enabled: false`"),
+         "the operation's schedule is missing or `enabled: false`",
+         schedule_passes=lambda schedule: schedule is not None and schedule.enabled),
     Gate("owner", ("owner_paused",), _owner_pause,
          "the table's owner set its property `floe.maintenance.enabled=false` and the policy's `ownerOverrides` "
-         "allows it"),
+         "allows it", table_passes=lambda f: f.owner is None or not f.owner.paused),
     Gate("gc", ("gc_disabled",), _gc_allowed,
-         "an operation that deletes files (expiry, orphan cleanup) on a table that sets `gc.enabled=false`"),
-    Gate("catalog", ("table_missing",), _listed, "the catalog no longer lists the table"),
-    Gate("loaded", ("not_loaded",), _loaded, "listed, but not an asset of the code location until its next reload"),
+         "an operation that deletes files (expiry, orphan cleanup) on a table that sets `gc.enabled=false`",
+         table_passes=lambda f: f.metrics is None or not gc_disabled(f.metrics.properties)),
+    Gate("catalog", ("table_missing",), _listed, "the catalog no longer lists the table",
+         table_passes=lambda f: f.listed),
+    Gate("loaded", ("not_loaded",), _loaded, "listed, but not an asset of the code location until its next reload",
+         table_passes=lambda f: f.loaded),
     Gate("due", ("window_closed", "day_not_allowed", "not_due"), _due,
          "the schedule: its window or allowed days are closed now, or its cron slot, interval or condition "
          "cycle is not due", learns=("due", "trigger", "slot", "cadence", "upstream")),
@@ -403,31 +298,17 @@ GATES: tuple[Gate, ...] = (
          "health they read; the critical-pipeline force, a breached SLA and a backlog's continuation pass it",
          reads=("trigger",), learns=("condition_result", "trigger")),
     Gate("quiet", ("not_quiet",), _quiet, "another writer committed within the schedule's `quietFor`",
-         reads=("due",), learns=("quiet",)),
+         reads=("due",), learns=("quiet",), schedule_passes=lambda schedule: schedule is not None and
+         schedule.quiet is None),
     Gate("writer", ("writer_running",), _writer_running,
          "a rewrite or an expiry while a run of the table's writer asset is queued or started, until the "
-         "schedule's `maxWriterWait`", reads=("due",), learns=("writer_hold",)),
+         "schedule's `maxWriterWait`", reads=("due",), learns=("writer_hold",),
+         table_passes=lambda f: not f.data.writers.get(f.table.qualified)),
     Gate("in flight", ("in_flight",), _not_in_flight,
          "a run of the table is queued or running, or an admission in the ledger waits for its run",
-         reads=("trigger",)),
+         reads=("trigger",), table_passes=lambda f: not f.busy),
 )
 GATE_CODES: tuple[str, ...] = tuple(code for gate in GATES for code in gate.codes)
-
-
-def check_order(steps: tuple[DataFlowStep, ...]) -> tuple[DataFlowStep, ...]:
-    """``steps`` (gates, and the plan's turns between them), refused when one reads a fact no step before
-    it learns, or learns one :class:`Learned` does not have: the order of the list is its data flow."""
-    learned: set[str] = set()
-    for step in steps:
-        unknown = [name for name in (*step.reads, *step.learns) if name not in Learned.FIELDS]
-        if unknown:
-            raise ValueError(f"gate step '{step.name}' names facts a gate does not learn: {', '.join(unknown)}")
-        missing = [name for name in step.reads if name not in learned]
-        if missing:
-            raise ValueError(f"gate step '{step.name}' reads {', '.join(missing)}, which no step before it learns: "
-                             f"move it after the step that learns it")
-        learned.update(step.learns)
-    return steps
 
 
 check_order(GATES)
@@ -458,13 +339,16 @@ def admissible(f: Facts, known: Learned) -> Decision:
     runtime = schedule.timeout_hours * 3600
     if window_end is not None:
         runtime = min(runtime, max(60.0, (window_end - now).total_seconds()))
-    kept = known.kept()
+    # Set on the decision the gate stage made for this operation alone (no one holds it yet): a copy of each of
+    # a tick's ~25,000 candidates saved.
+    made = f.decision.__dict__
+    made.update(known.kept())
     if known.escalation is not None:
-        kept["trigger"] = "sla"
-    return replace_decision(
-        f.decision, decision="run", passed_gates=True, why=reasons,
-        attempt=data.last_attempts.get((f.table.qualified, f.op, due.slot_key), -1) + 1, max_runtime_s=runtime,
-        next_eligible=now, run_class=_run_class(schedule), **kept)
+        made["trigger"] = "sla"
+    made.update(decision="run", passed_gates=True, why=reasons, max_runtime_s=runtime, next_eligible=now,
+                attempt=data.last_attempts.get((f.table.qualified, f.op, due.slot_key), -1) + 1,
+                run_class=_run_class(schedule))
+    return f.decision
 
 
 def _escalated(escalation: SlaVerdict) -> str:

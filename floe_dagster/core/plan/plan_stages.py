@@ -22,9 +22,8 @@ from floe_dagster.core.facts.debt import TableDebt
 from floe_dagster.core.plan.decisions import (
     Decision, LazyEstimate, PlanInput, Reason, build_decision, replace_decision, text_of,
 )
-from floe_dagster.core.plan.gates import (
-    GATE_CODES, GATES, NOTHING_LEARNED, Facts, Learned, admissible, check_order,
-)
+from floe_dagster.core.plan.gate_flow import NOTHING_LEARNED, Facts, Learned, check_order
+from floe_dagster.core.plan.gates import GATE_CODES, GATES, admissible
 from floe_dagster.core.runs.history import OperationHistory
 from floe_dagster.core.policies.owner_overrides import sets_owner_keys, with_overrides
 from floe_dagster.core.rewrites.partition_scope import Backlog
@@ -84,6 +83,7 @@ def _gate_stage(state: PlanState) -> None:
     previous, kept, now = gate_memo.begin(data), {}, data.now
     attempted = gate_memo.attempted_tables(data)
     flying = frozenset(qualified for qualified, _ in data.in_flight)
+    chains = GateChains(flying)
     # Sorted by the fields' tuple (TableName's order) without calling its generated __lt__ per comparison.
     for table in sorted(in_catalog.union(loaded), key=_TABLE_ORDER):
         policy = data.policies.effective_policy(table)
@@ -102,7 +102,7 @@ def _gate_stage(state: PlanState) -> None:
             made = entry.decisions
         else:
             made, until = _table_through_gates(data, table, policy, metrics, ops, listed, table in loaded, entry,
-                                               histories)
+                                               histories, chains)
             if inputs is not None:
                 kept[table] = gate_memo.TableEntry(metrics, inputs, now, made, until)
         for decision in made:
@@ -114,16 +114,17 @@ _TABLE_ORDER = attrgetter("catalog", "namespace", "name")
 
 
 def _table_through_gates(data: PlanInput, table: TableName, policy: Any, metrics: Any, ops: Sequence,
-                         listed: bool, loaded: bool, entry: gate_memo.TableEntry | None, histories: tuple
-                         ) -> tuple[tuple[Decision, ...], list[Any]]:
+                         listed: bool, loaded: bool, entry: gate_memo.TableEntry | None, histories: tuple,
+                         chains: GateChains) -> tuple[tuple[Decision, ...], list[Any]]:
     """One table's decisions, each made through the gates or, when the memo's ``entry`` holds it still, reused
     with its debt score (and a run's ``next_eligible``) made at this tick's clock; and until when each holds."""
     now, estimate_bytes = data.now, data.estimate_bytes
-    facts = Facts(data, table, policy, metrics, listed, loaded)
+    owner = _owner_overrides(policy, metrics) if metrics is not None else None  # floe.* properties
+    facts = Facts(data, table, policy, metrics, listed, loaded, owner, chains.busy(table.qualified, data))
+    checks = chains.of(facts, policy, ops)  # each operation's gates, without those that let the whole table pass
     issues = policy.health_issues(metrics, now) if metrics is not None else ()
     table_debt = TableDebt(issues, metrics, now, data.debt_weights)
     shadow = policy.shadow
-    owner = _owner_overrides(policy, metrics) if metrics is not None else None  # floe.* properties
     table_values = _table_values(table, policy, owner)
     made, until = [], []
     for index, op in enumerate(ops):
@@ -144,7 +145,7 @@ def _table_through_gates(data: PlanInput, table: TableName, policy: Any, metrics
                               bytes_estimate=estimate)
         if schedule is None or not schedule.enabled or schedule.priority or schedule.sla is not None:
             _off_defaults(base, schedule, history, metrics, now)
-        decision = through_gates(facts.of(op, schedule, history, base))
+        decision = through_gates(facts.of(op, schedule, history, base), checks[index])
         made.append(decision)
         until.append(gate_memo.LATER)  # told when a later tick asks (gate_memo.holds)
     return tuple(made), until
@@ -262,13 +263,53 @@ check_order(tuple(step for gate, turns in _STEPS for step in (gate, *turns)))
 
 # Each gate's check, name and learned facts, and its turns' functions, read once (a tick passes 50,000 decisions).
 _CHECKS = tuple((gate.check, gate.name, gate.learns, tuple(turn.turn for turn in turns)) for gate, turns in _STEPS)
+# The gates that may tell, once per table or per schedule, that they let every decision pass (each a bit).
+_TABLE_PASSES = tuple((1 << i, gate.table_passes) for i, (gate, _) in enumerate(_STEPS) if gate.table_passes)
+_SCHEDULE_PASSES = tuple((1 << i, gate.schedule_passes) for i, (gate, _) in enumerate(_STEPS) if gate.schedule_passes)
 
 
-def through_gates(f: Facts) -> Decision:
-    """The decision skipped by the first gate that holds it (a gate its turns let it past holds nothing),
-    else :func:`admissible`."""
+def _lets_pass(f: Facts, known: Learned) -> None:
+    return None
+
+
+class GateChains:
+    """A tick's gate chains: for a table, each operation's gates left after those that let the whole table pass
+    (:attr:`Gate.table_passes`, read once per table) or its schedule (:attr:`Gate.schedule_passes`). A gate so left
+    out would have returned None for each decision; its turns are kept. Made once per policy and set of passing
+    gates (a tick, whose policies live as long as it does)."""
+
+    def __init__(self, flying: frozenset[str]) -> None:
+        self.flying = flying  # the tables with a run of some operation in flight
+        self.made: dict[tuple[int, int], tuple[tuple, ...]] = {}
+
+    def busy(self, qualified: str, data: PlanInput) -> bool:
+        return qualified in self.flying or qualified in data.busy_tables
+
+    def of(self, f: Facts, policy: Any, ops: Sequence) -> tuple[tuple, ...]:
+        passing = 0
+        for bit, passes in _TABLE_PASSES:
+            if passes(f):
+                passing |= bit
+        key = (passing, id(policy))
+        found = self.made.get(key)
+        if found is None:
+            found = self.made[key] = tuple(_chain(passing, policy.schedule(op)) for op in ops)
+        return found
+
+
+def _chain(passing: int, schedule: Any) -> tuple:
+    for bit, passes in _SCHEDULE_PASSES:
+        if passes(schedule):
+            passing |= bit
+    return tuple(entry if not passing & (1 << i) else (_lets_pass, *entry[1:])
+                 for i, entry in enumerate(_CHECKS) if entry[3] or not passing & (1 << i))
+
+
+def through_gates(f: Facts, checks: tuple = _CHECKS) -> Decision:
+    """The decision skipped by the first gate of ``checks`` that holds it (a gate its turns let it past holds
+    nothing), else :func:`admissible`."""
     known = NOTHING_LEARNED
-    for check, name, learns, turns in _CHECKS:
+    for check, name, learns, turns in checks:
         verdict = check(f, known)
         held = None
         if verdict is not None:

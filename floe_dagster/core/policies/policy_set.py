@@ -46,6 +46,9 @@ class PolicySet:
         if len(self._by_name) != len(self._policies):
             raise ValueError("policy names must be unique")
         self._enabled = tuple(sorted((p for p in self._policies if p.enabled), key=lambda p: p.precedence_key))
+        # By (catalog, namespace): the enabled policies whose pattern may match there (a tick asks of every table,
+        # most namespaces hold many).
+        self._placed: dict[tuple[str, tuple[str, ...]], tuple[GoverningPolicy, ...]] = {}
         # Which policy wins depends only on the enabled policies' patterns in precedence order. The
         # sensor loads a new PolicySet every tick; sets with the same patterns share their answers.
         matching_key = tuple((p.name, p.table_pattern.text) for p in self._enabled)
@@ -82,7 +85,11 @@ class PolicySet:
         try:
             name = self._effective[table]
         except KeyError:
-            winner = next((p for p in self._enabled if p.matches(table)), None)
+            placed = self._placed.get((table.catalog, table.namespace))
+            if placed is None:  # the enabled policies that may govern a table there, in precedence order
+                placed = self._placed[(table.catalog, table.namespace)] = tuple(
+                    p for p in self._enabled if p.table_pattern.matches_place(table.catalog, table.namespace))
+            winner = next((p for p in placed if p.table_pattern.matches_name(table)), None)
             name = self._effective[table] = winner.name if winner is not None else None
         return self._by_name[name] if name is not None else None
 
