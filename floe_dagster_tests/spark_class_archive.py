@@ -16,7 +16,8 @@ which Spark loads from ``spark.jars`` through a class loader of its own, is load
 The archive is a test-suite matter only: ``./dev test`` hands it to the suite's Spark drivers through
 ``PYSPARK_SUBMIT_ARGS`` (which PySpark reads when it starts its JVM); floe-dagster itself never reads it.
 
-Usage: ``python -m floe_dagster_tests.spark_class_archive ARCHIVE`` (written to ARCHIVE.part, then moved).
+Usage: ``python -m floe_dagster_tests.spark_class_archive ARCHIVE`` writes it (to ARCHIVE.part, then moved);
+``... --submit-args ARCHIVE`` prints the PYSPARK_SUBMIT_ARGS that start a driver from it.
 """
 
 from __future__ import annotations
@@ -32,14 +33,19 @@ from pathlib import Path
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
+def submit_args(archive_option: str) -> str:
+    """PYSPARK_SUBMIT_ARGS giving a local driver's JVM ``archive_option`` (the archive to write or to read) and
+    :data:`JVM_OPTIONS`; PySpark splits it as a shell would."""
+    return f"--conf \"spark.driver.extraJavaOptions={archive_option} {JVM_OPTIONS}\" pyspark-shell"
+
+
 def make_archive(archive: Path) -> None:
     from floe_dagster.settings import load_settings
     from floe_dagster.spark.engine import IcebergSparkEngine
     from floe_dagster_tests.conftest import write_settings
 
     part = archive.with_name(archive.name + ".part")
-    os.environ["PYSPARK_SUBMIT_ARGS"] = (
-        f"--conf \"spark.driver.extraJavaOptions=-XX:ArchiveClassesAtExit={part} {JVM_OPTIONS}\" pyspark-shell")
+    os.environ["PYSPARK_SUBMIT_ARGS"] = submit_args(f"-XX:ArchiveClassesAtExit={part}")
     root = Path(tempfile.mkdtemp(prefix="floe-class-archive-"))
     (root / "data").mkdir()
     settings = load_settings(write_settings(root, "[]"), environ={})
@@ -75,4 +81,7 @@ def make_archive(archive: Path) -> None:
 
 
 if __name__ == "__main__":
-    make_archive(Path(sys.argv[1]))
+    if sys.argv[1] == "--submit-args":
+        print(submit_args(f"-XX:SharedArchiveFile={sys.argv[2]}"))
+    else:
+        make_archive(Path(sys.argv[1]))

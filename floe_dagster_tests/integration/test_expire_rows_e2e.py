@@ -86,12 +86,15 @@ AGES = {1: timedelta(days=10), 2: timedelta(days=10, hours=2), 3: timedelta(days
         5: timedelta(days=1), 6: timedelta(minutes=5)}  # id → age: 1-4 older than 3 days and its midnight, 5-6 not
 
 
-def day_cutoffs_since_start(days: int = 3) -> list[datetime]:
-    """The midnight cut-offs a run may use: the run reads the real clock, which may pass a UTC midnight after
-    NOW was taken (CI once ran this module across one), so a run's cut-off is one of these two days."""
-    def midnight(at: datetime) -> datetime:
-        return (at - timedelta(days=days)).replace(hour=0, minute=0, second=0, microsecond=0)
-    return sorted({midnight(NOW), midnight(datetime.now(timezone.utc))})
+def day_cutoff(at: datetime) -> datetime:
+    """A P3D day-granular retention's cut-off at ``at``: the midnight (UTC) of three days before."""
+    return (at - timedelta(days=3)).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def day_cutoffs_since_start() -> list[datetime]:
+    """The cut-offs a run may use: the run reads the real clock, which may pass a UTC midnight after NOW was
+    taken (CI once ran this module across one), so a run's cut-off is one of these two days."""
+    return sorted({day_cutoff(NOW), day_cutoff(datetime.now(timezone.utc))})
 
 
 def ts(age: timedelta) -> str:
@@ -152,7 +155,7 @@ def expire_rows(settings, instance, name: TableName, attempt: str = ""):
 def test_a_partition_aligned_cutoff_drops_whole_files_and_writes_none(lake, instance, capsys):
     # Before the run: explain and the HTTP trigger status show it due, with the cut-off it would use.
     coordination = Coordination(lake.coordination_url)
-    cutoff = (NOW - timedelta(days=3)).replace(hour=0, minute=0, second=0, microsecond=0)
+    cutoff = day_cutoff(NOW)
     status = explain_table(lake, coordination, DAILY.qualified, NOW, instance=instance)["operationStatuses"][OP]
     assert status["shouldTrigger"] is True and status["trigger"] == "interval"
     assert status["rowRetention"] == {

@@ -68,7 +68,7 @@ class Facts:
                  "history", "decision")
 
     def __init__(self, data: PlanInput, table: TableName, policy: Policy, metrics: TableMetrics | None,
-                 listed: bool, loaded: bool, owner: OwnerOverrides | None = None, busy: bool = True) -> None:
+                 listed: bool, loaded: bool, owner: OwnerOverrides | None, busy: bool) -> None:
         # owner: its floe.* properties' verdict; busy: a run of the table may be in flight (for Gate.table_passes)
         self.data, self.table, self.policy, self.metrics, self.listed, self.loaded, self.owner, self.busy = \
             data, table, policy, metrics, listed, loaded, owner, busy
