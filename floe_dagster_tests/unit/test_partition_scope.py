@@ -465,7 +465,7 @@ def test_a_backlog_continuation_waits_for_quiet_and_is_forced_from_its_slot():
     ("interval:first", None), ("cron:none", None), ("manual:abc", None),
 ])
 def test_a_backlogs_slot_time_is_read_back_from_every_kind_of_slot_key(key, expected):
-    from floe_dagster.core.plan.plan_stages import slot_time
+    from floe_dagster.core.plan.gate_chains import slot_time
 
     assert slot_time(key) == expected
 

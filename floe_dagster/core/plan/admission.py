@@ -26,6 +26,7 @@ from floe_dagster.core.operations import Operation
 from floe_dagster.core.policies.owner_overrides import with_overrides
 from floe_dagster.core.rewrites.partition_scope import plan_scope
 from floe_dagster.core.basics.tables import TableName
+from floe_dagster.core.facts.measurements import TableMetrics
 
 BUDGET_CODES = ("budget_tables", "budget_operations", "budget_bytes", "budget_compute", "tick_cap")
 _NOTHING_TAKEN: Mapping[str, float] = MappingProxyType({})  # what a held-back offer took (one for them all)
@@ -362,7 +363,7 @@ def scoped(data: PlanInput, decision: Decision, bytes_used: int) -> Decision:
     or without the full health tier (whole, as before). The estimate fits for certain when the whole
     table is within one bin of Iceberg's bin-pack (``max-file-group-size-bytes``); past that, which
     files a bin keeps depends on Iceberg's scan order, so the bound decides."""
-    if not decision.operation.scopes_partitions or decision.estimated_bytes <= 0:
+    if not decision.operation.scopes_partitions:
         return decision
     policy = data.policies.effective_policy(decision.table)  # read once: a tick offers thousands of rewrites
     config = with_overrides(decision.owner_overrides, decision.operation,
@@ -380,8 +381,13 @@ def scoped(data: PlanInput, decision: Decision, bytes_used: int) -> Decision:
     # A backlog at the older specs' files stays scoped to them even when the table's rewrite would fit:
     # that would compact again what its runs wrote into the current spec's partitions.
     older_first = decision.backlog is not None and decision.backlog.older_first
-    if (not older_first and decision.estimated_bytes <= allowance[0]
-            and metrics.total_data_bytes <= rules.max_file_group_size_bytes):
+    # The estimate is made when read (a full-tier one groups every file): a table all of whose bytes fit the run
+    # and one bin needs none, and most candidates a tick holds back past its cap are such tables.
+    fits = min(allowance[0], rules.max_file_group_size_bytes)
+    if not older_first and _rewrite_bytes_at_most(metrics) <= fits:
+        return decision
+    if decision.estimated_bytes <= 0 or (not older_first and decision.estimated_bytes <= allowance[0]
+                                         and metrics.total_data_bytes <= rules.max_file_group_size_bytes):
         return decision
     selection = plan_scope(metrics, rules, allowance[0], older_first=older_first)
     if selection is None:  # no full tier, nothing Iceberg would rewrite, or all of it fits
@@ -389,3 +395,11 @@ def scoped(data: PlanInput, decision: Decision, bytes_used: int) -> Decision:
     reason = f"{selection.describe()}, under {allowance[1]}"
     return replace_decision(decision, scope=selection, bytes_estimate=selection.bytes,
                             why=(*decision.why, reason))
+
+
+def _rewrite_bytes_at_most(metrics: TableMetrics) -> int:
+    """No data-file rewrite of the table takes more: its data bytes (a summary-tier estimate, or one that fails),
+    or the recorded files' sizes summed (a full-tier estimate selects among them), whichever is larger."""
+    groups = metrics.data_file_groups
+    recorded = 0 if groups is None else sum(sum(sizes) for _, sizes, _ in groups)
+    return max(metrics.total_data_bytes, recorded)

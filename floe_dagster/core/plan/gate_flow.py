@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # annotations only
 
 class LearnedDue(Protocol):
     """A due verdict as the later gates read it: the schedule's (:class:`Due`, :class:`AfterWriteDue`) or a
-    backlog's continuation's (core/plan/plan_stages.py's ``BacklogDue``, which imports this module)."""
+    backlog's continuation's (core/plan/gate_chains.py's ``BacklogDue``, which imports this module)."""
 
     slot_key: str
     detail: str
@@ -132,7 +132,7 @@ class Gate:
     reads: tuple[str, ...] = ()
     learns: tuple[str, ...] = ()
     # Whether it lets every decision of a table pass, read once per table (its Facts) or per schedule: such a gate
-    # is left out of the table's chain (core/plan/plan_stages.py), as a tick makes 50,000 decisions.
+    # is left out of the table's chain (core/plan/gate_chains.py), as a tick makes 50,000 decisions.
     table_passes: Callable[[Facts], bool] | None = None
     schedule_passes: Callable[[Schedule | None], bool] | None = None
 

@@ -4,7 +4,7 @@ docs/automation.md describes. Pure: the launchers (schedules, the debt-score sen
 
 A plan is made in stages (core/plan/plan_stages.py ``STAGES``): gates, shadow, rank, sla first, live
 admission, shadow pass. Gates (core/plan/gates.py ``GATES``), in order, with the plan's turns between two of them
-(core/plan/plan_stages.py ``TURNS``); a skipped decision's reasons start with the first gate that blocked it:
+(core/plan/gate_chains.py ``TURNS``); a skipped decision's reasons start with the first gate that blocked it:
 schedule (schedule_disabled); owner (owner_paused: the table's own property
 floe.maintenance.enabled=false, as its policy allows: core/policies/owner_overrides.py); gc (gc_disabled);
 catalog (table_missing); loaded (not_loaded); due (window_closed, day_not_allowed, not_due); the backlog

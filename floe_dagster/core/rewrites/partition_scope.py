@@ -33,7 +33,7 @@ such step runs alone, over the cap, and says so. A unit is only taken when Icebe
 rewrite some of it, so every run makes progress and the backlog drains.
 
 Whatever is not chosen is the *backlog* (units and bytes): the next tick plans it as new work of the
-same slot (core/plan/plan_stages.py, continue_backlog).
+same slot (core/plan/gate_chains.py, the backlog turn).
 """
 
 from __future__ import annotations
