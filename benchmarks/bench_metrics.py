@@ -57,7 +57,8 @@ def build(root: Path, tables: int, days: int):
     from dagster import DagsterEvent, DagsterEventType, DagsterInstance, DagsterRunStatus
     from dagster._core.test_utils import create_run_for_test
 
-    from floe_dagster.coordination.database import Coordination, ledger, outcomes
+    from floe_dagster.coordination.database import Coordination
+    from floe_dagster.coordination.schema import ledger, outcomes
     from floe_dagster.core.runs import run_tags as T
     from floe_dagster.core.operations import ALL_OPERATIONS
     from floe_dagster.core.plan.planner import Decision, Plan

@@ -43,7 +43,8 @@ from prometheus_client.registry import Collector
 from sqlalchemy import ColumnElement, func, null, select
 from sqlalchemy.engine import Engine
 
-from floe_dagster.coordination.database import ADMISSION_TTL, Coordination, ledger, outcomes
+from floe_dagster.coordination.database import ADMISSION_TTL, Coordination
+from floe_dagster.coordination.schema import ledger, outcomes
 from floe_dagster.coordination.runs import IN_FLIGHT_STATUSES, QUEUED_STATUSES
 from floe_dagster.core.runs import run_tags as T
 from floe_dagster.core.plan.compute_budget import WINDOW as COMPUTE_WINDOW, spent_in_window
