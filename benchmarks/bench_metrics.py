@@ -157,8 +157,9 @@ def main() -> None:
         settings, instance, coordination, outcome_count, _ = build(root, args.tables, args.days)
         from prometheus_client import generate_latest
 
-        from floe_dagster.api.prometheus import (
-            WINDOW, AdmissionWindow, metrics_registry, outcome_totals, run_totals)
+        from floe_dagster.api.metric_counters import outcome_totals
+        from floe_dagster.api.metric_runs import WINDOW, AdmissionWindow, run_totals
+        from floe_dagster.api.prometheus import metrics_registry
         from floe_dagster.scheduling.tick_stats import read_tick_stats
 
         registry = metrics_registry(settings, instance, coordination)
