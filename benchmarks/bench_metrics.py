@@ -57,7 +57,8 @@ def build(root: Path, tables: int, days: int):
     from dagster import DagsterEvent, DagsterEventType, DagsterInstance, DagsterRunStatus
     from dagster._core.test_utils import create_run_for_test
 
-    from floe_dagster.coordination.database import Coordination, ledger, outcomes
+    from floe_dagster.coordination.database import Coordination
+    from floe_dagster.coordination.schema import ledger, outcomes
     from floe_dagster.core.runs import run_tags as T
     from floe_dagster.core.operations import ALL_OPERATIONS
     from floe_dagster.core.plan.planner import Decision, Plan
@@ -156,8 +157,9 @@ def main() -> None:
         settings, instance, coordination, outcome_count, _ = build(root, args.tables, args.days)
         from prometheus_client import generate_latest
 
-        from floe_dagster.api.prometheus import (
-            WINDOW, AdmissionWindow, metrics_registry, outcome_totals, run_totals)
+        from floe_dagster.api.metric_counters import outcome_totals
+        from floe_dagster.api.metric_runs import WINDOW, AdmissionWindow, run_totals
+        from floe_dagster.api.prometheus import metrics_registry
         from floe_dagster.scheduling.tick_stats import read_tick_stats
 
         registry = metrics_registry(settings, instance, coordination)

@@ -1,5 +1,5 @@
 """The metric families ``/metrics`` serves (api/prometheus.py), built from plain values: counters and gauges
-from ``{(sample name, label values): value}``, and a summary over a window's values."""
+from ``{(sample name, label values): value}``, and a summary over a window's values; Floe's operation label."""
 
 from __future__ import annotations
 
@@ -10,6 +10,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 QUANTILES = (0.5, 0.9, 0.99)
 Key = tuple[str, tuple[str, ...]]  # (sample name, label values)
+
+
+def operation_label(name: str) -> str:
+    """Floe's operation label: lowercase (``rewrite_data_files``)."""
+    return name.lower()
 
 
 def quantiles(values: list[float]) -> list[tuple[float, float]]:

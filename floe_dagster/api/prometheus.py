@@ -20,37 +20,34 @@ Counters count from the server's first scrape (0 then), as Floe's and every Prom
 count from the process start, and never go down, whatever retention deletes. The outcome counters
 add, at each scrape, the outcomes finished since the previous one (:class:`OutcomeTally`: one
 ``GROUP BY`` over that window, not over a month of rows); the others are stored totals minus those
-seen at the first scrape, a drop (rows deleted) carried (:class:`SinceStart`). A source that cannot
-be read is left out of the scrape and ``floe_metrics_source_up{source}`` says so; the other sources
-are still served.
+seen at the first scrape, a drop (rows deleted) carried (:class:`SinceStart`); both are in
+api/metric_counters.py. The last day's runs are read in api/metric_runs.py, and the families built from
+plain values in api/metric_families.py: here, the collector that reads every source at a scrape and
+what it serves of each. A source that cannot be read is left out of the scrape and
+``floe_metrics_source_up{source}`` says so; the other sources are still served.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections import defaultdict
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any, Callable, Iterator, Mapping
 
 from dagster import DagsterInstance, DagsterRunStatus
-from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
-from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import ColumnElement, func, null, select
-from sqlalchemy.engine import Engine
 
-from floe_dagster.coordination.database import ADMISSION_TTL, Coordination, ledger, outcomes
-from floe_dagster.coordination.runs import IN_FLIGHT_STATUSES, QUEUED_STATUSES
-from floe_dagster.core.runs import run_tags as T
+from floe_dagster.coordination.database import ADMISSION_TTL, Coordination
+from floe_dagster.coordination.runs import QUEUED_STATUSES
 from floe_dagster.core.plan.compute_budget import WINDOW as COMPUTE_WINDOW, spent_in_window
-from floe_dagster.core.runs.history import CONFLICT, LOCK_HELD, OUTAGE
 from floe_dagster.core.basics.localtime import naive_as_utc
 from floe_dagster.core.operations import ALL_OPERATIONS
-from floe_dagster.api.metric_families import Key, counter, gauge, window_summary
+from floe_dagster.api.metric_counters import FIGURE_COUNTERS, OutcomeTally, SinceStart
+from floe_dagster.api.metric_families import Key, counter, gauge, operation_label, window_summary
+from floe_dagster.api.metric_runs import WINDOW, AdmissionWindow, run_totals
 from floe_dagster.defs.sla_reporting import read_sla_states
 from floe_dagster.policies import load_policy_set
 from floe_dagster.scheduling.tick_stats import read_tick_stats
@@ -58,24 +55,7 @@ from floe_dagster.settings import Settings
 
 log = logging.getLogger(__name__)
 
-WINDOW = timedelta(days=1)  # latency and queue wait: the runs created in the last day
-IN_FLIGHT = tuple(status.value for status in IN_FLIGHT_STATUSES)
 QUEUED = tuple(status.value for status in QUEUED_STATUSES)
-# What the runs cost and bought (the outcome rows' figure columns, core/runs/run_figures.py), summed per operation.
-FIGURE_COUNTERS = (
-    ("floe_operation_executor_cpu_seconds", "executor_cpu_s", "Executor CPU seconds of the tables' own Spark jobs"),
-    ("floe_operation_task_seconds", "task_s", "Task time (slot seconds) of the tables' own Spark jobs"),
-    ("floe_operation_compute_wall_seconds", "wall_s", "Wall seconds of the tables' Spark work (the CALL and the "
-     "reads after it)"),
-    ("floe_operation_bytes_read", "bytes_read", "Bytes the tables' Spark tasks read"),
-    ("floe_operation_bytes_written", "bytes_written", "Bytes the tables' Spark tasks wrote (new data files)"),
-    ("floe_operation_files_removed", "files_removed", "Live data and delete files fewer after the runs"),
-    ("floe_operation_bytes_reclaimed", "bytes_reclaimed", "Live bytes fewer after the runs"),
-    ("floe_operation_files_deleted", "files_deleted", "Files the runs deleted from storage (expired, orphans)"),
-    ("floe_operation_snapshots_expired", "snapshots_expired", "Snapshots fewer in the tables' metadata after the runs"),
-    ("floe_operation_orphan_bytes_reclaimed", "orphan_bytes_reclaimed", "Bytes of the orphan files the runs removed "
-     "from the tables (deleted, or moved into the quarantine)"),
-)
 # The tick summary's running totals → Floe's trigger counters.
 _FLOE_TRIGGER_TOTALS = {
     "evaluations": "floe_trigger_evaluations_total",
@@ -84,187 +64,6 @@ _FLOE_TRIGGER_TOTALS = {
     "blocked_by_interval": "floe_trigger_blocked_by_interval_total",
     "forced_by_critical": "floe_trigger_forced_by_critical_pipeline_total",
 }
-
-
-class SinceStart:
-    """Stored totals as counters: 0 at the first read of each source, never down afterwards."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._state: dict[str, dict[Key, list[float]]] = {}  # source → key → [last total, offset]
-
-    def counted(self, source: str, totals: Mapping[Key, float]) -> dict[Key, float]:
-        with self._lock:
-            state = self._state.get(source)
-            if state is None:  # the first read: what is stored already happened before the server
-                self._state[source] = {key: [value, -value] for key, value in totals.items()}
-                return {key: 0.0 for key in totals}
-            for key in set(state) | set(totals):
-                last, offset = state.get(key, (0.0, 0.0))
-                value = totals.get(key, 0.0)  # a total whose rows were all deleted is 0
-                if value < last:  # rows were deleted (retention): carry what they had counted
-                    offset += last - value
-                state[key] = [value, offset]
-            return {key: value + offset for key, (value, offset) in state.items()}
-
-
-def _op(name: str) -> str:
-    """Floe's operation label: lowercase (``rewrite_data_files``)."""
-    return name.lower()
-
-
-def _seconds_between(engine: Engine, later: Any, earlier: Any) -> ColumnElement | None:
-    if engine.dialect.name == "sqlite":
-        return (func.julianday(later) - func.julianday(earlier)) * 86400.0
-    if engine.dialect.name == "postgresql":
-        return func.extract("epoch", later - earlier)
-    return None
-
-
-def outcome_totals(engine: Engine, after: datetime, until: datetime
-                   ) -> list[tuple[str, bool, str | None, int, float | None, int, tuple[float, ...]]]:
-    """(operation, succeeded, failure kind, rows, seconds, bytes rewritten, the FIGURE_COUNTERS' sums) of the
-    outcomes finished in (``after``, ``until``]: one GROUP BY."""
-    seconds = _seconds_between(engine, outcomes.c.finished_at, outcomes.c.started_at)
-    query = (select(
-        outcomes.c.operation, outcomes.c.succeeded, outcomes.c.failure_kind, func.count(),
-        func.sum(seconds) if seconds is not None else null(),
-        func.coalesce(func.sum(outcomes.c.bytes_rewritten), 0),
-        *(func.coalesce(func.sum(outcomes.c[column]), 0) for _, column, _ in FIGURE_COUNTERS),
-    ).where(outcomes.c.finished_at > naive_as_utc(after), outcomes.c.finished_at <= naive_as_utc(until))
-        .group_by(outcomes.c.operation, outcomes.c.succeeded, outcomes.c.failure_kind))
-    with engine.connect() as connection:
-        return [(op, bool(ok), kind, int(n), None if secs is None else float(secs), int(size or 0),
-                 tuple(float(v or 0) for v in sums))
-                for op, ok, kind, n, secs, size, *sums in connection.execute(query)]
-
-
-class OutcomeTally:
-    """The outcome counters: each read adds the outcomes finished since the previous read, up to
-    ``LAG`` ago (a run records each table's outcome as it finishes; the lag covers the commit and the
-    clocks of other hosts). Each outcome is counted once, and retention deleting old rows changes
-    nothing. The first read only sets the start."""
-
-    LAG = timedelta(seconds=60)
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()  # one window at a time: concurrent scrapes never count one twice
-        self._after: datetime | None = None
-        self.timed = True  # False on a database whose durations this cannot compute in SQL
-        self.totals: dict[Key, float] = {}
-        for op in ALL_OPERATIONS:  # every series from the start, so increase() sees the first one
-            name = _op(op.value)
-            for status in ("succeeded", "failed", CONFLICT):
-                self.totals[("floe_operation_executions_total", (name, status))] = 0.0
-            self.totals[("floe_operation_conflicts_total", (name,))] = 0.0
-            for sample in ("floe_operation_duration_seconds_count", "floe_operation_duration_seconds_sum",
-                           "floe_bytes_rewritten_total", *(name + "_total" for name, _, _ in FIGURE_COUNTERS)):
-                self.totals[(sample, (name,))] = 0.0
-            for kind in ("error", LOCK_HELD, OUTAGE):
-                self.totals[("floe_operation_failures_total", (name, kind))] = 0.0
-
-    def read(self, engine: Engine, now: datetime) -> dict[Key, float]:
-        until = now - self.LAG
-        with self._lock:
-            if self._after is None:  # the first read: the table can be read (no row is)
-                with engine.connect() as connection:
-                    connection.execute(select(outcomes.c.run_id).limit(0)).all()
-            elif until > self._after:
-                for op, succeeded, kind, n, seconds, size, sums in outcome_totals(engine, self._after, until):
-                    self._add(_op(op), succeeded, kind, n, seconds, size)
-                    for (name, _, _), amount in zip(FIGURE_COUNTERS, sums):
-                        key = (name + "_total", (_op(op),))
-                        self.totals[key] = self.totals.get(key, 0.0) + amount
-            if self._after is None or until > self._after:
-                self._after = until
-            return dict(self.totals)
-
-    def _add(self, operation: str, succeeded: bool, kind: str | None, n: int, seconds: float | None,
-             size: int) -> None:
-        totals = self.totals
-        conflict = not succeeded and kind == CONFLICT  # a lost commit race: no failure (no backoff)
-        status = "succeeded" if succeeded else CONFLICT if conflict else "failed"
-        for key, amount in (
-            (("floe_operation_executions_total", (operation, status)), n),
-            (("floe_operation_duration_seconds_count", (operation,)), n),
-            (("floe_operation_duration_seconds_sum", (operation,)), seconds or 0.0),
-            (("floe_bytes_rewritten_total", (operation,)), size),
-        ):
-            totals[key] = totals.get(key, 0.0) + amount
-        if conflict:
-            key = ("floe_operation_conflicts_total", (operation,))
-            totals[key] = totals.get(key, 0.0) + n
-        elif not succeeded:
-            key = ("floe_operation_failures_total", (operation, kind or "error"))
-            totals[key] = totals.get(key, 0.0) + n
-        self.timed = self.timed and (seconds is not None or n == 0)
-
-
-def first_admissions(engine: Engine, since: datetime, from_id: int = 0) -> dict[str, datetime]:
-    """Each run's earliest admission (a batch run has one row per table), admitted since then, among
-    the ledger rows from ``from_id`` on (the primary key: a range, not the whole ledger)."""
-    query = (select(ledger.c.run_id, func.min(ledger.c.admitted_at))
-             .where(ledger.c.id >= from_id, ledger.c.run_id.is_not(None), ledger.c.admitted_at >= naive_as_utc(since))
-             .group_by(ledger.c.run_id))
-    with engine.connect() as connection:
-        return {run_id: naive_as_utc(admitted) for run_id, admitted in connection.execute(query)}
-
-
-class AdmissionWindow:
-    """:func:`first_admissions` of the last day, read from the first ledger row admitted in it: rows
-    are numbered as they are admitted, so that row's id bounds the day, and moves up as the day does.
-    Only the first read scans the ledger (a month of rows under retention) to find it."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._from_id: int | None = None
-
-    def read(self, engine: Engine, since: datetime) -> dict[str, datetime]:
-        with self._lock:
-            with engine.connect() as connection:
-                first = connection.execute(select(func.min(ledger.c.id)).where(
-                    ledger.c.id >= (self._from_id or 0), ledger.c.admitted_at >= naive_as_utc(since))).scalar()
-                if first is None:  # nothing admitted since: later rows come after the last one
-                    first = (connection.execute(select(func.max(ledger.c.id))).scalar() or 0) + 1
-            self._from_id = max(self._from_id or 0, int(first))
-            return first_admissions(engine, since, self._from_id)
-
-
-def sql_run_storage(instance: DagsterInstance) -> SqlRunStorage:
-    storage = instance.run_storage
-    for _ in range(3):
-        if isinstance(storage, SqlRunStorage):
-            return storage
-        storage = getattr(getattr(storage, "_storage", None), "run_storage", None)  # LegacyRunStorage
-    raise TypeError(f"the instance's run storage is not SQL ({type(instance.run_storage).__name__})")
-
-
-def _floe_runs() -> ColumnElement:
-    """Runs that maintain tables (coordination.runs.is_floe_run, in SQL): floe's jobs, or floe's tags."""
-    tagged = select(RunTagsTable.c.id).where(RunTagsTable.c.run_id == RunsTable.c.run_id,
-                                             RunTagsTable.c.key == T.OPERATION).exists()
-    return RunsTable.c.pipeline_name.like("floe%") | tagged
-
-
-def run_totals(instance: DagsterInstance, since: datetime) -> dict[str, object]:
-    """From the run storage, three queries: floe runs in flight by status, manual-trigger runs by
-    status, and the floe runs created since then (id, created, started)."""
-    storage = sql_run_storage(instance)
-    in_flight = (select(RunsTable.c.status, func.count()).where(RunsTable.c.status.in_(IN_FLIGHT), _floe_runs())
-                 .group_by(RunsTable.c.status))
-    manual = (select(RunsTable.c.status, func.count())
-              .select_from(RunsTable.join(RunTagsTable, RunTagsTable.c.run_id == RunsTable.c.run_id))
-              .where(RunTagsTable.c.key == T.TRIGGER, RunTagsTable.c.value == "manual")
-              .group_by(RunsTable.c.status))
-    recent = select(RunsTable.c.run_id, RunsTable.c.create_timestamp, RunsTable.c.start_time).where(
-        RunsTable.c.create_timestamp >= since.astimezone(timezone.utc).replace(tzinfo=None), _floe_runs())
-    with storage.connect() as connection:
-        return {
-            "in_flight": {status: int(n) for status, n in connection.execute(in_flight)},
-            "manual": {status: int(n) for status, n in connection.execute(manual)},
-            "recent": [(run_id, naive_as_utc(created).timestamp(), start)
-                       for run_id, created, start in connection.execute(recent) if created is not None],
-        }
 
 
 def _timestamp(text: str | None) -> float | None:
@@ -365,8 +164,8 @@ class FloeCollector(Collector):
     @staticmethod
     def _shadow(counts: Mapping[str, tuple[int, datetime]]) -> Iterator[Metric]:
         """What the shadow policies would have run: every operation's series from the start (0)."""
-        ops = [_op(op.value) for op in ALL_OPERATIONS]
-        found = {_op(op): value for op, value in counts.items()}
+        ops = [operation_label(op.value) for op in ALL_OPERATIONS]
+        found = {operation_label(op): value for op, value in counts.items()}
         yield gauge("floe_shadow_decisions", "Shadow policies' decisions the ledger recorded in the last day "
                      "(what would have run; no run is created)", labels=["operation"],
                      values={(op,): float(found[op][0]) if op in found else 0.0 for op in ops})
@@ -469,7 +268,7 @@ def sla_gauge(states: Mapping[str, Mapping[str, object]]) -> Metric:
     """``floe_sla_breached``: 1 per (table, operation) whose SLA contract the sensor's last tick found breached,
     0 while met, from what it reported (defs/sla_reporting.py). The owner is a label value as the policy wrote
     it: the exposition format escapes it (a policy refuses control characters in it anyway)."""
-    values = {(state["table"], _op(state["operation"]), state["severity"], state.get("owner") or ""):
+    values = {(state["table"], operation_label(state["operation"]), state["severity"], state.get("owner") or ""):
               float(bool(state.get("breached")))
               for scope in states.values() for state in scope.values() if isinstance(state, dict) and "table" in state}
     return gauge("floe_sla_breached", "1 when the operation's SLA contract is breached (its last success is older "

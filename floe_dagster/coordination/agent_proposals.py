@@ -16,7 +16,7 @@ from sqlalchemy import BigInteger, Column, DateTime, String, Table, Text, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
-from floe_dagster.coordination.database import metadata
+from floe_dagster.coordination.schema import metadata
 from floe_dagster.core.plan.agent_proposals import Proposal, TableState
 from floe_dagster.core.basics.localtime import naive_as_utc
 

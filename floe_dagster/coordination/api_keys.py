@@ -17,7 +17,7 @@ from sqlalchemy import Boolean, Column, DateTime, String, Table, func, select, t
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from floe_dagster.coordination.database import metadata
+from floe_dagster.coordination.schema import metadata
 from floe_dagster.core.basics.localtime import naive_as_utc
 from floe_dagster.errors import KeysError, LastAdminKey
 

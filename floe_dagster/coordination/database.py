@@ -4,152 +4,36 @@ One database shared by every launcher and every run that maintains the same lake
 ``coordination.url`` in floe.yaml (PostgreSQL for several deployments), else a SQLite file beside
 the Dagster instance. Reading all history is one query per tick, whatever the number of tables.
 
-- ``floe_ledger``: one row per admitted (table, operation, slot, attempt); the unique key makes a
-  double admission impossible across launchers and replicas. A shadow policy's decision has a row of
-  its own (``shadow`` true, attempt ``SHADOW_ATTEMPT``), once per (table, operation, slot), never a run.
-- ``floe_outcomes``: one row per table a run maintained (a backfill run maintains many), written by
-  the run itself as each table finishes, or by the tick that finds the run dead; a success's row
-  holds what the run cost and bought (core/runs/run_figures.py).
-- ``floe_history``: the fold of the outcomes per (table, operation) that the planner reads.
-- ``floe_writers``: the writers of each table learned from the event log, with each writer's newest
-  materialization read (core/schedules/writers.py).
+:class:`Coordination` admits into the ledger, records outcomes and folds them into the history, and
+reads them back; its tables (``floe_ledger``, ``floe_outcomes``, ``floe_history``, ``floe_writers``)
+are declared in coordination/schema.py, their rows read as the core's records in coordination/table_rows.py.
 """
-
 from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
 from typing import Iterable
 
-from sqlalchemy import (
-    BigInteger,
-    Boolean,
-    Column,
-    DateTime,
-    Float,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    Text,
-    UniqueConstraint,
-    and_,
-    create_engine,
-    func,
-    inspect,
-    or_,
-    select,
-    text,
-    update,
-)
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy import and_, create_engine, func, inspect, or_, select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
 
 from floe_dagster.coordination.locks import Locks, locks_for
+from floe_dagster.coordination.schema import add_missing_columns, create_tables, history, ledger, outcomes, writers
+from floe_dagster.coordination.table_rows import (
+    history_from_row, history_rows, ledger_row, ledger_rows_where, upstream_json,
+)
 from floe_dagster.core.plan.circuit import OutageCircuit
 from floe_dagster.core.runs.history import OUTAGE, OperationHistory, Outcome, fold_outcome
 from floe_dagster.core.basics.localtime import naive_as_utc
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.rewrites.partition_scope import PartitionSelection
 from floe_dagster.core.runs.run_decision import LedgerRow, RunDecision
 from floe_dagster.coordination.run_records import by_table_operation, read_outcomes
 from floe_dagster.coordination.writer_rows import record_writer_rows, writer_rows
-from floe_dagster.core.runs.run_figures import OUTCOME_COLUMNS, RunFigures, figures_json, outcome_columns
+from floe_dagster.core.runs.run_figures import RunFigures, figures_json, outcome_columns
 from floe_dagster.core.schedules.writers import Writer
 from floe_dagster.core.value.run_history import RecordedRun
 from floe_dagster.instance import default_coordination_url
-
-metadata = MetaData()
-
-ledger = Table(
-    "floe_ledger",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("table_name", String(1024), nullable=False),
-    Column("operation", String(64), nullable=False),
-    Column("slot", String(64), nullable=False),  # ISO time of the due slot, or "manual:<id>"
-    Column("attempt", Integer, nullable=False),
-    Column("run_key", String(1200), nullable=False, unique=True),
-    Column("trigger", String(32), nullable=False),
-    Column("reason", String(2000), nullable=False),
-    Column("debt_score", Float, nullable=False, default=0.0),
-    Column("estimated_bytes", BigInteger, nullable=False, default=0),
-    Column("admitted_at", DateTime(timezone=True), nullable=False, index=True),
-    Column("launcher", String(200), nullable=False, default=""),
-    Column("run_id", String(64)),
-    # Column run_key is the item key (core/runs/run_decision.py). batch_key: the key of the batch (one run
-    # over several tables) the item was admitted in; the run carries it as the run tag
-    # dagster/floe.run-key. A batch of one has the item's own key.
-    Column("batch_key", String(1200)),
-    # A partition-scoped rewrite (core/rewrites/partition_scope.py): the partitions chosen and the backlog, as JSON.
-    Column("scope", Text),
-    # A shadow policy's decision: recorded, never run (no run id, never in flight, no budget of live work).
-    Column("shadow", Boolean, nullable=False, default=False),
-    # An after-write admission: the write that made it due (its writer's asset key, run and storage id), as JSON.
-    Column("upstream", Text),
-    UniqueConstraint("table_name", "operation", "slot", "attempt", name="floe_ledger_item"),
-)
-
-outcomes = Table(
-    "floe_outcomes",
-    metadata,
-    Column("run_id", String(64), primary_key=True),
-    Column("table_name", String(1024), primary_key=True),
-    Column("operation", String(64), nullable=False),
-    Column("trigger", String(32), nullable=False, default=""),
-    Column("started_at", DateTime(timezone=True), nullable=False),
-    Column("finished_at", DateTime(timezone=True), nullable=False, index=True),
-    Column("succeeded", Boolean, nullable=False),
-    # "lock_held" or "outage": a failure that is not the table's fault and never counts toward backoff
-    Column("failure_kind", String(32)),
-    Column("message", String(2000)),
-    Column("changed", Boolean),
-    Column("bytes_rewritten", BigInteger, nullable=False, default=0),
-    Column("snapshot_after", BigInteger),
-    # What the run cost and bought (core/runs/run_figures.py): the sums' columns as it declares them, where the
-    # compute came from, and all of it as JSON (the history read: Coordination.run_figures).
-    *(Column(name, BigInteger if integer else Float) for name, _, integer in OUTCOME_COLUMNS),
-    Column("compute_source", String(32)),
-    Column("figures", Text),
-)
-# The outcome columns added since the table was first declared: nullable, added to an older database as
-# declared (_add_missing_columns).
-FIGURE_COLUMNS = (*(name for name, _, _ in OUTCOME_COLUMNS), "compute_source", "figures")
-
-history = Table(
-    "floe_history",
-    metadata,
-    Column("table_name", String(1024), primary_key=True),
-    Column("operation", String(64), primary_key=True),
-    Column("last_run_start", DateTime(timezone=True)),
-    Column("last_run_succeeded", Boolean),
-    Column("last_run_trigger", String(32)),
-    Column("last_success_start", DateTime(timezone=True)),
-    Column("last_failure_at", DateTime(timezone=True)),
-    Column("consecutive_failures", Integer, nullable=False, default=0),
-    Column("consecutive_zero_change", Integer, nullable=False, default=0),
-    Column("last_snapshot_after", BigInteger),
-    Column("runs", Integer, nullable=False, default=0),
-    Column("failures", Integer, nullable=False, default=0),
-    Column("consecutive_conflicts", Integer, nullable=False, default=0),
-    Column("last_conflict_at", DateTime(timezone=True)),
-    Column("last_conflict_writer", String(32)),
-    # The newest shadow decision's admission: a shadow policy's due rules read it as a success.
-    Column("last_shadow_at", DateTime(timezone=True)),
-)
-
-# The writers of each table (core/schedules/writers.py) the sensor learned from the event log, and each writer's newest
-# materialization it read (for a floe.yaml rule's writer too): every process reads the same.
-writers = Table(
-    "floe_writers",
-    metadata,
-    Column("table_name", String(1024), primary_key=True),
-    Column("asset_key", String(1024), primary_key=True),  # its parts, as JSON
-    Column("source", String(32), nullable=False),  # rule | table_name
-    Column("last_storage_id", BigInteger),
-    Column("last_run_id", String(64)),
-    Column("last_materialized_at", DateTime(timezone=True)),
-)
 
 # An admission whose run was never created (the daemon failed to launch it) expires after this.
 ADMISSION_TTL = timedelta(minutes=10)
@@ -165,8 +49,8 @@ class Coordination:
         self.url = url or default_coordination_url()
         kwargs = {"connect_args": {"timeout": 30}} if self.url.startswith("sqlite") else {"pool_pre_ping": True}
         self.engine: Engine = create_engine(self.url, **kwargs)
-        _create_tables(self.engine)
-        _add_missing_columns(self.engine)
+        create_tables(self.engine)
+        add_missing_columns(self.engine)
         self.locks: Locks = locks or locks_for(self.url)
 
     # -- ledger -------------------------------------------------------------------------------
@@ -183,7 +67,7 @@ class Coordination:
                         debt_score=item.debt_score, estimated_bytes=item.estimated_bytes,
                         admitted_at=naive_as_utc(now), launcher=launcher, batch_key=item.batch_key or item.item_key,
                         scope=json.dumps(item.scope.to_json()) if item.scope is not None else None,
-                        shadow=item.shadow, upstream=_upstream_json(item.upstream),
+                        shadow=item.shadow, upstream=upstream_json(item.upstream),
                     ))
                     if item.shadow:
                         _record_shadow_in_history(connection, item.table.qualified, item.operation, now)
@@ -369,57 +253,6 @@ def learned_writers(url: str | None = None) -> dict[str, tuple[Writer, ...]]:
         engine.dispose()
 
 
-def _create_tables(engine: Engine, attempts: int = 3) -> None:
-    """Create what is missing. Two processes (or threads) starting on a new database at once may both
-    see a table missing; the loser's CREATE fails, and checking again finds it made."""
-    for attempt in range(attempts):
-        try:
-            metadata.create_all(engine)
-            return
-        except DBAPIError:
-            if attempt == attempts - 1:
-                raise
-
-
-def _add_missing_columns(engine: Engine) -> None:
-    """Columns and indexes added since a coordination database was created (create_all adds tables, not
-    columns or indexes to existing tables). The time indexes serve the tick's reads of recent rows,
-    the metrics and retention."""
-    for table in (ledger, outcomes):
-        for index in table.indexes:
-            try:
-                index.create(engine, checkfirst=True)
-            except DBAPIError:  # another process created it first
-                pass
-    present: dict[str, set[str]] = {}
-    # (table, column, its SQL type): added to databases created before the column existed.
-    for table, column, sql_type in ((ledger, "batch_key", "VARCHAR(1200)"),
-                                    (ledger, "scope", "TEXT"),
-                                    (ledger, "shadow", "BOOLEAN NOT NULL DEFAULT FALSE"),
-                                    (ledger, "upstream", "TEXT"),
-                                    (history, "last_shadow_at", _timestamp_type(engine)),
-                                    (history, "consecutive_conflicts", "INTEGER NOT NULL DEFAULT 0"),
-                                    (history, "last_conflict_at", _timestamp_type(engine)),
-                                    (history, "last_conflict_writer", "VARCHAR(32)")):
-        _add_column(engine, table, column, sql_type, present)
-    for column in FIGURE_COLUMNS:  # nullable: added with the type they are declared with
-        _add_column(engine, outcomes, column, outcomes.c[column].type.compile(dialect=engine.dialect), present)
-
-
-def _add_column(engine: Engine, table: Table, column: str, sql_type: str, present: dict[str, set[str]]) -> None:
-    """``ALTER TABLE ... ADD COLUMN`` unless ``present`` (the columns read once per table) has it."""
-    if table.name not in present:
-        present[table.name] = _columns(engine, table)
-    if column in present[table.name]:
-        return
-    try:
-        with engine.begin() as connection:
-            connection.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {column} {sql_type}"))
-    except DBAPIError:  # another process added it first
-        if column not in _columns(engine, table):
-            raise
-
-
 def _figure_values(outcome: Outcome) -> dict:
     """An outcome's figure columns (all None for a run without figures: a failure)."""
     figures = figures_json(outcome.compute, outcome.benefit)
@@ -435,61 +268,3 @@ def _record_shadow_in_history(connection, table_name: str, operation: Operation,
     if connection.execute(update(history).where(key).values(last_shadow_at=naive_as_utc(at))).rowcount == 0:
         connection.execute(history.insert().values(table_name=table_name, operation=operation.value,
                                                    last_shadow_at=naive_as_utc(at)))
-
-
-def _columns(engine: Engine, table: Table) -> set[str]:
-    return {column["name"] for column in inspect(engine).get_columns(table.name)}
-
-
-def _timestamp_type(engine: Engine) -> str:
-    return "TIMESTAMP WITH TIME ZONE" if engine.dialect.name == "postgresql" else "DATETIME"
-
-
-def ledger_rows_where(connection: Connection, where) -> list[LedgerRow]:
-    """The ledger rows that match ``where`` (None: every row), by id, read on an open connection."""
-    query = select(ledger).order_by(ledger.c.id)
-    if where is not None:
-        query = query.where(where)
-    return [ledger_row(row) for row in connection.execute(query).mappings().all()]
-
-
-def history_rows(connection: Connection) -> dict[tuple[str, Operation], OperationHistory]:
-    """Every (table, operation)'s history, read on an open connection (one query)."""
-    rows = connection.execute(select(history)).mappings().all()
-    return {(row["table_name"], Operation(row["operation"])): history_from_row(row) for row in rows}
-
-
-def ledger_row(row) -> LedgerRow:
-    return LedgerRow(
-        id=row["id"], table_name=row["table_name"], operation=Operation(row["operation"]), slot=row["slot"],
-        attempt=row["attempt"], item_key=row["run_key"], trigger=row["trigger"], reason=row["reason"],
-        debt_score=float(row["debt_score"] or 0.0), estimated_bytes=int(row["estimated_bytes"] or 0),
-        admitted_at=naive_as_utc(row["admitted_at"]), launcher=row["launcher"] or "", run_id=row["run_id"],
-        batch_key=row["batch_key"] or row["run_key"],
-        scope=PartitionSelection.from_json(row.get("scope")),
-        shadow=bool(row.get("shadow")),
-        upstream=_upstream_from_json(row.get("upstream")),
-    )
-
-
-def _upstream_json(writer: Writer | None) -> str | None:
-    if writer is None:
-        return None
-    return json.dumps({"assetKey": list(writer.asset_key), "runId": writer.last_run_id,
-                       "storageId": writer.last_storage_id})
-
-
-def _upstream_from_json(text: str | None) -> Writer | None:
-    if not text:
-        return None
-    data = json.loads(text)
-    return Writer(tuple(data["assetKey"]), "", data["storageId"], data["runId"])
-
-
-def history_from_row(row) -> OperationHistory:
-    # SQLite hands back naive datetimes: everything stored is UTC.
-    return OperationHistory(**{
-        k: (naive_as_utc(v) if isinstance(v, datetime) else v)
-        for k, v in row.items() if k not in ("table_name", "operation")
-    })
-

@@ -15,9 +15,9 @@ from typing import Iterable, Mapping
 
 from sqlalchemy import CompoundSelect, Connection, Select, Table, cast, literal, null, or_, select, union_all
 
-from floe_dagster.coordination.database import (
-    Coordination, history, history_from_row, ledger, ledger_row, outcomes, writers,
-)
+from floe_dagster.coordination.database import Coordination
+from floe_dagster.coordination.schema import history, ledger, outcomes, writers
+from floe_dagster.coordination.table_rows import history_from_row, ledger_row
 from floe_dagster.coordination.run_records import OutcomeRecord, by_table_operation, outcome_query, outcome_records
 from floe_dagster.coordination.writer_rows import writers_by_table
 from floe_dagster.core.runs.history import OperationHistory

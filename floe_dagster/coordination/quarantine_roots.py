@@ -2,7 +2,7 @@
 coordination database): recorded before a run moves its first file into a root, so that after
 ``maintenance.quarantine-location`` changes (or the table moves) the old folders are still purged
 when their promise is over, restorable, and listed by ``floe-dagster restore`` when no policy will
-ever purge them. The table is made on first use, beside the others (coordination/database.py)."""
+ever purge them. The table is made on first use, beside the others (coordination/schema.py)."""
 
 from __future__ import annotations
 

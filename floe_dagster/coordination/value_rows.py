@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import fields
 from datetime import datetime
 
-from floe_dagster.coordination.database import Coordination, outcomes
+from floe_dagster.coordination.database import Coordination
+from floe_dagster.coordination.schema import outcomes
 from floe_dagster.coordination.run_records import read_outcomes
 from floe_dagster.core.runs.run_figures import outcome_columns
 from floe_dagster.core.value.value_report import OutcomeRow

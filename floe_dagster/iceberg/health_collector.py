@@ -41,7 +41,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 
 from floe_dagster.core.facts.measurements import TableMetrics
-from floe_dagster.core.facts.refs import data_file_hashes, pinned_file_bytes
+from floe_dagster.core.facts.ref_pins import data_file_hashes, pinned_file_bytes
 from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import OUTAGE, CatalogUnavailable, FloeError, HealthError, UnknownTable, failure_kind
 from floe_dagster.iceberg.catalog import list_table_metadata_locations, list_tables, load_table, storage_context
@@ -393,7 +393,7 @@ class HealthCollector:
     def _pinned_files(self, table: TableName, metadata: TableMetadata, io: FileIO, main_manifests: list[ManifestFile],
                       main_summaries: Mapping[str, Mapping[str, object]], now_ms: int, deadline: float | None
                       ) -> tuple[dict[str, tuple[int, int]], list[str]]:
-        """Each non-main ref that pins snapshots → (files, bytes) only they reference (core/facts/refs.py), and
+        """Each non-main ref that pins snapshots → (files, bytes) only they reference (core/facts/ref_pins.py), and
         the manifests read for it (kept in the cache with the table's). No read for a table without such
         refs; a ref pinning more than ``MAX_PINNED_SNAPSHOTS_READ`` snapshots is not measured."""
         by_ref = pinned_by_ref(metadata, now_ms)

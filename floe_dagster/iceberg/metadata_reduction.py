@@ -31,7 +31,8 @@ from pyiceberg.table.snapshots import Snapshot
 
 from floe_dagster.core.facts.measurements import RefFacts, TableMetrics
 from floe_dagster.core.schedules.quiet import OWN_OPERATION
-from floe_dagster.core.facts.refs import MAIN, RefHead, SnapshotNode, pinned_snapshots
+from floe_dagster.core.facts.ref_pins import RefHead, SnapshotNode, pinned_snapshots
+from floe_dagster.core.facts.refs import MAIN
 from floe_dagster.core.facts.table_facts import FULL, SUMMARY
 from floe_dagster.core.basics.tables import TableName
 from floe_dagster.iceberg.fact_reducers import MetadataRead, manifest_parts, measure
@@ -142,7 +143,7 @@ def ref_heads(metadata: TableMetadata) -> dict[str, RefHead]:
 
 
 def pinned_by_ref(metadata: TableMetadata, now_ms: int) -> dict[str, set[int]]:
-    """Each non-main ref → the snapshots it alone keeps beyond main's retention (core/facts/refs.py)."""
+    """Each non-main ref → the snapshots it alone keeps beyond main's retention (core/facts/ref_pins.py)."""
     if all(name == MAIN for name in metadata.refs):  # most tables: no walk over the snapshots
         return {}
     nodes = {s.snapshot_id: SnapshotNode(s.parent_snapshot_id, s.timestamp_ms) for s in metadata.snapshots}

@@ -13,7 +13,7 @@ Where the table's ``history.expire.max-ref-age-ms`` is below floe's minimum, the
 get the minimum as their own age in the same commit (core/facts/expiry_defaults.py). The ages floe set are
 recorded in the table property ``floe.ref-retention.set-ages`` in the same commit (one transaction: the
 refs' updates, each with its assertion, and the property), and taken back when their rule goes
-(core/facts/refs.py).
+(core/facts/ref_retention_changes.py).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from pyiceberg.table import Table
 from pyiceberg.table.update.snapshot import ManageSnapshots
 
 from floe_dagster.core.facts.expiry_defaults import ref_age_default
-from floe_dagster.core.facts.refs import (
-    MAIN, SET_AGES_PROPERTY, TAG, RefRetentionChange, RefRetentionRule, format_set_ages, parse_set_ages,
-    recorded_ages, retention_changes,
+from floe_dagster.core.facts.ref_retention_changes import (
+    SET_AGES_PROPERTY, RefRetentionChange, format_set_ages, parse_set_ages, recorded_ages, retention_changes,
 )
+from floe_dagster.core.facts.refs import MAIN, TAG, RefRetentionRule
 from floe_dagster.core.basics.tables import TableName
 from floe_dagster.errors import CommitConflict
 

@@ -1,5 +1,5 @@
-"""``floe-dagster mcp``'s arguments (the command itself is cli.py's ``cmd_mcp``): kept here, beside the server, so
-the command line imports neither the SDK nor the server until the command runs."""
+"""``floe-dagster mcp``'s arguments (the command itself is cli/fleet_commands.py's ``cmd_mcp``): kept here, beside
+the server, so the command line imports neither the SDK nor the server until the command runs."""
 
 from __future__ import annotations
 

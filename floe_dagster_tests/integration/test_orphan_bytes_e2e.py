@@ -20,7 +20,7 @@ from dagster import DagsterInstance
 
 from floe_dagster.api.app import create_app
 from floe_dagster.api.auth import KeyStore, hash_key
-from floe_dagster.api.prometheus import OutcomeTally
+from floe_dagster.api.metric_counters import OutcomeTally
 from floe_dagster.cli import main
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.operations import Operation

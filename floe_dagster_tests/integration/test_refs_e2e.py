@@ -18,7 +18,8 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.facts.measurements import format_bytes
-from floe_dagster.core.facts.refs import GUARD_RULE, MAX_SNAPSHOT_AGE_MS, SET_AGES_PROPERTY
+from floe_dagster.core.facts.ref_pins import MAX_SNAPSHOT_AGE_MS
+from floe_dagster.core.facts.ref_retention_changes import GUARD_RULE, SET_AGES_PROPERTY
 from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.health_reporting import report_health_events
 from floe_dagster.defs.names import asset_key_for

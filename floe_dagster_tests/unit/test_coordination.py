@@ -7,7 +7,7 @@ import pytest
 from dagster import build_resources
 from sqlalchemy import text
 
-from floe_dagster.coordination import database
+from floe_dagster.coordination import database, schema
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.locks import FileLocks
 from floe_dagster.coordination.resource import CoordinationResource
@@ -86,8 +86,8 @@ def test_the_resource_takes_its_lock_backend_from_the_database_when_configured_a
 
 def test_the_resource_checks_its_tables_once_for_every_tick_and_run_of_the_process(tmp_path, monkeypatch):
     checks = []
-    real_check = database._create_tables
-    monkeypatch.setattr(database, "_create_tables", lambda engine: checks.append(engine) or real_check(engine))
+    real_check = database.create_tables
+    monkeypatch.setattr(database, "create_tables", lambda engine: checks.append(engine) or real_check(engine))
     resource = CoordinationResource.from_settings(coordination_settings(f"sqlite:///{tmp_path / 'c.db'}"))
     # Dagster makes a copy of the resource for every sensor tick, schedule tick and run.
     resources = {COORDINATION_RESOURCE: resource}
@@ -103,7 +103,7 @@ def test_a_resource_built_again_sees_a_database_recreated_under_the_same_url(tmp
     settings = coordination_settings(f"sqlite:///{tmp_path / 'c.db'}")
     old = CoordinationResource.from_settings(settings).coordination
     with old.engine.begin() as connection:
-        for table in reversed(database.metadata.sorted_tables):
+        for table in reversed(schema.metadata.sorted_tables):
             connection.execute(text(f"DROP TABLE {table.name}"))
     new = CoordinationResource.from_settings(settings).coordination
     assert new is not old and new.all_history() == {}

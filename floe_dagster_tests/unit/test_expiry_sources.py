@@ -20,9 +20,10 @@ from floe_dagster.core.facts.expiry_defaults import (
 from floe_dagster.core.facts.measurements import RefFacts
 from floe_dagster.core.operation_kinds.expire_snapshots import SPEC, ExpireSnapshotsConfig
 from floe_dagster.core.operation_kinds.spec import ExplainView
-from floe_dagster.core.facts.refs import (
-    CLEARED, GUARD_RULE, SET, RefRetentionRule, SetAge, recorded_ages, ref_issues, ref_report, retention_changes,
+from floe_dagster.core.facts.ref_retention_changes import (
+    CLEARED, GUARD_RULE, SET, SetAge, recorded_ages, retention_changes,
 )
+from floe_dagster.core.facts.refs import RefRetentionRule, ref_issues, ref_report
 from floe_dagster.core.basics.secrets import mask_json, mask_text, masked
 from floe_dagster.core.facts.table_properties import PropertyDrift
 from floe_dagster.reports.explain_text import expiry_lines

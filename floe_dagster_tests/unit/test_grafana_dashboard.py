@@ -16,7 +16,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from floe_dagster.api.prometheus import OutcomeTally
+from floe_dagster.api.metric_counters import OutcomeTally
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.runs.history import Outcome
 from floe_dagster.core.operations import Operation

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from sqlalchemy import event
 
-from floe_dagster.coordination import database
+from floe_dagster.coordination import schema
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.coordination.ledger_view import OutcomeWindow, read_ledger_view, read_recorded_runs
 from floe_dagster.core.runs.history import Outcome
@@ -29,7 +29,7 @@ def coordination(request, tmp_path):
         return Coordination(f"sqlite:///{tmp_path / 'c.db'}")
     found = Coordination(postgres_url("floe_coordination"))
     with found.engine.begin() as connection:  # the tests' convention: wipe, then fill
-        for table in (database.ledger, database.outcomes, database.history, database.writers):
+        for table in (schema.ledger, schema.outcomes, schema.history, schema.writers):
             connection.execute(table.delete())
     return found
 

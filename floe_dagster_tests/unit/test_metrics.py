@@ -21,7 +21,8 @@ from sqlalchemy import create_engine
 
 from floe_dagster.api.app import create_app
 from floe_dagster.api.auth import KeyStore
-from floe_dagster.api.prometheus import AdmissionWindow, OutcomeTally, SinceStart
+from floe_dagster.api.metric_counters import OutcomeTally, SinceStart
+from floe_dagster.api.metric_runs import AdmissionWindow
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.runs import run_tags as T
 from floe_dagster.core.policies.conditions import ConditionResult

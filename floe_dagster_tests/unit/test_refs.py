@@ -14,26 +14,13 @@ from floe_dagster.core.facts.health_assessment import IssueType, Severity
 from floe_dagster.core.policies.health_record import assess_table, health_record
 from floe_dagster.core.facts.measurements import RefFacts, TableMetrics
 from floe_dagster.core.policies.policy import PolicyError, parse_policies_text, validate_policy_paths
-from floe_dagster.core.facts.refs import (
-    CLEARED,
-    SET,
-    SetAge,
-    format_set_ages,
-    parse_set_ages,
-    recorded_ages,
-    MAX_REF_AGE_MS,
-    MAX_SNAPSHOT_AGE_MS,
-    MIN_SNAPSHOTS_TO_KEEP,
-    RefHead,
-    RefRetentionRule,
-    SnapshotNode,
-    pinned_file_bytes,
-    pinned_snapshots,
-    ref_issues,
-    ref_report,
-    retention_changes,
-    rule_for,
+from floe_dagster.core.facts.ref_pins import (
+    MAX_SNAPSHOT_AGE_MS, MIN_SNAPSHOTS_TO_KEEP, RefHead, SnapshotNode, pinned_file_bytes, pinned_snapshots,
 )
+from floe_dagster.core.facts.ref_retention_changes import (
+    CLEARED, SET, SetAge, format_set_ages, parse_set_ages, recorded_ages, retention_changes,
+)
+from floe_dagster.core.facts.refs import MAX_REF_AGE_MS, RefRetentionRule, ref_issues, ref_report, rule_for
 from floe_dagster_tests.unit.test_health import healthy
 
 NOW = datetime(2026, 6, 10, 12, tzinfo=timezone.utc)

@@ -7,7 +7,8 @@ from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import text
 
-from floe_dagster.coordination.database import FIGURE_COLUMNS, Coordination
+from floe_dagster.coordination.database import Coordination
+from floe_dagster.coordination.schema import FIGURE_COLUMNS
 from floe_dagster.core.runs.history import Outcome
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.runs.run_figures import (

@@ -184,7 +184,7 @@ def test_a_secret_in_json_inside_a_table_property_is_masked_in_the_clis_json(cap
     secret = marker()
     facts = {"properties": {"comment": json.dumps({"user": "etl", "password": secret}), "format-version": "2"}}
     with redaction.masked_output():
-        print(json.dumps(facts, indent=2, default=str))  # as cli.py prints a --json report
+        print(json.dumps(facts, indent=2, default=str))  # as cli/table_commands.py prints a --json report
     out, _ = capsys.readouterr()
     assert secret not in out and '\\"password\\": \\"***\\"' in out and '\\"user\\": \\"etl\\"' in out, out
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import JSONResponse
 
-from floe_dagster.api import models as M
+from floe_dagster.api import operation_models as M
 from floe_dagster.api.auth import Principal
 from floe_dagster.api.operation_reads import OperationReads, parse_window
 from floe_dagster.api.routes.access import operation_reads, reader

@@ -21,6 +21,7 @@ from floe_dagster.api.routes.access import catalog_reads, reader, table_reports
 from floe_dagster.api.routes.common import Page, error_responses, namespace_path, paging, parse_at, table_path
 from floe_dagster.api.table_names import table_name
 from floe_dagster.api.table_reports import TableReports
+from floe_dagster.api.trigger_status_models import TriggerStatusResponse
 
 router = APIRouter(tags=["tables"])
 _PAGE = "`limit` 1..100 (default 20), `offset` ≥ 0; Floe's 400 `Limit must be between 1 and 100` otherwise."
@@ -116,7 +117,7 @@ def table_exists(
 @router.get(
     "/api/v1/tables/{namespace}/{table}/trigger-status",
     summary="Floe's trigger status for one table (floe-dagster explain --json)",
-    response_model=M.TriggerStatusResponse,
+    response_model=TriggerStatusResponse,
     responses=error_responses(400, 401, 403, 404, 500, 503),
 )
 def trigger_status(

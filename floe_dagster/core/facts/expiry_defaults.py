@@ -15,9 +15,9 @@ with it what the ref alone keeps (a branch's unpublished data). No argument over
 :func:`ref_age_default` bounds it another way: below :data:`MIN_REF_AGE` (floe's default snapshot age, 7
 days: a property never makes floe forget a named ref sooner than floe keeps unnamed history by default),
 each such ref without a ``refRetention`` rule gets :data:`MIN_REF_AGE` as its own age before the expiry
-(core/facts/refs.py sets it, records it and takes it back when the property no longer needs it). Only a policy's
-``refRetention`` may go below. A value Iceberg cannot read as a Java long makes its expiry fail (nothing
-removed), which explain says. Pure: the properties arrive from the run's read of the table.
+(core/facts/ref_retention_changes.py sets it, records it and takes it back when the property no longer needs
+it). Only a policy's ``refRetention`` may go below. A value Iceberg cannot read as a Java long makes its expiry
+fail (nothing removed), which explain says. Pure: the properties arrive from the run's read of the table.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ class ColumnFacts(NamedTuple):
 
 class RefFacts(NamedTuple):
     """One branch or tag other than main as the metadata says (raw values, the same for every policy;
-    core/facts/refs.py says how ``pinned_*`` are computed)."""
+    core/facts/ref_pins.py says how ``pinned_*`` are computed)."""
 
     name: str
     type: str  # branch or tag

@@ -40,7 +40,8 @@ from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operations import Operation
 from floe_dagster.core.facts.table_properties import property_drift
 from floe_dagster.core.policies.policy import Policy, PolicySet
-from floe_dagster.core.facts.refs import PINNED_METHOD, RefRetentionRule, ref_issues, ref_report
+from floe_dagster.core.facts.ref_pins import PINNED_METHOD
+from floe_dagster.core.facts.refs import RefRetentionRule, ref_issues, ref_report
 from floe_dagster.core.basics.tables import TableName
 
 

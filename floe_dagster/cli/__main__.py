@@ -1,0 +1,7 @@
+"""``python -m floe_dagster.cli``: the ``floe-dagster`` command."""
+
+import sys
+
+from floe_dagster.cli import main
+
+sys.exit(main())
