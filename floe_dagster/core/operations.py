@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import Enum
 from functools import cached_property
-from typing import Any, Mapping
+from typing import Mapping
 
 from floe_dagster.core.operation_kinds import SPECS, OperationSpec, spec_of
 
@@ -86,14 +86,16 @@ Operation = _OperationKind("Operation", [(spec.name, spec.name) for spec in SPEC
                            qualname="Operation")
 Operation.__doc__ = "A maintenance operation. The value is Floe's name, also the Dagster partition key."
 
-ALL_OPERATIONS: tuple[Any, ...] = tuple(Operation)
+ALL_OPERATIONS: tuple[_OperationKind, ...] = tuple(Operation)  # its members
 _PLACES = {op.value: place for place, op in enumerate(ALL_OPERATIONS)}
 
 # Each kind's config, as the registry declares it (by operation).
-CONFIG_TYPES: dict[Any, type] = {op: op.spec.config_type for op in ALL_OPERATIONS}
-FIELDS: dict[Any, tuple[str, ...]] = {op: op.spec.fields for op in ALL_OPERATIONS}  # as the policy writes them
-IGNORED: dict[Any, Mapping[str, str]] = {op: op.spec.ignored() for op in ALL_OPERATIONS if op.spec.ignored()}
-DEFAULTS: dict[Any, Mapping[str, Any]] = {op: op.spec.defaults() for op in ALL_OPERATIONS}  # for display
+CONFIG_TYPES: dict[_OperationKind, type] = {op: op.spec.config_type for op in ALL_OPERATIONS}
+# The config fields as the policy writes them.
+FIELDS: dict[_OperationKind, tuple[str, ...]] = {op: op.spec.fields for op in ALL_OPERATIONS}
+IGNORED: dict[_OperationKind, Mapping[str, str]] = {op: op.spec.ignored() for op in ALL_OPERATIONS if op.spec.ignored()}
+# What an unset field means, for display.
+DEFAULTS: dict[_OperationKind, Mapping[str, object]] = {op: op.spec.defaults() for op in ALL_OPERATIONS}
 
 
 def gc_disabled(table_properties: Mapping[str, str]) -> bool:
@@ -103,7 +105,7 @@ def gc_disabled(table_properties: Mapping[str, str]) -> bool:
     return value is not None and str(value).lower() != "true"
 
 
-def gc_disabled_reason(op: Any) -> str:
+def gc_disabled_reason(op: _OperationKind) -> str:
     """Why an operation that deletes files never runs on a table with ``gc.enabled=false``: the words the
     planner (plan, explain), manual triggers and the run itself give. Catalogs that keep table history
     themselves set it on every table (Nessie does: its commits, not Iceberg's snapshots, are the history,

@@ -12,7 +12,7 @@ non-SQL catalog is not known yet; the warehouse root and the namespaces' locatio
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
@@ -25,10 +25,11 @@ from floe_dagster.core.basics.tables import TableName
 from floe_dagster.iceberg.catalog import list_table_metadata_locations, open_catalog, walk_namespaces
 from floe_dagster.iceberg.metrics_cache import CACHE_FILE, MetricsCache
 from floe_dagster.policies import resolve_operation
+from floe_dagster.settings import Settings
 
 
-def known_locations(catalog: Catalog, settings: Any = None, metrics: Mapping[TableName, Any] | None = None
-                    ) -> KnownLocations:
+def known_locations(catalog: Catalog, settings: Settings | None = None,
+                    metrics: Mapping[TableName, object] | None = None) -> KnownLocations:
     """The lake around every table of ``catalog``: read once per run (or plan), shared by its tables.
     ``settings``: floe's (its health cache and ``maintenance.quarantine-location``); ``metrics``: the health
     a plan already holds, by table."""
@@ -55,14 +56,14 @@ def known_locations(catalog: Catalog, settings: Any = None, metrics: Mapping[Tab
     return KnownLocations(_warehouse(catalog, settings), _namespace_locations(catalog), tables, quarantine)
 
 
-def _warehouse(catalog: Catalog, settings: Any) -> str | None:
+def _warehouse(catalog: Catalog, settings: Settings | None) -> str | None:
     found = catalog.properties.get("warehouse")
     if not found and settings is not None:
         found = settings.catalog.properties.get("warehouse")
     return found or None
 
 
-def _health_records(settings: Any) -> dict[str, tuple[str | None, str]]:
+def _health_records(settings: Settings) -> dict[str, tuple[str | None, str]]:
     path = Path(settings.data_dir) / "cache" / "health" / CACHE_FILE
     if not path.exists():
         return {}
@@ -87,7 +88,7 @@ def _namespace_locations(catalog: Catalog) -> dict[str, str]:
     return {namespace: location for namespace, location in found.items() if location}
 
 
-def restore_refusals(settings: Any, table: TableName, location: str) -> tuple[str, ...]:
+def restore_refusals(settings: Settings, table: TableName, location: str) -> tuple[str, ...]:
     """Why ``floe-dagster restore`` may not move a table's quarantined files back (empty: it may): the
     envelope's check of the table's own location, as an orphan cleanup of it would be checked."""
     op = Operation.ORPHAN_CLEANUP

@@ -215,7 +215,7 @@ def _add_ons(view: _TableView, op: Operation, decision: Decision) -> Mapping[str
                                        applied_overrides(decision.owner_overrides, op)))
 
 
-def applied_overrides(owner: OwnerOverrides | None, op: Operation) -> dict[str, tuple[str, Any]]:
+def applied_overrides(owner: OwnerOverrides | None, op: Operation) -> dict[str, tuple[str, object]]:
     """The config fields the table's ``floe.*`` properties set on ``op``: field → (property, value)."""
     applied = owner.applied.get(op, {}) if owner is not None else {}
     names = {key.field: PREFIX + name for name, key in KEYS.items() if key.operation is op}
@@ -282,7 +282,7 @@ def _quiet(decision, policy) -> dict[str, object] | None:
                       f"{gate_before('quiet').name})"}
 
 
-def _backlog(decision: Any) -> dict[str, object] | None:
+def _backlog(decision: Decision) -> dict[str, object] | None:
     """A partition-scoped rewrite's backlog: what this decision would leave (when it scopes now), else
     what the newest admission left while it is open; None: no backlog."""
     if decision.scope is not None:

@@ -417,7 +417,7 @@ def _classify(exc: Exception, table: TableName, op: Operation | None = None) -> 
 SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
 
 
-def _missing_iceberg_runtime(spark: Any, exc: Exception) -> str | None:
+def _missing_iceberg_runtime(spark: SparkSession, exc: Exception) -> str | None:
     """Why Spark could not parse ``CALL``, when that is the Iceberg Spark runtime missing from its
     classpath (its SQL extensions cannot load either): the procedure is the first statement a run
     sends, so this is where a deployment without the jar shows."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from floe_dagster.core.basics.durations import format_iso_duration
 from floe_dagster.core.storage.locations import StorageLocation, store_location
@@ -43,6 +43,12 @@ from floe_dagster.spark.orphan_calls import (
 )
 from floe_dagster.spark.procedures import ProcedureCall, ProcedureResult
 
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyspark.sql import SparkSession
+
+    from floe_dagster.coordination.quarantine_roots import QuarantineRoots
+
 ListedHook = Callable[[list[str]], None]
 
 
@@ -61,7 +67,7 @@ class OrphanContext:
     table_version: Callable[[], str] | None = None
     clock: Callable[[], datetime] | None = None
     remembered_roots: tuple[str, ...] = ()
-    remember: Callable[[Any], None] | None = None
+    remember: Callable[[StorageLocation], None] | None = None
     # The nested tables' folders the listing leaves out (the policy's nestedTables: core/storage/table_location.py).
     excluded: tuple[str, ...] = ()
 
@@ -79,7 +85,7 @@ class _Tally:
 class OrphanCleanup:
     """One orphan cleanup of one table, inside the engine's unit of work (``spark``)."""
 
-    def __init__(self, spark: Any, table: TableName, config: OrphanCleanupConfig, now: datetime,
+    def __init__(self, spark: SparkSession, table: TableName, config: OrphanCleanupConfig, now: datetime,
                  table_properties: Mapping[str, str] | None, file_io: str | None, iceberg_version: str | None,
                  context: OrphanContext | None, quarantine_location: str | None = None,
                  listed_hook: ListedHook | None = None):
@@ -278,8 +284,8 @@ class OrphanCleanup:
         return data
 
 
-def orphan_context(catalog: Any, iceberg_table: Any, table: TableName, run_id: str,
-                   roots: Any = None, excluded: tuple[str, ...] = ()) -> OrphanContext:
+def orphan_context(catalog: Catalog, iceberg_table: Any, table: TableName, run_id: str,
+                   roots: QuarantineRoots | None = None, excluded: tuple[str, ...] = ()) -> OrphanContext:
     """The context of a run from the PyIceberg table it loaded: its location, its store (the catalog's FileIO
     settings, never the table's: iceberg/table_io.py), its version read afresh from the catalog, the
     quarantine roots ``roots`` (the coordination database's QuarantineRoots; None: none remembered) holds

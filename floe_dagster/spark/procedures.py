@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from floe_dagster.core.rewrites.partition_scope import RewriteScope
 from floe_dagster.core.basics.tables import TableName
 from floe_dagster.spark.sql_literals import quote_identifier, quote_literal, timestamp_literal
+
+if TYPE_CHECKING:
+    from floe_dagster.core.operations import Operation
 
 
 def table_argument(table: TableName) -> str:
@@ -42,7 +45,7 @@ def _options_map(options: Mapping[str, object]) -> str:
 
 @dataclass(frozen=True)
 class ProcedureCall:
-    operation: Any  # the Operation
+    operation: Operation
     table: TableName
     sql: str
     arguments: dict[str, Any] = field(default_factory=dict)  # what was decided, for the run's metadata
@@ -50,7 +53,7 @@ class ProcedureCall:
 
 @dataclass(frozen=True)
 class ProcedureResult:
-    operation: Any  # the Operation
+    operation: Operation
     numbers: dict[str, int]  # the procedure's output columns, as numbers
     changed: bool  # False is a "zero-change" run (docs/automation.md, "Zero-change throttling")
     bytes_rewritten: int

@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from enum import Enum
 from operator import attrgetter
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from floe_dagster.core.facts.fact_catalogue import FactViews, views
 from floe_dagster.core.basics.localtime import as_utc, epoch_ms
@@ -171,7 +171,7 @@ class HealthIssue:
     measured: float | None = None
     threshold: float | None = None
     # More facts of an issue that is not a threshold check (COMMIT_CONFLICTS: operation, writer...).
-    details: Mapping[str, Any] | None = field(default=None, hash=False)
+    details: Mapping[str, object] | None = field(default=None, hash=False)
 
     def to_json(self) -> dict[str, object]:
         found = {"type": self.type.value, "severity": self.severity.value.lower(), "message": self.message,
@@ -191,7 +191,7 @@ class HealthAssessment:
     tier: str
     status: str  # healthy, warning or critical
     issues: tuple[HealthIssue, ...]
-    derived: Mapping[str, Any]
+    derived: Mapping[str, float | None]  # the derived numbers (ints and flags among them)
     metrics: TableMetrics
     thresholds: HealthThresholds
 
@@ -274,7 +274,7 @@ def _threshold(fact: Fact, limit: str | float, thresholds: HealthThresholds) -> 
     return getattr(thresholds, limit)
 
 
-def _static_numbers(metrics: TableMetrics, thresholds: HealthThresholds, facts: FactViews) -> dict[str, Any]:
+def _static_numbers(metrics: TableMetrics, thresholds: HealthThresholds, facts: FactViews) -> dict[str, float | None]:
     """The derived numbers that do not depend on the clock, in the derived order (each fact's how, read from
     the catalogue once: every table of a cold tick comes here)."""
     plan = facts.memo.get("static numbers")
@@ -300,7 +300,7 @@ def _ages(metrics: TableMetrics, now: datetime, facts: FactViews) -> dict[str, f
 
 
 def _static_assessment(metrics: TableMetrics, thresholds: HealthThresholds, facts: FactViews
-                       ) -> tuple[dict[str, Any], tuple[HealthIssue | None, ...]]:
+                       ) -> tuple[dict[str, float | None], tuple[HealthIssue | None, ...]]:
     """What does not depend on the clock: the derived numbers other than ages, and the verdict of every
     check that does not read an age. Kept on the (immutable) metrics record per thresholds: the
     health collector keeps one record per metadata location, so an unchanged table is measured once,
@@ -343,7 +343,8 @@ def health_issues(metrics: TableMetrics, thresholds: HealthThresholds | None, no
 
 
 def _issues(metrics: TableMetrics, thresholds: HealthThresholds, verdicts: tuple[HealthIssue | None, ...],
-            static: Mapping[str, Any], ages: Mapping[str, Any], facts: FactViews) -> tuple[HealthIssue, ...]:
+            static: Mapping[str, float | None], ages: Mapping[str, float | None], facts: FactViews
+            ) -> tuple[HealthIssue, ...]:
     """Floe's issues: the clock-independent ``verdicts`` (in check order) with the age checks made now."""
     if metrics.data_file_count == 0:
         return (HealthIssue(IssueType.TABLE_EMPTY, Severity.INFO, "the table has no data files", 0, None),)
@@ -357,7 +358,7 @@ def _issues(metrics: TableMetrics, thresholds: HealthThresholds, verdicts: tuple
     return tuple(issues)
 
 
-def _issue(limit: _Limit, measured: Any, numbers: Mapping[str, Any]) -> HealthIssue | None:
+def _issue(limit: _Limit, measured: float | None, numbers: Mapping[str, float | None]) -> HealthIssue | None:
     """The check's issue for the ``measured`` number (``numbers``: the clock-independent ones), or None."""
     check = limit.check
     if measured is None or (check.unless is not None and check.unless(numbers)):
@@ -368,7 +369,7 @@ def _issue(limit: _Limit, measured: Any, numbers: Mapping[str, Any]) -> HealthIs
     return None
 
 
-def health_status(issues: Any) -> str:
+def health_status(issues: Iterable[HealthIssue]) -> str:
     severities = {issue.severity for issue in issues}
     if Severity.CRITICAL in severities:
         return CRITICAL

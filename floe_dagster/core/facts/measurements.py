@@ -191,12 +191,12 @@ def data_group_spec(key: str) -> tuple[int | None, str]:
     return int(spec), partition
 
 
-def _lists(value: Any) -> Any:
+def _lists(value: object) -> object:
     """Nested tuples as nested lists (the JSON shape)."""
     return [_lists(v) for v in value] if isinstance(value, (tuple, list)) else value
 
 
-def _tuples(value: Any) -> Any:
+def _tuples(value: object) -> object:
     """Nested lists back into nested tuples (the record's shape, hashable and comparable)."""
     return tuple(_tuples(v) for v in value) if isinstance(value, (tuple, list)) else value
 

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from typing import Any
+from typing import Iterable, TypeVar
 
 from floe_dagster.core.operation_kinds.spec import OperationSpec
 
+Declared = TypeVar("Declared")  # what a registry package's modules each declare (a spec, an engine step)
 
 
-def discover(path: Any, package: str, infrastructure: str, attribute: str, kind: type) -> list[Any]:
+def discover(path: Iterable[str], package: str, infrastructure: str, attribute: str,
+             kind: type[Declared]) -> list[Declared]:
     """Import every module of a registry package but its ``infrastructure`` one (and names starting with
     ``_``), sorted by name so the order never depends on the file system, and collect each one's
     ``attribute``, which must be a ``kind``: the one discovery rule of both halves of the registry."""
@@ -50,8 +52,8 @@ SPECS: tuple[OperationSpec, ...] = _discover()
 _BY_NAME = {spec.name: spec for spec in SPECS}
 
 
-def spec_of(kind: Any) -> OperationSpec:
-    """The spec of an operation (an ``Operation``, or Floe's name of one)."""
+def spec_of(kind: str) -> OperationSpec:
+    """The spec of an operation (an ``Operation``, a ``str`` enum, or Floe's name of one)."""
     name = getattr(kind, "value", kind)
     try:
         return _BY_NAME[name]

@@ -7,12 +7,15 @@ maintenance (core/policies/envelope.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from floe_dagster.core.operation_config import OperationConfig
 from floe_dagster.core.operation_kinds.spec import DueVerdict, ExplainView, OperationSpec
 from floe_dagster.core.facts.table_properties import parse_table_properties, property_drift
 from floe_dagster.core.basics.validation import Location
+
+if TYPE_CHECKING:
+    from floe_dagster.core.facts.measurements import TableMetrics
 
 NO_DRIFT = "No table property drift"  # Floe's style of unmet condition, for the trigger status
 
@@ -24,19 +27,19 @@ class TablePropertiesConfig(OperationConfig):
 
     properties: tuple[tuple[str, str], ...] = ()  # (name, value as Iceberg stores it), the policy's order
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return dict(self.properties)
 
     def properties_to_set(self) -> tuple[tuple[str, str], ...]:
         return self.properties
 
 
-def _parse(at: Location, raw: Any) -> TablePropertiesConfig | None:
+def _parse(at: Location, raw: object) -> TablePropertiesConfig | None:
     declared = parse_table_properties(at, raw)
     return TablePropertiesConfig(declared) if declared is not None else None
 
 
-def _drift(config: TablePropertiesConfig, metrics: Any) -> DueVerdict:
+def _drift(config: TablePropertiesConfig, metrics: TableMetrics | None) -> DueVerdict:
     """Due while the table's properties differ from the declared ones (read with the table's health)."""
     if metrics is None:
         return DueVerdict(False, "no_health", "the table's properties have not been read yet (no health collected)")
@@ -48,7 +51,7 @@ def _drift(config: TablePropertiesConfig, metrics: Any) -> DueVerdict:
                       floe_met=tuple(f"Table property drift: {d.describe()}" for d in drift), facts=tuple(drift))
 
 
-def _explain(view: ExplainView) -> dict[str, Any]:
+def _explain(view: ExplainView) -> dict[str, object]:
     """``propertyDrift``: the declared properties whose table value differs (declared against current),
     from the health the plan used; None when the table's health (its properties) has not been collected."""
     if view.metrics is None or view.config is None:
@@ -68,16 +71,16 @@ class ApplyTableProperties(OperationSpec):
         "would | `tableProperties`: Iceberg table property → value (see below and [Policies](policies.md), \"Table "
         "properties\") |")
 
-    def parse(self, at: Location, raw: Any) -> TablePropertiesConfig | None:
+    def parse(self, at: Location, raw: object) -> TablePropertiesConfig | None:
         return _parse(at, raw)
 
-    def due(self, config: Any, metrics: Any) -> DueVerdict:
+    def due(self, config: TablePropertiesConfig, metrics: TableMetrics | None) -> DueVerdict:
         return _drift(config, metrics)
 
     def due_rule(self) -> str:
         return "when the table drifts from the declared properties"
 
-    def explain(self, view: ExplainView) -> dict[str, Any]:
+    def explain(self, view: ExplainView) -> dict[str, object]:
         return _explain(view)
 
 

@@ -6,14 +6,14 @@ they left (core/facts/statistics.py: what a run has left to compute)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Mapping
 
 from floe_dagster.core.operation_config import OperationConfig, boolean, option
 from floe_dagster.core.operation_kinds.spec import OperationSpec
 from floe_dagster.core.basics.validation import Location, get_str_list
 
 
-def _columns(at: Location, raw: Mapping[str, Any], key: str) -> tuple[str, ...] | None:
+def _columns(at: Location, raw: Mapping[str, object], key: str) -> tuple[str, ...] | None:
     """A non-empty list of column names (``a``, ``nested.field``), each once."""
     columns = get_str_list(at, raw, key, None)
     if columns is None:
@@ -56,7 +56,7 @@ class ComputeStatistics(OperationSpec):
         "`compute_partition_stats` on partitioned tables | `computeStatistics`: `columns` (default: every column), "
         "`partitionStats` (default true; only ever on partitioned tables). See \"Table statistics\" below |")
 
-    def defaults(self) -> Mapping[str, Any]:
+    def defaults(self) -> Mapping[str, object]:
         return {"partitionStats": True}
 
     def changed(self, numbers: Mapping[str, int]) -> bool:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Mapping
+from typing import Mapping, Sequence
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from floe_dagster.core.basics.durations import parse_iso_duration
@@ -47,7 +47,7 @@ REQUIRED = ("is required: rowRetention deletes the rows whose column is older th
             "(e.g. {column: ts, maxAge: P90D})")
 
 
-def _given(at: Location, raw: Mapping[str, Any], key: str) -> bool:
+def _given(at: Location, raw: Mapping[str, object], key: str) -> bool:
     """Whether the policy gives ``key`` (both fields are required: there is no default column or age)."""
     if raw.get(key) is None:
         at.child(key).error(REQUIRED)
@@ -55,7 +55,7 @@ def _given(at: Location, raw: Mapping[str, Any], key: str) -> bool:
     return True
 
 
-def _column(at: Location, raw: Mapping[str, Any], key: str) -> str | None:
+def _column(at: Location, raw: Mapping[str, object], key: str) -> str | None:
     """A top-level column's name as the table's schema writes it (any characters a name may hold: the
     statement quotes it), but no control character, which no column name holds."""
     name = text(at, raw, key) if _given(at, raw, key) else None
@@ -65,7 +65,7 @@ def _column(at: Location, raw: Mapping[str, Any], key: str) -> str | None:
     return name
 
 
-def _max_age(at: Location, raw: Mapping[str, Any], key: str) -> str | None:
+def _max_age(at: Location, raw: Mapping[str, object], key: str) -> str | None:
     """An ISO-8601 duration longer than zero (``P30D``, ``PT12H``), upper-cased."""
     age = get_str(at, raw, key, None) if _given(at, raw, key) else None
     if age is None:
@@ -86,7 +86,7 @@ def _max_age(at: Location, raw: Mapping[str, Any], key: str) -> str | None:
     return age.strip().upper()
 
 
-def _timezone(at: Location, raw: Mapping[str, Any], key: str) -> str | None:
+def _timezone(at: Location, raw: Mapping[str, object], key: str) -> str | None:
     """An IANA time zone name (``Europe/Berlin``, ``UTC``), as the zone database spells it."""
     name = get_str(at, raw, key, None)
     if name is None:
@@ -137,7 +137,7 @@ def truncate(moment: datetime, granularity: str, keep_zone: bool = False) -> dat
     return start if granularity == "MONTH" else start.replace(month=1)
 
 
-def deleted_numbers(summaries: list[Mapping[str, Any]]) -> dict[str, int]:
+def deleted_numbers(summaries: Sequence[Mapping[str, str]]) -> dict[str, int]:
     """What the commits of a run deleted, from their snapshot summaries (Iceberg's keys; a missing one is 0).
     ``rows_deleted``: the rows no longer live; a copy-on-write delete removes whole files and adds them back
     without the rows (``deleted-records`` - ``added-records``), a merge-on-read one adds position (or
@@ -171,7 +171,7 @@ def _changed(numbers: Mapping[str, int]) -> bool:
     return numbers.get("rows_deleted", 0) > 0 or numbers.get("data_files_deleted", 0) > 0
 
 
-def _cutoff_shown(view: ExplainView) -> dict[str, Any]:
+def _cutoff_shown(view: ExplainView) -> dict[str, object]:
     """``rowRetention``: the column, and the cut-off a run now would use (None: not configured)."""
     config = view.config
     if config is None or config.max_age is None:
@@ -205,7 +205,7 @@ class ExpireRows(OperationSpec):
         "column; default `UTC`): the cut-off is now - `maxAge`, truncated down; aligned with the partitioning, "
         "whole files are dropped (metadata only), else a row-level delete in the table's `write.delete.mode` |")
 
-    def defaults(self) -> Mapping[str, Any]:
+    def defaults(self) -> Mapping[str, object]:
         return {"granularity": DEFAULT_GRANULARITY}
 
     def policy_only_fields(self) -> Mapping[str, str]:
@@ -214,7 +214,7 @@ class ExpireRows(OperationSpec):
     def changed(self, numbers: Mapping[str, int]) -> bool:
         return _changed(numbers)
 
-    def explain(self, view: ExplainView) -> dict[str, Any]:
+    def explain(self, view: ExplainView) -> dict[str, object]:
         return _cutoff_shown(view)
 
 

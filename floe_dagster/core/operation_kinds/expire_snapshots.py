@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any, Mapping
+from typing import Mapping
 
 from floe_dagster.core.basics.durations import MAX_DURATION, format_iso_duration, parse_iso_duration
 # Floe's defaults, applied by the engine when a field is unset (after the table's bounded history.expire.*
@@ -23,7 +23,7 @@ from floe_dagster.core.storage.table_location import nested_tables
 from floe_dagster.core.basics.validation import Location, get_int, get_str
 
 
-def _duration(at: Location, raw: Mapping[str, Any], key: str) -> str | None:
+def _duration(at: Location, raw: Mapping[str, object], key: str) -> str | None:
     age = get_str(at, raw, key, None)
     if age is None:
         return None
@@ -47,12 +47,12 @@ class ExpireSnapshotsConfig(OperationConfig):
     nested_tables: tuple[str, ...] | None = option(nested_tables)
 
 
-def _days_as_duration(at: Location, values: Mapping[str, Any]) -> str | None:
+def _days_as_duration(at: Location, values: Mapping[str, object]) -> str | None:
     days = get_int(at, values, "max-snapshot-age-days", None, minimum=0, maximum=MAX_DURATION.days)
     return f"P{days}D" if days is not None else None
 
 
-def _refs(view: ExplainView) -> dict[str, Any]:
+def _refs(view: ExplainView) -> dict[str, object]:
     """What the next snapshot expiry does to the branches and tags: the policy's ``refRetention`` rules,
     and each ref with its age and limit (``stale``: the run removes it, once the rule is set as its
     max-ref-age; core/facts/refs.py). None: no rules and no refs measured."""
@@ -77,7 +77,7 @@ _LOADER = LoaderSection(
 )
 
 
-def expiry_view(view: ExplainView) -> dict[str, Any] | None:
+def expiry_view(view: ExplainView) -> dict[str, object] | None:
     """What the next expiry passes and where each came from (the policy, a table's owner override, the
     table's ``history.expire.*`` property, or floe's default), as a run decides it (core/facts/expiry_defaults.py)
     from the table's properties as the last health read them; and the age at which it removes a branch or
@@ -120,7 +120,7 @@ class ExpireSnapshots(HoldsForWriters, NeedsGc, FloeNative):
     def applies_ref_retention(self) -> bool:
         return True
 
-    def defaults(self) -> Mapping[str, Any]:
+    def defaults(self) -> Mapping[str, object]:
         return {"retainLast": DEFAULT_RETAIN_LAST, "maxSnapshotAge": DEFAULT_MAX_SNAPSHOT_AGE}
 
     def ignored(self) -> Mapping[str, str]:
@@ -129,7 +129,7 @@ class ExpireSnapshots(HoldsForWriters, NeedsGc, FloeNative):
     def loader(self) -> LoaderSection:
         return _LOADER
 
-    def explain(self, view: ExplainView) -> dict[str, Any]:
+    def explain(self, view: ExplainView) -> dict[str, object]:
         return {**_refs(view), "expiryArguments": expiry_view(view)}
 
 

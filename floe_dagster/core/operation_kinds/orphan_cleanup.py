@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from floe_dagster.core.basics.loader_format import LoaderSection, spelled, written_as
 from floe_dagster.core.operation_config import OperationConfig, at_least, boolean, one_of, option, text, text_map
 from floe_dagster.core.operation_kinds.spec import ExplainView, FloeNative, NeedsGc
 from floe_dagster.core.schedules.orphan_cadence import (
-    ADAPTIVE_FIELDS, AdaptiveCadence, CadenceVerdict, next_orphan_run, parse_adaptive, recorded_cleanups,
+    ADAPTIVE_FIELDS, AdaptiveCadence, CadenceVerdict, RecordedCleanup, next_orphan_run, parse_adaptive,
+    recorded_cleanups,
 )
 from floe_dagster.core.storage.quarantine import (
     DEFAULT_GRACE_PERIOD, QUARANTINE_FIELDS, QuarantinePolicy, parse_quarantine, quarantine_choice,
@@ -26,7 +27,7 @@ DEFAULT_ORPHAN_RETENTION_DAYS = 3
 DEFAULT_PREFIX_MISMATCH_MODE = "ERROR"
 
 
-def _retention_days(at: Location, raw: Mapping[str, Any], key: str) -> int | float | None:
+def _retention_days(at: Location, raw: Mapping[str, object], key: str) -> int | float | None:
     days = raw.get(key)
     if isinstance(days, (int, float)) and not isinstance(days, bool) and days == days and days < 1:
         at.child(key).error(
@@ -62,7 +63,7 @@ class OrphanCleanupConfig(OperationConfig):
     nested_tables: tuple[str, ...] | None = option(nested_tables)
 
 
-def _explained(view: ExplainView) -> dict[str, Any]:
+def _explained(view: ExplainView) -> dict[str, object]:
     """``quarantine``: whether the table's cleanups quarantine (the policy's choice, or the default) and
     for how long; and the ``backlog``."""
     config = view.config if isinstance(view.config, OrphanCleanupConfig) else None
@@ -74,7 +75,7 @@ def _explained(view: ExplainView) -> dict[str, Any]:
                            "explicit": policy.enabled is not None, "reason": choice.reason}, **_backlog(view)}
 
 
-def _backlog(view: ExplainView) -> dict[str, Any]:
+def _backlog(view: ExplainView) -> dict[str, object]:
     """The orphans the table's last cleanup left on disk (a per-run cap cut it, or a dry run deleted
     nothing): its materialization's ``orphan_backlog_files``; the next run lists them again and deletes
     them first. None: no cleanup yet, or it left none."""
@@ -90,7 +91,8 @@ def _backlog(view: ExplainView) -> dict[str, Any]:
                         "at": last.at.isoformat()}}
 
 
-def _adaptive_cadence(config: OrphanCleanupConfig | None, runs: Sequence[Any], now: datetime) -> CadenceVerdict | None:
+def _adaptive_cadence(config: OrphanCleanupConfig | None, runs: Sequence[RecordedCleanup],
+                      now: datetime) -> CadenceVerdict | None:
     """``adaptive``: the next cleanup from the orphan rate the table's recorded cleanups found (None: not
     adaptive, the schedule's interval or cron decides)."""
     if config is None or config.adaptive is None:
@@ -133,7 +135,7 @@ class OrphanCleanup(NeedsGc, FloeNative):
     def reclaims_orphans(self) -> bool:
         return True
 
-    def defaults(self) -> Mapping[str, Any]:
+    def defaults(self) -> Mapping[str, object]:
         return {"retentionPeriodInDays": DEFAULT_ORPHAN_RETENTION_DAYS,
                 "prefixMismatchMode": DEFAULT_PREFIX_MISMATCH_MODE}
 
@@ -146,10 +148,11 @@ class OrphanCleanup(NeedsGc, FloeNative):
     def loader(self) -> LoaderSection:
         return _LOADER
 
-    def explain(self, view: ExplainView) -> dict[str, Any]:
+    def explain(self, view: ExplainView) -> dict[str, object]:
         return _explained(view)
 
-    def cadence(self, config: Any, runs: Sequence[Any], now: datetime) -> CadenceVerdict | None:
+    def cadence(self, config: OrphanCleanupConfig | None, runs: Sequence[RecordedCleanup],
+                now: datetime) -> CadenceVerdict | None:
         return _adaptive_cadence(config, runs, now)
 
 

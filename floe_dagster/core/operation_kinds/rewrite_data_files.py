@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Mapping
 
-from floe_dagster.core.rewrites.estimates import estimate_rewrite_data_files
+from floe_dagster.core.rewrites.estimates import RewriteEstimate, estimate_rewrite_data_files
 from floe_dagster.core.operation_config import (
     OperationConfig,
     at_least,
@@ -19,6 +19,9 @@ from floe_dagster.core.operation_config import (
 )
 from floe_dagster.core.operation_kinds.spec import ChecksRows, FloeNative, HoldsForWriters, RewritesData
 from floe_dagster.core.basics.validation import Location, get_enum, get_str_list
+
+if TYPE_CHECKING:
+    from floe_dagster.core.facts.measurements import TableMetrics
 
 STRATEGIES = ("BINPACK", "SORT", "ZORDER")
 DEFAULT_STRATEGY = "BINPACK"
@@ -57,12 +60,12 @@ class RewriteDataFilesConfig(OperationConfig):
         return self.strategy or DEFAULT_STRATEGY
 
 
-def _strategy_fields(at: Location, raw: Mapping[str, Any]) -> dict[str, Any]:
+def _strategy_fields(at: Location, raw: Mapping[str, object]) -> dict[str, object]:
     """``strategy``, ``sortOrder`` and ``zOrderColumns``: ZORDER needs its columns; a sort order with
     another strategy than SORT, or columns with another than ZORDER, are kept but ignored, with a warning
     (Floe stores them and its Spark job ignores them: its e2e test sends SORT with zOrderColumns, its
     comprehensive example BINPACK with both)."""
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     strategy = get_enum(at, raw, "strategy", STRATEGIES, None)
     if strategy is not None:
         values["strategy"] = strategy
@@ -112,13 +115,13 @@ class RewriteDataFiles(RewritesData, HoldsForWriters, ChecksRows, FloeNative):
     def scopes_partitions(self) -> bool:
         return True
 
-    def defaults(self) -> Mapping[str, Any]:
+    def defaults(self) -> Mapping[str, object]:
         return {"strategy": DEFAULT_STRATEGY}
 
-    def read_first(self, at: Location, raw: Mapping[str, Any]) -> dict[str, Any]:
+    def read_first(self, at: Location, raw: Mapping[str, object]) -> dict[str, object]:
         return _strategy_fields(at, raw)
 
-    def byte_estimate(self, metrics: Any, config: Any) -> Any:
+    def byte_estimate(self, metrics: TableMetrics, config: OperationConfig | None) -> RewriteEstimate | None:
         return estimate_rewrite_data_files(metrics, config)
 
     def changed(self, numbers: Mapping[str, int]) -> bool:

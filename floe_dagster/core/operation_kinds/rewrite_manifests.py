@@ -31,7 +31,7 @@ MANIFEST_FILTER_FIELDS = (  # Floe's rewriteIf: one per ManifestFile field, comp
 PARTITION_SUMMARY_FIELDS = ("containsNull", "containsNan", "lowerBound", "upperBound")
 
 
-def _manifest_filter(at: Location, raw: Mapping[str, Any], key: str) -> tuple[tuple[str, Any], ...] | None:
+def _manifest_filter(at: Location, raw: Mapping[str, object], key: str) -> tuple[tuple[str, Any], ...] | None:
     """Floe's ``rewriteIf``: its fields checked by type, kept in the policy's order (the partition
     summaries as tuples of their fields)."""
     here = at.child(key)
@@ -56,7 +56,7 @@ def _manifest_filter(at: Location, raw: Mapping[str, Any], key: str) -> tuple[tu
     return tuple(kept) or None
 
 
-def _partition_summaries(at: Location, raw: Any) -> tuple[tuple[tuple[str, Any], ...], ...] | None:
+def _partition_summaries(at: Location, raw: object) -> tuple[tuple[tuple[str, str | bool], ...], ...] | None:
     if not isinstance(raw, (list, tuple)):
         at.error(f"expected a list of partition summaries, got {describe(raw)}")
         return None
@@ -148,7 +148,7 @@ class RewriteManifests(HoldsForWriters, ChecksRows, FloeNative):
     def loader(self) -> LoaderSection:
         return _LOADER
 
-    def check(self, at: Location, config: Any) -> None:
+    def check(self, at: Location, config: RewriteManifestsConfig) -> None:
         _warn_manifest_filter(at, config)
 
     def changed(self, numbers: Mapping[str, int]) -> bool:

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Mapping
 
-from floe_dagster.core.rewrites.estimates import estimate_rewrite_position_delete_files
+from floe_dagster.core.rewrites.estimates import RewriteEstimate, estimate_rewrite_position_delete_files
 from floe_dagster.core.operation_config import OperationConfig, at_least, boolean, job_order, option
 from floe_dagster.core.operation_kinds.spec import ChecksRows, HoldsForWriters, RewritesData
+
+if TYPE_CHECKING:
+    from floe_dagster.core.facts.measurements import TableMetrics
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,7 @@ class RewritePositionDeleteFiles(RewritesData, HoldsForWriters, ChecksRows):
         "`targetFileSizeBytes`, `partialProgressEnabled`, `partialProgressMaxCommits`, `rewriteJobOrder`, "
         "`minInputFiles`, `rewriteAll` |")
 
-    def byte_estimate(self, metrics: Any, config: Any) -> Any:
+    def byte_estimate(self, metrics: TableMetrics, config: OperationConfig | None) -> RewriteEstimate | None:
         return estimate_rewrite_position_delete_files(metrics, config)
 
     def changed(self, numbers: Mapping[str, int]) -> bool:

@@ -18,7 +18,7 @@ from dataclasses import fields as dataclass_fields
 from datetime import datetime
 from functools import cached_property
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 from floe_dagster.core.basics.loader_format import LoaderSection
 from floe_dagster.core.operation_config import camel
@@ -27,6 +27,24 @@ from floe_dagster.core.basics.validation import check_mapping, check_unknown
 if TYPE_CHECKING:
     from floe_dagster.core.operation_config import OperationConfig
     from floe_dagster.core.basics.validation import Location
+    from floe_dagster.core.facts.measurements import TableMetrics
+    from floe_dagster.core.facts.refs import RefRetentionRule
+    from floe_dagster.core.rewrites.estimates import RewriteEstimate
+    from floe_dagster.core.schedules.orphan_cadence import CadenceVerdict, RecordedCleanup
+
+
+class PropertyDriftLike(Protocol):
+    """A fact behind a kind's own due verdict, as the trigger status shows it (core/facts/table_properties.py's
+    PropertyDrift is the one kind that has them)."""
+
+    def to_json(self) -> Mapping[str, object]: ...
+
+
+class ExplainedPolicy(Protocol):
+    """What a kind's ``explain`` reads of the effective policy (core/policies/policy.Policy, a floor above)."""
+
+    @property
+    def ref_retention(self) -> Sequence[RefRetentionRule]: ...
 
 
 @dataclass(frozen=True)
@@ -40,14 +58,14 @@ class DueVerdict:
     detail: str = ""
     floe_met: tuple[str, ...] = ()
     floe_unmet: tuple[str, ...] = ()
-    facts: tuple[Any, ...] = ()
+    facts: tuple[PropertyDriftLike, ...] = ()
 
 
 @dataclass(frozen=True)
 class LastRun:
     """The newest materialization of a table's operation partition: its metadata (plain values), run, time."""
 
-    metadata: Mapping[str, Any]
+    metadata: Mapping[str, object]
     run_id: str
     at: datetime
 
@@ -59,12 +77,12 @@ class ExplainView:
     operation's last materialization, and the options the table's owner overrides set on the config
     (config field → (the ``floe.*`` property, its value): core/policies/owner_overrides.py)."""
 
-    policy: Any
-    config: Any
-    metrics: Any
+    policy: ExplainedPolicy | None
+    config: Any  # the kind's own config class (each kind reads its fields), or None
+    metrics: TableMetrics | None
     now: datetime
     last_run: Callable[[], LastRun | None]
-    owner_overrides: Mapping[str, tuple[str, Any]] = field(default_factory=dict)
+    owner_overrides: Mapping[str, tuple[str, object]] = field(default_factory=dict)
 
 
 _NONE: Mapping[str, str] = MappingProxyType({})
@@ -132,7 +150,7 @@ class OperationSpec:
 
     # -- what a kind says about its config's fields (the mappings live in the kind's module) ------------------
 
-    def defaults(self) -> Mapping[str, Any]:
+    def defaults(self) -> Mapping[str, object]:
         """What an unset config field means (policy key → value), for display."""
         return _NONE
 
@@ -171,7 +189,7 @@ class OperationSpec:
         """Config fields naming a location no engine is ever handed."""
         return ()
 
-    def due(self, config: Any, metrics: Any) -> DueVerdict | None:
+    def due(self, config: Any, metrics: TableMetrics | None) -> DueVerdict | None:
         """A due condition of its own, in place of the policy's thresholds and critical-pipeline force (the
         minimum intervals still hold): its verdict on the table (metrics None: no health collected); None
         (the default) lets the thresholds decide. A kind overriding it says when it runs in ``due_rule``."""
@@ -187,7 +205,7 @@ class OperationSpec:
         hands the kind the thresholds' verdict); asked on every condition check, so read once."""
         return type(self).due is not OperationSpec.due
 
-    def parse(self, at: "Location", raw: Any) -> "OperationConfig | None":
+    def parse(self, at: "Location", raw: object) -> "OperationConfig | None":
         """The config from the policy's mapping, or None when it is not a mapping (every problem is recorded at
         ``at``): by default its fields, each by its reader (``option``); a kind whose config is not fields
         (tableProperties: Iceberg's property names) overrides it."""
@@ -214,14 +232,14 @@ class OperationSpec:
         them), that is whether the kind keeps the default ``parse``."""
         return type(self).parse is OperationSpec.parse
 
-    def read_first(self, at: "Location", raw: Mapping[str, Any]) -> dict[str, Any]:
+    def read_first(self, at: "Location", raw: Mapping[str, object]) -> dict[str, object]:
         """Fields read together before the others (a strategy and its columns): none by default."""
         return {}
 
     def check(self, at: "Location", config: Any) -> None:
         """Warnings about the parsed config as a whole: none by default."""
 
-    def byte_estimate(self, metrics: Any, config: Any) -> Any:
+    def byte_estimate(self, metrics: TableMetrics, config: "OperationConfig | None") -> RewriteEstimate | None:
         """Its core.rewrites.estimates.Estimate of a run (None: none of its own; the table's size bounds it)."""
         return None
 
@@ -229,11 +247,11 @@ class OperationSpec:
         """The no-change rule over the result's numbers: by default, any number not zero."""
         return any(numbers.values())
 
-    def explain(self, view: ExplainView) -> Mapping[str, Any]:
+    def explain(self, view: ExplainView) -> Mapping[str, object]:
         """The keys it adds to (or sets in) ``explain``: none by default."""
         return {}
 
-    def cadence(self, config: Any, runs: Sequence[Any], now: datetime) -> Any:
+    def cadence(self, config: Any, runs: Sequence[RecordedCleanup], now: datetime) -> CadenceVerdict | None:
         """A cadence of its own in place of the schedule's interval or cron (its window and days still hold):
         (config, the table's recorded runs of the kind, now) → a verdict (``next_run_at``, ``why``,
         ``to_json()``), or None (the default) to keep the schedule's rule (ORPHAN_CLEANUP's ``adaptive``)."""

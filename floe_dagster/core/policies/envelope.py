@@ -59,7 +59,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
 from floe_dagster.core.storage.locations import is_relative, joined, parse_location, relative_segments
-from floe_dagster.core.operation_config import camel
+from floe_dagster.core.operation_config import OperationConfig, camel
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.basics.patterns import TablePattern
 from floe_dagster.core.storage.storage_keys import storage_key_why, storage_refusal
@@ -168,7 +168,7 @@ class Verdict:
     table: str | None = None
     refusals: tuple[Refusal, ...] = ()
     pending: str = ""
-    config: Any = field(default=None, compare=False, repr=False)
+    config: OperationConfig | None = field(default=None, compare=False, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -217,7 +217,7 @@ def single_table(pattern: TablePattern, catalog: str) -> TableName | None:
     return TableName(catalog, pattern.namespace, pattern.table)
 
 
-def check_policy(at: Location, pattern: TablePattern, configs: Mapping[Operation, Any],
+def check_policy(at: Location, pattern: TablePattern, configs: Mapping[Operation, OperationConfig],
                  allowed_properties: Iterable[str] = ()) -> None:
     """What the envelope can decide from the policy alone, recorded at ``at`` (the policy's location):
     a location's form (relative, not climbing out; absolute only with a one-table pattern) and the
@@ -252,14 +252,14 @@ def named_locations(op: Operation, config: object) -> list[tuple[str, str]]:
             if getattr(config, name, None) is not None]
 
 
-def absolute_location_fields(configs: Mapping[Operation, Any]) -> list[tuple[Operation, str, str]]:
+def absolute_location_fields(configs: Mapping[Operation, OperationConfig]) -> list[tuple[Operation, str, str]]:
     """(operation, config field, value) of every absolute location a policy gives: the ones that need the
     table's location from the catalog to be checked."""
     return [(op, name, value) for op, config in configs.items() for name, value in named_locations(op, config)
             if not is_relative(value)]
 
 
-def catalog_refusals(pattern: TablePattern, configs: Mapping[Operation, Any], catalog: str,
+def catalog_refusals(pattern: TablePattern, configs: Mapping[Operation, OperationConfig], catalog: str,
                      table_location: Callable[[TableName], str | None]) -> tuple[Refusal, ...]:
     """A policy's absolute locations checked against the location of the one table its pattern names,
     as ``table_location`` reads it from the catalog (None: no such table). Where a policy is written with

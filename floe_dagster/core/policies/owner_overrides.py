@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 from difflib import get_close_matches
-from typing import Any, Mapping, TypedDict
+from typing import TYPE_CHECKING, Any, Mapping, TypedDict
 
 from floe_dagster.core.basics.loader_format import kebab
 from floe_dagster.core.operation_config import OperationConfig, camel, text
@@ -32,6 +32,9 @@ from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.basics.secrets import masked
 from floe_dagster.core.storage.storage_keys import TABLE_STORAGE_IGNORED, steers_storage, storage_properties
 from floe_dagster.core.basics.validation import Location, check_mapping, check_unknown, standalone
+
+if TYPE_CHECKING:
+    from dataclasses import Field
 
 PREFIX = "floe."
 PAUSE_KEY = "maintenance.enabled"  # the policy's name for the property floe.maintenance.enabled
@@ -67,7 +70,7 @@ def _never_overridable() -> dict[str, str]:
                     for name, why in op.spec.policy_only_fields().items()}
 
 
-def _offered(op: Operation, f: Any) -> str | None:
+def _offered(op: Operation, f: Field[object]) -> str | None:
     """The override kind of a config field, or None when owners can never set it."""
     kind = _KINDS.get(str(f.type))
     spec = op.spec

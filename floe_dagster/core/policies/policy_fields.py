@@ -46,8 +46,8 @@ def read_identity(at: Location, raw: Mapping[str, Any], name: Any) -> tuple[str,
     return description, pattern
 
 
-def read_operations(at: Location, raw: Mapping[str, Any]) -> tuple[dict[Operation, OperationConfig],
-                                                              dict[Operation, Schedule]]:
+def read_operations(at: Location, raw: Mapping[str, object]) -> tuple[dict[Operation, OperationConfig],
+                                                                 dict[Operation, Schedule]]:
     """Every kind's config (``rewriteDataFiles``...) and schedule (``rewriteDataFilesSchedule``), in Floe's order."""
     configs: dict[Operation, OperationConfig] = {}
     schedules: dict[Operation, Schedule] = {}
@@ -70,7 +70,7 @@ def read_operations(at: Location, raw: Mapping[str, Any]) -> tuple[dict[Operatio
     return configs, schedules
 
 
-def read_ref_retention(at: Location, raw: Mapping[str, Any],
+def read_ref_retention(at: Location, raw: Mapping[str, object],
                    configs: Mapping[Operation, OperationConfig]) -> tuple[RefRetentionRule, ...]:
     """``refRetention``, with a warning when no operation of the policy applies it (snapshot expiry)."""
     rules = parse_ref_retention(at.child("refRetention"), raw.get("refRetention"))
@@ -95,7 +95,7 @@ def warn_due_every_tick(at: Location, raw: Mapping[str, Any], configs: Mapping[O
                                            "triggerConditions: it is due on every tick (every minute)")
 
 
-def read_tags(at: Location, raw: Any) -> dict[str, str]:
+def read_tags(at: Location, raw: object) -> dict[str, str]:
     if raw is None:
         return {}
     here = at.child("tags")
@@ -114,7 +114,7 @@ def read_tags(at: Location, raw: Any) -> dict[str, str]:
     return tags
 
 
-def definition_version(raw: Mapping[str, Any]) -> str:
+def definition_version(raw: Mapping[str, object]) -> str:
     """A hash of the definition, without ``mode``: switching a policy from shadow to live changes what
     creates runs, not what they do, so the live runs carry the version the shadow decisions were made by."""
     raw = {k: v for k, v in raw.items() if k != "mode"}

@@ -45,7 +45,7 @@ from floe_dagster.core.policies.conditions import TRIGGER_CONDITION_FIELDS
 from floe_dagster.core.basics.durations import MAX_DURATION, format_iso_duration
 from floe_dagster.core.facts.health_assessment import HEALTH_THRESHOLD_FIELDS
 from floe_dagster.core.basics.loader_format import Combined, LoaderSection, kebab, spelled, whole_units, written_as
-from floe_dagster.core.operations import ALL_OPERATIONS
+from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.facts.refs import RULE_FIELDS
 from floe_dagster.core.schedules.after_write import FIELDS as AFTER_WRITE_FIELDS
 from floe_dagster.core.schedules.schedule import SCHEDULE_FIELDS
@@ -172,7 +172,7 @@ _SCHEDULE = LoaderSection(
 )
 
 
-def _operation_section(op: Any) -> LoaderSection:
+def _operation_section(op: Operation) -> LoaderSection:
     """A kind's options: each field's kebab case, but for the spellings the kind declares as the loader's own."""
     spec = op.spec
     own = spec.loader()

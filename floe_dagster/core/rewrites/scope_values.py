@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 @dataclass(frozen=True)
@@ -143,13 +144,13 @@ class Backlog:
     planner continues it (same slot, next attempt) once that run succeeded, or retries it if not."""
 
     slot: str
-    admitted_at: Any  # datetime (UTC)
+    admitted_at: datetime  # UTC
     partitions: int
     bytes: int
     continuation: bool  # the admission itself continued a backlog (trigger "backlog")
     older_first: bool = False  # it took the older specs' files alone: the backlog stays there
 
-    def open_after(self, last_success_start: object) -> bool:
+    def open_after(self, last_success_start: datetime | None) -> bool:
         """Whether work is left: bytes left behind by a run that succeeded, or an admission (a
         scoped run or a continuation) that has not succeeded yet."""
         succeeded = last_success_start is not None and last_success_start >= self.admitted_at

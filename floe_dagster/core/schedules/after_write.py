@@ -23,12 +23,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from datetime import datetime, timedelta
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from floe_dagster.core.basics.durations import format_iso_duration, format_wait, parse_iso_duration
 from floe_dagster.core.basics.localtime import as_utc
 from floe_dagster.core.basics.validation import Location, check_mapping, check_unknown, describe
 from floe_dagster.core.schedules.writers import AssetKeyPath, Writer, key_text
+
+if TYPE_CHECKING:
+    from floe_dagster.core.schedules.schedule_due import Due
 
 TRIGGER_AFTER_WRITE = "after_write"
 ANY_UPDATED, ALL_UPDATED = "ANY_UPDATED", "ALL_UPDATED"
@@ -167,7 +170,7 @@ def _oldest_unprocessed(rule: AfterWrite, updated: Sequence[Writer], last: datet
     return min((as_utc(t) for t in firsts if t is not None), default=None)
 
 
-def combined_due(schedule_due: Any, rule: AfterWrite, writers: Sequence[Writer], now: datetime,
+def combined_due(schedule_due: Due, rule: AfterWrite, writers: Sequence[Writer], now: datetime,
                  clock_only: bool, first_write_after: FirstWriteAfter | None = None) -> Any:
     """The schedule's own verdict (cron, interval) or the after-write one, whichever makes the work due; with
     neither rule (``clock_only`` false: a condition-only schedule), the after-write one alone. A closed window or

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping, Protocol
 
 from floe_dagster.core.basics.durations import format_iso_duration, parse_iso_duration
 from floe_dagster.core.basics.localtime import as_utc, naive_as_utc
@@ -117,6 +117,29 @@ def _duration(at: Location, mapping: Mapping[str, object], key: str, default: st
 # -- the verdict ---------------------------------------------------------------------------------------
 
 
+class CleanupBenefit(Protocol):
+    """What a cleanup's recorded benefit says of the orphans it found (core/runs/run_figures.Benefit, a floor
+    above)."""
+
+    @property
+    def orphan_bytes(self) -> int | None: ...
+    @property
+    def files_deleted(self) -> int: ...
+    @property
+    def orphan_bytes_estimated(self) -> bool: ...
+
+
+class RecordedCleanup(Protocol):
+    """A table's recorded run as the cadence reads it (core/value/run_history.RecordedRun, a floor above)."""
+
+    @property
+    def succeeded(self) -> bool: ...
+    @property
+    def finished_at(self) -> datetime: ...
+    @property
+    def benefit(self) -> CleanupBenefit | None: ...
+
+
 @dataclass(frozen=True)
 class OrphanRunFigures:
     """What one orphan cleanup of a table found (deleted, quarantined, or listed in a dry run)."""
@@ -128,7 +151,7 @@ class OrphanRunFigures:
     estimated: bool = False  # the bytes are the files × the table's mean file size (no quarantine measured them)
 
 
-def recorded_cleanups(runs: Iterable[Any]) -> list[OrphanRunFigures]:
+def recorded_cleanups(runs: Iterable[RecordedCleanup]) -> list[OrphanRunFigures]:
     """The cleanups among a table's recorded runs (core/value/run_history.RecordedRun: ``succeeded``,
     ``finished_at``, ``benefit``) that measured the orphans they found (core/runs/run_figures.Benefit's
     ``orphan_bytes``)."""

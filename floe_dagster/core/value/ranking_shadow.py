@@ -16,7 +16,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Hashable, Iterable, Protocol, Sequence, TypeVar
+from typing import TYPE_CHECKING, Callable, Generic, Hashable, Iterable, Protocol, Sequence, TypeVar
+
+if TYPE_CHECKING:
+    from floe_dagster.core.basics.tables import TableName
+    from floe_dagster.core.operations import Operation
 
 
 class Ranked(Protocol):
@@ -27,10 +31,10 @@ class Ranked(Protocol):
     schedule_priority: int
 
     @property
-    def table(self) -> Any: ...  # a TableName: ``.qualified``
+    def table(self) -> TableName: ...  # ``.qualified``
 
     @property
-    def operation(self) -> Any: ...  # an Operation: ``.order``
+    def operation(self) -> Operation: ...  # ``.order``
 
 
 T = TypeVar("T", bound=Ranked)
