@@ -135,6 +135,14 @@ def postgres_url(database: str) -> str:
     return url
 
 
+def on_instance_store(store: str):
+    """A test run on one of :func:`instance_home`'s two stores, not both: for a scenario whose subject is not the
+    store (a partition-scoped backlog's drain), whose reads and writes of either store the automation's own tests
+    and the coordination's check on both; the second run only doubled its minutes."""
+    marks = (pytest.mark.postgres,) if store == "postgres" else ()
+    return pytest.mark.parametrize("instance_home", [pytest.param(store, marks=marks)], indirect=True)
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def instance_home(request, tmp_path, monkeypatch):
     """A DAGSTER_HOME with the embedded SQLite instance, or the production one on PostgreSQL
@@ -166,33 +174,39 @@ def instance_home(request, tmp_path, monkeypatch):
     return home
 
 
-# The longest modules by the last measured run (--durations, summed per module), longest first. ./dev test
+# The longest modules by the last measured run (each module's tests' junit times summed), longest first. ./dev test
 # hands whole modules to its processes in collection order (--dist loadfile, --no-loadscope-reorder):
 # starting the long ones first keeps one of them from being the last thing running while the other
 # processes sit idle. Then the other integration and reliability modules, then the quick unit ones.
-# From the whole run of session 11 (21 min 17 s, 3 processes, 2 cores; its 30 slowest tests), with session
-# 12's changes measured alone (under a load of 30, so as shares): the daemon backfills, which prove the pools
-# too now on the same daemon, about 180 + 96 s before, about 210 s expected; the S3 quarantine 180 s; the API's
-# module over 180 s (schemathesis 70 s); the writers' race 306 s before, about 60 % of it now (two runs, not
-# four); the table-location attacks about 150 s, the owner-storage attacks about 130 s; the API security
-# module about 100 s; then the modules whose two or three slowest tests alone took 60-100 s (the CLI's, the
-# concurrent writers', the production path's, Spark Connect's, the install ranges', the demo writers', object
-# storage's), so that none of them starts late. A name here that no module has is ignored.
+# From a fresh machine's whole run (2026-12-03: 19 min 07 s with set-up, main suite 17:29 on 3 processes), the
+# modules of 35 s and more, in seconds of one process.
 LONGEST_MODULES_FIRST = (
-    "integration/test_daemon_backfills.py",
-    "integration/test_object_storage_quarantine.py",
-    "integration/test_api.py",
-    "reliability/test_row_level_writers.py",
-    "reliability/test_table_location_attacks.py",
-    "integration/test_table_owner_storage.py",
-    "integration/test_api_security.py",
-    "integration/test_cli.py",
-    "reliability/test_concurrent_writers.py",
-    "integration/test_production.py",
-    "integration/test_spark_connect.py",
-    "integration/test_install_ranges.py",
-    "integration/test_demo_writers.py",
-    "integration/test_object_storage.py",
+    "integration/test_api.py",  # 247
+    "integration/test_cli.py",  # 153
+    "integration/test_daemon_backfills.py",  # 128
+    "reliability/test_row_level_writers.py",  # 115
+    "integration/test_scope_evolved_e2e.py",  # 109 (each drain on one store since)
+    "integration/test_automation.py",  # 98
+    "integration/test_spark_connect.py",  # 96
+    "integration/test_production.py",  # 91
+    "integration/test_install_ranges.py",  # 84
+    "reliability/test_batches.py",  # 82
+    "integration/test_component.py",  # 80
+    "reliability/test_table_location_attacks.py",  # 75
+    "reliability/test_row_proof.py",  # 73
+    "reliability/test_blast_radius.py",  # 70
+    "integration/test_object_storage_quarantine.py",  # 68
+    "integration/test_demo_writers.py",  # 62
+    "reliability/test_orphan_quarantine.py",  # 58
+    "integration/test_writers_beside.py",  # 53
+    "integration/test_nessie_catalog.py",  # 52
+    "reliability/test_concurrent_writers.py",  # 52
+    "integration/test_api_security.py",  # 50
+    "reliability/test_bad_input.py",  # 48
+    "integration/test_object_storage.py",  # 44
+    "integration/test_quiet_period.py",  # 41
+    "integration/test_value_report_e2e.py",  # 40
+    "integration/test_api_shutdown.py",  # 36
 )
 
 

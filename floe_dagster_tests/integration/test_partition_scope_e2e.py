@@ -20,7 +20,7 @@ from floe_dagster.iceberg.table_cache import refresh_table_cache
 from floe_dagster.settings import load_settings
 from floe_dagster.spark.engine import IcebergSparkEngine
 from floe_dagster.spark.procedures import spark_table_reference
-from floe_dagster_tests.conftest import write_settings
+from floe_dagster_tests.conftest import on_instance_store, write_settings
 from floe_dagster_tests.integration.test_automation import evaluate_sensor, execute
 
 pytestmark = pytest.mark.spark
@@ -76,6 +76,7 @@ def lake(tmp_path, instance_home, monkeypatch):
         yield settings, instance, cap, total
 
 
+@on_instance_store("sqlite")
 def test_backlog_runs_within_the_cap_until_done(lake):
     settings, instance, cap, total = lake
     before = _pyiceberg_facts(settings)

@@ -39,7 +39,7 @@ from floe_dagster.settings import load_settings
 from floe_dagster.spark.engine import IcebergSparkEngine
 from floe_dagster.spark.operation_steps import build_procedure_call
 from floe_dagster.spark.procedures import spark_table_reference
-from floe_dagster_tests.conftest import write_settings
+from floe_dagster_tests.conftest import on_instance_store, write_settings
 from floe_dagster_tests.integration.test_automation import evaluate_sensor, execute
 
 pytestmark = pytest.mark.spark
@@ -152,6 +152,7 @@ def _unpartitioned_then_by_region(spark, name: str) -> None:
                   f"{10_000 + batch * 1000 + 8 * len(REGIONS)}, 1, 1)")
 
 
+@on_instance_store("postgres")
 def test_a_table_partitioned_after_the_fact_stays_within_the_cap_and_drains(tmp_path, instance_home, monkeypatch):
     settings, cap, total = _lake(tmp_path, monkeypatch, EVOLVED, _unpartitioned_then_by_region, 1 / 4)
     files = _files(settings, EVOLVED)
@@ -200,6 +201,7 @@ def _by_region_and_bucket(spark, name: str) -> None:
         spark.sql(f"INSERT INTO {name} SELECT {rows} FROM range({batch * 1000}, {batch * 1000 + 96}, 1, 1)")
 
 
+@on_instance_store("sqlite")
 def test_a_bucketed_table_is_scoped_by_its_other_fields_within_the_cap(tmp_path, instance_home, monkeypatch):
     settings, cap, total = _lake(tmp_path, monkeypatch, BUCKETED, _by_region_and_bucket, 0.3)
     before = _facts(settings, BUCKETED)
@@ -330,6 +332,7 @@ def _files_of_spec(settings, table: TableName, spec_id: int) -> list[dict]:
     return [f for f in _files(settings, table) if f["spec_id"] == spec_id]
 
 
+@on_instance_store("postgres")
 def test_a_table_partitioned_by_day_after_the_fact_drains_through_the_automation(tmp_path, instance_home, monkeypatch):
     """The days(at) table through the sensor and the job: the days first (min-file-size-bytes), then the
     old files alone (min-input-files), continued from the ledger's backlog though the days then hold
