@@ -179,7 +179,7 @@ def instance_home(request, tmp_path, monkeypatch):
 # starting the long ones first keeps one of them from being the last thing running while the other
 # processes sit idle. Then the other integration and reliability modules, then the quick unit ones.
 # From a fresh machine's whole run (2026-12-03: 19 min 07 s with set-up, main suite 17:29 on 3 processes), the
-# modules of 35 s and more, in seconds of one process.
+# modules of 35 s and more, in seconds of one process. A name here that no module has is ignored.
 LONGEST_MODULES_FIRST = (
     "integration/test_api.py",  # 247
     "integration/test_cli.py",  # 153

@@ -282,25 +282,29 @@ def test_a_failed_run_is_reported_in_the_body_and_a_busy_table_is_a_409(server):
 def test_trigger_status_is_floe_dagster_explain(server, monkeypatch, capsys):
     at = "2026-11-23T08:30:00+00:00"
     reports = {}
-    # The first table through the installed command, as a user runs it; the others through the same command's
-    # main() in this process, with the server's environment (a process start and its imports: about 15 s each).
     for key in ("DAGSTER_HOME", "FLOE_CONFIG", "FLOE_SCHEDULER_ENABLED"):
         monkeypatch.setenv(key, server["env"][key])
-    for index, (name, path) in enumerate([("sales.orders", "sales/orders"), ("demo.sales.customers", "sales/customers"),
-                                          ("ops.metrics", "ops/metrics")]):
+
+    def explained(name: str, as_process: bool) -> dict:
+        """``floe-dagster explain NAME --json``: as a user runs it, or through the same command's main() in this
+        process, with the server's environment (a process start and its imports cost about 15 s)."""
         command = ["explain", name, "--at", at, "--json"]
-        if index == 0:
-            explained = subprocess.run([str(BIN / "floe-dagster"), *command], cwd=ROOT, env=server["env"],
-                                       capture_output=True, text=True, timeout=300)
-            assert explained.returncode == 0, explained.stderr
-            printed = explained.stdout
-        else:
-            capsys.readouterr()
-            assert floe_dagster_cli(command) == 0, capsys.readouterr().err
-            printed = capsys.readouterr().out
+        if as_process:
+            done = subprocess.run([str(BIN / "floe-dagster"), *command], cwd=ROOT, env=server["env"],
+                                  capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, done.stderr
+            return json.loads(done.stdout)
+        capsys.readouterr()
+        assert floe_dagster_cli(command) == 0, capsys.readouterr().err
+        return json.loads(capsys.readouterr().out)
+
+    # The first table through the installed command, the others in this process.
+    for name, path, as_process in [("sales.orders", "sales/orders", True),
+                                   ("demo.sales.customers", "sales/customers", False),
+                                   ("ops.metrics", "ops/metrics", False)]:
         status = get(server, f"/api/v1/tables/{path}/trigger-status", params={"at": at})
         assert status.status_code == 200, status.text
-        assert status.json() == json.loads(printed)
+        assert status.json() == explained(name, as_process)
         reports[name] = status.json()
     rewrite = reports["sales.orders"]["operationStatuses"]["REWRITE_DATA_FILES"]
     # Compacted by the README's trigger an hour earlier (manual runs count), so not due for a day.

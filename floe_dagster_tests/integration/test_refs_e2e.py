@@ -18,7 +18,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 from floe_dagster.coordination.database import Coordination
 from floe_dagster.core.facts.measurements import format_bytes
-from floe_dagster.core.facts.ref_pins import MAX_SNAPSHOT_AGE_MS
+from floe_dagster.core.facts.expiry_defaults import MAX_SNAPSHOT_AGE_MS
 from floe_dagster.core.facts.ref_retention_changes import GUARD_RULE, SET_AGES_PROPERTY
 from floe_dagster.core.basics.tables import TableName
 from floe_dagster.defs.health_reporting import report_health_events

@@ -4,6 +4,8 @@ slot, next attempt), and the where predicates the engine sends. Pure: ``now`` in
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -315,6 +317,29 @@ def test_the_rest_of_the_hourly_budget_caps_the_run_too():
 def test_a_rewrite_that_fits_is_not_scoped():
     decision = _plan({"maxBytesPerRun": 100 * MB, "minInputFiles": 2})
     assert decision.decision == "run" and decision.scope is None and decision.estimated_bytes == 65 * MB
+
+
+def test_a_table_whose_recorded_files_outweigh_its_total_bytes_is_still_scoped():
+    # Admission bounds a rewrite by the larger of the table's total and its recorded files before it reads the
+    # estimate: a record whose total understates its files (65 MB of files, 1 MB told) is scoped as before.
+    understated = dataclasses.replace(_record(), total_data_bytes=MB)
+    decision = _plan({"maxBytesPerRun": 40 * MB, "minInputFiles": 2}, record=understated)
+    assert decision.scope is not None and decision.scope.bytes <= 40 * MB
+
+
+def test_a_rewrite_that_cannot_exceed_its_run_is_admitted_without_reading_its_estimate():
+    read = []
+    record = _record()
+    data = PlanInput(
+        now=NOW, catalog_tables=(T,), loaded_tables=frozenset({T}),
+        policies=parse_policies_text(_policy({"maxBytesPerRun": 100 * MB, "minInputFiles": 2})),
+        limits=SchedulerSettings(max_run_requests_per_tick=0), metrics={T: record}, history={}, last_attempts={},
+        estimate_bytes=lambda table, op, m, config: read.append(op) or 65 * MB,
+    )
+    decision = [d for d in plan(data).decisions if d.operation is RDF][0]
+    assert decision.code == "tick_cap" and decision.scope is None
+    assert read == []  # held back past the tick cap: scoping needed no estimate
+    assert decision.estimated_bytes == 65 * MB and read == [RDF]  # made when a reader asks
 
 
 def test_the_backlog_continues_in_the_same_slot_with_the_next_attempt_and_no_backoff():

@@ -14,9 +14,8 @@ from floe_dagster.core.facts.health_assessment import IssueType, Severity
 from floe_dagster.core.policies.health_record import assess_table, health_record
 from floe_dagster.core.facts.measurements import RefFacts, TableMetrics
 from floe_dagster.core.policies.policy import PolicyError, parse_policies_text, validate_policy_paths
-from floe_dagster.core.facts.ref_pins import (
-    MAX_SNAPSHOT_AGE_MS, MIN_SNAPSHOTS_TO_KEEP, RefHead, SnapshotNode, pinned_file_bytes, pinned_snapshots,
-)
+from floe_dagster.core.facts.expiry_defaults import MAX_SNAPSHOT_AGE_MS, MIN_SNAPSHOTS_TO_KEEP
+from floe_dagster.core.facts.ref_pins import RefHead, SnapshotNode, pinned_file_bytes, pinned_snapshots
 from floe_dagster.core.facts.ref_retention_changes import (
     CLEARED, SET, SetAge, format_set_ages, parse_set_ages, recorded_ages, retention_changes,
 )

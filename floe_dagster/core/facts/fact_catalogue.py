@@ -179,7 +179,7 @@ BUILTIN: tuple[Fact, ...] = (
     Fact("position_delete_groups", "tuple[tuple[str, tuple[int, ...]], ...] | None", FULL,
          "per partition: position delete file sizes", shape=NESTED, report=False),
     Fact("refs", "tuple[RefFacts, ...] | None", SUMMARY, "branches and tags other than main, with what each alone "
-         "keeps (core/facts/refs.py; bytes in the full tier)", shape=REFS, report=False),
+         "keeps (core/facts/ref_pins.py; bytes in the full tier)", shape=REFS, report=False),
     Fact("partition_spec_id", "int | None", SUMMARY, "the default partition spec", report=False),
     Fact("partition_specs", _SPECS, SUMMARY, "every partition spec's fields (source column, transform)", shape=NESTED,
          report=False),

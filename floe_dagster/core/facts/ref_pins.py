@@ -23,11 +23,10 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, NamedTuple
 
+from floe_dagster.core.facts.expiry_defaults import MAX_SNAPSHOT_AGE_MS, MIN_SNAPSHOTS_TO_KEEP
 from floe_dagster.core.facts.refs import MAIN, TAG
 
-# Iceberg's table properties and their defaults (TableProperties), as RemoveSnapshots reads them.
-MAX_SNAPSHOT_AGE_MS = "history.expire.max-snapshot-age-ms"
-MIN_SNAPSHOTS_TO_KEEP = "history.expire.min-snapshots-to-keep"
+# The defaults of Iceberg's history.expire.* table properties (TableProperties), as RemoveSnapshots reads them.
 DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 24 * 3600 * 1000
 DEFAULT_MIN_SNAPSHOTS_TO_KEEP = 1
 

@@ -1,5 +1,6 @@
 """EXPIRE_SNAPSHOTS: Iceberg's ``expire_snapshots``, the policy's ``expireSnapshots``. Before it, a run
-sets the policy's ``refRetention`` on the table's refs (core/facts/refs.py), so the expiry removes the branches
+sets the policy's ``refRetention`` on the table's refs (core/facts/refs.py's rules, core/facts/ref_retention_changes.py
+sets them), so the expiry removes the branches
 and tags older than their limit; ``explain`` shows what the next expiry does to them (``refs``) and the
 arguments it passes, each with where it came from (``expiryArguments``)."""
 

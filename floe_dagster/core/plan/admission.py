@@ -381,13 +381,12 @@ def scoped(data: PlanInput, decision: Decision, bytes_used: int) -> Decision:
     # A backlog at the older specs' files stays scoped to them even when the table's rewrite would fit:
     # that would compact again what its runs wrote into the current spec's partitions.
     older_first = decision.backlog is not None and decision.backlog.older_first
-    # The estimate is made when read (a full-tier one groups every file): a table all of whose bytes fit the run
-    # and one bin needs none, and most candidates a tick holds back past its cap are such tables.
-    fits = min(allowance[0], rules.max_file_group_size_bytes)
-    if not older_first and _rewrite_bytes_at_most(metrics) <= fits:
+    whole = not older_first and metrics.total_data_bytes <= rules.max_file_group_size_bytes
+    # The estimate is made when read (a full-tier one groups every file): a table whose rewrite cannot exceed the
+    # run's allowance needs none, and most candidates a tick holds back past its cap are such tables.
+    if whole and _rewrite_bytes_at_most(metrics) <= allowance[0]:
         return decision
-    if decision.estimated_bytes <= 0 or (not older_first and decision.estimated_bytes <= allowance[0]
-                                         and metrics.total_data_bytes <= rules.max_file_group_size_bytes):
+    if decision.estimated_bytes <= 0 or (whole and decision.estimated_bytes <= allowance[0]):
         return decision
     selection = plan_scope(metrics, rules, allowance[0], older_first=older_first)
     if selection is None:  # no full tier, nothing Iceberg would rewrite, or all of it fits

@@ -152,7 +152,7 @@ def health_record(
         "derived": dict(report.derived),
         "thresholds": report.thresholds.to_json(),
         "debt": table_debt(policy, report, history, now, weights),
-        # Branches and tags other than main: age, limit, what each alone keeps (core/facts/refs.py).
+        # Branches and tags other than main: age, limit, what each alone keeps (core/facts/refs.py, ref_pins.py).
         "refs": ref_report(metrics.refs, _ref_rules(policy), metrics.properties, now),
         "refs_method": PINNED_METHOD,
         "table_properties": declared_properties_view(policy, metrics),
