@@ -7,7 +7,10 @@ a day on), some with a few tables changed (new metrics records, a new success in
 Each tick's every decision is read field by field as ``explain``, the API, run tags and Dagit read it (its reasons'
 words, its estimate, its conditions' JSON, its item key, every other field rendered), with the notes and the
 plan's JSON, and hashed; the script prints one hash per tick. Run it on two trees (``FLOE_BENCH_TREE``, as
-benchmark 1's ``--vs``) and compare the lines: a tick whose hash differs names what a change broke.
+benchmark 1's ``--vs``) and compare the lines: a tick whose hash differs names what a change broke. Then a cold tick
+of the same input under each of the planner's options the ticks above leave off (:func:`option_ticks`: fair shares,
+a launcher's filter, the learned and the shadow ranking, budgets), with the policies as they are, with one of them
+in shadow mode, and with SLA contracts.
 
     FLOE_BENCH_TREE=/tmp/base python benchmarks/plan_fingerprint.py > base.txt
     python benchmarks/plan_fingerprint.py > new.txt && diff base.txt new.txt
@@ -110,6 +113,39 @@ def changed(data: PlanInput, share: float, salt: int) -> PlanInput:
     return PlanInput(**{**data.__dict__, "metrics": metrics, "history": history, "in_flight": frozenset(in_flight)})
 
 
+def option_ticks(policies: str) -> list[tuple[str, str, str, dict[str, object]]]:
+    """(policies' label, their YAML, option's label, PlanInput fields): each option under benchmark 1's policies, under the same
+    with the ``nightly`` policy in shadow mode, and with SLA contracts on every data-file rewrite."""
+    from floe_dagster.core.operations import Operation
+    from floe_dagster.core.plan.decisions import SchedulerSettings
+    from floe_dagster.core.plan.fair_shares import FairShareSettings
+    from floe_dagster.core.value.learned_ranking import RankingSettings
+
+    def not_expiry(decision: object) -> bool:
+        return decision.operation is not Operation.EXPIRE_SNAPSHOTS  # type: ignore[attr-defined]
+
+    def not_seven(decision: object) -> bool:
+        return not decision.table.name.endswith("7")  # type: ignore[attr-defined]
+
+    options: dict[str, dict[str, object]] = {
+        "fair shares": {"fair_shares": FairShareSettings(by="namespace", weights={"ns001": 3.0})},
+        "launcher filter": {"launcher_filter": not_expiry},
+        "launcher filter, fair shares": {"launcher_filter": not_seven,
+                                         "fair_shares": FairShareSettings(by="namespace")},
+        "learned ranking": {"ranking": RankingSettings(learned=True)},
+        "shadow ranking": {"ranking": RankingSettings(shadow=True)},
+        "budgets": {"limits": SchedulerSettings(max_operations_per_poll=40, max_tables_per_poll=30,
+                                                max_bytes_per_hour=10**10, max_run_requests_per_tick=60)},
+    }
+    shadow = policies.replace("  priority: 5\n", "  priority: 5\n  mode: shadow\n", 1)
+    with_sla = policies.replace("  rewriteDataFilesSchedule: {", "  rewriteDataFilesSchedule: {sla: {maxAge: PT1H}, ")
+    assert shadow != policies and with_sla != policies, "benchmark 1's policies changed: update option_ticks"
+    options["none"] = {}
+    return [(label, text, name, changes) for label, text in (("policies", policies), ("a shadow policy", shadow),
+                                                              ("SLA contracts", with_sla))
+            for name, changes in options.items() if label != "policies" or name != "none"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tables", type=int, default=2000)
@@ -127,6 +163,12 @@ def main() -> None:
                                 "policies": parse_policies_text(policies, "bench")})
             digest, counts = tick_hash(plan(tick))
             print(f"{args.tables} tables × {kinds} kinds, {label}: {digest} {json.dumps(counts)}", flush=True)
+        for label, text, option, changes in option_ticks(policies):
+            tick = PlanInput(**{**forget_everything(data).__dict__, "now": PLANNER_NOW,
+                                "policies": parse_policies_text(text, "bench"), **changes})
+            digest, counts = tick_hash(plan(tick))
+            print(f"{args.tables} tables × {kinds} kinds, cold, {label}, {option}: {digest} {json.dumps(counts)}",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -914,6 +914,34 @@ def test_skips_follow_runs_by_table_then_operation():
         ("a", RDF, 1), ("a", EXP, None), ("b", RDF, None), ("b", EXP, None)]
 
 
+
+def test_the_plan_orders_by_qualified_name_where_it_and_the_name_parts_disagree():
+    # "demo.a-b.y" comes before "demo.a.x" by name ('-' before '.'), after it by the parts' tuple: equal debt,
+    # the name breaks the tie, and the skipped decisions follow the name too.
+    ax, aby = TableName("demo", ("a",), "x"), TableName("demo", ("a-b",), "y")
+    schedules = {RDF: {"interval": "PT1H"}, EXP: {"interval": "PT1H", "enabled": False}}
+    result = run(policies(policy(pattern="demo.*.*", schedules=schedules)), (ax, aby))
+    assert [(d.table.qualified, d.operation, d.rank) for d in result.decisions] == [
+        ("demo.a-b.y", RDF, 1), ("demo.a.x", RDF, 2), ("demo.a-b.y", EXP, None), ("demo.a.x", EXP, None)]
+    capped = run(policies(policy(pattern="demo.*.*", schedules=schedules)), (ax, aby),
+                 limits=SchedulerSettings(max_operations_per_poll=1))
+    assert [(d.table.qualified, d.operation, d.code if d.decision == "skip" else None) for d in capped.decisions] == [
+        ("demo.a-b.y", RDF, None), ("demo.a-b.y", EXP, "schedule_disabled"), ("demo.a.x", RDF, "budget_operations"),
+        ("demo.a.x", EXP, "schedule_disabled")]
+
+
+def test_two_tables_of_one_qualified_name_are_both_planned_in_the_plans_order():
+    # A namespace part may hold a dot: ("a.b",) and ("a", "b") share "demo.a.b.t".
+    flat, nested = TableName("demo", ("a.b",), "t"), TableName("demo", ("a", "b"), "t")
+    schedules = {RDF: {"interval": "PT1H"}, EXP: {"interval": "PT1H", "enabled": False}}
+    result = run(policies(policy(pattern="*", schedules=schedules)), (flat, nested),
+                 limits=SchedulerSettings(max_operations_per_poll=1))
+    assert sorted(map(str, [(d.table, d.operation) for d in result.decisions])) == sorted(
+        map(str, [(t, op) for t in (flat, nested) for op in (RDF, EXP)]))
+    assert [d.rank for d in result.decisions] == [1, None, None, None]
+    rest = [(d.table.qualified, d.operation.order) for d in result.decisions[1:]]
+    assert rest == sorted(rest)
+
 # -- JSON -----------------------------------------------------------------------------------------
 
 

@@ -22,7 +22,7 @@ from floe_dagster.core.plan.learned_plan import LearnedView
 from floe_dagster.core.plan.fair_shares import (
     BYTES, COMPUTE, OPERATIONS, RUNS, TABLES, FairQueue, admission_costs, decayed_usage,
 )
-from floe_dagster.core.operations import Operation
+from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.policies.owner_overrides import with_overrides
 from floe_dagster.core.rewrites.partition_scope import plan_scope
 from floe_dagster.core.basics.tables import TableName
@@ -47,6 +47,8 @@ class AdmissionStep:
     # Whether the pass needs the step at all (a budget that is set); None: always. A pass offers its steps only
     # the ones it needs: a tick offers up to 200,000 candidates, most of them to hold back.
     needed: "Callable[[_Pass], bool] | None" = None
+    # Whether the step may hold or change work of the operation's kind; None: every kind's.
+    applies: "Callable[[Operation], bool] | None" = None
 
 
 def admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: list[str],
@@ -56,19 +58,25 @@ def admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: lis
     per table, split between shares when ``data.fair_shares`` is on. Admitted decisions get their rank
     (1, 2, … in this pass) and batch; notes go to ``notes``. A second pass over other candidates
     (shadow policies) calls it again with its own budgets. ``learned``: the plan's view of the recorded
-    runs, which the compute budget estimates with (made here when not given)."""
-    decisions: list[Decision] = []
+    runs, which the compute budget estimates with (made here when not given). The decisions returned are in
+    the candidates' order: the i-th is what admission made of the i-th candidate (the plan's stages put each
+    in its candidate's place)."""
+    admission = _Pass(data, notes, learned)
+    in_scope = data.launcher_filter
+    if in_scope is None and not data.fair_shares.enabled:
+        return [admission.offer(decision)[0] for decision in candidates]
+    decisions: list[Decision | None] = []
     offered: list[Decision] = []
     for decision in candidates:
-        if data.launcher_filter is not None and not data.launcher_filter(decision):
+        if in_scope is not None and not in_scope(decision):
             decisions.append(skip(decision, "out_of_scope", "another launcher admits it", more=decision.why))
         else:
+            decisions.append(None)
             offered.append(decision)
-    admission = _Pass(data, notes, learned)
-    if not data.fair_shares.enabled:
-        decisions.extend(admission.offer(decision)[0] for decision in offered)
-        return decisions
-    return decisions + _admit_fairly(data, admission, offered)
+    # Out of scope, a candidate is never offered: the pass's state and notes are those of the offered alone.
+    made = iter(_admit_fairly(data, admission, offered) if data.fair_shares.enabled else
+                [admission.offer(decision)[0] for decision in offered])
+    return [decision if decision is not None else next(made) for decision in decisions]
 
 
 def _admit_fairly(data: PlanInput, admission: "_Pass", offered: list[Decision]) -> list[Decision]:
@@ -92,27 +100,30 @@ def _admit_fairly(data: PlanInput, admission: "_Pass", offered: list[Decision]) 
     prior = decayed_usage(data.past_admissions, data.now,
                           lambda name: table_share(listed[name]) if name in listed else None, data.batching.max_tables)
     queue = FairQueue(by_share, admission.capacity(), shares.weight, lambda d: order[id(d)], prior)
-    decided: list[tuple[str, Decision]] = []
+    decided: list[tuple[str, int, Decision]] = []  # in the queue's order, with the offered decision's index
     for share, decision in queue:
+        index = order[id(decision)]
         decision, costs = admission.offer(decision)
         queue.charge(share, costs)
-        decided.append((share, decision))
+        decided.append((share, index, decision))
+    made: list[Decision] = list(offered)  # each replaced by what admission made of it
     if len(queue.shares) < 2:  # nothing was split
-        return [decision for _, decision in decided]
+        for _, index, decision in decided:
+            made[index] = decision
+        return made
     # The reasons are told once the pass is over (a share's final part), once per (share, budget): a
     # tick may skip tens of thousands of decisions for a handful of shares.
     told: dict[tuple[str, str], str] = {}
     total_weight = queue.total_weight
-    decisions = []
-    for share, decision in decided:
+    for share, index, decision in decided:
         code = decision.code if decision.decision == "skip" else None
         if code in BUDGET_CODES:
             reason = told.get((share, code))
             if reason is None:
                 reason = told[(share, code)] = _share_reason(data, admission, queue, share, code, total_weight)
             decision = replace_decision(decision, why=(reason, *decision.why[1:]))
-        decisions.append(decision)
-    return decisions
+        made[index] = decision
+    return made
 
 
 def _share_reason(data: PlanInput, admission: "_Pass", queue: FairQueue, share: str, code: str,
@@ -176,8 +187,10 @@ class _Pass:
         self.compute_used = self.compute_before
         if self.compute is not None and self.compute.window.over_spent:
             notes.append(f"compute budget: {self.compute.window.describe()}")
-        self.steps = tuple(step.step for step in ADMISSION
-                           if step.step is not None and (step.needed is None or step.needed(self)))
+        needed = [step for step in ADMISSION if step.step is not None and (step.needed is None or step.needed(self))]
+        # Each kind's steps, by its order in Floe's operations (a list index: an offer reads its kind's).
+        self.steps_by_kind = [tuple(step.step for step in needed if step.applies is None or step.applies(op))
+                              for op in ALL_OPERATIONS]
 
     def capacity(self) -> dict[str, float]:
         """The limited budgets of the pass, by fair_shares' names (unlimited ones left out)."""
@@ -211,7 +224,7 @@ class _Pass:
         """The decision admitted (ranked, in a batch) or skipped by the first step that stops it, and what
         it took of the budgets (fair_shares' names; nothing when held back)."""
         offer = Offer(decision)
-        for step in self.steps:
+        for step in self.steps_by_kind[decision.operation.order]:
             held = step(self, offer)
             if held is not None:
                 return held, _NOTHING_TAKEN
@@ -327,9 +340,10 @@ ADMISSION: tuple[AdmissionStep, ...] = (
                   "`max-operations-per-poll` (table, operation) items admitted this tick", _operation_budget,
                   lambda p: bool(p.limits.max_operations_per_poll)),
     AdmissionStep("partition scoping", (), "a rewrite larger than its run may take is scoped to the partitions "
-                  "with the most benefit per byte (it holds nothing back)", _scope),
+                  "with the most benefit per byte (it holds nothing back)", _scope,
+                  applies=lambda op: op.scopes_partitions),
     AdmissionStep("byte budget", ("budget_bytes",), "`max-bytes-per-hour` estimated bytes over a rolling hour",
-                  _byte_budget, lambda p: bool(p.limits.max_bytes_per_hour)),
+                  _byte_budget, lambda p: bool(p.limits.max_bytes_per_hour), lambda op: op.rewrites_data),
     AdmissionStep("compute budget", ("budget_compute",), "`max-compute-hours-per-hour` executor CPU hours over a "
                   "rolling hour: each table's compute estimate, charged with the finished runs' recorded compute",
                   _compute_budget, lambda p: p.compute is not None),

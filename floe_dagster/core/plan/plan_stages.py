@@ -38,16 +38,20 @@ _NO_HISTORY = OperationHistory()
 
 @dataclass
 class PlanState:
-    """What the stages hand on: the decided (skipped by a gate, then held back by admission), the ranked (admitted,
-    live then shadow), the candidates (every gate let them run), and the notes. ``shadows`` and ``slas``: whether
-    any policy is a shadow one and any schedule has an SLA contract (else the stages that move those decisions
-    have none to move: a tick has up to 200,000 candidates)."""
+    """What the stages hand on: every decision in the plan's order (skipped by a gate, or held back by admission),
+    the ranked (admitted, live then shadow), the candidates (every gate let them run), and the notes. ``shadows``
+    and ``slas``: whether any policy is a shadow one and any schedule has an SLA contract (else the stages that
+    move those decisions have none to move: a tick has up to 200,000 candidates)."""
 
     data: PlanInput
-    decided: list[Decision] = field(default_factory=list)
+    # Every decision of the gate stage in the plan's order (by table name, then Floe's operation order), each
+    # candidate's place (``places``) then taken by what admission made of it, None where it was admitted.
+    in_order: list[Decision | None] = field(default_factory=list)
+    places: list[int] = field(default_factory=list)  # each candidate's (the same index) in ``in_order``
+    # Whether the gate stage met the tables in the plan's order (no two of them share a qualified name).
+    table_ordered: bool = True
     ranked: list[Decision] = field(default_factory=list)
     candidates: list[Decision] = field(default_factory=list)
-    live: list[Decision] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     learned: LearnedView | None = None  # the recorded runs' totals, when the ranking reads them
     shadows: bool = field(init=False)
@@ -59,10 +63,37 @@ class PlanState:
         self.slas = any(schedule is not None and schedule.sla is not None
                         for policy in policies for schedule in policy.schedules.values())
 
-    def admitted(self, decisions: list[Decision]) -> None:
-        """An admission pass's decisions: the admitted ranked, the others decided (each in the pass's order)."""
-        self.ranked += [d for d in decisions if d.rank is not None]
-        self.decided += [d for d in decisions if d.rank is None]
+    def reorder(self, order: list[int]) -> None:
+        """The candidates (and their places) in ``order``: their indices."""
+        candidates, places = self.candidates, self.places
+        self.candidates, self.places = [candidates[i] for i in order], [places[i] for i in order]
+
+    def part(self, shadow: bool) -> tuple[list[Decision], list[int]]:
+        """The shadow candidates, or the live ones, with their places."""
+        if not self.shadows:
+            return (self.candidates, self.places) if not shadow else ([], [])
+        chosen = [i for i, decision in enumerate(self.candidates) if decision.shadow is shadow]
+        return [self.candidates[i] for i in chosen], [self.places[i] for i in chosen]
+
+    def admitted(self, decisions: list[Decision], places: list[int]) -> None:
+        """An admission pass's decisions, each what it made of the candidate at ``places``' same index: the
+        admitted ranked, each other one in its candidate's place of the plan's order."""
+        in_order, ranked = self.in_order, self.ranked
+        for decision, place in zip(decisions, places):
+            if decision.rank is None:
+                in_order[place] = decision
+            else:
+                in_order[place] = None
+                ranked.append(decision)
+
+    def decided(self) -> list[Decision]:
+        """The decisions not admitted, by table name, then Floe's operation order. The gate stage made them in that
+        order and admission put its own in their places, so a tick sorts none of its up to 400,000 decisions
+        (but when two tables share a qualified name: then they are sorted, as the plan's order only ties them)."""
+        decided = [decision for decision in self.in_order if decision is not None]
+        if not self.table_ordered:
+            decided.sort(key=_BY_TABLE)
+        return decided
 
 
 @dataclass(frozen=True)
@@ -79,13 +110,13 @@ def _gate_stage(state: PlanState) -> None:
     tick reuses the decisions that still hold (core/plan/gate_memo.py)."""
     data = state.data
     in_catalog, loaded = frozenset(data.catalog_tables), data.loaded_tables
-    decided, candidates = state.decided, state.candidates
+    in_order, places, candidates = state.in_order, state.places, state.candidates
     previous, kept, now = gate_memo.begin(data), {}, data.now
     attempted = gate_memo.attempted_tables(data)
     flying = frozenset(qualified for qualified, _ in data.in_flight)
     chains = GateChains(flying)
-    # Sorted by the fields' tuple (TableName's order) without calling its generated __lt__ per comparison.
-    for table in sorted(in_catalog.union(loaded), key=_TABLE_ORDER):
+    tables, state.table_ordered = _in_plan_order(in_catalog.union(loaded))
+    for table in tables:
         policy = data.policies.effective_policy(table)
         if policy is None:
             continue
@@ -105,12 +136,33 @@ def _gate_stage(state: PlanState) -> None:
                                                histories, chains)
             if inputs is not None:
                 kept[table] = gate_memo.TableEntry(metrics, inputs, now, made, until)
-        for decision in made:
-            (candidates if decision.decision == "run" else decided).append(decision)
+        start = len(in_order)
+        in_order += made
+        for index, decision in enumerate(made):
+            if decision.decision == "run":
+                candidates.append(decision)
+                places.append(start + index)
     gate_memo.end(kept)
 
 
-_TABLE_ORDER = attrgetter("catalog", "namespace", "name")
+# The plan's order of the decisions it does not admit (core/plan/planner.py); the policies' operations are in
+# Floe's operation order.
+_BY_TABLE = attrgetter("table.qualified", "operation.order")
+
+
+def _in_plan_order(tables: set[TableName]) -> tuple[list[TableName], bool]:
+    """The tables by qualified name (the plan's order), and whether that order is theirs alone: two tables may
+    share a qualified name (a namespace part holding a dot), and are then tied (TableName's order after the name)."""
+    ordered = sorted(tables, key=_QUALIFIED)  # strings: a fifth of the time of TableName's field tuples
+    if len({table.qualified for table in ordered}) == len(ordered):
+        return ordered, True
+    ordered.sort(key=_TABLE_ORDER)
+    ordered.sort(key=_QUALIFIED)  # stable: ties keep TableName's order
+    return ordered, False
+
+
+_TABLE_ORDER = attrgetter("catalog", "namespace", "name")  # TableName's order without its generated __lt__
+_QUALIFIED = attrgetter("qualified")
 
 
 def _table_through_gates(data: PlanInput, table: TableName, policy: Any, metrics: Any, ops: Sequence,
@@ -237,10 +289,19 @@ def _rank_stage(state: PlanState) -> None:
         data = state.data
         state.candidates = [replace_decision(d, efficiency=view.factor(
             d.table.qualified, d.operation, data.metrics.get(d.table), _config(data, d))) for d in state.candidates]
+    candidates, reverse = state.candidates, False
     if ranking.learned:
-        state.candidates.sort(key=lambda d: learned_rank_key(d, d.efficiency.factor))
+        keys = [learned_rank_key(d, d.efficiency.factor) for d in candidates]
+    elif state.table_ordered:
+        # static_rank_key's order: the candidates are in the plan's order (the key's last two fields) and a
+        # reversed sort keeps the order of equal keys, so the debt and the priorities are the only key (made in C).
+        keys, reverse = list(map(_DEBT_AND_PRIORITIES, candidates)), True
     else:
-        state.candidates.sort(key=static_rank_key)
+        keys = list(map(static_rank_key, candidates))
+    state.reorder(sorted(range(len(candidates)), key=keys.__getitem__, reverse=reverse))
+
+
+_DEBT_AND_PRIORITIES = attrgetter("debt_score", "policy_priority", "schedule_priority")
 
 
 def _config(data: PlanInput, decision: Decision) -> object:
@@ -253,24 +314,29 @@ def _config(data: PlanInput, decision: Decision) -> object:
 def _sla_first_stage(state: PlanState) -> None:
     """Work a breached SLA escalated (trigger ``sla``) before the rest: ERROR before WARN, the longest
     breached first; the rank order otherwise (a stable sort)."""
-    escalated = [d for d in state.candidates if d.trigger == "sla"] if state.slas else None
+    candidates = state.candidates
+    escalated = [i for i, d in enumerate(candidates) if d.trigger == "sla"] if state.slas else None
     if escalated:
-        escalated.sort(key=lambda d: d.sla.rank_key)
-        state.candidates = escalated + [d for d in state.candidates if d.trigger != "sla"]
+        escalated.sort(key=lambda i: candidates[i].sla.rank_key)
+        state.reorder(escalated + [i for i, d in enumerate(candidates) if d.trigger != "sla"])
 
 
 def _live_admission(state: PlanState) -> None:
-    live = [d for d in state.candidates if not d.shadow] if state.shadows else state.candidates
-    state.live = admit_within_budgets(state.data, live, state.notes, _budget_view(state))
-    state.admitted(state.live)
-    if state.data.ranking.shadow:  # both orders side by side, in the notes
-        state.notes.append(shadow_note(_learned_view(state), live, [d for d in state.live if d.decision == "run"]))
+    live, places = state.part(shadow=False)
+    made = admit_within_budgets(state.data, live, state.notes, _budget_view(state))
+    state.admitted(made, places)
+    if state.data.ranking.shadow:  # both orders side by side, in the notes; the admitted in the pass's order
+        admitted = sorted((d for d in made if d.decision == "run"), key=_RANK)
+        state.notes.append(shadow_note(_learned_view(state), live, admitted))
+
+
+_RANK = attrgetter("rank")
 
 
 def _shadow_pass(state: PlanState) -> None:
     """The shadow decisions through the same admission with a fresh state of their own (nothing admitted
     yet, their own hour of bytes, no queued run), ranked and batched after the live ones."""
-    candidates = [d for d in state.candidates if d.shadow] if state.shadows else None
+    candidates, places = state.part(shadow=True)
     if not candidates:
         return
     data, live = state.data, state.ranked  # the live admitted (the only ranked so far)
@@ -282,7 +348,7 @@ def _shadow_pass(state: PlanState) -> None:
     state.notes.extend(f"shadow: {note}" for note in shadow_notes)
     state.admitted([
         d if d.rank is None else replace_decision(d, rank=d.rank + ranks, batch=(d.batch or 0) + batches)
-        for d in passed])
+        for d in passed], places)
 
 
 STAGES: tuple[Stage, ...] = (

@@ -65,16 +65,14 @@ def plan(data: PlanInput) -> Plan:
             gc.enable()
 
 
-# The plan's order: the ranked decisions by rank, then the others by table and Floe's operation order (keys made
-# in C: a tick sorts up to 400,000 decisions).
+# The plan's order: the ranked decisions by rank, then the others by table and Floe's operation order (the
+# order the stages keep them in: PlanState.decided).
 _BY_RANK = attrgetter("rank", "table.qualified", "operation.order")
-_BY_TABLE = attrgetter("table.qualified", "operation.order")
 
 
 def _plan(data: PlanInput) -> Plan:
     state = run_stages(data)
-    ranked, unranked = state.ranked, state.decided  # the admitted, and the others
+    ranked = state.ranked  # the admitted
     ranked.sort(key=_BY_RANK)
-    unranked.sort(key=_BY_TABLE)
-    ranked += unranked
+    ranked += state.decided()
     return Plan(data.now, ranked, state.notes)
