@@ -81,7 +81,8 @@ def admit_within_budgets(data: PlanInput, candidates: list[Decision], notes: lis
 
 def _admit_fairly(data: PlanInput, admission: "_Pass", offered: list[Decision]) -> list[Decision]:
     """``offered`` in the fair order of core/plan/fair_shares.py; a decision a budget stopped while
-    several shares wanted it skips with ``budget_share``, naming its share's part."""
+    several shares wanted it skips with ``budget_share``, naming its share's part. Returns what admission made of
+    each, in ``offered``'s order."""
     shares = data.fair_shares
     share_of: dict[TableName, str] = {}
 

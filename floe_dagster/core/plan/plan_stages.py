@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from operator import attrgetter
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from floe_dagster.core.plan import gate_memo
 from floe_dagster.core.plan.admission import ADMISSION, ADMISSION_CODES, admit_within_budgets
@@ -150,7 +150,7 @@ def _gate_stage(state: PlanState) -> None:
 _BY_TABLE = attrgetter("table.qualified", "operation.order")
 
 
-def _in_plan_order(tables: set[TableName]) -> tuple[list[TableName], bool]:
+def _in_plan_order(tables: Iterable[TableName]) -> tuple[list[TableName], bool]:
     """The tables by qualified name (the plan's order), and whether that order is theirs alone: two tables may
     share a qualified name (a namespace part holding a dot), and are then tied (TableName's order after the name)."""
     ordered = sorted(tables, key=_QUALIFIED)  # strings: a fifth of the time of TableName's field tuples
