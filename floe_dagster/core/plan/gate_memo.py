@@ -59,14 +59,16 @@ class TableEntry:
     clock they were made at, and their inputs: the metrics record (compared by identity), the rest compared by
     value."""
 
-    __slots__ = ("metrics", "inputs", "at", "decisions", "until", "first_attempts")
+    __slots__ = ("metrics", "inputs", "at", "decisions", "until", "runs", "first_attempts")
 
-    def __init__(self, metrics: Any, inputs: tuple, at: datetime, decisions: tuple[Decision, ...],
+    def __init__(self, metrics: Any, inputs: tuple | None, at: datetime, decisions: tuple[Decision, ...],
                  until: list[datetime | None | object]) -> None:
         self.metrics, self.inputs, self.at, self.decisions, self.until = metrics, inputs, at, decisions, until
-        # Every run decision is its slot's first attempt (most are): then a ledger without an attempt of the table
-        # leaves every one as it is, which a tick at the same clock answers without reading them.
-        self.first_attempts = all(d.attempt == 0 for d in decisions if d.decision == "run")
+        # Where its run decisions are (the tick's candidates), and whether each is its slot's first attempt (most
+        # are): then a ledger without an attempt of the table leaves every one as it is, which a tick at the same
+        # clock answers without reading them.
+        self.runs = tuple(index for index, decision in enumerate(decisions) if decision.decision == "run")
+        self.first_attempts = all(decisions[index].attempt == 0 for index in self.runs)
 
     def attempts_hold(self, last_attempts: Any, attempted: bool) -> bool:
         """Whether the ledger's attempts of their slots still give each run decision its attempt number

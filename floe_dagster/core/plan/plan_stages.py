@@ -128,20 +128,17 @@ def _gate_stage(state: PlanState) -> None:
         entry = previous.pop(table, None)
         if not gate_memo.reusable(entry, metrics, inputs, now):
             entry = None
-        if entry is not None and entry.at == now and entry.attempts_hold(data.last_attempts, qualified in attempted):
-            kept[table] = entry  # the same clock and inputs: the same decisions
-            made = entry.decisions
-        else:
+        if entry is None or entry.at != now or not entry.attempts_hold(data.last_attempts, qualified in attempted):
             made, until = _table_through_gates(data, table, policy, metrics, ops, listed, table in loaded, entry,
                                                histories, chains)
-            if inputs is not None:
-                kept[table] = gate_memo.TableEntry(metrics, inputs, now, made, until)
-        start = len(in_order)
+            entry = gate_memo.TableEntry(metrics, inputs, now, made, until)
+        if inputs is not None:
+            kept[table] = entry  # at the same clock and inputs, the same decisions
+        start, made = len(in_order), entry.decisions
         in_order += made
-        for index, decision in enumerate(made):
-            if decision.decision == "run":
-                candidates.append(decision)
-                places.append(start + index)
+        for index in entry.runs:
+            candidates.append(made[index])
+            places.append(start + index)
     gate_memo.end(kept)
 
 
