@@ -413,7 +413,12 @@ def scoped(data: PlanInput, decision: Decision, bytes_used: int) -> Decision:
 
 def _rewrite_bytes_at_most(metrics: TableMetrics) -> int:
     """No data-file rewrite of the table takes more: its data bytes (a summary-tier estimate, or one that fails),
-    or the recorded files' sizes summed (a full-tier estimate selects among them), whichever is larger."""
-    groups = metrics.data_file_groups
-    recorded = 0 if groups is None else sum(sum(sizes) for _, sizes, _ in groups)
-    return max(metrics.total_data_bytes, recorded)
+    or the recorded files' sizes summed (a full-tier estimate selects among them), whichever is larger. Kept on the
+    (immutable) record: every tick offers its rewrite again while the tick cap holds it back."""
+    kept = metrics.__dict__
+    found = kept.get("_rewrite_bytes_at_most")
+    if found is None:
+        groups = metrics.data_file_groups
+        recorded = 0 if groups is None else sum(sum(sizes) for _, sizes, _ in groups)
+        found = kept["_rewrite_bytes_at_most"] = max(metrics.total_data_bytes, recorded)  # not a field
+    return found
