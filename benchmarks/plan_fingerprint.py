@@ -114,8 +114,8 @@ def changed(data: PlanInput, share: float, salt: int) -> PlanInput:
 
 
 def option_ticks(policies: str) -> list[tuple[str, str, str, dict[str, object]]]:
-    """(policies' label, their YAML, option's label, PlanInput fields): each option under benchmark 1's policies, under the same
-    with the ``nightly`` policy in shadow mode, and with SLA contracts on every data-file rewrite."""
+    """(policies' label, their YAML, option's label, PlanInput fields): each option under benchmark 1's policies,
+    under the same with the ``nightly`` policy in shadow mode, and with SLA contracts on every data-file rewrite."""
     from floe_dagster.core.operations import Operation
     from floe_dagster.core.plan.decisions import SchedulerSettings
     from floe_dagster.core.plan.fair_shares import FairShareSettings

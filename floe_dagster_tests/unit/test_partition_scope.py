@@ -4,8 +4,6 @@ slot, next attempt), and the where predicates the engine sends. Pure: ``now`` in
 
 from __future__ import annotations
 
-import dataclasses
-
 import json
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -322,7 +320,7 @@ def test_a_rewrite_that_fits_is_not_scoped():
 def test_a_table_whose_recorded_files_outweigh_its_total_bytes_is_still_scoped():
     # Admission bounds a rewrite by the larger of the table's total and its recorded files before it reads the
     # estimate: a record whose total understates its files (65 MB of files, 1 MB told) is scoped as before.
-    understated = dataclasses.replace(_record(), total_data_bytes=MB)
+    understated = replace(_record(), total_data_bytes=MB)
     decision = _plan({"maxBytesPerRun": 40 * MB, "minInputFiles": 2}, record=understated)
     assert decision.scope is not None and decision.scope.bytes <= 40 * MB
 

@@ -914,7 +914,6 @@ def test_skips_follow_runs_by_table_then_operation():
         ("a", RDF, 1), ("a", EXP, None), ("b", RDF, None), ("b", EXP, None)]
 
 
-
 def test_the_plan_orders_by_qualified_name_where_it_and_the_name_parts_disagree():
     # "demo.a-b.y" comes before "demo.a.x" by name ('-' before '.'), after it by the parts' tuple: equal debt,
     # the name breaks the tie, and the skipped decisions follow the name too.
@@ -936,11 +935,12 @@ def test_two_tables_of_one_qualified_name_are_both_planned_in_the_plans_order():
     schedules = {RDF: {"interval": "PT1H"}, EXP: {"interval": "PT1H", "enabled": False}}
     result = run(policies(policy(pattern="*", schedules=schedules)), (flat, nested),
                  limits=SchedulerSettings(max_operations_per_poll=1))
-    assert sorted(map(str, [(d.table, d.operation) for d in result.decisions])) == sorted(
-        map(str, [(t, op) for t in (flat, nested) for op in (RDF, EXP)]))
+    assert len(result.decisions) == 4
+    assert {(d.table, d.operation) for d in result.decisions} == {(t, op) for t in (flat, nested) for op in (RDF, EXP)}
     assert [d.rank for d in result.decisions] == [1, None, None, None]
     rest = [(d.table.qualified, d.operation.order) for d in result.decisions[1:]]
     assert rest == sorted(rest)
+
 
 # -- JSON -----------------------------------------------------------------------------------------
 
