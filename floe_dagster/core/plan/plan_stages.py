@@ -121,7 +121,7 @@ def _gate_stage(state: PlanState) -> None:
     tables, state.table_ordered = _in_plan_order(in_catalog.union(data.loaded_tables))
     for first in range(0, len(tables), _TABLES_A_PASS):
         some = tables[first:first + _TABLES_A_PASS]
-        _decide_tables(state, _tables_ready(data, some, in_catalog, previous, flying, attempted), chains, kept)
+        _decide_tables(state, _tables_ready(data, some, in_catalog, previous, flying, attempted, kept), chains, kept)
     gate_memo.end(kept)
 
 
@@ -130,17 +130,18 @@ def _gate_stage(state: PlanState) -> None:
 _TABLES_A_PASS = 256
 
 
-def _decide_tables(state: PlanState, work: list[tuple], chains: GateChains, kept: dict) -> None:
+def _decide_tables(state: PlanState, work: list, chains: GateChains, kept: dict) -> None:
     """The second pass: each table of ``work`` (:func:`_tables_ready`) decided, its decisions put in the plan's
     order and its memo entry kept for the next tick."""
     data, in_order, places, candidates = state.data, state.in_order, state.places, state.candidates
-    for table, policy, metrics, inputs, entry, debt, listed, loaded, histories in work:
-        if debt is not None:
+    for entry in work:
+        if entry.__class__ is not gate_memo.TableEntry:
+            table, policy, metrics, inputs, entry, debt, listed, loaded, histories = entry
             made, until = _table_through_gates(data, table, policy, metrics, policy.operations, listed, loaded, entry,
                                                histories, chains, debt)
             entry = gate_memo.TableEntry(metrics, inputs, data.now, made, until)
-        if inputs is not None:
-            kept[table] = entry  # at the same clock and inputs, the same decisions
+            if inputs is not None:
+                kept[table] = entry  # at the same clock and inputs, the same decisions
         start, made = len(in_order), entry.decisions
         in_order += made
         for index in entry.runs:
@@ -149,12 +150,12 @@ def _decide_tables(state: PlanState, work: list[tuple], chains: GateChains, kept
 
 
 def _tables_ready(data: PlanInput, tables: list[TableName], in_catalog: frozenset[TableName], previous: dict,
-                  flying: frozenset[str], attempted: frozenset[str]) -> list[tuple]:
-    """Each governed table, in ``tables``' order, with what its decisions read: (table, policy, metrics, inputs,
-    memo entry, debt, listed, loaded, histories). ``debt``, the table's :class:`TableDebt` at this clock, is None
-    when its entry's decisions all hold as they are (no decision is made or remade)."""
+                  flying: frozenset[str], attempted: frozenset[str], kept: dict) -> list:
+    """Each governed table, in ``tables``' order: its memo entry when its decisions all hold as they are (it is
+    kept for the next tick here), else what its decisions are made of: (table, policy, metrics, inputs, memo
+    entry, debt, listed, loaded, histories), ``debt`` its :class:`TableDebt` at this clock."""
     loaded_tables, now = data.loaded_tables, data.now
-    ready = []
+    ready: list = []
     for table in tables:
         policy = data.policies.effective_policy(table)
         if policy is None:
@@ -168,10 +169,12 @@ def _tables_ready(data: PlanInput, tables: list[TableName], in_catalog: frozense
         entry = previous.pop(table, None)
         if not gate_memo.reusable(entry, metrics, inputs, now):
             entry = None
-        debt = None
-        if entry is None or entry.at != now or not entry.attempts_hold(data.last_attempts, qualified in attempted):
-            issues = policy.health_issues(metrics, now) if metrics is not None else ()
-            debt = TableDebt(issues, metrics, now, data.debt_weights)
+        elif entry.at == now and entry.attempts_hold(data.last_attempts, qualified in attempted):
+            kept[table] = entry  # at the same clock and inputs, the same decisions
+            ready.append(entry)
+            continue
+        issues = policy.health_issues(metrics, now) if metrics is not None else ()
+        debt = TableDebt(issues, metrics, now, data.debt_weights)
         ready.append((table, policy, metrics, inputs, entry, debt, listed, loaded, histories))
     return ready
 
