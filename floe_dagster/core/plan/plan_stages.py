@@ -134,9 +134,11 @@ def _decide_tables(state: PlanState, work: list, chains: GateChains, kept: dict)
     """The second pass: each table of ``work`` (:func:`_tables_ready`) decided, its decisions put in the plan's
     order and its memo entry kept for the next tick."""
     data, in_order, places, candidates = state.data, state.in_order, state.places, state.candidates
-    for entry in work:
-        if entry.__class__ is not gate_memo.TableEntry:
-            table, policy, metrics, inputs, entry, debt, listed, loaded, histories = entry
+    for item in work:
+        if item.__class__ is gate_memo.TableEntry:  # its decisions all hold as they are
+            entry = item
+        else:
+            table, policy, metrics, inputs, entry, debt, listed, loaded, histories = item
             made, until = _table_through_gates(data, table, policy, metrics, policy.operations, listed, loaded, entry,
                                                histories, chains, debt)
             entry = gate_memo.TableEntry(metrics, inputs, data.now, made, until)
