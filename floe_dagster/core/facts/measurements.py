@@ -10,6 +10,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping, NamedTuple
 
+from floe_dagster.core.basics.quick_records import kept_property
 from floe_dagster.core.facts.fact_catalogue import BUILTIN, views
 from floe_dagster.core.facts.statistics import rows_changed_percent
 from floe_dagster.core.facts.table_facts import COLUMNS, NESTED, PLAIN, REFS, Tier, format_bytes
@@ -93,6 +94,14 @@ class TableMetrics:
     @property
     def statistics_rows_changed_percent(self) -> float | None:
         return rows_changed_percent(self.statistics_rows_changed, self.record_count)
+
+    @kept_property  # not a field: equality and asdict ignore it; every tick's partition scoping reads it
+    def data_bytes_at_most(self) -> int:
+        """No data-file rewrite of the table takes more: its data bytes (a summary-tier estimate, or one that fails),
+        or its recorded files' sizes summed (a full-tier estimate selects among them), whichever is larger."""
+        groups = self.data_file_groups
+        recorded = 0 if groups is None else sum(sum(sizes) for _, sizes, _ in groups)
+        return max(self.total_data_bytes, recorded)
 
     @property
     def _sorted_sizes(self) -> list[int] | None:

@@ -26,7 +26,6 @@ from floe_dagster.core.operations import ALL_OPERATIONS, Operation
 from floe_dagster.core.policies.owner_overrides import with_overrides
 from floe_dagster.core.rewrites.partition_scope import plan_scope
 from floe_dagster.core.basics.tables import TableName
-from floe_dagster.core.facts.measurements import TableMetrics
 
 BUDGET_CODES = ("budget_tables", "budget_operations", "budget_bytes", "budget_compute", "tick_cap")
 _NOTHING_TAKEN: Mapping[str, float] = MappingProxyType({})  # what a held-back offer took (one for them all)
@@ -399,7 +398,7 @@ def scoped(data: PlanInput, decision: Decision, bytes_used: int) -> Decision:
     whole = not older_first and metrics.total_data_bytes <= rules.max_file_group_size_bytes
     # The estimate is made when read (a full-tier one groups every file): a table whose rewrite cannot exceed the
     # run's allowance needs none, and most candidates a tick holds back past its cap are such tables.
-    if whole and _rewrite_bytes_at_most(metrics) <= allowance[0]:
+    if whole and metrics.data_bytes_at_most <= allowance[0]:
         return decision
     if decision.estimated_bytes <= 0 or (whole and decision.estimated_bytes <= allowance[0]):
         return decision
@@ -411,14 +410,3 @@ def scoped(data: PlanInput, decision: Decision, bytes_used: int) -> Decision:
                             why=(*decision.why, reason))
 
 
-def _rewrite_bytes_at_most(metrics: TableMetrics) -> int:
-    """No data-file rewrite of the table takes more: its data bytes (a summary-tier estimate, or one that fails),
-    or the recorded files' sizes summed (a full-tier estimate selects among them), whichever is larger. Kept on the
-    (immutable) record: every tick offers its rewrite again while the tick cap holds it back."""
-    kept = metrics.__dict__
-    found = kept.get("_rewrite_bytes_at_most")
-    if found is None:
-        groups = metrics.data_file_groups
-        recorded = 0 if groups is None else sum(sum(sizes) for _, sizes, _ in groups)
-        found = kept["_rewrite_bytes_at_most"] = max(metrics.total_data_bytes, recorded)  # not a field
-    return found
