@@ -1,4 +1,5 @@
-"""core/basics/quick_records.quick_init: a frozen record made by the quicker __init__ is the record the generated one makes."""
+"""core/basics/quick_records: a frozen record made by quick_init's __init__ is the record the generated one makes;
+kept_on and kept_property make a value once per record and leave its equality, hash and asdict alone."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from floe_dagster.core.policies.conditions import ConditionCheck, ConditionResult
 from floe_dagster.core.facts.health_assessment import HealthIssue, IssueType, Severity
-from floe_dagster.core.basics.quick_records import quick_init
+from floe_dagster.core.basics.quick_records import kept_on, quick_init
 from floe_dagster.core.schedules.schedule_due import Due
 
 
@@ -67,3 +68,32 @@ def test_a_record_whose_construction_does_more_is_refused():
 
     with pytest.raises(TypeError, match="not a frozen dataclass"):
         quick_init(Mutable)
+
+
+def test_kept_on_makes_a_value_once_per_record_even_a_false_or_zero_one_and_leaves_the_record_equal():
+    calls: list[tuple] = []
+
+    def make(*args: object) -> object:
+        calls.append(args)
+        return args[0]
+
+    first, second = _Plain(1), _Plain(1)
+    assert kept_on(first, "_flag", make, False) is False and kept_on(first, "_flag", make, True) is False
+    assert kept_on(first, "_count", make, 0) == 0 and kept_on(first, "_count", make, 5) == 0
+    assert calls == [(False,), (0,)]  # neither made again: only None is "not kept yet"
+    assert kept_on(second, "_flag", make, True) is True  # kept per record, not per class
+    assert first == second and hash(first.c) == hash(second.c)
+    assert dataclasses.asdict(first) == dataclasses.asdict(second) == {"a": 1, "b": "b", "c": (), "d": []}
+
+
+def test_a_metrics_records_sorted_sizes_are_kept_and_its_equality_ignores_them():
+    from floe_dagster.core.facts.measurements import TableMetrics
+
+    record = {"qualified_name": "c.n.t", "metadata_location": "file:///w/m.json", "tier": "full", "collected_at_ms": 0}
+    sized = TableMetrics(**record, data_file_sizes=(30, 10, 20), data_file_count=3, total_data_bytes=60)
+    unsized = TableMetrics(**record)
+    assert (sized.min_file_bytes, sized.max_file_bytes, sized.small_file_count(25), sized.large_file_count(15)) == \
+        (10, 30, 2, 2)
+    assert sized._sorted_sizes is sized._sorted_sizes  # made once
+    assert unsized.small_file_count(25) is None and unsized.min_file_bytes is None
+    assert sized == dataclasses.replace(sized) and "_sorted_sizes" not in dataclasses.asdict(sized)

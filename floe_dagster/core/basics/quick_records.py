@@ -1,6 +1,7 @@
 """A faster ``__init__`` for the frozen dataclasses a planner tick makes by the ten thousand (a schedule's
-due verdict, a trigger-condition verdict, a health issue): :func:`quick_init`; and :class:`kept_property`, a
-``functools.cached_property`` without its lock, for what such a record tells when read.
+due verdict, a trigger-condition verdict, a health issue): :func:`quick_init`; :class:`kept_property`, a
+``functools.cached_property`` without its lock, for what such a record tells when read; and :func:`kept_on`, for
+what a layer above the record's keeps on it (the record's own module cannot import what makes it).
 
 A frozen dataclass's generated ``__init__`` sets each field through ``object.__setattr__`` read from the
 builtins module on every field (the class's own ``__setattr__`` refuses); this one calls it bound once, a
@@ -68,3 +69,15 @@ class kept_property:
             return self
         value = instance.__dict__[self.name] = self.make(instance)
         return value
+
+
+def kept_on(record: Any, name: str, make: Callable[..., T], *args: Any) -> T:
+    """What ``make(*args)`` made, kept on the immutable ``record`` under ``name`` (not a field: equality, hashing and
+    asdict ignore it), as :class:`kept_property` keeps its values: for a value a module above the record's makes
+    from it (a plan's run class of a schedule, whether a table's properties set owner keys), which the record
+    cannot name as a property without importing that module. ``make`` returns anything but None."""
+    kept = record.__dict__
+    found = kept.get(name)
+    if found is None:
+        found = kept[name] = make(*args)
+    return found

@@ -46,7 +46,7 @@ from floe_dagster.core.facts.fact_catalogue import FactViews, views
 from floe_dagster.core.basics.localtime import as_utc, epoch_ms
 from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.facts.table_facts import Check, Fact
-from floe_dagster.core.basics.quick_records import quick_init
+from floe_dagster.core.basics.quick_records import kept_on, quick_init
 from floe_dagster.core.basics.validation import (
     Location,
     check_mapping,
@@ -259,10 +259,7 @@ _THRESHOLDS_KEYS: dict[HealthThresholds, int] = {}
 
 def _thresholds_key(thresholds: HealthThresholds) -> int:
     """A number for equal thresholds (a new policy set each tick makes new, equal ones), kept on the object."""
-    key = thresholds.__dict__.get("_key")
-    if key is None:
-        key = thresholds.__dict__["_key"] = _THRESHOLDS_KEYS.setdefault(thresholds, len(_THRESHOLDS_KEYS))
-    return key
+    return kept_on(thresholds, "_key", _THRESHOLDS_KEYS.setdefault, thresholds, len(_THRESHOLDS_KEYS))
 
 
 def _threshold(fact: Fact, limit: str | float, thresholds: HealthThresholds) -> float:

@@ -103,16 +103,12 @@ class TableMetrics:
         recorded = 0 if groups is None else sum(sum(sizes) for _, sizes, _ in groups)
         return max(self.total_data_bytes, recorded)
 
-    @property
+    @kept_property  # not a field: equality and asdict ignore it
     def _sorted_sizes(self) -> list[int] | None:
         """The data file sizes in order, made once per (immutable) record: the health collector keeps one
         record per metadata location, and health, every operation's trigger conditions and every tick
-        count its small and large files again, each a binary search here. (Kept by hand, not with
-        ``functools.cached_property``, which takes a lock on every first read: once per table in a cold tick.)"""
-        found = self.__dict__.get("_sorted")
-        if found is None and self.data_file_sizes is not None:
-            found = self.__dict__["_sorted"] = sorted(self.data_file_sizes)  # not a field: asdict ignores it
-        return found
+        count its small and large files again, each a binary search here."""
+        return sorted(self.data_file_sizes) if self.data_file_sizes is not None else None
 
     @property
     def min_file_bytes(self) -> int | None:

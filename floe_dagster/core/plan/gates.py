@@ -29,6 +29,7 @@ from floe_dagster.core.runs.commit_conflicts import conflict_retry_delay
 from floe_dagster.core.plan.decisions import Decision, Reason, skip
 from floe_dagster.core.runs.history import CONFLICT_STREAK, OperationHistory
 from floe_dagster.core.basics.localtime import as_utc, naive_as_utc
+from floe_dagster.core.basics.quick_records import kept_on
 from floe_dagster.core.operations import ALL_OPERATIONS, Operation, gc_disabled, gc_disabled_reason
 from floe_dagster.core.schedules.quiet import due_since, quiet_verdict
 from floe_dagster.core.schedules.schedule import schedule_due
@@ -357,12 +358,11 @@ def _escalated(escalation: SlaVerdict) -> str:
 
 def _run_class(schedule: Schedule) -> RunClass:
     """The schedule's run class, kept on the (immutable) schedule: the same for every table it governs."""
-    found = schedule.__dict__.get("_run_class")
-    if found is None:
-        days = ",".join(str(d) for d in sorted(schedule.allowed_days))
-        found = schedule.__dict__["_run_class"] = RunClass(  # not a field: equality and to_json ignore it
-            timeout=f"{schedule.timeout_hours:g}h",
-            window=f"{schedule.window_start}-{schedule.window_end} days {days} {schedule.timezone} "
-                   f"enforce {schedule.enforce_window_end}",
-        )
-    return found
+    return kept_on(schedule, "_run_class", _new_run_class, schedule)
+
+
+def _new_run_class(schedule: Schedule) -> RunClass:
+    days = ",".join(str(d) for d in sorted(schedule.allowed_days))
+    return RunClass(timeout=f"{schedule.timeout_hours:g}h",
+                    window=f"{schedule.window_start}-{schedule.window_end} days {days} {schedule.timezone} "
+                           f"enforce {schedule.enforce_window_end}")

@@ -31,6 +31,7 @@ from floe_dagster.core.plan.learned_plan import LearnedView, shadow_note
 from floe_dagster.core.value.ranking_shadow import learned_rank_key, static_rank_key
 from floe_dagster.core.runs.run_decision import SHADOW_ATTEMPT, SHADOW_PREFIX
 from floe_dagster.core.schedules.sla import table_sla
+from floe_dagster.core.basics.quick_records import kept_on
 from floe_dagster.core.basics.tables import TableName
 
 _NO_HISTORY = OperationHistory()
@@ -267,10 +268,7 @@ def _owner_overrides(policy: Any, metrics: Any) -> Any:
     """What the table's ``floe.*`` properties do under its policy (None: it sets none). Whether the record's
     properties hold such a key at all is kept on the (immutable) record: most tables hold none, and every tick
     reads every table's."""
-    kept = metrics.__dict__
-    sets = kept.get("_owner_keys")
-    if sets is None:
-        sets = kept["_owner_keys"] = sets_owner_keys(metrics.properties)  # not a field: asdict ignores it
+    sets = kept_on(metrics, "_owner_keys", sets_owner_keys, metrics.properties)
     return policy.overrides_for(metrics.properties) if sets else None
 
 

@@ -34,7 +34,7 @@ from floe_dagster.core.facts.health_assessment import DEFAULT_SMALL_FILE_SIZE_BY
 from floe_dagster.core.basics.localtime import as_utc
 from floe_dagster.core.facts.measurements import TableMetrics
 from floe_dagster.core.operations import Operation
-from floe_dagster.core.basics.quick_records import quick_init
+from floe_dagster.core.basics.quick_records import kept_property, quick_init
 from floe_dagster.core.basics.validation import (
     Location,
     check_mapping,
@@ -153,14 +153,11 @@ class TriggerConditions:
         found = kept[operation] = timedelta(minutes=minutes) if minutes else None
         return found
 
-    @property
+    @kept_property  # kept on the (frozen) conditions, as min_interval's: read for every decision of a tick
     def critical_delay(self) -> timedelta | None:
-        kept = self.__dict__
-        if "_critical_delay" not in kept:  # kept on the (frozen) conditions, as min_interval's
-            kept["_critical_delay"] = None if not self.critical_pipeline or \
-                self.critical_pipeline_max_delay_minutes is None else \
-                timedelta(minutes=self.critical_pipeline_max_delay_minutes)
-        return kept["_critical_delay"]
+        if not self.critical_pipeline or self.critical_pipeline_max_delay_minutes is None:
+            return None
+        return timedelta(minutes=self.critical_pipeline_max_delay_minutes)
 
     def to_json(self) -> dict[str, object]:
         data: dict[str, object] = dict(self.thresholds)
